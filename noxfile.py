@@ -1,0 +1,69 @@
+"""Sessions of the DataFlex monorepo.
+
+Each session installs the packages it needs from this working tree into its
+own virtualenv. torch is pinned to a CPU build through ``DATAFLEX_TORCH``
+(default ``torch==2.13.0``) because an open ``torch`` requirement can pull a
+multi-GB CUDA build; the packages' own requirements stay open.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import nox
+
+ROOT = Path(__file__).parent
+#: The torch requirement sessions install first (set e.g. DATAFLEX_TORCH="torch==2.13.0+cpu").
+TORCH = os.environ.get("DATAFLEX_TORCH", "torch==2.13.0")
+#: verl and TransferQueue versions the host is tested against (see VERL_FACTS / docs).
+VERL_STACK = ["verl==0.9.1", "transferqueue==0.1.11", "tensordict==0.10.0", "cachetools", "fastapi", "uvicorn"]
+
+CORE = ROOT / "packages" / "dataflex-core"
+HOST = ROOT / "packages" / "dataflex-verl"
+CONFORMANCE = ROOT / "conformance"
+
+nox.options.sessions = ["tests"]
+nox.options.reuse_existing_virtualenvs = False
+
+
+def plugin_dirs() -> list[Path]:
+    """Every shipped plugin package (``plugins/*`` with a pyproject, the template excluded)."""
+    return sorted(p for p in (ROOT / "plugins").glob("*") if (p / "pyproject.toml").exists() and p.name != "_template")
+
+
+def install_torch(session: nox.Session) -> None:
+    session.install(TORCH)
+
+
+def rel(path: Path) -> str:
+    return str(path.relative_to(ROOT)) if path.is_absolute() else str(path)
+
+
+def monorepo_dists(with_host: bool = True) -> list[Path]:
+    """Core, conformance, every plugin and (optionally) the verl host, as present in the tree."""
+    dists = [CORE, *plugin_dirs()]
+    if (CONFORMANCE / "pyproject.toml").exists():
+        dists.append(CONFORMANCE)
+    if with_host and (HOST / "pyproject.toml").exists():
+        dists.append(HOST)
+    return dists
+
+
+@nox.session
+def tests(session: nox.Session) -> None:
+    """Every package's tests, with the real verl stack installed for the host's tests."""
+    install_torch(session)
+    dists = monorepo_dists()
+    extra = VERL_STACK if HOST in dists else []
+    session.install(*extra, *(rel(d) for d in dists), "pytest>=8", "omegaconf", "hydra-core")
+    test_dirs = [rel(d / "tests") for d in dists if (d / "tests").is_dir()]
+    session.run("pytest", *test_dirs, *session.posargs)
+
+
+@nox.session
+def lint(session: nox.Session) -> None:
+    """ruff over the whole tree."""
+    session.install("ruff>=0.6")
+    session.run("ruff", "check", ".", *session.posargs)
+    session.run("ruff", "format", "--check", "--diff", ".")

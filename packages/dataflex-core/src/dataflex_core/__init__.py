@@ -1,0 +1,123 @@
+"""DataFlex core: data-centric control (reweight, select, mix) for RL training of LLMs.
+
+Framework-agnostic: it depends on torch and pluggy only. Hosts such as
+``dataflex-verl`` build a pipeline with :func:`build_from_config` and call
+``scorer.score`` then ``actuator.act`` on a DataProto-shaped :class:`Batch`.
+"""
+
+from .batch import Batch
+from .components import (
+    GRANULARITIES,
+    KINDS,
+    SAMPLE_GRANULARITIES,
+    TIMINGS,
+    Actuator,
+    Component,
+    Mixer,
+    Reweighter,
+    Scorer,
+    Selector,
+    accepted_params,
+)
+from .config import MECHANISMS, DataFlexPipeline, build_from_config
+from .decorators import register_mixer, register_reweighter, register_scorer, register_selector
+from .errors import (
+    ConfigError,
+    DataFlexError,
+    DeclarationError,
+    DuplicateComponentError,
+    IncompatibleComponentError,
+    InvalidOutputError,
+    PluginLoadError,
+    UnknownComponentError,
+    UnknownParamError,
+)
+from .groups import (
+    group_index,
+    masked_seq_max,
+    masked_seq_mean,
+    masked_seq_sum,
+    segment_count,
+    segment_max,
+    segment_mean,
+    segment_min,
+    segment_sum,
+    segment_var,
+)
+from .hookspecs import hookimpl
+from .normalize import mean_one, normalize_mean_one, valid_mask_for, valid_sample_mask, valid_token_mask
+from .plugins import (
+    ENTRY_POINT_GROUP,
+    ENV_ALLOW_PLUGINS,
+    ENV_BLOCK_PLUGINS,
+    ENV_DISABLE_AUTOLOAD,
+    ENV_STRICT,
+    DataFlexPluginManager,
+    PluginLoadWarning,
+    get_plugin_manager,
+    get_registry,
+    reset_plugin_manager,
+)
+from .registry import ComponentSpec, PluginInfo, Registry
+from .version import __version__
+
+__all__ = [
+    "Actuator",
+    "Batch",
+    "Component",
+    "ComponentSpec",
+    "ConfigError",
+    "DataFlexError",
+    "DataFlexPipeline",
+    "DataFlexPluginManager",
+    "DeclarationError",
+    "DuplicateComponentError",
+    "ENTRY_POINT_GROUP",
+    "ENV_ALLOW_PLUGINS",
+    "ENV_BLOCK_PLUGINS",
+    "ENV_DISABLE_AUTOLOAD",
+    "ENV_STRICT",
+    "GRANULARITIES",
+    "IncompatibleComponentError",
+    "InvalidOutputError",
+    "KINDS",
+    "MECHANISMS",
+    "Mixer",
+    "PluginInfo",
+    "PluginLoadError",
+    "PluginLoadWarning",
+    "Registry",
+    "Reweighter",
+    "SAMPLE_GRANULARITIES",
+    "Scorer",
+    "Selector",
+    "TIMINGS",
+    "UnknownComponentError",
+    "UnknownParamError",
+    "__version__",
+    "accepted_params",
+    "build_from_config",
+    "get_plugin_manager",
+    "get_registry",
+    "group_index",
+    "hookimpl",
+    "masked_seq_max",
+    "masked_seq_mean",
+    "masked_seq_sum",
+    "mean_one",
+    "normalize_mean_one",
+    "register_mixer",
+    "register_reweighter",
+    "register_scorer",
+    "register_selector",
+    "reset_plugin_manager",
+    "segment_count",
+    "segment_max",
+    "segment_mean",
+    "segment_min",
+    "segment_sum",
+    "segment_var",
+    "valid_mask_for",
+    "valid_sample_mask",
+    "valid_token_mask",
+]

@@ -1,0 +1,180 @@
+"""Base classes of the four component kinds and the checks on their declarations.
+
+A plugin declares what it reads and when it runs as class attributes; hosts
+plan their work (which queue fields to fetch, whether groups are needed) from
+those declarations alone, so a wrong declaration is caught when the class is
+defined rather than in the middle of a training run.
+"""
+
+from __future__ import annotations
+
+import inspect
+from typing import Any, ClassVar
+
+from .errors import DeclarationError, UnknownParamError
+
+TIMINGS = ("pre_rollout", "post_reward", "post_advantage", "in_loss")
+GRANULARITIES = ("domain", "prompt", "response", "token")
+#: Granularities whose scores have shape ``(bs,)``.
+SAMPLE_GRANULARITIES = ("prompt", "response")
+KINDS = ("scorer", "reweighter", "selector", "mixer")
+
+
+def _check_requires(cls: type, value: Any) -> None:
+    if not isinstance(value, (list, tuple)) or not all(isinstance(f, str) for f in value):
+        raise DeclarationError(
+            f"{cls.__qualname__}.requires must be a list of field names (strings), "
+            f"got {value!r}; write e.g. requires = ['advantages', 'response_mask']"
+        )
+
+
+def _check_choice(cls: type, attr: str, value: Any, choices: tuple[str, ...]) -> None:
+    if value not in choices:
+        raise DeclarationError(
+            f"{cls.__qualname__}.{attr} = {value!r} is not one of {', '.join(choices)}"
+        )
+
+
+def _check_bool(cls: type, attr: str, value: Any) -> None:
+    if not isinstance(value, bool):
+        raise DeclarationError(f"{cls.__qualname__}.{attr} must be True or False, got {value!r}")
+
+
+def accepted_params(cls: type) -> dict[str, Any]:
+    """Constructor parameters of ``cls`` (across its MRO) mapped to their defaults.
+
+    Parameters without a default map to ``inspect.Parameter.empty``. ``self``,
+    ``*args`` and ``**kwargs`` are not parameters a user can set.
+    """
+    params: dict[str, Any] = {}
+    for klass in reversed(cls.__mro__):
+        init = klass.__dict__.get("__init__")
+        if init is None or klass is object:
+            continue
+        for p in inspect.signature(init).parameters.values():
+            if p.name == "self" or p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
+                continue
+            params[p.name] = p.default
+    return params
+
+
+class Component:
+    """Common base: parameter checking, identity and checkpoint state.
+
+    Subclasses take their parameters as keyword arguments of ``__init__`` and
+    pass the rest to ``super().__init__(**kwargs)``; whatever reaches this
+    base is a parameter nobody accepted, which is an error rather than
+    something to drop.
+    """
+
+    kind: ClassVar[str] = ""
+    #: Batch fields the component reads (beyond the always-present ``response_mask``).
+    requires: ClassVar[list[str]] = []
+    #: True when the component reads the GRPO group ids (``uid``).
+    needs_groups: ClassVar[bool] = False
+    #: Set by the ``register_*`` decorators or the registry.
+    name: ClassVar[str | None] = None
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        _check_requires(cls, cls.requires)
+        _check_bool(cls, "needs_groups", cls.needs_groups)
+        cls._validate_declarations()
+
+    @classmethod
+    def _validate_declarations(cls) -> None:
+        """Kind-specific declaration checks; run once per subclass definition."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        if kwargs:
+            accepted = sorted(accepted_params(type(self)))
+            raise UnknownParamError(
+                f"{type(self).__qualname__} got unknown param(s) {sorted(kwargs)}; "
+                f"accepted params: {accepted or 'none'}"
+            )
+
+    def state_dict(self) -> dict[str, Any]:
+        """State to save with a checkpoint; stateless components return ``{}``."""
+        return {}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore what :meth:`state_dict` returned; a resumed run continues from it."""
+        if state:
+            raise ValueError(
+                f"{type(self).__qualname__} is stateless but was given state with keys "
+                f"{sorted(state)}; override load_state_dict to restore it"
+            )
+
+    def describe(self) -> str:
+        """``name(param=value, ...)`` as used in error messages and reports."""
+        params = ", ".join(
+            f"{k}={getattr(self, k)!r}" for k in accepted_params(type(self)) if hasattr(self, k)
+        )
+        return f"{self.name or type(self).__name__}({params})"
+
+
+class Scorer(Component):
+    """Turns batch signals into scores: ``(bs,)`` per sample or ``(bs, L)`` per token."""
+
+    kind = "scorer"
+    requires: ClassVar[list[str]] = []
+    #: When in the training step the scores are computed.
+    timing: ClassVar[str] = "post_advantage"
+    #: ``prompt``/``response`` -> ``(bs,)``, ``token`` -> ``(bs, L)``, ``domain`` -> one per domain.
+    granularity: ClassVar[str] = "prompt"
+
+    @classmethod
+    def _validate_declarations(cls) -> None:
+        _check_choice(cls, "timing", cls.timing, TIMINGS)
+        _check_choice(cls, "granularity", cls.granularity, GRANULARITIES)
+
+    def score(self, batch: Any, step_id: int, **ctx: Any):
+        raise NotImplementedError(f"{type(self).__qualname__} must implement score(batch, step_id, **ctx)")
+
+
+class Actuator(Component):
+    """Base of the three actuators: they turn scores into an action on the batch."""
+
+    #: Scorer granularities this actuator can consume.
+    accepts_granularity: ClassVar[tuple[str, ...]] = GRANULARITIES
+
+    @classmethod
+    def _validate_declarations(cls) -> None:
+        acc = cls.accepts_granularity
+        if isinstance(acc, str) or not all(g in GRANULARITIES for g in acc):
+            raise DeclarationError(
+                f"{cls.__qualname__}.accepts_granularity must be a tuple drawn from "
+                f"{', '.join(GRANULARITIES)}, got {acc!r}"
+            )
+
+    def act(self, scores: Any, batch: Any, **ctx: Any):
+        raise NotImplementedError(f"{type(self).__qualname__} must implement act(scores, batch, **ctx)")
+
+
+class Reweighter(Actuator):
+    """Scores -> loss weights, non-negative, finite, mean one over valid units."""
+
+    kind = "reweighter"
+    accepts_granularity: ClassVar[tuple[str, ...]] = ("prompt", "response", "token")
+
+
+class Selector(Actuator):
+    """Scores -> kept sample indices (LongTensor) or a 0/1 mask of shape ``(bs,)``."""
+
+    kind = "selector"
+    accepts_granularity: ClassVar[tuple[str, ...]] = ("prompt", "response")
+
+
+class Mixer(Actuator):
+    """Per-domain scores -> domain sampling proportions, non-negative, summing to one."""
+
+    kind = "mixer"
+    accepts_granularity: ClassVar[tuple[str, ...]] = ("domain", "prompt", "response")
+
+
+BASE_CLASSES: dict[str, type[Component]] = {
+    "scorer": Scorer,
+    "reweighter": Reweighter,
+    "selector": Selector,
+    "mixer": Mixer,
+}

@@ -1,0 +1,281 @@
+"""Build a scorer and an actuator from the ``dataflex:`` config block, with mount-time checks.
+
+Every mistake a user can make in the block is reported here, before any
+training step runs: an unknown mechanism or key, an unknown component (with
+the closest installed name), an unknown or ill-typed param (with the accepted
+ones), an actuator of the wrong kind, a granularity the actuator does not
+accept, and a group-based component under a non-group advantage estimator.
+"""
+
+from __future__ import annotations
+
+import difflib
+import inspect
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from .components import Actuator, Scorer, accepted_params
+from .errors import ConfigError, IncompatibleComponentError, UnknownComponentError, UnknownParamError
+from .plugins import get_plugin_manager
+from .registry import ComponentSpec, Registry
+
+#: mechanism -> the actuator kind it drives.
+MECHANISMS = {"reweight": "reweighter", "select": "selector", "mix": "mixer"}
+#: Keys of the ``dataflex:`` block that the core reads.
+CORE_KEYS = ("mechanism", "scorer", "actuator", "warmup_step")
+
+#: Fallback when the host cannot tell: verl 0.9.1 estimators that normalise within ``uid`` groups.
+KNOWN_GROUP_ESTIMATORS = frozenset(
+    {
+        "grpo",
+        "grpo_vectorized",
+        "gdpo",
+        "grpo_passk",
+        "reinforce_plus_plus_baseline",
+        "rloo",
+        "rloo_vectorized",
+        "opo",
+        "gpg",
+        "optimal_token_baseline",
+        "tir_optimal_token_baseline",
+    }
+)
+#: verl 0.9.1 estimators that do not use groups.
+KNOWN_NON_GROUP_ESTIMATORS = frozenset({"gae", "reinforce_plus_plus", "remax"})
+
+
+def to_plain(cfg: Any) -> Any:
+    """An OmegaConf node (or anything mapping-like) as plain dicts and lists."""
+    try:
+        from omegaconf import DictConfig, ListConfig, OmegaConf
+    except ImportError:  # omegaconf is optional for the core
+        DictConfig = ListConfig = ()  # type: ignore[assignment]
+    if DictConfig and isinstance(cfg, (DictConfig, ListConfig)):
+        return OmegaConf.to_container(cfg, resolve=True)
+    if isinstance(cfg, Mapping):
+        return {k: to_plain(v) for k, v in cfg.items()}
+    if isinstance(cfg, (list, tuple)):
+        return [to_plain(v) for v in cfg]
+    return cfg
+
+
+def default_is_group_estimator(name: str) -> bool | None:
+    """Group-ness of a verl estimator from the built-in lists; ``None`` if unknown."""
+    if name in KNOWN_GROUP_ESTIMATORS:
+        return True
+    if name in KNOWN_NON_GROUP_ESTIMATORS:
+        return False
+    return None
+
+
+@dataclass
+class DataFlexPipeline:
+    """The built ``dataflex:`` block: what a host runs each step."""
+
+    mechanism: str
+    scorer: Scorer
+    actuator: Actuator
+    warmup_step: int
+    scorer_spec: ComponentSpec
+    actuator_spec: ComponentSpec
+    scorer_params: dict[str, Any] = field(default_factory=dict)
+    actuator_params: dict[str, Any] = field(default_factory=dict)
+    #: Keys of the block a host declared through ``extra_keys`` (left unparsed here).
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def needs_groups(self) -> bool:
+        return bool(self.scorer.needs_groups or self.actuator.needs_groups)
+
+    @property
+    def requires(self) -> list[str]:
+        """Every batch field scorer and actuator read, plus ``response_mask`` (and ``uid`` for groups)."""
+        fields = ["response_mask", *self.scorer.requires, *self.actuator.requires]
+        if self.needs_groups:
+            fields.append("uid")
+        return list(dict.fromkeys(fields))
+
+    def active(self, step: int) -> bool:
+        """True once ``step`` has reached ``warmup_step``."""
+        return step >= self.warmup_step
+
+
+def _component_entry(block: dict[str, Any], role: str) -> tuple[str, dict[str, Any]]:
+    entry = block.get(role)
+    if entry is None:
+        raise ConfigError(f"dataflex.{role} is missing; write e.g. {role}: {{name: ..., params: {{}}}}")
+    if isinstance(entry, str):
+        return entry, {}
+    if not isinstance(entry, Mapping):
+        raise ConfigError(f"dataflex.{role} must be a mapping with 'name' and 'params', got {entry!r}")
+    unknown = set(entry) - {"name", "params"}
+    if unknown:
+        raise ConfigError(
+            f"dataflex.{role} has unknown key(s) {sorted(unknown)}; accepted keys: name, params "
+            f"(component parameters go under {role}.params)"
+        )
+    name = entry.get("name")
+    if not isinstance(name, str) or not name:
+        raise ConfigError(f"dataflex.{role}.name must be a component name, got {name!r}")
+    params = entry.get("params") or {}
+    if not isinstance(params, Mapping):
+        raise ConfigError(f"dataflex.{role}.params must be a mapping, got {params!r}")
+    return name, dict(params)
+
+
+def _lookup(registry: Registry, kind: str, name: str, role: str, failures: Iterable[Any]) -> ComponentSpec:
+    spec = registry.get(kind, name)
+    if spec is not None:
+        return spec
+    other = registry.find_kind(name)
+    if other:
+        raise IncompatibleComponentError(
+            f"dataflex.{role} {name!r} is a {other[0]}, but this mechanism needs a {kind}; "
+            f"installed {kind}s: {', '.join(registry.names(kind)) or 'none'}"
+        )
+    close = registry.close_match(kind, name)
+    message = f"{kind} {name!r} is not installed"
+    if close:
+        message += f"; did you mean {close!r}?"
+    message += f" installed {kind}s: {', '.join(registry.names(kind)) or 'none'}"
+    failures = list(failures)
+    for failure in failures:
+        message += f"\n  note: {failure.message} (it may provide {name!r})"
+    if not failures:
+        message += f". Install the package that provides it (pip install ...) and check `dataflex plugins`"
+    error = UnknownComponentError(message)
+    if len(failures) == 1:
+        raise error from failures[0].error
+    raise error
+
+
+def _type_ok(default: Any, value: Any) -> bool:
+    if default is inspect.Parameter.empty or default is None or value is None:
+        return True
+    if isinstance(default, bool):
+        return isinstance(value, bool)
+    if isinstance(default, (int, float)):
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    if isinstance(default, str):
+        return isinstance(value, str)
+    if isinstance(default, (list, tuple)):
+        return isinstance(value, (list, tuple))
+    if isinstance(default, Mapping):
+        return isinstance(value, Mapping)
+    return True
+
+
+def check_params(spec: ComponentSpec, params: Mapping[str, Any], role: str) -> None:
+    """Raise :class:`UnknownParamError` for unknown, missing or ill-typed params."""
+    accepted = accepted_params(spec.cls)
+    shown = ", ".join(
+        f"{k}={v!r}" if v is not inspect.Parameter.empty else f"{k} (required)" for k, v in accepted.items()
+    ) or "none"
+    for key in params:
+        if key not in accepted:
+            close = difflib.get_close_matches(key, list(accepted), n=1, cutoff=0.6)
+            hint = f"; did you mean {close[0]!r}?" if close else ""
+            raise UnknownParamError(
+                f"dataflex.{role}.params: {spec.kind} {spec.name!r} has no param {key!r}{hint} "
+                f"accepted params: {shown}"
+            )
+    for key, default in accepted.items():
+        if default is inspect.Parameter.empty and key not in params:
+            raise UnknownParamError(
+                f"dataflex.{role}.params: {spec.kind} {spec.name!r} needs param {key!r}; accepted params: {shown}"
+            )
+        if key in params and not _type_ok(default, params[key]):
+            raise UnknownParamError(
+                f"dataflex.{role}.params.{key}={params[key]!r} has type {type(params[key]).__name__}, "
+                f"but {spec.kind} {spec.name!r} expects {type(default).__name__} (default {default!r})"
+            )
+
+
+def instantiate(spec: ComponentSpec, params: Mapping[str, Any], role: str) -> Any:
+    """Check ``params`` and construct the component, naming it in any error."""
+    check_params(spec, params, role)
+    try:
+        return spec.cls(**params)
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(f"dataflex.{role} {spec.label} rejected params {dict(params)}: {exc}") from exc
+
+
+def build_from_config(
+    dataflex_cfg: Any,
+    *,
+    adv_estimator: str | None = None,
+    is_group_estimator: Callable[[str], bool | None] | None = None,
+    extra_keys: Iterable[str] = (),
+    registry: Registry | None = None,
+) -> DataFlexPipeline:
+    """Build the scorer and actuator described by a ``dataflex:`` block.
+
+    :param dataflex_cfg: dict or OmegaConf node with ``mechanism``, ``scorer``,
+        ``actuator`` and ``warmup_step`` (plus any ``extra_keys``).
+    :param adv_estimator: the host's advantage estimator, for the
+        ``needs_groups`` check; ``None`` skips it.
+    :param is_group_estimator: the host's own answer to "does this estimator
+        use ``uid`` groups?"; defaults to verl 0.9.1's known lists.
+    :param extra_keys: block keys the host reads itself (kept in ``.extra``).
+    :param registry: components to build from; defaults to the installed plugins.
+    """
+    block = to_plain(dataflex_cfg)
+    if not isinstance(block, Mapping):
+        raise ConfigError(f"the dataflex block must be a mapping, got {block!r}")
+    known_keys = (*CORE_KEYS, *extra_keys)
+    unknown = sorted(set(block) - set(known_keys))
+    if unknown:
+        close = {k: difflib.get_close_matches(k, known_keys, n=1, cutoff=0.6) for k in unknown}
+        hints = "".join(f"; did you mean {v[0]!r} for {k!r}?" for k, v in close.items() if v)
+        raise ConfigError(f"dataflex block has unknown key(s) {unknown}{hints} accepted keys: {', '.join(known_keys)}")
+
+    mechanism = block.get("mechanism", "reweight")
+    if mechanism not in MECHANISMS:
+        raise ConfigError(f"dataflex.mechanism={mechanism!r} is not one of {', '.join(MECHANISMS)}")
+    warmup_step = block.get("warmup_step", 0)
+    if isinstance(warmup_step, bool) or not isinstance(warmup_step, int) or warmup_step < 0:
+        raise ConfigError(f"dataflex.warmup_step must be an integer >= 0, got {warmup_step!r}")
+
+    manager = get_plugin_manager() if registry is None else None
+    registry = registry if registry is not None else manager.registry()
+    failures = manager.failures if manager is not None else []
+    actuator_kind = MECHANISMS[mechanism]
+
+    scorer_name, scorer_params = _component_entry(block, "scorer")
+    actuator_name, actuator_params = _component_entry(block, "actuator")
+    scorer_spec = _lookup(registry, "scorer", scorer_name, "scorer", failures)
+    actuator_spec = _lookup(registry, actuator_kind, actuator_name, "actuator", failures)
+
+    granularity = scorer_spec.cls.granularity
+    accepts = actuator_spec.cls.accepts_granularity
+    if granularity not in accepts:
+        raise IncompatibleComponentError(
+            f"scorer {scorer_name!r} gives {granularity}-level scores, but {actuator_kind} "
+            f"{actuator_name!r} accepts only {', '.join(accepts)}; pick a scorer of that granularity"
+        )
+
+    if adv_estimator is not None:
+        classify = is_group_estimator or default_is_group_estimator
+        grouped = classify(adv_estimator)
+        for spec in (scorer_spec, actuator_spec):
+            if spec.cls.needs_groups and grouped is False:
+                raise IncompatibleComponentError(
+                    f"{spec.kind} {spec.name!r} needs GRPO groups (needs_groups=True), but "
+                    f"algorithm.adv_estimator={adv_estimator!r} does not group samples by uid; "
+                    "use a group estimator such as grpo or rloo, or a scorer without needs_groups"
+                )
+
+    scorer = instantiate(scorer_spec, scorer_params, "scorer")
+    actuator = instantiate(actuator_spec, actuator_params, "actuator")
+    return DataFlexPipeline(
+        mechanism=mechanism,
+        scorer=scorer,
+        actuator=actuator,
+        warmup_step=warmup_step,
+        scorer_spec=scorer_spec,
+        actuator_spec=actuator_spec,
+        scorer_params=scorer_params,
+        actuator_params=actuator_params,
+        extra={k: block[k] for k in extra_keys if k in block},
+    )

@@ -1,0 +1,57 @@
+"""The decorator API of the user guide: ``@register_scorer("name")`` and friends.
+
+A decorator only records the class. The plugin loader attributes each record
+to the entry point whose module defined it; records no entry point claims
+(classes defined in a user's script or a test) form the ``__local__`` plugin.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, TypeVar
+
+from .components import BASE_CLASSES
+from .errors import DeclarationError
+
+T = TypeVar("T", bound=type)
+
+
+@dataclass(frozen=True)
+class DecoratedComponent:
+    kind: str
+    name: str
+    cls: type
+
+
+#: Every decorated class, in definition order. Append-only.
+DECORATED: list[DecoratedComponent] = []
+
+
+def _make_register(kind: str) -> Callable[[str], Callable[[T], T]]:
+    base = BASE_CLASSES[kind]
+
+    def register(name: str) -> Callable[[T], T]:
+        if not isinstance(name, str) or not name.strip():
+            raise DeclarationError(f"register_{kind}(name) needs a non-empty string name, got {name!r}")
+
+        def decorate(cls: T) -> T:
+            if not (isinstance(cls, type) and issubclass(cls, base)):
+                raise DeclarationError(
+                    f"@register_{kind}({name!r}) decorates {cls!r}, which is not a subclass of "
+                    f"{base.__name__}; inherit from dataflex_core.{base.__name__}"
+                )
+            cls.name = name
+            DECORATED.append(DecoratedComponent(kind, name, cls))
+            return cls
+
+        return decorate
+
+    register.__name__ = register.__qualname__ = f"register_{kind}"
+    register.__doc__ = f"Class decorator registering a {base.__name__} under ``name``."
+    return register
+
+
+register_scorer = _make_register("scorer")
+register_reweighter = _make_register("reweighter")
+register_selector = _make_register("selector")
+register_mixer = _make_register("mixer")

@@ -1,0 +1,37 @@
+"""Exception types, so hosts and tests can tell configuration mistakes apart."""
+
+
+class DataFlexError(Exception):
+    """Base of every error DataFlex raises on purpose."""
+
+
+class DeclarationError(DataFlexError, TypeError):
+    """A component class declares an invalid ``timing``, ``granularity`` or ``requires``."""
+
+
+class ConfigError(DataFlexError, ValueError):
+    """The ``dataflex:`` configuration block cannot be built."""
+
+
+class UnknownComponentError(ConfigError):
+    """A configured component name is not registered by any loaded plugin."""
+
+
+class UnknownParamError(ConfigError):
+    """A component was given a parameter it does not accept."""
+
+
+class IncompatibleComponentError(ConfigError):
+    """Components that cannot run together, or with this host's configuration."""
+
+
+class DuplicateComponentError(DataFlexError):
+    """Two plugins register the same component name."""
+
+
+class PluginLoadError(DataFlexError):
+    """A plugin failed to load while strict loading was asked for."""
+
+
+class InvalidOutputError(DataFlexError, ValueError):
+    """A component returned scores or weights that break its contract."""

@@ -1,0 +1,93 @@
+"""The pluggy hooks a DataFlex plugin may implement.
+
+Each registration hook receives a ``register`` callback instead of returning
+classes, so the host owns naming, attribution to a distribution and the
+duplicate-name check. Plugins written in the decorator style
+(``@register_scorer("name")``) need none of these: the loader turns their
+decorated classes into implementations of the same hooks.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import pluggy
+
+PROJECT_NAME = "dataflex"
+
+hookspec = pluggy.HookspecMarker(PROJECT_NAME)
+#: Marker for hook implementations in plugins: ``@hookimpl def dataflex_register_scorers(register): ...``
+hookimpl = pluggy.HookimplMarker(PROJECT_NAME)
+
+Register = Callable[..., Any]
+
+
+@hookspec
+def dataflex_register_scorers(register: Register) -> None:
+    """Register the plugin's :class:`~dataflex_core.Scorer` classes.
+
+    :param register: callback ``register(cls, name=None)``; ``name`` defaults
+        to ``cls.name``. ``cls`` must subclass :class:`~dataflex_core.Scorer`.
+    :returns: nothing; a return value is ignored. Registering a name another
+        distribution already registered raises
+        :class:`~dataflex_core.DuplicateComponentError` naming both.
+
+    Called once per plugin each time the registry is (re)built, after every
+    entry point of group ``dataflex`` has been imported.
+
+    .. versionadded:: 0.1
+    """
+
+
+@hookspec
+def dataflex_register_reweighters(register: Register) -> None:
+    """Register the plugin's :class:`~dataflex_core.Reweighter` classes.
+
+    :param register: callback ``register(cls, name=None)``; ``name`` defaults
+        to ``cls.name``. ``cls`` must subclass :class:`~dataflex_core.Reweighter`.
+    :returns: nothing. The registered class's ``act`` must return non-negative,
+        finite weights at the scorer's granularity with mean one over valid units.
+
+    Called once per plugin each time the registry is (re)built.
+
+    .. versionadded:: 0.1
+    """
+
+
+@hookspec
+def dataflex_register_selectors(register: Register) -> None:
+    """Register the plugin's :class:`~dataflex_core.Selector` classes.
+
+    :param register: callback ``register(cls, name=None)``; ``cls`` must
+        subclass :class:`~dataflex_core.Selector`.
+    :returns: nothing. The registered class's ``act`` must return kept row
+        indices (LongTensor) or a 0/1 mask of shape ``(bs,)``.
+
+    Called once per plugin each time the registry is (re)built.
+
+    .. versionadded:: 0.1
+    """
+
+
+@hookspec
+def dataflex_register_mixers(register: Register) -> None:
+    """Register the plugin's :class:`~dataflex_core.Mixer` classes.
+
+    :param register: callback ``register(cls, name=None)``; ``cls`` must
+        subclass :class:`~dataflex_core.Mixer`.
+    :returns: nothing. The registered class's ``act`` must return one
+        non-negative proportion per domain, summing to one.
+
+    Called once per plugin each time the registry is (re)built.
+
+    .. versionadded:: 0.1
+    """
+
+
+#: Which hook registers which kind of component.
+REGISTRATION_HOOKS = {
+    "scorer": "dataflex_register_scorers",
+    "reweighter": "dataflex_register_reweighters",
+    "selector": "dataflex_register_selectors",
+    "mixer": "dataflex_register_mixers",
+}

@@ -1,0 +1,84 @@
+"""Validity masks and mean-one normalisation.
+
+verl's loss aggregation divides by token or sequence counts, not by the sum
+of the weights, so the mean of the weights sets the step size. Weights are
+therefore scaled to mean one over the valid units: valid samples for
+``(bs,)`` weights, valid tokens of non-padding rows for ``(bs, L)`` weights.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from .errors import InvalidOutputError
+
+
+def valid_token_mask(batch: Any) -> torch.Tensor:
+    """``(bs, L)`` bool: response tokens of non-padding rows."""
+    mask = batch.batch["response_mask"].bool()
+    padding = batch.batch.get("is_padding")
+    if padding is not None:
+        mask = mask & ~padding.to(mask.device).bool().reshape(-1, 1)
+    return mask
+
+
+def valid_sample_mask(batch: Any) -> torch.Tensor:
+    """``(bs,)`` bool: rows that are not padding and have at least one response token."""
+    return valid_token_mask(batch).any(-1)
+
+
+def valid_mask_for(weights: torch.Tensor, batch: Any) -> torch.Tensor:
+    """The validity mask matching ``weights``' shape: per sample or per token."""
+    return valid_sample_mask(batch) if weights.dim() == 1 else valid_token_mask(batch)
+
+
+def normalize_mean_one(weights: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
+    """Scale ``weights`` to mean one over ``valid`` entries; invalid entries become 0.
+
+    :param weights: ``(bs,)`` or ``(bs, L)`` non-negative weights, any float dtype.
+    :param valid: bool mask of the same shape.
+    :returns: float32 weights (float64 stays float64).
+    :raises InvalidOutputError: a valid weight is negative or non-finite, or all are zero.
+    """
+    if weights.shape != valid.shape:
+        raise InvalidOutputError(
+            f"weights shape {tuple(weights.shape)} does not match the validity mask "
+            f"{tuple(valid.shape)}"
+        )
+    dtype = torch.float64 if weights.dtype == torch.float64 else torch.float32
+    w = weights.to(dtype)
+    valid = valid.to(w.device).bool()
+    if not valid.any():
+        return torch.zeros_like(w)
+    zero = torch.zeros((), dtype=dtype, device=w.device)
+    w = torch.where(valid, w, zero)
+    bad = valid & ~torch.isfinite(w)
+    if bad.any():
+        raise InvalidOutputError(
+            f"{int(bad.sum())} of {int(valid.sum())} valid weights are not finite "
+            f"(first at index {bad.nonzero()[0].tolist()})"
+        )
+    if (w < 0).any():
+        raise InvalidOutputError(
+            f"weights must be non-negative; min={w.min().item():.4g} "
+            f"at index {(w < 0).nonzero()[0].tolist()}"
+        )
+    total = w.sum()
+    count = valid.sum().to(dtype)
+    if total <= 0:
+        raise InvalidOutputError(
+            f"all {int(count)} valid weights are zero; at least one must be positive "
+            "to normalise to mean one"
+        )
+    if not torch.isfinite(total):
+        # The sum overflowed although every entry is finite: rescale first.
+        w = w / w.max()
+        total = w.sum()
+    return w * (count / total)
+
+
+def mean_one(weights: torch.Tensor, batch: Any) -> torch.Tensor:
+    """:func:`normalize_mean_one` over the units of ``batch`` that match ``weights``' shape."""
+    return normalize_mean_one(weights, valid_mask_for(weights, batch))

@@ -1,0 +1,314 @@
+"""Entry-point discovery: load every plugin of group ``dataflex``, each in isolation.
+
+One plugin that fails to import must not take the others down, so each entry
+point is loaded on its own and a failure becomes a warning naming the entry
+point, its distribution and version (unless strict loading is asked for).
+The controls follow pytest's: disable autoload, block named plugins, or
+allow-list them, each through one environment variable.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata as importlib_metadata
+import os
+import traceback
+import warnings
+from dataclasses import dataclass
+from typing import Any, Callable, Iterable
+
+import pluggy
+
+from . import hookspecs
+from .components import Component
+from .decorators import DECORATED, DecoratedComponent
+from .errors import DeclarationError, DuplicateComponentError, PluginLoadError
+from .registry import LOCAL_PLUGIN, PluginInfo, Registry
+
+#: Entry-point group plugins publish themselves under.
+ENTRY_POINT_GROUP = "dataflex"
+#: Set to ``1`` to load no entry points at all (only components defined in-process).
+ENV_DISABLE_AUTOLOAD = "DATAFLEX_DISABLE_PLUGIN_AUTOLOAD"
+#: Comma-separated entry-point or distribution names never to import.
+ENV_BLOCK_PLUGINS = "DATAFLEX_BLOCK_PLUGINS"
+#: Comma-separated entry-point or distribution names; when set, only these are imported.
+ENV_ALLOW_PLUGINS = "DATAFLEX_PLUGINS"
+#: Set to ``1`` to re-raise a plugin's load error instead of skipping the plugin.
+ENV_STRICT = "DATAFLEX_STRICT_PLUGINS"
+
+_TRUE = {"1", "true", "yes", "on"}
+
+
+class PluginLoadWarning(UserWarning):
+    """A plugin was skipped because it failed to load."""
+
+
+@dataclass(frozen=True)
+class PluginFailure:
+    """A plugin that was skipped, with the error that caused it."""
+
+    plugin: PluginInfo
+    error: BaseException
+    traceback: str
+
+    @property
+    def message(self) -> str:
+        return f"skipping plugin {self.plugin.label}: {type(self.error).__name__}: {self.error}"
+
+
+def _env_list(name: str) -> set[str]:
+    return {item.strip() for item in os.environ.get(name, "").split(",") if item.strip()}
+
+
+def _env_flag(name: str) -> bool:
+    return os.environ.get(name, "").strip().lower() in _TRUE
+
+
+def _normalise_dist(name: str) -> str:
+    return name.replace("_", "-").replace(".", "-").lower()
+
+
+def iter_entry_points() -> list[tuple[importlib_metadata.EntryPoint, PluginInfo]]:
+    """Installed entry points of group ``dataflex`` with their distribution, deduplicated."""
+    seen: set[tuple[str, str, str | None]] = set()
+    out = []
+    for ep in importlib_metadata.entry_points(group=ENTRY_POINT_GROUP):
+        dist = getattr(ep, "dist", None)
+        dist_name = dist.metadata["Name"] if dist is not None else None
+        key = (ep.name, ep.value, dist_name)
+        if key in seen:
+            continue
+        seen.add(key)
+        info = PluginInfo(
+            name=ep.name,
+            value=ep.value,
+            dist=dist_name,
+            version=dist.version if dist is not None else None,
+        )
+        out.append((ep, info))
+    out.sort(key=lambda pair: (pair[1].dist or "", pair[1].name))
+    return out
+
+
+def _has_hookimpls(obj: Any) -> bool:
+    return any(
+        name.startswith("dataflex_") and hasattr(getattr(obj, name, None), "dataflex_impl")
+        for name in dir(obj)
+    )
+
+
+def _unknown_hooks(obj: Any) -> list[str]:
+    known = set(hookspecs.REGISTRATION_HOOKS.values())
+    return sorted(
+        name
+        for name in dir(obj)
+        if hasattr(getattr(obj, name, None), "dataflex_impl") and name not in known
+    )
+
+
+class _DecoratedComponents:
+    """Hook implementations for classes registered with the ``register_*`` decorators."""
+
+    def __init__(self, components: list[DecoratedComponent]) -> None:
+        self.components = list(components)
+
+    def _register(self, kind: str, register: Callable[..., Any]) -> None:
+        for item in self.components:
+            if item.kind == kind:
+                register(item.cls, item.name)
+
+    @hookspecs.hookimpl
+    def dataflex_register_scorers(self, register):
+        self._register("scorer", register)
+
+    @hookspecs.hookimpl
+    def dataflex_register_reweighters(self, register):
+        self._register("reweighter", register)
+
+    @hookspecs.hookimpl
+    def dataflex_register_selectors(self, register):
+        self._register("selector", register)
+
+    @hookspecs.hookimpl
+    def dataflex_register_mixers(self, register):
+        self._register("mixer", register)
+
+
+class DataFlexPluginManager(pluggy.PluginManager):
+    """pluggy's manager plus where each plugin came from and which ones failed."""
+
+    def __init__(self) -> None:
+        super().__init__(hookspecs.PROJECT_NAME)
+        self.add_hookspecs(hookspecs)
+        self.plugin_infos: dict[str, PluginInfo] = {}
+        self.failures: list[PluginFailure] = []
+        self._claimed: set[type] = set()
+        self._registry: Registry | None = None
+        self._registry_key: tuple[int, int] | None = None
+
+    # -- loading ---------------------------------------------------------
+    def load_entrypoints(
+        self,
+        *,
+        strict: bool | None = None,
+        only_dists: Iterable[str] | None = None,
+    ) -> None:
+        """Import every allowed entry point of group ``dataflex`` and register it.
+
+        :param strict: re-raise load errors; defaults to ``$DATAFLEX_STRICT_PLUGINS``.
+        :param only_dists: when given, entry points of other distributions are
+            never imported (a lock file's enforcement uses this).
+        """
+        strict = _env_flag(ENV_STRICT) if strict is None else strict
+        if _env_flag(ENV_DISABLE_AUTOLOAD):
+            return
+        blocked = {_normalise_dist(n) for n in _env_list(ENV_BLOCK_PLUGINS)}
+        allowed = {_normalise_dist(n) for n in _env_list(ENV_ALLOW_PLUGINS)}
+        only = {_normalise_dist(d) for d in only_dists} if only_dists is not None else None
+        for ep, info in iter_entry_points():
+            names = {_normalise_dist(info.name), _normalise_dist(info.dist or "")}
+            if names & blocked:
+                continue
+            if allowed and not names & allowed:
+                continue
+            if only is not None and _normalise_dist(info.dist or "") not in only:
+                continue
+            self.load_entrypoint(ep, info, strict=strict)
+
+    def load_entrypoint(self, ep: importlib_metadata.EntryPoint, info: PluginInfo, *, strict: bool) -> None:
+        if info.name in self.plugin_infos:
+            return
+        start = len(DECORATED)
+        try:
+            obj = ep.load()
+            self._register_loaded(obj, ep.module, info, DECORATED[start:])
+        except Exception as exc:  # noqa: BLE001 - isolating plugins is the point
+            self._unregister_plugin(info.name)
+            failure = PluginFailure(info, exc, traceback.format_exc())
+            self.failures.append(failure)
+            if strict:
+                raise PluginLoadError(failure.message) from exc
+            warnings.warn(failure.message, PluginLoadWarning, stacklevel=2)
+
+    def _register_loaded(
+        self, obj: Any, module_name: str, info: PluginInfo, new: list[DecoratedComponent]
+    ) -> None:
+        unknown = _unknown_hooks(obj)
+        if unknown:
+            known = ", ".join(hookspecs.REGISTRATION_HOOKS.values())
+            raise PluginLoadError(f"unknown hook(s) {unknown} (misspelled?); known hooks: {known}")
+        package = module_name.split(".")[0]
+        mine = [
+            d
+            for d in DECORATED
+            if d in new or d.cls.__module__ == package or d.cls.__module__.startswith(package + ".")
+        ]
+        if isinstance(obj, type) and issubclass(obj, Component) and not any(d.cls is obj for d in mine):
+            kind = obj.kind
+            mine.append(DecoratedComponent(kind, obj.name or info.name, obj))
+        self.plugin_infos[info.name] = info
+        if _has_hookimpls(obj):
+            self.register(obj, name=info.name)
+        if mine:
+            self.register(_DecoratedComponents(mine), name=f"{info.name}[decorated]")
+            self._claimed.update(d.cls for d in mine)
+        self._registry = None
+
+    def _unregister_plugin(self, name: str) -> None:
+        for plugin_name in (name, f"{name}[decorated]"):
+            plugin = self.get_plugin(plugin_name)
+            if plugin is not None:
+                self.unregister(plugin)
+        self.plugin_infos.pop(name, None)
+
+    def info_for(self, plugin_name: str) -> PluginInfo:
+        base = plugin_name.removesuffix("[decorated]")
+        return self.plugin_infos.get(base) or PluginInfo(name=base)
+
+    # -- the registry ----------------------------------------------------
+    def registry(self) -> Registry:
+        """Components registered by loaded plugins and by in-process decorators.
+
+        Rebuilt when a plugin was registered or a class decorated since the last call.
+        """
+        key = (len(DECORATED), len(self.get_plugins()))
+        if self._registry is not None and self._registry_key == key:
+            return self._registry
+        registry = Registry()
+        for kind, hook_name in hookspecs.REGISTRATION_HOOKS.items():
+            for impl in getattr(self.hook, hook_name).get_hookimpls():
+                info = self.info_for(self.get_name(impl.plugin) or "")
+
+                def register(cls: type, name: str | None = None, *, _kind=kind, _info=info) -> None:
+                    registry.add(_kind, name, cls, _info)
+
+                try:
+                    impl.function(**{arg: register for arg in impl.argnames})
+                except (DuplicateComponentError, DeclarationError):
+                    raise
+                except Exception as exc:
+                    raise PluginLoadError(
+                        f"plugin {info.label} failed in {hook_name}: {type(exc).__name__}: {exc}"
+                    ) from exc
+        for item in DECORATED:
+            if item.cls not in self._claimed:
+                registry.add(item.kind, item.name, item.cls, LOCAL_PLUGIN)
+        self._registry, self._registry_key = registry, key
+        return registry
+
+    def describe_plugins(self) -> list[dict[str, Any]]:
+        """One record per loaded or failed plugin, as printed by ``dataflex plugins --json``."""
+        by_plugin = self.registry().by_plugin()
+        rows = []
+        for name, info in sorted(self.plugin_infos.items(), key=lambda kv: (kv[1].dist or "", kv[0])):
+            components: dict[str, list[str]] = {}
+            for spec in by_plugin.get(name, []):
+                components.setdefault(spec.kind, []).append(spec.name)
+            rows.append(
+                {
+                    "entry_point": info.name,
+                    "value": info.value,
+                    "distribution": info.dist,
+                    "version": info.version,
+                    "status": "loaded",
+                    "components": components,
+                }
+            )
+        for failure in self.failures:
+            info = failure.plugin
+            rows.append(
+                {
+                    "entry_point": info.name,
+                    "value": info.value,
+                    "distribution": info.dist,
+                    "version": info.version,
+                    "status": "failed",
+                    "error": f"{type(failure.error).__name__}: {failure.error}",
+                    "components": {},
+                }
+            )
+        return rows
+
+
+_MANAGER: DataFlexPluginManager | None = None
+
+
+def get_plugin_manager() -> DataFlexPluginManager:
+    """The process-wide plugin manager; entry points are loaded on the first call only."""
+    global _MANAGER
+    if _MANAGER is None:
+        manager = DataFlexPluginManager()
+        manager.load_entrypoints()
+        _MANAGER = manager
+    return _MANAGER
+
+
+def reset_plugin_manager() -> None:
+    """Forget the loaded plugins, so the next :func:`get_plugin_manager` reloads them."""
+    global _MANAGER
+    _MANAGER = None
+
+
+def get_registry() -> Registry:
+    """Shortcut for ``get_plugin_manager().registry()``."""
+    return get_plugin_manager().registry()
+
