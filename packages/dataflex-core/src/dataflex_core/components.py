@@ -30,9 +30,7 @@ def _check_requires(cls: type, value: Any) -> None:
 
 def _check_choice(cls: type, attr: str, value: Any, choices: tuple[str, ...]) -> None:
     if value not in choices:
-        raise DeclarationError(
-            f"{cls.__qualname__}.{attr} = {value!r} is not one of {', '.join(choices)}"
-        )
+        raise DeclarationError(f"{cls.__qualname__}.{attr} = {value!r} is not one of {', '.join(choices)}")
 
 
 def _check_bool(cls: type, attr: str, value: Any) -> None:
@@ -107,9 +105,7 @@ class Component:
 
     def describe(self) -> str:
         """``name(param=value, ...)`` as used in error messages and reports."""
-        params = ", ".join(
-            f"{k}={getattr(self, k)!r}" for k in accepted_params(type(self)) if hasattr(self, k)
-        )
+        params = ", ".join(f"{k}={getattr(self, k)!r}" for k in accepted_params(type(self)) if hasattr(self, k))
         return f"{self.name or type(self).__name__}({params})"
 
 

@@ -143,7 +143,7 @@ def _lookup(registry: Registry, kind: str, name: str, role: str, failures: Itera
     for failure in failures:
         message += f"\n  note: {failure.message} (it may provide {name!r})"
     if not failures:
-        message += f". Install the package that provides it (pip install ...) and check `dataflex plugins`"
+        message += ". Install the package that provides it (pip install ...) and check `dataflex plugins`"
     error = UnknownComponentError(message)
     if len(failures) == 1:
         raise error from failures[0].error
@@ -169,16 +169,16 @@ def _type_ok(default: Any, value: Any) -> bool:
 def check_params(spec: ComponentSpec, params: Mapping[str, Any], role: str) -> None:
     """Raise :class:`UnknownParamError` for unknown, missing or ill-typed params."""
     accepted = accepted_params(spec.cls)
-    shown = ", ".join(
-        f"{k}={v!r}" if v is not inspect.Parameter.empty else f"{k} (required)" for k, v in accepted.items()
-    ) or "none"
+    shown = (
+        ", ".join(f"{k}={v!r}" if v is not inspect.Parameter.empty else f"{k} (required)" for k, v in accepted.items())
+        or "none"
+    )
     for key in params:
         if key not in accepted:
             close = difflib.get_close_matches(key, list(accepted), n=1, cutoff=0.6)
             hint = f"; did you mean {close[0]!r}?" if close else ""
             raise UnknownParamError(
-                f"dataflex.{role}.params: {spec.kind} {spec.name!r} has no param {key!r}{hint} "
-                f"accepted params: {shown}"
+                f"dataflex.{role}.params: {spec.kind} {spec.name!r} has no param {key!r}{hint} accepted params: {shown}"
             )
     for key, default in accepted.items():
         if default is inspect.Parameter.empty and key not in params:

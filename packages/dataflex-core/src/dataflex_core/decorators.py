@@ -7,8 +7,9 @@ to the entry point whose module defined it; records no entry point claims
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable, TypeVar
+from typing import TypeVar
 
 from .components import BASE_CLASSES
 from .errors import DeclarationError

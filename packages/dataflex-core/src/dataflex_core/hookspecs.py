@@ -9,7 +9,8 @@ decorated classes into implementations of the same hooks.
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import pluggy
 

@@ -44,8 +44,7 @@ def normalize_mean_one(weights: torch.Tensor, valid: torch.Tensor) -> torch.Tens
     """
     if weights.shape != valid.shape:
         raise InvalidOutputError(
-            f"weights shape {tuple(weights.shape)} does not match the validity mask "
-            f"{tuple(valid.shape)}"
+            f"weights shape {tuple(weights.shape)} does not match the validity mask {tuple(valid.shape)}"
         )
     dtype = torch.float64 if weights.dtype == torch.float64 else torch.float32
     w = weights.to(dtype)
@@ -62,15 +61,13 @@ def normalize_mean_one(weights: torch.Tensor, valid: torch.Tensor) -> torch.Tens
         )
     if (w < 0).any():
         raise InvalidOutputError(
-            f"weights must be non-negative; min={w.min().item():.4g} "
-            f"at index {(w < 0).nonzero()[0].tolist()}"
+            f"weights must be non-negative; min={w.min().item():.4g} at index {(w < 0).nonzero()[0].tolist()}"
         )
     total = w.sum()
     count = valid.sum().to(dtype)
     if total <= 0:
         raise InvalidOutputError(
-            f"all {int(count)} valid weights are zero; at least one must be positive "
-            "to normalise to mean one"
+            f"all {int(count)} valid weights are zero; at least one must be positive to normalise to mean one"
         )
     if not torch.isfinite(total):
         # The sum overflowed although every entry is finite: rescale first.

@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import importlib.metadata as importlib_metadata
 import os
+import sys
 import traceback
 import warnings
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable
+from typing import Any
 
 import pluggy
 
@@ -90,19 +92,30 @@ def iter_entry_points() -> list[tuple[importlib_metadata.EntryPoint, PluginInfo]
 
 
 def _has_hookimpls(obj: Any) -> bool:
-    return any(
-        name.startswith("dataflex_") and hasattr(getattr(obj, name, None), "dataflex_impl")
-        for name in dir(obj)
-    )
+    return any(name.startswith("dataflex_") and hasattr(getattr(obj, name, None), "dataflex_impl") for name in dir(obj))
 
 
 def _unknown_hooks(obj: Any) -> list[str]:
     known = set(hookspecs.REGISTRATION_HOOKS.values())
-    return sorted(
-        name
-        for name in dir(obj)
-        if hasattr(getattr(obj, name, None), "dataflex_impl") and name not in known
-    )
+    return sorted(name for name in dir(obj) if hasattr(getattr(obj, name, None), "dataflex_impl") and name not in known)
+
+
+def _is_current(cls: type) -> bool:
+    """False for a class whose module was re-imported since (a stale duplicate of a newer class)."""
+    if "<locals>" in cls.__qualname__:
+        return True
+    module = sys.modules.get(cls.__module__)
+    if module is None:
+        return False
+    obj: Any = module
+    for part in cls.__qualname__.split("."):
+        obj = getattr(obj, part, None)
+    return obj is cls
+
+
+def current_decorated() -> list[DecoratedComponent]:
+    """Decorated classes, without those superseded by a re-import of their module."""
+    return [d for d in DECORATED if _is_current(d.cls)]
 
 
 class _DecoratedComponents:
@@ -142,6 +155,8 @@ class DataFlexPluginManager(pluggy.PluginManager):
         self.plugin_infos: dict[str, PluginInfo] = {}
         self.failures: list[PluginFailure] = []
         self._claimed: set[type] = set()
+        #: Top-level packages of every installed dataflex entry point, loaded or not.
+        self._plugin_packages: set[str] = set()
         self._registry: Registry | None = None
         self._registry_key: tuple[int, int] | None = None
 
@@ -165,6 +180,7 @@ class DataFlexPluginManager(pluggy.PluginManager):
         allowed = {_normalise_dist(n) for n in _env_list(ENV_ALLOW_PLUGINS)}
         only = {_normalise_dist(d) for d in only_dists} if only_dists is not None else None
         for ep, info in iter_entry_points():
+            self._plugin_packages.add(ep.module.split(".")[0])
             names = {_normalise_dist(info.name), _normalise_dist(info.dist or "")}
             if names & blocked:
                 continue
@@ -189,9 +205,7 @@ class DataFlexPluginManager(pluggy.PluginManager):
                 raise PluginLoadError(failure.message) from exc
             warnings.warn(failure.message, PluginLoadWarning, stacklevel=2)
 
-    def _register_loaded(
-        self, obj: Any, module_name: str, info: PluginInfo, new: list[DecoratedComponent]
-    ) -> None:
+    def _register_loaded(self, obj: Any, module_name: str, info: PluginInfo, new: list[DecoratedComponent]) -> None:
         unknown = _unknown_hooks(obj)
         if unknown:
             known = ", ".join(hookspecs.REGISTRATION_HOOKS.values())
@@ -199,7 +213,7 @@ class DataFlexPluginManager(pluggy.PluginManager):
         package = module_name.split(".")[0]
         mine = [
             d
-            for d in DECORATED
+            for d in current_decorated()
             if d in new or d.cls.__module__ == package or d.cls.__module__.startswith(package + ".")
         ]
         if isinstance(obj, type) and issubclass(obj, Component) and not any(d.cls is obj for d in mine):
@@ -249,9 +263,17 @@ class DataFlexPluginManager(pluggy.PluginManager):
                     raise PluginLoadError(
                         f"plugin {info.label} failed in {hook_name}: {type(exc).__name__}: {exc}"
                     ) from exc
-        for item in DECORATED:
-            if item.cls not in self._claimed:
-                registry.add(item.kind, item.name, item.cls, LOCAL_PLUGIN)
+        # In-process definitions: a later definition of the same name replaces an earlier
+        # one, so re-running a notebook cell or a script section does not count as a clash.
+        # Classes of an installed plugin that was not loaded (blocked, not allowed, locked out)
+        # stay hidden even if something imported their module.
+        local = {
+            (d.kind, d.name): d
+            for d in current_decorated()
+            if d.cls not in self._claimed and d.cls.__module__.split(".")[0] not in self._plugin_packages
+        }
+        for item in local.values():
+            registry.add(item.kind, item.name, item.cls, LOCAL_PLUGIN)
         self._registry, self._registry_key = registry, key
         return registry
 
@@ -311,4 +333,3 @@ def reset_plugin_manager() -> None:
 def get_registry() -> Registry:
     """Shortcut for ``get_plugin_manager().registry()``."""
     return get_plugin_manager().registry()
-

@@ -58,9 +58,7 @@ class ComponentSpec:
 class Registry:
     """Registered components by kind; built by the plugin manager."""
 
-    components: dict[str, dict[str, ComponentSpec]] = field(
-        default_factory=lambda: {kind: {} for kind in KINDS}
-    )
+    components: dict[str, dict[str, ComponentSpec]] = field(default_factory=lambda: {kind: {} for kind in KINDS})
 
     def add(self, kind: str, name: str | None, cls: type, plugin: PluginInfo) -> None:
         base = BASE_CLASSES[kind]

@@ -1,0 +1,155 @@
+"""Entry-point discovery against distributions installed on sys.path for the test."""
+
+import json
+
+import pytest
+
+import dataflex_core
+from dataflex_core import (
+    DuplicateComponentError,
+    PluginLoadError,
+    PluginLoadWarning,
+    UnknownComponentError,
+    build_from_config,
+    get_plugin_manager,
+)
+from dataflex_core.cli import main as cli_main
+
+DECORATOR_STYLE = """
+    import torch
+    from dataflex_core import Scorer, register_scorer
+
+    @register_scorer("disc_length")
+    class LengthScorer(Scorer):
+        def score(self, batch, step_id, **ctx):
+            return batch.batch["response_mask"].sum(-1).float()
+"""
+
+HOOKIMPL_STYLE = """
+    import torch
+    from dataflex_core import Reweighter, hookimpl, mean_one
+
+    class Uniform(Reweighter):
+        def act(self, scores, batch, **ctx):
+            return mean_one(torch.ones_like(scores, dtype=torch.float32), batch)
+
+    @hookimpl
+    def dataflex_register_reweighters(register):
+        register(Uniform, "disc_uniform")
+"""
+
+BROKEN = """
+    raise ImportError("libfoo.so: cannot open shared object file")
+"""
+
+MISSPELLED_HOOK = """
+    from dataflex_core import hookimpl
+
+    @hookimpl
+    def dataflex_register_scorer(register):
+        pass
+"""
+
+
+def _install_good(site):
+    site.add_dist("disc-decorated", "1.2.0", {"disc_decorated": DECORATOR_STYLE}, {"disc_decorated": "disc_decorated"})
+    site.add_dist("disc-hooked", "0.3.1", {"disc_hooked": HOOKIMPL_STYLE}, {"disc_hooked": "disc_hooked"})
+
+
+def test_both_registration_styles_are_discovered_with_their_distribution(fake_site, only_plugins):
+    _install_good(fake_site)
+    only_plugins("disc-decorated", "disc-hooked")
+    registry = get_plugin_manager().registry()
+    length = registry.get("scorer", "disc_length")
+    uniform = registry.get("reweighter", "disc_uniform")
+    assert (length.dist, length.version) == ("disc-decorated", "1.2.0")
+    assert (uniform.dist, uniform.version) == ("disc-hooked", "0.3.1")
+    pipeline = build_from_config({"scorer": "disc_length", "actuator": "disc_uniform"})
+    assert pipeline.scorer_spec.label == "disc_length (disc-decorated==1.2.0)"
+
+
+def test_entry_points_load_once_per_process(fake_site, only_plugins):
+    _install_good(fake_site)
+    only_plugins("disc-decorated", "disc-hooked")
+    assert get_plugin_manager() is get_plugin_manager()
+
+
+def test_a_broken_plugin_is_skipped_with_a_warning_and_the_others_still_work(fake_site, only_plugins):
+    _install_good(fake_site)
+    fake_site.add_dist("disc-broken", "9.9", {"disc_broken": BROKEN}, {"disc_broken": "disc_broken"})
+    only_plugins("disc-decorated", "disc-hooked", "disc-broken")
+    with pytest.warns(PluginLoadWarning) as caught:
+        manager = get_plugin_manager()
+    message = str(caught[0].message)
+    assert "skipping plugin disc_broken (disc-broken==9.9)" in message
+    assert "libfoo.so" in message
+    assert manager.registry().get("scorer", "disc_length") is not None
+    # a component that is missing because its plugin failed reports that original error
+    with pytest.raises(UnknownComponentError, match="skipping plugin disc_broken .*libfoo.so") as info:
+        build_from_config({"scorer": "disc_broken_scorer", "actuator": "disc_uniform"})
+    assert isinstance(info.value.__cause__, ImportError)
+
+
+def test_strict_mode_reraises(fake_site, only_plugins, monkeypatch):
+    fake_site.add_dist("disc-broken", "9.9", {"disc_broken": BROKEN}, {"disc_broken": "disc_broken"})
+    only_plugins("disc-broken")
+    monkeypatch.setenv(dataflex_core.ENV_STRICT, "1")
+    with pytest.raises(PluginLoadError, match="disc_broken \\(disc-broken==9.9\\)") as info:
+        get_plugin_manager()
+    assert isinstance(info.value.__cause__, ImportError)
+
+
+def test_misspelled_hook_name_fails_that_plugin(fake_site, only_plugins):
+    fake_site.add_dist("disc-typo", "1.0", {"disc_typo": MISSPELLED_HOOK}, {"disc_typo": "disc_typo"})
+    only_plugins("disc-typo")
+    with pytest.warns(PluginLoadWarning, match="unknown hook\\(s\\) \\['dataflex_register_scorer'\\]"):
+        manager = get_plugin_manager()
+    assert [f.plugin.dist for f in manager.failures] == ["disc-typo"]
+
+
+def test_two_distributions_registering_one_name_is_an_error_naming_both(fake_site, only_plugins):
+    _install_good(fake_site)
+    clash = DECORATOR_STYLE.replace("LengthScorer", "OtherLength")
+    fake_site.add_dist("disc-clash", "2.0", {"disc_clash": clash}, {"disc_clash": "disc_clash"})
+    only_plugins("disc-decorated", "disc-clash")
+    with pytest.raises(DuplicateComponentError) as info:
+        get_plugin_manager().registry()
+    message = str(info.value)
+    assert "scorer name 'disc_length' is registered twice" in message
+    assert "disc-decorated==1.2.0" in message and "disc-clash==2.0" in message
+
+
+def test_block_allow_and_disable_controls(fake_site, only_plugins, monkeypatch):
+    _install_good(fake_site)
+    only_plugins("disc-decorated", "disc-hooked")
+    monkeypatch.setenv(dataflex_core.ENV_BLOCK_PLUGINS, "disc-hooked")
+    registry = get_plugin_manager().registry()
+    assert registry.get("scorer", "disc_length") is not None
+    assert registry.get("reweighter", "disc_uniform") is None
+
+    monkeypatch.delenv(dataflex_core.ENV_BLOCK_PLUGINS)
+    monkeypatch.setenv(dataflex_core.ENV_ALLOW_PLUGINS, "disc_hooked")  # entry-point name works too
+    dataflex_core.reset_plugin_manager()
+    registry = get_plugin_manager().registry()
+    assert registry.get("scorer", "disc_length") is None
+    assert registry.get("reweighter", "disc_uniform") is not None
+
+    monkeypatch.setenv(dataflex_core.ENV_DISABLE_AUTOLOAD, "1")
+    dataflex_core.reset_plugin_manager()
+    assert get_plugin_manager().plugin_infos == {}
+
+
+def test_cli_lists_plugins_as_json_and_table(fake_site, only_plugins, capsys):
+    _install_good(fake_site)
+    fake_site.add_dist("disc-broken", "9.9", {"disc_broken": BROKEN}, {"disc_broken": "disc_broken"})
+    only_plugins("disc-decorated", "disc-hooked", "disc-broken")
+    with pytest.warns(PluginLoadWarning):
+        assert cli_main(["plugins", "--json"]) == 0
+    rows = {row["distribution"]: row for row in json.loads(capsys.readouterr().out)}
+    assert rows["disc-decorated"]["components"] == {"scorer": ["disc_length"]}
+    assert rows["disc-decorated"]["version"] == "1.2.0"
+    assert rows["disc-hooked"]["components"] == {"reweighter": ["disc_uniform"]}
+    assert rows["disc-broken"]["status"] == "failed" and "libfoo.so" in rows["disc-broken"]["error"]
+    assert cli_main(["plugins"]) == 0
+    table = capsys.readouterr().out
+    assert "disc-decorated" in table and "scorer: disc_length" in table
