@@ -1,0 +1,73 @@
+"""Shared plumbing of the selectors: checked scores and ranks within groups.
+
+Ranking inside GRPO groups is done with two stable sorts (by key, then by
+group), so every group is ranked at once and ties always resolve to the lower
+row index, which makes a selection reproducible across runs and hosts.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from dataflex_core import InvalidOutputError, group_index, valid_sample_mask
+
+
+def checked_scores(selector: Any, scores: torch.Tensor, batch: Any) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(scores as float64, valid mask)``; raises on a wrong shape or non-finite valid scores."""
+    valid = valid_sample_mask(batch)
+    bs = valid.shape[0]
+    if not isinstance(scores, torch.Tensor) or scores.shape != (bs,):
+        shape = tuple(scores.shape) if isinstance(scores, torch.Tensor) else type(scores).__name__
+        raise InvalidOutputError(
+            f"{selector.describe()} needs per-sample scores of shape ({bs},), got {shape}; "
+            "pair it with a prompt- or response-granularity scorer"
+        )
+    values = scores.detach().to(torch.float64)
+    valid = valid.to(values.device)
+    bad = valid & ~torch.isfinite(values)
+    if bad.any():
+        raise InvalidOutputError(
+            f"{selector.describe()} got {int(bad.sum())} non-finite score(s) on valid rows "
+            f"(first at row {int(bad.nonzero()[0])}); the scorer must return finite scores"
+        )
+    return values, valid
+
+
+def positive_int(owner: str, name: str, value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"{owner}: {name} must be an integer >= 1, got {value!r}")
+    return value
+
+
+def dense_groups(batch: Any, valid: torch.Tensor) -> tuple[torch.Tensor, int]:
+    """Group index per row with invalid rows moved to an extra group ``G`` that is never kept."""
+    uid = batch.non_tensor_batch.get("uid")
+    if uid is None:
+        raise KeyError("this selector needs GRPO group ids: batch.non_tensor_batch['uid'] is missing")
+    index, num_groups = group_index(uid, device=valid.device)
+    index = torch.where(valid, index, torch.full_like(index, num_groups))
+    return index, num_groups + 1
+
+
+def rank_in_group(
+    keys: list[tuple[torch.Tensor, bool]], group: torch.Tensor, num_groups: int
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Rank of every row inside its group after sorting by ``keys``.
+
+    :param keys: ``(values, descending)`` pairs, most significant first.
+    :returns: ``(rank, group_size)``, both ``(bs,)`` LongTensors; rank 0 is the best row.
+    """
+    bs = group.shape[0]
+    order = torch.arange(bs, device=group.device)
+    for values, descending in reversed(keys):
+        perm = torch.sort(values[order], descending=descending, stable=True).indices
+        order = order[perm]
+    order = order[torch.sort(group[order], stable=True).indices]
+    sizes = torch.bincount(group, minlength=num_groups)
+    starts = torch.cumsum(sizes, 0) - sizes
+    sorted_group = group[order]
+    rank = torch.empty(bs, dtype=torch.long, device=group.device)
+    rank[order] = torch.arange(bs, device=group.device) - starts[sorted_group]
+    return rank, sizes[group]
