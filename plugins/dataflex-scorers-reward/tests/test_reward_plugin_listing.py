@@ -1,0 +1,21 @@
+"""The installed distribution's components are discovered with its version."""
+
+import importlib.metadata
+
+from dataflex_scorers_reward import __version__
+
+from dataflex_core import get_plugin_manager
+
+DIST = "dataflex-scorers-reward"
+
+
+def test_installed_components_are_listed_with_the_package_version():
+    assert importlib.metadata.version(DIST) == __version__
+    registry = get_plugin_manager().registry()
+    for name in ("reward_difficulty", "group_solve_rate", "group_reward_variance"):
+        spec = registry.get("scorer", name)
+        assert spec is not None, f"{name} not discovered through the 'dataflex' entry point"
+        assert (spec.dist, spec.version) == (DIST, __version__)
+    rows = [r for r in get_plugin_manager().describe_plugins() if r["distribution"] == DIST]
+    assert [r["status"] for r in rows] == ["loaded"]
+    assert sorted(rows[0]["components"]["scorer"]) == ["group_reward_variance", "group_solve_rate", "reward_difficulty"]
