@@ -1,0 +1,21 @@
+"""The installed distribution's components are discovered with its version."""
+
+import importlib.metadata
+
+from dataflex_scorers_policy import __version__
+
+from dataflex_core import get_plugin_manager
+
+DIST = "dataflex-scorers-policy"
+
+
+def test_installed_components_are_listed_with_the_package_version():
+    assert importlib.metadata.version(DIST) == __version__
+    registry = get_plugin_manager().registry()
+    for name in ("token_prob", "token_entropy"):
+        spec = registry.get("scorer", name)
+        assert spec is not None, f"{name} not discovered through the 'dataflex' entry point"
+        assert (spec.dist, spec.version) == (DIST, __version__)
+    rows = [r for r in get_plugin_manager().describe_plugins() if r["distribution"] == DIST]
+    assert [r["status"] for r in rows] == ["loaded"]
+    assert sorted(rows[0]["components"]["scorer"]) == ["token_entropy", "token_prob"]
