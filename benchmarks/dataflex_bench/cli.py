@@ -1,0 +1,240 @@
+"""``python benchmarks/run.py [--quick] [--json PATH] ...``: run the cases, print progress and the table.
+
+Exit status: 0 when every case ran (targets missed or not: a miss is printed
+and recorded, it does not fail the run, because on a shared machine a miss
+can be noise); 1 when a case crashed; 2 with ``--fail-on-miss`` when a
+target was missed (for dedicated benchmark machines).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as _dt
+import sys
+import time
+import traceback
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import torch
+
+from .discovery import run_discovery
+from .host import run_host
+from .pairs import Shape, discover_pairs, run_pairs
+from .results import STATUSES, Result, format_table, notes, write_json
+
+CASES = ("discovery", "pairs", "device", "host")
+
+
+@dataclass(frozen=True)
+class Plan:
+    """Shapes and repetitions of one mode."""
+
+    mode: str
+    pair_shapes: tuple[Shape, ...]
+    #: Smaller group count for the scaling ratio, measured on ``pair_shapes[0]``.
+    scaling_groups: int
+    reps: int
+    warmup: int
+    host_bs: int
+    host_length: int
+    host_group_size: int
+    #: Status of rows measured at shapes other than the targets' (None: judge them).
+    unjudged: str | None = None
+
+
+FULL = Plan(
+    mode="full",
+    pair_shapes=(Shape(4096, 8, 256), Shape(512, 16, 4096)),
+    scaling_groups=2048,
+    reps=7,
+    warmup=1,
+    host_bs=1024,
+    host_length=4096,
+    host_group_size=8,
+)
+QUICK = Plan(
+    mode="quick",
+    pair_shapes=(Shape(64, 8, 32), Shape(16, 16, 128)),
+    scaling_groups=32,
+    reps=3,
+    warmup=1,
+    host_bs=64,
+    host_length=128,
+    host_group_size=8,
+    unjudged="smoke",
+)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="nox -s bench --",
+        description="DataFlex benchmarks: ratios of medians against a minimal baseline, measured in the same run.",
+    )
+    parser.add_argument("--quick", action="store_true", help="small shapes, 3 repetitions: a smoke run (< 2 min)")
+    parser.add_argument("--json", metavar="PATH", help="also write the results as JSON to PATH")
+    parser.add_argument(
+        "--cases",
+        default=",".join(CASES),
+        help=f"comma-separated subset of {', '.join(CASES)} (default: all)",
+    )
+    parser.add_argument(
+        "--pairs",
+        default="",
+        help="only pairs whose 'scorer+reweighter' name contains one of these comma-separated substrings",
+    )
+    parser.add_argument("--reps", type=int, help="timed repetitions per figure (default 7 full, 3 quick)")
+    parser.add_argument(
+        "--threads", type=int, help="torch intra-op threads (default: torch's choice, usually one per core)"
+    )
+    parser.add_argument("--fail-on-miss", action="store_true", help="exit 2 when a target is missed")
+    parser.add_argument("--markdown", action="store_true", help="print the final table as Markdown")
+    return parser
+
+
+def _log(message: str) -> None:
+    print(message, flush=True)
+
+
+def device_case_setup(quick: bool) -> tuple[str | None, str | None, str]:
+    """(device, unjudged status, reason): CUDA when present; a CPU dry run in quick mode; otherwise a skip."""
+    if torch.cuda.is_available():
+        return "cuda", "smoke" if quick else None, ""
+    if quick:
+        return "cpu", "dry-run", "no CUDA device: the GPU code path ran on the CPU (dry run, not judged)"
+    return None, None, "no CUDA device on this machine; run on a GPU machine for this case"
+
+
+def run_case(name: str, fn: Callable[[], list[Result]]) -> list[Result]:
+    """Run one case; a crash becomes an ``error`` row so the other cases still run."""
+    start = time.perf_counter()
+    _log(f"== {name}")
+    try:
+        rows = fn()
+    except Exception as exc:  # noqa: BLE001 - report, keep going, exit non-zero at the end
+        traceback.print_exc()
+        rows = [Result(name, "(case crashed)", "-", status="error", note=f"{type(exc).__name__}: {exc}")]
+    _log(f"== {name} done in {time.perf_counter() - start:.1f} s")
+    return rows
+
+
+def main(argv: Sequence[str] | None = None, registry=None) -> int:
+    args = build_parser().parse_args(argv)
+    plan = QUICK if args.quick else FULL
+    reps = args.reps or plan.reps
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    wanted = [c.strip() for c in args.cases.split(",") if c.strip()]
+    unknown = sorted(set(wanted) - set(CASES))
+    if unknown:
+        print(f"unknown case(s) {unknown}; choose from {', '.join(CASES)}", file=sys.stderr)
+        return 1
+    started = _dt.datetime.now(_dt.timezone.utc)
+    _log(
+        f"DataFlex benchmarks, {plan.mode} mode, {reps} timed repetitions after {plan.warmup} warm-up, "
+        f"torch {torch.__version__} with {torch.get_num_threads()} threads"
+    )
+
+    if registry is None and ({"pairs", "device"} & set(wanted)):
+        import dataflex_core
+
+        registry = dataflex_core.get_registry()
+    pairs = discover_pairs(registry, args.pairs.split(",")) if registry is not None else []
+
+    results: list[Result] = []
+    for case in CASES:
+        if case not in wanted:
+            continue
+        if case == "discovery":
+            results += run_case(case, lambda: run_discovery(reps=reps, warmup=plan.warmup, progress=_log))
+        elif case == "pairs":
+            results += run_case(case, lambda: _pairs_case(pairs, plan, reps))
+        elif case == "device":
+            results += run_case(case, lambda: _device_case(pairs, plan, reps, args.quick))
+        elif case == "host":
+            results += run_case(
+                case,
+                lambda: run_host(
+                    bs=plan.host_bs,
+                    length=plan.host_length,
+                    group_size=plan.host_group_size,
+                    reps=reps,
+                    warmup=plan.warmup,
+                    unjudged=plan.unjudged,
+                    progress=_log,
+                ),
+            )
+
+    elapsed = (_dt.datetime.now(_dt.timezone.utc) - started).total_seconds()
+    _log("")
+    _log(format_table(results, markdown=args.markdown))
+    for line in notes(results):
+        _log(f"  {line}")
+    counts = {s: sum(r.status == s for r in results) for s in STATUSES}
+    _log(f"\n{plan.mode} run in {elapsed:.0f} s: " + ", ".join(f"{n} {s}" for s, n in counts.items() if n))
+    if args.json:
+        meta = {
+            "mode": plan.mode,
+            "reps": reps,
+            "warmup": plan.warmup,
+            "started": started.isoformat(timespec="seconds"),
+            "duration_s": round(elapsed, 1),
+        }
+        write_json(args.json, results, meta)
+        _log(f"wrote {args.json}")
+    if counts["error"]:
+        return 1
+    if args.fail_on_miss and counts["miss"]:
+        return 2
+    return 0
+
+
+def _no_pairs(case: str) -> list[Result]:
+    note = "no scorer + reweighter pair installed (pip install the plugin packages under plugins/)"
+    _log(f"  SKIP: {note}")
+    return [Result(case, "(none)", "-", status="skip", note=note)]
+
+
+def _pairs_case(pairs, plan: Plan, reps: int) -> list[Result]:
+    if not pairs:
+        return _no_pairs("pair")
+    _log(f"  {len(pairs)} pairs: {', '.join(p.name for p in pairs)}")
+    rows: list[Result] = []
+    for index, shape in enumerate(plan.pair_shapes):
+        _log(f" shape {shape.label}" + (f" (+ scaling vs {plan.scaling_groups} groups)" if index == 0 else ""))
+        rows += run_pairs(
+            pairs,
+            shape,
+            reps=reps,
+            warmup=plan.warmup,
+            scaling_groups=plan.scaling_groups if index == 0 else None,
+            unjudged=plan.unjudged,
+            progress=_log,
+        )
+    # Group the table by case: every pair row first, then every scaling row.
+    return sorted(rows, key=lambda r: r.case != "pair")
+
+
+def _device_case(pairs, plan: Plan, reps: int, quick: bool) -> list[Result]:
+    device, unjudged, reason = device_case_setup(quick)
+    if device is None:
+        _log(f"  SKIP: {reason}")
+        return [Result("pair_device", "(all pairs)", "-", device="cuda", status="skip", target=3.0, note=reason)]
+    if not pairs:
+        return _no_pairs("pair_device")
+    if reason:
+        _log(f"  {reason}")
+    rows: list[Result] = []
+    for shape in plan.pair_shapes:
+        _log(f" shape {shape.label} on {device}")
+        rows += run_pairs(
+            pairs,
+            shape,
+            reps=reps,
+            warmup=plan.warmup,
+            device=device,
+            case="pair_device",
+            unjudged=unjudged,
+            progress=_log,
+        )
+    return rows

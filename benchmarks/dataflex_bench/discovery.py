@@ -1,0 +1,99 @@
+"""Case 3: what discovery adds to start-up, in fresh interpreters.
+
+Each repetition starts a new Python process (nothing cached in
+``sys.modules``) and times, inside it, either ``import torch`` alone or
+``import dataflex_core`` plus loading every installed plugin through the
+registry (which imports torch too). Interpreter start-up is outside both
+timers, so the ratio is the import work only. The two kinds alternate.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import subprocess
+import sys
+
+from dataflex_core import ENV_ALLOW_PLUGINS, ENV_BLOCK_PLUGINS, ENV_DISABLE_AUTOLOAD, ENV_STRICT
+
+from .results import Result, measured
+
+DISCOVERY_TARGET = 1.15
+
+TORCH_ONLY = """
+import json, time
+start = time.perf_counter()
+import torch
+print(json.dumps({"seconds": time.perf_counter() - start}))
+"""
+
+WITH_PLUGINS = """
+import json, time, warnings
+start = time.perf_counter()
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    import dataflex_core
+    manager = dataflex_core.get_plugin_manager()
+    registry = manager.registry()
+seconds = time.perf_counter() - start
+print(json.dumps({
+    "seconds": seconds,
+    "plugins": sorted(f"{i.dist}=={i.version}" if i.dist else i.name for i in manager.plugin_infos.values()),
+    "components": sum(1 for _ in registry),
+    "failures": [f.message for f in manager.failures],
+}))
+"""
+
+#: Variables that would change what discovery loads; the child runs without them.
+DISCOVERY_ENV = (ENV_DISABLE_AUTOLOAD, ENV_BLOCK_PLUGINS, ENV_ALLOW_PLUGINS, ENV_STRICT)
+
+
+def _child_env() -> dict[str, str]:
+    return {k: v for k, v in os.environ.items() if k not in DISCOVERY_ENV}
+
+
+def run_child(code: str, env: dict[str, str] | None = None) -> dict:
+    proc = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=env or _child_env(), check=False
+    )
+    if proc.returncode != 0:
+        raise RuntimeError(f"child interpreter failed (exit {proc.returncode}):\n{proc.stderr.strip()[-2000:]}")
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def run_discovery(*, reps: int, warmup: int = 1, progress=print) -> list[Result]:
+    env = _child_env()
+    torch_s: list[float] = []
+    plugins_s: list[float] = []
+    last: dict = {}
+    for round_index in range(warmup + reps):
+        base = run_child(TORCH_ONLY, env)
+        last = run_child(WITH_PLUGINS, env)
+        if round_index >= warmup:
+            torch_s.append(base["seconds"])
+            plugins_s.append(last["seconds"])
+        progress(
+            f"  round {round_index + 1}/{warmup + reps}{' (warm-up)' if round_index < warmup else ''}: "
+            f"import torch {base['seconds'] * 1e3:.0f} ms, dataflex_core + plugins {last['seconds'] * 1e3:.0f} ms"
+        )
+    median_plugins, median_torch = statistics.median(plugins_s), statistics.median(torch_s)
+    plugins = last.get("plugins", [])
+    note = f"loaded: {', '.join(plugins) or 'no plugins installed'}"
+    if last.get("failures"):
+        note += f"; FAILED: {'; '.join(last['failures'])}"
+    result = measured(
+        "discovery",
+        "import dataflex_core + plugins / import torch",
+        f"{len(plugins)} plugins, {last.get('components', 0)} components",
+        median_s=median_plugins,
+        baseline_s=median_torch,
+        ratio=median_plugins / median_torch,
+        target=DISCOVERY_TARGET,
+        reps=reps,
+        note=note,
+        extra={"plugins": plugins, "failures": last.get("failures", [])},
+    )
+    if last.get("failures"):
+        result.status = "error"
+    return [result]

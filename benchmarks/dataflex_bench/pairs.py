@@ -1,0 +1,243 @@
+"""Case 1 (and 4 on a GPU): every installed scorer + reweighter pair against ``clone()`` of what it reads.
+
+The baseline copies exactly the tensors the pair reads (``response_mask``,
+``is_padding``, every field in either component's ``requires``, and the
+``uid`` array when a component needs groups), so a ratio near 1 means the
+pair costs about one pass over its inputs. The group-size scaling figure
+times the same pair on twice the groups at the same group size: linear code
+gives 2, a quadratic group loop gives 4.
+"""
+
+from __future__ import annotations
+
+import gc
+import statistics
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+import torch
+
+from dataflex_core import Registry, Reweighter, Scorer
+from dataflex_core.registry import ComponentSpec
+
+from .results import Result, measured
+from .synthetic import ALWAYS, SyntheticGRPO, shape_label
+from .timing import measure_interleaved, synchronizer
+
+PAIR_TARGET = 3.0
+SCALING_TARGET = 2.5
+#: What a host passes besides the batch (see the core contract); components ignore what they do not use.
+CONTEXT = {"loss_agg_mode": "token-mean", "adv_estimator": "grpo"}
+
+Progress = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class Shape:
+    num_groups: int
+    group_size: int
+    length: int
+
+    @property
+    def label(self) -> str:
+        return shape_label(self.num_groups, self.group_size, self.length)
+
+    def with_groups(self, num_groups: int) -> Shape:
+        return Shape(num_groups, self.group_size, self.length)
+
+
+@dataclass(frozen=True)
+class Pair:
+    scorer: ComponentSpec
+    reweighter: ComponentSpec
+
+    @property
+    def name(self) -> str:
+        return f"{self.scorer.name}+{self.reweighter.name}"
+
+    @property
+    def needs_groups(self) -> bool:
+        return bool(self.scorer.cls.needs_groups or self.reweighter.cls.needs_groups)
+
+    @property
+    def fields(self) -> tuple[str, ...]:
+        """Tensor fields the pair reads: the always-present ones plus both ``requires``."""
+        names = [*ALWAYS, *self.scorer.cls.requires, *self.reweighter.cls.requires]
+        return tuple(dict.fromkeys(n for n in names if n != "uid"))
+
+
+def discover_pairs(registry: Registry, only: Iterable[str] = ()) -> list[Pair]:
+    """Every scorer x every reweighter that accepts the scorer's granularity.
+
+    :param only: substrings; when given, keep pairs whose name contains one of them.
+    """
+    only = [s for s in only if s]
+    pairs = []
+    for scorer in registry.components["scorer"].values():
+        for reweighter in registry.components["reweighter"].values():
+            if scorer.cls.granularity in reweighter.cls.accepts_granularity:
+                pair = Pair(scorer, reweighter)
+                if not only or any(s in pair.name for s in only):
+                    pairs.append(pair)
+    return sorted(pairs, key=lambda p: p.name)
+
+
+def expected_shape(scorer: Scorer, bs: int, length: int) -> tuple[int, ...]:
+    return (bs, length) if scorer.granularity == "token" else (bs,)
+
+
+def check_weights(weights: object, shape: tuple[int, ...], device: torch.device) -> str | None:
+    """Why the output is not usable as weights, or None; a benchmark of wrong output is worthless."""
+    if not isinstance(weights, torch.Tensor):
+        return f"act returned {type(weights).__name__}, expected a tensor of shape {shape}"
+    if tuple(weights.shape) != shape:
+        return f"act returned shape {tuple(weights.shape)}, expected {shape}"
+    if weights.device.type != device.type:
+        return f"act returned weights on {weights.device}, inputs were on {device}"
+    if not torch.isfinite(weights).all() or (weights < 0).any():
+        return "act returned negative or non-finite weights"
+    return None
+
+
+class PairRunner:
+    """Times one pair on prepared batches; records how the time splits between the two components."""
+
+    def __init__(self, scorer: Scorer, reweighter: Reweighter, sync: Callable[[], None]) -> None:
+        self.scorer, self.reweighter, self.sync = scorer, reweighter, sync
+        self.score_s: list[float] = []
+        self.act_s: list[float] = []
+
+    def __call__(self, batch) -> torch.Tensor:
+        start = time.perf_counter()
+        scores = self.scorer.score(batch, 0, **CONTEXT)
+        self.sync()
+        mid = time.perf_counter()
+        weights = self.reweighter.act(scores, batch, step_id=0, **CONTEXT)
+        self.sync()
+        self.score_s.append(mid - start)
+        self.act_s.append(time.perf_counter() - mid)
+        return weights
+
+
+def clone_inputs(batch, fields: tuple[str, ...], with_uid: bool) -> list[object]:
+    """The baseline: one copy of every input the pair reads (a device-to-device copy on a GPU)."""
+    out: list[object] = [batch.batch[name].clone() for name in fields]
+    if with_uid:
+        out.append(batch.non_tensor_batch["uid"].copy())
+    return out
+
+
+def _split_note(pair: Pair, runner: PairRunner, reps: int) -> tuple[dict[str, float], str]:
+    score = statistics.median(runner.score_s[-reps:])
+    act = statistics.median(runner.act_s[-reps:])
+    slow = f"scorer {pair.scorer.label}" if score >= act else f"reweighter {pair.reweighter.label}"
+    note = f"score {score * 1e3:.1f} ms + act {act * 1e3:.1f} ms; the larger share is the {slow}"
+    return {"score_s": score, "act_s": act}, note
+
+
+def run_pairs(
+    pairs: list[Pair],
+    shape: Shape,
+    *,
+    reps: int,
+    warmup: int = 1,
+    device: str = "cpu",
+    case: str = "pair",
+    scaling_groups: int | None = None,
+    unjudged: str | None = None,
+    progress: Progress = print,
+) -> list[Result]:
+    """Measure every pair on one shape; with ``scaling_groups`` also the scaling figure.
+
+    :param scaling_groups: the smaller group count for the scaling ratio (e.g. half of ``shape``'s).
+    :param unjudged: status for rows not held to their target (``smoke``, ``dry-run``), or None to judge.
+    """
+    dev = torch.device(device)
+    sync = synchronizer(dev)
+    fields = sorted({f for p in pairs for f in p.fields})
+    synth = SyntheticGRPO(shape.num_groups, shape.group_size, shape.length, seed=1)
+    batch = synth.batch(fields, dev)
+    small = None
+    if scaling_groups is not None:
+        small_shape = shape.with_groups(scaling_groups)
+        small = SyntheticGRPO(small_shape.num_groups, small_shape.group_size, small_shape.length, seed=2)
+        small = small.batch(fields, dev)
+    invented = sorted(set(synth.unknown))
+    results: list[Result] = []
+    for index, pair in enumerate(pairs, 1):
+        progress(f"  [{index}/{len(pairs)}] {pair.name} @ {shape.label} on {dev}")
+        try:
+            rows = _run_one(
+                pair, shape, batch, small, scaling_groups, reps, warmup, dev, sync, case, unjudged, invented
+            )
+        except Exception as exc:  # noqa: BLE001 - one broken pair is a row, not the end of the run
+            rows = [Result(case, pair.name, shape.label, str(dev), status="error", note=f"{type(exc).__name__}: {exc}")]
+        for row in rows:
+            progress(f"        {row.case}: {_summary(row)}")
+        results.extend(rows)
+    del batch, small
+    gc.collect()
+    return results
+
+
+def _summary(result: Result) -> str:
+    if result.ratio is None:
+        return f"{result.status}: {result.note}"
+    return f"{result.status}: ratio {result.ratio:.2f} (target <= {result.target:g}), {result.median_s * 1e3:.1f} ms"
+
+
+def _run_one(pair, shape, batch, small, scaling_groups, reps, warmup, dev, sync, case, unjudged, invented):
+    scorer = pair.scorer.cls()
+    reweighter = pair.reweighter.cls()
+    runner = PairRunner(scorer, reweighter, sync)
+    problem = check_weights(
+        runner(batch), expected_shape(scorer, shape.num_groups * shape.group_size, shape.length), dev
+    )
+    if problem:
+        return [Result(case, pair.name, shape.label, str(dev), status="error", note=problem)]
+    functions = {
+        "clone": lambda: clone_inputs(batch, pair.fields, pair.needs_groups),
+        "pair": lambda: runner(batch),
+    }
+    if small is not None:
+        small_runner = PairRunner(scorer, reweighter, sync)
+        functions["pair_small"] = lambda: small_runner(small)
+    timings = measure_interleaved(functions, reps=reps, warmup=warmup, sync=sync)
+    split, note = _split_note(pair, runner, reps)
+    used = [f for f in pair.fields if f in invented]
+    if used:
+        note += f"; synthetic stand-in (standard normal) for unknown field(s) {used}"
+    rows = [
+        measured(
+            case,
+            pair.name,
+            shape.label,
+            median_s=timings.median("pair"),
+            baseline_s=timings.median("clone"),
+            ratio=timings.ratio("pair", "clone"),
+            target=PAIR_TARGET,
+            reps=reps,
+            device=str(dev),
+            unjudged=unjudged,
+            note=note,
+            extra={**split, "fields": list(pair.fields), "uid_copied": pair.needs_groups},
+        )
+    ]
+    if small is not None:
+        rows.append(
+            measured(
+                "scaling",
+                pair.name,
+                f"{shape.num_groups} vs {scaling_groups} groups x{shape.group_size} L={shape.length}",
+                median_s=timings.median("pair"),
+                baseline_s=timings.median("pair_small"),
+                ratio=timings.ratio("pair", "pair_small"),
+                target=SCALING_TARGET,
+                reps=reps,
+                device=str(dev),
+                unjudged=unjudged,
+                note="time at the larger group count over time at the smaller (linear = 2.0)",
+            )
+        )
+    return rows

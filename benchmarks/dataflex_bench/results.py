@@ -1,0 +1,164 @@
+"""One row per measured figure, the printed table and the JSON file.
+
+A row's status is ``pass`` / ``miss`` (ratio against its target), ``skip``
+(the case cannot run here, with the reason), ``smoke`` (quick mode: shapes
+too small for the target to mean anything), ``dry-run`` (the GPU code path
+ran on the CPU) or ``error`` (the case crashed or its output was unusable).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import platform
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+STATUSES = ("pass", "miss", "skip", "smoke", "dry-run", "error")
+#: Statuses of rows that measured something but are not held to their target.
+UNJUDGED = ("smoke", "dry-run")
+
+
+@dataclass
+class Result:
+    case: str
+    name: str
+    shape: str
+    device: str = "cpu"
+    median_s: float | None = None
+    baseline_s: float | None = None
+    ratio: float | None = None
+    target: float | None = None
+    status: str = "skip"
+    reps: int = 0
+    note: str = ""
+    #: Case-specific figures (phase split, group counts, ...), copied to JSON as-is.
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def passed(self) -> bool | None:
+        """True/False for a judged row; None for skipped, unjudged and errored rows."""
+        return {"pass": True, "miss": False}.get(self.status)
+
+    def to_json(self) -> dict[str, Any]:
+        row = asdict(self)
+        row["passed"] = self.passed
+        for key in ("median_s", "baseline_s", "ratio"):
+            if isinstance(row[key], float) and not math.isfinite(row[key]):
+                row[key] = None
+        return row
+
+
+def judge(ratio: float, target: float) -> str:
+    """``pass`` when the ratio is at or under the target."""
+    return "pass" if ratio <= target else "miss"
+
+
+def measured(
+    case: str,
+    name: str,
+    shape: str,
+    *,
+    median_s: float,
+    baseline_s: float,
+    ratio: float,
+    target: float,
+    reps: int,
+    device: str = "cpu",
+    unjudged: str | None = None,
+    note: str = "",
+    extra: dict[str, Any] | None = None,
+) -> Result:
+    return Result(
+        case=case,
+        name=name,
+        shape=shape,
+        device=device,
+        median_s=median_s,
+        baseline_s=baseline_s,
+        ratio=ratio,
+        target=target,
+        status=unjudged or judge(ratio, target),
+        reps=reps,
+        note=note,
+        extra=dict(extra or {}),
+    )
+
+
+def machine() -> dict[str, Any]:
+    """What the figures were measured on; absolute times mean nothing without it."""
+    info: dict[str, Any] = {
+        "platform": platform.platform(),
+        "processor": platform.processor() or platform.machine(),
+        "cpu_count": os.cpu_count(),
+        "torch_threads": torch.get_num_threads(),
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "cuda": None,
+    }
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as fh:
+            for line in fh:
+                if line.startswith("model name"):
+                    info["processor"] = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    if torch.cuda.is_available():
+        info["cuda"] = torch.cuda.get_device_name(0)
+    return info
+
+
+def _ms(seconds: float | None) -> str:
+    return "-" if seconds is None else f"{seconds * 1e3:.1f}"
+
+
+def _num(value: float | None, digits: int = 2) -> str:
+    if value is None:
+        return "-"
+    return "inf" if not math.isfinite(value) else f"{value:.{digits}f}"
+
+
+COLUMNS = ("case", "name", "shape", "device", "median ms", "baseline ms", "ratio", "target", "status")
+
+
+def table_rows(results: list[Result]) -> list[tuple[str, ...]]:
+    rows = []
+    for r in results:
+        target = "-" if r.target is None else f"<= {r.target:g}"
+        rows.append(
+            (r.case, r.name, r.shape, r.device, _ms(r.median_s), _ms(r.baseline_s), _num(r.ratio), target, r.status)
+        )
+    return rows
+
+
+def format_table(results: list[Result], markdown: bool = False) -> str:
+    """The results as aligned text, or as a Markdown table for the README."""
+    rows = table_rows(results)
+    if markdown:
+        lines = ["| " + " | ".join(COLUMNS) + " |", "|" + "|".join("---" for _ in COLUMNS) + "|"]
+        lines += ["| " + " | ".join(row) + " |" for row in rows]
+        return "\n".join(lines)
+    widths = [max(len(str(x)) for x in col) for col in zip(COLUMNS, *rows)]
+    lines = ["  ".join(str(c).ljust(w) for c, w in zip(row, widths)).rstrip() for row in [COLUMNS, *rows]]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
+def notes(results: list[Result]) -> list[str]:
+    """One line per miss, skip and error, with its reason."""
+    return [
+        f"{r.status}: {r.case} {r.name} [{r.shape}]: {r.note}" for r in results if r.status in ("miss", "skip", "error")
+    ]
+
+
+def write_json(path: str | Path, results: list[Result], meta: dict[str, Any]) -> None:
+    payload = {**meta, "machine": machine(), "results": [r.to_json() for r in results]}
+    path = Path(path)
+    if path.parent and not path.parent.exists():
+        path.parent.mkdir(parents=True)
+    path.write_text(json.dumps(payload, indent=2, sort_keys=False) + "\n", encoding="utf-8")

@@ -1,0 +1,86 @@
+"""A synthetic GRPO rollout batch shaped like the one a host hands to components.
+
+Rows are shuffled groups of ``group_size`` responses (verl's batch balancing
+reorders rows), response lengths vary per row, the outcome reward is 0/1 on
+the last response token and advantages are the GRPO group-normalised reward
+broadcast over the response, so group statistics see the mix of all-solved,
+all-failed and mixed groups a real step has. Only the fields a benchmark
+asks for are built: at bs=8192, L=4096 each float32 field is 128 MB.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterable
+
+import numpy as np
+import torch
+
+from dataflex_core import Batch, segment_mean, segment_var
+
+#: Fields every batch carries: components read them through the core's validity helpers.
+ALWAYS = ("response_mask", "is_padding")
+#: Field names whose values are the outcome reward on the last token.
+REWARD_FIELDS = ("rm_scores", "token_level_scores", "token_level_rewards")
+LOG_PROB_FIELDS = ("old_log_probs", "ref_log_prob", "rollout_log_probs", "log_probs")
+INT_FIELDS = ("responses", "prompts", "input_ids", "position_ids", "attention_mask", "loss_mask")
+
+
+def shape_label(num_groups: int, group_size: int, length: int) -> str:
+    return f"bs={num_groups * group_size} ({num_groups}x{group_size}) L={length}"
+
+
+class SyntheticGRPO:
+    """Builds the fields of one batch on demand, from one seeded generator."""
+
+    def __init__(self, num_groups: int, group_size: int, length: int, *, seed: int = 0) -> None:
+        self.num_groups, self.group_size, self.length = num_groups, group_size, length
+        self.bs = num_groups * group_size
+        self.gen = torch.Generator().manual_seed(seed)
+        group_of_row = torch.arange(self.bs) // group_size
+        self.group = group_of_row[torch.randperm(self.bs, generator=self.gen)]
+        uids = np.array([str(uuid.UUID(int=int(i) + seed * 1_000_003)) for i in range(num_groups)], dtype=object)
+        self.uid = uids[self.group.numpy()]
+        lengths = torch.randint(1, length + 1, (self.bs,), generator=self.gen)
+        self.mask = torch.arange(length).unsqueeze(0) < lengths.unsqueeze(1)
+        self.last = lengths - 1
+        solve_rate = torch.rand(num_groups, generator=self.gen)[self.group]
+        self.reward = (torch.rand(self.bs, generator=self.gen) < solve_rate).float()
+        #: Fields built for names this module does not know (reported by the harness).
+        self.unknown: list[str] = []
+
+    def grpo_advantage(self) -> torch.Tensor:
+        """(r - group mean) / (group std + eps), the GRPO outcome advantage per row."""
+        mean = segment_mean(self.reward, self.group, self.num_groups)[self.group]
+        std = segment_var(self.reward, self.group, self.num_groups).sqrt()[self.group]
+        return (self.reward - mean) / (std + 1e-6)
+
+    def field(self, name: str) -> torch.Tensor:
+        bs, length, gen = self.bs, self.length, self.gen
+        mask_f = self.mask.float()
+        if name == "response_mask":
+            return self.mask.to(torch.int64)  # verl's dtype for this field
+        if name == "is_padding":
+            return torch.zeros(bs, dtype=torch.bool)
+        if name in REWARD_FIELDS:
+            out = torch.zeros(bs, length)
+            out[torch.arange(bs), self.last] = self.reward
+            return out
+        if name in ("advantages", "returns"):
+            return self.grpo_advantage().unsqueeze(1) * mask_f
+        if name in LOG_PROB_FIELDS:
+            return -torch.empty(bs, length).exponential_(1.0, generator=gen) * mask_f
+        if name == "entropy":
+            return torch.rand(bs, length, generator=gen) * 3.0 * mask_f
+        if name == "values":
+            return torch.randn(bs, length, generator=gen) * mask_f
+        if name in INT_FIELDS:
+            return torch.randint(0, 32000, (bs, length), generator=gen)
+        self.unknown.append(name)
+        return torch.randn(bs, length, generator=gen) * mask_f
+
+    def batch(self, fields: Iterable[str], device: torch.device | str = "cpu") -> Batch:
+        """A :class:`dataflex_core.Batch` with ``fields`` (plus the always-present ones) and ``uid``."""
+        names = list(dict.fromkeys([*ALWAYS, *fields]))
+        tensors = {name: self.field(name).to(device) for name in names if name != "uid"}
+        return Batch(tensors, {"uid": self.uid})

@@ -1,0 +1,72 @@
+"""Interleaved median timing.
+
+The case and its baseline run alternately (baseline, case, baseline, case, ...)
+after a warm-up, so a burst of load from another process hits both sides of a
+ratio instead of one. The median of the repetitions is reported because a
+single pre-empted repetition must not move the figure.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+
+import torch
+
+Clock = Callable[[], float]
+
+
+def synchronizer(device: torch.device | str) -> Callable[[], None]:
+    """What to call before reading the clock so queued device work is counted."""
+    device = torch.device(device)
+    if device.type == "cuda":
+        return lambda: torch.cuda.synchronize(device)
+    return lambda: None
+
+
+@dataclass
+class Timings:
+    """Per-repetition seconds of each timed function, warm-up excluded."""
+
+    samples: dict[str, list[float]] = field(default_factory=dict)
+
+    def median(self, name: str) -> float:
+        return statistics.median(self.samples[name])
+
+    def ratio(self, numerator: str, denominator: str) -> float:
+        """Ratio of medians; infinite when the denominator's median is zero."""
+        den = self.median(denominator)
+        return self.median(numerator) / den if den > 0 else float("inf")
+
+
+def measure_interleaved(
+    functions: Mapping[str, Callable[[], object]],
+    *,
+    reps: int,
+    warmup: int = 1,
+    sync: Callable[[], None] = lambda: None,
+    clock: Clock = time.perf_counter,
+) -> Timings:
+    """Time each function ``reps`` times, cycling through them in the given order.
+
+    :param functions: name -> zero-argument callable; the order of the mapping
+        is the order inside each round (put the baseline first).
+    :param reps: timed rounds; each function runs once per round.
+    :param warmup: untimed rounds first (allocator, caches, lazy imports).
+    :param sync: called before each clock read (device synchronisation).
+    """
+    if reps < 1:
+        raise ValueError(f"reps must be >= 1, got {reps}")
+    timings = Timings({name: [] for name in functions})
+    for round_index in range(warmup + reps):
+        for name, fn in functions.items():
+            sync()
+            start = clock()
+            fn()
+            sync()
+            elapsed = clock() - start
+            if round_index >= warmup:
+                timings.samples[name].append(elapsed)
+    return timings

@@ -1,0 +1,9 @@
+"""Make the harness (``benchmarks/dataflex_bench``) and the toy components importable."""
+
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+for path in (HERE.parent, HERE):
+    if str(path) not in sys.path:
+        sys.path.insert(0, str(path))

@@ -1,0 +1,209 @@
+"""The benchmark harness's own logic on tiny shapes: statistics, pairing, baselines, rows, JSON, exit codes.
+
+No figure here is a speed claim (speed is what ``nox -s bench`` measures);
+these tests make sure the figures it prints are computed the way its README says.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import textwrap
+
+import pytest
+import torch
+from dataflex_bench import cli, discovery, host, pairs, results
+from dataflex_bench.synthetic import SyntheticGRPO
+from dataflex_bench.timing import measure_interleaved
+from toy_components import toy_registry
+
+TINY = pairs.Shape(num_groups=8, group_size=4, length=16)
+
+
+class FakeClock:
+    """A clock the timed functions advance by a scripted amount."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+        self.calls: list[str] = []
+
+    def __call__(self) -> float:
+        return self.now
+
+    def work(self, name: str, durations: list[float]):
+        durations = iter(durations)
+
+        def fn():
+            self.calls.append(name)
+            self.now += next(durations)
+
+        return fn
+
+
+def test_measure_interleaved_alternates_skips_warmup_and_takes_medians():
+    clock = FakeClock()
+    # The warm-up round is very slow and must not count; one timed rep is an outlier the median ignores.
+    base = clock.work("base", [100.0, 1.0, 1.0, 50.0])
+    case = clock.work("case", [100.0, 2.0, 3.0, 2.5])
+    timings = measure_interleaved({"base": base, "case": case}, reps=3, warmup=1, clock=clock)
+    assert clock.calls == ["base", "case"] * 4
+    assert timings.samples == {"base": [1.0, 1.0, 50.0], "case": [2.0, 3.0, 2.5]}
+    assert timings.median("base") == 1.0 and timings.median("case") == 2.5
+    assert timings.ratio("case", "base") == 2.5
+
+
+def test_measure_interleaved_syncs_around_every_timed_call():
+    events = []
+    measure_interleaved({"f": lambda: events.append("f")}, reps=2, warmup=0, sync=lambda: events.append("sync"))
+    assert events == ["sync", "f", "sync"] * 2
+
+
+def test_pairs_follow_granularity_and_baseline_reads_exactly_the_declared_fields():
+    found = {p.name: p for p in pairs.discover_pairs(toy_registry())}
+    # Token scorers go with token reweighters only, sample scorers with sample reweighters only.
+    assert sorted(found) == ["abs_adv+softmax", "solve_rate+softmax", "token_prob+token_linear"]
+    assert found["abs_adv+softmax"].fields == ("response_mask", "is_padding", "advantages")
+    assert not found["abs_adv+softmax"].needs_groups
+    assert found["solve_rate+softmax"].needs_groups
+    assert [p.name for p in pairs.discover_pairs(toy_registry(), ["token"])] == ["token_prob+token_linear"]
+
+    batch = SyntheticGRPO(4, 2, 8).batch(found["solve_rate+softmax"].fields)
+    copies = pairs.clone_inputs(batch, found["solve_rate+softmax"].fields, with_uid=True)
+    assert len(copies) == 4  # three tensors and the uid array
+    assert copies[0].data_ptr() != batch.batch["response_mask"].data_ptr()
+    assert torch.equal(copies[2], batch.batch["rm_scores"])
+
+
+def test_synthetic_batch_is_a_grpo_rollout():
+    synth = SyntheticGRPO(num_groups=16, group_size=4, length=32, seed=3)
+    batch = synth.batch(["advantages", "rm_scores"])
+    mask = batch.batch["response_mask"].bool()
+    assert mask.any(-1).all(), "every row has at least one response token"
+    # Reward sits on the last response token only.
+    reward = batch.batch["rm_scores"]
+    assert torch.equal(reward.sum(-1), synth.reward)
+    assert (reward[~mask] == 0).all()
+    # Advantages are the group-normalised reward, constant over each response, zero in solved-by-all groups.
+    adv = batch.batch["advantages"]
+    uid = batch.non_tensor_batch["uid"]
+    for group in set(uid.tolist()):
+        rows = torch.from_numpy(uid == group)
+        r = synth.reward[rows]
+        expected = (r - r.mean()) / (r.std(unbiased=False) + 1e-6)
+        torch.testing.assert_close(adv[rows].sum(-1) / mask[rows].sum(-1), expected)
+    assert sorted(synth.unknown) == []
+
+
+def test_run_pairs_reports_ratios_splits_scaling_and_errors():
+    rows = pairs.run_pairs(
+        pairs.discover_pairs(toy_registry(broken=True)),
+        TINY,
+        reps=2,
+        warmup=1,
+        scaling_groups=4,
+        progress=lambda m: None,
+    )
+    by_key = {(r.case, r.name): r for r in rows}
+    good = by_key[("pair", "solve_rate+softmax")]
+    assert good.status in ("pass", "miss") and good.reps == 2
+    assert good.ratio == pytest.approx(good.median_s / good.baseline_s)
+    assert good.status == ("pass" if good.ratio <= pairs.PAIR_TARGET else "miss")
+    assert good.extra["fields"] == ["response_mask", "is_padding", "rm_scores"] and good.extra["uid_copied"]
+    assert "scorer solve_rate" in good.note or "reweighter softmax" in good.note
+    scaling = by_key[("scaling", "solve_rate+softmax")]
+    assert scaling.target == pairs.SCALING_TARGET and scaling.shape.startswith("8 vs 4 groups")
+    assert scaling.ratio == pytest.approx(scaling.median_s / scaling.baseline_s)
+    # A crashing component and one with unusable output are error rows naming the problem; the rest still ran.
+    assert by_key[("pair", "abs_adv+broken")].status == "error"
+    assert "broken on purpose" in by_key[("pair", "abs_adv+broken")].note
+    assert "shape (32, 1), expected (32,)" in by_key[("pair", "abs_adv+wrong_shape")].note
+    assert by_key[("pair", "token_prob+token_linear")].ratio is not None
+
+
+def test_device_path_runs_on_the_cpu_as_a_dry_run():
+    rows = pairs.run_pairs(
+        pairs.discover_pairs(toy_registry()),
+        TINY,
+        reps=1,
+        device="cpu",
+        case="pair_device",
+        unjudged="dry-run",
+        progress=lambda m: None,
+    )
+    assert {r.status for r in rows} == {"dry-run"} and {r.case for r in rows} == {"pair_device"}
+    assert all(r.passed is None for r in rows)
+    if not torch.cuda.is_available():
+        assert cli.device_case_setup(quick=True)[:2] == ("cpu", "dry-run")
+        assert cli.device_case_setup(quick=False)[0] is None
+
+
+def test_host_case_is_skipped_with_the_reason_when_the_host_is_missing(monkeypatch):
+    real = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a: None if name == "dataflex_verl" else real(name, *a)
+    )
+    printed = []
+    (row,) = host.run_host(bs=16, length=8, group_size=4, reps=1, progress=printed.append)
+    assert row.status == "skip" and "dataflex_verl is not installed" in row.note
+    assert any("SKIP" in line for line in printed)
+
+
+def test_cli_quick_run_writes_json_and_exits_on_crash_only(tmp_path, capsys):
+    out = tmp_path / "bench.json"
+    args = ["--quick", "--reps", "1", "--cases", "pairs,device", "--json", str(out)]
+    assert cli.main(args, registry=toy_registry()) == 0
+    payload = json.loads(out.read_text())
+    assert payload["mode"] == "quick" and payload["machine"]["torch"] == torch.__version__
+    keys = {"case", "name", "shape", "median_s", "baseline_s", "ratio", "target", "status", "passed"}
+    assert payload["results"] and all(keys <= set(row) for row in payload["results"])
+    assert {row["case"] for row in payload["results"]} >= {"pair", "scaling", "pair_device"}
+    assert "abs_adv+softmax" in capsys.readouterr().out  # the table is printed
+
+    # A crashing component fails the run (exit 1); its row is still written.
+    assert cli.main(args, registry=toy_registry(broken=True)) == 1
+    assert any(row["status"] == "error" for row in json.loads(out.read_text())["results"])
+
+
+def test_missed_target_fails_the_run_only_when_asked(monkeypatch):
+    monkeypatch.setattr(pairs, "PAIR_TARGET", 0.0)  # nothing can pass
+    args = ["--reps", "1", "--cases", "pairs", "--pairs", "abs_adv"]
+    monkeypatch.setattr(cli, "FULL", cli.QUICK.__class__(**{**cli.QUICK.__dict__, "unjudged": None}))
+    assert cli.main(args, registry=toy_registry()) == 0
+    assert cli.main([*args, "--fail-on-miss"], registry=toy_registry()) == 2
+
+
+def test_json_has_no_infinite_numbers(tmp_path):
+    row = results.measured("pair", "x", "s", median_s=1.0, baseline_s=0.0, ratio=float("inf"), target=3.0, reps=1)
+    assert row.status == "miss"
+    path = tmp_path / "r.json"
+    results.write_json(path, [row], {"mode": "test"})
+    assert json.loads(path.read_text())["results"][0]["ratio"] is None
+
+
+def test_discovery_times_fresh_interpreters_and_flags_a_failing_plugin(tmp_path, monkeypatch):
+    site = tmp_path / "site"
+    (site / "bench_ok_plugin").mkdir(parents=True)
+    (site / "bench_ok_plugin" / "__init__.py").write_text(
+        textwrap.dedent(
+            """
+            from dataflex_core import Scorer, register_scorer
+
+            @register_scorer("bench_ok")
+            class Ok(Scorer):
+                def score(self, batch, step_id, **ctx):
+                    return batch.batch["response_mask"].float().sum(-1)
+            """
+        )
+    )
+    (site / "bench_bad_plugin.py").write_text("raise ImportError('bench bad plugin')\n")
+    for dist, module in (("bench-ok", "bench_ok_plugin"), ("bench-bad", "bench_bad_plugin")):
+        info = site / f"{dist.replace('-', '_')}-1.0.dist-info"
+        info.mkdir()
+        (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {dist}\nVersion: 1.0\n")
+        (info / "entry_points.txt").write_text(f"[dataflex]\n{module} = {module}\n")
+    monkeypatch.setenv("PYTHONPATH", str(site))
+    monkeypatch.setenv("DATAFLEX_PLUGINS", "bench-ok")  # must be ignored: discovery loads everything installed
+    (row,) = discovery.run_discovery(reps=1, warmup=0, progress=lambda m: None)
+    assert "bench-ok==1.0" in row.extra["plugins"]
+    assert row.status == "error" and "bench bad plugin" in row.note
+    assert row.ratio == pytest.approx(row.median_s / row.baseline_s)
