@@ -62,6 +62,16 @@ def tests(session: nox.Session) -> None:
 
 
 @nox.session
+def bench(session: nox.Session) -> None:
+    """Performance ratios (components, host, discovery): ``nox -s bench -- [--quick] [--json PATH]``."""
+    install_torch(session)
+    dists = monorepo_dists()
+    extra = VERL_STACK if HOST in dists else []
+    session.install(*extra, *(rel(d) for d in dists))
+    session.run("python", "benchmarks/run.py", *session.posargs)
+
+
+@nox.session
 def lint(session: nox.Session) -> None:
     """ruff over the whole tree."""
     session.install("ruff>=0.6")
