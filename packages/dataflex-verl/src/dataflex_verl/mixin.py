@@ -1,0 +1,140 @@
+"""The DataFlex trainer mixin: mount in the constructor, reweight in ``_compute_advantage``.
+
+Mixed in front of a verl v1 trainer class. Three pitfalls of verl 0.9 shape it:
+
+- verl compares ``trainer_mode`` with ``"sync"`` in several places, so the
+  constructor resets ``config.trainer.v1.trainer_mode`` to the base mode
+  before verl reads it;
+- only fields listed in the meta ``_compute_advantage`` returns reach the
+  actor, so the hook returns the meta of its own write;
+- TransferQueue drops missing fields silently, so every read is checked
+  (:mod:`dataflex_verl.queue_io`).
+
+The per-step work is split into small methods (:meth:`_dataflex_weights`,
+:meth:`_dataflex_write`) so later mechanisms and checkpointing can hook in.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any, ClassVar
+
+import torch
+from omegaconf import open_dict
+from transfer_queue import KVBatchMeta
+
+from dataflex_core import Batch, InvalidOutputError, valid_token_mask
+
+from . import metrics as dataflex_metrics
+from . import queue_io
+from .mechanisms import RUNNERS
+from .mount import MountedDataFlex, mount
+from .version import __version__
+from .weights import finalize
+
+logger = logging.getLogger("dataflex_verl")
+
+#: The field verl's policy losses multiply into ``pg_losses``.
+WEIGHTS_FIELD = "rollout_is_weights"
+
+
+def padding_rows(meta: KVBatchMeta) -> torch.Tensor:
+    """``(bs,)`` bool: rows verl appended as padding (tag ``is_padding``, uid ``pad...``, empty mask)."""
+    return torch.tensor([bool(tag.get("is_padding", False)) for tag in meta.tags], dtype=torch.bool)
+
+
+class DataFlexTrainerMixin:
+    """Adds the DataFlex pipeline to a verl v1 trainer (``class T(DataFlexTrainerMixin, PPOTrainerSync)``)."""
+
+    #: The verl trainer mode whose behaviour this trainer keeps (``sync``, ``colocate_async``, ...).
+    base_trainer_mode: ClassVar[str] = ""
+    #: The mode users select (``dataflex_sync``, ...).
+    dataflex_trainer_mode: ClassVar[str] = ""
+
+    def __init__(self, config: Any, *args: Any, **kwargs: Any) -> None:
+        with open_dict(config):
+            config.trainer.v1.trainer_mode = self.base_trainer_mode
+        self.dataflex: MountedDataFlex = mount(config)
+        self.dataflex_uniform_fallbacks = 0
+        logger.info("dataflex-verl %s mounted on %s: %s", __version__, self.base_trainer_mode, self.dataflex.describe())
+        super().__init__(config, *args, **kwargs)
+
+    # -- the step hook ---------------------------------------------------
+    def _compute_advantage(self, batch: KVBatchMeta, metrics: dict) -> KVBatchMeta:
+        meta = super()._compute_advantage(batch, metrics)
+        return self._dataflex_after_advantage(meta, metrics)
+
+    def _dataflex_after_advantage(self, meta: KVBatchMeta, metrics: dict) -> KVBatchMeta:
+        """Score, act and write ``rollout_is_weights``; return the meta that carries them."""
+        step = int(getattr(self, "global_steps", 0) or 0)
+        if not self.dataflex.pipeline.active(step):
+            metrics["dataflex/active"] = 0.0
+            return meta
+        start = time.perf_counter()
+        fields = list(self.dataflex.fields)
+        compose = self.dataflex.composes_rollout_is and "rollout_log_probs" in (meta.fields or ())
+        if compose and WEIGHTS_FIELD not in fields:
+            fields.append(WEIGHTS_FIELD)
+        read = queue_io.read_fields(meta, fields, producers=self.dataflex.field_hints)
+        batch = read.batch
+        batch.batch["is_padding"] = padding_rows(meta)
+        valid_tokens = valid_token_mask(batch)
+        verl_weights = batch.batch.get(WEIGHTS_FIELD) if compose else None
+        try:
+            raw = self._dataflex_weights(batch, step)
+            written, factor = self._dataflex_finalize(raw, valid_tokens, verl_weights, step)
+        except InvalidOutputError as exc:
+            if self.dataflex.on_invalid == "raise":
+                raise
+            self.dataflex_uniform_fallbacks += 1
+            logger.warning("dataflex: %s; using uniform weights for step %d (dataflex.on_invalid=uniform)", exc, step)
+            metrics.update(self._dataflex_step_metrics(None, valid_tokens, start, fallback=True))
+            return meta
+        new_meta = self._dataflex_write(meta, written, read.response_offsets)
+        metrics.update(self._dataflex_step_metrics(factor, valid_tokens, start, fallback=False))
+        return new_meta
+
+    def _dataflex_weights(self, batch: Batch, step: int) -> torch.Tensor:
+        """Run the mechanism on non-padding rows; raw weights scattered back to every row (0 on padding)."""
+        padding = batch.batch["is_padding"]
+        runner = RUNNERS[self.dataflex.mechanism]
+        if not padding.any():
+            return runner(self.dataflex, batch, step)
+        keep = ~padding
+        sub = batch.select_rows(keep)
+        weights = runner(self.dataflex, sub, step)
+        full = torch.zeros((len(batch), *weights.shape[1:]), dtype=torch.float32, device=weights.device)
+        full[keep.to(weights.device)] = weights.to(torch.float32)
+        return full
+
+    def _dataflex_finalize(
+        self, raw: torch.Tensor, valid_tokens: torch.Tensor, verl_weights: torch.Tensor | None, step: int
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        try:
+            written, factor = finalize(raw, valid_tokens, self.dataflex.loss_unit, verl_weights)
+        except InvalidOutputError as exc:
+            spec = self.dataflex.pipeline.actuator_spec
+            raise InvalidOutputError(
+                f"{spec.kind} {spec.label} returned invalid weights at step {step}: {exc}"
+            ) from exc
+        if not torch.isfinite(written).all():
+            spec = self.dataflex.pipeline.actuator_spec
+            raise InvalidOutputError(
+                f"{spec.kind} {spec.label} at step {step}: the normalised weights are not finite "
+                "(weights too extreme to scale to mean one)"
+            )
+        return written, factor
+
+    def _dataflex_write(self, meta: KVBatchMeta, written: torch.Tensor, offsets: torch.Tensor) -> KVBatchMeta:
+        return queue_io.write_response_field(meta, WEIGHTS_FIELD, written, offsets)
+
+    def _dataflex_step_metrics(
+        self, factor: torch.Tensor | None, valid_tokens: torch.Tensor, start: float, *, fallback: bool
+    ) -> dict[str, float]:
+        out = dataflex_metrics.weight_metrics(factor, valid_tokens) if factor is not None else {}
+        out["dataflex/active"] = 1.0
+        out["dataflex/uniform_fallback"] = 1.0 if fallback else 0.0
+        out["dataflex/uniform_fallback_total"] = float(self.dataflex_uniform_fallbacks)
+        out["dataflex/hook_time_s"] = time.perf_counter() - start
+        return out

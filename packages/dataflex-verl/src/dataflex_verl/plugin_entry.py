@@ -1,0 +1,157 @@
+"""The ``verl.plugins`` entry point: register the DataFlex trainers whenever verl is imported.
+
+verl imports this module from inside ``verl/__init__.py``, in the driver and in
+every Ray actor. Importing verl's v1 trainer package right there would add
+seconds to every worker's start and run half-way through verl's own
+``__init__``; so the trainers are registered the moment
+``verl.trainer.ppo.v1`` finishes importing (a post-import hook). That is
+exactly when ``get_trainer_cls`` can first be called.
+
+verl logs a failing plugin only at DEBUG level, so every failure here is
+logged at WARNING and printed to stderr, and a trainer that could not be
+registered is replaced by a stand-in that raises the original error when
+the user's configuration selects it.
+"""
+
+from __future__ import annotations
+
+import importlib.abc
+import importlib.machinery
+import logging
+import sys
+import traceback
+from typing import Any
+
+from . import TRAINER_MODES
+from .version import __version__
+
+logger = logging.getLogger("dataflex_verl")
+
+#: The module whose import completes the trainer registry (``register_trainer``/``get_trainer_cls``).
+TRAINER_PACKAGE = "verl.trainer.ppo.v1"
+#: verl versions this release is built and tested against.
+SUPPORTED_VERL = ">=0.9,<0.10"
+
+#: The error that stopped registration in this process, if any.
+registration_error: BaseException | None = None
+
+
+def _report(message: str) -> None:
+    """Say it where the user will see it: a WARNING log record and stderr."""
+    logger.warning(message)
+    print(f"[dataflex-verl] WARNING: {message}", file=sys.stderr, flush=True)
+
+
+def _check_verl_version() -> None:
+    try:
+        import verl
+        from packaging.version import Version
+
+        version = Version(verl.__version__)
+    except Exception:  # noqa: BLE001 - a missing version string is not worth failing over
+        return
+    if not (Version("0.9") <= version < Version("0.10")):
+        _report(
+            f"dataflex-verl {__version__} supports verl {SUPPORTED_VERL}, but verl {version} is installed; "
+            "the trainers may not see the fields they expect. Install a supported verl or a matching dataflex-verl."
+        )
+
+
+def _register_stand_ins(error: BaseException) -> None:
+    """Register trainers that raise ``error`` when constructed, so the cause reaches the user."""
+    try:
+        from verl.trainer.ppo.v1.trainer_base import TRAINER_REGISTRY, PPOTrainer
+    except Exception:  # noqa: BLE001 - nothing to register into
+        return
+    detail = f"{type(error).__name__}: {error}"
+
+    for mode in TRAINER_MODES:
+        if mode in TRAINER_REGISTRY:
+            continue
+
+        def __init__(self: Any, config: Any, _mode: str = mode) -> None:
+            raise RuntimeError(
+                f"trainer.v1.trainer_mode={_mode!r} is provided by dataflex-verl {__version__}, which failed to "
+                f"register its trainers in this process: {detail}. Fix that error (see the traceback logged "
+                "by dataflex_verl above) or select a plain verl trainer mode."
+            ) from error
+
+        TRAINER_REGISTRY[mode] = type(f"DataFlexUnavailable_{mode}", (PPOTrainer,), {"__init__": __init__})
+
+
+def register_trainers() -> None:
+    """Import :mod:`dataflex_verl.trainers`, which registers the three trainers with verl.
+
+    Safe to call more than once. Failures are reported loudly and recorded in
+    :data:`registration_error` instead of breaking verl's own import.
+    """
+    global registration_error
+    try:
+        _check_verl_version()
+        from . import trainers  # noqa: F401 - importing registers the trainers
+    except Exception as exc:  # noqa: BLE001 - must not break verl for users of its own trainers
+        registration_error = exc
+        _report(
+            f"dataflex-verl {__version__} could not register its trainers "
+            f"({', '.join(TRAINER_MODES)}): {type(exc).__name__}: {exc}\n{traceback.format_exc()}"
+        )
+        _register_stand_ins(exc)
+
+
+class _RegisteringLoader(importlib.abc.Loader):
+    """Wraps the real loader of ``verl.trainer.ppo.v1`` and registers the trainers once it has run."""
+
+    def __init__(self, loader: importlib.abc.Loader) -> None:
+        self._loader = loader
+
+    def create_module(self, spec: importlib.machinery.ModuleSpec):
+        return self._loader.create_module(spec)
+
+    def exec_module(self, module: Any) -> None:
+        self._loader.exec_module(module)
+        uninstall()
+        register_trainers()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._loader, name)
+
+
+class _TrainerPackageHook(importlib.abc.MetaPathFinder):
+    """Meta-path finder that only intercepts :data:`TRAINER_PACKAGE`."""
+
+    def find_spec(self, fullname: str, path: Any = None, target: Any = None):
+        if fullname != TRAINER_PACKAGE:
+            return None
+        for finder in sys.meta_path:
+            if finder is self or not hasattr(finder, "find_spec"):
+                continue
+            spec = finder.find_spec(fullname, path, target)
+            if spec is not None:
+                if spec.loader is not None:
+                    spec.loader = _RegisteringLoader(spec.loader)
+                return spec
+        return None
+
+
+_HOOK = _TrainerPackageHook()
+
+
+def uninstall() -> None:
+    """Remove the post-import hook (it is needed only until the trainer package is imported)."""
+    while _HOOK in sys.meta_path:
+        sys.meta_path.remove(_HOOK)
+
+
+def install() -> None:
+    """Register now if verl's trainer package is loaded, else when it gets imported."""
+    if TRAINER_PACKAGE in sys.modules:
+        register_trainers()
+    elif _HOOK not in sys.meta_path:
+        sys.meta_path.insert(0, _HOOK)
+
+
+try:
+    install()
+except Exception as _exc:  # pragma: no cover - installing a finder does not fail in practice
+    _report(f"dataflex-verl {__version__} could not install its verl plugin hook: {_exc!r}")
+    raise

@@ -1,0 +1,103 @@
+"""All TransferQueue I/O of the host: one read of the needed fields, one write of the weights.
+
+Kept in one small module because verl may move to another data plane (verl
+RFC #6988); a second backend would sit beside these two functions. Reading
+only the fields the pipeline declares is the main avoidable cost at
+bs=1024, L=4096.
+
+TransferQueue silently drops requested fields that are missing (or present on
+only some keys), so every requested field is checked and the missing ones
+are named.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+import transfer_queue as tq
+from tensordict import TensorDict
+from transfer_queue import KVBatchMeta
+
+from dataflex_core import Batch, DataFlexError
+
+
+class MissingFieldError(DataFlexError, KeyError):
+    """A field the pipeline needs is not in the queue for this batch."""
+
+    def __str__(self) -> str:  # KeyError would quote the message
+        return str(self.args[0])
+
+
+@dataclass
+class QueueBatch:
+    """Fields read from the queue: padded tensors and object arrays, plus the response layout."""
+
+    batch: Batch
+    #: ``(bs + 1,)`` offsets of the jagged ``response_mask``: row ``i`` has ``offsets[i+1] - offsets[i]`` tokens.
+    response_offsets: torch.Tensor
+
+
+def _objects(values) -> np.ndarray:
+    items = list(values)
+    out = np.empty(len(items), dtype=object)
+    out[:] = items
+    return out
+
+
+def read_fields(meta: KVBatchMeta, fields: list[str], *, producers: dict[str, str] | None = None) -> QueueBatch:
+    """Read exactly ``fields`` (which must include ``response_mask``) for the keys of ``meta``.
+
+    :param producers: optional field -> "who should have written it" hints for the error message.
+    :raises MissingFieldError: naming every requested field that did not come back.
+    """
+    data = tq.kv_batch_get(keys=meta.keys, partition_id=meta.partition_id, select_fields=list(fields))
+    missing = [name for name in fields if name not in data.keys()]
+    if missing:
+        hints = "".join(f"\n  {name}: {producers[name]}" for name in missing if producers and name in producers)
+        raise MissingFieldError(
+            f"TransferQueue returned no {missing} for this batch of {len(meta)} samples (partition "
+            f"{meta.partition_id!r}); a field must be present on every sample. Fields the queue holds for these "
+            f"samples: {sorted(meta.fields or [])}.{hints}"
+        )
+    response_mask = data.get("response_mask")
+    tensors: dict[str, torch.Tensor] = {}
+    objects: dict[str, np.ndarray] = {}
+    for name in fields:
+        value = data.get(name)
+        if isinstance(value, torch.Tensor):
+            tensors[name] = value.to_padded_tensor(0) if value.is_nested else value
+        else:
+            objects[name] = _objects(value)
+    offsets = response_mask.offsets() if response_mask.is_nested else None
+    if offsets is None:
+        lengths = torch.full((response_mask.shape[0],), response_mask.shape[1], dtype=torch.int64)
+        offsets = torch.cat([lengths.new_zeros(1), lengths.cumsum(0)])
+    return QueueBatch(Batch(tensors, objects), offsets)
+
+
+def padded_to_jagged(padded: torch.Tensor, offsets: torch.Tensor) -> torch.Tensor:
+    """``(bs, L)`` -> jagged nested tensor with the row lengths given by ``offsets`` (vectorised)."""
+    offsets = offsets.to(padded.device)
+    lengths = offsets.diff()
+    keep = torch.arange(padded.shape[1], device=padded.device) < lengths.unsqueeze(-1)
+    return torch.nested.nested_tensor_from_jagged(
+        padded[keep].contiguous(),
+        offsets=offsets,
+        min_seqlen=int(lengths.min()) if lengths.numel() else 0,
+        max_seqlen=int(lengths.max()) if lengths.numel() else 0,
+    )
+
+
+def write_response_field(meta: KVBatchMeta, name: str, padded: torch.Tensor, offsets: torch.Tensor) -> KVBatchMeta:
+    """Write one per-response-token field and return the meta of that write.
+
+    Only fields listed in the returned meta reach verl's actor, so callers must
+    return this meta from ``_compute_advantage``.
+    """
+    fields = TensorDict({name: padded_to_jagged(padded, offsets)}, batch_size=len(meta))
+    written = tq.kv_batch_put(keys=meta.keys, partition_id=meta.partition_id, fields=fields)
+    if meta.extra_info:
+        written.extra_info = {**meta.extra_info, **(written.extra_info or {})}
+    return written
