@@ -77,3 +77,35 @@ def lint(session: nox.Session) -> None:
     session.install("ruff>=0.6")
     session.run("ruff", "check", ".", *session.posargs)
     session.run("ruff", "format", "--check", "--diff", ".")
+
+
+#: The documentation toolchain, pinned so the site builds the same everywhere.
+DOCS_STACK = [
+    "mkdocs==1.6.1",
+    "mkdocs-material==9.8.2",
+    "mkdocstrings==1.0.8",
+    "mkdocstrings-python==2.0.11",
+    "mkdocs-autorefs==1.4.5",
+    "griffelib==2.4.1",
+    "mkdocs-static-i18n==1.3.1",
+    "pymdown-extensions==13.1.2",
+    "ruff==0.17.6",  # mkdocstrings formats the signatures with it
+]
+
+
+@nox.session
+def docs(session: nox.Session) -> None:
+    """Build the site (English and Chinese) with ``mkdocs build --strict`` into ``site/``.
+
+    The component catalog is rendered from the plugins installed here, so core,
+    conformance and every plugin are installed; the verl host's API pages are
+    read from its source without importing verl. ``nox -s docs -- serve``
+    serves the site instead of building it.
+    """
+    install_torch(session)
+    session.install(*DOCS_STACK, *(rel(d) for d in monorepo_dists(with_host=False)))
+    session.env["NO_MKDOCS_2_WARNING"] = "1"
+    if session.posargs[:1] == ["serve"]:
+        session.run("mkdocs", "serve", *session.posargs[1:])
+    else:
+        session.run("mkdocs", "build", "--strict", *session.posargs)

@@ -1,0 +1,236 @@
+"""mkdocs hook: render the component catalog from the installed plugin registry at build time.
+
+A hand-written catalog drifts from the code the day a plugin changes a
+default; this one is read from ``dataflex_core.get_registry()`` each time the
+site is built, so it lists exactly what ``pip install`` put in the docs
+environment. A page opts in with the marker ``<!-- dataflex-catalog -->``.
+
+A component without its own docstring, or a plugin that failed to load, is
+logged as a warning, which fails ``mkdocs build --strict``.
+
+The module imports nothing from mkdocs, so the docs tests can call
+:func:`render_catalog` in any environment that has the plugins installed.
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+import re
+from typing import Any
+
+MARKER = "<!-- dataflex-catalog -->"
+ARXIV = re.compile(r"arXiv[:\s]*(\d{4}\.\d{4,5})(?:v\d+)?", re.IGNORECASE)
+
+log = logging.getLogger("mkdocs.hooks.dataflex_catalog")
+
+LABELS = {
+    "en": {
+        "name": "Name",
+        "kind": "Kind",
+        "package": "Package",
+        "granularity": "Granularity",
+        "accepts": "Accepts granularity",
+        "timing": "Timing",
+        "groups": "Needs groups",
+        "requires": "Reads fields",
+        "params": "Params (defaults)",
+        "paper": "Paper",
+        "summary": "Summary",
+        "docstring": "Docstring",
+        "required": "required",
+        "none": "none",
+        "yes": "yes",
+        "no": "no",
+        "local": "(not from an installed package)",
+        "empty": "No dataflex plugins are installed in the environment that built this page.",
+        "built_with": "Built from the plugins installed with dataflex-core {core}: {count} components in {dists} packages.",
+        "kinds": {"scorer": "Scorers", "reweighter": "Reweighters", "selector": "Selectors", "mixer": "Mixers"},
+    },
+    "zh": {
+        "name": "名称",
+        "kind": "类型",
+        "package": "包",
+        "granularity": "粒度",
+        "accepts": "接受的粒度",
+        "timing": "时机",
+        "groups": "需要分组",
+        "requires": "读取字段",
+        "params": "参数（默认值）",
+        "paper": "论文",
+        "summary": "简介",
+        "docstring": "文档字符串",
+        "required": "必填",
+        "none": "无",
+        "yes": "是",
+        "no": "否",
+        "local": "（不来自已安装的包）",
+        "empty": "构建本页的环境中没有安装任何 dataflex 插件。",
+        "built_with": "由 dataflex-core {core} 环境中已安装的插件生成：{dists} 个包，共 {count} 个组件。",
+        "kinds": {"scorer": "Scorer", "reweighter": "Reweighter", "selector": "Selector", "mixer": "Mixer"},
+    },
+}
+
+
+def own_docstring(cls: type) -> str:
+    """The class's own docstring (not one inherited from a DataFlex base class), dedented."""
+    doc = cls.__dict__.get("__doc__")
+    return inspect.cleandoc(doc) if isinstance(doc, str) and doc.strip() else ""
+
+
+def papers(doc: str) -> list[str]:
+    """arXiv ids cited in ``doc``, in order of first mention."""
+    return list(dict.fromkeys(m.group(1) for m in ARXIV.finditer(doc)))
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def _default(value: Any, labels: dict[str, Any]) -> str:
+    return labels["required"] if value is inspect.Parameter.empty else repr(value)
+
+
+def component_record(spec: Any) -> dict[str, Any]:
+    """Everything the catalog shows about one registered component, as plain data."""
+    from dataflex_core import accepted_params
+
+    cls = spec.cls
+    doc = own_docstring(cls)
+    record = {
+        "name": spec.name,
+        "kind": spec.kind,
+        "dist": spec.plugin.dist,
+        "version": spec.plugin.version,
+        "class": f"{cls.__module__}.{cls.__qualname__}",
+        "needs_groups": bool(cls.needs_groups),
+        "requires": list(cls.requires),
+        "params": accepted_params(cls),
+        "docstring": doc,
+        "summary": doc.splitlines()[0] if doc else "",
+        "papers": papers(doc),
+    }
+    if spec.kind == "scorer":
+        record["granularity"] = cls.granularity
+        record["timing"] = cls.timing
+    else:
+        record["accepts_granularity"] = tuple(cls.accepts_granularity)
+    return record
+
+
+def catalog_records(registry: Any = None) -> list[dict[str, Any]]:
+    """Records of every component in ``registry`` (default: the installed plugins), by kind then name."""
+    if registry is None:
+        from dataflex_core import get_registry
+
+        registry = get_registry()
+    return [component_record(spec) for spec in registry]
+
+
+def _package(record: dict[str, Any], labels: dict[str, Any]) -> str:
+    if not record["dist"]:
+        return labels["local"]
+    return f"`{record['dist']}=={record['version']}`"
+
+
+def _params(record: dict[str, Any], labels: dict[str, Any]) -> str:
+    if not record["params"]:
+        return labels["none"]
+    return ", ".join(f"`{k}={_default(v, labels)}`" for k, v in record["params"].items())
+
+
+def _paper_links(record: dict[str, Any]) -> str:
+    return ", ".join(f"[arXiv {p}](https://arxiv.org/abs/{p})" for p in record["papers"]) or "–"
+
+
+def _granularity(record: dict[str, Any]) -> str:
+    if record["kind"] == "scorer":
+        return f"`{record['granularity']}`"
+    return ", ".join(f"`{g}`" for g in record["accepts_granularity"])
+
+
+def anchor(record: dict[str, Any]) -> str:
+    return f"{record['kind']}-{record['name']}".replace("_", "-")
+
+
+def render_catalog(records: list[dict[str, Any]], lang: str = "en", core_version: str | None = None) -> str:
+    """Markdown for the catalog: one summary table per kind, then a section per component."""
+    labels = LABELS.get(lang, LABELS["en"])
+    if core_version is None:
+        from dataflex_core import __version__ as core_version
+    if not records:
+        return f"!!! warning\n    {labels['empty']}\n"
+    dists = {r["dist"] for r in records if r["dist"]}
+    out = [labels["built_with"].format(core=core_version, count=len(records), dists=len(dists)), ""]
+    kinds = list(dict.fromkeys(r["kind"] for r in records))
+    for kind in kinds:
+        rows = [r for r in records if r["kind"] == kind]
+        gran = labels["granularity"] if kind == "scorer" else labels["accepts"]
+        out += [f"## {labels['kinds'][kind]}", ""]
+        out.append(
+            f"| {labels['name']} | {labels['package']} | {gran} | {labels['groups']} | "
+            f"{labels['params']} | {labels['paper']} | {labels['summary']} |"
+        )
+        out.append("| --- | --- | --- | --- | --- | --- | --- |")
+        for r in rows:
+            out.append(
+                f"| [`{r['name']}`](#{anchor(r)}) | {_package(r, labels)} | {_granularity(r)} | "
+                f"{labels['yes'] if r['needs_groups'] else labels['no']} | {_cell(_params(r, labels))} | "
+                f"{_paper_links(r)} | {_cell(r['summary'])} |"
+            )
+        out.append("")
+        for r in rows:
+            out += [f"### `{r['name']}` {{#{anchor(r)}}}", ""]
+            facts = [
+                (labels["kind"], f"{r['kind']} (`{r['class']}`)"),
+                (labels["package"], _package(r, labels)),
+                (gran, _granularity(r)),
+            ]
+            if kind == "scorer":
+                facts.append((labels["timing"], f"`{r['timing']}`"))
+            facts += [
+                (labels["groups"], labels["yes"] if r["needs_groups"] else labels["no"]),
+                (labels["requires"], ", ".join(f"`{f}`" for f in r["requires"]) or labels["none"]),
+                (labels["params"], _params(r, labels)),
+                (labels["paper"], _paper_links(r)),
+            ]
+            out += [f"- **{k}**: {v}" for k, v in facts]
+            out += ["", f'??? note "{labels["docstring"]}"', "", "    ```text"]
+            out += [f"    {line}".rstrip() for line in r["docstring"].splitlines()]
+            out += ["    ```", ""]
+    return "\n".join(out)
+
+
+def problems(records: list[dict[str, Any]], failures: list[Any] = ()) -> list[str]:
+    """What makes the catalog incomplete: undocumented components and plugins that failed to load."""
+    found = [
+        f"{r['kind']} {r['name']!r} ({r['class']}) has no docstring of its own" for r in records if not r["docstring"]
+    ]
+    found += [f"the catalog misses a plugin: {f.message}" for f in failures]
+    return found
+
+
+def _page_lang(page: Any, config: Any) -> str:
+    src = getattr(page.file, "src_uri", "") or ""
+    if src.endswith(".zh.md"):
+        return "zh"
+    theme = config.get("theme") if hasattr(config, "get") else None
+    language = getattr(theme, "get", lambda *_: None)("language") if theme is not None else None
+    return "zh" if str(language or "").startswith("zh") else "en"
+
+
+_CACHE: dict[str, Any] = {}
+
+
+def on_page_markdown(markdown: str, page: Any, config: Any, files: Any, **kwargs: Any) -> str:
+    if MARKER not in markdown:
+        return markdown
+    if "records" not in _CACHE:
+        from dataflex_core import get_plugin_manager
+
+        manager = get_plugin_manager()
+        records = [r for r in catalog_records(manager.registry()) if r["dist"]]
+        for problem in problems(records, manager.failures):
+            log.warning(problem)
+        _CACHE["records"] = records
+    return markdown.replace(MARKER, render_catalog(_CACHE["records"], _page_lang(page, config)))
