@@ -51,12 +51,14 @@ from .plugins import (
     ENV_ALLOW_PLUGINS,
     ENV_BLOCK_PLUGINS,
     ENV_DISABLE_AUTOLOAD,
+    ENV_PLUGINS_LOCK,
     ENV_STRICT,
     DataFlexPluginManager,
     PluginLoadWarning,
     get_plugin_manager,
     get_registry,
     reset_plugin_manager,
+    use_plugin_lock,
 )
 from .registry import ComponentSpec, PluginInfo, Registry
 from .version import __version__
@@ -76,6 +78,7 @@ __all__ = [
     "ENV_ALLOW_PLUGINS",
     "ENV_BLOCK_PLUGINS",
     "ENV_DISABLE_AUTOLOAD",
+    "ENV_PLUGINS_LOCK",
     "ENV_STRICT",
     "GRANULARITIES",
     "IncompatibleComponentError",
@@ -117,6 +120,7 @@ __all__ = [
     "segment_min",
     "segment_sum",
     "segment_var",
+    "use_plugin_lock",
     "valid_mask_for",
     "valid_sample_mask",
     "valid_token_mask",

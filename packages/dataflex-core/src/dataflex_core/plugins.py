@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import importlib.metadata as importlib_metadata
 import os
+import re
 import sys
 import traceback
 import warnings
@@ -36,6 +37,9 @@ ENV_BLOCK_PLUGINS = "DATAFLEX_BLOCK_PLUGINS"
 ENV_ALLOW_PLUGINS = "DATAFLEX_PLUGINS"
 #: Set to ``1`` to re-raise a plugin's load error instead of skipping the plugin.
 ENV_STRICT = "DATAFLEX_STRICT_PLUGINS"
+#: Path of a plugin lock file (``dataflex lock``); when set, only entry points of the
+#: distributions it lists are imported, so an unlisted installed plugin never runs code.
+ENV_PLUGINS_LOCK = "DATAFLEX_PLUGINS_LOCK"
 
 _TRUE = {"1", "true", "yes", "on"}
 
@@ -66,7 +70,7 @@ def _env_flag(name: str) -> bool:
 
 
 def _normalise_dist(name: str) -> str:
-    return name.replace("_", "-").replace(".", "-").lower()
+    return re.sub(r"[-_.]+", "-", name).lower()
 
 
 def iter_entry_points() -> list[tuple[importlib_metadata.EntryPoint, PluginInfo]]:
@@ -159,6 +163,8 @@ class DataFlexPluginManager(pluggy.PluginManager):
         self._plugin_packages: set[str] = set()
         self._registry: Registry | None = None
         self._registry_key: tuple[int, int] | None = None
+        #: Canonical names of the only distributions whose entry points may load (a lock's), or None.
+        self.only_dists: frozenset[str] | None = None
 
     # -- loading ---------------------------------------------------------
     def load_entrypoints(
@@ -179,6 +185,8 @@ class DataFlexPluginManager(pluggy.PluginManager):
         blocked = {_normalise_dist(n) for n in _env_list(ENV_BLOCK_PLUGINS)}
         allowed = {_normalise_dist(n) for n in _env_list(ENV_ALLOW_PLUGINS)}
         only = {_normalise_dist(d) for d in only_dists} if only_dists is not None else None
+        if only is not None:
+            self.only_dists = frozenset(only)
         for ep, info in iter_entry_points():
             self._plugin_packages.add(ep.module.split(".")[0])
             names = {_normalise_dist(info.name), _normalise_dist(info.dist or "")}
@@ -314,14 +322,49 @@ class DataFlexPluginManager(pluggy.PluginManager):
 _MANAGER: DataFlexPluginManager | None = None
 
 
+def _locked_dists(lock_path: str | os.PathLike[str]) -> list[str]:
+    from .lock import read_lock  # lock builds on this module
+
+    return read_lock(lock_path).dist_names
+
+
 def get_plugin_manager() -> DataFlexPluginManager:
-    """The process-wide plugin manager; entry points are loaded on the first call only."""
+    """The process-wide plugin manager; entry points are loaded on the first call only.
+
+    With ``$DATAFLEX_PLUGINS_LOCK`` set, only the locked distributions' entry points are imported.
+    """
     global _MANAGER
     if _MANAGER is None:
         manager = DataFlexPluginManager()
-        manager.load_entrypoints()
+        lock_path = os.environ.get(ENV_PLUGINS_LOCK, "").strip()
+        manager.load_entrypoints(only_dists=_locked_dists(lock_path) if lock_path else None)
         _MANAGER = manager
     return _MANAGER
+
+
+def use_plugin_lock(lock_path: str | os.PathLike[str]) -> DataFlexPluginManager:
+    """Make the process-wide manager load only the distributions locked in ``lock_path``.
+
+    For hosts that read the lock path from their own config. Modules cannot be
+    un-imported, so if plugins outside the lock were already loaded in this
+    process the call fails rather than pretending they are gone.
+    """
+    global _MANAGER
+    allowed = {_normalise_dist(d) for d in _locked_dists(lock_path)}
+    if _MANAGER is not None:
+        loaded = {i.dist for i in _MANAGER.plugin_infos.values() if i.dist}
+        loaded |= {f.plugin.dist for f in _MANAGER.failures if f.plugin.dist}
+        outside = sorted(d for d in loaded if _normalise_dist(d) not in allowed)
+        if outside:
+            raise PluginLoadError(
+                f"plugins not in the lock {str(lock_path)!r} were already imported in this process: "
+                f"{', '.join(outside)}; apply the lock before anything loads plugins, e.g. set "
+                f"{ENV_PLUGINS_LOCK}={lock_path} in the environment"
+            )
+    manager = DataFlexPluginManager()
+    manager.load_entrypoints(only_dists=allowed)
+    _MANAGER = manager
+    return manager
 
 
 def reset_plugin_manager() -> None:

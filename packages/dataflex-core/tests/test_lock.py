@@ -1,0 +1,474 @@
+"""Lock files: format, comparison rows, and enforcement of a lock at plugin load time.
+
+The plugins here are real wheels installed by pip into a throwaway virtualenv
+whose site-packages is the test's whole environment, so RECORD, INSTALLER and
+friends are what pip writes in production, and upgrades really uninstall.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import importlib
+import json
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+import dataflex_core
+from dataflex_core import PluginLoadError, get_plugin_manager, use_plugin_lock
+from dataflex_core import plugins as plugin_module
+from dataflex_core.cli import main as cli_main
+from dataflex_core.lock import (
+    CORE_DIST,
+    DistRecord,
+    LockFileError,
+    PluginDriftWarning,
+    PluginSet,
+    PluginSetMismatch,
+    compare,
+    enforce,
+    format_differences,
+    lock_environment,
+    parse_lock,
+    read_lock,
+    scan_environment,
+    write_lock,
+)
+
+GOOD = """
+import torch
+from dataflex_core import Scorer, register_scorer
+
+
+@register_scorer("lk_length")
+class LengthScorer(Scorer):
+    def score(self, batch, step_id, **ctx):
+        return batch.batch["response_mask"].sum(-1).float()
+"""
+
+EXTRA = """
+from dataflex_core import Scorer, register_scorer
+
+
+@register_scorer("lk_extra")
+class ExtraScorer(Scorer):
+    def score(self, batch, step_id, **ctx):
+        return batch.batch["response_mask"].sum(-1).float()
+"""
+
+#: Importing this plugin leaves a marker file next to it and then fails: proof it was imported.
+TRIPWIRE = """
+from pathlib import Path
+
+Path(__file__).with_name("IMPORTED").write_text("lk_tripwire was imported")
+raise RuntimeError("lk_tripwire must never be imported under a lock that does not list it")
+"""
+
+
+def build_wheel(out: Path, dist: str, version: str, modules: dict[str, str], entry_points: dict[str, str]) -> Path:
+    """A minimal pure-Python wheel, so pip performs a real install (RECORD, INSTALLER, ...)."""
+    stem = dist.replace("-", "_")
+    info = f"{stem}-{version}.dist-info"
+    files = {f"{m.replace('.', '/')}/__init__.py": src for m, src in modules.items()}
+    files[f"{info}/METADATA"] = f"Metadata-Version: 2.1\nName: {dist}\nVersion: {version}\n"
+    files[f"{info}/WHEEL"] = "Wheel-Version: 1.0\nGenerator: dataflex-tests\nRoot-Is-Purelib: true\nTag: py3-none-any\n"
+    files[f"{info}/entry_points.txt"] = "[dataflex]\n" + "".join(f"{k} = {v}\n" for k, v in entry_points.items())
+    record = []
+    for path, text in files.items():
+        data = text.encode()
+        digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+        record.append(f"{path},sha256={digest},{len(data)}")
+    record.append(f"{info}/RECORD,,")
+    files[f"{info}/RECORD"] = "\n".join(record) + "\n"
+    out.mkdir(parents=True, exist_ok=True)
+    wheel = out / f"{stem}-{version}-py3-none-any.whl"
+    with zipfile.ZipFile(wheel, "w") as zf:
+        for path, text in files.items():
+            zf.writestr(path, text)
+    return wheel
+
+
+class PipSite:
+    """A throwaway virtualenv whose site-packages is put on ``sys.path``; pip installs and upgrades into it."""
+
+    def __init__(self, venv: Path, wheels: Path) -> None:
+        subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+        self.python = venv / "bin" / "python"
+        (self.root,) = venv.glob("lib/python3*/site-packages")
+        self.wheels = wheels
+        self.modules: set[str] = set()
+
+    def install(self, dist: str, version: str, module: str, source: str) -> None:
+        wheel = build_wheel(self.wheels / f"{dist}-{version}", dist, version, {module: source}, {module: module})
+        self.pip("install", "--no-deps", "--no-index", str(wheel))
+
+    def uninstall(self, dist: str) -> None:
+        self.pip("uninstall", "--yes", dist)
+
+    def pip(self, *args: str) -> None:
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "pip",
+                "--python",
+                str(self.python),
+                "--quiet",
+                "--disable-pip-version-check",
+                *args,
+            ],
+            check=True,
+        )
+        self.modules.update(p.name for p in self.root.iterdir() if p.is_dir() and "." not in p.name)
+        self.forget_modules()
+
+    def file(self, module: str) -> Path:
+        return self.root / module / "__init__.py"
+
+    def forget_modules(self) -> None:
+        for name in [m for m in sys.modules if m.split(".")[0] in self.modules]:
+            del sys.modules[name]
+        importlib.invalidate_caches()
+
+
+def _stdlib_path() -> list[str]:
+    base = Path(sys.base_prefix).resolve()
+    return [
+        p
+        for p in sys.path
+        if p and Path(p).resolve().is_relative_to(base) and not {"site-packages", "dist-packages"} & set(Path(p).parts)
+    ]
+
+
+@pytest.fixture
+def pip_site(tmp_path, monkeypatch):
+    """The test's whole environment: the throwaway venv plus the standard library.
+
+    Modules already imported (torch, pluggy, dataflex_core) stay usable from
+    ``sys.modules``, while the plugins installed beside this test run are out of
+    sight, so the lock covers exactly what the test installed.
+    """
+    site = PipSite(tmp_path / "venv", tmp_path / "wheels")
+    monkeypatch.setattr(sys, "path", [str(site.root), *_stdlib_path()])
+    importlib.invalidate_caches()
+    monkeypatch.delenv(dataflex_core.ENV_PLUGINS_LOCK, raising=False)
+    plugin_module.reset_plugin_manager()
+    yield site
+    site.forget_modules()
+    plugin_module.reset_plugin_manager()
+
+
+@pytest.fixture
+def locked(pip_site, tmp_path):
+    """``lk-good 0.1.0`` installed and the environment locked into ``dataflex.lock``."""
+    pip_site.install("lk-good", "0.1.0", "lk_good", GOOD)
+    path = tmp_path / "dataflex.lock"
+    assert cli_main(["lock", "-o", str(path)]) == 0
+    return path
+
+
+def _verify(path: Path, capsys, *extra: str) -> tuple[int, dict]:
+    capsys.readouterr()
+    code = cli_main(["verify", str(path), "--json", *extra])
+    return code, json.loads(capsys.readouterr().out)
+
+
+def _rows(report: dict, dist: str) -> list[tuple[str, str, str]]:
+    return [(d["difference"], d["locked"], d["installed"]) for d in report["differences"] if d["distribution"] == dist]
+
+
+# -- lock then verify ----------------------------------------------------------------
+def test_lock_records_version_entry_points_components_and_file_hashes(locked):
+    plugin_set = read_lock(locked)
+    record = plugin_set.plugins["lk-good"]
+    assert record.version == "0.1.0"
+    assert dict(record.entry_points) == {"lk_good": "lk_good"}
+    assert dict(record.components) == {"scorer": ("lk_length",)}
+    assert not record.editable
+    # the hash covers the installed code by its bytes, and nothing pip or the interpreter adds
+    assert set(record.files) == {"lk_good/__init__.py"}
+    assert record.files["lk_good/__init__.py"] == hashlib.sha256(GOOD.encode()).hexdigest()
+    assert plugin_set.core_version == dataflex_core.__version__
+
+
+def test_lock_then_verify_passes_and_relocking_gives_the_identical_file(locked, tmp_path, capsys):
+    code, report = _verify(locked, capsys)
+    assert (code, report["ok"], report["differences"]) == (0, True, [])
+    again = tmp_path / "again.lock"
+    assert cli_main(["lock", "-o", str(again)]) == 0
+    assert again.read_text() == locked.read_text()
+
+
+def test_compiled_bytecode_does_not_change_the_hash(locked, pip_site, capsys):
+    get_plugin_manager().registry()  # imports lk_good, which may write __pycache__
+    import compileall
+
+    compileall.compile_dir(str(pip_site.root), quiet=1)
+    assert list(pip_site.root.rglob("*.pyc"))
+    code, report = _verify(locked, capsys)
+    assert code == 0, report
+
+
+def test_an_extra_installed_plugin_fails_verify_as_unexpected(locked, pip_site, capsys):
+    pip_site.install("lk-extra", "0.5.0", "lk_extra", EXTRA)
+    code, report = _verify(locked, capsys)
+    assert code == 1
+    assert _rows(report, "lk-extra") == [("unexpected", "-", "0.5.0")]
+    assert _rows(report, "lk-good") == []
+
+
+def test_a_changed_version_fails_verify_with_a_version_row(locked, pip_site, capsys):
+    pip_site.install("lk-good", "0.2.0", "lk_good", GOOD)  # same code, new version
+    code, report = _verify(locked, capsys)
+    assert code == 1
+    assert _rows(report, "lk-good") == [("version changed", "0.1.0", "0.2.0")]
+
+
+def test_an_edited_installed_file_fails_verify_naming_the_file(locked, pip_site, capsys):
+    target = pip_site.file("lk_good")
+    target.write_text(target.read_text() + "\nprint('patched')\n")
+    code, report = _verify(locked, capsys)
+    assert code == 1
+    (row,) = [d for d in report["differences"] if d["distribution"] == "lk-good"]
+    assert row["difference"] == "content changed"
+    assert row["detail"] == "modified lk_good/__init__.py"
+
+
+def test_a_deleted_installed_file_is_a_content_change(locked, pip_site, capsys):
+    pip_site.file("lk_good").unlink()
+    code, report = _verify(locked, capsys)
+    assert code == 1
+    details = {d["difference"]: d["detail"] for d in report["differences"] if d["distribution"] == "lk-good"}
+    assert details["content changed"] == "removed lk_good/__init__.py"
+
+
+def test_an_uninstalled_plugin_is_missing(locked, pip_site, capsys):
+    pip_site.uninstall("lk-good")
+    code, report = _verify(locked, capsys)
+    assert code == 1
+    assert _rows(report, "lk-good") == [("missing", "0.1.0", "-")]
+
+
+def test_allow_drift_accepts_version_and_content_but_not_an_unexpected_plugin(locked, pip_site, capsys):
+    pip_site.install("lk-good", "0.2.0", "lk_good", GOOD + "\n# 0.2.0\n")
+    code, report = _verify(locked, capsys, "--allow-drift")
+    assert code == 0 and report["ok"]
+    assert {d["difference"] for d in report["differences"]} == {"version changed", "content changed"}
+    pip_site.install("lk-extra", "0.5.0", "lk_extra", EXTRA)
+    code, _ = _verify(locked, capsys, "--allow-drift")
+    assert code == 1
+
+
+def test_verify_prints_a_table_with_one_row_per_difference(locked, pip_site, capsys):
+    pip_site.install("lk-extra", "0.5.0", "lk_extra", EXTRA)
+    pip_site.install("lk-good", "0.2.0", "lk_good", GOOD)
+    capsys.readouterr()
+    assert cli_main(["verify", str(locked)]) == 1
+    out = capsys.readouterr().out
+    lines = out.splitlines()
+    assert lines[1].split() == ["difference", "distribution", "locked", "installed", "detail"]
+    assert any(line.split()[:4] == ["unexpected", "lk-extra", "-", "0.5.0"] for line in lines)
+    assert any(line.split()[:5] == ["version", "changed", "lk-good", "0.1.0", "0.2.0"] for line in lines)
+
+
+def test_verify_reads_the_lock_path_from_the_environment_variable(locked, monkeypatch, capsys):
+    monkeypatch.setenv(dataflex_core.ENV_PLUGINS_LOCK, str(locked))
+    assert cli_main(["verify"]) == 0
+    assert str(locked) in capsys.readouterr().out
+
+
+def test_verify_of_a_missing_lock_says_how_to_create_it(tmp_path, capsys):
+    assert cli_main(["verify", str(tmp_path / "nope.lock")]) == 2
+    assert "dataflex lock -o" in capsys.readouterr().err
+
+
+def test_requirements_pin_core_and_every_plugin(locked, tmp_path, capsys):
+    capsys.readouterr()
+    assert cli_main(["lock", "--requirements"]) == 0
+    pins = [line for line in capsys.readouterr().out.splitlines() if not line.startswith("#")]
+    assert f"{CORE_DIST}=={dataflex_core.__version__}" in pins
+    assert "lk-good==0.1.0" in pins
+    # from the reviewed lock rather than from whatever is installed now
+    assert cli_main(["lock", "--requirements", "--from", str(locked), "-o", str(tmp_path / "pins.txt")]) == 0
+    from_lock = (tmp_path / "pins.txt").read_text().splitlines()
+    assert "lk-good==0.1.0" in from_lock
+    assert (
+        len([line for line in from_lock if "==" in line and not line.startswith("#")])
+        == len(read_lock(locked).plugins) + 1
+    )
+
+
+def test_a_plugin_that_fails_to_import_cannot_be_locked(pip_site, tmp_path, capsys):
+    pip_site.install("lk-tripwire", "0.1.0", "lk_tripwire", TRIPWIRE)
+    assert cli_main(["lock", "-o", str(tmp_path / "x.lock")]) == 2
+    err = capsys.readouterr().err
+    assert "lk-tripwire==0.1.0" in err and "RuntimeError" in err
+    assert not (tmp_path / "x.lock").exists()
+
+
+# -- enforcement: an unlisted plugin is never imported ----------------------------------
+def test_a_locked_process_never_imports_an_unlisted_plugin(locked, pip_site, monkeypatch, capsys):
+    pip_site.install("lk-tripwire", "0.1.0", "lk_tripwire", TRIPWIRE)
+    marker = pip_site.root / "lk_tripwire" / "IMPORTED"
+    monkeypatch.setenv(dataflex_core.ENV_PLUGINS_LOCK, str(locked))
+    plugin_module.reset_plugin_manager()
+    manager = get_plugin_manager()
+    assert manager.registry().get("scorer", "lk_length") is not None
+    assert "lk_tripwire" not in sys.modules and not marker.exists()
+    assert not manager.failures
+    # verify reports it, still without importing it
+    code, report = _verify(locked, capsys)
+    assert code == 1 and _rows(report, "lk-tripwire") == [("unexpected", "-", "0.1.0")]
+    assert not marker.exists()
+    # the tripwire works: without the lock the plugin is imported
+    monkeypatch.delenv(dataflex_core.ENV_PLUGINS_LOCK)
+    plugin_module.reset_plugin_manager()
+    with pytest.warns(dataflex_core.PluginLoadWarning, match="lk_tripwire"):
+        get_plugin_manager()
+    assert marker.exists()
+
+
+def test_use_plugin_lock_restricts_the_process_wide_manager(locked, pip_site):
+    pip_site.install("lk-extra", "0.5.0", "lk_extra", EXTRA)
+    manager = use_plugin_lock(locked)
+    assert manager is get_plugin_manager()
+    assert manager.only_dists is not None and "lk-good" in manager.only_dists
+    registry = manager.registry()
+    assert registry.get("scorer", "lk_length") is not None
+    assert registry.get("scorer", "lk_extra") is None and "lk_extra" not in sys.modules
+
+
+def test_use_plugin_lock_refuses_after_an_unlisted_plugin_was_imported(locked, pip_site):
+    pip_site.install("lk-extra", "0.5.0", "lk_extra", EXTRA)
+    get_plugin_manager()  # no lock yet: imports everything, lk_extra included
+    with pytest.raises(PluginLoadError, match=r"lk-extra.*DATAFLEX_PLUGINS_LOCK"):
+        use_plugin_lock(locked)
+
+
+def test_a_lock_env_var_naming_a_missing_file_fails_closed(monkeypatch, tmp_path, pip_site):
+    monkeypatch.setenv(dataflex_core.ENV_PLUGINS_LOCK, str(tmp_path / "absent.lock"))
+    with pytest.raises(LockFileError, match="does not exist"):
+        get_plugin_manager()
+
+
+# -- the file format and the comparison, without installs --------------------------------
+def _record(name="p", version="1.0", files=None, components=None, eps=None):
+    return DistRecord(
+        name=name,
+        version=version,
+        entry_points=eps if eps is not None else {name: name},
+        components=components if components is not None else {"scorer": ("s",)},
+        files=files if files is not None else {f"{name}/__init__.py": "aa"},
+    )
+
+
+def test_toml_round_trips_awkward_strings():
+    odd = 'we"ird\\name\twith\nnewline\x01é'
+    plugin_set = PluginSet(
+        core_version="0.1.0",
+        plugins={"p": _record(files={odd: "ab", "p/x.py": "cd"}, eps={"ep": "mod:obj"}, components={"mixer": (odd,)})},
+    )
+    text = plugin_set.to_toml()
+    assert parse_lock(text) == plugin_set
+    assert text == parse_lock(text).to_toml()
+
+
+def test_lock_text_is_sorted_so_it_diffs_cleanly():
+    a = PluginSet("0.1.0", {"b": _record("b"), "a": _record("a")})
+    b = PluginSet("0.1.0", {"a": _record("a"), "b": _record("b")})
+    assert a.to_toml() == b.to_toml()
+    assert a.to_toml().index('[plugins."a"]') < a.to_toml().index('[plugins."b"]')
+
+
+def test_a_hand_edited_hash_or_format_is_rejected_with_the_fix(tmp_path):
+    text = PluginSet("0.1.0", {"p": _record()}).to_toml()
+    with pytest.raises(LockFileError, match=r"content_hash.*regenerate"):
+        parse_lock(text.replace('"aa"', '"bb"'))
+    with pytest.raises(LockFileError, match=r"lock_version=2"):
+        parse_lock(text.replace("lock_version = 1", "lock_version = 2"))
+    with pytest.raises(LockFileError, match=r"version must be a string"):
+        parse_lock(text.replace('version = "1.0"', "version = 1"))
+    with pytest.raises(LockFileError, match="not valid TOML"):
+        parse_lock("[[[")
+    path = tmp_path / "l.lock"
+    write_lock(PluginSet("0.1.0", {"p": _record()}), path)
+    assert read_lock(path).plugins["p"].version == "1.0"
+
+
+def test_compare_gives_one_row_per_kind_of_difference():
+    expected = PluginSet("0.1.0", {"gone": _record("gone"), "p": _record("p")})
+    actual = PluginSet(
+        "0.2.0",
+        {
+            "new": _record("new"),
+            "p": _record(
+                "p", version="2.0", files={"p/__init__.py": "zz"}, eps={"p": "p2"}, components={"scorer": ("t",)}
+            ),
+        },
+    )
+    rows = [(d.label, d.dist) for d in compare(expected, actual)]
+    assert rows == [
+        ("version changed", CORE_DIST),
+        ("missing", "gone"),
+        ("unexpected", "new"),
+        ("version changed", "p"),
+        ("content changed", "p"),
+        ("entry points changed", "p"),
+        ("components changed", "p"),
+    ]
+    table = format_differences(compare(expected, actual))
+    assert "modified p/__init__.py" in table and "p=p2" in table
+
+
+def test_enforce_raises_on_any_refused_difference_and_warns_on_accepted_drift():
+    expected = PluginSet("0.1.0", {"p": _record("p")})
+    drifted = PluginSet("0.1.0", {"p": _record("p", version="1.1", files={"p/__init__.py": "bb"})})
+    with pytest.raises(PluginSetMismatch) as info:
+        enforce(expected, drifted, expected_from="prod.lock")
+    assert {d.kind for d in info.value.differences} == {"version", "content"}
+    assert "prod.lock" in str(info.value)
+    with pytest.warns(PluginDriftWarning, match="version changed"):
+        accepted = enforce(expected, drifted, allow_drift=True)
+    assert len(accepted) == 2
+    extra = PluginSet("0.1.0", {"p": _record("p"), "q": _record("q")})
+    with pytest.raises(PluginSetMismatch, match="unexpected"):
+        enforce(expected, extra, allow_drift=True)
+    assert enforce(expected, expected) == []
+
+
+def test_scan_without_imports_lists_no_components(locked, pip_site):
+    pip_site.forget_modules()  # `dataflex lock` imported it
+    plugin_set = scan_environment(load=())
+    assert plugin_set.plugins["lk-good"].components is None
+    assert "lk_good" not in sys.modules
+    assert compare(read_lock(locked), plugin_set) == []
+    assert lock_environment().plugins["lk-good"].components == {"scorer": ("lk_length",)}
+
+
+def test_an_editable_install_is_hashed_from_its_source_tree(pip_site, tmp_path, capsys):
+    # the layout setuptools' editable install leaves: a dist-info naming the project, code in the source tree
+    src = tmp_path / "project" / "src"
+    (src / "lk_edit" / "sub").mkdir(parents=True)
+    (src / "lk_edit" / "__init__.py").write_text(GOOD.replace("lk_length", "lk_edit_length"))
+    (src / "lk_edit" / "sub" / "data.json").write_text("{}")
+    info = pip_site.root / "lk_edit-0.3.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: lk-edit\nVersion: 0.3.0\n")
+    (info / "entry_points.txt").write_text("[dataflex]\nlk_edit = lk_edit\n")
+    (info / "direct_url.json").write_text(json.dumps({"dir_info": {"editable": True}, "url": src.parent.as_uri()}))
+    (info / "RECORD").write_text("__editable__.lk_edit-0.3.0.pth,,\nlk_edit-0.3.0.dist-info/RECORD,,\n")
+    sys.path.append(str(src))
+    pip_site.modules.add("lk_edit")
+    path = tmp_path / "dataflex.lock"
+    assert cli_main(["lock", "-o", str(path)]) == 0
+    record = read_lock(path).plugins["lk-edit"]
+    assert record.editable and dict(record.components) == {"scorer": ("lk_edit_length",)}
+    assert set(record.files) == {"lk_edit/__init__.py", "lk_edit/sub/data.json"}  # no __pycache__
+    (src / "lk_edit" / "sub" / "data.json").write_text('{"changed": true}')
+    code, report = _verify(path, capsys)
+    assert code == 1
+    assert [d["detail"] for d in report["differences"]] == ["modified lk_edit/sub/data.json"]
