@@ -1,0 +1,96 @@
+"""dataflex-conformance: certify that DataFlex plugins keep the contracts hosts rely on.
+
+Three ways in, one set of checks:
+
+- ``dataflex-conformance [DIST ...]`` certifies installed plugins and writes a JSON report;
+- ``parametrize_with_checks([...])`` turns every check into a pytest test with a readable id;
+- ``certify_subjects`` / ``certify`` return the structured :class:`Report` for your own tooling.
+"""
+
+from .batches import BatchFactory, Case, Sample
+from .certify import certify, certify_subjects
+from .checks_actuator import (
+    check_constant_scores_uniform,
+    check_invalid_units_zero,
+    check_mean_one,
+    check_proportions_nonnegative,
+    check_proportions_sum_to_one,
+    check_selection_valid,
+    check_weights_nonnegative,
+)
+from .checks_common import (
+    check_deterministic,
+    check_needs_groups_declared,
+    check_no_autograd_graph,
+    check_no_input_mutation,
+    check_output_device,
+    check_reads_only_declared,
+)
+from .checks_output import (
+    check_output_dtype,
+    check_output_finite,
+    check_output_shape,
+    check_padding_rows_ignored,
+    check_permutation_equivariant,
+)
+from .fields import KNOWN_FIELDS, FieldContext, FieldSynthesiser, MissingFieldError
+from .guarded import GuardedBatch, UndeclaredFieldError
+from .parametrize import ENV_DEVICE, check_calls, parametrize_with_checks
+from .probe import Blocked, CheckFailure, Probe
+from .report import Report, print_summary
+from .runner import BLOCKED, EXPECTED_FAILURE, FAILED, PASSED, CheckResult, run_call
+from .subjects import Subject
+from .suite import ALL_CHECK_NAMES, CHECKS, CheckCall, iter_check_calls
+from .version import __version__
+
+__all__ = [
+    "ALL_CHECK_NAMES",
+    "BLOCKED",
+    "BatchFactory",
+    "Blocked",
+    "CHECKS",
+    "Case",
+    "CheckCall",
+    "CheckFailure",
+    "CheckResult",
+    "ENV_DEVICE",
+    "EXPECTED_FAILURE",
+    "FAILED",
+    "FieldContext",
+    "FieldSynthesiser",
+    "GuardedBatch",
+    "KNOWN_FIELDS",
+    "MissingFieldError",
+    "PASSED",
+    "Probe",
+    "Report",
+    "Sample",
+    "Subject",
+    "UndeclaredFieldError",
+    "__version__",
+    "certify",
+    "certify_subjects",
+    "check_calls",
+    "check_constant_scores_uniform",
+    "check_deterministic",
+    "check_invalid_units_zero",
+    "check_mean_one",
+    "check_needs_groups_declared",
+    "check_no_autograd_graph",
+    "check_no_input_mutation",
+    "check_output_device",
+    "check_output_dtype",
+    "check_output_finite",
+    "check_output_shape",
+    "check_padding_rows_ignored",
+    "check_permutation_equivariant",
+    "check_proportions_nonnegative",
+    "check_proportions_sum_to_one",
+    "check_reads_only_declared",
+    "check_selection_valid",
+    "check_weights_nonnegative",
+    "iter_check_calls",
+    "parametrize_with_checks",
+    "print_summary",
+    "run_call",
+]

@@ -1,0 +1,154 @@
+"""Actuator checks: mean-one weights, valid selections, proportions that sum to one.
+
+verl's loss aggregation divides by token or sequence counts, not by the sum
+of the weights, so a reweighter whose weights do not average one over the
+valid units silently changes the learning rate. These checks measure that
+and the other numeric promises of reweighters, selectors and mixers.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from dataflex_core import valid_mask_for
+
+from .batches import Sample
+from .probe import CheckFailure, Probe
+
+#: Relative tolerance of "mean one" and "sums to one".
+MEAN_ONE_RTOL = 1e-4
+_TOL = "1e-4"
+
+
+def _weights(probe: Probe) -> tuple[torch.Tensor, Sample]:
+    out, sample, _ = probe.run()
+    out = probe.readable(out, sample)
+    return out, sample
+
+
+def _units(weights: torch.Tensor) -> str:
+    return "tokens" if weights.dim() == 2 else "samples"
+
+
+def check_weights_nonnegative(probe: Probe) -> None:
+    """No weight is negative."""
+    w, _ = _weights(probe)
+    negative = w < 0
+    if negative.any():
+        raise probe.fail(
+            f"{int(negative.sum())} of {w.numel()} weights are negative (min={w.min().item():.4g} at "
+            f"{negative.nonzero()[0].tolist()}), expected weights >= 0"
+        )
+
+
+def check_mean_one(probe: Probe) -> None:
+    """Weights average one over valid units: valid samples for ``(bs,)``, valid tokens for ``(bs, L)``."""
+    w, sample = _weights(probe)
+    probe.finite(w, "check_output_finite", "weight")
+    valid = valid_mask_for(w, sample.batch)
+    count = int(valid.sum())
+    if count == 0:
+        return  # no valid unit: nothing to average (check_invalid_units_zero wants all zeros)
+    mean = w[valid].double().mean().item()
+    if not abs(mean - 1.0) <= MEAN_ONE_RTOL:
+        raise probe.fail(f"weights mean={mean:.6g} over {count} valid {_units(w)}, expected 1 ± {_TOL}")
+
+
+def check_invalid_units_zero(probe: Probe) -> None:
+    """Units outside the valid mask (empty-mask rows, masked tokens) get weight 0."""
+    w, sample = _weights(probe)
+    probe.finite(w, "check_output_finite", "weight")
+    invalid = ~valid_mask_for(w, sample.batch)
+    nonzero = invalid & (w != 0)
+    if nonzero.any():
+        raise probe.fail(
+            f"{int(nonzero.sum())} of {int(invalid.sum())} invalid {_units(w)} have nonzero weight "
+            f"(max {w[nonzero].abs().max().item():.4g} at {nonzero.nonzero()[0].tolist()}), "
+            "expected 0 for empty-mask rows and masked tokens"
+        )
+
+
+def check_constant_scores_uniform(probe: Probe) -> None:
+    """Constant scores give uniform weights (every valid unit weighs one)."""
+    w, sample = _weights(probe)
+    probe.finite(w, "check_output_finite", "weight")
+    valid = valid_mask_for(w, sample.batch)
+    if not valid.any():
+        return
+    values = w[valid].double()
+    low, high = values.min().item(), values.max().item()
+    if high - low > MEAN_ONE_RTOL * max(abs(high), 1.0):
+        raise probe.fail(
+            f"weights range [{low:.4g}, {high:.4g}] over {int(valid.sum())} valid {_units(w)} for constant scores, "
+            "expected uniform weights"
+        )
+
+
+# -- selectors ------------------------------------------------------------------------------
+
+
+def kept_mask(probe: Probe, out: object, sample: Sample, *, owner: bool = False) -> torch.Tensor:
+    """A selector's output as a bool ``(bs,)`` mask.
+
+    An invalid output fails :func:`check_selection_valid` (``owner=True``)
+    and blocks every other check.
+    """
+    bs = len(sample.batch)
+    if not owner:
+        try:
+            return kept_mask(probe, out, sample, owner=True)
+        except CheckFailure as exc:
+            raise probe.blocked("check_selection_valid", str(exc).rsplit(" [", 1)[0]) from None
+    if not isinstance(out, torch.Tensor):
+        raise probe.fail(
+            f"selection is a {type(out).__name__}, expected a LongTensor of indices or a 0/1 mask of shape ({bs},)"
+        )
+    if out.device != sample.device:
+        raise probe.blocked("check_output_device", f"selection on {out.device}")
+    if out.dtype == torch.bool or out.is_floating_point():
+        if tuple(out.shape) != (bs,):
+            raise probe.fail(f"selection mask shape={tuple(out.shape)}, expected ({bs},)")
+        values = out.float()
+        if not ((values == 0) | (values == 1)).all():
+            bad = values[(values != 0) & (values != 1)]
+            raise probe.fail(f"selection mask holds {bad[0].item():.4g}, expected only 0 and 1")
+        return values.bool()
+    if out.dtype not in (torch.int64, torch.int32):
+        raise probe.fail(f"selection dtype={out.dtype}, expected int64 indices or a bool/float 0/1 mask")
+    if out.dim() != 1:
+        raise probe.fail(f"selected indices shape={tuple(out.shape)}, expected a 1-D index tensor")
+    if out.numel() and (out.min() < 0 or out.max() >= bs):
+        raise probe.fail(
+            f"selected indices span [{out.min().item()}, {out.max().item()}], expected indices in [0, {bs})"
+        )
+    if torch.unique(out).numel() != out.numel():
+        hint = " (a 0/1 mask must be bool or float, not integer)" if out.numel() == bs else ""
+        raise probe.fail(f"selected indices repeat a row{hint}, expected each kept row once")
+    mask = torch.zeros(bs, dtype=torch.bool, device=out.device)
+    mask[out.long()] = True
+    return mask
+
+
+def check_selection_valid(probe: Probe) -> None:
+    """A selector returns unique in-range row indices or a 0/1 mask of shape ``(bs,)``."""
+    out, sample, _ = probe.run()
+    kept_mask(probe, out, sample, owner=True)
+
+
+# -- mixers ---------------------------------------------------------------------------------
+
+
+def check_proportions_nonnegative(probe: Probe) -> None:
+    """Every domain proportion is >= 0."""
+    p, _ = _weights(probe)
+    if (p < 0).any():
+        raise probe.fail(f"proportions min={p.min().item():.4g} at {(p < 0).nonzero()[0].tolist()}, expected >= 0")
+
+
+def check_proportions_sum_to_one(probe: Probe) -> None:
+    """Domain proportions sum to one."""
+    p, _ = _weights(probe)
+    probe.finite(p, "check_output_finite", "proportion")
+    total = p.double().sum().item()
+    if not abs(total - 1.0) <= MEAN_ONE_RTOL:
+        raise probe.fail(f"proportions sum={total:.6g} over {p.numel()} domains, expected 1 ± {_TOL}")

@@ -1,0 +1,112 @@
+"""Output checks shared by the kinds: shape, dtype, finiteness, and invariance to row order and padding."""
+
+from __future__ import annotations
+
+import torch
+
+from .batches import clone_sample, group_permutation, permute_sample, row_permutation
+from .checks_common import close, max_difference, padding_outputs, run_twice
+from .probe import Probe
+
+
+def _what(probe: Probe) -> str:
+    return {"scorer": "scores", "reweighter": "weights", "mixer": "proportions"}.get(probe.subject.kind, "output")
+
+
+def check_output_shape(probe: Probe) -> None:
+    """Scores are ``(bs,)`` (prompt/response), ``(bs, L)`` (token) or ``(num_domains,)`` (domain);
+    actuator outputs match the granularity of their scores."""
+    out, sample, _ = probe.run()
+    expected = probe.expected_shape(sample)
+    if not isinstance(out, torch.Tensor):
+        raise probe.fail(f"{_what(probe)} is a {type(out).__name__}, expected a torch.Tensor of shape {expected}")
+    if tuple(out.shape) != expected:
+        raise probe.fail(
+            f"{_what(probe)}.shape={tuple(out.shape)}, expected {expected} for granularity {probe.subject.granularity!r}"
+        )
+
+
+def check_output_dtype(probe: Probe) -> None:
+    """Scores and proportions are floating; reweighter weights are float32 (float64 for float64 scores)."""
+    out, _, scores = probe.run()
+    if not isinstance(out, torch.Tensor):
+        raise probe.blocked("check_output_shape", f"output is a {type(out).__name__}, not a tensor")
+    if probe.subject.kind == "reweighter":
+        allowed = (
+            (torch.float32, torch.float64) if scores is not None and scores.dtype == torch.float64 else (torch.float32,)
+        )
+        if out.dtype not in allowed:
+            raise probe.fail(
+                f"weights dtype={out.dtype} for {scores.dtype} scores, expected "
+                f"{' or '.join(map(str, allowed))} (bf16/fp16 scores must give float32 weights)"
+            )
+    elif not out.is_floating_point():
+        raise probe.fail(f"{_what(probe)} dtype={out.dtype}, expected a floating dtype")
+
+
+def check_output_finite(probe: Probe) -> None:
+    """Every output value is finite when every input is (including padding and empty-mask rows)."""
+    out, sample, _ = probe.run()
+    out = probe.readable(out, sample, shape=False)
+    bad = ~torch.isfinite(out.float())
+    if bad.any():
+        first = bad.nonzero()[0].tolist()
+        raise probe.fail(
+            f"{int(bad.sum())} of {out.numel()} {_what(probe)} are not finite (first at {first}: "
+            f"{out.reshape(-1)[bad.reshape(-1)][0].item()}), expected finite values for finite inputs"
+        )
+
+
+def check_permutation_equivariant(probe: Probe) -> None:
+    """Reordering rows (or whole ``uid`` groups) reorders per-row scores the same way."""
+    sample = probe.sample()
+    out = probe.readable(run_twice(probe, sample), sample)
+    if probe.case.permutation == "groups":
+        perm = group_permutation(sample.batch.non_tensor_batch["uid"], probe.case.seed + 1)
+    else:
+        perm = row_permutation(len(sample.batch), probe.case.seed + 1)
+    moved = permute_sample(clone_sample(sample), perm)
+    out_moved = probe.readable(probe.run(moved)[0], moved)
+    expected = out if probe.subject.granularity == "domain" else out[perm.to(out.device)]
+    if not close(out_moved, expected):
+        diff, where = max_difference(out_moved, expected)
+        raise probe.fail(
+            f"{_what(probe)} on {probe.case.permutation}-permuted input differ from permuted {_what(probe)} by up to "
+            f"{diff:.4g} at {where}, expected f(batch[perm]) == f(batch)[perm]"
+        )
+
+
+def check_padding_rows_ignored(probe: Probe) -> None:
+    """Appending padding rows (``is_padding``) leaves the real rows' output unchanged;
+    reweighters also give padding rows weight 0."""
+    out_base, out_padded, base, padded = padding_outputs(probe)
+    kind = probe.subject.kind
+    pad = len(padded.batch) - base.real_rows
+    if kind == "selector":
+        from .checks_actuator import kept_mask
+
+        keep_base = kept_mask(probe, out_base, base)
+        keep_padded = kept_mask(probe, out_padded, padded)
+        if not torch.equal(keep_padded[: base.real_rows].cpu(), keep_base.cpu()):
+            changed = int((keep_padded[: base.real_rows].cpu() != keep_base.cpu()).sum())
+            raise probe.fail(
+                f"adding {pad} padding rows changed the selection "
+                f"of {changed} of {base.real_rows} real rows, expected padding rows to be ignored"
+            )
+        return
+    out_base = probe.readable(out_base, base)
+    out_padded = probe.readable(out_padded, padded)
+    if kind == "reweighter":
+        probe.finite(out_padded, "check_output_finite", "weight")
+        on_padding = out_padded[base.real_rows :]
+        if (on_padding != 0).any():
+            raise probe.fail(
+                f"padding rows got weights up to {on_padding.abs().max().item():.4g}, expected 0 for every padding row"
+            )
+    real = out_padded if probe.subject.granularity == "domain" or kind == "mixer" else out_padded[: base.real_rows]
+    if not close(real, out_base):
+        diff, where = max_difference(real, out_base)
+        raise probe.fail(
+            f"adding {pad} padding rows changed the real rows' {_what(probe)} by up to {diff:.4g} at {where}, "
+            "expected padding rows to be left out of every statistic"
+        )

@@ -1,0 +1,145 @@
+"""What a check works with: fresh components, fresh batches, and one failure-message pattern.
+
+Every failure reads ``<what was seen>, expected <what should be> [<component>,
+<case>, <device>]`` so a report line names the value, the contract and the
+exact place to reproduce it. A check that cannot measure its property
+because the output already breaks a more basic one (wrong shape, wrong
+device, non-finite values) raises :class:`Blocked` naming the check that
+reports the root cause, so one bug fails one check.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from .batches import BatchFactory, Case, Sample, synthetic_scores
+from .subjects import Subject
+
+#: ``step_id`` handed to every call.
+STEP_ID = 3
+
+
+class CheckFailure(AssertionError):
+    """The component breaks the property the check is named after."""
+
+
+class Blocked(AssertionError):
+    """The property cannot be measured because another check's property is broken."""
+
+    def __init__(self, by: str, message: str) -> None:
+        super().__init__(f"blocked by {by}: {message}")
+        self.by = by
+
+
+class Probe:
+    """One check's view of one subject on one case and device."""
+
+    def __init__(self, subject: Subject, case: Case, device: torch.device | str, factory: BatchFactory) -> None:
+        self.subject = subject
+        self.case = case
+        self.device = torch.device(device)
+        self.device_label = str(device)
+        self.factory = factory
+        self._description: str | None = None
+
+    # -- messages -----------------------------------------------------------------
+    @property
+    def description(self) -> str:
+        if self._description is None:
+            self._description = self.subject.describe()
+        return self._description
+
+    def context(self) -> str:
+        parts = [self.description]
+        source = self.subject.source
+        if isinstance(source, Subject):
+            parts.append(f"scores={source.describe()}")
+        elif isinstance(source, str):
+            parts.append(f"scores={source}:{self.case.scores}")
+        parts += [self.case.label, self.device_label]
+        return "[" + ", ".join(parts) + "]"
+
+    def fail(self, message: str) -> CheckFailure:
+        return CheckFailure(f"{message} {self.context()}")
+
+    def blocked(self, by: str, message: str) -> Blocked:
+        return Blocked(by, f"{message} {self.context()}")
+
+    # -- building -----------------------------------------------------------------
+    def sample(self, case: Case | None = None, *, padding_rows: int | None = None) -> Sample:
+        return self.factory.build(case or self.case, self.device, padding_rows=padding_rows)
+
+    def component(self) -> Any:
+        try:
+            return self.subject.make()
+        except Exception as exc:  # noqa: BLE001
+            raise self.fail(
+                f"constructing {self.subject.cls.__qualname__}(**{self.subject.params!r}) raised {exc!r}"
+            ) from exc
+
+    def scores(self, sample: Sample, case: Case | None = None) -> torch.Tensor:
+        """The scores an actuator receives for ``sample``: its scorer's output or the case's distribution."""
+        case = case or self.case
+        source = self.subject.source
+        if isinstance(source, Subject):
+            try:
+                out = source.make().score(sample.batch, STEP_ID, **sample.ctx())
+            except Exception as exc:  # noqa: BLE001
+                raise self.blocked(f"{source.component_id} (scorer)", f"score() raised {exc!r}") from exc
+            if not isinstance(out, torch.Tensor):
+                raise self.blocked(f"{source.component_id} (scorer)", f"score() returned {type(out).__name__}")
+            return out.detach()
+        return synthetic_scores(case, self.subject.granularity, sample)
+
+    # -- calling ------------------------------------------------------------------
+    def call(self, component: Any, sample: Sample, scores: torch.Tensor | None = None, batch: Any = None) -> Any:
+        """``score`` (scorers) or ``act`` (actuators) on ``sample``; a raise becomes a failure."""
+        batch = sample.batch if batch is None else batch
+        try:
+            if self.subject.kind == "scorer":
+                return component.score(batch, STEP_ID, **sample.ctx())
+            return component.act(scores, batch, step_id=STEP_ID, **sample.ctx())
+        except Exception as exc:  # noqa: BLE001
+            method = "score" if self.subject.kind == "scorer" else "act"
+            raise self.fail(f"{method}() raised {type(exc).__name__}: {exc}") from exc
+
+    def run(self, sample: Sample | None = None) -> tuple[Any, Sample, torch.Tensor | None]:
+        """A fresh component called on a fresh (or given) sample: ``(output, sample, scores)``."""
+        sample = sample or self.sample()
+        scores = None if self.subject.kind == "scorer" else self.scores(sample)
+        return self.call(self.component(), sample, scores), sample, scores
+
+    # -- preconditions --------------------------------------------------------------
+    def expected_shape(self, sample: Sample) -> tuple[int, ...]:
+        mask = sample.batch.batch["response_mask"]
+        kind = self.subject.kind
+        if kind == "mixer":
+            return (len(sample.domains),)
+        if kind == "selector":
+            return (int(mask.shape[0]),)
+        gran = self.subject.granularity
+        if gran == "token":
+            return tuple(mask.shape)
+        if gran == "domain":
+            return (len(sample.domains),)
+        return (int(mask.shape[0]),)
+
+    def readable(
+        self, out: Any, sample: Sample, *, shape: bool = True, shape_check: str = "check_output_shape"
+    ) -> torch.Tensor:
+        """``out`` if it is a tensor on the input's device (and of the expected shape), else :class:`Blocked`."""
+        if not isinstance(out, torch.Tensor):
+            raise self.blocked(shape_check, f"output is a {type(out).__name__}, not a tensor")
+        if out.device != sample.device:
+            raise self.blocked("check_output_device", f"output on {out.device}, input on {sample.device}")
+        if shape and tuple(out.shape) != self.expected_shape(sample):
+            raise self.blocked(shape_check, f"output shape {tuple(out.shape)}")
+        return out
+
+    def finite(self, out: torch.Tensor, finite_check: str, what: str = "output") -> torch.Tensor:
+        bad = ~torch.isfinite(out.float())
+        if bad.any():
+            raise self.blocked(finite_check, f"{int(bad.sum())} non-finite {what} values")
+        return out

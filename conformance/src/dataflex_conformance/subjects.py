@@ -1,0 +1,149 @@
+"""What gets certified: a component with its params, and for actuators the scores that feed it.
+
+A scorer is certified alone. An actuator is certified once per source of
+scores: every installed scorer whose granularity it accepts, plus one
+synthetic source per accepted score shape, so a reweighter installed on its
+own still meets constant, tied, huge, tiny and negative scores.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from dataflex_core import Component, ComponentSpec, Registry, accepted_params
+
+#: Synthetic score sources: label -> the granularity whose shape they take.
+SYNTHETIC_SOURCES = {"sample_scores": "prompt", "token_scores": "token", "domain_scores": "domain"}
+
+
+def _format_params(params: Mapping[str, Any]) -> str:
+    return ",".join(f"{k}={v!r}" for k, v in sorted(params.items()))
+
+
+@dataclass
+class Subject:
+    """One component (with params) to certify; actuators carry their score source."""
+
+    kind: str
+    name: str
+    cls: type
+    params: dict[str, Any] = field(default_factory=dict)
+    dist: str | None = None
+    version: str | None = None
+    #: For actuators: the scorer subject feeding it, or a key of :data:`SYNTHETIC_SOURCES`.
+    source: Subject | str | None = None
+
+    @classmethod
+    def from_spec(cls, spec: ComponentSpec, params: Mapping[str, Any] | None = None) -> Subject:
+        return cls(spec.kind, spec.name, spec.cls, dict(params or {}), spec.dist, spec.version)
+
+    @classmethod
+    def from_component(cls, component: Component | type, params: Mapping[str, Any] | None = None) -> Subject:
+        """From a class (with ``params``) or an instance (its params read back from its attributes)."""
+        if isinstance(component, type):
+            klass, values = component, dict(params or {})
+        else:
+            klass = type(component)
+            values = {k: getattr(component, k) for k in accepted_params(klass) if hasattr(component, k)}
+            values.update(params or {})
+        return cls(klass.kind, klass.name or klass.__name__, klass, values)
+
+    def make(self) -> Component:
+        """A fresh instance, so state from one call never reaches another."""
+        return self.cls(**self.params)
+
+    def with_source(self, source: Subject | str) -> Subject:
+        return Subject(self.kind, self.name, self.cls, dict(self.params), self.dist, self.version, source)
+
+    @property
+    def component_id(self) -> str:
+        """``name`` or ``name(k=v)`` when params were given."""
+        return f"{self.name}({_format_params(self.params)})" if self.params else self.name
+
+    @property
+    def id(self) -> str:
+        """``softmax@advantage_magnitude``: the component and, for actuators, its score source."""
+        if self.source is None:
+            return self.component_id
+        source = self.source if isinstance(self.source, str) else self.source.component_id
+        return f"{self.component_id}@{source}"
+
+    @property
+    def granularity(self) -> str:
+        """Granularity of the scores this subject produces (scorer) or consumes (actuator)."""
+        if self.source is None:
+            return self.cls.granularity
+        if isinstance(self.source, str):
+            return SYNTHETIC_SOURCES[self.source]
+        return self.source.cls.granularity
+
+    def describe(self) -> str:
+        try:
+            return self.make().describe()
+        except Exception:  # noqa: BLE001 - describing must not hide the real failure
+            return f"{self.name}({_format_params(self.params)})"
+
+    @property
+    def requires(self) -> list[str]:
+        fields = list(getattr(self.cls, "requires", []))
+        if isinstance(self.source, Subject):
+            fields += self.source.requires
+        return fields
+
+
+def synthetic_sources_for(actuator_cls: type) -> list[str]:
+    """One synthetic source per score shape the actuator accepts (prompt/response share one)."""
+    accepts = set(actuator_cls.accepts_granularity)
+    out = []
+    if accepts & {"prompt", "response"}:
+        out.append("sample_scores")
+    if "token" in accepts:
+        out.append("token_scores")
+    if "domain" in accepts:
+        out.append("domain_scores")
+    return out
+
+
+def expand_subjects(components: list[Subject], scorers: list[Subject]) -> list[Subject]:
+    """Scorers as they are; each actuator paired with every accepted scorer and synthetic source."""
+    out: list[Subject] = []
+    for subject in components:
+        if subject.kind == "scorer":
+            out.append(subject)
+            continue
+        accepts = subject.cls.accepts_granularity
+        for scorer in scorers:
+            if scorer.cls.granularity in accepts:
+                out.append(subject.with_source(scorer))
+        for source in synthetic_sources_for(subject.cls):
+            out.append(subject.with_source(source))
+    return out
+
+
+def subjects_from_registry(
+    registry: Registry, dists: list[str] | None = None, params: Mapping[str, list[dict]] | None = None
+) -> tuple[list[Subject], list[Subject]]:
+    """(components of ``dists`` or of every installed plugin, every installed scorer).
+
+    ``params`` maps a component name to the param sets to certify it with
+    (default: one set, the defaults).
+    """
+    wanted = {_norm(d) for d in dists} if dists else None
+    params = params or {}
+    components, scorers = [], []
+    for spec in registry:
+        if spec.dist is None:
+            continue  # components defined outside any installed distribution
+        sets = params.get(spec.name) or [{}]
+        subjects = [Subject.from_spec(spec, p) for p in sets]
+        if spec.kind == "scorer":
+            scorers.extend(subjects)
+        if wanted is None or _norm(spec.dist) in wanted:
+            components.extend(subjects)
+    return components, scorers
+
+
+def _norm(name: str) -> str:
+    return name.replace("_", "-").replace(".", "-").lower()

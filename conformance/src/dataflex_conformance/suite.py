@@ -1,0 +1,202 @@
+"""Which checks run on which component kind, over which cases, and their ids.
+
+An id reads ``<component>[@<scores>]-<check>[<device>-<case>]``, e.g.
+``advantage_magnitude-check_output_shape[cpu-bs=1]`` or
+``softmax@advantage_magnitude-check_mean_one[cuda-empty_rows]``, so
+``pytest -k`` and ``--xfail`` can name any part of it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+import torch
+
+from . import checks_actuator as act
+from . import checks_common as common
+from . import checks_output as output
+from .batches import BatchFactory, Case
+from .fields import FieldSynthesiser
+from .probe import Probe
+from .subjects import Subject
+
+F16 = torch.float16
+BF16 = torch.bfloat16
+
+# -- cases --------------------------------------------------------------------------------------
+
+DEFAULT = Case("bs=8")
+PADDED = Case("padding_rows", padding_rows=3)
+#: Batch layouts every output-shape/dtype/device/finite check runs on.
+LAYOUTS = [
+    DEFAULT,
+    Case("bs=1", bs=1),
+    Case("L=1", length=1),
+    Case("bs=37-L=5", bs=37, length=5, group_size=5, seed=1),
+    Case("empty_rows", empty_rows=(1, 5)),
+    Case("empty_group", empty_rows=(4, 5, 6, 7)),
+    Case("all_empty", empty_rows=tuple(range(8))),
+    PADDED,
+    Case("one_group", group_size=8),
+    Case("singleton_groups", group_size=1),
+    Case("bf16", dtype=BF16),
+    Case("fp16", dtype=F16),
+]
+#: Score distributions synthetic sources feed to actuators.
+DISTRIBUTIONS = [
+    Case(f"scores={name}", scores=name, seed=i)
+    for i, name in enumerate(
+        ["normal", "constant", "zeros", "ties", "binary", "unit_interval", "huge", "huge_positive", "tiny", "negative"]
+    )
+]
+CONSTANT_SCORES = [Case("scores=constant", scores="constant"), Case("scores=zeros", scores="zeros")]
+PERMUTATIONS = [
+    Case("perm=rows", bs=12, empty_rows=(5,), permutation="rows", seed=2),
+    Case("perm=groups", bs=12, empty_rows=(5,), permutation="groups", seed=3),
+]
+PADDINGS = [PADDED, Case("bs=1-padding_rows", bs=1, padding_rows=2), Case("padding_rows-L=1", length=1, padding_rows=3)]
+INVALID_UNITS = [
+    DEFAULT,
+    Case("empty_rows", empty_rows=(1, 5)),
+    Case("empty_group", empty_rows=(4, 5, 6, 7)),
+    Case("all_empty", empty_rows=tuple(range(8))),
+]
+MIXER_CASES = [
+    DEFAULT,
+    Case("bs=1", bs=1),
+    Case("one_domain", num_domains=1),
+    Case("empty_domains", bs=3, num_domains=6),
+    Case("scores=constant", scores="constant"),
+    Case("scores=huge", scores="huge"),
+    Case("scores=tiny", scores="tiny"),
+    Case("scores=negative", scores="negative"),
+]
+
+
+def _actuator_cases(subject: Subject) -> list[Case]:
+    """Layouts for a real scorer source; layouts plus distributions for a synthetic one."""
+    layouts = [c for c in LAYOUTS if c.padding_rows == 0]
+    if isinstance(subject.source, str):
+        return layouts + DISTRIBUTIONS[1:]
+    return layouts
+
+
+def _mean_one_cases(subject: Subject) -> list[Case]:
+    return _actuator_cases(subject)
+
+
+def _fixed(cases: list[Case]) -> Callable[[Subject], list[Case]]:
+    return lambda subject: list(cases)
+
+
+def _synthetic_only(cases: list[Case]) -> Callable[[Subject], list[Case]]:
+    return lambda subject: list(cases) if isinstance(subject.source, str) else []
+
+
+@dataclass(frozen=True)
+class CheckDef:
+    func: Callable[[Probe], None]
+    cases: Callable[[Subject], list[Case]]
+
+    @property
+    def name(self) -> str:
+        return self.func.__name__
+
+
+_PURITY = [
+    CheckDef(common.check_reads_only_declared, _fixed([DEFAULT, PADDED])),
+    CheckDef(common.check_needs_groups_declared, _fixed([DEFAULT])),
+    CheckDef(common.check_no_input_mutation, _fixed([DEFAULT, PADDED])),
+    CheckDef(common.check_no_autograd_graph, _fixed([DEFAULT])),
+    CheckDef(common.check_deterministic, _fixed([DEFAULT, PADDED])),
+]
+
+#: kind -> the checks it must pass.
+CHECKS: dict[str, list[CheckDef]] = {
+    "scorer": [
+        CheckDef(output.check_output_shape, _fixed(LAYOUTS)),
+        CheckDef(output.check_output_dtype, _fixed(LAYOUTS)),
+        CheckDef(common.check_output_device, _fixed(LAYOUTS)),
+        CheckDef(output.check_output_finite, _fixed(LAYOUTS)),
+        *_PURITY,
+        CheckDef(output.check_permutation_equivariant, _fixed(PERMUTATIONS)),
+        CheckDef(output.check_padding_rows_ignored, _fixed(PADDINGS)),
+    ],
+    "reweighter": [
+        CheckDef(output.check_output_shape, _actuator_cases),
+        CheckDef(output.check_output_dtype, _actuator_cases),
+        CheckDef(common.check_output_device, _actuator_cases),
+        CheckDef(output.check_output_finite, _actuator_cases),
+        CheckDef(act.check_weights_nonnegative, _actuator_cases),
+        CheckDef(act.check_mean_one, _mean_one_cases),
+        CheckDef(act.check_invalid_units_zero, _fixed(INVALID_UNITS)),
+        CheckDef(act.check_constant_scores_uniform, _synthetic_only(CONSTANT_SCORES)),
+        CheckDef(output.check_padding_rows_ignored, _fixed(PADDINGS)),
+        *_PURITY,
+    ],
+    "selector": [
+        CheckDef(act.check_selection_valid, _actuator_cases),
+        CheckDef(common.check_output_device, _fixed([DEFAULT])),
+        CheckDef(output.check_padding_rows_ignored, _fixed(PADDINGS)),
+        *[c for c in _PURITY if c.name != "check_no_autograd_graph"],
+    ],
+    "mixer": [
+        CheckDef(output.check_output_shape, _fixed(MIXER_CASES)),
+        CheckDef(output.check_output_dtype, _fixed(MIXER_CASES)),
+        CheckDef(common.check_output_device, _fixed(MIXER_CASES)),
+        CheckDef(output.check_output_finite, _fixed(MIXER_CASES)),
+        CheckDef(act.check_proportions_nonnegative, _fixed(MIXER_CASES)),
+        CheckDef(act.check_proportions_sum_to_one, _fixed(MIXER_CASES)),
+        CheckDef(output.check_padding_rows_ignored, _fixed([PADDED])),
+        *_PURITY,
+    ],
+}
+
+#: Every check name, for validating ``--xfail`` keys.
+ALL_CHECK_NAMES = sorted({c.name for defs in CHECKS.values() for c in defs})
+
+
+@dataclass
+class CheckCall:
+    """One check on one subject, case and device: call it to run the check."""
+
+    subject: Subject
+    check: CheckDef
+    case: Case
+    device: str
+    fields: Mapping[str, FieldSynthesiser] | None = None
+
+    @property
+    def check_name(self) -> str:
+        return self.check.name
+
+    @property
+    def id(self) -> str:
+        return f"{self.subject.id}-{self.check_name}[{self.device}-{self.case.label}]"
+
+    def factory(self) -> BatchFactory:
+        who = f"{self.subject.kind} {self.subject.name!r}"
+        return BatchFactory(self.subject.requires, self.fields, who)
+
+    def __call__(self, fields: Mapping[str, FieldSynthesiser] | None = None) -> None:
+        """Run the check; raises CheckFailure / Blocked (AssertionError) when it does not hold."""
+        call = self if fields is None else CheckCall(self.subject, self.check, self.case, self.device, fields)
+        device = "cuda" if call.device == "cuda" else call.device
+        call.check.func(Probe(call.subject, call.case, device, call.factory()))
+
+    def __repr__(self) -> str:
+        return f"CheckCall({self.id})"
+
+
+def iter_check_calls(
+    subjects: list[Subject], devices: list[str], fields: Mapping[str, FieldSynthesiser] | None = None
+) -> list[CheckCall]:
+    """Every (subject, check, case, device) combination, grouped by subject then device."""
+    calls = []
+    for subject in subjects:
+        for device in devices:
+            for check in CHECKS[subject.kind]:
+                for case in check.cases(subject):
+                    calls.append(CheckCall(subject, check, case, device, fields))
+    return calls

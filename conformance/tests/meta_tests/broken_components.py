@@ -1,0 +1,236 @@
+"""Deliberately broken components, each breaking one contract in one way.
+
+``BROKEN`` maps each class to the one check that must catch it; the meta
+tests assert that exactly that check fails (others may only be blocked by it).
+"""
+
+from __future__ import annotations
+
+import torch
+
+from dataflex_core import Mixer, Reweighter, Scorer, Selector, masked_seq_mean, mean_one, segment_mean, valid_mask_for
+
+
+def _wrong_device(t: torch.Tensor) -> torch.Tensor:
+    """Another device than the input's: the CPU for CUDA input, else ``meta`` (no CUDA needed)."""
+    return t.to("cpu" if t.is_cuda else "meta")
+
+
+class WrongShapeScorer(Scorer):
+    name = "broken_wrong_shape"
+    requires = ["advantages"]
+
+    @torch.no_grad()
+    def score(self, batch, step_id, **ctx):
+        return masked_seq_mean(batch.batch["advantages"].abs(), batch.batch["response_mask"]).unsqueeze(-1)
+
+
+class IntegerScorer(Scorer):
+    name = "broken_integer_scores"
+
+    def score(self, batch, step_id, **ctx):
+        return batch.batch["response_mask"].sum(-1)
+
+
+class NanOnEmptyRowsScorer(Scorer):
+    name = "broken_nan_on_empty_rows"
+    requires = ["advantages"]
+
+    @torch.no_grad()
+    def score(self, batch, step_id, **ctx):
+        mask = batch.batch["response_mask"].float()
+        return (batch.batch["advantages"].float().abs() * mask).sum(-1) / mask.sum(-1)
+
+
+class UndeclaredFieldScorer(Scorer):
+    name = "broken_undeclared_field"
+    requires = ["advantages"]
+
+    @torch.no_grad()
+    def score(self, batch, step_id, **ctx):
+        mask = batch.batch["response_mask"]
+        return masked_seq_mean(batch.batch["advantages"].abs() + batch.batch["values"].abs(), mask)
+
+
+class UndeclaredGroupsScorer(Scorer):
+    name = "broken_undeclared_groups"
+    requires = ["advantages"]
+
+    @torch.no_grad()
+    def score(self, batch, step_id, **ctx):
+        size = len(set(batch.non_tensor_batch["uid"].tolist()))
+        return masked_seq_mean(batch.batch["advantages"].abs(), batch.batch["response_mask"]) * (size > 0)
+
+
+class MutatingScorer(Scorer):
+    name = "broken_mutates_batch"
+    requires = ["advantages"]
+
+    @torch.no_grad()
+    def score(self, batch, step_id, **ctx):
+        adv = batch.batch["advantages"]
+        adv.abs_()
+        return masked_seq_mean(adv, batch.batch["response_mask"])
+
+
+class GraphScorer(Scorer):
+    name = "broken_keeps_graph"
+    requires = ["advantages"]
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.scale = torch.nn.Parameter(torch.ones(()))
+
+    def score(self, batch, step_id, **ctx):
+        adv = batch.batch["advantages"]
+        return masked_seq_mean(adv.abs(), batch.batch["response_mask"]) * self.scale.to(adv.device, adv.dtype)
+
+
+class NondeterministicScorer(Scorer):
+    name = "broken_nondeterministic"
+    requires = ["advantages"]
+
+    @torch.no_grad()
+    def score(self, batch, step_id, **ctx):
+        adv = batch.batch["advantages"]
+        noise = torch.rand(adv.shape[0], device=adv.device)
+        return masked_seq_mean(adv.abs(), batch.batch["response_mask"]) + noise.to(adv.dtype)
+
+
+class ContiguousGroupsScorer(Scorer):
+    """Assumes every uid group is 4 adjacent rows (verl's balance_batch reorders rows)."""
+
+    name = "broken_contiguous_groups"
+    requires = ["advantages"]
+    needs_groups = True
+
+    @torch.no_grad()
+    def score(self, batch, step_id, **ctx):
+        adv = batch.batch["advantages"]
+        per_row = masked_seq_mean(adv.abs().float(), batch.batch["response_mask"])
+        index = torch.arange(per_row.shape[0], device=adv.device) // 4
+        valid = valid_mask_for(per_row, batch)
+        groups = int(index.max()) + 1 if index.numel() else 0
+        return segment_mean(per_row, index, groups, valid)[index]
+
+
+class WrongDeviceScorer(Scorer):
+    name = "broken_wrong_device_scorer"
+    requires = ["advantages"]
+
+    @torch.no_grad()
+    def score(self, batch, step_id, **ctx):
+        return _wrong_device(masked_seq_mean(batch.batch["advantages"].abs(), batch.batch["response_mask"]))
+
+
+def _softmax(scores, batch):
+    s = scores.float()
+    valid = valid_mask_for(s, batch)
+    s = torch.where(valid, s, torch.full_like(s, float("-inf")))
+    if valid.any():
+        s = s - s[valid].max()
+    return torch.where(valid, torch.exp(s), torch.zeros_like(s)), valid
+
+
+class MeanNotOneReweighter(Reweighter):
+    name = "broken_mean_not_one"
+
+    @torch.no_grad()
+    def act(self, scores, batch, **ctx):
+        w, _ = _softmax(scores, batch)
+        return mean_one(w, batch) * 1.031
+
+
+class NanOnConstantReweighter(Reweighter):
+    """Standardises the scores: constant scores give 0/0."""
+
+    name = "broken_nan_on_constant"
+
+    @torch.no_grad()
+    def act(self, scores, batch, **ctx):
+        s = scores.float()
+        valid = valid_mask_for(s, batch)
+        if not valid.any():
+            return torch.zeros_like(s)
+        z = (s - s[valid].mean()) / s[valid].std(unbiased=False)
+        w = torch.where(valid, torch.sigmoid(z), torch.zeros_like(z))
+        return w / w[valid].mean()
+
+
+class NegativeWeightsReweighter(Reweighter):
+    name = "broken_negative_weights"
+
+    @torch.no_grad()
+    def act(self, scores, batch, **ctx):
+        s = scores.double()
+        valid = valid_mask_for(s, batch)
+        if not valid.any():
+            return torch.zeros_like(s, dtype=torch.float32)
+        centred = s - s[valid].mean()
+        w = 1.0 + 3.0 * centred / centred[valid].abs().max().clamp(min=1e-300)
+        return torch.where(valid, w, torch.zeros_like(w)).float()
+
+
+class WrongDeviceReweighter(Reweighter):
+    name = "broken_wrong_device_weights"
+
+    @torch.no_grad()
+    def act(self, scores, batch, **ctx):
+        w, _ = _softmax(scores, batch)
+        return _wrong_device(mean_one(w, batch))
+
+
+class PaddingLeakReweighter(Reweighter):
+    """Takes validity from the response mask alone, so padding rows join the softmax and the mean."""
+
+    name = "broken_padding_leak"
+
+    @torch.no_grad()
+    def act(self, scores, batch, **ctx):
+        s = scores.float()
+        mask = batch.batch["response_mask"].bool()
+        valid = mask.any(-1) if s.dim() == 1 else mask
+        s = torch.where(valid, s, torch.full_like(s, float("-inf")))
+        if valid.any():
+            s = s - s[valid].max()
+        w = torch.where(valid, torch.exp(s), torch.zeros_like(s))
+        return (w * valid.sum() / w.sum()).float() if valid.any() else w
+
+
+class RepeatingSelector(Selector):
+    name = "broken_repeating_selector"
+
+    @torch.no_grad()
+    def act(self, scores, batch, **ctx):
+        return torch.zeros(scores.shape[0], dtype=torch.long, device=scores.device)
+
+
+class OverSummingMixer(Mixer):
+    name = "broken_over_summing_mixer"
+    accepts_granularity = ("domain",)
+
+    @torch.no_grad()
+    def act(self, scores, batch, **ctx):
+        return 2.0 * torch.softmax(torch.nan_to_num(scores.float() - scores.float().max()), dim=0)
+
+
+#: broken component -> the check that must catch it.
+BROKEN = {
+    WrongShapeScorer: "check_output_shape",
+    IntegerScorer: "check_output_dtype",
+    NanOnEmptyRowsScorer: "check_output_finite",
+    UndeclaredFieldScorer: "check_reads_only_declared",
+    UndeclaredGroupsScorer: "check_needs_groups_declared",
+    MutatingScorer: "check_no_input_mutation",
+    GraphScorer: "check_no_autograd_graph",
+    NondeterministicScorer: "check_deterministic",
+    ContiguousGroupsScorer: "check_permutation_equivariant",
+    WrongDeviceScorer: "check_output_device",
+    MeanNotOneReweighter: "check_mean_one",
+    NanOnConstantReweighter: "check_output_finite",
+    NegativeWeightsReweighter: "check_weights_nonnegative",
+    WrongDeviceReweighter: "check_output_device",
+    PaddingLeakReweighter: "check_padding_rows_ignored",
+    RepeatingSelector: "check_selection_valid",
+    OverSummingMixer: "check_proportions_sum_to_one",
+}
