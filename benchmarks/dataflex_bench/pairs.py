@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import torch
 
-from dataflex_core import Registry, Reweighter, Scorer
+from dataflex_core import InvalidOutputError, Registry, Reweighter, Scorer
 from dataflex_core.registry import ComponentSpec
 
 from .results import Result, measured
@@ -56,15 +56,28 @@ class Pair:
     def name(self) -> str:
         return f"{self.scorer.name}+{self.reweighter.name}"
 
+    def build(self) -> tuple[Scorer, Reweighter]:
+        """Both components with default params, as a user who names them without params gets them."""
+        return self.scorer.cls(), self.reweighter.cls()
+
     @property
     def needs_groups(self) -> bool:
-        return bool(self.scorer.cls.needs_groups or self.reweighter.cls.needs_groups)
+        return any(c.needs_groups for c in self.build())
 
     @property
     def fields(self) -> tuple[str, ...]:
-        """Tensor fields the pair reads: the always-present ones plus both ``requires``."""
-        names = [*ALWAYS, *self.scorer.cls.requires, *self.reweighter.cls.requires]
-        return tuple(dict.fromkeys(n for n in names if n != "uid"))
+        """Tensor fields the pair reads (see :func:`read_fields`)."""
+        return read_fields(*self.build())
+
+
+def read_fields(scorer: Scorer, reweighter: Reweighter) -> tuple[str, ...]:
+    """The always-present fields plus both components' ``requires``.
+
+    Read from the instances: a component may declare fields from its params
+    (e.g. a ``reward_key``), which is what a host fetches.
+    """
+    names = [*ALWAYS, *scorer.requires, *reweighter.requires]
+    return tuple(dict.fromkeys(n for n in names if n != "uid"))
 
 
 def discover_pairs(registry: Registry, only: Iterable[str] = ()) -> list[Pair]:
@@ -155,7 +168,12 @@ def run_pairs(
     """
     dev = torch.device(device)
     sync = synchronizer(dev)
-    fields = sorted({f for p in pairs for f in p.fields})
+    fields: set[str] = set()
+    for pair in pairs:
+        try:
+            fields.update(pair.fields)
+        except Exception:  # noqa: BLE001 - the constructor error is reported by the pair's own row
+            pass
     synth = SyntheticGRPO(shape.num_groups, shape.group_size, shape.length, seed=1)
     batch = synth.batch(fields, dev)
     small = None
@@ -188,16 +206,25 @@ def _summary(result: Result) -> str:
 
 
 def _run_one(pair, shape, batch, small, scaling_groups, reps, warmup, dev, sync, case, unjudged, invented):
-    scorer = pair.scorer.cls()
-    reweighter = pair.reweighter.cls()
+    scorer, reweighter = pair.build()
+    fields = read_fields(scorer, reweighter)
+    with_uid = bool(scorer.needs_groups or reweighter.needs_groups)
     runner = PairRunner(scorer, reweighter, sync)
-    problem = check_weights(
-        runner(batch), expected_shape(scorer, shape.num_groups * shape.group_size, shape.length), dev
-    )
+    scores = scorer.score(batch, 0, **CONTEXT)
+    try:
+        weights = reweighter.act(scores, batch, step_id=0, **CONTEXT)
+    except ValueError as exc:
+        if isinstance(exc, InvalidOutputError):
+            raise
+        # The reweighter refuses this scorer's scores by its documented input contract
+        # (e.g. solve-rate reweighters and signed advantages): a combination no user can run.
+        note = f"not a usable combination, the reweighter rejects these scores: {exc}"
+        return [Result(case, pair.name, shape.label, str(dev), status="skip", note=note)]
+    problem = check_weights(weights, expected_shape(scorer, shape.num_groups * shape.group_size, shape.length), dev)
     if problem:
         return [Result(case, pair.name, shape.label, str(dev), status="error", note=problem)]
     functions = {
-        "clone": lambda: clone_inputs(batch, pair.fields, pair.needs_groups),
+        "clone": lambda: clone_inputs(batch, fields, with_uid),
         "pair": lambda: runner(batch),
     }
     if small is not None:
@@ -205,7 +232,7 @@ def _run_one(pair, shape, batch, small, scaling_groups, reps, warmup, dev, sync,
         functions["pair_small"] = lambda: small_runner(small)
     timings = measure_interleaved(functions, reps=reps, warmup=warmup, sync=sync)
     split, note = _split_note(pair, runner, reps)
-    used = [f for f in pair.fields if f in invented]
+    used = [f for f in fields if f in invented]
     if used:
         note += f"; synthetic stand-in (standard normal) for unknown field(s) {used}"
     rows = [
@@ -221,7 +248,7 @@ def _run_one(pair, shape, batch, small, scaling_groups, reps, warmup, dev, sync,
             device=str(dev),
             unjudged=unjudged,
             note=note,
-            extra={**split, "fields": list(pair.fields), "uid_copied": pair.needs_groups},
+            extra={**split, "fields": list(fields), "uid_copied": with_uid, "samples_s": timings.samples},
         )
     ]
     if small is not None:

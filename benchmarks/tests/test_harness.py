@@ -118,6 +118,11 @@ def test_run_pairs_reports_ratios_splits_scaling_and_errors():
     assert "broken on purpose" in by_key[("pair", "abs_adv+broken")].note
     assert "shape (32, 1), expected (32,)" in by_key[("pair", "abs_adv+wrong_shape")].note
     assert by_key[("pair", "token_prob+token_linear")].ratio is not None
+    # A reweighter that rejects a scorer's scores by its input contract is a skipped combination,
+    # not a crash; with scores it accepts, the same reweighter is measured.
+    rejected = by_key[("pair", "abs_adv+rates_only")]
+    assert rejected.status == "skip" and "rejects these scores" in rejected.note and "[0, 1]" in rejected.note
+    assert by_key[("pair", "solve_rate+rates_only")].ratio is not None
 
 
 def test_device_path_runs_on_the_cpu_as_a_dry_run():

@@ -89,6 +89,17 @@ class WrongShape(Reweighter):
         return torch.ones(scores.shape[0], 1)
 
 
+class RatesOnly(Reweighter):
+    """Accepts only scores in [0, 1] and says so with a ValueError, like the solve-rate reweighters."""
+
+    accepts_granularity = ("prompt",)
+
+    def act(self, scores, batch, **ctx):
+        if ((scores < 0) | (scores > 1)).any():
+            raise ValueError("rates_only reads scores as rates in [0, 1]; pair it with solve_rate")
+        return mean_one(1.0 - scores.float() + 0.5, batch)
+
+
 TOY = PluginInfo(name="bench-toys", value="toy_components", dist="bench-toys", version="0")
 
 
@@ -105,4 +116,5 @@ def toy_registry(*, broken: bool = False) -> Registry:
     if broken:
         registry.add("reweighter", "broken", Broken, TOY)
         registry.add("reweighter", "wrong_shape", WrongShape, TOY)
+        registry.add("reweighter", "rates_only", RatesOnly, TOY)
     return registry
