@@ -49,10 +49,16 @@ def normalize_mean_one(weights: torch.Tensor, valid: torch.Tensor) -> torch.Tens
     dtype = torch.float64 if weights.dtype == torch.float64 else torch.float32
     w = weights.to(dtype)
     valid = valid.to(w.device).bool()
-    if not valid.any():
+    # Reductions only on the common path: a full-size temporary costs as much
+    # as copying the weights, and token weights are (bs, L).
+    count = torch.count_nonzero(valid).to(dtype)
+    if count == 0:
         return torch.zeros_like(w)
     zero = torch.zeros((), dtype=dtype, device=w.device)
     w = torch.where(valid, w, zero)
+    total = w.sum()
+    if torch.isfinite(total) and w.min() >= 0 and total > 0:
+        return w.mul_(count / total)  # w is our own tensor from torch.where
     bad = valid & ~torch.isfinite(w)
     if bad.any():
         raise InvalidOutputError(
@@ -63,8 +69,6 @@ def normalize_mean_one(weights: torch.Tensor, valid: torch.Tensor) -> torch.Tens
         raise InvalidOutputError(
             f"weights must be non-negative; min={w.min().item():.4g} at index {(w < 0).nonzero()[0].tolist()}"
         )
-    total = w.sum()
-    count = valid.sum().to(dtype)
     if total <= 0:
         raise InvalidOutputError(
             f"all {int(count)} valid weights are zero; at least one must be positive to normalise to mean one"
