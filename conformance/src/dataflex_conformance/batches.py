@@ -10,6 +10,7 @@ a component that mutates its input cannot leak into the next call.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
@@ -196,6 +197,32 @@ SCORE_DISTRIBUTIONS = {
 }
 
 
+#: In-range distributions for actuators whose ``score_range`` is bounded on both sides,
+#: as fractions of the range: ``lo + (hi - lo) * u``.
+BOUNDED_DISTRIBUTIONS = {
+    "normal": lambda gen, shape: torch.rand(shape, generator=gen),
+    "constant": lambda gen, shape: torch.full(shape, 0.7),
+    "low": lambda gen, shape: torch.zeros(shape),
+    "high": lambda gen, shape: torch.ones(shape),
+    "ties": lambda gen, shape: torch.randint(0, 3, shape, generator=gen).float() / 2,
+    "binary": lambda gen, shape: torch.randint(0, 2, shape, generator=gen).float(),
+    "near_low": lambda gen, shape: 1e-6 * torch.rand(shape, generator=gen),
+    "near_high": lambda gen, shape: 1.0 - 1e-6 * torch.rand(shape, generator=gen),
+}
+
+
+def score_range_of(cls: type) -> tuple[float, float]:
+    """``cls.score_range`` as floats; no declaration means any finite score."""
+    declared = getattr(cls, "score_range", None)
+    if declared is None:
+        return (-math.inf, math.inf)
+    return (float(declared[0]), float(declared[1]))
+
+
+def is_bounded(score_range: tuple[float, float]) -> bool:
+    return math.isfinite(score_range[0]) and math.isfinite(score_range[1])
+
+
 def score_shape(granularity: str, sample: Sample) -> tuple[int, ...]:
     """Shape of scores at ``granularity`` for ``sample``: ``(bs,)``, ``(bs, L)`` or ``(num_domains,)``."""
     mask = sample.batch.batch["response_mask"]
@@ -206,13 +233,34 @@ def score_shape(granularity: str, sample: Sample) -> tuple[int, ...]:
     return (int(mask.shape[0]),)
 
 
-def synthetic_scores(case: Case, granularity: str, sample: Sample) -> torch.Tensor:
-    """Scores of the case's distribution; padding rows get junk of magnitude 1e3."""
+def _into_range(x: torch.Tensor, lo: float, hi: float) -> torch.Tensor:
+    if math.isfinite(lo):
+        return lo + x.abs()
+    if math.isfinite(hi):
+        return hi - x.abs()
+    return x
+
+
+def synthetic_scores(
+    case: Case, granularity: str, sample: Sample, score_range: tuple[float, float] = (-math.inf, math.inf)
+) -> torch.Tensor:
+    """Scores of the case's distribution within ``score_range``; padding rows get extreme junk.
+
+    Junk is of magnitude 1e3 (or the top of a bounded range), so a component
+    that lets padding rows into a softmax or a mean changes the real rows' result.
+    """
     gen = torch.Generator().manual_seed(case.seed + 104729)
     shape = score_shape(granularity, sample)
-    scores = SCORE_DISTRIBUTIONS[case.scores](gen, shape)
-    if granularity != "domain" and sample.real_rows < shape[0]:
-        junk = 1e3 * (1.0 + torch.rand((shape[0] - sample.real_rows, *shape[1:]), generator=gen))
+    lo, hi = score_range
+    extra = (shape[0] - sample.real_rows, *shape[1:]) if granularity != "domain" else None
+    if is_bounded(score_range):
+        u = BOUNDED_DISTRIBUTIONS.get(case.scores, BOUNDED_DISTRIBUTIONS["normal"])(gen, shape)
+        scores = lo + (hi - lo) * u
+        junk = torch.full(extra, hi) if extra else None
+    else:
+        scores = _into_range(SCORE_DISTRIBUTIONS[case.scores](gen, shape), lo, hi)
+        junk = _into_range(1e3 * (1.0 + torch.rand(extra, generator=gen)), lo, hi) if extra else None
+    if junk is not None and junk.shape[0]:
         scores = torch.cat([scores[: sample.real_rows], junk])
     dtype = case.dtype if case.scores == "normal" else torch.float32
     return scores.to(dtype).to(sample.device)

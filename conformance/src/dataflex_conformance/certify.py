@@ -75,7 +75,7 @@ def certify_subjects(
     devices, errors = resolve_devices(device)
     if scorers is None:
         scorers = [s for s in subjects if s.kind == "scorer"]
-    expanded = expand_subjects(subjects, scorers)
+    expanded, unpaired = expand_subjects(subjects, scorers)
     calls = iter_check_calls(expanded, devices, fields)
     unknown = unmatched_expected(calls, expected)
     for key in unknown:
@@ -84,7 +84,7 @@ def certify_subjects(
             "or '<component>-<check>' or a full check id"
         )
     results = [run_call(call, expected) for call in calls]
-    return Report(device, devices, results, expanded, packages or [], errors, expected)
+    return Report(device, devices, results, expanded, packages or [], errors, expected, unpaired)
 
 
 def certify(

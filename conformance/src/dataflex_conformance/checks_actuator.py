@@ -8,12 +8,14 @@ and the other numeric promises of reweighters, selectors and mixers.
 
 from __future__ import annotations
 
+import math
+
 import torch
 
 from dataflex_core import valid_mask_for
 
-from .batches import Sample
-from .probe import CheckFailure, Probe
+from .batches import Sample, score_range_of
+from .probe import STEP_ID, CheckFailure, Probe
 
 #: Relative tolerance of "mean one" and "sums to one".
 MEAN_ONE_RTOL = 1e-4
@@ -152,3 +154,32 @@ def check_proportions_sum_to_one(probe: Probe) -> None:
     total = p.double().sum().item()
     if not abs(total - 1.0) <= MEAN_ONE_RTOL:
         raise probe.fail(f"proportions sum={total:.6g} over {p.numel()} domains, expected 1 ± {_TOL}")
+
+
+# -- declared score ranges ----------------------------------------------------------------------
+
+
+def check_rejects_out_of_range(probe: Probe) -> None:
+    """An actuator declaring ``score_range`` raises ``ValueError`` for a valid unit's score outside it,
+    instead of returning weights computed from a value it cannot interpret."""
+    lo, hi = score_range_of(probe.subject.cls)
+    sample = probe.sample()
+    scores = probe.scores(sample).clone()
+    valid = valid_mask_for(scores, sample.batch) if probe.subject.granularity != "domain" else None
+    position = tuple(valid.nonzero()[0].tolist()) if valid is not None and valid.any() else (0,)
+    bad = hi + 1.0 if math.isfinite(hi) else lo - 1.0
+    scores[position] = bad
+    try:
+        out = probe.component().act(scores, sample.batch, step_id=STEP_ID, **sample.ctx())
+    except ValueError:
+        return
+    except Exception as exc:  # noqa: BLE001
+        raise probe.fail(
+            f"a score of {bad:g} outside score_range=({lo:g}, {hi:g}) raised {type(exc).__name__}: {exc}, "
+            "expected a ValueError naming the range"
+        ) from exc
+    summary = f"{type(out).__name__}" if not isinstance(out, torch.Tensor) else f"a {tuple(out.shape)} tensor"
+    raise probe.fail(
+        f"act() returned {summary} for a score of {bad:g} at {list(position)} outside score_range=({lo:g}, {hi:g}), "
+        "expected a ValueError naming the range"
+    )

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import torch
 
-from .batches import clone_sample, group_permutation, permute_sample, row_permutation
+from dataflex_core import valid_mask_for
+
+from .batches import clone_sample, group_permutation, permute_sample, row_permutation, score_range_of
 from .checks_common import close, max_difference, padding_outputs, run_twice
 from .probe import Probe
 
@@ -109,4 +111,26 @@ def check_padding_rows_ignored(probe: Probe) -> None:
         raise probe.fail(
             f"adding {pad} padding rows changed the real rows' {_what(probe)} by up to {diff:.4g} at {where}, "
             "expected padding rows to be left out of every statistic"
+        )
+
+
+def check_scores_in_declared_range(probe: Probe) -> None:
+    """A scorer declaring ``score_range`` keeps every valid unit's score inside it
+    (actuators are paired with it on the strength of that declaration)."""
+    lo, hi = score_range_of(probe.subject.cls)
+    out, sample, _ = probe.run()
+    out = probe.readable(out, sample)
+    probe.finite(out, "check_output_finite", "score")
+    valid = (
+        torch.ones_like(out, dtype=torch.bool)
+        if probe.subject.granularity == "domain"
+        else valid_mask_for(out, sample.batch)
+    )
+    values = out.double()
+    outside = valid & ((values < lo) | (values > hi))
+    if outside.any():
+        where = outside.nonzero()[0].tolist()
+        raise probe.fail(
+            f"{int(outside.sum())} of {int(valid.sum())} valid scores lie outside score_range=({lo:g}, {hi:g}) "
+            f"(e.g. {values[tuple(where)].item():.6g} at {where}), expected every valid score inside the declared range"
         )

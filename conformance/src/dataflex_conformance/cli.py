@@ -117,9 +117,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         fields=fields,
         params=params,
     )
+    path = report.write(args.report) if args.report else None
     print_summary(report)
-    if args.report:
-        path = report.write(args.report)
+    if path is not None:
         print(f"report: {path}")
     return 0 if report.ok else 1
 

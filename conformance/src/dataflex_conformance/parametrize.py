@@ -76,7 +76,8 @@ def check_calls(
     )
     devices, problems = resolve_devices(device or os.environ.get(ENV_DEVICE, "auto"))
     calls: list[Any] = [_DeviceUnavailable(p) for p in problems]
-    calls += iter_check_calls(expand_subjects(subjects, scorer_subjects), devices, fields)
+    expanded, _ = expand_subjects(subjects, scorer_subjects)
+    calls += iter_check_calls(expanded, devices, fields)
     return calls
 
 

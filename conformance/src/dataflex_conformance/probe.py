@@ -14,7 +14,7 @@ from typing import Any
 
 import torch
 
-from .batches import BatchFactory, Case, Sample, synthetic_scores
+from .batches import BatchFactory, Case, Sample, score_range_of, synthetic_scores
 from .subjects import Subject
 
 #: ``step_id`` handed to every call.
@@ -91,7 +91,7 @@ class Probe:
             if not isinstance(out, torch.Tensor):
                 raise self.blocked(f"{source.component_id} (scorer)", f"score() returned {type(out).__name__}")
             return out.detach()
-        return synthetic_scores(case, self.subject.granularity, sample)
+        return synthetic_scores(case, self.subject.granularity, sample, score_range_of(self.subject.cls))
 
     # -- calling ------------------------------------------------------------------
     def call(self, component: Any, sample: Sample, scores: torch.Tensor | None = None, batch: Any = None) -> Any:

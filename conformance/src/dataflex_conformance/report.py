@@ -46,6 +46,8 @@ class Report:
     packages: list[PackageEntry] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
     expected_failures: dict[str, str] = field(default_factory=dict)
+    #: Scorer/actuator pairs of a matching granularity left out because of ``score_range``.
+    unpaired: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -103,6 +105,7 @@ class Report:
             "ok": self.ok,
             "errors": list(self.errors),
             "expected_failures": dict(self.expected_failures),
+            "unpaired": list(self.unpaired),
             "packages": [
                 {"name": p.name, "version": p.version, "components": p.components, "errors": p.errors}
                 for p in self.packages
@@ -175,6 +178,10 @@ def summary_lines(report: Report, max_failures: int = 3) -> list[str]:
             first = results[0]
             more = f" (+{len(results) - 1} more cases)" if len(results) > 1 else ""
             lines.append(f"  {subject}-{check}[{first.device}-{first.case}]{more}: {first.message}")
+    if report.unpaired:
+        lines.append("")
+        lines.append(f"not paired ({len(report.unpaired)}; score ranges do not fit):")
+        lines += [f"  {line}" for line in report.unpaired]
     xfails = [r for r in report.results if r.status == EXPECTED_FAILURE]
     if xfails:
         reasons = Counter((r.xfail_key, r.reason) for r in xfails)

@@ -14,6 +14,8 @@ from typing import Any
 
 from dataflex_core import Component, ComponentSpec, Registry, accepted_params
 
+from .batches import score_range_of
+
 #: Synthetic score sources: label -> the granularity whose shape they take.
 SYNTHETIC_SOURCES = {"sample_scores": "prompt", "token_scores": "token", "domain_scores": "domain"}
 
@@ -106,20 +108,50 @@ def synthetic_sources_for(actuator_cls: type) -> list[str]:
     return out
 
 
-def expand_subjects(components: list[Subject], scorers: list[Subject]) -> list[Subject]:
-    """Scorers as they are; each actuator paired with every accepted scorer and synthetic source."""
+def _range_text(score_range: tuple[float, float]) -> str:
+    return f"[{score_range[0]:g}, {score_range[1]:g}]"
+
+
+def pairing_problem(actuator_cls: type, scorer_cls: type) -> str | None:
+    """Why ``scorer_cls`` cannot feed ``actuator_cls``, or ``None`` when it can.
+
+    An actuator that declares ``score_range`` accepts only scorers whose own
+    declared range lies inside it (a scorer without one may return any value).
+    """
+    if scorer_cls.granularity not in actuator_cls.accepts_granularity:
+        return f"granularity {scorer_cls.granularity!r} not in accepts_granularity {actuator_cls.accepts_granularity}"
+    accepted, produced = score_range_of(actuator_cls), score_range_of(scorer_cls)
+    if produced[0] < accepted[0] or produced[1] > accepted[1]:
+        declared = getattr(scorer_cls, "score_range", None)
+        return f"accepts scores in {_range_text(accepted)}, but the scorer " + (
+            f"declares score_range={_range_text(produced)}" if declared is not None else "declares no score_range"
+        )
+    return None
+
+
+def expand_subjects(components: list[Subject], scorers: list[Subject]) -> tuple[list[Subject], list[str]]:
+    """Scorers as they are; each actuator paired with every compatible scorer and synthetic source.
+
+    :returns: ``(subjects, unpaired)`` where ``unpaired`` says which scorer of an
+        accepted granularity was not paired with which actuator, and why.
+    """
     out: list[Subject] = []
+    unpaired: list[str] = []
     for subject in components:
         if subject.kind == "scorer":
             out.append(subject)
             continue
-        accepts = subject.cls.accepts_granularity
         for scorer in scorers:
-            if scorer.cls.granularity in accepts:
+            if scorer.cls.granularity not in subject.cls.accepts_granularity:
+                continue
+            problem = pairing_problem(subject.cls, scorer.cls)
+            if problem is None:
                 out.append(subject.with_source(scorer))
+            else:
+                unpaired.append(f"{subject.component_id} not paired with {scorer.component_id}: {problem}")
         for source in synthetic_sources_for(subject.cls):
             out.append(subject.with_source(source))
-    return out
+    return out, unpaired
 
 
 def subjects_from_registry(

@@ -16,7 +16,7 @@ import torch
 from . import checks_actuator as act
 from . import checks_common as common
 from . import checks_output as output
-from .batches import BatchFactory, Case
+from .batches import BatchFactory, Case, is_bounded, score_range_of
 from .fields import FieldSynthesiser
 from .probe import Probe
 from .subjects import Subject
@@ -50,6 +50,10 @@ DISTRIBUTIONS = [
         ["normal", "constant", "zeros", "ties", "binary", "unit_interval", "huge", "huge_positive", "tiny", "negative"]
     )
 ]
+BOUNDED_SCORE_CASES = [
+    Case(f"scores={name}", scores=name, seed=i)
+    for i, name in enumerate(["constant", "low", "high", "ties", "binary", "near_low", "near_high"])
+]
 CONSTANT_SCORES = [Case("scores=constant", scores="constant"), Case("scores=zeros", scores="zeros")]
 PERMUTATIONS = [
     Case("perm=rows", bs=12, empty_rows=(5,), permutation="rows", seed=2),
@@ -74,24 +78,49 @@ MIXER_CASES = [
 ]
 
 
+def _bounded(subject: Subject) -> bool:
+    return is_bounded(score_range_of(subject.cls))
+
+
 def _actuator_cases(subject: Subject) -> list[Case]:
     """Layouts for a real scorer source; layouts plus distributions for a synthetic one."""
     layouts = [c for c in LAYOUTS if c.padding_rows == 0]
-    if isinstance(subject.source, str):
-        return layouts + DISTRIBUTIONS[1:]
-    return layouts
+    if not isinstance(subject.source, str):
+        return layouts
+    return layouts + (BOUNDED_SCORE_CASES if _bounded(subject) else DISTRIBUTIONS[1:])
 
 
 def _mean_one_cases(subject: Subject) -> list[Case]:
     return _actuator_cases(subject)
 
 
+def _constant_cases(subject: Subject) -> list[Case]:
+    """Constant scores, for synthetic sources of reweighters whose weights depend on the scores alone.
+
+    A reweighter that also reads batch fields (e.g. the advantage's sign) may
+    legitimately weigh rows differently under constant scores.
+    """
+    if not isinstance(subject.source, str):
+        return []
+    if set(subject.cls.requires) - {"response_mask", "is_padding"}:
+        return []
+    if _bounded(subject):
+        return [c for c in BOUNDED_SCORE_CASES if c.scores in ("constant", "low", "high")]
+    return list(CONSTANT_SCORES)
+
+
+def _range_declared(cases: list[Case]) -> Callable[[Subject], list[Case]]:
+    def pick(subject: Subject) -> list[Case]:
+        declared = getattr(subject.cls, "score_range", None) is not None
+        if subject.kind != "scorer":
+            declared = declared and isinstance(subject.source, str)
+        return list(cases) if declared else []
+
+    return pick
+
+
 def _fixed(cases: list[Case]) -> Callable[[Subject], list[Case]]:
     return lambda subject: list(cases)
-
-
-def _synthetic_only(cases: list[Case]) -> Callable[[Subject], list[Case]]:
-    return lambda subject: list(cases) if isinstance(subject.source, str) else []
 
 
 @dataclass(frozen=True)
@@ -122,6 +151,7 @@ CHECKS: dict[str, list[CheckDef]] = {
         *_PURITY,
         CheckDef(output.check_permutation_equivariant, _fixed(PERMUTATIONS)),
         CheckDef(output.check_padding_rows_ignored, _fixed(PADDINGS)),
+        CheckDef(output.check_scores_in_declared_range, _range_declared(LAYOUTS)),
     ],
     "reweighter": [
         CheckDef(output.check_output_shape, _actuator_cases),
@@ -131,12 +161,14 @@ CHECKS: dict[str, list[CheckDef]] = {
         CheckDef(act.check_weights_nonnegative, _actuator_cases),
         CheckDef(act.check_mean_one, _mean_one_cases),
         CheckDef(act.check_invalid_units_zero, _fixed(INVALID_UNITS)),
-        CheckDef(act.check_constant_scores_uniform, _synthetic_only(CONSTANT_SCORES)),
+        CheckDef(act.check_constant_scores_uniform, _constant_cases),
+        CheckDef(act.check_rejects_out_of_range, _range_declared([DEFAULT])),
         CheckDef(output.check_padding_rows_ignored, _fixed(PADDINGS)),
         *_PURITY,
     ],
     "selector": [
         CheckDef(act.check_selection_valid, _actuator_cases),
+        CheckDef(act.check_rejects_out_of_range, _range_declared([DEFAULT])),
         CheckDef(common.check_output_device, _fixed([DEFAULT])),
         CheckDef(output.check_padding_rows_ignored, _fixed(PADDINGS)),
         *[c for c in _PURITY if c.name != "check_no_autograd_graph"],

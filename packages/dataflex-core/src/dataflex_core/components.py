@@ -38,6 +38,22 @@ def _check_bool(cls: type, attr: str, value: Any) -> None:
         raise DeclarationError(f"{cls.__qualname__}.{attr} must be True or False, got {value!r}")
 
 
+def _check_score_range(cls: type, value: Any) -> None:
+    if value is None:
+        return
+    ok = (
+        isinstance(value, tuple)
+        and len(value) == 2
+        and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in value)
+        and value[0] <= value[1]
+    )
+    if not ok:
+        raise DeclarationError(
+            f"{cls.__qualname__}.score_range must be None or a (low, high) tuple of numbers with "
+            f"low <= high, got {value!r}; write e.g. score_range = (0.0, 1.0)"
+        )
+
+
 def accepted_params(cls: type) -> dict[str, Any]:
     """Constructor parameters of ``cls`` (across its MRO) mapped to their defaults.
 
@@ -72,11 +88,16 @@ class Component:
     needs_groups: ClassVar[bool] = False
     #: Set by the ``register_*`` decorators or the registry.
     name: ClassVar[str | None] = None
+    #: ``(low, high)``: a scorer's valid scores stay in this range; an actuator accepts only
+    #: scores in it (and raises ``ValueError`` outside). ``None``: any finite value. Lets
+    #: hosts and conformance pair e.g. a solve-rate reweighter only with [0, 1] scorers.
+    score_range: ClassVar[tuple[float, float] | None] = None
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         _check_requires(cls, cls.requires)
         _check_bool(cls, "needs_groups", cls.needs_groups)
+        _check_score_range(cls, cls.score_range)
         cls._validate_declarations()
 
     @classmethod
