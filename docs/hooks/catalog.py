@@ -17,6 +17,7 @@ from __future__ import annotations
 import inspect
 import logging
 import re
+import sys
 from typing import Any
 
 MARKER = "<!-- dataflex-catalog -->"
@@ -83,6 +84,15 @@ def papers(doc: str) -> list[str]:
     return list(dict.fromkeys(m.group(1) for m in ARXIV.finditer(doc)))
 
 
+def cited_papers(cls: type) -> list[str]:
+    """Papers the class docstring cites, else those of its module (one component per module)."""
+    found = papers(own_docstring(cls))
+    if found:
+        return found
+    module = sys.modules.get(cls.__module__)
+    return papers(inspect.getdoc(module) or "") if module is not None else []
+
+
 def _cell(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
@@ -108,7 +118,7 @@ def component_record(spec: Any) -> dict[str, Any]:
         "params": accepted_params(cls),
         "docstring": doc,
         "summary": doc.splitlines()[0] if doc else "",
-        "papers": papers(doc),
+        "papers": cited_papers(cls),
     }
     if spec.kind == "scorer":
         record["granularity"] = cls.granularity
@@ -169,13 +179,14 @@ def render_catalog(records: list[dict[str, Any]], lang: str = "en", core_version
         out += [f"## {labels['kinds'][kind]}", ""]
         out.append(
             f"| {labels['name']} | {labels['package']} | {gran} | {labels['groups']} | "
-            f"{labels['params']} | {labels['paper']} | {labels['summary']} |"
+            f"{labels['paper']} | {labels['summary']} |"
         )
-        out.append("| --- | --- | --- | --- | --- | --- | --- |")
+        out.append("| --- | --- | --- | --- | --- | --- |")
         for r in rows:
+            package = f"{r['dist']} {r['version']}" if r["dist"] else labels["local"]
             out.append(
-                f"| [`{r['name']}`](#{anchor(r)}) | {_package(r, labels)} | {_granularity(r)} | "
-                f"{labels['yes'] if r['needs_groups'] else labels['no']} | {_cell(_params(r, labels))} | "
+                f"| [`{r['name']}`](#{anchor(r)}) | {package} | {_granularity(r)} | "
+                f"{labels['yes'] if r['needs_groups'] else labels['no']} | "
                 f"{_paper_links(r)} | {_cell(r['summary'])} |"
             )
         out.append("")

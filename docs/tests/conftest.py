@@ -35,13 +35,24 @@ def snippets(monkeypatch):
     DECORATED[:] = [d for d in DECORATED if d.cls.__module__ not in SNIPPET_MODULES]
 
 
-@pytest.fixture(scope="session")
-def catalog_hook():
-    """``docs/hooks/catalog.py``, the mkdocs hook that renders the component catalog."""
-    spec = importlib.util.spec_from_file_location("dataflex_docs_catalog_hook", DOCS / "hooks" / "catalog.py")
+def load_hook(name: str):
+    """A module of ``docs/hooks`` (they are loaded by path, as mkdocs does)."""
+    spec = importlib.util.spec_from_file_location(f"dataflex_docs_hook_{name}", DOCS / "hooks" / f"{name}.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+@pytest.fixture(scope="session")
+def catalog_hook():
+    """``docs/hooks/catalog.py``, the mkdocs hook that renders the component catalog."""
+    return load_hook("catalog")
+
+
+@pytest.fixture(scope="session")
+def cli_hook():
+    """``docs/hooks/cli_help.py``, the mkdocs hook that pastes ``--help`` texts."""
+    return load_hook("cli_help")
 
 
 def _documented_output(page: str, snippet: str) -> str:
