@@ -42,13 +42,15 @@ class FieldGuard:
 
     def error(self, where: str, key: Any) -> UndeclaredFieldError:
         if key == "uid":
-            fix = "set needs_groups = True (uid is handed only to components that declare it)"
+            message = (
+                f"{self.who} read {where}['uid'] with needs_groups=False, expected uid to be read only by "
+                "components declaring needs_groups = True (hosts hand it to no other); set needs_groups = True"
+            )
         else:
-            fix = f"add {key!r} to requires"
-        message = (
-            f"{self.who} read {where}[{key!r}] but declares requires={self.requires!r}, "
-            f"needs_groups={self.needs_groups}; {fix}"
-        )
+            message = (
+                f"{self.who} read {where}[{key!r}], which is not in requires={self.requires!r}, expected reads of "
+                f"declared fields only (plus response_mask, is_padding); add {key!r} to requires"
+            )
         self.violations.append(message)
         return UndeclaredFieldError(message)
 

@@ -38,6 +38,7 @@ class GroupSolveRate(Scorer):
     requires = ["rm_scores"]
     granularity = "prompt"
     needs_groups = True
+    score_range = (0.0, 1.0)
 
     @torch.no_grad()
     def score(self, batch, step_id, **ctx):
@@ -88,6 +89,28 @@ class Softmax(Reweighter):
         return mean_one(w, batch)
 
 
+class Focal(Reweighter):
+    """(1 - p)^gamma on solve rates; anything outside [0, 1] is rejected."""
+
+    name = "good_focal"
+    accepts_granularity = ("prompt", "response")
+    score_range = (0.0, 1.0)
+
+    def __init__(self, gamma: float = 2.0, **kwargs):
+        super().__init__(**kwargs)
+        self.gamma = gamma
+
+    @torch.no_grad()
+    def act(self, scores, batch, **ctx):
+        p = scores.float()
+        valid = valid_sample_mask(batch) if p.dim() == 1 else valid_token_mask(batch)
+        outside = valid & ((p < 0) | (p > 1))
+        if outside.any():
+            raise ValueError(f"good_focal reads solve rates in [0, 1], got {p[outside][0].item()}")
+        w = torch.where(valid, (1.0 - p.clamp(0, 1)) ** self.gamma + 1e-3, torch.zeros_like(p))
+        return mean_one(w, batch)
+
+
 class TopHalf(Selector):
     name = "good_top_half"
 
@@ -111,4 +134,4 @@ class SoftmaxMixer(Mixer):
         return torch.softmax(s, dim=0)
 
 
-GOOD = [MeanAbsAdvantage, GroupSolveRate, TokenProb, DomainReward, Softmax, TopHalf, SoftmaxMixer]
+GOOD = [MeanAbsAdvantage, GroupSolveRate, TokenProb, DomainReward, Softmax, Focal, TopHalf, SoftmaxMixer]

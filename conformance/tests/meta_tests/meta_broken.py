@@ -197,6 +197,30 @@ class PaddingLeakReweighter(Reweighter):
         return (w * valid.sum() / w.sum()).float() if valid.any() else w
 
 
+class ClampingRangeReweighter(Reweighter):
+    """Declares it accepts [0, 1] but silently clamps anything else instead of raising."""
+
+    name = "broken_clamps_out_of_range"
+    score_range = (0.0, 1.0)
+
+    @torch.no_grad()
+    def act(self, scores, batch, **ctx):
+        w, _ = _softmax(scores.float().clamp(0.0, 1.0), batch)
+        return mean_one(w, batch)
+
+
+class OverreachingRangeScorer(Scorer):
+    """Declares [0, 1] scores but returns signed advantages."""
+
+    name = "broken_leaves_declared_range"
+    requires = ["advantages"]
+    score_range = (0.0, 1.0)
+
+    @torch.no_grad()
+    def score(self, batch, step_id, **ctx):
+        return masked_seq_mean(batch.batch["advantages"], batch.batch["response_mask"])
+
+
 class RepeatingSelector(Selector):
     name = "broken_repeating_selector"
 
@@ -231,6 +255,8 @@ BROKEN = {
     NegativeWeightsReweighter: "check_weights_nonnegative",
     WrongDeviceReweighter: "check_output_device",
     PaddingLeakReweighter: "check_padding_rows_ignored",
+    ClampingRangeReweighter: "check_rejects_out_of_range",
+    OverreachingRangeScorer: "check_scores_in_declared_range",
     RepeatingSelector: "check_selection_valid",
     OverSummingMixer: "check_proportions_sum_to_one",
 }
