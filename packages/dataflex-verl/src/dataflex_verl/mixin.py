@@ -28,8 +28,10 @@ from dataflex_core import Batch, InvalidOutputError, valid_token_mask
 
 from . import metrics as dataflex_metrics
 from . import queue_io
+from .checkpoint import DataFlexCheckpointMixin
 from .mechanisms import RUNNERS
 from .mount import MountedDataFlex, mount
+from .pinning import resolve_plugins
 from .version import __version__
 from .weights import finalize
 
@@ -44,7 +46,7 @@ def padding_rows(meta: KVBatchMeta) -> torch.Tensor:
     return torch.tensor([bool(tag.get("is_padding", False)) for tag in meta.tags], dtype=torch.bool)
 
 
-class DataFlexTrainerMixin:
+class DataFlexTrainerMixin(DataFlexCheckpointMixin):
     """Adds the DataFlex pipeline to a verl v1 trainer (``class T(DataFlexTrainerMixin, PPOTrainerSync)``)."""
 
     #: The verl trainer mode whose behaviour this trainer keeps (``sync``, ``colocate_async``, ...).
@@ -55,6 +57,8 @@ class DataFlexTrainerMixin:
     def __init__(self, config: Any, *args: Any, **kwargs: Any) -> None:
         with open_dict(config):
             config.trainer.v1.trainer_mode = self.base_trainer_mode
+        # first: with dataflex.plugins.lock only locked plugins are imported, and any drift stops the run here
+        self.dataflex_plugins = resolve_plugins(config)
         self.dataflex: MountedDataFlex = mount(config)
         self.dataflex_uniform_fallbacks = 0
         logger.info("dataflex-verl %s mounted on %s: %s", __version__, self.base_trainer_mode, self.dataflex.describe())

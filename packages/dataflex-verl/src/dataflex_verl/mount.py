@@ -22,7 +22,7 @@ from .weights import loss_unit
 logger = logging.getLogger("dataflex_verl")
 
 #: Keys of the ``dataflex:`` block this host reads itself, with their defaults.
-HOST_KEYS = {"on_invalid": "raise"}
+HOST_KEYS = {"on_invalid": "raise", "plugins": None}  # plugins: lock / allow_drift, read by pinning.py
 ON_INVALID = ("raise", "uniform")
 #: Scorer timings that can run after verl has computed advantages.
 RUNNABLE_TIMINGS = ("post_reward", "post_advantage")

@@ -1,0 +1,378 @@
+"""Pinned plugin sets in the verl host: enforcement at mount and the record kept with verl checkpoints.
+
+Plugins are real wheels pip installs into a throwaway virtualenv whose
+site-packages is put in front of ``sys.path``; the lock covers them plus every
+plugin installed beside this test run. The trainer is the one
+``get_trainer_cls("dataflex_sync")`` returns, built from verl's real config;
+checkpoints go through verl's real ``_save_checkpoint`` / ``_load_checkpoint``.
+No queue is needed: the steps call the host's own per-step component path.
+"""
+
+from __future__ import annotations
+
+import base64
+import copy
+import functools
+import hashlib
+import importlib
+import json
+import os
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+import torch
+
+from dataflex_core import Batch, ConfigError, Reweighter, Scorer, mean_one, register_reweighter, register_scorer
+from dataflex_core import plugins as plugin_module
+from dataflex_core.lock import PluginDriftWarning, PluginSetMismatch, lock_environment, write_lock
+from dataflex_verl import sandbox
+from dataflex_verl.checkpoint import CHECKPOINT_STATE
+from dataflex_verl.pinning import CHECKPOINT_PINNING, CHECKPOINT_PLUGIN_SET
+
+pytestmark = pytest.mark.verl
+
+GOOD = """
+from dataflex_core import Scorer, register_scorer
+
+
+@register_scorer("lk_length")
+class LengthScorer(Scorer):
+    requires = ["advantages"]
+
+    def score(self, batch, step_id, **ctx):
+        return batch.batch["response_mask"].sum(-1).float()
+"""
+
+EXTRA = """
+from dataflex_core import Scorer, register_scorer
+
+
+@register_scorer("lk_extra")
+class ExtraScorer(Scorer):
+    def score(self, batch, step_id, **ctx):
+        return batch.batch["response_mask"].sum(-1).float()
+"""
+
+#: Importing this plugin leaves a marker file and then fails: proof that it was imported.
+TRIPWIRE = """
+from pathlib import Path
+
+Path(__file__).with_name("IMPORTED").write_text("lk_tripwire was imported")
+raise RuntimeError("lk_tripwire must never be imported under a lock that does not list it")
+"""
+
+
+@register_scorer("pintest_running_mean")
+class RunningMeanScorer(Scorer):
+    """|advantage| per sample, keeping the running mean of every score it produced (its state)."""
+
+    requires = ["advantages"]
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.count = 0
+        self.mean = 0.0
+
+    def score(self, batch, step_id, **ctx):
+        mask = batch.batch["response_mask"].bool()
+        adv = torch.where(mask, batch.batch["advantages"].abs(), torch.zeros(()))
+        scores = adv.sum(-1) / mask.sum(-1).clamp(min=1)
+        total = self.mean * self.count + float(scores.sum())
+        self.count += len(scores)
+        self.mean = total / self.count
+        return scores
+
+    def state_dict(self):
+        return {"count": self.count, "mean": self.mean}
+
+    def load_state_dict(self, state):
+        self.count, self.mean = state["count"], state["mean"]
+
+
+@register_scorer("pintest_constant")
+class ConstantScorer(Scorer):
+    requires = ["advantages"]
+
+    def score(self, batch, step_id, **ctx):
+        return torch.full((len(batch),), 0.5)
+
+
+@register_reweighter("pintest_proportional")
+class ProportionalReweighter(Reweighter):
+    def act(self, scores, batch, **ctx):
+        return mean_one(scores.float() + 0.1, batch)
+
+
+def build_wheel(out: Path, dist: str, version: str, module: str, source: str) -> Path:
+    """A minimal pure-Python wheel with one ``dataflex`` entry point."""
+    stem = dist.replace("-", "_")
+    info = f"{stem}-{version}.dist-info"
+    files = {
+        f"{module}/__init__.py": source,
+        f"{info}/METADATA": f"Metadata-Version: 2.1\nName: {dist}\nVersion: {version}\n",
+        f"{info}/WHEEL": "Wheel-Version: 1.0\nGenerator: dataflex-tests\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+        f"{info}/entry_points.txt": f"[dataflex]\n{module} = {module}\n",
+    }
+    record = []
+    for path, text in files.items():
+        digest = base64.urlsafe_b64encode(hashlib.sha256(text.encode()).digest()).rstrip(b"=").decode()
+        record.append(f"{path},sha256={digest},{len(text.encode())}")
+    files[f"{info}/RECORD"] = "\n".join([*record, f"{info}/RECORD,,"]) + "\n"
+    out.mkdir(parents=True, exist_ok=True)
+    wheel = out / f"{stem}-{version}-py3-none-any.whl"
+    with zipfile.ZipFile(wheel, "w") as zf:
+        for path, text in files.items():
+            zf.writestr(path, text)
+    return wheel
+
+
+class PipSite:
+    """A throwaway virtualenv, its site-packages in front of ``sys.path``; pip installs and upgrades into it."""
+
+    def __init__(self, venv: Path, wheels: Path) -> None:
+        subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+        self.python = venv / "bin" / "python"
+        (self.root,) = venv.glob("lib/python3*/site-packages")
+        self.wheels = wheels
+        self.modules: set[str] = set()
+
+    def install(self, dist: str, version: str, module: str, source: str) -> None:
+        wheel = build_wheel(self.wheels / f"{dist}-{version}", dist, version, module, source)
+        self.pip("install", "--no-deps", "--no-index", str(wheel))
+
+    def uninstall(self, dist: str) -> None:
+        self.pip("uninstall", "--yes", dist)
+
+    def pip(self, *args: str) -> None:
+        command = [sys.executable, "-m", "pip", "--python", str(self.python), "--quiet", "--disable-pip-version-check"]
+        subprocess.run([*command, *args], check=True)
+        self.modules.update(p.name for p in self.root.iterdir() if p.is_dir() and "." not in p.name)
+        self.forget_modules()
+
+    def forget_modules(self) -> None:
+        for name in [m for m in sys.modules if m.split(".")[0] in self.modules]:
+            del sys.modules[name]
+        importlib.invalidate_caches()
+
+
+@pytest.fixture
+def pip_site(tmp_path, monkeypatch):
+    site = PipSite(tmp_path / "venv", tmp_path / "wheels")
+    monkeypatch.syspath_prepend(str(site.root))
+    monkeypatch.delenv(plugin_module.ENV_PLUGINS_LOCK, raising=False)
+    plugin_module.reset_plugin_manager()
+    yield site
+    site.forget_modules()
+    plugin_module.reset_plugin_manager()
+
+
+@pytest.fixture
+def lock_path(pip_site, tmp_path):
+    """``lk-good 0.1.0`` installed, and the whole environment locked."""
+    pip_site.install("lk-good", "0.1.0", "lk_good", GOOD)
+    path = tmp_path / "dataflex.lock"
+    write_lock(lock_environment(), path)
+    pip_site.forget_modules()
+    plugin_module.reset_plugin_manager()
+    return path
+
+
+@functools.lru_cache(maxsize=1)
+def _base_config():
+    return sandbox.compose_config(["actor_rollout_ref.rollout.n=4", "algorithm.adv_estimator=grpo"])
+
+
+def trainer_for(tmp_path, *, scorer="lk_length", plugins=None):
+    from omegaconf import OmegaConf, open_dict
+    from verl.trainer.ppo.v1 import get_trainer_cls
+
+    block = {"scorer": {"name": scorer}, "actuator": {"name": "pintest_proportional"}}
+    if plugins is not None:
+        block["plugins"] = plugins
+    config = copy.deepcopy(_base_config())
+    with open_dict(config):
+        config.dataflex = OmegaConf.create(block)
+        config.trainer.default_local_dir = str(tmp_path / "checkpoints")
+    return get_trainer_cls("dataflex_sync")(config)
+
+
+def rows(error: PluginSetMismatch, dist: str) -> list[tuple[str, str, str]]:
+    return [(d.label, d.locked, d.installed) for d in error.differences if d.dist == dist]
+
+
+# -- mount ----------------------------------------------------------------------
+def test_a_locked_trainer_mounts_with_the_locked_plugins(tmp_path, lock_path):
+    trainer = trainer_for(tmp_path, plugins={"lock": str(lock_path)})
+    assert trainer.dataflex.pipeline.scorer_spec.dist == "lk-good"
+    assert trainer.dataflex_plugins.plugin_set.plugins["lk-good"].components == {"scorer": ("lk_length",)}
+    assert trainer.dataflex_plugins.drift == []
+
+
+def test_an_unlisted_plugin_fails_mount_without_ever_being_imported(tmp_path, lock_path, pip_site):
+    pip_site.install("lk-tripwire", "0.1.0", "lk_tripwire", TRIPWIRE)
+    with pytest.raises(PluginSetMismatch) as info:
+        trainer_for(tmp_path, plugins={"lock": str(lock_path)})
+    assert rows(info.value, "lk-tripwire") == [("unexpected", "-", "0.1.0")]
+    assert "lk_tripwire" not in sys.modules
+    assert not (pip_site.root / "lk_tripwire" / "IMPORTED").exists()
+    assert "before the first rollout" in str(info.value)
+
+
+def test_a_changed_version_fails_mount_and_allow_drift_accepts_and_records_it(tmp_path, lock_path, pip_site):
+    pip_site.install("lk-good", "0.2.0", "lk_good", GOOD)
+    with pytest.raises(PluginSetMismatch) as info:
+        trainer_for(tmp_path, plugins={"lock": str(lock_path)})
+    assert rows(info.value, "lk-good") == [("version changed", "0.1.0", "0.2.0")]
+    plugin_module.reset_plugin_manager()
+    with pytest.warns(PluginDriftWarning, match="lk-good"):
+        trainer = trainer_for(tmp_path, plugins={"lock": str(lock_path), "allow_drift": True})
+    assert [(d.label, d.dist) for d in trainer.dataflex_plugins.drift] == [("version changed", "lk-good")]
+    assert trainer.dataflex.pipeline.scorer_spec.version == "0.2.0"
+
+
+def test_an_edited_installed_file_fails_mount_through_the_environment_variable(
+    tmp_path, lock_path, pip_site, monkeypatch
+):
+    target = pip_site.root / "lk_good" / "__init__.py"
+    target.write_text(target.read_text() + "\n# patched in place\n")
+    monkeypatch.setenv(plugin_module.ENV_PLUGINS_LOCK, str(lock_path))
+    with pytest.raises(PluginSetMismatch) as info:
+        trainer_for(tmp_path)
+    (row,) = [d for d in info.value.differences if d.dist == "lk-good"]
+    assert (row.label, row.detail) == ("content changed", "modified lk_good/__init__.py")
+    assert "$DATAFLEX_PLUGINS_LOCK" in str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("plugins", "message"),
+    [
+        ({"lock_file": "x"}, "did you mean 'lock'"),
+        ({"allow_drift": "yes"}, "allow_drift must be true or false"),
+        ({"lock": ""}, "must be the path"),
+    ],
+)
+def test_the_plugins_block_is_checked(tmp_path, plugins, message):
+    with pytest.raises(ConfigError, match=message):
+        trainer_for(tmp_path, scorer="pintest_constant", plugins=plugins)
+
+
+# -- checkpoints ---------------------------------------------------------------------
+class LocalActorGroup:
+    """Stands in for verl's actor worker group, whose FSDP workers need GPUs: it saves and loads a file.
+
+    Everything else on the path (folder layout, tracker file, data.pt, resume
+    resolution) is verl's own code.
+    """
+
+    def __init__(self) -> None:
+        self.loaded: list[str] = []
+
+    def save_checkpoint(self, local_path, hdfs_path=None, global_step=0, max_ckpt_to_keep=None):
+        os.makedirs(local_path, exist_ok=True)
+        Path(local_path, "weights.txt").write_text(str(global_step))
+
+    def load_checkpoint(self, local_path, del_local_after_load=False):
+        self.loaded.append(Path(local_path, "weights.txt").read_text())
+
+
+def attach_workers(trainer):
+    from torchdata.stateful_dataloader import StatefulDataLoader
+
+    trainer.actor_rollout_wg = LocalActorGroup()
+    trainer.train_dataloader = StatefulDataLoader(list(range(8)), batch_size=2)
+    return trainer
+
+
+def step(trainer, seed):
+    """One step of the host's component path (score, act) on a synthetic batch of 16 rows."""
+    gen = torch.Generator().manual_seed(seed)
+    mask = (torch.rand(16, 12, generator=gen) > 0.2).long()
+    batch = Batch(
+        {
+            "response_mask": mask,
+            "advantages": torch.randn(16, 12, generator=gen),
+            "is_padding": torch.zeros(16, dtype=torch.bool),
+        }
+    )
+    trainer._dataflex_weights(batch, trainer.global_steps)
+
+
+def test_a_checkpoint_round_trips_the_plugin_set_and_component_state(tmp_path, pip_site):
+    pip_site.install("lk-good", "0.1.0", "lk_good", GOOD)
+    first = attach_workers(trainer_for(tmp_path, scorer="pintest_running_mean"))
+    for seed in (1, 2):
+        first.global_steps = seed
+        step(first, seed)
+    scorer = first.dataflex.pipeline.scorer
+    assert scorer.count == 32  # two steps of 16 rows
+    first._save_checkpoint()  # verl's own, with DataFlex's files added
+    folder = tmp_path / "checkpoints" / "global_step_2"
+    assert {CHECKPOINT_PLUGIN_SET, CHECKPOINT_PINNING, CHECKPOINT_STATE, "data.pt"} <= {
+        p.name for p in folder.iterdir()
+    }
+    assert (tmp_path / "checkpoints" / "latest_checkpointed_iteration.txt").read_text() == "2"
+    assert '[plugins."lk-good"]' in (folder / CHECKPOINT_PLUGIN_SET).read_text()
+
+    resumed = attach_workers(trainer_for(tmp_path, scorer="pintest_running_mean"))
+    assert resumed.dataflex.pipeline.scorer.count == 0
+    resumed._load_checkpoint()  # verl's own: finds the tracker, loads actor and dataloader
+    assert resumed.global_steps == 2 and resumed.actor_rollout_wg.loaded == ["2"]
+    restored = resumed.dataflex.pipeline.scorer
+    assert (restored.count, restored.mean) == (scorer.count, scorer.mean)
+    # the resumed run continues where the first one stopped
+    for trainer in (first, resumed):
+        trainer.global_steps = 3
+        step(trainer, 3)
+    assert (restored.count, restored.mean) == (scorer.count, pytest.approx(scorer.mean))
+    assert restored.count == 48
+
+
+def test_resuming_with_a_different_plugin_set_is_refused_before_verl_loads_anything(tmp_path, pip_site):
+    pip_site.install("lk-good", "0.1.0", "lk_good", GOOD)
+    first = attach_workers(trainer_for(tmp_path, scorer="pintest_constant"))
+    first.global_steps = 5
+    first._save_checkpoint()
+
+    pip_site.install("lk-extra", "0.5.0", "lk_extra", EXTRA)
+    plugin_module.reset_plugin_manager()
+    resumed = attach_workers(trainer_for(tmp_path, scorer="pintest_constant"))
+    with pytest.raises(PluginSetMismatch) as info:
+        resumed._load_checkpoint()
+    assert rows(info.value, "lk-extra") == [("unexpected", "-", "0.5.0")]
+    assert "global_step_5" in str(info.value)
+    assert resumed.actor_rollout_wg.loaded == []  # refused before the weights were touched
+
+
+def test_allow_drift_resumes_a_drifted_set_and_the_next_checkpoint_records_the_drift(tmp_path, pip_site):
+    pip_site.install("lk-good", "0.1.0", "lk_good", GOOD)
+    first = attach_workers(trainer_for(tmp_path, scorer="pintest_constant"))
+    first.global_steps = 5
+    first._save_checkpoint()
+
+    pip_site.install("lk-good", "0.2.0", "lk_good", GOOD + "\n# 0.2.0\n")
+    plugin_module.reset_plugin_manager()
+    strict = attach_workers(trainer_for(tmp_path, scorer="pintest_constant"))
+    with pytest.raises(PluginSetMismatch, match="version changed"):
+        strict._load_checkpoint()
+    drifting = attach_workers(trainer_for(tmp_path, scorer="pintest_constant", plugins={"allow_drift": True}))
+    with pytest.warns(PluginDriftWarning):
+        drifting._load_checkpoint()
+    assert drifting.global_steps == 5
+    drifting.global_steps = 6
+    drifting._save_checkpoint()
+    record = json.loads((tmp_path / "checkpoints" / "global_step_6" / CHECKPOINT_PINNING).read_text())
+    lk_good = {d["difference"] for d in record["resume_drift"] if d["distribution"] == "lk-good"}
+    assert lk_good == {"version changed", "content changed"}
+
+
+def test_resuming_with_a_different_component_in_a_role_is_an_error(tmp_path):
+    first = attach_workers(trainer_for(tmp_path, scorer="pintest_running_mean"))
+    first.global_steps = 1
+    step(first, 1)
+    first._save_checkpoint()
+    other = attach_workers(trainer_for(tmp_path, scorer="pintest_constant"))
+    with pytest.raises(ConfigError, match=r"scorer 'pintest_running_mean'.*configures scorer 'pintest_constant'"):
+        other._load_checkpoint()
