@@ -40,7 +40,8 @@ class QueueBatch:
 
 
 def _objects(values) -> np.ndarray:
-    items = list(values)
+    # A NonTensorStack iterates as NonTensorData wrappers; tolist() gives the plain values (uid strings).
+    items = values.tolist() if hasattr(values, "tolist") else list(values)
     out = np.empty(len(items), dtype=object)
     out[:] = items
     return out

@@ -1,0 +1,380 @@
+"""The verl host against real verl 0.9 trainer code and a real TransferQueue on a local Ray.
+
+Each test composes verl's real ``ppo_trainer`` config, builds the trainer that
+``get_trainer_cls("dataflex_sync")`` returns, puts a synthetic rollout into the
+queue and calls the real ``_compute_advantage``; the loss tests feed the queued
+fields to verl's real ``ppo_loss``.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+import torch
+import transfer_queue as tq
+
+from dataflex_core import (
+    ConfigError,
+    IncompatibleComponentError,
+    InvalidOutputError,
+    UnknownComponentError,
+    get_registry,
+)
+from dataflex_verl import sandbox
+from dataflex_verl.queue_io import MissingFieldError
+
+pytestmark = pytest.mark.verl
+
+ADV_SOFTMAX = {
+    "scorer": {"name": "advantage_magnitude"},
+    "actuator": {"name": "softmax", "params": {"temperature": 0.5}},
+}
+
+
+def trainer_for(make_config, overrides=(), mode="dataflex_sync", **block):
+    from verl.trainer.ppo.v1 import get_trainer_cls
+
+    config = make_config(overrides, dataflex=block or ADV_SOFTMAX)
+    trainer = get_trainer_cls(mode)(config)
+    trainer.global_steps = 1
+    return trainer
+
+
+def fetch(meta, *fields):
+    data = tq.kv_batch_get(keys=meta.keys, partition_id=meta.partition_id, select_fields=list(fields))
+    return {name: data[name].to_padded_tensor(0) for name in fields if name in data.keys()}
+
+
+def run(trainer, **rollout_kwargs):
+    rollout = sandbox.synthetic_rollout(**{"num_prompts": 6, "n": 4, **rollout_kwargs})
+    meta = sandbox.put_rollout(rollout)
+    metrics: dict = {}
+    out = trainer._compute_advantage(meta, metrics)
+    return meta, out, metrics
+
+
+def ones(meta):
+    """Weights 1 on every response position: verl's loss as if no weights were written."""
+    return torch.ones_like(fetch(meta, "response_mask")["response_mask"], dtype=torch.float32)
+
+
+def valid_tokens(meta, mask):
+    padding = torch.tensor([t["is_padding"] for t in meta.tags])
+    return mask.bool() & ~padding.unsqueeze(-1)
+
+
+def softmax_weights_by_hand(adv, valid, temperature):
+    """advantage_magnitude + softmax, written out: per-sample weights, mean one over valid samples."""
+    scores = torch.where(valid, adv.abs(), torch.zeros(())).sum(-1) / valid.sum(-1).clamp(min=1)
+    rows = valid.any(-1)
+    exp = torch.where(rows, torch.exp((scores - scores[rows].max()) / temperature), torch.zeros(()))
+    return exp * rows.sum() / exp.sum()
+
+
+def token_mean(w, valid):
+    return (w * valid).sum() / valid.sum()
+
+
+def sequence_mean(w, valid):
+    rows = valid.any(-1)
+    per_seq = (w * valid).sum(-1) / valid.sum(-1).clamp(min=1)
+    return per_seq[rows].mean()
+
+
+# -- registration and base behaviour -------------------------------------------------
+
+
+def test_plain_import_verl_registers_the_trainers_through_the_entry_point():
+    code = (
+        "import sys, verl\n"
+        "assert 'dataflex_verl.trainers' not in sys.modules\n"
+        "from verl.trainer.ppo.v1 import get_trainer_cls\n"
+        "for mode in ('dataflex_sync', 'dataflex_colocate_async', 'dataflex_separate_async'):\n"
+        "    print(mode, get_trainer_cls(mode).__module__, get_trainer_cls(mode).base_trainer_mode)\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=180)
+    assert result.returncode == 0, result.stderr[-3000:]
+    lines = result.stdout.split("\n")
+    assert "dataflex_sync dataflex_verl.trainers sync" in lines
+    assert "dataflex_colocate_async dataflex_verl.trainers colocate_async" in lines
+    assert "dataflex_separate_async dataflex_verl.trainers separate_async" in lines
+
+
+@pytest.mark.parametrize(
+    ("mode", "base", "buffer"),
+    [("dataflex_sync", "sync", "ReplayBuffer"), ("dataflex_colocate_async", "colocate_async", "ReplayBufferAsync")],
+)
+def test_trainer_keeps_its_base_trainer_mode(make_config, mode, base, buffer):
+    trainer = trainer_for(make_config, mode=mode)
+    assert trainer.trainer_mode == base
+    assert trainer.config.trainer.v1.trainer_mode == base
+    assert type(trainer.replay_buffer).__name__ == buffer
+
+
+# -- reweighting in _compute_advantage -----------------------------------------------
+
+
+def test_grpo_token_mean_writes_normalised_weights_and_returns_their_meta(make_config, queue):
+    trainer = trainer_for(make_config)
+    meta, out, metrics = run(trainer)
+    assert "rollout_is_weights" in out.fields and "rollout_is_weights" not in meta.fields
+    got = fetch(out, "rollout_is_weights", "advantages", "response_mask")
+    valid = valid_tokens(out, got["response_mask"])
+    per_sample = softmax_weights_by_hand(got["advantages"], valid, 0.5)
+    expected = per_sample.unsqueeze(-1) * valid / token_mean(per_sample.unsqueeze(-1).expand_as(valid), valid)
+    torch.testing.assert_close(got["rollout_is_weights"], expected.float(), rtol=1e-5, atol=1e-6)
+    assert token_mean(got["rollout_is_weights"], valid).item() == pytest.approx(1.0, abs=1e-5)
+    assert got["rollout_is_weights"].std() > 0.05  # the scores differ, so must the weights
+    assert metrics["dataflex/weight/mean"] == pytest.approx(1.0, abs=1e-5)
+    assert metrics["dataflex/weight/max"] > metrics["dataflex/weight/min"]
+    assert 0 < metrics["dataflex/ess_fraction"] <= 1
+    assert metrics["dataflex/zero_weight_fraction"] == 0.0
+    assert metrics["dataflex/hook_time_s"] > 0
+
+
+def test_seq_mean_token_mean_normalises_per_sequence(make_config, queue):
+    trainer = trainer_for(make_config, ["actor_rollout_ref.actor.loss_agg_mode=seq-mean-token-mean"])
+    assert trainer.dataflex.loss_unit == "sequence"
+    _, out, _ = run(trainer)
+    got = fetch(out, "rollout_is_weights", "advantages", "response_mask")
+    valid = valid_tokens(out, got["response_mask"])
+    per_sample = softmax_weights_by_hand(got["advantages"], valid, 0.5)
+    torch.testing.assert_close(
+        got["rollout_is_weights"], (per_sample.unsqueeze(-1) * valid).float(), rtol=1e-5, atol=1e-6
+    )
+    assert sequence_mean(got["rollout_is_weights"], valid).item() == pytest.approx(1.0, abs=1e-5)
+    assert token_mean(got["rollout_is_weights"], valid).item() != pytest.approx(1.0, abs=1e-3)
+
+
+def test_sapo_policy_loss_forces_the_sequence_unit(make_config):
+    trainer = trainer_for(make_config, ["actor_rollout_ref.actor.policy_loss.loss_mode=sapo"])
+    assert trainer.dataflex.loss_agg_mode == "token-mean"
+    assert trainer.dataflex.loss_unit == "sequence"
+
+
+def test_token_granularity_weights_vary_within_a_sequence(make_config, queue):
+    trainer = trainer_for(
+        make_config, scorer={"name": "hosttest_token_position"}, actuator={"name": "hosttest_proportional"}
+    )
+    _, out, _ = run(trainer)
+    got = fetch(out, "rollout_is_weights", "response_mask")
+    valid = valid_tokens(out, got["response_mask"])
+    raw = (torch.arange(valid.shape[1]) + 1.1).expand(valid.shape) * valid
+    torch.testing.assert_close(got["rollout_is_weights"], (raw / token_mean(raw, valid)).float(), rtol=1e-5, atol=1e-6)
+
+
+def test_gae_with_a_critic_is_reweighted(make_config, queue):
+    trainer = trainer_for(make_config, ["algorithm.adv_estimator=gae"])
+    assert trainer.use_critic
+    _, out, _ = run(trainer, values=True)
+    got = fetch(out, "rollout_is_weights", "advantages", "response_mask")
+    valid = valid_tokens(out, got["response_mask"])
+    per_sample = softmax_weights_by_hand(got["advantages"], valid, 0.5)
+    expected = per_sample.unsqueeze(-1) * valid / token_mean(per_sample.unsqueeze(-1).expand_as(valid), valid)
+    torch.testing.assert_close(got["rollout_is_weights"], expected.float(), rtol=1e-5, atol=1e-6)
+
+
+def test_padding_rows_get_weight_zero_and_are_not_scored(make_config, queue):
+    SeenRowsScorer = get_registry().get("scorer", "hosttest_seen_rows").cls
+    SeenRowsScorer.seen.clear()
+    trainer = trainer_for(
+        make_config, scorer={"name": "hosttest_seen_rows"}, actuator={"name": "hosttest_proportional"}
+    )
+    _, out, _ = run(trainer, padding_rows=3)
+    padding = torch.tensor([t["is_padding"] for t in out.tags])
+    assert int(padding.sum()) == 3
+    (seen,) = SeenRowsScorer.seen
+    assert len(seen) == len(out) - 3 and not any(str(u).startswith("pad") for u in seen)
+    got = fetch(out, "rollout_is_weights", "response_mask")
+    assert got["rollout_is_weights"][padding].abs().sum() == 0
+    valid = valid_tokens(out, got["response_mask"])
+    assert token_mean(got["rollout_is_weights"], valid).item() == pytest.approx(1.0, abs=1e-5)
+
+
+def test_rollout_correction_weights_are_composed_not_overwritten(make_config, queue):
+    overrides = ["algorithm.rollout_correction.rollout_is=token"]
+    plain = make_config(overrides)
+    from verl.trainer.ppo.v1 import get_trainer_cls
+
+    rollout = sandbox.synthetic_rollout(6, 4, seed=3)
+    verl_only = get_trainer_cls("sync")(plain)._compute_advantage(sandbox.put_rollout(rollout), {})
+    verl_weights = fetch(verl_only, "rollout_is_weights")["rollout_is_weights"]
+    sandbox.clear(verl_only)
+
+    trainer = trainer_for(make_config, overrides)
+    assert trainer.dataflex.composes_rollout_is
+    out = trainer._compute_advantage(sandbox.put_rollout(rollout), {})
+    got = fetch(out, "rollout_is_weights", "advantages", "response_mask")
+    valid = valid_tokens(out, got["response_mask"])
+    per_sample = softmax_weights_by_hand(got["advantages"], valid, 0.5).unsqueeze(-1)
+    product = verl_weights * per_sample * valid
+    expected = product * token_mean(verl_weights, valid) / token_mean(product, valid)
+    torch.testing.assert_close(got["rollout_is_weights"], expected.float(), rtol=1e-5, atol=1e-6)
+    # the step size verl's own correction would take is kept
+    assert token_mean(got["rollout_is_weights"], valid).item() == pytest.approx(
+        token_mean(verl_weights, valid).item(), rel=1e-5
+    )
+    assert not torch.allclose(got["rollout_is_weights"] * valid, verl_weights * valid)
+
+
+def test_warmup_leaves_the_batch_alone_until_warmup_step(make_config, queue):
+    trainer = trainer_for(make_config, **ADV_SOFTMAX, warmup_step=5)
+    trainer.global_steps = 4
+    meta, out, metrics = run(trainer)
+    assert "rollout_is_weights" not in out.fields
+    assert metrics["dataflex/active"] == 0.0
+    assert "rollout_is_weights" not in fetch(out, "rollout_is_weights", "advantages")
+    trainer.global_steps = 5
+    _, out, metrics = run(trainer)
+    assert "rollout_is_weights" in out.fields and metrics["dataflex/active"] == 1.0
+
+
+# -- invalid output and missing fields -------------------------------------------------
+
+
+def test_on_invalid_raise_names_plugin_step_and_problem_and_writes_nothing(make_config, queue):
+    trainer = trainer_for(make_config, scorer={"name": "hosttest_nan"}, actuator={"name": "softmax"})
+    trainer.global_steps = 7
+    rollout = sandbox.synthetic_rollout(4, 4)
+    meta = sandbox.put_rollout(rollout)
+    with pytest.raises(InvalidOutputError, match=r"scorer hosttest_nan returned invalid scores at step 7: .*NaN"):
+        trainer._compute_advantage(meta, {})
+    assert "rollout_is_weights" not in fetch(meta, "rollout_is_weights", "advantages")
+
+
+@pytest.mark.parametrize(
+    ("actuator", "problem"),
+    [("hosttest_negative", "negative"), ("hosttest_wrong_shape", r"shape \(17,\), but prompt granularity.*\(16,\)")],
+)
+def test_invalid_weights_raise_by_default(make_config, queue, actuator, problem):
+    trainer = trainer_for(make_config, scorer={"name": "advantage_magnitude"}, actuator={"name": actuator})
+    with pytest.raises(
+        InvalidOutputError, match=rf"reweighter {actuator} returned invalid weights at step 1: .*{problem}"
+    ):
+        run(trainer, num_prompts=4, n=4, padding_rows=1)
+
+
+def test_on_invalid_uniform_uses_weights_one_and_counts_it(make_config, queue):
+    trainer = trainer_for(
+        make_config,
+        scorer={"name": "advantage_magnitude"},
+        actuator={"name": "hosttest_negative"},
+        on_invalid="uniform",
+    )
+    for expected_total in (1.0, 2.0):
+        meta, out, metrics = run(trainer)
+        assert "rollout_is_weights" not in out.fields
+        assert metrics["dataflex/uniform_fallback"] == 1.0
+        assert metrics["dataflex/uniform_fallback_total"] == expected_total
+    assert sandbox.actor_loss(out, trainer.config).item() == pytest.approx(
+        sandbox.actor_loss(out, trainer.config, weights=ones(out)).item(), rel=1e-6
+    )
+
+
+def test_a_field_missing_from_the_queue_is_named(make_config, queue):
+    trainer = trainer_for(make_config, scorer={"name": "hosttest_needs_data_source"}, actuator={"name": "softmax"})
+    with pytest.raises(MissingFieldError, match=r"no \['data_source'\]"):
+        run(trainer)
+
+
+# -- mount-time validation --------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("overrides", "block", "error", "message"),
+    [
+        ([], None, ConfigError, r"needs a dataflex: block.*\+dataflex\.scorer\.name"),
+        ([], {"scorer": {"name": "advantage_magnitud"}, "actuator": {"name": "softmax"}}, UnknownComponentError,
+         "did you mean 'advantage_magnitude'"),
+        ([], {"scorer": {"name": "advantage_magnitude"}, "actuator": {"name": "softmax", "params": {"temp": 1.0}}},
+         ConfigError, "has no param 'temp'"),
+        ([], {**ADV_SOFTMAX, "on_invalid": "ignore"}, ConfigError, "on_invalid='ignore' is not one of raise, uniform"),
+        (["algorithm.adv_estimator=gae"], {"scorer": {"name": "group_solve_rate"}, "actuator": {"name": "softmax"}},
+         IncompatibleComponentError, "needs GRPO groups.*'gae'"),
+        ([], {"scorer": {"name": "hosttest_needs_values"}, "actuator": {"name": "softmax"}},
+         IncompatibleComponentError, "'values'.*critic.enable=true"),
+        ([], {"scorer": {"name": "hosttest_needs_ref"}, "actuator": {"name": "softmax"}},
+         IncompatibleComponentError, "'ref_log_prob'.*use_kl_loss=true"),
+        (["actor_rollout_ref.rollout.calculate_log_probs=false"],
+         {"scorer": {"name": "hosttest_needs_rollout_log_probs"}, "actuator": {"name": "softmax"}},
+         IncompatibleComponentError, "calculate_log_probs=true"),
+        (["algorithm.rollout_correction.bypass_mode=true"], ADV_SOFTMAX, IncompatibleComponentError,
+         "bypass_mode=true.*ignores rollout_is_weights"),
+        (["actor_rollout_ref.actor.policy_loss.loss_mode=geo_mean"], ADV_SOFTMAX, IncompatibleComponentError,
+         "geo_mean takes a per-sequence geometric mean"),
+        ([], {"scorer": {"name": "hosttest_in_loss"}, "actuator": {"name": "softmax"}}, IncompatibleComponentError,
+         "timing='in_loss'.*cannot run in mechanism 'reweight'"),
+        ([], {"scorer": {"name": "hosttest_pre_rollout"}, "actuator": {"name": "softmax"}}, IncompatibleComponentError,
+         "timing='pre_rollout'"),
+    ],
+    ids=[
+        "no-block", "unknown-scorer", "unknown-param", "bad-on_invalid", "groups-under-gae",
+        "values-without-critic", "ref-without-reference", "rollout-log-probs-off", "bypass-mode", "geo-mean",
+        "in-loss-timing", "pre-rollout-timing",
+    ],
+)  # fmt: skip
+def test_mount_refuses_configs_that_cannot_work(make_config, overrides, block, error, message):
+    from verl.trainer.ppo.v1 import get_trainer_cls
+
+    config = make_config(overrides, dataflex=block)
+    with pytest.raises(error, match=message):
+        get_trainer_cls("dataflex_sync")(config)
+
+
+def test_fields_that_the_config_produces_are_accepted(make_config):
+    trainer = trainer_for(
+        make_config,
+        ["critic.enable=true", "actor_rollout_ref.actor.use_kl_loss=true"],
+        scorer={"name": "hosttest_needs_values"},
+        actuator={"name": "softmax"},
+    )
+    assert "values" in trainer.dataflex.fields
+
+
+# -- the weights reach verl's real policy loss -----------------------------------------
+
+
+@pytest.mark.parametrize("loss_agg_mode", ["token-mean", "seq-mean-token-mean"])
+def test_ppo_loss_equals_the_loss_with_weights_applied_by_hand(make_config, queue, loss_agg_mode):
+    trainer = trainer_for(make_config, [f"actor_rollout_ref.actor.loss_agg_mode={loss_agg_mode}"])
+    _, out, _ = run(trainer, padding_rows=2)
+    got = fetch(out, "advantages", "response_mask")
+    valid = valid_tokens(out, got["response_mask"])
+    per_sample = softmax_weights_by_hand(got["advantages"], valid, 0.5).unsqueeze(-1) * valid
+    unit_mean = token_mean if loss_agg_mode == "token-mean" else sequence_mean
+    by_hand = per_sample / unit_mean(per_sample, valid)
+
+    weighted = sandbox.actor_loss(out, trainer.config)
+    assert weighted.item() == pytest.approx(sandbox.actor_loss(out, trainer.config, weights=by_hand).item(), rel=1e-5)
+    unweighted = sandbox.actor_loss(out, trainer.config, weights=torch.ones_like(by_hand))
+    assert abs(weighted.item() - unweighted.item()) > 1e-4 * abs(unweighted.item())
+
+
+@pytest.mark.parametrize("loss_agg_mode", ["token-mean", "seq-mean-token-mean", "seq-mean-token-sum"])
+def test_uniform_scores_leave_the_loss_unchanged(make_config, queue, loss_agg_mode):
+    trainer = trainer_for(
+        make_config,
+        [f"actor_rollout_ref.actor.loss_agg_mode={loss_agg_mode}"],
+        scorer={"name": "hosttest_constant"},
+        actuator={"name": "softmax"},
+    )
+    meta, out, _ = run(trainer, padding_rows=2)
+    assert "rollout_is_weights" in out.fields
+    got = fetch(out, "rollout_is_weights", "response_mask")
+    valid = valid_tokens(out, got["response_mask"])
+    torch.testing.assert_close(got["rollout_is_weights"], valid.float())
+    plain = sandbox.actor_loss(out, trainer.config, weights=torch.ones_like(got["rollout_is_weights"]))
+    assert sandbox.actor_loss(out, trainer.config).item() == pytest.approx(plain.item(), rel=1e-6)
+
+
+def test_returning_the_pre_write_meta_would_drop_the_weights(make_config, queue):
+    """The pitfall the host guards against: the actor only sees fields of the returned meta."""
+    trainer = trainer_for(make_config)
+    meta, out, _ = run(trainer)
+    before_write = [name for name in out.fields if name != "rollout_is_weights"]
+    stale = tq.KVBatchMeta(keys=out.keys, tags=out.tags, partition_id=out.partition_id, fields=before_write)
+    unweighted = sandbox.actor_loss(out, trainer.config, weights=ones(out))
+    assert sandbox.actor_loss(stale, trainer.config).item() == pytest.approx(unweighted.item(), rel=1e-6)
+    assert sandbox.actor_loss(out, trainer.config).item() != pytest.approx(unweighted.item(), rel=1e-4)
