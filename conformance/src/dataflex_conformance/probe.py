@@ -57,7 +57,7 @@ class Probe:
         if isinstance(source, Subject):
             parts.append(f"scores={source.describe()}")
         elif isinstance(source, str):
-            parts.append(f"scores={source}:{self.case.scores}")
+            parts.append(f"scores={source}")
         parts += [self.case.label, self.device_label]
         return "[" + ", ".join(parts) + "]"
 
