@@ -72,6 +72,14 @@ def bench(session: nox.Session) -> None:
 
 
 @nox.session
+def demo(session: nox.Session) -> None:
+    """The main job: DataFlex inside verl's real ``_compute_advantage`` on a local Ray (``-- --help``)."""
+    install_torch(session)
+    session.install(*VERL_STACK, "hydra-core", *(rel(d) for d in [CORE, *plugin_dirs(), HOST]))
+    session.run("dataflex-verl", "demo", *session.posargs)
+
+
+@nox.session
 def lint(session: nox.Session) -> None:
     """ruff over the whole tree."""
     session.install("ruff>=0.6")
