@@ -111,7 +111,8 @@ def docs(session: nox.Session) -> None:
     serves the site instead of building it.
     """
     install_torch(session)
-    session.install(*DOCS_STACK, *(rel(d) for d in monorepo_dists(with_host=False)))
+    # "./" keeps pip from reading a top-level folder such as conformance/ as a project name.
+    session.install(*DOCS_STACK, *(f"./{rel(d)}" for d in monorepo_dists(with_host=False)))
     session.env["NO_MKDOCS_2_WARNING"] = "1"
     if session.posargs[:1] == ["serve"]:
         session.run("mkdocs", "serve", *session.posargs[1:])
