@@ -65,3 +65,15 @@ def test_invalid_entries_may_hold_anything():
 def test_shape_mismatch_is_reported():
     with pytest.raises(InvalidOutputError, match=r"shape \(3,\) does not match"):
         normalize_mean_one(torch.ones(3), torch.ones(2, 3, dtype=torch.bool))
+
+
+def test_inplace_scales_the_callers_temporary_and_matches_the_copying_result():
+    valid = torch.tensor([[True, True, False], [True, False, False]])
+    weights = torch.tensor([[1.0, 2.0, float("nan")], [3.0, 9.0, -4.0]])
+    expected = normalize_mean_one(weights, valid)
+    out = normalize_mean_one(weights, valid, inplace=True)
+    assert out.data_ptr() == weights.data_ptr()
+    assert torch.equal(out, expected) and out.tolist() == [[0.5, 1.0, 0.0], [1.5, 0.0, 0.0]]
+    half = torch.tensor([1.0, 3.0], dtype=torch.bfloat16)
+    normalize_mean_one(half, torch.tensor([True, True]), inplace=True)
+    assert half.tolist() == [1.0, 3.0], "a dtype conversion copies, so the input is untouched"

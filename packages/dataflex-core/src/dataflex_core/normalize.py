@@ -34,11 +34,14 @@ def valid_mask_for(weights: torch.Tensor, batch: Any) -> torch.Tensor:
     return valid_sample_mask(batch) if weights.dim() == 1 else valid_token_mask(batch)
 
 
-def normalize_mean_one(weights: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
+def normalize_mean_one(weights: torch.Tensor, valid: torch.Tensor, *, inplace: bool = False) -> torch.Tensor:
     """Scale ``weights`` to mean one over ``valid`` entries; invalid entries become 0.
 
     :param weights: ``(bs,)`` or ``(bs, L)`` non-negative weights, any float dtype.
     :param valid: bool mask of the same shape.
+    :param inplace: when ``weights`` is already float32/float64 and the caller owns
+        it (a temporary it built), zero and scale it in place instead of copying:
+        one full-size allocation less on ``(bs, L)`` token weights.
     :returns: float32 weights (float64 stays float64).
     :raises InvalidOutputError: a valid weight is negative or non-finite, or all are zero.
     """
@@ -55,10 +58,13 @@ def normalize_mean_one(weights: torch.Tensor, valid: torch.Tensor) -> torch.Tens
     if count == 0:
         return torch.zeros_like(w)
     zero = torch.zeros((), dtype=dtype, device=w.device)
-    w = torch.where(valid, w, zero)
+    if inplace and w is weights:
+        w = w.masked_fill_(~valid, 0)
+    else:
+        w = torch.where(valid, w, zero)
     total = w.sum()
     if torch.isfinite(total) and w.min() >= 0 and total > 0:
-        return w.mul_(count / total)  # w is our own tensor from torch.where
+        return w.mul_(count / total)  # w is our own tensor (torch.where) or the caller's to give
     bad = valid & ~torch.isfinite(w)
     if bad.any():
         raise InvalidOutputError(
