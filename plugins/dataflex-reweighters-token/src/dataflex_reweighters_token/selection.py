@@ -1,0 +1,49 @@
+"""Exact k-th smallest value of a large tensor without selecting over all of it.
+
+``kthvalue`` over tens of millions of tokens copies and partitions the whole
+tensor. A random sample brackets the answer between two of its order
+statistics; counting below the bracket and selecting inside it touches the
+full tensor only with comparisons. The result is exact: when the bracket
+misses (rare for a random sample; certain when the sample is fooled) it
+falls back to ``kthvalue`` on everything.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+#: Below this many values a plain ``kthvalue`` is as fast as bracketing.
+DIRECT_LIMIT = 1 << 20
+#: Size of the random sample that brackets the answer.
+SAMPLE_SIZE = 1 << 16
+
+
+def kth_smallest(values: torch.Tensor, k: int) -> torch.Tensor:
+    """The ``k``-th smallest (1-based) of the 1-D tensor ``values``, as a 0-dim tensor."""
+    n = values.numel()
+    if not 1 <= k <= n:
+        raise ValueError(f"k={k} is outside 1..{n}")
+    if n <= DIRECT_LIMIT:
+        return values.kthvalue(k).values
+    # Random positions, not a stride: a stride can resonate with the row length of a
+    # flattened (bs, L) tensor and see only the first tokens of every row.
+    generator = torch.Generator(device=values.device).manual_seed(0)
+    positions = torch.randint(n, (SAMPLE_SIZE,), generator=generator, device=values.device)
+    sample = values[positions].sort().values
+    m = sample.numel()
+    p = k / n
+    margin = 6.0 * math.sqrt(m * p * (1.0 - p)) + 16.0
+    lo_at, hi_at = math.floor(p * m - margin), math.ceil(p * m + margin)
+    # A bracket edge past the sample's end is open: the extremes may lie beyond the sample.
+    low = sample[lo_at] if lo_at >= 0 else values.new_tensor(float("-inf"))
+    high = sample[hi_at] if hi_at < m else values.new_tensor(float("inf"))
+    at_least_low = values >= low
+    below = n - int(torch.count_nonzero(at_least_low))
+    if below < k:
+        at_least_low &= values <= high
+        band = values[at_least_low]
+        if k - below <= band.numel():
+            return band.kthvalue(k - below).values
+    return values.kthvalue(k).values
