@@ -45,6 +45,7 @@ class DifficultyBandReweighter(Reweighter):
 
     accepts_granularity = ("prompt", "response")
     needs_groups = True
+    score_range = (0.0, 1.0)
 
     def __init__(self, low: float = 0.2, high: float = 0.8, outside_weight: float = 0.1, **kwargs):
         super().__init__(**kwargs)
@@ -94,6 +95,7 @@ class GrpoLeadReweighter(Reweighter):
     requires = ["advantages", "response_mask"]
     accepts_granularity = ("prompt", "response")
     needs_groups = True
+    score_range = (0.0, 1.0)
 
     def __init__(
         self,
@@ -148,6 +150,7 @@ class FocalReweighter(Reweighter):
 
     accepts_granularity = ("prompt", "response")
     needs_groups = True
+    score_range = (0.0, 1.0)
 
     def __init__(self, gamma: float = 1.0, **kwargs):
         super().__init__(**kwargs)

@@ -47,6 +47,7 @@ class AdvantageMagnitudeScorer(Scorer):
     timing = "post_advantage"
     granularity = "prompt"
     needs_groups = False
+    score_range = (0.0, float("inf"))
 
     def __init__(self, agg: str = "mean", **kwargs):
         super().__init__(**kwargs)

@@ -43,6 +43,8 @@ class TokenProbScorer(Scorer):
     granularity = "token"
     needs_groups = False
 
+    score_range = (0.0, 1.0)
+
     @torch.no_grad()
     def score(self, batch, step_id, **ctx):
         return _masked(_as_float(batch.batch["old_log_probs"]).exp(), batch.batch["response_mask"])
@@ -68,6 +70,7 @@ class TokenEntropyScorer(Scorer):
     timing = "post_advantage"
     granularity = "token"
     needs_groups = False
+    score_range = (0.0, float("inf"))
 
     @torch.no_grad()
     def score(self, batch, step_id, **ctx):

@@ -73,6 +73,8 @@ class GroupSolveRateScorer(_GroupRewardScorer):
         greater (0.0 fits both 0/1 and -1/+1 rewards).
     """
 
+    score_range = (0.0, 1.0)
+
     @torch.no_grad()
     def score(self, batch, step_id, **ctx):
         reward, valid, index, num_groups = self._rewards_and_groups(batch)
