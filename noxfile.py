@@ -56,7 +56,7 @@ def tests(session: nox.Session) -> None:
     install_torch(session)
     dists = monorepo_dists()
     extra = VERL_STACK if HOST in dists else []
-    session.install(*extra, *(rel(d) for d in dists), "pytest>=8", "omegaconf", "hydra-core")
+    session.install(*extra, *(f"./{rel(d)}" for d in dists), "pytest>=8", "omegaconf", "hydra-core")
     test_dirs = [rel(d / "tests") for d in dists if (d / "tests").is_dir()]
     session.run("pytest", *test_dirs, *session.posargs)
 
@@ -67,7 +67,7 @@ def bench(session: nox.Session) -> None:
     install_torch(session)
     dists = monorepo_dists()
     extra = VERL_STACK if HOST in dists else []
-    session.install(*extra, *(rel(d) for d in dists))
+    session.install(*extra, *(f"./{rel(d)}" for d in dists))
     session.run("python", "benchmarks/run.py", *session.posargs)
 
 
@@ -77,6 +77,102 @@ def demo(session: nox.Session) -> None:
     install_torch(session)
     session.install(*VERL_STACK, "hydra-core", *(rel(d) for d in [CORE, *plugin_dirs(), HOST]))
     session.run("dataflex-verl", "demo", *session.posargs)
+
+
+#: Where ``nox -s conformance`` writes one report per plugin and ``summary.json``.
+CONFORMANCE_REPORTS = ROOT / "reports" / "conformance"
+
+
+def _dist_name(plugin: Path) -> str:
+    import tomllib
+
+    return tomllib.loads((plugin / "pyproject.toml").read_text())["project"]["name"]
+
+
+def _shared_torch(session: nox.Session) -> Path:
+    """``TORCH`` installed once into a plain directory that every plugin's venv sees through a ``.pth``.
+
+    Installing torch into each fresh venv costs 30-60 s apiece; the plugin,
+    core and conformance (and their other requirements) are still installed
+    per venv, so an undeclared dependency fails as it would for a user.
+    """
+    target = ROOT / ".nox" / "_conformance_torch"
+    marker = target / ".dataflex-torch"
+    if not (marker.exists() and marker.read_text() == TORCH):
+        session.run("python", "-m", "pip", "install", "--quiet", "--upgrade", "--target", str(target), TORCH)
+        marker.write_text(TORCH)
+    return target
+
+
+@nox.session
+def conformance(session: nox.Session) -> None:
+    """Certify each plugin in its own fresh venv: ``nox -s conformance -- [DIST ...] [CLI options]``.
+
+    Each venv holds only that plugin, ``dataflex-core`` and ``dataflex-conformance``
+    (torch comes from one shared directory). Reports go to
+    ``reports/conformance/<dist>.json`` with ``summary.json`` beside them. Other
+    arguments (``--device cuda``, ``--xfail CHECK=REASON``) go to ``dataflex-conformance``.
+    """
+    import json
+    import shutil
+
+    plugins = {_dist_name(p): p for p in plugin_dirs()}
+    template = ROOT / "plugins" / "_template"
+    if (template / "pyproject.toml").exists():
+        plugins[_dist_name(template)] = template
+    wanted, cli_args, args = [], [], list(session.posargs)
+    while args:
+        arg = args.pop(0)
+        if arg in ("--device", "--xfail", "--params", "--fields") and args:
+            cli_args += [arg, args.pop(0)]
+        elif arg.startswith("-"):
+            cli_args.append(arg)
+        elif arg in plugins:
+            wanted.append(arg)
+        else:
+            session.error(f"unknown plugin {arg!r}; plugins here: {', '.join(sorted(plugins))}")
+    selected = {d: plugins[d] for d in (wanted or sorted(plugins))}
+    torch_dir = _shared_torch(session)
+    CONFORMANCE_REPORTS.mkdir(parents=True, exist_ok=True)
+    venvs = ROOT / ".nox" / "_conformance_venvs"
+    rows = []
+    for dist, path in selected.items():
+        venv = venvs / dist
+        shutil.rmtree(venv, ignore_errors=True)
+        session.run("python", "-m", "venv", str(venv), silent=True)
+        python = str(venv / ("Scripts/python.exe" if os.name == "nt" else "bin/python"))
+        purelib = session.run(
+            python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])", silent=True, external=True
+        ).strip()
+        Path(purelib, "_dataflex_shared_torch.pth").write_text(str(torch_dir) + "\n")
+        local = [f"./{rel(CORE)}", f"./{rel(CONFORMANCE)}", f"./{rel(path)}"]
+        session.run(python, "-m", "pip", "install", "--quiet", *local, external=True)
+        report = CONFORMANCE_REPORTS / f"{dist}.json"
+        report.unlink(missing_ok=True)
+        certify = [python, "-m", "dataflex_conformance.cli", dist, "--report", str(report), *cli_args]
+        session.run(*certify, external=True, success_codes=[0, 1])
+        data = json.loads(report.read_text()) if report.exists() else {"ok": False, "components": []}
+        rows.append(
+            {
+                "dist": dist,
+                "version": next((p["version"] for p in data.get("packages", []) if p["name"] == dist), None),
+                "ok": data["ok"],
+                "devices": data.get("devices", []),
+                "components": {c["id"]: c["certified_devices"] for c in data["components"]},
+                "summary": data.get("summary", {}),
+                "report": rel(report),
+            }
+        )
+    (CONFORMANCE_REPORTS / "summary.json").write_text(json.dumps({"torch": TORCH, "plugins": rows}, indent=2) + "\n")
+    for row in rows:
+        certified = sum(1 for devices in row["components"].values() if devices)
+        session.log(
+            f"{'CERTIFIED' if row['ok'] else 'FAILED   '} {row['dist']}=={row['version']}: "
+            f"{certified}/{len(row['components'])} components on {', '.join(row['devices']) or 'no device'} -> {row['report']}"
+        )
+    failed = [row["dist"] for row in rows if not row["ok"]]
+    if failed:
+        session.error(f"not certified: {', '.join(failed)} (see {rel(CONFORMANCE_REPORTS)})")
 
 
 @nox.session

@@ -10,5 +10,3 @@ from pathlib import Path
 META = Path(__file__).parent / "meta_tests"
 if str(META) not in sys.path:
     sys.path.insert(0, str(META))
-
-pytest_plugins = ["pytester"]

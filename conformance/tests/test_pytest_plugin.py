@@ -7,6 +7,8 @@ from meta_good import MeanAbsAdvantage
 
 from dataflex_conformance import check_calls
 
+pytest_plugins = ["pytester"]
+
 MODULE = """
 from meta_good import MeanAbsAdvantage
 from meta_broken import MeanNotOneReweighter
