@@ -20,7 +20,7 @@ import torch
 
 from .discovery import run_discovery
 from .host import run_host
-from .pairs import Shape, discover_pairs, run_pairs
+from .pairs import PAIR_TARGET, Shape, discover_pairs, run_pairs
 from .results import STATUSES, Result, format_table, notes, write_json
 
 CASES = ("discovery", "pairs", "device", "host")
@@ -34,7 +34,10 @@ class Plan:
     pair_shapes: tuple[Shape, ...]
     #: Smaller group count for the scaling ratio, measured on ``pair_shapes[0]``.
     scaling_groups: int
+    #: Timed repetitions of the host and discovery figures.
     reps: int
+    #: Timed repetitions per entry of ``pair_shapes`` (the large shape clones about 1 GB a round).
+    pair_reps: tuple[int, ...]
     warmup: int
     host_bs: int
     host_length: int
@@ -48,6 +51,7 @@ FULL = Plan(
     pair_shapes=(Shape(4096, 8, 256), Shape(512, 16, 4096)),
     scaling_groups=2048,
     reps=7,
+    pair_reps=(7, 5),
     warmup=1,
     host_bs=1024,
     host_length=4096,
@@ -58,6 +62,7 @@ QUICK = Plan(
     pair_shapes=(Shape(64, 8, 32), Shape(16, 16, 128)),
     scaling_groups=32,
     reps=3,
+    pair_reps=(3, 3),
     warmup=1,
     host_bs=64,
     host_length=128,
@@ -83,7 +88,11 @@ def build_parser() -> argparse.ArgumentParser:
         default="",
         help="only pairs whose 'scorer+reweighter' name contains one of these comma-separated substrings",
     )
-    parser.add_argument("--reps", type=int, help="timed repetitions per figure (default 7 full, 3 quick)")
+    parser.add_argument(
+        "--reps",
+        type=int,
+        help="timed repetitions per figure (default 7, or 5 on the L=4096 pair shape; 3 in quick mode)",
+    )
     parser.add_argument(
         "--threads", type=int, help="torch intra-op threads (default: torch's choice, usually one per core)"
     )
@@ -122,6 +131,7 @@ def main(argv: Sequence[str] | None = None, registry=None) -> int:
     args = build_parser().parse_args(argv)
     plan = QUICK if args.quick else FULL
     reps = args.reps or plan.reps
+    pair_reps = [args.reps] * len(plan.pair_shapes) if args.reps else list(plan.pair_reps)
     if args.threads:
         torch.set_num_threads(args.threads)
     wanted = [c.strip() for c in args.cases.split(",") if c.strip()]
@@ -131,7 +141,8 @@ def main(argv: Sequence[str] | None = None, registry=None) -> int:
         return 1
     started = _dt.datetime.now(_dt.timezone.utc)
     _log(
-        f"DataFlex benchmarks, {plan.mode} mode, {reps} timed repetitions after {plan.warmup} warm-up, "
+        f"DataFlex benchmarks, {plan.mode} mode, {reps} timed repetitions ({'/'.join(map(str, pair_reps))} "
+        f"per pair shape) after {plan.warmup} warm-up round, "
         f"torch {torch.__version__} with {torch.get_num_threads()} threads"
     )
 
@@ -148,9 +159,9 @@ def main(argv: Sequence[str] | None = None, registry=None) -> int:
         if case == "discovery":
             results += run_case(case, lambda: run_discovery(reps=reps, warmup=plan.warmup, progress=_log))
         elif case == "pairs":
-            results += run_case(case, lambda: _pairs_case(pairs, plan, reps))
+            results += run_case(case, lambda: _pairs_case(pairs, plan, pair_reps))
         elif case == "device":
-            results += run_case(case, lambda: _device_case(pairs, plan, reps, args.quick))
+            results += run_case(case, lambda: _device_case(pairs, plan, pair_reps, args.quick))
         elif case == "host":
             results += run_case(
                 case,
@@ -176,6 +187,7 @@ def main(argv: Sequence[str] | None = None, registry=None) -> int:
         meta = {
             "mode": plan.mode,
             "reps": reps,
+            "pair_reps": pair_reps,
             "warmup": plan.warmup,
             "started": started.isoformat(timespec="seconds"),
             "duration_s": round(elapsed, 1),
@@ -195,7 +207,7 @@ def _no_pairs(case: str) -> list[Result]:
     return [Result(case, "(none)", "-", status="skip", note=note)]
 
 
-def _pairs_case(pairs, plan: Plan, reps: int) -> list[Result]:
+def _pairs_case(pairs, plan: Plan, reps: list[int]) -> list[Result]:
     if not pairs:
         return _no_pairs("pair")
     _log(f"  {len(pairs)} pairs: {', '.join(p.name for p in pairs)}")
@@ -205,7 +217,7 @@ def _pairs_case(pairs, plan: Plan, reps: int) -> list[Result]:
         rows += run_pairs(
             pairs,
             shape,
-            reps=reps,
+            reps=reps[index],
             warmup=plan.warmup,
             scaling_groups=plan.scaling_groups if index == 0 else None,
             unjudged=plan.unjudged,
@@ -215,22 +227,24 @@ def _pairs_case(pairs, plan: Plan, reps: int) -> list[Result]:
     return sorted(rows, key=lambda r: r.case != "pair")
 
 
-def _device_case(pairs, plan: Plan, reps: int, quick: bool) -> list[Result]:
+def _device_case(pairs, plan: Plan, reps: list[int], quick: bool) -> list[Result]:
     device, unjudged, reason = device_case_setup(quick)
     if device is None:
         _log(f"  SKIP: {reason}")
-        return [Result("pair_device", "(all pairs)", "-", device="cuda", status="skip", target=3.0, note=reason)]
+        return [
+            Result("pair_device", "(all pairs)", "-", device="cuda", status="skip", target=PAIR_TARGET, note=reason)
+        ]
     if not pairs:
         return _no_pairs("pair_device")
     if reason:
         _log(f"  {reason}")
     rows: list[Result] = []
-    for shape in plan.pair_shapes:
+    for index, shape in enumerate(plan.pair_shapes):
         _log(f" shape {shape.label} on {device}")
         rows += run_pairs(
             pairs,
             shape,
-            reps=reps,
+            reps=reps[index],
             warmup=plan.warmup,
             device=device,
             case="pair_device",

@@ -41,5 +41,6 @@ def run_host(
         reps=reps,
         warmup=warmup,
         target=HOST_TARGET,
+        unjudged=unjudged,
         progress=progress,
     )

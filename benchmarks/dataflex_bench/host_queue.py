@@ -1,0 +1,96 @@
+"""The host case proper: both trainers on one queued GRPO batch in a local Ray + TransferQueue.
+
+Reuses ``dataflex_verl.sandbox`` (the host's own harness for its tests and
+demo) to compose verl's real config, start the queue and write the rollout.
+Both trainers run ``_compute_advantage`` on the same keys, alternately: each
+call recomputes and overwrites ``advantages`` (and, for DataFlex,
+``rollout_is_weights``), so every call does the same work on the same data.
+"""
+
+from __future__ import annotations
+
+import logging
+import statistics
+
+from .results import Result, measured
+from .timing import measure_interleaved
+
+#: The user guide's example block: the pair a first-time user runs.
+HOST_BLOCK = {
+    "mechanism": "reweight",
+    "scorer": {"name": "advantage_magnitude"},
+    "actuator": {"name": "softmax", "params": {"temperature": 1.0}},
+}
+
+
+def _missing_components() -> str | None:
+    import dataflex_core
+
+    registry = dataflex_core.get_registry()
+    wanted = [("scorer", HOST_BLOCK["scorer"]["name"]), ("reweighter", HOST_BLOCK["actuator"]["name"])]
+    missing = [f"{kind} {name!r}" for kind, name in wanted if registry.get(kind, name) is None]
+    if missing:
+        return f"{' and '.join(missing)} not installed (the host case runs the user guide's pair)"
+    return None
+
+
+def run(*, name, shape, bs, length, group_size, reps, warmup, target, unjudged=None, progress=print) -> list[Result]:
+    reason = _missing_components()
+    if reason:
+        progress(f"  SKIP host overhead: {reason}")
+        return [Result("host", name, shape, status="skip", target=target, note=reason)]
+
+    from verl.trainer.ppo.v1 import get_trainer_cls
+
+    # TransferQueue warns once per client about thread counts on small machines; keep the progress readable.
+    logging.getLogger("transfer_queue").setLevel(logging.ERROR)
+
+    from dataflex_verl import sandbox
+
+    overrides = [f"actor_rollout_ref.rollout.n={group_size}", "algorithm.adv_estimator=grpo"]
+    plain = get_trainer_cls("sync")(sandbox.compose_config(overrides))
+    dataflex = get_trainer_cls("dataflex_sync")(sandbox.compose_config(overrides, dataflex=HOST_BLOCK))
+    for trainer in (plain, dataflex):
+        trainer.global_steps = 1
+    hook_s: list[float] = []
+
+    def with_dataflex():
+        metrics: dict = {}
+        out = dataflex._compute_advantage(meta, metrics)
+        hook_s.append(metrics.get("dataflex/hook_time_s", float("nan")))
+        return out
+
+    with sandbox.local_queue(progress=lambda m: progress(f"  {m}")):
+        progress(f"  queueing a synthetic GRPO rollout, {shape} ...")
+        rollout = sandbox.synthetic_rollout(bs // group_size, group_size, max_response_len=length, seed=0)
+        meta = sandbox.put_rollout(rollout)
+        out = with_dataflex()
+        if "rollout_is_weights" not in (out.fields or ()):
+            raise RuntimeError("dataflex_sync._compute_advantage did not return rollout_is_weights in its meta")
+        progress(f"  timing {warmup} warm-up + {reps} rounds of sync / dataflex_sync _compute_advantage ...")
+        timings = measure_interleaved(
+            {"sync": lambda: plain._compute_advantage(meta, {}), "dataflex_sync": with_dataflex},
+            reps=reps,
+            warmup=warmup,
+        )
+        sandbox.clear(meta)
+    hook = statistics.median(hook_s[-reps:])
+    note = (
+        f"{HOST_BLOCK['scorer']['name']}+{HOST_BLOCK['actuator']['name']}; the DataFlex hook "
+        f"(read, score, act, write) took {hook * 1e3:.0f} ms of {timings.median('dataflex_sync') * 1e3:.0f} ms"
+    )
+    return [
+        measured(
+            "host",
+            name,
+            shape,
+            median_s=timings.median("dataflex_sync"),
+            baseline_s=timings.median("sync"),
+            ratio=timings.ratio("dataflex_sync", "sync"),
+            target=target,
+            reps=reps,
+            unjudged=unjudged,
+            note=note,
+            extra={"hook_s": hook, "block": HOST_BLOCK, "samples_s": timings.samples},
+        )
+    ]
