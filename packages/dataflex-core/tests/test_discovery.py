@@ -153,3 +153,13 @@ def test_cli_lists_plugins_as_json_and_table(fake_site, only_plugins, capsys):
     assert cli_main(["plugins"]) == 0
     table = capsys.readouterr().out
     assert "disc-decorated" in table and "scorer: disc_length" in table
+
+
+def test_two_distributions_may_reuse_an_entry_point_name(fake_site, only_plugins):
+    fake_site.add_dist("disc-one", "1.0", {"disc_one": DECORATOR_STYLE}, {"shared_name": "disc_one"})
+    other = HOOKIMPL_STYLE.replace("disc_uniform", "disc_uniform_two")
+    fake_site.add_dist("disc-two", "2.0", {"disc_two": other}, {"shared_name": "disc_two"})
+    only_plugins("disc-one", "disc-two")
+    registry = get_plugin_manager().registry()
+    assert registry.get("scorer", "disc_length").dist == "disc-one"
+    assert registry.get("reweighter", "disc_uniform_two").dist == "disc-two"

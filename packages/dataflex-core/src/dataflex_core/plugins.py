@@ -198,15 +198,20 @@ class DataFlexPluginManager(pluggy.PluginManager):
                 continue
             self.load_entrypoint(ep, info, strict=strict)
 
+    @staticmethod
+    def plugin_key(info: PluginInfo) -> str:
+        """pluggy name of a plugin: unique even when two distributions reuse an entry-point name."""
+        return f"{info.dist}:{info.name}" if info.dist else info.name
+
     def load_entrypoint(self, ep: importlib_metadata.EntryPoint, info: PluginInfo, *, strict: bool) -> None:
-        if info.name in self.plugin_infos:
+        if self.plugin_key(info) in self.plugin_infos:
             return
         start = len(DECORATED)
         try:
             obj = ep.load()
             self._register_loaded(obj, ep.module, info, DECORATED[start:])
         except Exception as exc:  # noqa: BLE001 - isolating plugins is the point
-            self._unregister_plugin(info.name)
+            self._unregister_plugin(self.plugin_key(info))
             failure = PluginFailure(info, exc, traceback.format_exc())
             self.failures.append(failure)
             if strict:
@@ -227,11 +232,12 @@ class DataFlexPluginManager(pluggy.PluginManager):
         if isinstance(obj, type) and issubclass(obj, Component) and not any(d.cls is obj for d in mine):
             kind = obj.kind
             mine.append(DecoratedComponent(kind, obj.name or info.name, obj))
-        self.plugin_infos[info.name] = info
+        key = self.plugin_key(info)
+        self.plugin_infos[key] = info
         if _has_hookimpls(obj):
-            self.register(obj, name=info.name)
+            self.register(obj, name=key)
         if mine:
-            self.register(_DecoratedComponents(mine), name=f"{info.name}[decorated]")
+            self.register(_DecoratedComponents(mine), name=f"{key}[decorated]")
             self._claimed.update(d.cls for d in mine)
         self._registry = None
 
@@ -289,9 +295,9 @@ class DataFlexPluginManager(pluggy.PluginManager):
         """One record per loaded or failed plugin, as printed by ``dataflex plugins --json``."""
         by_plugin = self.registry().by_plugin()
         rows = []
-        for name, info in sorted(self.plugin_infos.items(), key=lambda kv: (kv[1].dist or "", kv[0])):
+        for info in sorted(self.plugin_infos.values(), key=lambda i: (i.dist or "", i.name)):
             components: dict[str, list[str]] = {}
-            for spec in by_plugin.get(name, []):
+            for spec in by_plugin.get(info, []):
                 components.setdefault(spec.kind, []).append(spec.name)
             rows.append(
                 {

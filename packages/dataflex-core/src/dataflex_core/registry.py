@@ -105,8 +105,8 @@ class Registry:
             for name in sorted(self.components[kind]):
                 yield self.components[kind][name]
 
-    def by_plugin(self) -> dict[str, list[ComponentSpec]]:
-        out: dict[str, list[ComponentSpec]] = {}
+    def by_plugin(self) -> dict[PluginInfo, list[ComponentSpec]]:
+        out: dict[PluginInfo, list[ComponentSpec]] = {}
         for spec in self:
-            out.setdefault(spec.plugin.name, []).append(spec)
+            out.setdefault(spec.plugin, []).append(spec)
         return out
