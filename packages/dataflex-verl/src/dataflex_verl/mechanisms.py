@@ -22,6 +22,8 @@ import torch
 from dataflex_core import Batch, DataFlexPipeline, InvalidOutputError, valid_sample_mask, valid_token_mask
 from dataflex_core.components import SAMPLE_GRANULARITIES
 
+from .select import run_select
+
 
 def expected_shape(granularity: str, batch: Batch) -> tuple[int, ...]:
     mask = batch.batch["response_mask"]
@@ -99,5 +101,8 @@ def run_reweight(mounted: Any, batch: Batch, step: int) -> torch.Tensor:
         )
 
 
-#: mechanism name -> runner. ``select`` and ``mix`` plug in here.
-RUNNERS: dict[str, Callable[[Any, Batch, int], torch.Tensor]] = {"reweight": run_reweight}
+#: mechanism name -> runner. ``select`` returns 0/1 weights (:mod:`dataflex_verl.select`); ``mix`` acts on the
+#: sampler before rollout and writes no weights (:mod:`dataflex_verl.mix`).
+RUNNERS: dict[str, Callable[[Any, Batch, int], torch.Tensor]] = {"reweight": run_reweight, "select": run_select}
+#: Mechanisms that write no weights and are handled by their own step hook.
+WEIGHTLESS_MECHANISMS = ("mix",)

@@ -27,10 +27,12 @@ from transfer_queue import KVBatchMeta
 from dataflex_core import Batch, InvalidOutputError, valid_token_mask
 
 from . import metrics as dataflex_metrics
+from . import mix as dataflex_mix
 from . import queue_io
+from . import select as dataflex_select
 from .checkpoint import DataFlexCheckpointMixin
 from .mechanisms import RUNNERS
-from .mount import MountedDataFlex, mount
+from .mount import MountedDataFlex, is_group_estimator, mount
 from .pinning import resolve_plugins
 from .version import __version__
 from .weights import finalize
@@ -83,6 +85,9 @@ class DataFlexTrainerMixin(DataFlexCheckpointMixin):
         read = queue_io.read_fields(meta, fields, producers=self.dataflex.field_hints)
         batch = read.batch
         batch.batch["is_padding"] = padding_rows(meta)
+        if self.dataflex.mix is not None:  # mix acts on the sampler, not on the loss
+            metrics.update(self._dataflex_mix_step(batch, step))
+            return meta
         valid_tokens = valid_token_mask(batch)
         verl_weights = batch.batch.get(WEIGHTS_FIELD) if compose else None
         try:
@@ -95,6 +100,8 @@ class DataFlexTrainerMixin(DataFlexCheckpointMixin):
             logger.warning("dataflex: %s; using uniform weights for step %d (dataflex.on_invalid=uniform)", exc, step)
             metrics.update(self._dataflex_step_metrics(None, valid_tokens, start, fallback=True))
             return meta
+        if self.dataflex.mechanism == "select":
+            metrics.update(self._dataflex_select_step(meta, batch, raw))
         new_meta = self._dataflex_write(meta, written, read.response_offsets)
         metrics.update(self._dataflex_step_metrics(factor, valid_tokens, start, fallback=False))
         return new_meta
@@ -129,6 +136,34 @@ class DataFlexTrainerMixin(DataFlexCheckpointMixin):
                 "(weights too extreme to scale to mean one)"
             )
         return written, factor
+
+    def _dataflex_select_step(self, meta: KVBatchMeta, batch: Batch, kept: torch.Tensor) -> dict[str, float]:
+        """Selection metrics; advantages recomputed on the kept rows when the selector asks for it."""
+        out = dataflex_select.selection_metrics(kept > 0, batch)
+        selector = self.dataflex.pipeline.actuator
+        recompute = dataflex_select.wants_recompute(selector) and is_group_estimator(self.dataflex.adv_estimator)
+        if recompute:
+            dataflex_select.recompute_advantages(self, meta, kept > 0)
+        out["dataflex/advantage_recomputed"] = 1.0 if recompute else 0.0
+        return out
+
+    def _dataflex_mix_step(self, batch: Batch, step: int) -> dict[str, float]:
+        """Feed the step's per-domain signal to the mixer; the sampler picks up new proportions."""
+        try:
+            return dataflex_mix.mix_step(self.dataflex, self.dataflex_sampler, batch, step)
+        except InvalidOutputError as exc:
+            if self.dataflex.on_invalid == "raise":
+                raise
+            self.dataflex_uniform_fallbacks += 1
+            logger.warning(
+                "dataflex: %s; keeping the current mixture for step %d (dataflex.on_invalid=uniform)", exc, step
+            )
+            return {"dataflex/active": 1.0, "dataflex/uniform_fallback": 1.0}
+
+    def _init_dataloader(self) -> None:
+        super()._init_dataloader()
+        if self.dataflex.mix is not None:
+            self.dataflex_sampler = dataflex_mix.install_sampler(self)
 
     def _dataflex_write(self, meta: KVBatchMeta, written: torch.Tensor, offsets: torch.Tensor) -> KVBatchMeta:
         return queue_io.write_response_field(meta, WEIGHTS_FIELD, written, offsets)

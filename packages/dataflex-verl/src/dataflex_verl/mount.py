@@ -16,7 +16,8 @@ from typing import Any
 from dataflex_core import ConfigError, DataFlexPipeline, IncompatibleComponentError, build_from_config
 from dataflex_core.config import default_is_group_estimator, to_plain
 
-from .mechanisms import RUNNERS
+from .mechanisms import RUNNERS, WEIGHTLESS_MECHANISMS
+from .mix import MIX_KEYS, MixSettings, mix_settings
 from .weights import loss_unit
 
 logger = logging.getLogger("dataflex_verl")
@@ -146,6 +147,8 @@ class MountedDataFlex:
     composes_rollout_is: bool = False
     #: field -> what in the verl config writes it, for run-time "missing field" errors.
     field_hints: dict[str, str] = field(default_factory=dict)
+    #: ``mechanism: mix`` settings (domains, domain_key, update_step); ``None`` for other mechanisms.
+    mix: MixSettings | None = None
 
     @property
     def mechanism(self) -> str:
@@ -229,12 +232,19 @@ def mount(config: Any) -> MountedDataFlex:
         block,
         adv_estimator=adv_estimator,
         is_group_estimator=is_group_estimator,
-        extra_keys=tuple(HOST_KEYS),
+        extra_keys=(*HOST_KEYS, *MIX_KEYS),
     )
-    if pipeline.mechanism not in RUNNERS:
+    mix = mix_settings(block) if pipeline.mechanism == "mix" else None
+    stray = sorted(k for k in MIX_KEYS if k in pipeline.extra) if mix is None else []
+    if stray:
+        raise ConfigError(
+            f"dataflex.{stray[0]} is read only by mechanism: mix, but dataflex.mechanism={pipeline.mechanism!r}; "
+            f"remove {stray} or set mechanism: mix"
+        )
+    if pipeline.mechanism not in RUNNERS and pipeline.mechanism not in WEIGHTLESS_MECHANISMS:
         raise ConfigError(
             f"dataflex.mechanism={pipeline.mechanism!r} is not supported by dataflex-verl yet; "
-            f"supported: {', '.join(RUNNERS)}"
+            f"supported: {', '.join((*RUNNERS, *WEIGHTLESS_MECHANISMS))}"
         )
     timing = pipeline.scorer.timing
     if timing not in RUNNABLE_TIMINGS:
@@ -258,7 +268,21 @@ def mount(config: Any) -> MountedDataFlex:
         loss_agg_mode=loss_agg_mode,
         policy_loss=policy_loss,
         loss_unit=unit,
-        fields=pipeline.requires,
+        fields=mechanism_fields(pipeline, mix),
         composes_rollout_is=sources["rollout_is_weights"].produced,
         field_hints=hints,
+        mix=mix,
     )
+
+
+def mechanism_fields(pipeline: DataFlexPipeline, mix: MixSettings | None) -> list[str]:
+    """Queue fields the step hook reads: the components' fields plus what the mechanism needs.
+
+    ``select`` reads ``uid`` for its group metrics; ``mix`` reads the domain column.
+    """
+    fields = list(pipeline.requires)
+    if pipeline.mechanism == "select":
+        fields.append("uid")
+    if mix is not None:
+        fields.append(mix.domain_key)
+    return list(dict.fromkeys(fields))
