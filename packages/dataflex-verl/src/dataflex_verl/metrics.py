@@ -14,25 +14,36 @@ PREFIX = "dataflex/"
 
 
 def weight_metrics(factor: torch.Tensor, valid_tokens: torch.Tensor) -> dict[str, float]:
-    """Mean/std/min/max over valid tokens, ESS and the zero-weight fraction over valid samples."""
-    valid_rows = valid_tokens.any(-1)
-    values = factor[valid_tokens].to(torch.float64)
-    if values.numel() == 0:
+    """Mean/std/min/max over valid tokens, ESS and the zero-weight fraction over valid samples.
+
+    Masked reductions only (no boolean indexing): this runs on the whole
+    global batch every step.
+    """
+    token_count = valid_tokens.sum(-1)
+    num_tokens = int(token_count.sum())
+    valid_rows = token_count > 0
+    num_samples = int(valid_rows.sum())
+    if num_tokens == 0:
         return {f"{PREFIX}valid_samples": 0.0, f"{PREFIX}valid_tokens": 0.0}
-    zero = torch.zeros((), dtype=factor.dtype)
-    per_sample = torch.where(valid_tokens, factor, zero).sum(-1) / valid_tokens.sum(-1).clamp(min=1)
-    per_sample = per_sample[valid_rows].to(torch.float64)
-    total, squares = per_sample.sum(), (per_sample**2).sum()
+    w = torch.where(valid_tokens, factor, torch.zeros((), dtype=factor.dtype))
+    row_sum = w.sum(-1, dtype=torch.float64)
+    mean = row_sum.sum() / num_tokens
+    second = (w * w).sum(dtype=torch.float64) / num_tokens
+    inf = torch.full((), float("inf"), dtype=factor.dtype)
+    low = torch.where(valid_tokens, factor, inf).amin()
+    high = torch.where(valid_tokens, factor, -inf).amax()
+    per_sample = torch.where(valid_rows, row_sum / token_count.clamp(min=1), torch.zeros((), dtype=torch.float64))
+    total, squares = per_sample.sum(), (per_sample * per_sample).sum()
     ess = float(total**2 / squares) if squares > 0 else 0.0
-    n = per_sample.numel()
+    zero_samples = int((valid_rows & (per_sample == 0)).sum())
     return {
-        f"{PREFIX}weight/mean": values.mean().item(),
-        f"{PREFIX}weight/std": values.std(unbiased=False).item(),
-        f"{PREFIX}weight/min": values.min().item(),
-        f"{PREFIX}weight/max": values.max().item(),
+        f"{PREFIX}weight/mean": mean.item(),
+        f"{PREFIX}weight/std": (second - mean * mean).clamp(min=0).sqrt().item(),
+        f"{PREFIX}weight/min": low.item(),
+        f"{PREFIX}weight/max": high.item(),
         f"{PREFIX}ess": ess,
-        f"{PREFIX}ess_fraction": ess / n,
-        f"{PREFIX}zero_weight_fraction": float((per_sample == 0).sum().item()) / n,
-        f"{PREFIX}valid_samples": float(n),
-        f"{PREFIX}valid_tokens": float(values.numel()),
+        f"{PREFIX}ess_fraction": ess / num_samples,
+        f"{PREFIX}zero_weight_fraction": zero_samples / num_samples,
+        f"{PREFIX}valid_samples": float(num_samples),
+        f"{PREFIX}valid_tokens": float(num_tokens),
     }

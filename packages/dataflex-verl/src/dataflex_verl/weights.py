@@ -58,14 +58,17 @@ def to_token_weights(weights: torch.Tensor, valid_tokens: torch.Tensor) -> torch
     return torch.where(valid_tokens, w, torch.zeros((), dtype=w.dtype, device=w.device))
 
 
-def unit_mean(token_weights: torch.Tensor, valid_tokens: torch.Tensor, unit: str) -> torch.Tensor:
+def unit_mean(
+    token_weights: torch.Tensor, valid_tokens: torch.Tensor, unit: str, *, masked: bool = False
+) -> torch.Tensor:
     """Mean of ``token_weights`` over valid tokens (``token``) or over valid sequences (``sequence``).
 
     In the ``sequence`` unit a sequence counts with the token-mean of its
-    weights, as ``seq-mean-token-mean`` aggregates it.
+    weights, as ``seq-mean-token-mean`` aggregates it. ``masked=True`` says
+    the weights are already 0 outside ``valid_tokens`` (saves a pass).
     """
     zero = torch.zeros((), dtype=token_weights.dtype, device=token_weights.device)
-    w = torch.where(valid_tokens, token_weights, zero)
+    w = token_weights if masked else torch.where(valid_tokens, token_weights, zero)
     if unit == TOKEN_UNIT:
         return w.sum() / valid_tokens.sum().clamp(min=1)
     per_seq_count = valid_tokens.sum(-1)
@@ -93,7 +96,7 @@ def finalize(
     if not valid_tokens.any():
         return factor, factor
     if rollout_is_weights is None:
-        denominator = unit_mean(factor, valid_tokens, unit)
+        denominator = unit_mean(factor, valid_tokens, unit, masked=True)
         if not denominator > 0:
             raise InvalidOutputError("every valid token got weight 0; at least one must be positive")
         factor = factor / denominator
@@ -101,14 +104,13 @@ def finalize(
     base = rollout_is_weights.to(torch.float32)
     product = factor * base
     target = unit_mean(base, valid_tokens, unit)
-    denominator = unit_mean(product, valid_tokens, unit)
+    denominator = unit_mean(product, valid_tokens, unit, masked=True)
     if not denominator > 0:
         if target > 0:
             raise InvalidOutputError(
                 "the dataflex weights are 0 wherever verl's rollout_is_weights are positive, so the product "
                 "leaves no valid token with positive weight"
             )
-        return torch.where(valid_tokens, product, torch.zeros_like(product)), factor
+        return product, factor
     scale = target / denominator
-    written = torch.where(valid_tokens, product * scale, torch.zeros_like(product))
-    return written, factor * scale
+    return product * scale, factor * scale

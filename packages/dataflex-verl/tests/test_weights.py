@@ -1,0 +1,80 @@
+"""Normalisation and metrics of the host, on small hand-checkable tensors (no Ray needed)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from dataflex_core import ConfigError, InvalidOutputError
+from dataflex_verl.metrics import weight_metrics
+from dataflex_verl.queue_io import padded_to_jagged
+from dataflex_verl.weights import SEQUENCE_UNIT, TOKEN_UNIT, finalize, loss_unit, unit_mean
+
+# three rows: lengths 1 and 3, plus a padding/empty row
+VALID = torch.tensor([[True, False, False], [True, True, True], [False, False, False]])
+
+
+@pytest.mark.parametrize(
+    ("mode", "policy", "unit"),
+    [
+        ("token-mean", "vanilla", TOKEN_UNIT),
+        ("token-sum", "vanilla", TOKEN_UNIT),
+        ("seq-mean-token-sum", "vanilla", TOKEN_UNIT),
+        ("seq-mean-token-sum-norm", "gspo", TOKEN_UNIT),
+        ("seq-mean-token-mean", "vanilla", SEQUENCE_UNIT),
+        ("token-mean", "sapo", SEQUENCE_UNIT),
+    ],
+)
+def test_loss_unit_follows_the_aggregation_verl_uses(mode, policy, unit):
+    assert loss_unit(mode, policy) == unit
+
+
+def test_unknown_loss_agg_mode_is_refused():
+    with pytest.raises(ConfigError, match="loss_agg_mode='seq-mean'"):
+        loss_unit("seq-mean")
+
+
+def test_sample_weights_are_renormalised_per_token_in_the_token_unit():
+    written, factor = finalize(torch.tensor([2.0, 1.0, 5.0]), VALID, TOKEN_UNIT)
+    # tokens: one of weight 2, three of weight 1 -> token mean 5/4
+    expected = torch.tensor([[1.6, 0, 0], [0.8, 0.8, 0.8], [0, 0, 0]])
+    torch.testing.assert_close(written, expected)
+    assert unit_mean(written, VALID, TOKEN_UNIT).item() == pytest.approx(1.0)
+    assert written is factor
+
+
+def test_sample_weights_keep_their_mean_one_in_the_sequence_unit():
+    written, _ = finalize(torch.tensor([1.5, 0.5, 9.0]), VALID, SEQUENCE_UNIT)
+    torch.testing.assert_close(written, torch.tensor([[1.5, 0, 0], [0.5, 0.5, 0.5], [0, 0, 0]]))
+
+
+def test_composition_keeps_the_mean_of_verls_own_weights():
+    verl = torch.tensor([[2.0, 0, 0], [1.0, 1.0, 0.5], [0, 0, 0]])
+    written, factor = finalize(torch.tensor([1.0, 2.0, 0.0]), VALID, TOKEN_UNIT, verl)
+    assert unit_mean(written, VALID, TOKEN_UNIT).item() == pytest.approx(unit_mean(verl, VALID, TOKEN_UNIT).item())
+    ratio = written[VALID] / verl[VALID]
+    torch.testing.assert_close(ratio, factor[VALID])
+    assert ratio[1] / ratio[0] == pytest.approx(2.0)  # the DataFlex preference is kept
+
+
+def test_all_zero_weights_are_invalid():
+    with pytest.raises(InvalidOutputError, match="weight 0"):
+        finalize(torch.tensor([0.0, 0.0, 1.0]), VALID, TOKEN_UNIT)
+
+
+def test_metrics_over_valid_tokens_and_samples():
+    factor = torch.tensor([[2.0, 0, 0], [0.0, 0.0, 0.0], [7.0, 7.0, 7.0]])
+    valid = torch.tensor([[True, False, False], [True, True, True], [False, False, False]])
+    m = weight_metrics(factor, valid)
+    assert m["dataflex/weight/mean"] == pytest.approx(0.5)
+    assert m["dataflex/weight/min"] == 0.0 and m["dataflex/weight/max"] == 2.0
+    assert m["dataflex/weight/std"] == pytest.approx(torch.tensor([2.0, 0, 0, 0]).std(unbiased=False).item())
+    assert m["dataflex/zero_weight_fraction"] == pytest.approx(0.5)
+    assert m["dataflex/ess"] == pytest.approx(1.0)  # one of two samples carries all the weight
+    assert m["dataflex/valid_samples"] == 2.0 and m["dataflex/valid_tokens"] == 4.0
+
+
+def test_padded_to_jagged_keeps_each_rows_length():
+    offsets = torch.tensor([0, 1, 4, 4])
+    jagged = padded_to_jagged(torch.arange(9.0).reshape(3, 3), offsets)
+    assert [row.tolist() for row in jagged.unbind()] == [[0.0], [3.0, 4.0, 5.0], []]
