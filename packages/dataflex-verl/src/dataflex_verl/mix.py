@@ -61,16 +61,16 @@ def mix_settings(block: Any) -> MixSettings:
 
 def domain_ids(values: Any, domains: list[str], where: str) -> torch.Tensor:
     """Map domain names to ``0..D-1``; a name outside ``domains`` is an error naming it."""
-    names = np.asarray([str(v) for v in values], dtype=object)
+    names = np.asarray(values, dtype=object).astype(str)
     lookup = {d: i for i, d in enumerate(domains)}
-    unknown = sorted(set(names.tolist()) - set(lookup))
+    uniq, inverse = np.unique(names, return_inverse=True)  # one lookup per distinct name, not per row
+    unknown = [u for u in uniq.tolist() if u not in lookup]
     if unknown:
         raise ConfigError(
             f"{where} has domain value(s) {unknown[:10]} that are not in dataflex.domains={domains}; "
             "add them to dataflex.domains or filter those rows out of the dataset"
         )
-    uniq, inverse = np.unique(names.astype(str), return_inverse=True)
-    table = np.array([lookup[u] for u in uniq], dtype=np.int64)
+    table = np.array([lookup[u] for u in uniq.tolist()], dtype=np.int64)
     return torch.from_numpy(table[inverse.reshape(-1)]) if len(names) else torch.zeros(0, dtype=torch.long)
 
 

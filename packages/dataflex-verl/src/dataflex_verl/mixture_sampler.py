@@ -117,9 +117,9 @@ class DomainMixtureSampler(Sampler[int]):
     def __iter__(self) -> Iterator[int]:
         while self._yielded < len(self):
             if not self._block:
-                self._block = self._next_block()
+                self._block = self._next_block()[::-1]  # reversed: pop() from the end is O(1)
             self._yielded += 1
-            yield self._block.pop(0)
+            yield self._block.pop()
         self._yielded = 0
 
     # -- checkpoint state ------------------------------------------------------------

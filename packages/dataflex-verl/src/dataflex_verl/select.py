@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from dataflex_core import Batch, InvalidOutputError, valid_sample_mask
+from dataflex_core import Batch, InvalidOutputError, group_index, segment_count, valid_sample_mask
 
 
 def kept_mask(output: Any, batch: Batch, owner: str, step: int) -> torch.Tensor:
@@ -92,14 +92,13 @@ def selection_metrics(kept: torch.Tensor, batch: Batch) -> dict[str, float]:
     kept = kept.cpu().bool() & valid
     out = {"dataflex/kept_fraction": float(kept.sum()) / max(int(valid.sum()), 1)}
     uid = batch.non_tensor_batch.get("uid")
-    if uid is not None:
-        groups = np.asarray(uid, dtype=object)[valid.numpy()].astype(str)
-        kept_groups = np.asarray(uid, dtype=object)[kept.numpy()].astype(str)
-        total = len(set(groups.tolist()))
-        dropped = total - len(set(kept_groups.tolist()))
-        out["dataflex/groups_total"] = float(total)
+    if uid is not None and valid.any():
+        index, num_groups = group_index(np.asarray(uid, dtype=object)[valid.numpy()])
+        kept_per_group = segment_count(index, num_groups, kept[valid])
+        dropped = int((kept_per_group == 0).sum())
+        out["dataflex/groups_total"] = float(num_groups)
         out["dataflex/groups_fully_dropped"] = float(dropped)
-        out["dataflex/groups_fully_dropped_fraction"] = dropped / max(total, 1)
+        out["dataflex/groups_fully_dropped_fraction"] = dropped / num_groups
     return out
 
 
