@@ -153,7 +153,9 @@ class DomainMixer(Mixer):
         if p.shape != (len(self.domains),) or not torch.isfinite(p).all() or (p < 0).any():
             raise InvalidOutputError(f"{self.describe()} proposed invalid proportions {p.tolist()}")
         self.mixture = p / p.sum()
-        return self.mixture.to(torch.float32)
+        # Statistics stay on the CPU (they are tiny); the proportions go back on the scores' device.
+        device = scores.device if isinstance(scores, torch.Tensor) else None
+        return self.mixture.to(device=device, dtype=torch.float32)
 
     # -- checkpoint state ------------------------------------------------------------
 

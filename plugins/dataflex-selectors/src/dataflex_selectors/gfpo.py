@@ -52,6 +52,8 @@ class GFPOSelector(Selector):
     Returns a bool mask ``(bs,)``; padding and empty rows are never kept.
     """
 
+    #: Lengths come from ``response_mask``; the reward is the scorer's signal.
+    requires = ["response_mask"]
     needs_groups = True
     accepts_granularity = ("prompt", "response")
 
