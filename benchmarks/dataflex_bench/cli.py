@@ -34,8 +34,10 @@ class Plan:
     pair_shapes: tuple[Shape, ...]
     #: Smaller group count for the scaling ratio, measured on ``pair_shapes[0]``.
     scaling_groups: int
-    #: Timed repetitions of the host and discovery figures.
+    #: Timed repetitions of the host figure.
     reps: int
+    #: Timed repetitions of the discovery figure (each is two fresh interpreters importing torch).
+    discovery_reps: int
     #: Timed repetitions per entry of ``pair_shapes`` (the large shape clones about 1 GB a round).
     pair_reps: tuple[int, ...]
     warmup: int
@@ -51,6 +53,7 @@ FULL = Plan(
     pair_shapes=(Shape(4096, 8, 256), Shape(512, 16, 4096)),
     scaling_groups=2048,
     reps=7,
+    discovery_reps=7,
     pair_reps=(7, 5),
     warmup=1,
     host_bs=1024,
@@ -62,6 +65,7 @@ QUICK = Plan(
     pair_shapes=(Shape(64, 8, 32), Shape(16, 16, 128)),
     scaling_groups=32,
     reps=3,
+    discovery_reps=2,
     pair_reps=(3, 3),
     warmup=1,
     host_bs=64,
@@ -157,7 +161,12 @@ def main(argv: Sequence[str] | None = None, registry=None) -> int:
         if case not in wanted:
             continue
         if case == "discovery":
-            results += run_case(case, lambda: run_discovery(reps=reps, warmup=plan.warmup, progress=_log))
+            results += run_case(
+                case,
+                lambda: run_discovery(
+                    reps=args.reps or plan.discovery_reps, warmup=plan.warmup, unjudged=plan.unjudged, progress=_log
+                ),
+            )
         elif case == "pairs":
             results += run_case(case, lambda: _pairs_case(pairs, plan, pair_reps))
         elif case == "device":

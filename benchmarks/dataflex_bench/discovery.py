@@ -65,7 +65,7 @@ def run_child(code: str, env: dict[str, str] | None = None) -> dict:
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
-def run_discovery(*, reps: int, warmup: int = 1, progress=print) -> list[Result]:
+def run_discovery(*, reps: int, warmup: int = 1, unjudged: str | None = None, progress=print) -> list[Result]:
     env = _child_env()
     torch_s: list[float] = []
     plugins_s: list[float] = []
@@ -99,6 +99,7 @@ def run_discovery(*, reps: int, warmup: int = 1, progress=print) -> list[Result]
         ratio=median_plugins / median_torch,
         target=DISCOVERY_TARGET,
         reps=reps,
+        unjudged=unjudged,
         note=note,
         extra={"plugins": plugins, "failures": last.get("failures", []), "cpu_ratio": cpu_ratio},
     )
