@@ -35,6 +35,8 @@ LABELS = {
         "timing": "Timing",
         "groups": "Needs groups",
         "requires": "Reads fields",
+        "range": "Score range",
+        "any": "any finite value",
         "params": "Params (defaults)",
         "paper": "Paper",
         "summary": "Summary",
@@ -57,6 +59,8 @@ LABELS = {
         "timing": "时机",
         "groups": "需要分组",
         "requires": "读取字段",
+        "range": "分数范围",
+        "any": "任意有限值",
         "params": "参数（默认值）",
         "paper": "论文",
         "summary": "简介",
@@ -115,6 +119,7 @@ def component_record(spec: Any) -> dict[str, Any]:
         "class": f"{cls.__module__}.{cls.__qualname__}",
         "needs_groups": bool(cls.needs_groups),
         "requires": list(cls.requires),
+        "score_range": getattr(cls, "score_range", None),
         "params": accepted_params(cls),
         "docstring": doc,
         "summary": doc.splitlines()[0] if doc else "",
@@ -202,6 +207,7 @@ def render_catalog(records: list[dict[str, Any]], lang: str = "en", core_version
             facts += [
                 (labels["groups"], labels["yes"] if r["needs_groups"] else labels["no"]),
                 (labels["requires"], ", ".join(f"`{f}`" for f in r["requires"]) or labels["none"]),
+                (labels["range"], f"`{list(r['score_range'])}`" if r["score_range"] else labels["any"]),
                 (labels["params"], _params(r, labels)),
                 (labels["paper"], _paper_links(r)),
             ]

@@ -1,0 +1,88 @@
+"""The plugin-package tutorial, run as a reader would: copy the template, install, list, certify, test."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+DOCS = Path(__file__).resolve().parents[1]
+ROOT = DOCS.parent
+PAGE = "tutorials/plugin-package.md"
+DIST = "dataflex-length-tutorial"
+
+
+def text_blocks(page: str) -> list[str]:
+    return re.findall(r"```text\n(.*?)\n```", (DOCS / page).read_text(encoding="utf-8"), re.S)
+
+
+def stable_columns(table: str) -> list[tuple[str, ...]]:
+    """Component rows of a conformance summary without the check counts (they grow with the suite)."""
+    rows = []
+    for line in table.splitlines():
+        cells = line.split()
+        if len(cells) == 9 and cells[0] not in ("component",) and not cells[0].startswith("-"):
+            rows.append((*cells[:4], cells[-1]))
+    return rows
+
+
+@pytest.fixture(scope="module")
+def tutorial_package(tmp_path_factory):
+    """Step 1 and 3 of the tutorial: the package made by its script, pip-installed into a private site."""
+    work = tmp_path_factory.mktemp("plugin_tutorial")
+    dest = work / DIST
+    env = dict(os.environ, DATAFLEX=str(ROOT), DEST=str(dest))
+    subprocess.run(["bash", str(DOCS / "snippets" / "new_plugin.sh")], env=env, cwd=work, check=True)
+    site = work / "site"
+    subprocess.run(
+        [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--target", str(site), str(dest)],
+        check=True,
+    )
+    run_env = dict(os.environ, PYTHONPATH=str(site), DATAFLEX_PLUGINS=DIST, DATAFLEX_CONFORMANCE_DEVICE="cpu")
+    return dest, run_env
+
+
+def run(args, env, cwd=None):
+    return subprocess.run([sys.executable, *args], env=env, cwd=cwd, capture_output=True, text=True)
+
+
+def test_the_script_renames_the_template_completely(tutorial_package):
+    dest, _ = tutorial_package
+    pyproject = (dest / "pyproject.toml").read_text()
+    assert f'name = "{DIST}"' in pyproject
+    assert 'length-tutorial = "dataflex_length_tutorial"' in pyproject
+    files = [p for p in dest.rglob("*") if p.is_file() and ".egg-info" not in str(p) and "__pycache__" not in str(p)]
+    leftovers = [str(p.relative_to(dest)) for p in files if re.search("dataflex[_-]example", p.read_text())]
+    assert not leftovers, f"files still naming the template's module: {leftovers}"
+
+
+def test_dataflex_plugins_lists_the_package_as_the_page_shows(tutorial_package):
+    _, env = tutorial_package
+    proc = run(["-m", "dataflex_core.cli", "plugins"], env)
+    assert proc.returncode == 0, proc.stderr
+    shown = next(b for b in text_blocks(PAGE) if b.startswith("entry point"))
+    assert proc.stdout.split() == shown.split()
+
+
+def test_conformance_certifies_the_package_as_the_page_shows(tutorial_package, tmp_path):
+    _, env = tutorial_package
+    report = tmp_path / "conformance.json"
+    proc = run(["-m", "dataflex_conformance.cli", DIST, "--device", "cpu", "--report", str(report)], env)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    shown = next(b for b in text_blocks(PAGE) if b.startswith("component"))
+    assert stable_columns(proc.stdout) == stable_columns(shown)
+    assert "CERTIFIED:" in proc.stdout and shown.splitlines()[-1].startswith("CERTIFIED:")
+    data = json.loads(report.read_text())
+    assert [p["name"] for p in data["packages"]] == [DIST]
+
+
+def test_the_packages_own_conformance_tests_pass(tutorial_package):
+    dest, env = tutorial_package
+    proc = run(["-m", "pytest", "-q", "-p", "no:cacheprovider", "tests"], env, cwd=dest)
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    assert re.search(r"\d+ passed", proc.stdout) and "failed" not in proc.stdout.splitlines()[-1]
