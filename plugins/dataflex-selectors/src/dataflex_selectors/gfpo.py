@@ -69,7 +69,7 @@ class GFPOSelector(Selector):
 
     def act(self, scores, batch, **ctx) -> torch.Tensor:
         reward, valid = checked_scores(self, scores, batch)
-        length = batch.batch["response_mask"].to(reward.device).bool().sum(-1)
+        length = torch.count_nonzero(batch.batch["response_mask"].to(reward.device), dim=-1)
         group, num_groups = dense_groups(batch, valid)
         if self.metric == "length":
             keys = [(length.to(torch.float64), False), (reward, True)]
