@@ -199,7 +199,11 @@ def test_the_nav_names_every_page_and_every_title_has_a_chinese_translation():
                     yield from walk(value)
 
     entries = list(walk(config["nav"]))
-    pages = {v for _, v in entries if isinstance(v, str)}
+    listed = [v for _, v in entries if isinstance(v, str)]
+    pages = set(listed)
+    assert len(listed) == len(pages), (
+        f"pages listed twice in the nav: {sorted(p for p in pages if listed.count(p) > 1)}"
+    )
     missing = sorted(p for p in pages if not (DOCS / p).exists())
     assert not missing, f"nav entries without a page: {missing}"
     on_disk = {
