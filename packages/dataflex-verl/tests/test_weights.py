@@ -7,8 +7,8 @@ import torch
 
 from dataflex_core import ConfigError, InvalidOutputError
 from dataflex_verl.metrics import weight_metrics
-from dataflex_verl.queue_io import padded_to_jagged
-from dataflex_verl.weights import SEQUENCE_UNIT, TOKEN_UNIT, finalize, loss_unit, unit_mean
+from dataflex_verl.queue_io import padded_to_jagged, rows_to_jagged
+from dataflex_verl.weights import SEQUENCE_UNIT, TOKEN_UNIT, finalize, loss_unit, to_token_weights, unit_mean
 
 # three rows: lengths 1 and 3, plus a padding/empty row
 VALID = torch.tensor([[True, False, False], [True, True, True], [False, False, False]])
@@ -36,16 +36,26 @@ def test_unknown_loss_agg_mode_is_refused():
 
 def test_sample_weights_are_renormalised_per_token_in_the_token_unit():
     written, factor = finalize(torch.tensor([2.0, 1.0, 5.0]), VALID, TOKEN_UNIT)
-    # tokens: one of weight 2, three of weight 1 -> token mean 5/4
-    expected = torch.tensor([[1.6, 0, 0], [0.8, 0.8, 0.8], [0, 0, 0]])
-    torch.testing.assert_close(written, expected)
-    assert unit_mean(written, VALID, TOKEN_UNIT).item() == pytest.approx(1.0)
+    # tokens: one of weight 2, three of weight 1 -> token mean 5/4; the empty row gets 0
+    torch.testing.assert_close(written, torch.tensor([1.6, 0.8, 0.0]))
+    tokens = to_token_weights(written, VALID)
+    torch.testing.assert_close(tokens, torch.tensor([[1.6, 0, 0], [0.8, 0.8, 0.8], [0, 0, 0]]))
+    assert unit_mean(tokens, VALID, TOKEN_UNIT).item() == pytest.approx(1.0)
     assert written is factor
+
+
+def test_token_weights_are_normalised_per_token():
+    raw = torch.tensor([[4.0, 9.0, 9.0], [1.0, 1.0, 2.0], [5.0, 5.0, 5.0]])
+    written, _ = finalize(raw, VALID, TOKEN_UNIT)
+    torch.testing.assert_close(written, torch.tensor([[2.0, 0, 0], [0.5, 0.5, 1.0], [0, 0, 0]]))
 
 
 def test_sample_weights_keep_their_mean_one_in_the_sequence_unit():
     written, _ = finalize(torch.tensor([1.5, 0.5, 9.0]), VALID, SEQUENCE_UNIT)
-    torch.testing.assert_close(written, torch.tensor([[1.5, 0, 0], [0.5, 0.5, 0.5], [0, 0, 0]]))
+    torch.testing.assert_close(written, torch.tensor([1.5, 0.5, 0.0]))
+    token_level, _ = finalize(torch.tensor([[3.0, 7.0, 7.0], [1.0, 1.0, 1.0], [0, 0, 0]]), VALID, SEQUENCE_UNIT)
+    assert unit_mean(token_level, VALID, SEQUENCE_UNIT).item() == pytest.approx(1.0)
+    torch.testing.assert_close(token_level[1], torch.tensor([0.5, 0.5, 0.5]))
 
 
 def test_composition_keeps_the_mean_of_verls_own_weights():
@@ -72,6 +82,22 @@ def test_metrics_over_valid_tokens_and_samples():
     assert m["dataflex/zero_weight_fraction"] == pytest.approx(0.5)
     assert m["dataflex/ess"] == pytest.approx(1.0)  # one of two samples carries all the weight
     assert m["dataflex/valid_samples"] == 2.0 and m["dataflex/valid_tokens"] == 4.0
+
+
+def test_per_sample_metrics_match_the_token_level_ones():
+    weights = torch.tensor([1.6, 0.8, 0.0])
+    compact = weight_metrics(weights, VALID)
+    expanded = weight_metrics(to_token_weights(weights, VALID), VALID)
+    assert compact.keys() == expanded.keys()
+    for key in compact:
+        assert compact[key] == pytest.approx(expanded[key], abs=1e-6), key
+
+
+def test_rows_to_jagged_repeats_each_rows_weight_over_its_masked_tokens():
+    offsets = torch.tensor([0, 1, 4, 4])
+    mask = torch.tensor([True, True, False, True])
+    jagged = rows_to_jagged(torch.tensor([2.0, 3.0, 4.0]), offsets, mask)
+    assert [row.tolist() for row in jagged.unbind()] == [[2.0], [3.0, 0.0, 3.0], []]
 
 
 def test_padded_to_jagged_keeps_each_rows_length():

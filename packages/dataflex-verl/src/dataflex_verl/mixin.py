@@ -102,7 +102,7 @@ class DataFlexTrainerMixin(DataFlexCheckpointMixin):
             return meta
         if self.dataflex.mechanism == "select":
             metrics.update(self._dataflex_select_step(meta, batch, raw))
-        new_meta = self._dataflex_write(meta, written, read.response_offsets)
+        new_meta = self._dataflex_write(meta, written, read)
         metrics.update(self._dataflex_step_metrics(factor, valid_tokens, start, fallback=False))
         return new_meta
 
@@ -165,8 +165,9 @@ class DataFlexTrainerMixin(DataFlexCheckpointMixin):
         if self.dataflex.mix is not None:
             self.dataflex_sampler = dataflex_mix.install_sampler(self)
 
-    def _dataflex_write(self, meta: KVBatchMeta, written: torch.Tensor, offsets: torch.Tensor) -> KVBatchMeta:
-        return queue_io.write_response_field(meta, WEIGHTS_FIELD, written, offsets)
+    def _dataflex_write(self, meta: KVBatchMeta, written: torch.Tensor, read: queue_io.QueueBatch) -> KVBatchMeta:
+        """Write ``rollout_is_weights`` (``(bs, L)`` or per-row ``(bs,)``); the meta to return."""
+        return queue_io.write_response_field(meta, WEIGHTS_FIELD, written, read)
 
     def _dataflex_step_metrics(
         self, factor: torch.Tensor | None, valid_tokens: torch.Tensor, start: float, *, fallback: bool

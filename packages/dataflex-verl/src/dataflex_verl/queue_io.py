@@ -37,6 +37,8 @@ class QueueBatch:
     batch: Batch
     #: ``(bs + 1,)`` offsets of the jagged ``response_mask``: row ``i`` has ``offsets[i+1] - offsets[i]`` tokens.
     response_offsets: torch.Tensor
+    #: ``response_mask`` as one flat bool tensor of all rows' response tokens (the jagged values).
+    response_mask_values: torch.Tensor
 
 
 def _objects(values) -> np.ndarray:
@@ -71,33 +73,56 @@ def read_fields(meta: KVBatchMeta, fields: list[str], *, producers: dict[str, st
             tensors[name] = value.to_padded_tensor(0) if value.is_nested else value
         else:
             objects[name] = _objects(value)
-    offsets = response_mask.offsets() if response_mask.is_nested else None
-    if offsets is None:
+    if response_mask.is_nested:
+        offsets, mask_values = response_mask.offsets(), response_mask.values().bool()
+    else:
         lengths = torch.full((response_mask.shape[0],), response_mask.shape[1], dtype=torch.int64)
         offsets = torch.cat([lengths.new_zeros(1), lengths.cumsum(0)])
-    return QueueBatch(Batch(tensors, objects), offsets)
+        mask_values = response_mask.reshape(-1).bool()
+    return QueueBatch(Batch(tensors, objects), offsets, mask_values)
 
 
-def padded_to_jagged(padded: torch.Tensor, offsets: torch.Tensor) -> torch.Tensor:
-    """``(bs, L)`` -> jagged nested tensor with the row lengths given by ``offsets`` (vectorised)."""
-    offsets = offsets.to(padded.device)
+def jagged(values: torch.Tensor, offsets: torch.Tensor) -> torch.Tensor:
+    """Flat per-token ``values`` -> jagged nested tensor with the row lengths given by ``offsets``."""
+    offsets = offsets.to(values.device)
     lengths = offsets.diff()
-    keep = torch.arange(padded.shape[1], device=padded.device) < lengths.unsqueeze(-1)
     return torch.nested.nested_tensor_from_jagged(
-        padded[keep].contiguous(),
+        values.contiguous(),
         offsets=offsets,
         min_seqlen=int(lengths.min()) if lengths.numel() else 0,
         max_seqlen=int(lengths.max()) if lengths.numel() else 0,
     )
 
 
-def write_response_field(meta: KVBatchMeta, name: str, padded: torch.Tensor, offsets: torch.Tensor) -> KVBatchMeta:
+def padded_to_jagged(padded: torch.Tensor, offsets: torch.Tensor) -> torch.Tensor:
+    """``(bs, L)`` -> jagged nested tensor with the row lengths given by ``offsets`` (vectorised)."""
+    lengths = offsets.to(padded.device).diff()
+    keep = torch.arange(padded.shape[1], device=padded.device) < lengths.unsqueeze(-1)
+    return jagged(padded[keep], offsets)
+
+
+def rows_to_jagged(row_values: torch.Tensor, offsets: torch.Tensor, mask_values: torch.Tensor) -> torch.Tensor:
+    """``(bs,)`` one value per row -> jagged per-token tensor, 0 where ``mask_values`` is false."""
+    lengths = offsets.to(row_values.device).diff()
+    values = row_values.repeat_interleave(lengths, output_size=int(mask_values.numel()))
+    return jagged(torch.where(mask_values.to(values.device), values, torch.zeros((), dtype=values.dtype)), offsets)
+
+
+def write_response_field(meta: KVBatchMeta, name: str, weights: torch.Tensor, read: QueueBatch) -> KVBatchMeta:
     """Write one per-response-token field and return the meta of that write.
+
+    :param weights: ``(bs, L)`` padded per-token values, or ``(bs,)`` one value for each
+        response token of a row (0 where ``response_mask`` is 0).
+    :param read: the :class:`QueueBatch` read for the same keys (gives the response layout).
 
     Only fields listed in the returned meta reach verl's actor, so callers must
     return this meta from ``_compute_advantage``.
     """
-    fields = TensorDict({name: padded_to_jagged(padded, offsets)}, batch_size=len(meta))
+    if weights.dim() == 1:
+        value = rows_to_jagged(weights, read.response_offsets, read.response_mask_values)
+    else:
+        value = padded_to_jagged(weights, read.response_offsets)
+    fields = TensorDict({name: value}, batch_size=len(meta))
     written = tq.kv_batch_put(keys=meta.keys, partition_id=meta.partition_id, fields=fields)
     if meta.extra_info:
         written.extra_info = {**meta.extra_info, **(written.extra_info or {})}

@@ -76,6 +76,26 @@ def unit_mean(
     return per_seq.sum() / (per_seq_count > 0).sum().clamp(min=1)
 
 
+def finalize_samples(weights: torch.Tensor, token_counts: torch.Tensor, unit: str) -> torch.Tensor:
+    """Per-sample weights normalised in ``unit`` without expanding them to tokens.
+
+    :param weights: ``(bs,)`` non-negative weights.
+    :param token_counts: ``(bs,)`` valid tokens per row (0 for padding and empty rows).
+    :returns: float32 ``(bs,)``, 0 on rows without valid tokens; broadcast to a row's valid tokens
+        they have mean one in ``unit``.
+    """
+    rows = token_counts > 0
+    w = torch.where(rows, weights.to(torch.float32), torch.zeros((), dtype=torch.float32, device=weights.device))
+    if unit == TOKEN_UNIT:
+        counts = token_counts.to(torch.float32)
+        denominator = (w * counts).sum() / counts.sum().clamp(min=1)
+    else:
+        denominator = w.sum() / rows.sum().clamp(min=1)
+    if not denominator > 0:
+        raise InvalidOutputError("every valid token got weight 0; at least one must be positive")
+    return w / denominator
+
+
 def finalize(
     dataflex_weights: torch.Tensor,
     valid_tokens: torch.Tensor,
@@ -88,10 +108,15 @@ def finalize(
     :param valid_tokens: ``(bs, L)`` bool, response tokens of non-padding rows.
     :param unit: ``token`` or ``sequence`` (see :func:`loss_unit`).
     :param rollout_is_weights: ``(bs, L)`` weights verl's rollout correction wrote, if any.
-    :returns: ``(written, factor)`` both float32 ``(bs, L)``; ``written = factor * rollout_is_weights``
-        (or ``factor`` alone) with the normalisation described in the module docstring.
+    :returns: ``(written, factor)``, float32; ``written = factor * rollout_is_weights`` (or ``factor``
+        alone) with the normalisation described in the module docstring. Per-sample weights without
+        rollout correction stay ``(bs,)`` (one weight for each of a row's valid tokens; cheaper to
+        write); otherwise both are ``(bs, L)``.
     :raises InvalidOutputError: the weights leave no valid token with positive weight.
     """
+    if dataflex_weights.dim() == 1 and rollout_is_weights is None:
+        factor = finalize_samples(dataflex_weights, valid_tokens.sum(-1), unit)
+        return factor, factor
     factor = to_token_weights(dataflex_weights, valid_tokens)
     if not valid_tokens.any():
         return factor, factor
