@@ -97,24 +97,24 @@ def test_threshold_band_keeps_exactly_the_mixed_groups_and_renormalises(queue, m
     assert metrics["dataflex/advantage_recomputed"] == 0.0
 
 
-def grpo_on(rows, got, uids):
-    """verl's GRPO estimator run on ``rows`` alone (the reference the host must match)."""
-    from verl.trainer.ppo.core_algos import compute_grpo_outcome_advantage
+def grpo_on(rows, got, uids, estimator="grpo"):
+    """verl's group estimator run on ``rows`` alone (the reference the host must match)."""
+    from verl.trainer.ppo.core_algos import compute_grpo_outcome_advantage, compute_rloo_outcome_advantage
 
     index = np.asarray([uids[r] for r in rows], dtype=object)
-    adv, _ = compute_grpo_outcome_advantage(
-        token_level_rewards=got["rm_scores"][rows], response_mask=got["response_mask"][rows], index=index
-    )
+    fn = {"grpo": compute_grpo_outcome_advantage, "rloo": compute_rloo_outcome_advantage}[estimator]
+    adv, _ = fn(token_level_rewards=got["rm_scores"][rows], response_mask=got["response_mask"][rows], index=index)
     return adv
 
 
-def test_gfpo_keeps_the_shortest_and_recomputes_advantages_on_the_kept_subset(queue, make_config):
+@pytest.mark.parametrize("estimator", ["grpo", "rloo"])
+def test_gfpo_keeps_the_shortest_and_recomputes_advantages_on_the_kept_subset(queue, make_config, estimator):
     dataflex = {
         "mechanism": "select",
         "scorer": {"name": "reward_difficulty"},
         "actuator": {"name": "gfpo", "params": {"keep_per_group": 2, "metric": "length"}},
     }
-    trainer = make_trainer(make_config, dataflex)
+    trainer = make_trainer(make_config, dataflex, [f"algorithm.adv_estimator={estimator}"])
     rollout = sandbox.synthetic_rollout(num_prompts=10, n=4, padding_rows=2, seed=5)
     out, metrics, got = run_step(trainer, rollout)
     uids = row_uids(rollout)
@@ -129,13 +129,13 @@ def test_gfpo_keeps_the_shortest_and_recomputes_advantages_on_the_kept_subset(qu
     weights = got["rollout_is_weights"]
     assert sorted(torch.nonzero((weights * mask).sum(-1) > 0).flatten().tolist()) == kept
 
-    reference = grpo_on(kept, got, uids)
+    reference = grpo_on(kept, got, uids, estimator)
     torch.testing.assert_close(got["advantages"][kept] * mask[kept], reference * mask[kept], rtol=1e-5, atol=1e-6)
     dropped = [r for r in range(len(uids)) if r not in kept]
     assert torch.all(got["advantages"][dropped] == 0)
     # The subset advantages differ from the full-group ones: the recomputation did something.
     real_rows = list(range(40))  # padding rows come last
-    full = grpo_on(real_rows, got, uids)
+    full = grpo_on(real_rows, got, uids, estimator)
     assert metrics["dataflex/advantage_recomputed"] == 1.0
     assert not torch.allclose(got["advantages"][kept] * mask[kept], full[kept] * mask[kept])
 
