@@ -115,6 +115,7 @@ def conformance(session: nox.Session) -> None:
     """
     import json
     import shutil
+    import time
 
     plugins = {_dist_name(p): p for p in plugin_dirs()}
     template = ROOT / "plugins" / "_template"
@@ -133,10 +134,27 @@ def conformance(session: nox.Session) -> None:
             session.error(f"unknown plugin {arg!r}; plugins here: {', '.join(sorted(plugins))}")
     selected = {d: plugins[d] for d in (wanted or sorted(plugins))}
     torch_dir = _shared_torch(session)
+    # Build core and conformance once; each venv then builds only its plugin.
+    wheelhouse = Path(session.create_tmp()) / "wheelhouse"
+    shutil.rmtree(wheelhouse, ignore_errors=True)
+    session.run(
+        "python",
+        "-m",
+        "pip",
+        "wheel",
+        "--quiet",
+        "--no-deps",
+        "-w",
+        str(wheelhouse),
+        f"./{rel(CORE)}",
+        f"./{rel(CONFORMANCE)}",
+    )
+    wheels = [str(w) for w in sorted(wheelhouse.glob("*.whl"))]
     CONFORMANCE_REPORTS.mkdir(parents=True, exist_ok=True)
     venvs = ROOT / ".nox" / "_conformance_venvs"
     rows = []
     for dist, path in selected.items():
+        started = time.monotonic()
         venv = venvs / dist
         shutil.rmtree(venv, ignore_errors=True)
         session.run("python", "-m", "venv", str(venv), silent=True)
@@ -145,8 +163,8 @@ def conformance(session: nox.Session) -> None:
             python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])", silent=True, external=True
         ).strip()
         Path(purelib, "_dataflex_shared_torch.pth").write_text(str(torch_dir) + "\n")
-        local = [f"./{rel(CORE)}", f"./{rel(CONFORMANCE)}", f"./{rel(path)}"]
-        session.run(python, "-m", "pip", "install", "--quiet", *local, external=True)
+        session.run(python, "-m", "pip", "install", "--quiet", *wheels, f"./{rel(path)}", external=True)
+        installed = time.monotonic()
         report = CONFORMANCE_REPORTS / f"{dist}.json"
         report.unlink(missing_ok=True)
         certify = [python, "-m", "dataflex_conformance.cli", dist, "--report", str(report), *cli_args]
@@ -161,6 +179,10 @@ def conformance(session: nox.Session) -> None:
                 "components": {c["id"]: c["certified_devices"] for c in data["components"]},
                 "summary": data.get("summary", {}),
                 "report": rel(report),
+                "seconds": {
+                    "venv_and_install": round(installed - started, 1),
+                    "certify": round(time.monotonic() - installed, 1),
+                },
             }
         )
     (CONFORMANCE_REPORTS / "summary.json").write_text(json.dumps({"torch": TORCH, "plugins": rows}, indent=2) + "\n")
@@ -168,7 +190,8 @@ def conformance(session: nox.Session) -> None:
         certified = sum(1 for devices in row["components"].values() if devices)
         session.log(
             f"{'CERTIFIED' if row['ok'] else 'FAILED   '} {row['dist']}=={row['version']}: "
-            f"{certified}/{len(row['components'])} components on {', '.join(row['devices']) or 'no device'} -> {row['report']}"
+            f"{certified}/{len(row['components'])} components on {', '.join(row['devices']) or 'no device'} "
+            f"({row['seconds']['venv_and_install']}s venv+install, {row['seconds']['certify']}s certify) -> {row['report']}"
         )
     failed = [row["dist"] for row in rows if not row["ok"]]
     if failed:
