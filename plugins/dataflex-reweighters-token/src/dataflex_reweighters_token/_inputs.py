@@ -41,11 +41,8 @@ def token_scores(name: str, scores: torch.Tensor, batch) -> tuple[torch.Tensor, 
 
 
 def finish(weights: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
-    """Mean one over ``valid`` tokens, 0 elsewhere; uniform when every valid weight is zero.
+    """Mean one over ``valid`` tokens, 0 elsewhere (whatever ``weights`` holds there).
 
-    ``weights`` is a float32/float64 temporary of the caller's, scaled in place.
+    ``weights`` is a float32/float64 temporary of the caller's, zeroed and scaled in place.
     """
-    weights.masked_fill_(~valid, 0)
-    if not weights.sum() > 0:
-        weights = valid.to(weights.dtype)
     return normalize_mean_one(weights, valid, inplace=True).float()

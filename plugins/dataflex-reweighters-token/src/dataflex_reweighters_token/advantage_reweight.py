@@ -53,4 +53,6 @@ class AdvantageReweightReweighter(Reweighter):
                     f"{int(outside.sum())} valid score(s) lie outside (min={seen.min().item():.4g}, "
                     f"max={seen.max().item():.4g}); pair it with token_prob"
                 )
+        if self.alpha == 1.0 and not torch.where(valid, prob, 0.0).sum() > 0:
+            return finish(valid.to(torch.float32), valid)  # every pi is 0: no preference, uniform
         return finish(prob.mul(self.alpha).add_(1.0 - self.alpha), valid)

@@ -47,7 +47,11 @@ class TokenProbScorer(Scorer):
 
     @torch.no_grad()
     def score(self, batch, step_id, **ctx):
-        return _masked(_as_float(batch.batch["old_log_probs"]).exp(), batch.batch["response_mask"])
+        field = batch.batch["old_log_probs"]
+        log_probs = _as_float(field)
+        # One full-size result: exp in place on our own float32 copy of a half input, else a new tensor.
+        probs = log_probs.exp_() if log_probs is not field else log_probs.exp()
+        return probs.masked_fill_(batch.batch["response_mask"] == 0, 0.0)
 
 
 @register_scorer("token_entropy")
