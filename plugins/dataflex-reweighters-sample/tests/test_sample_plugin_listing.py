@@ -4,7 +4,7 @@ import importlib.metadata
 
 from dataflex_reweighters_sample import __version__
 
-from dataflex_core import get_plugin_manager
+from dataflex_core import get_plugin_manager, reset_plugin_manager
 
 DIST = "dataflex-reweighters-sample"
 NAMES = ("softmax", "per_advantage", "difficulty_band", "grpo_lead", "focal", "positive_downweight")
@@ -12,6 +12,7 @@ NAMES = ("softmax", "per_advantage", "difficulty_band", "grpo_lead", "focal", "p
 
 def test_installed_components_are_listed_with_the_package_version():
     assert importlib.metadata.version(DIST) == __version__
+    reset_plugin_manager()  # discover afresh from the installed entry points, whatever ran before
     registry = get_plugin_manager().registry()
     for name in NAMES:
         spec = registry.get("reweighter", name)

@@ -4,13 +4,14 @@ import importlib.metadata
 
 from dataflex_scorers_advantage import __version__
 
-from dataflex_core import get_plugin_manager
+from dataflex_core import get_plugin_manager, reset_plugin_manager
 
 DIST = "dataflex-scorers-advantage"
 
 
 def test_installed_components_are_listed_with_the_package_version():
     assert importlib.metadata.version(DIST) == __version__
+    reset_plugin_manager()  # discover afresh from the installed entry points, whatever ran before
     registry = get_plugin_manager().registry()
     for name in ("advantage_magnitude", "advantage_signed"):
         spec = registry.get("scorer", name)

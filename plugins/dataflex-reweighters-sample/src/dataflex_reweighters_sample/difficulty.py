@@ -23,10 +23,9 @@ from ._inputs import advantage_sign, finish, group_solve_rates, sample_scores
 class DifficultyBandReweighter(Reweighter):
     """Full weight for prompts of middling difficulty, ``outside_weight`` for too easy or too hard ones.
 
-    Paper: the learnability band of online difficulty filtering — keep prompts
-    whose pass rate is neither 0 nor 1, or within a band (Kimi k1.5,
-    arXiv 2501.12599; DAPO dynamic sampling, arXiv 2503.14476) — applied as a
-    weight rather than a filter.
+    Paper: online difficulty filtering, which drops prompts whose group
+    accuracy is 0 or 1 (DAPO dynamic sampling, arXiv 2503.14476); here a
+    configurable band, applied as a weight rather than a filter.
 
     Formula: w_i ∝ 1 if low <= p̂_i <= high else outside_weight, scaled to mean
     one over valid rows.
