@@ -43,6 +43,9 @@ TRANSLATED = [
     "tutorials/add-a-scorer.md",
     "tutorials/add-a-reweighter.md",
     "tutorials/plugin-package.md",
+    "host.md",
+    "mechanisms.md",
+    "production.md",
 ]
 
 
