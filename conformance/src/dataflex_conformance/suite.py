@@ -90,10 +90,6 @@ def _actuator_cases(subject: Subject) -> list[Case]:
     return layouts + (BOUNDED_SCORE_CASES if _bounded(subject) else DISTRIBUTIONS[1:])
 
 
-def _mean_one_cases(subject: Subject) -> list[Case]:
-    return _actuator_cases(subject)
-
-
 def _constant_cases(subject: Subject) -> list[Case]:
     """Constant scores, for synthetic sources of reweighters whose weights depend on the scores alone.
 
@@ -159,7 +155,7 @@ CHECKS: dict[str, list[CheckDef]] = {
         CheckDef(common.check_output_device, _actuator_cases),
         CheckDef(output.check_output_finite, _actuator_cases),
         CheckDef(act.check_weights_nonnegative, _actuator_cases),
-        CheckDef(act.check_mean_one, _mean_one_cases),
+        CheckDef(act.check_mean_one, _actuator_cases),
         CheckDef(act.check_invalid_units_zero, _fixed(INVALID_UNITS)),
         CheckDef(act.check_constant_scores_uniform, _constant_cases),
         CheckDef(act.check_rejects_out_of_range, _range_declared([DEFAULT])),
@@ -214,8 +210,7 @@ class CheckCall:
     def __call__(self, fields: Mapping[str, FieldSynthesiser] | None = None) -> None:
         """Run the check; raises CheckFailure / Blocked (AssertionError) when it does not hold."""
         call = self if fields is None else CheckCall(self.subject, self.check, self.case, self.device, fields)
-        device = "cuda" if call.device == "cuda" else call.device
-        call.check.func(Probe(call.subject, call.case, device, call.factory()))
+        call.check.func(Probe(call.subject, call.case, call.device, call.factory()))
 
     def __repr__(self) -> str:
         return f"CheckCall({self.id})"
