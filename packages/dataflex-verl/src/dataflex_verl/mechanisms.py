@@ -35,9 +35,20 @@ def _valid_for(shape: tuple[int, ...], batch: Batch) -> torch.Tensor:
 
 
 def check_output(
-    value: Any, *, what: str, owner: str, step: int, granularity: str, batch: Batch, non_negative: bool
+    value: Any,
+    *,
+    what: str,
+    owner: str,
+    step: int,
+    granularity: str,
+    batch: Batch,
+    non_negative: bool,
+    valid: torch.Tensor | None = None,
 ) -> torch.Tensor:
-    """Return ``value`` if it honours the contract on valid units, else raise naming ``owner`` and ``step``."""
+    """Return ``value`` if it honours the contract on valid units, else raise naming ``owner`` and ``step``.
+
+    :param valid: the batch's validity mask for this granularity, if already computed.
+    """
 
     def fail(problem: str) -> InvalidOutputError:
         return InvalidOutputError(f"{owner} returned invalid {what} at step {step}: {problem}")
@@ -49,14 +60,15 @@ def check_output(
         raise fail(f"shape {tuple(value.shape)}, but {granularity} granularity on this batch needs {shape}")
     if not (value.is_floating_point() or value.dtype in (torch.int32, torch.int64, torch.bool)):
         raise fail(f"dtype {value.dtype} is not numeric")
-    valid = _valid_for(shape, batch).to(value.device)
-    checked = value[valid]
-    if checked.is_floating_point():
-        bad = ~torch.isfinite(checked)
+    valid = (_valid_for(shape, batch) if valid is None else valid).to(value.device)
+    if value.is_floating_point():
+        bad = valid & ~torch.isfinite(value)
         if bad.any():
-            raise fail(f"{int(bad.sum())} of {checked.numel()} valid entries are NaN or inf")
-    if non_negative and checked.numel() and (checked < 0).any():
-        raise fail(f"{int((checked < 0).sum())} valid entries are negative (min {checked.min().item():.4g})")
+            raise fail(f"{int(bad.sum())} of {int(valid.sum())} valid entries are NaN or inf")
+    if non_negative:
+        negative = valid & (value < 0)
+        if negative.any():
+            raise fail(f"{int(negative.sum())} valid entries are negative (min {value[negative].min().item():.4g})")
     return value
 
 
@@ -78,6 +90,7 @@ def run_reweight(mounted: Any, batch: Batch, step: int) -> torch.Tensor:
     pipeline: DataFlexPipeline = mounted.pipeline
     ctx = _context(mounted, step)
     granularity = pipeline.scorer.granularity
+    valid = _valid_for(expected_shape(granularity, batch), batch)
     with torch.no_grad():
         scores = pipeline.scorer.score(batch, step, **{k: v for k, v in ctx.items() if k != "step_id"})
         scores = check_output(
@@ -88,6 +101,7 @@ def run_reweight(mounted: Any, batch: Batch, step: int) -> torch.Tensor:
             granularity=granularity,
             batch=batch,
             non_negative=False,
+            valid=valid,
         )
         weights = pipeline.actuator.act(scores, batch, **ctx)
         return check_output(
@@ -98,6 +112,7 @@ def run_reweight(mounted: Any, batch: Batch, step: int) -> torch.Tensor:
             granularity=granularity,
             batch=batch,
             non_negative=True,
+            valid=valid,
         )
 
 
