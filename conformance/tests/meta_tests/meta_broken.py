@@ -132,6 +132,35 @@ def _softmax(scores, batch):
     return torch.where(valid, torch.exp(s), torch.zeros_like(s)), valid
 
 
+class PaddingCentredScorer(Scorer):
+    """Centres scores on the batch mean over non-empty rows, forgetting ``is_padding``."""
+
+    name = "broken_padding_in_batch_mean"
+    requires = ["advantages"]
+
+    @torch.no_grad()
+    def score(self, batch, step_id, **ctx):
+        mask = batch.batch["response_mask"]
+        per_row = masked_seq_mean(batch.batch["advantages"].abs().float(), mask)
+        nonempty = mask.bool().any(-1)
+        centre = per_row[nonempty].mean() if nonempty.any() else per_row.new_zeros(())
+        return per_row - centre
+
+
+class EmptyRowsWeighedReweighter(Reweighter):
+    """Mean one over valid units, but empty rows and masked tokens keep weight 1."""
+
+    name = "broken_weighs_empty_rows"
+
+    @torch.no_grad()
+    def act(self, scores, batch, **ctx):
+        w, valid = _softmax(scores, batch)
+        padding = batch.batch.get("is_padding")
+        padding = torch.zeros(w.shape[0], dtype=torch.bool, device=w.device) if padding is None else padding.bool()
+        padding = padding if w.dim() == 1 else padding.reshape(-1, 1).expand_as(w)
+        return torch.where(valid, mean_one(w, batch), (~padding).float())
+
+
 class MeanNotOneReweighter(Reweighter):
     name = "broken_mean_not_one"
 
@@ -250,6 +279,8 @@ BROKEN = {
     NondeterministicScorer: "check_deterministic",
     ContiguousGroupsScorer: "check_permutation_equivariant",
     WrongDeviceScorer: "check_output_device",
+    PaddingCentredScorer: "check_padding_rows_ignored",
+    EmptyRowsWeighedReweighter: "check_invalid_units_zero",
     MeanNotOneReweighter: "check_mean_one",
     NanOnConstantReweighter: "check_output_finite",
     NegativeWeightsReweighter: "check_weights_nonnegative",
