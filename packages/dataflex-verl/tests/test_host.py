@@ -378,3 +378,41 @@ def test_returning_the_pre_write_meta_would_drop_the_weights(make_config, queue)
     unweighted = sandbox.actor_loss(out, trainer.config, weights=ones(out))
     assert sandbox.actor_loss(stale, trainer.config).item() == pytest.approx(unweighted.item(), rel=1e-6)
     assert sandbox.actor_loss(out, trainer.config).item() != pytest.approx(unweighted.item(), rel=1e-4)
+
+
+# -- the demo and loud registration failures -----------------------------------------
+
+
+def test_demo_prints_weights_and_both_losses_per_pair(queue):
+    import io
+
+    from dataflex_verl.demo import PAIRS, run_demo
+
+    out = io.StringIO()
+    rows = run_demo(num_prompts=4, n=4, max_response_len=16, pairs=PAIRS[:2], out=out, start_queue=False)
+    text = out.getvalue()
+    assert [row["pair"] for row in rows] == [pair.label for pair in PAIRS[:2]]
+    for row in rows:
+        assert row["dataflex/weight/mean"] == pytest.approx(1.0, abs=1e-5)
+        assert row["loss_weighted"] != pytest.approx(row["loss_unweighted"], rel=1e-4)
+        assert f"without weights {row['loss_unweighted']:+.6f}" in text
+        assert f"with dataflex weights {row['loss_weighted']:+.6f}" in text
+
+
+def test_a_registration_failure_is_loud_and_reaches_the_user():
+    code = (
+        "import sys\n"
+        "sys.modules['dataflex_verl.trainers'] = None  # importing the trainers now fails\n"
+        "import verl\n"
+        "from verl.trainer.ppo.v1 import get_trainer_cls\n"
+        "try:\n"
+        "    get_trainer_cls('dataflex_sync')(None)\n"
+        "except RuntimeError as exc:\n"
+        "    print('RAISED', exc)\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=180)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "[dataflex-verl] WARNING: dataflex-verl" in result.stderr
+    assert "could not register its trainers" in result.stderr
+    assert "RAISED trainer.v1.trainer_mode='dataflex_sync' is provided by dataflex-verl" in result.stdout
+    assert "ModuleNotFoundError: import of dataflex_verl.trainers halted" in result.stdout

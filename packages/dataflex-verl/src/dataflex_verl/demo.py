@@ -11,6 +11,7 @@ from __future__ import annotations
 import sys
 import time
 import warnings
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from typing import Any, TextIO
 
@@ -82,8 +83,12 @@ def run_demo(
     seed: int = 0,
     pairs: tuple[Pair, ...] = PAIRS,
     out: TextIO = sys.stdout,
+    start_queue: bool = True,
 ) -> list[dict[str, Any]]:
-    """Run every installed pair on the same synthetic batch; print and return one row per pair."""
+    """Run every installed pair on the same synthetic batch; print and return one row per pair.
+
+    :param start_queue: start (and close) a local Ray + TransferQueue; ``False`` uses the running ones.
+    """
     import verl  # noqa: F401 - importing verl registers the dataflex trainers (entry point)
     from verl.trainer.ppo.v1 import get_trainer_cls
 
@@ -98,7 +103,8 @@ def run_demo(
         f"actor_rollout_ref.actor.loss_agg_mode={loss_agg_mode}",
     ]
     rows: list[dict[str, Any]] = []
-    with warnings.catch_warnings(), sandbox.local_queue(progress=lambda message: say(f"  {message}")):
+    queue = sandbox.local_queue(progress=lambda message: say(f"  {message}")) if start_queue else nullcontext()
+    with warnings.catch_warnings(), queue:
         # verl warns about missing GPU engines and the disabled critic; not what the demo is about
         warnings.simplefilter("ignore", UserWarning)
         for pair in pairs:

@@ -69,14 +69,15 @@ def _register_stand_ins(error: BaseException) -> None:
         if mode in TRAINER_REGISTRY:
             continue
 
-        def __init__(self: Any, config: Any, _mode: str = mode) -> None:
+        def __new__(cls: Any, *args: Any, _mode: str = mode, **kwargs: Any) -> Any:
+            # raised in __new__: PPOTrainer is abstract, so __init__ would never be reached
             raise RuntimeError(
                 f"trainer.v1.trainer_mode={_mode!r} is provided by dataflex-verl {__version__}, which failed to "
                 f"register its trainers in this process: {detail}. Fix that error (see the traceback logged "
                 "by dataflex_verl above) or select a plain verl trainer mode."
             ) from error
 
-        TRAINER_REGISTRY[mode] = type(f"DataFlexUnavailable_{mode}", (PPOTrainer,), {"__init__": __init__})
+        TRAINER_REGISTRY[mode] = type(f"DataFlexUnavailable_{mode}", (PPOTrainer,), {"__new__": __new__})
 
 
 def register_trainers() -> None:
