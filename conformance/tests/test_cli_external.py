@@ -104,12 +104,14 @@ def site(tmp_path_factory) -> Path:
         _write_package(root / "src", "acme-dataflex-ext", "0.3.1", GOOD_PLUGIN),
         _write_package(root / "src", "acme-broken-ext", "0.0.1", BROKEN_PLUGIN),
     ]
-    isolation = [] if importlib.util.find_spec("setuptools") is None else ["--no-build-isolation"]
-    subprocess.run(
-        [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", *isolation, "--target", str(target)]
-        + [str(p) for p in packages],
-        check=True,
-    )
+    install = [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--target", str(target)]
+    sources = [str(p) for p in packages]
+    # Reuse this environment's setuptools when it can build them (fast, offline); else let pip isolate the build.
+    if (
+        importlib.util.find_spec("setuptools") is None
+        or subprocess.run([*install, "--no-build-isolation", *sources]).returncode
+    ):
+        subprocess.run([*install, *sources], check=True)
     return target
 
 
