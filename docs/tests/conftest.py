@@ -68,3 +68,9 @@ def documented_output():
     """``documented_output(page, snippet)``: the ``text`` block a page shows right after including
     ``snippet`` -- the output it promises."""
     return _documented_output
+
+
+@pytest.fixture(scope="session")
+def sphinx_roles_hook():
+    """``docs/hooks/griffe_sphinx_roles.py``, the Griffe extension that rewrites Sphinx roles."""
+    return load_hook("griffe_sphinx_roles")

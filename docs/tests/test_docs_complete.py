@@ -238,3 +238,11 @@ def test_every_console_script_has_its_help_in_the_cli_reference(cli_hook, packag
         assert f"usage: {script}" in rendered
         for sub in re.findall(r"^\s{4}(\w+)\s{2,}", rendered, re.M):
             assert f"#### `{script} {sub}`" in rendered, f"sub-command {sub} of {script} has no section"
+
+
+def test_sphinx_roles_in_docstrings_render_as_markdown(sphinx_roles_hook):
+    out = sphinx_roles_hook.rewrite(inspect.getdoc(hookspecs.dataflex_register_scorers))
+    assert ":class:" not in out and "`Scorer`" in out and "`DuplicateComponentError`" in out
+    assert "*Added in version 0.1.*" in out
+    # The narrative ("Called once ...") comes before the fields, so it is not folded into :returns:.
+    assert out.index("Called once") < out.index(":param register:") < out.index(":returns:")
