@@ -165,6 +165,25 @@ def test_token_granularity_weights_vary_within_a_sequence(make_config, queue):
     torch.testing.assert_close(got["rollout_is_weights"], (raw / token_mean(raw, valid)).float(), rtol=1e-5, atol=1e-6)
 
 
+def test_real_token_plugins_under_seq_mean_token_mean(make_config, queue):
+    """token_prob -> advantage_reweight: per-token weights renormalised per sequence by the host."""
+    trainer = trainer_for(
+        make_config,
+        ["actor_rollout_ref.actor.loss_agg_mode=seq-mean-token-mean"],
+        scorer={"name": "token_prob"},
+        actuator={"name": "advantage_reweight", "params": {"alpha": 0.5}},
+    )
+    _, out, _ = run(trainer, padding_rows=2)
+    got = fetch(out, "rollout_is_weights", "old_log_probs", "response_mask")
+    valid = valid_tokens(out, got["response_mask"])
+    raw = (0.5 * got["old_log_probs"].exp() + 0.5) * valid
+    by_hand = raw / sequence_mean(raw, valid)
+    torch.testing.assert_close(got["rollout_is_weights"], by_hand.float(), rtol=1e-5, atol=1e-6)
+    assert sandbox.actor_loss(out, trainer.config).item() == pytest.approx(
+        sandbox.actor_loss(out, trainer.config, weights=by_hand).item(), rel=1e-5
+    )
+
+
 def test_gae_with_a_critic_is_reweighted(make_config, queue):
     trainer = trainer_for(make_config, ["algorithm.adv_estimator=gae"])
     assert trainer.use_critic
