@@ -155,7 +155,7 @@ def _params(record: dict[str, Any], labels: dict[str, Any]) -> str:
 
 
 def _paper_links(record: dict[str, Any]) -> str:
-    return ", ".join(f"[arXiv {p}](https://arxiv.org/abs/{p})" for p in record["papers"]) or "–"
+    return ", ".join(f"[arXiv&nbsp;{p}](https://arxiv.org/abs/{p})" for p in record["papers"]) or "–"
 
 
 def _granularity(record: dict[str, Any]) -> str:
