@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 from collections.abc import Sequence
 
 from . import TRAINER_MODES
@@ -10,6 +11,8 @@ from .version import __version__
 
 
 def _demo(args: argparse.Namespace) -> int:
+    # TransferQueue warns once per request on small machines (thread count); keep the demo's output readable
+    os.environ.setdefault("TQ_LOGGING_LEVEL", "ERROR")
     from .demo import run_demo
 
     rows = run_demo(
