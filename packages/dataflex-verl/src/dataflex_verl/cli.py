@@ -35,7 +35,8 @@ def _trainers(args: argparse.Namespace) -> int:
     return 0
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def build_parser() -> argparse.ArgumentParser:
+    """The ``dataflex-verl`` argument parser (also rendered into the CLI reference)."""
     parser = argparse.ArgumentParser(prog="dataflex-verl", description="DataFlex inside verl's v1 trainers.")
     parser.add_argument("--version", action="version", version=f"dataflex-verl {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -58,8 +59,11 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     trainers = sub.add_parser("trainers", help="show the trainer modes registered with verl")
     trainers.set_defaults(func=_trainers)
+    return parser
 
-    args = parser.parse_args(argv)
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
     return args.func(args)
 
 
