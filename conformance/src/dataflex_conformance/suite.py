@@ -34,6 +34,7 @@ LAYOUTS = [
     Case("bs=1", bs=1),
     Case("L=1", length=1),
     Case("bs=37-L=5", bs=37, length=5, group_size=5, seed=1),
+    Case("bs=512-L=33", bs=512, length=33, group_size=8, empty_rows=(3, 100), seed=4),
     Case("empty_rows", empty_rows=(1, 5)),
     Case("empty_group", empty_rows=(4, 5, 6, 7)),
     Case("all_empty", empty_rows=tuple(range(8))),
