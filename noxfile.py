@@ -157,13 +157,14 @@ def conformance(session: nox.Session) -> None:
         started = time.monotonic()
         venv = venvs / dist
         shutil.rmtree(venv, ignore_errors=True)
-        session.run("python", "-m", "venv", str(venv), silent=True)
+        session.run("python", "-m", "venv", "--without-pip", str(venv), silent=True)
         python = str(venv / ("Scripts/python.exe" if os.name == "nt" else "bin/python"))
         purelib = session.run(
             python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])", silent=True, external=True
         ).strip()
         Path(purelib, "_dataflex_shared_torch.pth").write_text(str(torch_dir) + "\n")
-        session.run(python, "-m", "pip", "install", "--quiet", *wheels, f"./{rel(path)}", external=True)
+        # The session's pip installs into the plugin's venv, which then holds no pip of its own.
+        session.run("python", "-m", "pip", "--python", python, "install", "--quiet", *wheels, f"./{rel(path)}")
         installed = time.monotonic()
         report = CONFORMANCE_REPORTS / f"{dist}.json"
         report.unlink(missing_ok=True)
@@ -232,6 +233,8 @@ def docs(session: nox.Session) -> None:
     install_torch(session)
     # "./" keeps pip from reading a top-level folder such as conformance/ as a project name.
     session.install(*DOCS_STACK, *(f"./{rel(d)}" for d in monorepo_dists(with_host=False)))
+    if HOST.is_dir():  # for its --help only: the host's CLI module imports no verl
+        session.install("--no-deps", f"./{rel(HOST)}")
     session.env["NO_MKDOCS_2_WARNING"] = "1"
     if session.posargs[:1] == ["serve"]:
         session.run("mkdocs", "serve", *session.posargs[1:])
