@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import re
@@ -39,10 +40,10 @@ def tutorial_package(tmp_path_factory):
     env = dict(os.environ, DATAFLEX=str(ROOT), DEST=str(dest))
     subprocess.run(["bash", str(DOCS / "snippets" / "new_plugin.sh")], env=env, cwd=work, check=True)
     site = work / "site"
-    subprocess.run(
-        [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--target", str(site), str(dest)],
-        check=True,
-    )
+    install = [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--target", str(site), str(dest)]
+    # Build with this environment's setuptools when it can (fast, offline); else let pip isolate the build.
+    if importlib.util.find_spec("setuptools") is None or subprocess.run([*install, "--no-build-isolation"]).returncode:
+        subprocess.run(install, check=True)
     run_env = dict(os.environ, PYTHONPATH=str(site), DATAFLEX_PLUGINS=DIST, DATAFLEX_CONFORMANCE_DEVICE="cpu")
     return dest, run_env
 
