@@ -67,6 +67,11 @@ class AcmeTilted(Reweighter):
 '''
 
 
+UNDECLARED_DEPENDENCY_PLUGIN = """
+import acme_private_helpers  # not in the package's dependencies
+"""
+
+
 def _write_package(root: Path, dist: str, version: str, source: str) -> Path:
     module = dist.replace("-", "_")
     pkg = root / dist
@@ -103,6 +108,7 @@ def site(tmp_path_factory) -> Path:
     packages = [
         _write_package(root / "src", "acme-dataflex-ext", "0.3.1", GOOD_PLUGIN),
         _write_package(root / "src", "acme-broken-ext", "0.0.1", BROKEN_PLUGIN),
+        _write_package(root / "src", "acme-undeclared-ext", "1.0.0", UNDECLARED_DEPENDENCY_PLUGIN),
     ]
     install = [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--target", str(target)]
     sources = [str(p) for p in packages]
@@ -119,7 +125,7 @@ def _cli(site: Path, *args: str) -> subprocess.CompletedProcess:
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([str(site), *filter(None, [env.get("PYTHONPATH")])])
     # Load only the external plugins, as in the third party's own environment.
-    env["DATAFLEX_PLUGINS"] = "acme-dataflex-ext,acme-broken-ext"
+    env["DATAFLEX_PLUGINS"] = "acme-dataflex-ext,acme-broken-ext,acme-undeclared-ext"
     return subprocess.run(
         [sys.executable, "-m", "dataflex_conformance.cli", *args], env=env, capture_output=True, text=True
     )
@@ -184,6 +190,14 @@ def test_broken_external_plugin_fails_and_a_declared_expected_failure_is_reporte
 
 
 def test_cli_failures_that_are_not_checks(site, tmp_path):
+    report_path = tmp_path / "undeclared.json"
+    run = _cli(site, "acme-undeclared-ext", "--device", "cpu", "--report", str(report_path))
+    assert run.returncode == 1
+    package = json.loads(report_path.read_text())["packages"][0]
+    assert package["name"] == "acme-undeclared-ext" and package["version"] == "1.0.0"
+    assert "ModuleNotFoundError: No module named 'acme_private_helpers'" in package["errors"][0]
+    assert "ERROR acme-undeclared-ext: plugin failed to load" in run.stdout
+
     run = _cli(site, "acme-not-installed", "--device", "cpu", "--xfail", "check_mean_on=typo")
     assert run.returncode == 1
     assert "distribution 'acme-not-installed' is not installed" in run.stdout
