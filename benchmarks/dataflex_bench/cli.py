@@ -10,18 +10,20 @@ from __future__ import annotations
 
 import argparse
 import datetime as _dt
+import json
 import sys
 import time
 import traceback
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 import torch
 
 from .discovery import run_discovery
 from .host import run_host
 from .pairs import PAIR_TARGET, Shape, discover_pairs, run_pairs
-from .results import STATUSES, Result, format_table, notes, write_json
+from .results import STATUSES, Result, format_table, notes, summary_markdown, write_json
 
 CASES = ("discovery", "pairs", "device", "host")
 
@@ -102,6 +104,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--fail-on-miss", action="store_true", help="exit 2 when a target is missed")
     parser.add_argument("--markdown", action="store_true", help="print the final table as Markdown")
+    parser.add_argument(
+        "--summarize", metavar="JSON", help="print a compact Markdown summary of a results file and exit (no run)"
+    )
     return parser
 
 
@@ -133,6 +138,10 @@ def run_case(name: str, fn: Callable[[], list[Result]]) -> list[Result]:
 
 def main(argv: Sequence[str] | None = None, registry=None) -> int:
     args = build_parser().parse_args(argv)
+    if args.summarize:
+        payload = json.loads(Path(args.summarize).read_text(encoding="utf-8"))
+        print(summary_markdown(payload))
+        return 0
     plan = QUICK if args.quick else FULL
     reps = args.reps or plan.reps
     pair_reps = [args.reps] * len(plan.pair_shapes) if args.reps else list(plan.pair_reps)

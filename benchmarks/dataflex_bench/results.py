@@ -162,3 +162,55 @@ def write_json(path: str | Path, results: list[Result], meta: dict[str, Any]) ->
     if path.parent and not path.parent.exists():
         path.parent.mkdir(parents=True)
     path.write_text(json.dumps(payload, indent=2, sort_keys=False) + "\n", encoding="utf-8")
+
+
+def summary_markdown(payload: dict[str, Any]) -> str:
+    """A compact Markdown summary of a JSON result file: one line per pair, then the other cases.
+
+    Pairs get one column per shape (``ratio status``) and one for the scaling
+    figure; skipped pairs are listed once with the reason's first clause.
+    """
+    rows = payload["results"]
+    pair_shapes = list(dict.fromkeys(r["shape"] for r in rows if r["case"] == "pair" and r["shape"] != "-"))
+
+    def cell(row: dict[str, Any] | None) -> str:
+        if row is None:
+            return "-"
+        if row["ratio"] is None:
+            return row["status"]
+        mark = "" if row["status"] == "pass" else f" **{row['status']}**"
+        return f"{row['ratio']:.2f}{mark}"
+
+    index = {(r["case"], r["name"], r["shape"]): r for r in rows}
+    scaling = {r["name"]: r for r in rows if r["case"] == "scaling"}
+    names = list(dict.fromkeys(r["name"] for r in rows if r["case"] == "pair"))
+    lines = [
+        "| pair | " + " | ".join(pair_shapes) + " | scaling (4096/2048 groups) |",
+        "|---|" + "---|" * (len(pair_shapes) + 1),
+    ]
+    skipped = []
+    for name in names:
+        cells = [index.get(("pair", name, shape)) for shape in pair_shapes]
+        if all(c is not None and c["status"] == "skip" for c in cells):
+            skipped.append((name, cells[0]["note"]))
+            continue
+        lines.append(f"| {name} | " + " | ".join(cell(c) for c in cells) + f" | {cell(scaling.get(name))} |")
+    others = [r for r in rows if r["case"] not in ("pair", "scaling")]
+    if others:
+        lines += [
+            "",
+            "| case | name | shape | median ms | baseline ms | ratio | target | status |",
+            "|---|---|---|---|---|---|---|---|",
+        ]
+        for r in others:
+            ms = "-" if r["median_s"] is None else f"{r['median_s'] * 1e3:.0f}"
+            base = "-" if r["baseline_s"] is None else f"{r['baseline_s'] * 1e3:.0f}"
+            ratio = "-" if r["ratio"] is None else f"{r['ratio']:.2f}"
+            target = "-" if r["target"] is None else f"<= {r['target']:g}"
+            lines.append(
+                f"| {r['case']} | {r['name']} | {r['shape']} | {ms} | {base} | {ratio} | {target} | {r['status']} |"
+            )
+    if skipped:
+        lines += ["", "Skipped pairs (the reweighter rejects the scorer's scores):"]
+        lines += [f"- {name}: {note.split(': ', 1)[-1].split(';')[0]}" for name, note in skipped]
+    return "\n".join(lines)

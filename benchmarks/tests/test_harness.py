@@ -164,6 +164,12 @@ def test_cli_quick_run_writes_json_and_exits_on_crash_only(tmp_path, capsys):
     assert {row["case"] for row in payload["results"]} >= {"pair", "scaling", "pair_device"}
     assert "abs_adv+softmax" in capsys.readouterr().out  # the table is printed
 
+    # The compact Markdown summary lists every measured pair with one column per shape.
+    assert cli.main(["--summarize", str(out)]) == 0
+    summary = capsys.readouterr().out
+    assert "| abs_adv+softmax |" in summary and "bs=32 (8x4) L=16" not in summary
+    assert "| pair | bs=512 (64x8) L=32 | bs=256 (16x16) L=128 | scaling" in summary
+
     # A crashing component fails the run (exit 1); its row is still written.
     assert cli.main(args, registry=toy_registry(broken=True)) == 1
     assert any(row["status"] == "error" for row in json.loads(out.read_text())["results"])
