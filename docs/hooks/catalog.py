@@ -15,7 +15,9 @@ The module imports nothing from mkdocs, so the docs tests can call
 from __future__ import annotations
 
 import inspect
+import json
 import logging
+import math
 import re
 import sys
 from typing import Any
@@ -164,6 +166,43 @@ def _granularity(record: dict[str, Any]) -> str:
     return ", ".join(f"`{g}`" for g in record["accepts_granularity"])
 
 
+#: The ``dataflex.mechanism`` that drives each actuator kind.
+MECHANISM_OF = {"reweighter": "reweight", "selector": "select", "mixer": "mix"}
+
+
+def yaml_value(value: Any) -> str:
+    """A parameter default as YAML flow syntax (``...`` marks a required parameter)."""
+    if value is inspect.Parameter.empty:
+        return "..."
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float) and not math.isfinite(value):
+        return ".nan" if math.isnan(value) else (".inf" if value > 0 else "-.inf")
+    if isinstance(value, (int, float)):
+        return repr(value)
+    if isinstance(value, str):
+        return json.dumps(value)
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(yaml_value(v) for v in value) + "]"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{k}: {yaml_value(v)}" for k, v in value.items()) + "}"
+    return json.dumps(str(value))
+
+
+def config_lines(record: dict[str, Any]) -> str:
+    """The lines of the ``dataflex:`` block that use this component, with every param at its default."""
+    params = ", ".join(f"{k}: {yaml_value(v)}" for k, v in record["params"].items())
+    entry = f"{{name: {record['name']}, params: {{{params}}}}}"
+    if record["kind"] == "scorer":
+        return f"dataflex:\n  scorer: {entry}"
+    lines = ["dataflex:", f"  mechanism: {MECHANISM_OF[record['kind']]}", f"  actuator: {entry}"]
+    if record["kind"] == "mixer":
+        lines.append("  domains: [math, code]  # the domain names of your dataset")
+    return "\n".join(lines)
+
+
 def anchor(record: dict[str, Any]) -> str:
     return f"{record['kind']}-{record['name']}".replace("_", "-")
 
@@ -212,6 +251,7 @@ def render_catalog(records: list[dict[str, Any]], lang: str = "en", core_version
                 (labels["paper"], _paper_links(r)),
             ]
             out += [f"- **{k}**: {v}" for k, v in facts]
+            out += ["", "```yaml", config_lines(r), "```"]
             out += ["", f'??? note "{labels["docstring"]}"', "", "    ```text"]
             out += [f"    {line}".rstrip() for line in r["docstring"].splitlines()]
             out += ["    ```", ""]

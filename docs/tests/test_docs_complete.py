@@ -246,3 +246,15 @@ def test_sphinx_roles_in_docstrings_render_as_markdown(sphinx_roles_hook):
     assert "*Added in version 0.1.*" in out
     # The narrative ("Called once ...") comes before the fields, so it is not folded into :returns:.
     assert out.index("Called once") < out.index(":param register:") < out.index(":returns:")
+
+
+def test_the_catalog_config_lines_load_as_yaml_with_the_defaults(catalog_hook):
+    yaml = pytest.importorskip("yaml")
+    for r in catalog_hook.catalog_records(installed_registry()):
+        block = yaml.safe_load(catalog_hook.config_lines(r))["dataflex"]
+        entry = block["scorer" if r["kind"] == "scorer" else "actuator"]
+        assert entry["name"] == r["name"]
+        expected = {k: (list(v) if isinstance(v, tuple) else v) for k, v in r["params"].items()}
+        assert entry["params"] == {k: "..." if v is inspect.Parameter.empty else v for k, v in expected.items()}
+        if r["kind"] != "scorer":
+            assert block["mechanism"] == catalog_hook.MECHANISM_OF[r["kind"]]
