@@ -45,6 +45,7 @@ from .groups import (
     segment_var,
 )
 from .hookspecs import hookimpl
+from .inputs import actuator_scores
 from .normalize import mean_one, normalize_mean_one, valid_mask_for, valid_sample_mask, valid_token_mask
 from .plugins import (
     ENTRY_POINT_GROUP,
@@ -99,6 +100,7 @@ __all__ = [
     "UnknownParamError",
     "__version__",
     "accepted_params",
+    "actuator_scores",
     "build_from_config",
     "get_plugin_manager",
     "get_registry",

@@ -1,6 +1,7 @@
 """Checks and finishing steps every per-sample reweighter shares.
 
-Scores arrive as ``(bs,)`` tensors of any float dtype; weights leave as
+Scores arrive as ``(bs,)`` tensors of any float dtype, checked for shape and
+finiteness by ``dataflex_core.actuator_scores``; weights leave as
 float32, zero on invalid rows, mean one over valid rows. A reweighter whose
 rule gives every valid row weight zero (e.g. ``focal`` on a batch where every
 prompt is solved) has no emphasis to apply and returns uniform weights,
@@ -11,30 +12,7 @@ from __future__ import annotations
 
 import torch
 
-from dataflex_core import group_index, masked_seq_sum, normalize_mean_one, segment_mean, valid_sample_mask
-
-
-def sample_scores(name: str, scores: torch.Tensor, batch) -> tuple[torch.Tensor, torch.Tensor]:
-    """Validated ``(scores as float32/float64, valid rows)``.
-
-    :raises ValueError: scores are not ``(bs,)``, or a valid row's score is NaN/inf.
-    """
-    valid = valid_sample_mask(batch)
-    if scores.dim() != 1 or scores.shape[0] != valid.shape[0]:
-        raise ValueError(
-            f"{name} takes per-sample scores of shape ({valid.shape[0]},), got {tuple(scores.shape)}; "
-            "pair it with a prompt- or response-granularity scorer"
-        )
-    s = scores.detach()
-    s = s if s.dtype in (torch.float32, torch.float64) else s.float()
-    valid = valid.to(s.device)
-    bad = valid & ~torch.isfinite(s)
-    if bad.any():
-        raise ValueError(
-            f"{name} got {int(bad.sum())} non-finite score(s) among {int(valid.sum())} valid rows "
-            f"(first at row {int(bad.nonzero()[0])}); the scorer must return finite scores"
-        )
-    return s, valid
+from dataflex_core import group_index, masked_seq_sum, normalize_mean_one, segment_mean
 
 
 def unit_interval_scores(name: str, s: torch.Tensor, valid: torch.Tensor) -> None:

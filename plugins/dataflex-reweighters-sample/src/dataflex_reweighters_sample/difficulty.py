@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import torch
 
-from dataflex_core import Reweighter, register_reweighter
+from dataflex_core import Reweighter, actuator_scores, register_reweighter
 
-from ._inputs import advantage_sign, finish, group_solve_rates, sample_scores
+from ._inputs import advantage_sign, finish, group_solve_rates
 
 
 @register_reweighter("difficulty_band")
@@ -58,7 +58,7 @@ class DifficultyBandReweighter(Reweighter):
 
     @torch.no_grad()
     def act(self, scores, batch, **ctx):
-        p, valid = sample_scores("difficulty_band", scores, batch)
+        p, valid = actuator_scores(scores, batch, owner="difficulty_band", granularity="sample")
         p = group_solve_rates("difficulty_band", p, valid, batch)
         inside = (p >= self.low) & (p <= self.high)
         outside = torch.full((), self.outside_weight, dtype=p.dtype, device=p.device)
@@ -122,7 +122,7 @@ class GrpoLeadReweighter(Reweighter):
 
     @torch.no_grad()
     def act(self, scores, batch, **ctx):
-        p, valid = sample_scores("grpo_lead", scores, batch)
+        p, valid = actuator_scores(scores, batch, owner="grpo_lead", granularity="sample")
         p = group_solve_rates("grpo_lead", p, valid, batch)
         sign = advantage_sign("grpo_lead", batch).to(device=p.device)
         w = torch.where(sign > 0, self._logistic(p), self._logistic(1 - p))
@@ -159,6 +159,6 @@ class FocalReweighter(Reweighter):
 
     @torch.no_grad()
     def act(self, scores, batch, **ctx):
-        p, valid = sample_scores("focal", scores, batch)
+        p, valid = actuator_scores(scores, batch, owner="focal", granularity="sample")
         p = group_solve_rates("focal", p, valid, batch)
         return finish((1 - p).pow(self.gamma), valid)

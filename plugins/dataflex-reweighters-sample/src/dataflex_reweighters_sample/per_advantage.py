@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import torch
 
-from dataflex_core import Reweighter, register_reweighter
+from dataflex_core import Reweighter, actuator_scores, register_reweighter
 
-from ._inputs import finish, sample_scores
+from ._inputs import finish
 
 
 @register_reweighter("per_advantage")
@@ -46,7 +46,7 @@ class PerAdvantageReweighter(Reweighter):
 
     @torch.no_grad()
     def act(self, scores, batch, **ctx):
-        s, valid = sample_scores("per_advantage", scores, batch)
+        s, valid = actuator_scores(scores, batch, owner="per_advantage", granularity="sample")
         magnitude = torch.where(valid, s.abs(), torch.zeros((), dtype=s.dtype, device=s.device))
         top = magnitude.max()
         relative = torch.where(top > 0, magnitude / top, torch.ones_like(magnitude))

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import torch
 
-from dataflex_core import Reweighter, register_reweighter
+from dataflex_core import Reweighter, actuator_scores, register_reweighter
 
-from ._inputs import advantage_sign, finish, sample_scores
+from ._inputs import advantage_sign, finish
 
 
 @register_reweighter("positive_downweight")
@@ -41,7 +41,7 @@ class PositiveDownweightReweighter(Reweighter):
 
     @torch.no_grad()
     def act(self, scores, batch, **ctx):
-        _, valid = sample_scores("positive_downweight", scores, batch)
+        _, valid = actuator_scores(scores, batch, owner="positive_downweight", granularity="sample")
         sign = advantage_sign("positive_downweight", batch).to(valid.device)
         damped = torch.full((), self.positive_weight, dtype=torch.float32, device=valid.device)
         return finish(torch.where(sign > 0, damped, torch.ones((), device=valid.device)), valid)

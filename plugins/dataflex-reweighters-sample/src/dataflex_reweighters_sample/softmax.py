@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import torch
 
-from dataflex_core import Reweighter, register_reweighter
+from dataflex_core import Reweighter, actuator_scores, register_reweighter
 
-from ._inputs import finish, sample_scores
+from ._inputs import finish
 
 
 @register_reweighter("softmax")
@@ -41,7 +41,7 @@ class SoftmaxReweighter(Reweighter):
 
     @torch.no_grad()
     def act(self, scores, batch, **ctx):
-        s, valid = sample_scores("softmax", scores, batch)
+        s, valid = actuator_scores(scores, batch, owner="softmax", granularity="sample")
         neg_inf = torch.full((), float("-inf"), dtype=s.dtype, device=s.device)
         top = torch.where(valid, s, neg_inf).max()
         exponent = torch.where(valid, (s - top) / self.temperature, neg_inf)

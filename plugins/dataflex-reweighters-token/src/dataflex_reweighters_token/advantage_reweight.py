@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import torch
 
-from dataflex_core import Reweighter, register_reweighter
+from dataflex_core import Reweighter, actuator_scores, register_reweighter
 
-from ._inputs import finish, token_scores
+from ._inputs import finish
 
 
 @register_reweighter("advantage_reweight")
@@ -42,7 +42,7 @@ class AdvantageReweightReweighter(Reweighter):
 
     @torch.no_grad()
     def act(self, scores, batch, **ctx):
-        prob, valid = token_scores("advantage_reweight", scores, batch)
+        prob, valid = actuator_scores(scores, batch, owner="advantage_reweight", granularity="token")
         low, high = prob.aminmax()
         if not (low >= 0 and high <= 1):  # exact check only when some token (maybe an invalid one) is out
             outside = valid & ~((prob >= 0) & (prob <= 1))

@@ -6,9 +6,9 @@ import math
 
 import torch
 
-from dataflex_core import Reweighter, register_reweighter
+from dataflex_core import Reweighter, actuator_scores, register_reweighter
 
-from ._inputs import finish, token_scores
+from ._inputs import finish
 from .selection import kth_smallest
 
 
@@ -59,7 +59,7 @@ class HighEntropyTokensReweighter(Reweighter):
 
     @torch.no_grad()
     def act(self, scores, batch, **ctx):
-        entropy, valid = token_scores("high_entropy_tokens", scores, batch)
+        entropy, valid = actuator_scores(scores, batch, owner="high_entropy_tokens", granularity="token")
         count = int(torch.count_nonzero(valid))
         if count == 0:
             return torch.zeros(entropy.shape, dtype=torch.float32, device=entropy.device)

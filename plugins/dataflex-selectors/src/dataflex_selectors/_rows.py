@@ -1,4 +1,4 @@
-"""Shared plumbing of the selectors: checked scores and ranks within groups.
+"""Shared plumbing of the selectors: group ids, parameter checks and ranks within groups.
 
 Ranking inside GRPO groups is done with two stable sorts (by key, then by
 group), so every group is ranked at once and ties always resolve to the lower
@@ -11,28 +11,7 @@ from typing import Any
 
 import torch
 
-from dataflex_core import InvalidOutputError, group_index, valid_sample_mask
-
-
-def checked_scores(selector: Any, scores: torch.Tensor, batch: Any) -> tuple[torch.Tensor, torch.Tensor]:
-    """``(scores as float64, valid mask)``; raises on a wrong shape or non-finite valid scores."""
-    valid = valid_sample_mask(batch)
-    bs = valid.shape[0]
-    if not isinstance(scores, torch.Tensor) or scores.shape != (bs,):
-        shape = tuple(scores.shape) if isinstance(scores, torch.Tensor) else type(scores).__name__
-        raise InvalidOutputError(
-            f"{selector.describe()} needs per-sample scores of shape ({bs},), got {shape}; "
-            "pair it with a prompt- or response-granularity scorer"
-        )
-    values = scores.detach().to(torch.float64)
-    valid = valid.to(values.device)
-    bad = valid & ~torch.isfinite(values)
-    if bad.any():
-        raise InvalidOutputError(
-            f"{selector.describe()} got {int(bad.sum())} non-finite score(s) on valid rows "
-            f"(first at row {int(bad.nonzero()[0])}); the scorer must return finite scores"
-        )
-    return values, valid
+from dataflex_core import group_index
 
 
 def positive_int(owner: str, name: str, value: Any) -> int:

@@ -26,9 +26,9 @@ from __future__ import annotations
 
 import torch
 
-from dataflex_core import Selector, register_selector
+from dataflex_core import Selector, actuator_scores, register_selector
 
-from ._rows import checked_scores, dense_groups, positive_int, rank_in_group
+from ._rows import dense_groups, positive_int, rank_in_group
 
 METRICS = ("length", "reward_per_length")
 
@@ -68,7 +68,7 @@ class GFPOSelector(Selector):
         self.recompute_advantage = bool(recompute_advantage)
 
     def act(self, scores, batch, **ctx) -> torch.Tensor:
-        reward, valid = checked_scores(self, scores, batch)
+        reward, valid = actuator_scores(scores, batch, owner=self.describe(), granularity="sample", dtype=torch.float64)
         length = torch.count_nonzero(batch.batch["response_mask"].to(reward.device), dim=-1)
         group, num_groups = dense_groups(batch, valid)
         if self.metric == "length":

@@ -16,9 +16,9 @@ from __future__ import annotations
 
 import torch
 
-from dataflex_core import Selector, register_selector, segment_min
+from dataflex_core import Selector, actuator_scores, register_selector, segment_min
 
-from ._rows import checked_scores, dense_groups, positive_int, rank_in_group
+from ._rows import dense_groups, positive_int, rank_in_group
 
 
 def _exclusive_cumsum(values: torch.Tensor) -> torch.Tensor:
@@ -49,7 +49,7 @@ class MaxVarianceSelector(Selector):
         self.recompute_advantage = bool(recompute_advantage)
 
     def act(self, scores, batch, **ctx) -> torch.Tensor:
-        reward, valid = checked_scores(self, scores, batch)
+        reward, valid = actuator_scores(scores, batch, owner=self.describe(), granularity="sample", dtype=torch.float64)
         group, num_groups = dense_groups(batch, valid)
         m = self.keep_per_group
         # Ascending rank inside each group: rank 0 is the lowest reward.

@@ -12,9 +12,7 @@ from __future__ import annotations
 
 import torch
 
-from dataflex_core import Selector, register_selector
-
-from ._rows import checked_scores
+from dataflex_core import Selector, actuator_scores, register_selector
 
 
 @register_selector("threshold_band")
@@ -53,7 +51,7 @@ class ThresholdBandSelector(Selector):
         self.recompute_advantage = bool(recompute_advantage)
 
     def act(self, scores, batch, **ctx) -> torch.Tensor:
-        values, valid = checked_scores(self, scores, batch)
+        values, valid = actuator_scores(scores, batch, owner=self.describe(), granularity="sample", dtype=torch.float64)
         # Bounds are rounded to the scores' dtype first, so a float32 score of 0.2
         # equals the bound 0.2 instead of exceeding it by the rounding error.
         dtype = scores.dtype if scores.is_floating_point() else torch.float64

@@ -11,9 +11,7 @@ import math
 
 import torch
 
-from dataflex_core import Selector, register_selector
-
-from ._rows import checked_scores
+from dataflex_core import Selector, actuator_scores, register_selector
 
 
 @register_selector("topk_fraction")
@@ -44,7 +42,7 @@ class TopKFractionSelector(Selector):
         return min(num_valid, max(1, math.ceil(self.fraction * num_valid - 1e-9))) if num_valid else 0
 
     def act(self, scores, batch, **ctx) -> torch.Tensor:
-        values, valid = checked_scores(self, scores, batch)
+        values, valid = actuator_scores(scores, batch, owner=self.describe(), granularity="sample", dtype=torch.float64)
         fill = float("-inf") if self.largest else float("inf")
         keyed = torch.where(valid, values, torch.full_like(values, fill))
         order = torch.sort(keyed, descending=self.largest, stable=True).indices

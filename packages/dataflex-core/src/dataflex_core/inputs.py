@@ -1,0 +1,76 @@
+"""The check every actuator runs on the scores it receives, before acting on them.
+
+A reweighter or selector trusts its scores to have the shape of its
+granularity and to be finite on the units it will weigh or rank. Checking
+that in one place gives every plugin the same error, naming the actuator and
+the scorer to pair it with. At ``(bs, L)`` every full-size temporary costs
+about as much as copying the scores, so one reduction decides the common case
+and per-element diagnostics are built only when it fails.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from .components import SAMPLE_GRANULARITIES
+from .errors import InvalidOutputError
+from .normalize import valid_sample_mask, valid_token_mask
+
+_FLOATS = (torch.float32, torch.float64)
+
+
+def actuator_scores(
+    scores: Any,
+    batch: Any,
+    *,
+    owner: str,
+    granularity: str,
+    dtype: torch.dtype | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Checked ``(scores, valid)`` for an actuator's ``act``; ``scores`` itself is never modified.
+
+    :param scores: what the scorer returned.
+    :param batch: the batch the scores belong to (``response_mask``, optional ``is_padding``).
+    :param owner: the actuator as error messages name it (its name or ``describe()``).
+    :param granularity: ``"sample"`` (or ``"prompt"`` / ``"response"``) for ``(bs,)`` scores,
+        ``"token"`` for scores shaped like ``response_mask``.
+    :param dtype: cast the scores to this float dtype; by default float32 and float64 stay as
+        they are and lower precisions (bf16, fp16) are upcast to float32.
+    :returns: the detached scores (a new tensor only when cast) and the validity mask of
+        the granularity (:func:`valid_sample_mask` / :func:`valid_token_mask`) on the scores' device.
+    :raises InvalidOutputError: the scores are not a tensor of the granularity's shape, or a
+        valid unit's score is NaN or infinite (invalid units may hold anything).
+    """
+    per_token = granularity == "token"
+    if not per_token and granularity not in ("sample", *SAMPLE_GRANULARITIES):
+        raise ValueError(
+            f"actuator_scores: granularity must be 'sample', 'prompt', 'response' or 'token', got {granularity!r}"
+        )
+    valid = valid_token_mask(batch) if per_token else valid_sample_mask(batch)
+    if not isinstance(scores, torch.Tensor) or scores.shape != valid.shape:
+        seen = tuple(scores.shape) if isinstance(scores, torch.Tensor) else type(scores).__name__
+        if per_token:
+            expected, fix = f"per-token scores shaped like response_mask {tuple(valid.shape)}", "a token-granularity"
+        else:
+            expected, fix = f"per-sample scores of shape ({valid.shape[0]},)", "a prompt- or response-granularity"
+        raise InvalidOutputError(f"{owner} takes {expected}, got {seen}; pair it with {fix} scorer")
+    s = scores.detach()
+    if dtype is not None:
+        s = s.to(dtype)
+    elif s.dtype not in _FLOATS:
+        s = s.float()
+    valid = valid.to(s.device)
+    # NaN/inf on invalid units (allowed) or a sum of finite values that overflows
+    # sends us to the exact per-unit check.
+    if not torch.isfinite(s.sum()):
+        bad = valid & ~torch.isfinite(s)
+        if bad.any():
+            first = bad.nonzero()[0].tolist() if per_token else f"row {int(bad.nonzero()[0])}"
+            units = "tokens" if per_token else "rows"
+            raise InvalidOutputError(
+                f"{owner} got {int(bad.sum())} non-finite score(s) among {int(valid.sum())} valid {units} "
+                f"(first at {first}); the scorer must return finite scores"
+            )
+    return s, valid
