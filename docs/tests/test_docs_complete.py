@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import ast
+import importlib.util
 import inspect
 import re
 import unicodedata
@@ -258,3 +260,57 @@ def test_the_catalog_config_lines_load_as_yaml_with_the_defaults(catalog_hook):
         assert entry["params"] == {k: "..." if v is inspect.Parameter.empty else v for k, v in expected.items()}
         if r["kind"] != "scorer":
             assert block["mechanism"] == catalog_hook.MECHANISM_OF[r["kind"]]
+
+
+def _defines(body: list[ast.stmt], name: str) -> ast.stmt | None:
+    for node in body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and node.name == name:
+            return node
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == name for t in node.targets):
+            return node
+        if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and node.target.id == name:
+            return node
+        if isinstance(node, ast.ImportFrom) and any((a.asname or a.name) == name for a in node.names):
+            return node  # a re-export: the name exists here, documented where it is defined
+    return None
+
+
+def resolves(identifier: str) -> bool:
+    """True when ``identifier`` names a module, or an object defined in a module's source (found without
+    importing the module itself, so the verl host's pages are checked where verl is not installed)."""
+    parts = identifier.split(".")
+    for i in range(len(parts), 0, -1):
+        try:
+            spec = importlib.util.find_spec(".".join(parts[:i]))
+        except (ImportError, ValueError):
+            spec = None
+        if spec is not None and spec.origin and spec.origin.endswith(".py"):
+            body = ast.parse(Path(spec.origin).read_text(encoding="utf-8")).body
+            for name in parts[i:]:
+                node = _defines(body, name)
+                if node is None:
+                    return False
+                body = getattr(node, "body", [])
+            return True
+    return False
+
+
+def api_directives() -> list[tuple[str, str]]:
+    """(page, identifier) for every ``::: identifier`` and every name under its ``members:`` option."""
+    found = []
+    for path in sorted((DOCS / "reference").glob("*.md")):
+        page = path.relative_to(DOCS).as_posix()
+        for block in re.findall(r"^::: ([\w.]+)\n((?:    .*\n)*)", path.read_text(encoding="utf-8"), re.M):
+            ident, options = block
+            found.append((page, ident))
+            members = re.search(r"members:\n((?:\s+- \w+\n)+)", options)
+            for member in re.findall(r"- (\w+)", members.group(1) if members else ""):
+                found.append((page, f"{ident}.{member}"))
+    return found
+
+
+def test_every_api_directive_names_something_that_exists():
+    directives = api_directives()
+    assert len(directives) > 50, "the reference pages lost their ::: directives"
+    missing = [f"{page}: {ident}" for page, ident in directives if not resolves(ident)]
+    assert not missing, f"API reference entries naming nothing (renamed or removed?): {missing}"
