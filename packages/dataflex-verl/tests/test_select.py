@@ -158,3 +158,40 @@ def test_max_variance_without_recompute_keeps_verls_full_batch_advantages(queue,
         int(((got["rollout_is_weights"][r] * mask[r]).sum(-1) > 0).sum()) for r in row_groups(rollout).values()
     ]
     assert kept_per_group == [2] * 6
+
+
+def test_recomputation_reads_once_and_writes_advantages_with_the_weights(queue, make_config, monkeypatch):
+    """One read and one write per hook: the recomputed advantages travel in the meta returned to verl."""
+    import transfer_queue as tq
+
+    calls = {"get": [], "put": []}
+    real_get, real_put = tq.kv_batch_get, tq.kv_batch_put
+
+    def counted_get(*args, **kwargs):
+        calls["get"].append(list(kwargs.get("select_fields") or ()))
+        return real_get(*args, **kwargs)
+
+    def counted_put(*args, **kwargs):
+        calls["put"].append(sorted(kwargs["fields"].keys()))
+        return real_put(*args, **kwargs)
+
+    dataflex = {
+        "mechanism": "select",
+        "scorer": {"name": "reward_difficulty"},
+        "actuator": {"name": "gfpo", "params": {"keep_per_group": 2, "metric": "length"}},
+    }
+    trainer = make_trainer(make_config, dataflex)
+    meta = sandbox.put_rollout(sandbox.synthetic_rollout(num_prompts=4, n=4, padding_rows=1, seed=11))
+    monkeypatch.setattr(tq, "kv_batch_get", counted_get)
+    monkeypatch.setattr(tq, "kv_batch_put", counted_put)
+    metrics: dict = {}
+    out = trainer._compute_advantage(meta, metrics)
+    monkeypatch.undo()
+    sandbox.clear(out)
+
+    assert metrics["dataflex/advantage_recomputed"] == 1.0
+    # verl's own _compute_advantage does one get and one put; the DataFlex hook adds exactly one of each.
+    assert len(calls["get"]) == 2, calls["get"]
+    assert {"uid", "response_mask", "rm_scores"} <= set(calls["get"][1])
+    assert calls["put"][1] == ["advantages", "returns", "rollout_is_weights"]
+    assert {"advantages", "returns", "rollout_is_weights"} <= set(out.fields)

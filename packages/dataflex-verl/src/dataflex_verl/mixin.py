@@ -43,6 +43,16 @@ logger = logging.getLogger("dataflex_verl")
 WEIGHTS_FIELD = "rollout_is_weights"
 
 
+def only_fields(batch: Batch, names: list[str]) -> Batch:
+    """``batch`` limited to the fields ``names`` (and ``response_mask``): what the components may see."""
+    keep = {"response_mask", *names}
+    return Batch(
+        {k: v for k, v in batch.batch.items() if k in keep},
+        {k: v for k, v in batch.non_tensor_batch.items() if k in keep},
+        batch.meta_info,
+    )
+
+
 def padding_rows(meta: KVBatchMeta) -> torch.Tensor:
     """``(bs,)`` bool: rows verl appended as padding (tag ``is_padding``, uid ``pad...``, empty mask)."""
     return torch.tensor([bool(tag.get("is_padding", False)) for tag in meta.tags], dtype=torch.bool)
@@ -82,8 +92,11 @@ class DataFlexTrainerMixin(DataFlexCheckpointMixin):
         compose = self.dataflex.composes_rollout_is and "rollout_log_probs" in (meta.fields or ())
         if compose and WEIGHTS_FIELD not in fields:
             fields.append(WEIGHTS_FIELD)
-        read = queue_io.read_fields(meta, fields, producers=self.dataflex.field_hints)
-        batch = read.batch
+        recompute = self._dataflex_recomputes_advantage()
+        # one read per step: with recomputed advantages it also carries verl's estimator inputs
+        estimator = dataflex_select.estimator_fields(self.config, meta.fields or ()) if recompute else []
+        read = queue_io.read_fields(meta, list(dict.fromkeys(fields + estimator)), producers=self.dataflex.field_hints)
+        batch = only_fields(read.batch, fields)  # components see what they declared, as without recomputation
         batch.batch["is_padding"] = padding_rows(meta)
         if self.dataflex.mix is not None:  # mix acts on the sampler, not on the loss
             metrics.update(self._dataflex_mix_step(batch, step))
@@ -100,11 +113,20 @@ class DataFlexTrainerMixin(DataFlexCheckpointMixin):
             logger.warning("dataflex: %s; using uniform weights for step %d (dataflex.on_invalid=uniform)", exc, step)
             metrics.update(self._dataflex_step_metrics(None, valid_tokens, start, fallback=True))
             return meta
+        advantages: dict[str, torch.Tensor] = {}
         if self.dataflex.mechanism == "select":
-            metrics.update(self._dataflex_select_step(meta, batch, raw))
-        new_meta = self._dataflex_write(meta, written, read)
+            advantages = self._dataflex_select_step(meta, batch, read, raw > 0, recompute, metrics)
+        new_meta = self._dataflex_write(meta, written, read, advantages)
         metrics.update(self._dataflex_step_metrics(factor, valid_tokens, start, fallback=False))
         return new_meta
+
+    def _dataflex_recomputes_advantage(self) -> bool:
+        """True when a selector asks for advantages on its kept rows and verl's estimator is group-based."""
+        return (
+            self.dataflex.mechanism == "select"
+            and dataflex_select.wants_recompute(self.dataflex.pipeline.actuator)
+            and bool(is_group_estimator(self.dataflex.adv_estimator))
+        )
 
     def _dataflex_weights(self, batch: Batch, step: int) -> torch.Tensor:
         """Run the mechanism on non-padding rows; raw weights scattered back to every row (0 on padding)."""
@@ -137,15 +159,21 @@ class DataFlexTrainerMixin(DataFlexCheckpointMixin):
             )
         return written, factor
 
-    def _dataflex_select_step(self, meta: KVBatchMeta, batch: Batch, kept: torch.Tensor) -> dict[str, float]:
-        """Selection metrics; advantages recomputed on the kept rows when the selector asks for it."""
-        out = dataflex_select.selection_metrics(kept > 0, batch)
-        selector = self.dataflex.pipeline.actuator
-        recompute = dataflex_select.wants_recompute(selector) and is_group_estimator(self.dataflex.adv_estimator)
-        if recompute:
-            dataflex_select.recompute_advantages(self, meta, kept > 0)
-        out["dataflex/advantage_recomputed"] = 1.0 if recompute else 0.0
-        return out
+    def _dataflex_select_step(
+        self,
+        meta: KVBatchMeta,
+        batch: Batch,
+        read: queue_io.QueueBatch,
+        kept: torch.Tensor,
+        recompute: bool,
+        metrics: dict,
+    ) -> dict[str, torch.Tensor]:
+        """Selection metrics; with ``recompute``, advantages and returns of the kept rows for the step's write."""
+        metrics.update(dataflex_select.selection_metrics(kept, batch))
+        metrics["dataflex/advantage_recomputed"] = 1.0 if recompute else 0.0
+        if not recompute:
+            return {}
+        return dataflex_select.recompute_advantages(self.config, read.batch, meta.keys, kept)
 
     def _dataflex_mix_step(self, batch: Batch, step: int) -> dict[str, float]:
         """Feed the step's per-domain signal to the mixer; the sampler picks up new proportions."""
@@ -165,9 +193,18 @@ class DataFlexTrainerMixin(DataFlexCheckpointMixin):
         if self.dataflex.mix is not None:
             self.dataflex_sampler = dataflex_mix.install_sampler(self)
 
-    def _dataflex_write(self, meta: KVBatchMeta, written: torch.Tensor, read: queue_io.QueueBatch) -> KVBatchMeta:
-        """Write ``rollout_is_weights`` (``(bs, L)`` or per-row ``(bs,)``); the meta to return."""
-        return queue_io.write_response_field(meta, WEIGHTS_FIELD, written, read)
+    def _dataflex_write(
+        self,
+        meta: KVBatchMeta,
+        written: torch.Tensor,
+        read: queue_io.QueueBatch,
+        extra: dict[str, torch.Tensor] | None = None,
+    ) -> KVBatchMeta:
+        """Write ``rollout_is_weights`` (``(bs, L)`` or per-row ``(bs,)``) and ``extra`` fields at once; the meta to return.
+
+        :param extra: further per-token fields for the same write (recomputed ``advantages`` and ``returns``).
+        """
+        return queue_io.write_response_fields(meta, {**(extra or {}), WEIGHTS_FIELD: written}, read)
 
     def _dataflex_step_metrics(
         self, factor: torch.Tensor | None, valid_tokens: torch.Tensor, start: float, *, fallback: bool

@@ -1,9 +1,11 @@
-"""All TransferQueue I/O of the host: one read of the needed fields, one write of the weights.
+"""All TransferQueue I/O of the host: one read of the needed fields, one write per step hook.
 
 Kept in one small module because verl may move to another data plane (verl
-RFC #6988); a second backend would sit beside these two functions. Reading
-only the fields the pipeline declares is the main avoidable cost at
-bs=1024, L=4096.
+RFC #6988); a second backend would sit beside these functions. Reading
+only the fields the step needs (the pipeline's declared fields, plus verl's
+estimator inputs when a selector asks for recomputed advantages) is the main
+avoidable cost at bs=1024, L=4096; the weights, and any recomputed
+advantages, go out in one write.
 
 TransferQueue silently drops requested fields that are missing (or present on
 only some keys), so every requested field is checked and the missing ones
@@ -108,22 +110,30 @@ def rows_to_jagged(row_values: torch.Tensor, offsets: torch.Tensor, mask_values:
     return jagged(torch.where(mask_values.to(values.device), values, torch.zeros((), dtype=values.dtype)), offsets)
 
 
-def write_response_field(meta: KVBatchMeta, name: str, weights: torch.Tensor, read: QueueBatch) -> KVBatchMeta:
-    """Write one per-response-token field and return the meta of that write.
+def write_response_fields(meta: KVBatchMeta, values: dict[str, torch.Tensor], read: QueueBatch) -> KVBatchMeta:
+    """Write per-response-token fields in one ``kv_batch_put`` and return the meta of that write.
 
-    :param weights: ``(bs, L)`` padded per-token values, or ``(bs,)`` one value for each
-        response token of a row (0 where ``response_mask`` is 0).
+    :param values: field name -> ``(bs, L)`` padded per-token values, or ``(bs,)`` one value
+        for each response token of a row (0 where ``response_mask`` is 0).
     :param read: the :class:`QueueBatch` read for the same keys (gives the response layout).
 
     Only fields listed in the returned meta reach verl's actor, so callers must
     return this meta from ``_compute_advantage``.
     """
-    if weights.dim() == 1:
-        value = rows_to_jagged(weights, read.response_offsets, read.response_mask_values)
-    else:
-        value = padded_to_jagged(weights, read.response_offsets)
-    fields = TensorDict({name: value}, batch_size=len(meta))
-    written = tq.kv_batch_put(keys=meta.keys, partition_id=meta.partition_id, fields=fields)
+    fields = {}
+    for name, value in values.items():
+        if value.dim() == 1:
+            fields[name] = rows_to_jagged(value, read.response_offsets, read.response_mask_values)
+        else:
+            fields[name] = padded_to_jagged(value, read.response_offsets)
+    written = tq.kv_batch_put(
+        keys=meta.keys, partition_id=meta.partition_id, fields=TensorDict(fields, batch_size=len(meta))
+    )
     if meta.extra_info:
         written.extra_info = {**meta.extra_info, **(written.extra_info or {})}
     return written
+
+
+def write_response_field(meta: KVBatchMeta, name: str, weights: torch.Tensor, read: QueueBatch) -> KVBatchMeta:
+    """Write one per-response-token field (see :func:`write_response_fields`); the meta of that write."""
+    return write_response_fields(meta, {name: weights}, read)

@@ -8,18 +8,23 @@ are always read as indices. Padding and empty rows are never kept.
 
 A selector with a truthy ``recompute_advantage`` attribute (GFPO, PODS)
 asks for group advantages computed as if only the kept rows had been sampled:
-the host reruns verl's own estimator on the kept rows alone and writes those
-advantages (0 on dropped rows) before the weights.
+the host reads the estimator's fields in the step's single read, reruns verl's
+own estimator on the kept rows alone, and writes those advantages (0 on
+dropped rows) and ``returns`` in the same write as the weights. No queue I/O
+happens here (:mod:`dataflex_verl.queue_io`).
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 import numpy as np
 import torch
 
 from dataflex_core import Batch, InvalidOutputError, group_index, segment_count, valid_sample_mask
+
+from .outputs import checked_scores, component_label, step_context
 
 
 def kept_mask(output: Any, batch: Batch, owner: str, step: int) -> torch.Tensor:
@@ -56,26 +61,15 @@ def kept_mask(output: Any, batch: Batch, owner: str, step: int) -> torch.Tensor:
 
 def run_select(mounted: Any, batch: Batch, step: int) -> torch.Tensor:
     """``scorer.score`` then ``selector.act``; float32 0/1 weights ``(bs,)`` (renormalised by the host)."""
-    from .mechanisms import _context, _label, check_output  # mechanisms lists this runner
-
     pipeline = mounted.pipeline
-    ctx = _context(mounted, step)
+    scores = checked_scores(mounted, batch, step)
     with torch.no_grad():
-        scores = pipeline.scorer.score(batch, step, **{k: v for k, v in ctx.items() if k != "step_id"})
-        scores = check_output(
-            scores,
-            what="scores",
-            owner=_label(pipeline, "scorer"),
-            step=step,
-            granularity=pipeline.scorer.granularity,
-            batch=batch,
-            non_negative=False,
-        )
-        output = pipeline.actuator.act(scores, batch, **ctx)
-    keep = kept_mask(output, batch, _label(pipeline, "actuator"), step)
+        output = pipeline.actuator.act(scores, batch, **step_context(mounted, step))
+    selector = component_label(pipeline, "actuator")
+    keep = kept_mask(output, batch, selector, step)
     if not keep.any() and valid_sample_mask(batch).any():
         raise InvalidOutputError(
-            f"{_label(pipeline, 'actuator')} kept no sample at step {step}; a step needs at least one kept sample "
+            f"{selector} kept no sample at step {step}; a step needs at least one kept sample "
             "(widen the selector's band/fraction, or set dataflex.on_invalid=uniform to train on all samples then)"
         )
     return keep.to(torch.float32)
@@ -106,38 +100,40 @@ def selection_metrics(kept: torch.Tensor, batch: Batch) -> dict[str, float]:
 ESTIMATOR_FIELDS = ("uid", "response_mask", "rm_scores", "rollout_log_probs", "old_log_probs", "ref_log_prob", "values")
 
 
-def recompute_advantages(trainer: Any, meta: Any, kept: torch.Tensor) -> Any:
-    """Rerun verl's advantage estimator on the kept rows alone and write ``advantages``/``returns``.
+def estimator_fields(config: Any, held: Iterable[str]) -> list[str]:
+    """The fields the recomputation reads: verl's estimator inputs among ``held`` (the queue's fields).
 
-    Dropped rows get advantage 0. ``kept`` is a bool ``(bs,)`` over the rows
-    of ``meta``. Returns the meta of the write (it lists every persisted field).
+    ``token_level_rewards`` (KL in reward) replaces ``rm_scores`` as the reward when verl wrote it.
     """
-    import transfer_queue as tq
+    held = set(held)
+    fields = [name for name in ESTIMATOR_FIELDS if name in held]
+    if config.algorithm.use_kl_in_reward and "token_level_rewards" in held:
+        fields.append("token_level_rewards")
+    return fields
+
+
+def recompute_advantages(config: Any, batch: Batch, keys: list[str], kept: torch.Tensor) -> dict[str, torch.Tensor]:
+    """Rerun verl's advantage estimator on the kept rows alone; padded ``advantages`` and ``returns``.
+
+    ``batch`` is the step's read for the trajectory ``keys`` (row order) and holds the
+    :func:`estimator_fields`; ``kept`` is a bool ``(bs,)`` over its rows. Returns float32
+    ``(bs, L)`` tensors, 0 on dropped rows, for the host's single write.
+    """
     from tensordict import TensorDict
     from verl import DataProto
     from verl.trainer.ppo.v1.utils import compute_advantage_for_multi_trajectories
 
-    from .queue_io import padded_to_jagged
-
-    config = trainer.config
-    held = set(meta.fields or ())
-    fields = [f for f in ESTIMATOR_FIELDS if f in held]
-    if config.algorithm.use_kl_in_reward and "token_level_rewards" in held:
-        fields.append("token_level_rewards")
-    data = tq.kv_batch_get(keys=meta.keys, partition_id=meta.partition_id, select_fields=fields)
-    response_mask = data["response_mask"]
-    offsets = response_mask.offsets()
-    padded = data.to_padded_tensor()
-    rows = kept.nonzero().flatten()
-    sub = DataProto(batch=padded[rows])
-    sub.non_tensor_batch["uid"] = np.array(sub.batch.pop("uid").tolist(), dtype=object)
+    rows = kept.cpu().nonzero().flatten()
+    names = estimator_fields(config, [*batch.batch, *batch.non_tensor_batch])
+    tensors = {name: batch.batch[name][rows] for name in names if name in batch.batch}
+    uid = batch.non_tensor_batch["uid"][rows.numpy()]
+    sub = DataProto(batch=TensorDict(tensors, batch_size=[len(rows)]), non_tensor_batch={"uid": uid})
     if "token_level_rewards" not in sub.batch.keys():
         sub.batch["token_level_rewards"] = sub.batch["rm_scores"]
     sub.batch["token_level_scores"] = sub.batch["rm_scores"]
-    keys = [meta.keys[i] for i in rows.tolist()]
     sub = compute_advantage_for_multi_trajectories(
         sub,
-        batch_keys=keys,
+        batch_keys=[keys[i] for i in rows.tolist()],
         adv_estimator=config.algorithm.adv_estimator,
         gamma=config.algorithm.gamma,
         lam=config.algorithm.lam,
@@ -145,10 +141,10 @@ def recompute_advantages(trainer: Any, meta: Any, kept: torch.Tensor) -> Any:
         norm_adv_by_std_in_grpo=config.algorithm.get("norm_adv_by_std_in_grpo", True),
         config=config.algorithm,
     )
-    mask = padded["response_mask"]
+    shape = batch.batch["response_mask"].shape
     out = {}
     for name in ("advantages", "returns"):
-        full = torch.zeros(mask.shape, dtype=torch.float32)
+        full = torch.zeros(shape, dtype=torch.float32)
         full[rows] = sub.batch[name].to(torch.float32)
-        out[name] = padded_to_jagged(full, offsets)
-    return tq.kv_batch_put(keys=meta.keys, partition_id=meta.partition_id, fields=TensorDict(out, batch_size=len(meta)))
+        out[name] = full
+    return out
