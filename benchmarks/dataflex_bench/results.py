@@ -99,6 +99,8 @@ def machine() -> dict[str, Any]:
         "python": platform.python_version(),
         "torch": torch.__version__,
         "cuda": None,
+        # glibc allocator setting the run used (benchmarks/run.py fixes it on Linux).
+        "malloc_mmap_threshold": os.environ.get("MALLOC_MMAP_THRESHOLD_"),
     }
     try:
         with open("/proc/cpuinfo", encoding="utf-8") as fh:
