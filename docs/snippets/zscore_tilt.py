@@ -2,7 +2,7 @@
 
 import torch
 
-from dataflex_core import Reweighter, mean_one, register_reweighter, valid_mask_for
+from dataflex_core import Reweighter, actuator_scores, mean_one, register_reweighter
 
 
 @register_reweighter("zscore_tilt")
@@ -30,8 +30,12 @@ class ZScoreTiltReweighter(Reweighter):
 
     @torch.no_grad()
     def act(self, scores, batch, **ctx):
-        valid = valid_mask_for(scores, batch)  # same shape as scores
-        s = torch.where(valid, scores.to(torch.float64), 0.0)
+        per_token = getattr(scores, "ndim", 1) == 2
+        # Checked scores (right shape, finite on valid units) in float64, and the matching validity mask.
+        s, valid = actuator_scores(
+            scores, batch, owner=self.describe(), granularity="token" if per_token else "sample", dtype=torch.float64
+        )
+        s = torch.where(valid, s, 0.0)
         count = valid.sum().clamp(min=1)
         mean = s.sum() / count
         std = (torch.where(valid, s - mean, 0.0).square().sum() / count).sqrt()

@@ -13,6 +13,7 @@ from dataflex_core import (
     Batch,
     DataFlexPluginManager,
     IncompatibleComponentError,
+    InvalidOutputError,
     UnknownParamError,
     build_from_config,
     valid_sample_mask,
@@ -126,6 +127,19 @@ def test_zscore_tilt_is_scale_free_and_uniform_on_constant_scores(snippets, scal
     torch.testing.assert_close(
         reweighter.act(torch.tensor([scale]), Batch({"response_mask": torch.ones(1, 3)})), torch.ones(1)
     )
+
+
+def test_zscore_tilt_names_itself_when_scores_are_not_finite_or_misshapen(snippets):
+    from zscore_tilt import ZScoreTiltReweighter
+
+    batch = Batch({"response_mask": torch.ones(3, 2), "is_padding": torch.tensor([False, False, True])})
+    with pytest.raises(InvalidOutputError, match=r"zscore_tilt.*non-finite"):
+        ZScoreTiltReweighter().act(torch.tensor([1.0, float("nan"), 0.0]), batch)
+    # NaN on the padding row is allowed: it is not a valid unit.
+    weights = ZScoreTiltReweighter().act(torch.tensor([1.0, 2.0, float("nan")]), batch)
+    assert weights[2] == 0 and weights[:2].mean().item() == pytest.approx(1.0)
+    with pytest.raises(InvalidOutputError, match="zscore_tilt"):
+        ZScoreTiltReweighter().act(torch.ones(3, 5), batch)
 
 
 def test_zscore_tilt_rejects_a_bad_range_and_unknown_params(snippets):
