@@ -58,6 +58,8 @@ def tests(session: nox.Session) -> None:
     extra = VERL_STACK if HOST in dists else []
     session.install(*extra, *(f"./{rel(d)}" for d in dists), "pytest>=8", "omegaconf", "hydra-core")
     test_dirs = [rel(d / "tests") for d in dists if (d / "tests").is_dir()]
+    # The docs' tutorial snippets and the benchmark harness's own logic run here too.
+    test_dirs += [rel(p) for p in (ROOT / "docs" / "tests", ROOT / "benchmarks" / "tests") if p.is_dir()]
     session.run("pytest", *test_dirs, *session.posargs)
 
 
