@@ -190,3 +190,15 @@ def test_component_entry_with_stray_keys_is_rejected():
 def test_warmup_gates_activity():
     pipeline = build_from_config(block(warmup_step=3))
     assert [pipeline.active(s) for s in (0, 2, 3, 4)] == [False, False, True, True]
+
+
+def test_components_defined_in_execd_code_are_registered():
+    source = (
+        "from dataflex_core import Scorer, register_scorer\n"
+        "@register_scorer('cfg_execd')\n"
+        "class Execd(Scorer):\n"
+        "    def score(self, batch, step_id, **ctx):\n"
+        "        return batch.batch['response_mask'].sum(-1).float()\n"
+    )
+    exec(compile(source, "<notebook cell>", "exec"), {"__name__": "not_a_module_in_sys_modules"})
+    assert build_from_config(block(scorer="cfg_execd")).scorer_spec.name == "cfg_execd"

@@ -7,9 +7,10 @@ to the entry point whose module defined it; records no entry point claims
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import TypeVar
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
 
 from .components import BASE_CLASSES
 from .errors import DeclarationError
@@ -22,6 +23,8 @@ class DecoratedComponent:
     kind: str
     name: str
     cls: type
+    #: The module object that defined ``cls`` (None for exec'd code): a re-import replaces it.
+    module: Any = field(default=None, compare=False, repr=False)
 
 
 #: Every decorated class, in definition order. Append-only.
@@ -42,7 +45,7 @@ def _make_register(kind: str) -> Callable[[str], Callable[[T], T]]:
                     f"{base.__name__}; inherit from dataflex_core.{base.__name__}"
                 )
             cls.name = name
-            DECORATED.append(DecoratedComponent(kind, name, cls))
+            DECORATED.append(DecoratedComponent(kind, name, cls, sys.modules.get(cls.__module__)))
             return cls
 
         return decorate

@@ -104,22 +104,23 @@ def _unknown_hooks(obj: Any) -> list[str]:
     return sorted(name for name in dir(obj) if hasattr(getattr(obj, name, None), "dataflex_impl") and name not in known)
 
 
-def _is_current(cls: type) -> bool:
-    """False for a class whose module was re-imported since (a stale duplicate of a newer class)."""
-    if "<locals>" in cls.__qualname__:
-        return True
-    module = sys.modules.get(cls.__module__)
-    if module is None:
+def _is_current(item: DecoratedComponent) -> bool:
+    """False for a class whose module was re-imported or unloaded since it was defined."""
+    if item.module is None:
+        return True  # exec'd code: no module object that a re-import could replace
+    if sys.modules.get(item.cls.__module__) is not item.module:
         return False
-    obj: Any = module
-    for part in cls.__qualname__.split("."):
+    if "<locals>" in item.cls.__qualname__:
+        return True
+    obj: Any = item.module
+    for part in item.cls.__qualname__.split("."):
         obj = getattr(obj, part, None)
-    return obj is cls
+    return obj is item.cls
 
 
 def current_decorated() -> list[DecoratedComponent]:
     """Decorated classes, without those superseded by a re-import of their module."""
-    return [d for d in DECORATED if _is_current(d.cls)]
+    return [d for d in DECORATED if _is_current(d)]
 
 
 class _DecoratedComponents:
