@@ -44,6 +44,18 @@ class SeenRowsScorer(Scorer):
         return adv.sum(-1) / mask.sum(-1).clamp(min=1)
 
 
+@register_scorer("hosttest_mean_entropy")
+class MeanEntropyScorer(Scorer):
+    """Mean entropy of each response: a field verl's ``_compute_advantage`` does not read itself."""
+
+    requires = ["entropy"]
+
+    def score(self, batch, step_id, **ctx):
+        mask = batch.batch["response_mask"].bool()
+        entropy = torch.where(mask, batch.batch["entropy"], torch.zeros(()))
+        return entropy.sum(-1) / mask.sum(-1).clamp(min=1)
+
+
 @register_scorer("hosttest_token_position")
 class TokenPositionScorer(Scorer):
     """Token scores growing along the response, so token weights differ within a sequence."""

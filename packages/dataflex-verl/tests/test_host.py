@@ -134,6 +134,86 @@ def test_grpo_token_mean_writes_normalised_weights_and_returns_their_meta(make_c
     assert metrics["dataflex/hook_time_s"] > 0
 
 
+ENTROPY_SOFTMAX = {
+    "scorer": {"name": "hosttest_mean_entropy"},
+    "actuator": {"name": "softmax", "params": {"temperature": 0.5}},
+}
+
+
+def test_the_hook_rides_on_verls_one_get_and_one_put(make_config, queue, monkeypatch):
+    """No queue I/O of DataFlex's own: verl's get carries ``entropy``, verl's put the weights, verl is unchanged."""
+    from verl.trainer.ppo.v1 import trainer_base
+
+    calls: dict[str, list] = {"get": [], "put": [], "verl_sees": []}
+    real_get, real_put, real_proto = tq.kv_batch_get, tq.kv_batch_put, trainer_base.DataProto
+
+    def counted_get(**kwargs):
+        calls["get"].append(sorted(kwargs["select_fields"]))
+        return real_get(**kwargs)
+
+    def counted_put(**kwargs):
+        calls["put"].append(sorted(kwargs["fields"].keys()))
+        return real_put(**kwargs)
+
+    def seen_by_verl(*args, **kwargs):  # verl builds its DataProto from what its get returned
+        calls["verl_sees"].append(sorted(kwargs["batch"].keys()))
+        return real_proto(*args, **kwargs)
+
+    rollout = sandbox.synthetic_rollout(num_prompts=6, n=4, padding_rows=2, seed=5)
+    results = {}
+    for mode in ("sync", "dataflex_sync"):
+        trainer = trainer_for(make_config, mode=mode, **ENTROPY_SOFTMAX)
+        meta = sandbox.put_rollout(rollout)
+        monkeypatch.setattr(tq, "kv_batch_get", counted_get)
+        monkeypatch.setattr(tq, "kv_batch_put", counted_put)
+        monkeypatch.setattr(trainer_base, "DataProto", seen_by_verl)
+        out = trainer._compute_advantage(meta, {})
+        monkeypatch.undo()
+        results[mode] = {name: list(value) for name, value in calls.items()}
+        results[mode]["out"] = fetch(out, "advantages", "returns", "response_mask", "entropy", "rollout_is_weights")
+        results[mode]["fields"] = set(out.fields)
+        for value in calls.values():
+            value.clear()
+        sandbox.clear(out)
+
+    plain, dataflex = results["sync"], results["dataflex_sync"]
+    assert len(plain["get"]) == len(plain["put"]) == 1
+    assert dataflex["get"] == [sorted([*plain["get"][0], "entropy"])]
+    assert dataflex["put"] == [sorted([*plain["put"][0], "rollout_is_weights"])]
+    assert dataflex["verl_sees"] == plain["verl_sees"] and "entropy" not in dataflex["verl_sees"][0]
+    for name in ("advantages", "returns", "response_mask"):
+        assert torch.equal(dataflex["out"][name], plain["out"][name]), name
+    assert "rollout_is_weights" in dataflex["fields"] and "rollout_is_weights" not in plain["fields"]
+    got = dataflex["out"]
+    valid = valid_tokens(out, got["response_mask"])
+    per_sample = softmax_weights_by_hand(got["entropy"], valid, 0.5)
+    expected = per_sample.unsqueeze(-1) * valid / token_mean(per_sample.unsqueeze(-1).expand_as(valid), valid)
+    torch.testing.assert_close(got["rollout_is_weights"], expected.float(), rtol=1e-5, atol=1e-6)
+
+
+def test_without_verls_put_the_hook_does_its_own_read_and_write(make_config, queue, monkeypatch, caplog):
+    """If verl's step stops calling the queue through ``trainer_base.tq``, the weights still reach the actor."""
+    from verl.trainer.ppo.v1 import trainer_base
+
+    from dataflex_verl import mixin, queue_io
+
+    monkeypatch.setattr(queue_io, "install_verl_queue", lambda: None)
+    monkeypatch.setattr(trainer_base, "tq", tq)  # verl's I/O bypasses the capture
+    monkeypatch.setattr(mixin, "_warned_separate_io", False)
+    trainer = trainer_for(make_config, **ENTROPY_SOFTMAX)
+    with caplog.at_level("WARNING", logger="dataflex_verl"):
+        _, out, metrics = run(trainer)
+        run(trainer)
+    fallbacks = [r for r in caplog.records if r.name == "dataflex_verl" and "falling back" in r.message]
+    assert len(fallbacks) == 1 and fallbacks[0].levelname == "WARNING"  # once, not every step
+    assert "rollout_is_weights" in out.fields and metrics["dataflex/active"] == 1.0
+    got = fetch(out, "rollout_is_weights", "entropy", "response_mask")
+    valid = valid_tokens(out, got["response_mask"])
+    per_sample = softmax_weights_by_hand(got["entropy"], valid, 0.5)
+    expected = per_sample.unsqueeze(-1) * valid / token_mean(per_sample.unsqueeze(-1).expand_as(valid), valid)
+    torch.testing.assert_close(got["rollout_is_weights"], expected.float(), rtol=1e-5, atol=1e-6)
+
+
 def test_seq_mean_token_mean_normalises_per_sequence(make_config, queue):
     trainer = trainer_for(make_config, ["actor_rollout_ref.actor.loss_agg_mode=seq-mean-token-mean"])
     assert trainer.dataflex.loss_unit == "sequence"

@@ -161,7 +161,7 @@ def test_max_variance_without_recompute_keeps_verls_full_batch_advantages(queue,
 
 
 def test_recomputation_reads_once_and_writes_advantages_with_the_weights(queue, make_config, monkeypatch):
-    """One read and one write per hook: the recomputed advantages travel in the meta returned to verl."""
+    """verl's one read and one write per hook: the recomputed advantages travel in the meta returned to verl."""
     import transfer_queue as tq
 
     calls = {"get": [], "put": []}
@@ -190,8 +190,9 @@ def test_recomputation_reads_once_and_writes_advantages_with_the_weights(queue, 
     sandbox.clear(out)
 
     assert metrics["dataflex/advantage_recomputed"] == 1.0
-    # verl's own _compute_advantage does one get and one put; the DataFlex hook adds exactly one of each.
-    assert len(calls["get"]) == 2, calls["get"]
-    assert {"uid", "response_mask", "rm_scores"} <= set(calls["get"][1])
-    assert calls["put"][1] == ["advantages", "returns", "rollout_is_weights"]
+    # verl's own _compute_advantage does one get and one put; the DataFlex hook rides on them and adds none.
+    assert len(calls["get"]) == 1, calls["get"]
+    assert {"uid", "response_mask", "rm_scores"} <= set(calls["get"][0])
+    # verl's put (it rewrites response_mask under the default rollout correction) plus the weights
+    assert calls["put"] == [["advantages", "response_mask", "returns", "rollout_is_weights"]]
     assert {"advantages", "returns", "rollout_is_weights"} <= set(out.fields)

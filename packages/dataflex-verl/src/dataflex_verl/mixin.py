@@ -1,27 +1,34 @@
 """The DataFlex trainer mixin: mount in the constructor, reweight in ``_compute_advantage``.
 
-Mixed in front of a verl v1 trainer class. Three pitfalls of verl 0.9 shape it:
+Mixed in front of a verl v1 trainer class. Four pitfalls of verl 0.9 shape it:
 
 - verl compares ``trainer_mode`` with ``"sync"`` in several places, so the
   constructor resets ``config.trainer.v1.trainer_mode`` to the base mode
   before verl reads it;
 - only fields listed in the meta ``_compute_advantage`` returns reach the
-  actor, so the hook returns the meta of its own write;
-- TransferQueue drops missing fields silently, so every read is checked
-  (:mod:`dataflex_verl.queue_io`).
+  actor, so the weights go into the put whose meta verl returns;
+- at bs=1024, L=4096 a queue round trip costs more than scoring, so the hook
+  rides on verl's own get and put (:func:`dataflex_verl.queue_io.advantage_capture`)
+  instead of adding its own; if verl stops putting through its module's
+  ``tq``, it falls back to a read and a write after verl's step (warned once);
+- TransferQueue drops missing fields silently, so every needed field is
+  checked (:mod:`dataflex_verl.queue_io`).
 
 The per-step work is split into small methods (:meth:`_dataflex_weights`,
-:meth:`_dataflex_write`) so later mechanisms and checkpointing can hook in.
+:meth:`_dataflex_finalize`, :meth:`_dataflex_on_verl_put`) so later
+mechanisms and checkpointing can hook in.
 """
 
 from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Iterable
 from typing import Any, ClassVar
 
 import torch
 from omegaconf import open_dict
+from tensordict import TensorDict
 from transfer_queue import KVBatchMeta
 
 from dataflex_core import Batch, InvalidOutputError, valid_token_mask
@@ -41,6 +48,8 @@ logger = logging.getLogger("dataflex_verl")
 
 #: The field verl's policy losses multiply into ``pg_losses``.
 WEIGHTS_FIELD = "rollout_is_weights"
+
+_warned_separate_io = False
 
 
 def only_fields(batch: Batch, names: list[str]) -> Batch:
@@ -78,29 +87,90 @@ class DataFlexTrainerMixin(DataFlexCheckpointMixin):
 
     # -- the step hook ---------------------------------------------------
     def _compute_advantage(self, batch: KVBatchMeta, metrics: dict) -> KVBatchMeta:
-        meta = super()._compute_advantage(batch, metrics)
-        return self._dataflex_after_advantage(meta, metrics)
-
-    def _dataflex_after_advantage(self, meta: KVBatchMeta, metrics: dict) -> KVBatchMeta:
-        """Score, act and write ``rollout_is_weights``; return the meta that carries them."""
         step = int(getattr(self, "global_steps", 0) or 0)
         if not self.dataflex.pipeline.active(step):
             metrics["dataflex/active"] = 0.0
+            return super()._compute_advantage(batch, metrics)
+
+        def on_put(got: TensorDict, put: TensorDict) -> TensorDict:
+            return self._dataflex_on_verl_put(batch, got, put, metrics, step)
+
+        with queue_io.advantage_capture(batch.keys, self._dataflex_extra_reads(), on_put) as capture:
+            meta = super()._compute_advantage(batch, metrics)
+        if capture.merged:
             return meta
+        global _warned_separate_io
+        if not _warned_separate_io:
+            _warned_separate_io = True
+            logger.warning(
+                "dataflex: verl's _compute_advantage did no put on the step's keys through %s.tq; "
+                "falling back to a separate read and write per step (slower)",
+                queue_io.VERL_TRAINER_MODULE,
+            )
+        return self._dataflex_after_advantage(meta, metrics)
+
+    def _dataflex_extra_reads(self) -> list[str]:
+        """Fields the pipeline reads that exist before verl's put (verl's own outputs come with the put)."""
+        written_by_verl = {"advantages", "returns", WEIGHTS_FIELD}
+        if self.config.algorithm.use_kl_in_reward:
+            written_by_verl.add("token_level_rewards")
+        return [name for name in self.dataflex.fields if name not in written_by_verl]
+
+    def _dataflex_on_verl_put(
+        self, meta: KVBatchMeta, got: TensorDict, put: TensorDict, metrics: dict, step: int
+    ) -> TensorDict:
+        """verl's put ``put`` plus ``rollout_is_weights`` (and recomputed advantages), from verl's get ``got``."""
         start = time.perf_counter()
+        data = {name: got.get(name) for name in got.keys()}
+        data.update({name: put.get(name) for name in put.keys()})  # verl's outputs win (e.g. a rejection-sampled mask)
+        fields, reads, compose, recompute = self._dataflex_plan(data.keys())
+        read = queue_io.queue_batch(data, reads, meta, held=list(data), producers=self.dataflex.field_hints)
+        out = self._dataflex_step(meta, read, fields, compose, recompute, metrics, step, start)
+        if out is None:
+            return put
+        merged = put.copy()
+        for name, value in queue_io.response_fields(out, read).items():
+            merged[name] = value
+        return merged
+
+    def _dataflex_after_advantage(self, meta: KVBatchMeta, metrics: dict) -> KVBatchMeta:
+        """The fallback: read after verl's put, act, write in a put of its own; return the meta that carries it."""
+        step = int(getattr(self, "global_steps", 0) or 0)
+        start = time.perf_counter()
+        fields, reads, compose, recompute = self._dataflex_plan(meta.fields or ())
+        read = queue_io.read_fields(meta, reads, producers=self.dataflex.field_hints)
+        out = self._dataflex_step(meta, read, fields, compose, recompute, metrics, step, start)
+        return meta if out is None else self._dataflex_write(meta, out, read)
+
+    def _dataflex_plan(self, held: Iterable[str]) -> tuple[list[str], list[str], bool, bool]:
+        """``(fields the components see, fields to read, compose, recompute)`` given the fields ``held``."""
+        held = set(held)
         fields = list(self.dataflex.fields)
-        compose = self.dataflex.composes_rollout_is and "rollout_log_probs" in (meta.fields or ())
+        compose = self.dataflex.composes_rollout_is and "rollout_log_probs" in held
         if compose and WEIGHTS_FIELD not in fields:
             fields.append(WEIGHTS_FIELD)
         recompute = self._dataflex_recomputes_advantage()
-        # one read per step: with recomputed advantages it also carries verl's estimator inputs
-        estimator = dataflex_select.estimator_fields(self.config, meta.fields or ()) if recompute else []
-        read = queue_io.read_fields(meta, list(dict.fromkeys(fields + estimator)), producers=self.dataflex.field_hints)
+        # with recomputed advantages the read also carries verl's estimator inputs
+        estimator = dataflex_select.estimator_fields(self.config, held) if recompute else []
+        return fields, list(dict.fromkeys(fields + estimator)), compose, recompute
+
+    def _dataflex_step(
+        self,
+        meta: KVBatchMeta,
+        read: queue_io.QueueBatch,
+        fields: list[str],
+        compose: bool,
+        recompute: bool,
+        metrics: dict,
+        step: int,
+        start: float,
+    ) -> dict[str, torch.Tensor] | None:
+        """Score and act on ``read``; the fields to write (``rollout_is_weights``, maybe advantages), or None."""
         batch = only_fields(read.batch, fields)  # components see what they declared, as without recomputation
         batch.batch["is_padding"] = padding_rows(meta)
         if self.dataflex.mix is not None:  # mix acts on the sampler, not on the loss
             metrics.update(self._dataflex_mix_step(batch, step))
-            return meta
+            return None
         valid_tokens = valid_token_mask(batch)
         verl_weights = batch.batch.get(WEIGHTS_FIELD) if compose else None
         try:
@@ -112,13 +182,12 @@ class DataFlexTrainerMixin(DataFlexCheckpointMixin):
             self.dataflex_uniform_fallbacks += 1
             logger.warning("dataflex: %s; using uniform weights for step %d (dataflex.on_invalid=uniform)", exc, step)
             metrics.update(self._dataflex_step_metrics(None, valid_tokens, start, fallback=True))
-            return meta
+            return None
         advantages: dict[str, torch.Tensor] = {}
         if self.dataflex.mechanism == "select":
             advantages = self._dataflex_select_step(meta, batch, read, raw > 0, recompute, metrics)
-        new_meta = self._dataflex_write(meta, written, read, advantages)
         metrics.update(self._dataflex_step_metrics(factor, valid_tokens, start, fallback=False))
-        return new_meta
+        return {**advantages, WEIGHTS_FIELD: written}
 
     def _dataflex_recomputes_advantage(self) -> bool:
         """True when a selector asks for advantages on its kept rows and verl's estimator is group-based."""
@@ -194,17 +263,10 @@ class DataFlexTrainerMixin(DataFlexCheckpointMixin):
             self.dataflex_sampler = dataflex_mix.install_sampler(self)
 
     def _dataflex_write(
-        self,
-        meta: KVBatchMeta,
-        written: torch.Tensor,
-        read: queue_io.QueueBatch,
-        extra: dict[str, torch.Tensor] | None = None,
+        self, meta: KVBatchMeta, values: dict[str, torch.Tensor], read: queue_io.QueueBatch
     ) -> KVBatchMeta:
-        """Write ``rollout_is_weights`` (``(bs, L)`` or per-row ``(bs,)``) and ``extra`` fields at once; the meta to return.
-
-        :param extra: further per-token fields for the same write (recomputed ``advantages`` and ``returns``).
-        """
-        return queue_io.write_response_fields(meta, {**(extra or {}), WEIGHTS_FIELD: written}, read)
+        """Fallback only: write ``values`` (``rollout_is_weights``, maybe advantages) in one put; the meta to return."""
+        return queue_io.write_response_fields(meta, values, read)
 
     def _dataflex_step_metrics(
         self, factor: torch.Tensor | None, valid_tokens: torch.Tensor, start: float, *, fallback: bool
