@@ -77,7 +77,7 @@ def run(*, name, shape, bs, length, group_size, reps, warmup, target, unjudged=N
     hook = statistics.median(hook_s[-reps:])
     note = (
         f"{HOST_BLOCK['scorer']['name']}+{HOST_BLOCK['actuator']['name']}; the DataFlex hook "
-        f"(read, score, act, write) took {hook * 1e3:.0f} ms of {timings.median('dataflex_sync') * 1e3:.0f} ms"
+        f"(batch from verl's read, score, act, weights into verl's write) took {hook * 1e3:.0f} ms of {timings.median('dataflex_sync') * 1e3:.0f} ms"
     )
     return [
         measured(
