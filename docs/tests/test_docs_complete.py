@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import ast
-import importlib.util
 import inspect
 import re
 import unicodedata
@@ -275,17 +274,31 @@ def _defines(body: list[ast.stmt], name: str) -> ast.stmt | None:
     return None
 
 
+#: Where mkdocstrings reads the sources (``paths`` in mkdocs.yml): the pages are built from these trees.
+SOURCE_ROOTS = [
+    ROOT / "packages" / "dataflex-core" / "src",
+    ROOT / "packages" / "dataflex-verl" / "src",
+    ROOT / "conformance" / "src",
+]
+
+
+def module_source(module: str) -> Path | None:
+    for root in SOURCE_ROOTS:
+        base = root.joinpath(*module.split("."))
+        for candidate in (base.with_suffix(".py"), base / "__init__.py"):
+            if candidate.is_file():
+                return candidate
+    return None
+
+
 def resolves(identifier: str) -> bool:
-    """True when ``identifier`` names a module, or an object defined in a module's source (found without
-    importing the module itself, so the verl host's pages are checked where verl is not installed)."""
+    """True when ``identifier`` names a module, or an object defined (or re-exported) in a module's
+    source, read from the source trees the docs are built from, without importing anything."""
     parts = identifier.split(".")
     for i in range(len(parts), 0, -1):
-        try:
-            spec = importlib.util.find_spec(".".join(parts[:i]))
-        except (ImportError, ValueError):
-            spec = None
-        if spec is not None and spec.origin and spec.origin.endswith(".py"):
-            body = ast.parse(Path(spec.origin).read_text(encoding="utf-8")).body
+        source = module_source(".".join(parts[:i]))
+        if source is not None:
+            body = ast.parse(source.read_text(encoding="utf-8")).body
             for name in parts[i:]:
                 node = _defines(body, name)
                 if node is None:
