@@ -27,6 +27,7 @@ from dataflex_core import Batch, ConfigError, InvalidOutputError
 from dataflex_core.config import to_plain
 
 from .mixture_sampler import DomainMixtureSampler
+from .outputs import checked_scores, component_label, step_context
 
 #: Keys of the ``dataflex:`` block that only ``mechanism: mix`` reads, with their defaults.
 MIX_KEYS = {"domains": None, "domain_key": "domain", "update_step": 1}
@@ -149,8 +150,6 @@ def mix_step(mounted: Any, sampler: DomainMixtureSampler, batch: Batch, step: in
     ``batch`` holds the scorer's fields, ``response_mask``, ``is_padding`` and
     the ``domain_key`` column. Returns the step's ``dataflex/mix/...`` metrics.
     """
-    from .mechanisms import check_output
-
     start = time.perf_counter()
     settings: MixSettings = mounted.mix
     pipeline = mounted.pipeline
@@ -160,35 +159,18 @@ def mix_step(mounted: Any, sampler: DomainMixtureSampler, batch: Batch, step: in
     # Padding rows may carry any value; only real rows must name a configured domain.
     index = torch.zeros(len(batch), dtype=torch.long)
     index[~padding] = domain_ids(names[(~padding).numpy()], domains, f"queue field {settings.domain_key!r}")
-    ctx = {
-        "step_id": step,
-        "loss_agg_mode": mounted.loss_agg_mode,
-        "adv_estimator": mounted.adv_estimator,
-        "domains": domains,
-        "domain_index": index,
-        "granularity": pipeline.scorer.granularity,
-    }
+    extra = {"domains": domains, "domain_index": index, "granularity": pipeline.scorer.granularity}
+    ctx = {**step_context(mounted, step), **extra}
     metrics: dict[str, float] = {"dataflex/active": 1.0}
     real = ~padding
     for d, name in enumerate(domains):
         metrics[f"dataflex/mix/batch_fraction/{name}"] = float(((index == d) & real).sum()) / max(int(real.sum()), 1)
     updates = (step - pipeline.warmup_step) % settings.update_step == 0
+    scores = checked_scores(mounted, batch, step, extra_ctx=extra)
     with torch.no_grad():
-        scores = pipeline.scorer.score(batch, step, **{k: v for k, v in ctx.items() if k != "step_id"})
-        if pipeline.scorer.granularity != "domain":
-            scorer = f"{pipeline.scorer_spec.kind} {pipeline.scorer_spec.label}"
-            scores = check_output(
-                scores,
-                what="scores",
-                owner=scorer,
-                step=step,
-                granularity=pipeline.scorer.granularity,
-                batch=batch,
-                non_negative=False,
-            )
-        owner = f"{pipeline.actuator_spec.kind} {pipeline.actuator_spec.label}"
         if updates:
             proposed = pipeline.actuator.act(scores, batch, **ctx)
+            owner = component_label(pipeline, "actuator")
             sampler.set_proportions(check_proportions(proposed, len(domains), owner, step))
         elif callable(getattr(pipeline.actuator, "observe", None)):
             pipeline.actuator.observe(scores, batch, **ctx)

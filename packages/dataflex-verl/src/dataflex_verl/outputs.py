@@ -79,16 +79,27 @@ def component_label(pipeline: DataFlexPipeline, role: str) -> str:
     return f"{spec.kind} {spec.label}"
 
 
-def checked_scores(mounted: Any, batch: Batch, step: int, *, valid: torch.Tensor | None = None) -> torch.Tensor:
+def checked_scores(
+    mounted: Any,
+    batch: Batch,
+    step: int,
+    *,
+    valid: torch.Tensor | None = None,
+    extra_ctx: dict[str, Any] | None = None,
+) -> torch.Tensor:
     """``scorer.score`` with the host's context, checked at the scorer's granularity (no autograd graph).
 
     :param valid: the batch's validity mask for the scorer's granularity, if already computed.
+    :param extra_ctx: mechanism-specific context added to the host's (e.g. ``domains`` for mix).
+    Domain-granularity scores have no per-row shape to check; the mixer that reads them checks its output.
     """
     pipeline: DataFlexPipeline = mounted.pipeline
-    ctx = step_context(mounted, step)
+    ctx = {**step_context(mounted, step), **(extra_ctx or {})}
     del ctx["step_id"]  # the scorer takes the step positionally
     with torch.no_grad():
         scores = pipeline.scorer.score(batch, step, **ctx)
+    if pipeline.scorer.granularity == "domain":
+        return scores
     return check_output(
         scores,
         what="scores",
