@@ -11,6 +11,8 @@ from __future__ import annotations
 import inspect
 from typing import Any, ClassVar
 
+import torch
+
 from .errors import DeclarationError, UnknownParamError
 
 TIMINGS = ("pre_rollout", "post_reward", "post_advantage", "in_loss")
@@ -180,13 +182,32 @@ class Selector(Actuator):
 
     kind = "selector"
     accepts_granularity: ClassVar[tuple[str, ...]] = ("prompt", "response")
+    #: True asks the host for group advantages computed as if only the kept rows had been sampled
+    #: (GFPO, PODS); a host that can also drop the rows from the loss does (TRL). Instances may set it
+    #: from a param (``self.recompute_advantage = ...``); hosts read the configured instance.
+    recompute_advantage: bool = False
 
 
 class Mixer(Actuator):
-    """Per-domain scores -> domain sampling proportions, non-negative, summing to one."""
+    """Per-domain scores -> domain sampling proportions, non-negative, summing to one.
+
+    Hosts call :meth:`act` on update steps (every ``update_step`` steps) and
+    :meth:`observe` on the steps in between; :meth:`current_proportions` gives
+    the sampler its proportions before the first update.
+    """
 
     kind = "mixer"
     accepts_granularity: ClassVar[tuple[str, ...]] = ("domain", "prompt", "response")
+
+    def observe(self, scores: Any, batch: Any, **ctx: Any) -> None:
+        """Record one step's signal without proposing proportions; the default records nothing.
+
+        ``ctx`` is what :meth:`act` gets (``domains``, ``domain_index``, ``step_id``, ...).
+        """
+
+    def current_proportions(self, domains: Any) -> torch.Tensor:
+        """The proportions in effect, ``(D,)`` summing to one, without observing anything; default uniform."""
+        return torch.full((len(domains),), 1.0 / len(domains), dtype=torch.float32)
 
 
 BASE_CLASSES: dict[str, type[Component]] = {
