@@ -209,6 +209,57 @@ def lint(session: nox.Session) -> None:
     session.run("ruff", "format", "--check", "--diff", ".")
 
 
+#: Where ``nox -s build`` writes the sdist and the wheel of every distribution.
+DIST_DIR = ROOT / "dist"
+
+
+def release_dists() -> list[Path]:
+    """Every distribution that is released: ``packages/*``, the shipped plugins and conformance."""
+    packages = sorted(p for p in (ROOT / "packages").glob("*") if (p / "pyproject.toml").exists())
+    return [*packages, *plugin_dirs(), CONFORMANCE]
+
+
+@nox.session
+def build(session: nox.Session) -> None:
+    """An sdist and a wheel of every distribution into ``dist/``, then check and install them.
+
+    ``twine check --strict`` checks the metadata; ``tests/release`` checks the
+    pyproject files and installs the wheels into a fresh virtualenv with
+    ``--no-index --find-links dist/``. ``nox -s build -- DIST ...`` builds only
+    those (into a clean ``dist/`` too). Each distribution's release tag is
+    ``<dist>-v<version>`` (see RELEASING.md).
+    """
+    import shutil
+    import tomllib
+
+    names = {tomllib.loads((d / "pyproject.toml").read_text())["project"]["name"]: d for d in release_dists()}
+    unknown = [a for a in session.posargs if a not in names]
+    if unknown:
+        session.error(f"unknown distribution(s) {unknown}; distributions here: {', '.join(sorted(names))}")
+    selected = {n: names[n] for n in (session.posargs or names)}
+    session.install("build>=1.2", "twine>=6.1", "packaging>=24", "pytest>=8")
+    shutil.rmtree(DIST_DIR, ignore_errors=True)
+    for path in selected.values():
+        # Isolated builds: each uses exactly its own build-system.requires, as pip and a release do.
+        session.run("python", "-m", "build", "--outdir", str(DIST_DIR), f"./{rel(path)}", silent=True)
+    built = sorted(DIST_DIR.iterdir())
+    session.run("twine", "check", "--strict", *(str(p) for p in built))
+    if session.posargs:
+        session.log("built a subset: skipping the fresh-virtualenv install test (it needs every distribution)")
+        session.run("pytest", "-p", "no:cacheprovider", "tests/release/test_metadata.py")
+    else:
+        # The wheels' third-party requirements (torch first, as a CPU build), resolved from the index into this
+        # session; the install test links exactly those into its fresh virtualenv. The host's verl stack is not
+        # needed: the test installs the host's wheel without requirements.
+        install_torch(session)
+        plain = [n for n in selected if n != "dataflex-verl"]
+        session.install("--find-links", str(DIST_DIR), *plain)
+        session.run("pytest", "-p", "no:cacheprovider", "tests/release", env={"DATAFLEX_WHEELHOUSE": str(DIST_DIR)})
+    for name, path in selected.items():
+        version = next(p.name for p in built if p.suffix == ".whl" and p.name.startswith(f"{name.replace('-', '_')}-"))
+        session.log(f"{name}: {version}  (tag {name}-v{version.split('-')[1]})")
+
+
 #: The documentation toolchain, pinned so the site builds the same everywhere.
 DOCS_STACK = [
     "mkdocs==1.6.1",
