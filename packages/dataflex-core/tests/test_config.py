@@ -6,6 +6,7 @@ from dataflex_core import (
     Batch,
     ConfigError,
     IncompatibleComponentError,
+    ParamTypeError,
     Reweighter,
     Scorer,
     Selector,
@@ -17,6 +18,7 @@ from dataflex_core import (
     register_scorer,
     register_selector,
 )
+from dataflex_core.config import GroupsUncheckedWarning
 
 
 @register_scorer("cfg_adv_mag")
@@ -128,6 +130,14 @@ def test_unknown_component_lists_installed_and_the_closest_match():
     assert "cfg_group_rate" in message
 
 
+def test_unknown_component_without_a_close_match_separates_the_installed_list():
+    with pytest.raises(UnknownComponentError) as info:
+        build_from_config(block(scorer={"name": "length_penalty"}))
+    assert "scorer 'length_penalty' is not installed; installed scorers: " in str(info.value)
+    with pytest.raises(UnknownParamError, match="has no param 'zzz'; accepted params: temperature=1.0"):
+        build_from_config(block(actuator={"name": "cfg_softmax", "params": {"zzz": 2.0}}))
+
+
 def test_actuator_of_the_wrong_kind_is_named():
     with pytest.raises(
         IncompatibleComponentError, match="'cfg_softmax' is a reweighter, but this mechanism needs a selector"
@@ -146,9 +156,11 @@ def test_mistyped_param_lists_accepted_params():
 
 def test_ill_typed_and_missing_params():
     with pytest.raises(
-        UnknownParamError, match="temperature='hot' has type str, but reweighter 'cfg_softmax' expects float"
-    ):
+        ParamTypeError, match="temperature='hot' has type str, but reweighter 'cfg_softmax' expects float"
+    ) as info:
         build_from_config(block(actuator={"name": "cfg_softmax", "params": {"temperature": "hot"}}))
+    # its own class: not "unknown", still a configuration error
+    assert not isinstance(info.value, UnknownParamError) and isinstance(info.value, ConfigError)
     with pytest.raises(UnknownParamError, match="needs param 'k'"):
         build_from_config(block(actuator={"name": "cfg_needs_k"}))
 
@@ -174,6 +186,19 @@ def test_group_scorer_is_rejected_on_a_non_group_estimator():
     # the host's own classification wins over the built-in lists
     with pytest.raises(IncompatibleComponentError):
         build_from_config(block(scorer="cfg_group_rate"), adv_estimator="grpo", is_group_estimator=lambda _: False)
+
+
+def test_group_scorer_with_an_unknown_or_missing_estimator_warns_naming_it():
+    with pytest.warns(GroupsUncheckedWarning, match="'cfg_group_rate' needs GRPO groups.*estimator 'my_estimator'"):
+        build_from_config(block(scorer="cfg_group_rate"), adv_estimator="my_estimator")
+    with pytest.warns(GroupsUncheckedWarning, match="no advantage estimator was given"):
+        build_from_config(block(scorer="cfg_group_rate"))
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", GroupsUncheckedWarning)
+        build_from_config(block(scorer="cfg_group_rate"), adv_estimator="grpo")
+        build_from_config(block(scorer="cfg_adv_mag"))
 
 
 @pytest.mark.parametrize("value", [-1, 1.5, "3", True])

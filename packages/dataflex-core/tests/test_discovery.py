@@ -102,21 +102,139 @@ def test_strict_mode_reraises(fake_site, only_plugins, monkeypatch):
 def test_misspelled_hook_name_fails_that_plugin(fake_site, only_plugins):
     fake_site.add_dist("disc-typo", "1.0", {"disc_typo": MISSPELLED_HOOK}, {"disc_typo": "disc_typo"})
     only_plugins("disc-typo")
-    with pytest.warns(PluginLoadWarning, match="unknown hook\\(s\\) \\['dataflex_register_scorer'\\]"):
+    with pytest.warns(PluginLoadWarning, match="unknown hook 'dataflex_register_scorer' \\(misspelled\\?\\)"):
         manager = get_plugin_manager()
     assert [f.plugin.dist for f in manager.failures] == ["disc-typo"]
 
 
-def test_two_distributions_registering_one_name_is_an_error_naming_both(fake_site, only_plugins):
-    _install_good(fake_site)
+def _install_clash(site):
+    _install_good(site)
     clash = DECORATOR_STYLE.replace("LengthScorer", "OtherLength")
-    fake_site.add_dist("disc-clash", "2.0", {"disc_clash": clash}, {"disc_clash": "disc_clash"})
-    only_plugins("disc-decorated", "disc-clash")
-    with pytest.raises(DuplicateComponentError) as info:
-        get_plugin_manager().registry()
-    message = str(info.value)
+    site.add_dist("disc-clash", "2.0", {"disc_clash": clash}, {"disc_clash": "disc_clash"})
+
+
+def test_a_name_two_distributions_register_is_unusable_and_everything_else_works(fake_site, only_plugins):
+    _install_clash(fake_site)
+    only_plugins("disc-decorated", "disc-hooked", "disc-clash")
+    registry = get_plugin_manager().registry()
+    assert registry.get("scorer", "disc_length") is None
+    assert registry.get("reweighter", "disc_uniform") is not None
+    message = registry.clash("scorer", "disc_length").message
     assert "scorer name 'disc_length' is registered twice" in message
     assert "disc-decorated==1.2.0" in message and "disc-clash==2.0" in message
+    # naming the clashed component fails with that message; an unrelated pair still builds
+    with pytest.raises(DuplicateComponentError, match="registered twice") as info:
+        build_from_config({"scorer": "disc_length", "actuator": "disc_uniform"})
+    assert "disc-decorated==1.2.0" in str(info.value) and "disc-clash==2.0" in str(info.value)
+    pipeline = build_from_config(
+        {"scorer": "disc_len2", "actuator": "disc_uniform"},
+        registry=_with_scorer(registry, "disc_len2"),
+    )
+    assert pipeline.actuator_spec.dist == "disc-hooked"
+
+
+def _with_scorer(registry, name):
+    from dataflex_core import PluginInfo, Scorer
+
+    class Other(Scorer):
+        def score(self, batch, step_id, **ctx):
+            return batch.batch["response_mask"].sum(-1).float()
+
+    registry.add("scorer", name, Other, PluginInfo("local"))
+    return registry
+
+
+def test_cli_lists_every_plugin_with_a_clash_and_exits_non_zero(fake_site, only_plugins, capsys):
+    _install_clash(fake_site)
+    only_plugins("disc-decorated", "disc-hooked", "disc-clash")
+    assert cli_main(["plugins"]) == 1
+    captured = capsys.readouterr()
+    assert "disc-hooked" in captured.out and "reweighter: disc_uniform" in captured.out
+    assert "clash: scorer 'disc_length'" in captured.out
+    errors = [line for line in captured.err.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and "registered twice" in errors[0]
+    assert cli_main(["plugins", "--json"]) == 1
+    rows = {row["distribution"]: row for row in json.loads(capsys.readouterr().out)}
+    assert rows["disc-clash"]["status"] == rows["disc-decorated"]["status"] == "clash"
+    assert rows["disc-hooked"]["status"] == "loaded"
+
+
+REGISTER_RAISES = """
+    from dataflex_core import hookimpl
+
+    @hookimpl
+    def dataflex_register_scorers(register):
+        raise RuntimeError("registry of disc_bad exploded")
+"""
+
+
+def test_a_plugin_whose_registration_hook_raises_is_skipped_not_fatal(fake_site, only_plugins, capsys):
+    _install_good(fake_site)
+    fake_site.add_dist("disc-bad", "0.1", {"disc_bad": REGISTER_RAISES}, {"disc_bad": "disc_bad"})
+    only_plugins("disc-decorated", "disc-hooked", "disc-bad")
+    manager = get_plugin_manager()
+    assert manager.registry().get("scorer", "disc_length") is not None
+    assert [f.plugin.dist for f in manager.all_failures] == ["disc-bad"]
+    assert "registry of disc_bad exploded" in manager.all_failures[0].message
+    assert cli_main(["plugins"]) == 1
+    assert "disc_bad exploded" in capsys.readouterr().err
+
+
+def test_the_registry_is_rebuilt_when_one_plugin_is_swapped_for_another(fake_site, only_plugins):
+    _install_good(fake_site)
+    only_plugins("disc-decorated", "disc-hooked")
+    manager = get_plugin_manager()
+    assert manager.registry().get("scorer", "disc_length") is not None
+    from dataflex_core import hookimpl
+
+    class Swap:
+        @hookimpl
+        def dataflex_register_scorers(self, register):
+            from dataflex_core import Scorer
+
+            class Swapped(Scorer):
+                def score(self, batch, step_id, **ctx):
+                    return batch.batch["response_mask"].sum(-1).float()
+
+            register(Swapped, "disc_swapped")
+
+    # same number of plugins and decorated classes before and after: a count-keyed cache stays stale
+    manager.unregister(name="disc-decorated:disc_decorated[decorated]")
+    manager.register(Swap(), name="swap")
+    registry = manager.registry()
+    assert registry.get("scorer", "disc_length") is None
+    assert registry.get("scorer", "disc_swapped") is not None
+
+
+def test_cli_with_strict_mode_prints_one_line_per_failure_and_the_traceback_only_with_v(
+    fake_site, only_plugins, monkeypatch, capsys
+):
+    _install_good(fake_site)
+    fake_site.add_dist("disc-broken", "9.9", {"disc_broken": BROKEN}, {"disc_broken": "disc_broken"})
+    only_plugins("disc-decorated", "disc-hooked", "disc-broken")
+    monkeypatch.setenv(dataflex_core.ENV_STRICT, "1")
+    assert cli_main(["plugins"]) == 1
+    captured = capsys.readouterr()
+    assert "disc-decorated" in captured.out
+    assert "Traceback" not in captured.err
+    errors = [line for line in captured.err.splitlines() if line.startswith("error:")]
+    assert errors == [
+        "error: skipping plugin disc_broken (disc-broken==9.9): ImportError: libfoo.so: cannot open shared object file"
+    ]
+    dataflex_core.reset_plugin_manager()
+    assert cli_main(["plugins", "-v"]) == 1
+    assert "Traceback (most recent call last)" in capsys.readouterr().err
+
+
+def test_cli_with_a_lock_path_that_does_not_exist_prints_one_error(monkeypatch, tmp_path, capsys):
+    monkeypatch.setenv(dataflex_core.ENV_PLUGINS_LOCK, str(tmp_path / "absent.lock"))
+    dataflex_core.reset_plugin_manager()
+    try:
+        assert cli_main(["plugins"]) == 2
+    finally:
+        dataflex_core.reset_plugin_manager()
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "absent.lock' does not exist; create it with `dataflex lock -o" in err[0]
 
 
 def test_block_allow_and_disable_controls(fake_site, only_plugins, monkeypatch):
@@ -143,14 +261,13 @@ def test_cli_lists_plugins_as_json_and_table(fake_site, only_plugins, capsys):
     _install_good(fake_site)
     fake_site.add_dist("disc-broken", "9.9", {"disc_broken": BROKEN}, {"disc_broken": "disc_broken"})
     only_plugins("disc-decorated", "disc-hooked", "disc-broken")
-    with pytest.warns(PluginLoadWarning):
-        assert cli_main(["plugins", "--json"]) == 0
+    assert cli_main(["plugins", "--json"]) == 1  # a plugin failed
     rows = {row["distribution"]: row for row in json.loads(capsys.readouterr().out)}
     assert rows["disc-decorated"]["components"] == {"scorer": ["disc_length"]}
     assert rows["disc-decorated"]["version"] == "1.2.0"
     assert rows["disc-hooked"]["components"] == {"reweighter": ["disc_uniform"]}
     assert rows["disc-broken"]["status"] == "failed" and "libfoo.so" in rows["disc-broken"]["error"]
-    assert cli_main(["plugins"]) == 0
+    assert cli_main(["plugins"]) == 1
     table = capsys.readouterr().out
     assert "disc-decorated" in table and "scorer: disc_length" in table
 

@@ -381,7 +381,7 @@ def test_lock_text_is_sorted_so_it_diffs_cleanly():
     a = PluginSet("0.1.0", {"b": _record("b"), "a": _record("a")})
     b = PluginSet("0.1.0", {"a": _record("a"), "b": _record("b")})
     assert a.to_toml() == b.to_toml()
-    assert a.to_toml().index('[plugins."a"]') < a.to_toml().index('[plugins."b"]')
+    assert a.to_toml().index("[plugins.a]") < a.to_toml().index("[plugins.b]")
 
 
 def test_a_hand_edited_hash_or_format_is_rejected_with_the_fix(tmp_path):

@@ -28,6 +28,7 @@ from .errors import (
     DuplicateComponentError,
     IncompatibleComponentError,
     InvalidOutputError,
+    ParamTypeError,
     PluginLoadError,
     UnknownComponentError,
     UnknownParamError,
@@ -46,7 +47,15 @@ from .groups import (
 )
 from .hookspecs import hookimpl
 from .inputs import actuator_scores
-from .normalize import mean_one, normalize_mean_one, valid_mask_for, valid_sample_mask, valid_token_mask
+from .normalize import (
+    mean_one,
+    normalize_mean_one,
+    response_token_mask,
+    valid_mask_for,
+    valid_sample_mask,
+    valid_token_counts,
+    valid_token_mask,
+)
 from .plugins import (
     ENTRY_POINT_GROUP,
     ENV_ALLOW_PLUGINS,
@@ -61,6 +70,7 @@ from .plugins import (
     reset_plugin_manager,
     use_plugin_lock,
 )
+from .precomputed import STEP_INPUTS_KEY, StepInputs, prepare_batch
 from .registry import ComponentSpec, PluginInfo, Registry
 from .version import __version__
 
@@ -87,14 +97,17 @@ __all__ = [
     "KINDS",
     "MECHANISMS",
     "Mixer",
+    "ParamTypeError",
     "PluginInfo",
     "PluginLoadError",
     "PluginLoadWarning",
     "Registry",
     "Reweighter",
     "SAMPLE_GRANULARITIES",
+    "STEP_INPUTS_KEY",
     "Scorer",
     "Selector",
+    "StepInputs",
     "TIMINGS",
     "UnknownComponentError",
     "UnknownParamError",
@@ -111,11 +124,13 @@ __all__ = [
     "masked_seq_sum",
     "mean_one",
     "normalize_mean_one",
+    "prepare_batch",
     "register_mixer",
     "register_reweighter",
     "register_scorer",
     "register_selector",
     "reset_plugin_manager",
+    "response_token_mask",
     "segment_count",
     "segment_max",
     "segment_mean",
@@ -125,5 +140,6 @@ __all__ = [
     "use_plugin_lock",
     "valid_mask_for",
     "valid_sample_mask",
+    "valid_token_counts",
     "valid_token_mask",
 ]

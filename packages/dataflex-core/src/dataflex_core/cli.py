@@ -7,47 +7,77 @@ import json
 import os
 import sys
 from collections.abc import Sequence
-from pathlib import Path
 
+from .lock_file import DEFAULT_LOCK_FILE
 from .plugins import ENV_PLUGINS_LOCK, get_plugin_manager
+from .text_table import format_table
 from .version import __version__
 
 #: Exit status of ``dataflex verify`` when the environment differs from the lock.
 EXIT_MISMATCH = 1
 #: Exit status when the lock file cannot be read or written.
 EXIT_LOCK_ERROR = 2
+#: Exit status of ``dataflex compare`` when the runs cannot be read or compared.
+EXIT_COMPARE_ERROR = 2
 
 
 def _plugins(args: argparse.Namespace) -> int:
-    manager = get_plugin_manager()
+    from .errors import DataFlexError
+    from .lock import LockFileError
+
+    try:
+        # Never strict here: listing every plugin, broken ones included, is the point.
+        manager = _loaded_manager()
+    except (LockFileError, DataFlexError) as exc:
+        print(f"dataflex plugins: {exc}", file=sys.stderr)
+        return EXIT_LOCK_ERROR if isinstance(exc, LockFileError) else EXIT_MISMATCH
     rows = manager.describe_plugins()
+    problems = manager.problems()
     if args.json:
         print(json.dumps(rows, indent=2, sort_keys=True))
-        return 0
-    if not rows:
+    elif not rows:
         print("no dataflex plugins installed (entry-point group 'dataflex')")
-        return 0
-    header = ("entry point", "distribution", "version", "status", "components")
-    table = [header]
-    for row in rows:
-        comps = "; ".join(f"{kind}: {', '.join(names)}" for kind, names in sorted(row["components"].items()))
-        table.append(
-            (
-                row["entry_point"],
-                row["distribution"] or "-",
-                row["version"] or "-",
-                row["status"],
-                comps or row.get("error", ""),
+    else:
+        table = [("entry point", "distribution", "version", "status", "components")]
+        for row in rows:
+            comps = "; ".join(f"{kind}: {', '.join(names)}" for kind, names in sorted(row["components"].items()))
+            clashed = ", ".join(f"{c['kind']} {c['name']!r}" for c in row.get("clashes", []))
+            if clashed:
+                comps = f"{comps}; clash: {clashed}" if comps else f"clash: {clashed}"
+            status_text = comps if row["status"] != "failed" else row.get("error", "")
+            table.append(
+                (row["entry_point"], row["distribution"] or "-", row["version"] or "-", row["status"], status_text)
             )
-        )
-    widths = [max(len(str(r[i])) for r in table) for i in range(len(header) - 1)]
-    for r in table:
-        print("  ".join(str(c).ljust(w) for c, w in zip(r, widths)) + "  " + str(r[-1]))
-    return 0
+        print(format_table(table))
+    for line in problems:
+        print(f"error: {line}", file=sys.stderr)
+    if args.verbose:
+        for failure in manager.all_failures:
+            print(f"\n{failure.plugin.label}:\n{failure.traceback}", file=sys.stderr)
+    elif manager.all_failures:
+        print("run `dataflex plugins -v` for the tracebacks", file=sys.stderr)
+    return EXIT_MISMATCH if problems else 0
+
+
+def _loaded_manager():
+    """The process-wide manager, loaded without strict mode so every failure is listed."""
+    import warnings
+
+    from .plugins import ENV_STRICT, PluginLoadWarning
+
+    saved = os.environ.pop(ENV_STRICT, None)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", PluginLoadWarning)
+            return get_plugin_manager()
+    finally:
+        if saved is not None:
+            os.environ[ENV_STRICT] = saved
 
 
 def _lock(args: argparse.Namespace) -> int:
-    from .lock import DEFAULT_LOCK_FILE, LockFileError, lock_environment, read_lock, write_lock
+    from .atomic_write import write_text_atomic
+    from .lock import LockFileError, lock_environment, read_lock, write_lock
 
     try:
         if args.from_lock:
@@ -62,7 +92,7 @@ def _lock(args: argparse.Namespace) -> int:
         if args.output in (None, "-"):
             sys.stdout.write(text)
         else:
-            Path(args.output).write_text(text, encoding="utf-8")
+            write_text_atomic(args.output, text)
             print(f"wrote {len(plugin_set.plugins) + 1} pins to {args.output}", file=sys.stderr)
         return 0
     if args.from_lock:
@@ -79,11 +109,12 @@ def _lock(args: argparse.Namespace) -> int:
 
 def _verify(args: argparse.Namespace) -> int:
     from .lock import (
-        DEFAULT_LOCK_FILE,
         LockFileError,
         compare,
         format_differences,
+        installed_plugin_set,
         read_lock,
+        remedies,
         scan_environment,
     )
 
@@ -93,8 +124,10 @@ def _verify(args: argparse.Namespace) -> int:
     except LockFileError as exc:
         print(f"dataflex verify: {exc}", file=sys.stderr)
         return EXIT_LOCK_ERROR
-    # only the locked distributions are imported (to list their components)
-    actual = scan_environment(load=() if args.no_import else locked.dist_names)
+    # Only locked distributions whose files match the lock are imported (to list their components):
+    # a changed one is reported from its metadata and hashes, never run.
+    unchanged = [] if args.no_import else _unchanged_dists(locked, installed_plugin_set(only=locked.dist_names))
+    actual = scan_environment(load=unchanged)
     differences = compare(locked, actual)
     refused = [d for d in differences if not (args.allow_drift and d.is_drift)]
     if args.json:
@@ -109,36 +142,143 @@ def _verify(args: argparse.Namespace) -> int:
     print(f"the environment {verdict} {path}:")
     print(format_differences(differences))
     if refused:
-        print(
-            "review the change, then re-lock with `dataflex lock -o " + path + "`, or restore the locked set "
-            "with `dataflex lock --requirements --from " + path + " > pins.txt && pip install -r pins.txt`",
-            file=sys.stderr,
-        )
+        for line in remedies(refused, path):
+            print(line, file=sys.stderr)
         return EXIT_MISMATCH
     return 0
 
 
+def _unchanged_dists(locked, installed) -> list[str]:
+    from .lock import compare
+
+    changed = {d.dist for d in compare(locked, installed)}
+    return [name for name in locked.dist_names if name not in changed]
+
+
+def _compare(args: argparse.Namespace) -> int:
+    from .compare import CompareError, compare_runs, read_runs
+
+    try:
+        if args.plot:
+            from .compare.plot import require_matplotlib
+
+            require_matplotlib()
+        runs = read_runs(args.runs, name_from=args.name_from)
+        if args.list_metrics:
+            print(_metric_listing(runs))
+            return 0
+        report = compare_runs(
+            runs,
+            baseline=args.baseline,
+            metrics=args.metrics,
+            window=args.window,
+            max_step=args.max_step,
+            arms=args.arms,
+            seeds=args.seeds,
+            test=args.test,
+            pairing=args.pairing,
+            alpha=args.alpha,
+            n_boot=args.bootstrap,
+            rng_seed=args.rng_seed,
+        )
+        if args.json == "-":
+            print(json.dumps(report.as_dict(), indent=2))
+        else:
+            sys.stdout.write(report.markdown())
+        if args.json not in (None, "-"):
+            report.write_json(args.json)
+            print(f"wrote {args.json}", file=sys.stderr)
+        if args.plot:
+            report.plot(args.plot)
+            print(f"wrote {args.plot}", file=sys.stderr)
+    except CompareError as exc:
+        print(f"dataflex compare: {exc}", file=sys.stderr)
+        return EXIT_COMPARE_ERROR
+    return 0
+
+
+def _metric_listing(runs) -> str:
+    counts: dict[str, int] = {}
+    for run in runs:
+        for name in run.metric_names():
+            counts[name] = counts.get(name, 0) + 1
+    lines = [
+        f"{name}" + ("" if n == len(runs) else f"  (only {n} of {len(runs)} runs)")
+        for name, n in sorted(counts.items())
+    ]
+    return "\n".join(lines) if lines else "no numeric metrics in these runs"
+
+
+def _comma_list(kind):
+    def parse(text: str) -> list:
+        try:
+            return [kind(part) for part in text.split(",") if part.strip()]
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a comma-separated list, got {text!r}") from None
+
+    return parse
+
+
 def build_parser() -> argparse.ArgumentParser:
+    from .compare.stats import N_BOOTSTRAP, RNG_SEED
+
     parser = argparse.ArgumentParser(prog="dataflex", description="DataFlex plugin tools")
     parser.add_argument("--version", action="version", version=f"dataflex-core {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     plugins = sub.add_parser("plugins", help="list installed dataflex plugins and their components")
     plugins.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    plugins.add_argument("-v", "--verbose", action="store_true", help="print the traceback of each failed plugin")
     plugins.set_defaults(func=_plugins)
 
     lock = sub.add_parser("lock", help="write a lock of the installed plugin set (TOML), or its pip pins")
-    lock.add_argument("-o", "--output", help="file to write ('-' for stdout); default dataflex.lock, or stdout "
-                      "with --requirements")  # fmt: skip
+    lock.add_argument("-o", "--output", help=f"file to write ('-' for stdout); default {DEFAULT_LOCK_FILE}, or "
+                      "stdout with --requirements")  # fmt: skip
     lock.add_argument("--requirements", action="store_true", help="write name==version pins instead of the lock")
     lock.add_argument("--from", dest="from_lock", metavar="LOCK", help="with --requirements: pin this lock's set")
     lock.set_defaults(func=_lock)
 
     verify = sub.add_parser("verify", help="check the installed plugin set against a lock; non-zero exit on change")
-    verify.add_argument("lock", nargs="?", help=f"lock file; default ${ENV_PLUGINS_LOCK} or dataflex.lock")
+    verify.add_argument("lock", nargs="?", help=f"lock file; default ${ENV_PLUGINS_LOCK}, else ./{DEFAULT_LOCK_FILE}")
     verify.add_argument("--allow-drift", action="store_true", help="accept version and content changes (warn only)")
     verify.add_argument("--no-import", action="store_true", help="compare metadata and files only; import nothing")
     verify.add_argument("--json", action="store_true", help="print the differences as JSON")
     verify.set_defaults(func=_verify)
+
+    compare = sub.add_parser(
+        "compare",
+        help="does an arm beat the baseline? mean, 95%% CI and p-value over seeds, per metric",
+        description="Compare training runs over seeds: per arm and metric, the mean of the final window and the "
+        "area under the curve with bootstrap intervals, and the difference to the baseline with a p-value "
+        "(paired by seed when the arms share their seeds). Prints a Markdown table.",
+    )
+    compare.add_argument("runs", nargs="+", metavar="RUN", help="a demo's --json file (names its runs), or one "
+                         "run's log as ARM@SEED=PATH: verl's file-logger .jsonl, a trainer_state.json or the output "
+                         "directory holding it, or a TensorBoard event directory")  # fmt: skip
+    compare.add_argument("--baseline", metavar="ARM", help="the arm the others are compared with; default the first")
+    compare.add_argument("--metric", dest="metrics", action="extend", nargs="+", metavar="M", help="metric(s) to "
+                         "compare; default the reward (verl's critic/score/mean, TRL's reward)")  # fmt: skip
+    compare.add_argument("--window", type=int, metavar="K", help="final window: the last K logged points "
+                         "(default 10, or all points of a shorter run)")  # fmt: skip
+    compare.add_argument("--max-step", type=int, metavar="N", help="ignore steps after N (runs of unequal length)")
+    compare.add_argument("--arms", type=_comma_list(str), metavar="A,B", help="compare only these arms")
+    compare.add_argument("--seeds", type=_comma_list(int), metavar="S,S", help="compare only these seeds")
+    compare.add_argument("--test", choices=["permutation", "t"], default="permutation", help="permutation (exact "
+                         "or Monte-Carlo, default) or t (paired t / Welch, assumes normal seeds)")  # fmt: skip
+    compare.add_argument("--unpaired", dest="pairing", action="store_const", const="unpaired", default="auto",
+                         help="do not pair by seed, even where the arms share their seeds")  # fmt: skip
+    compare.add_argument("--alpha", type=float, default=0.05, help="verdict threshold on the Holm-adjusted p "
+                         "(default 0.05)")  # fmt: skip
+    compare.add_argument("--bootstrap", type=int, default=N_BOOTSTRAP, metavar="N", help="bootstrap resamples "
+                         f"(default {N_BOOTSTRAP})")  # fmt: skip
+    compare.add_argument("--rng-seed", type=int, default=RNG_SEED, metavar="S", help="seed of the resampling, so "
+                         f"the report is reproducible (default {RNG_SEED})")  # fmt: skip
+    compare.add_argument("--name-from", metavar="REGEX", help="name single-run logs from their path with the "
+                         "groups (?P<arm>...) and (?P<seed>...), e.g. 'runs/(?P<arm>[^/]+)/seed(?P<seed>\\d+)'")  # fmt: skip
+    compare.add_argument("--json", metavar="PATH", help="also write the report as JSON ('-': print JSON, no table)")
+    compare.add_argument("--plot", metavar="PATH", help="write the curves with bands (.png/.pdf/.svg; needs "
+                         "dataflex-core[plot])")  # fmt: skip
+    compare.add_argument("--list-metrics", action="store_true", help="print the metrics the runs log, then exit")
+    compare.set_defaults(func=_compare)
     return parser
 
 

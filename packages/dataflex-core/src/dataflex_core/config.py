@@ -11,14 +11,26 @@ from __future__ import annotations
 
 import difflib
 import inspect
+import warnings
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from .components import Actuator, Scorer, accepted_params
-from .errors import ConfigError, IncompatibleComponentError, UnknownComponentError, UnknownParamError
+from .errors import (
+    ConfigError,
+    IncompatibleComponentError,
+    ParamTypeError,
+    UnknownComponentError,
+    UnknownParamError,
+)
 from .plugins import get_plugin_manager
 from .registry import ComponentSpec, Registry
+
+
+class GroupsUncheckedWarning(UserWarning):
+    """A component needs ``uid`` groups, but the estimator is unknown or not given, so it was not checked."""
+
 
 #: mechanism -> the actuator kind it drives.
 MECHANISMS = {"reweight": "reweighter", "select": "selector", "mix": "mixer"}
@@ -124,25 +136,32 @@ def _component_entry(block: dict[str, Any], role: str) -> tuple[str, dict[str, A
     return name, dict(params)
 
 
-def _lookup(registry: Registry, kind: str, name: str, role: str, failures: Iterable[Any]) -> ComponentSpec:
-    spec = registry.get(kind, name)
+def _lookup(
+    registry: Registry, kind: str, name: str, role: str, failures: Iterable[Any], lock_note: str | None = None
+) -> ComponentSpec:
+    spec = registry.require(kind, name)  # a name two plugins register raises DuplicateComponentError
     if spec is not None:
         return spec
-    other = registry.find_kind(name)
+    other = [k for k in registry.find_kind(name) if k != kind]
     if other:
         raise IncompatibleComponentError(
             f"dataflex.{role} {name!r} is a {other[0]}, but this mechanism needs a {kind}; "
             f"installed {kind}s: {', '.join(registry.names(kind)) or 'none'}"
         )
     close = registry.close_match(kind, name)
-    message = f"{kind} {name!r} is not installed"
+    if lock_note:
+        message = f"{kind} {name!r} is not in the locked plugin set"
+    else:
+        message = f"{kind} {name!r} is not installed"
     if close:
         message += f"; did you mean {close!r}?"
-    message += f" installed {kind}s: {', '.join(registry.names(kind)) or 'none'}"
+    message += f"; installed {kind}s: {', '.join(registry.names(kind)) or 'none'}"
     failures = list(failures)
     for failure in failures:
         message += f"\n  note: {failure.message} (it may provide {name!r})"
-    if not failures:
+    if lock_note:
+        message += f"\n  note: {lock_note}"
+    elif not failures:
         message += ". Install the package that provides it (pip install ...) and check `dataflex plugins`"
     error = UnknownComponentError(message)
     if len(failures) == 1:
@@ -167,7 +186,7 @@ def _type_ok(default: Any, value: Any) -> bool:
 
 
 def check_params(spec: ComponentSpec, params: Mapping[str, Any], role: str) -> None:
-    """Raise :class:`UnknownParamError` for unknown, missing or ill-typed params."""
+    """Raise :class:`UnknownParamError` for unknown or missing params, :class:`ParamTypeError` for ill-typed ones."""
     accepted = accepted_params(spec.cls)
     shown = (
         ", ".join(f"{k}={v!r}" if v is not inspect.Parameter.empty else f"{k} (required)" for k, v in accepted.items())
@@ -178,7 +197,7 @@ def check_params(spec: ComponentSpec, params: Mapping[str, Any], role: str) -> N
             close = difflib.get_close_matches(key, list(accepted), n=1, cutoff=0.6)
             hint = f"; did you mean {close[0]!r}?" if close else ""
             raise UnknownParamError(
-                f"dataflex.{role}.params: {spec.kind} {spec.name!r} has no param {key!r}{hint} accepted params: {shown}"
+                f"dataflex.{role}.params: {spec.kind} {spec.name!r} has no param {key!r}{hint}; accepted params: {shown}"
             )
     for key, default in accepted.items():
         if default is inspect.Parameter.empty and key not in params:
@@ -186,7 +205,7 @@ def check_params(spec: ComponentSpec, params: Mapping[str, Any], role: str) -> N
                 f"dataflex.{role}.params: {spec.kind} {spec.name!r} needs param {key!r}; accepted params: {shown}"
             )
         if key in params and not _type_ok(default, params[key]):
-            raise UnknownParamError(
+            raise ParamTypeError(
                 f"dataflex.{role}.params.{key}={params[key]!r} has type {type(params[key]).__name__}, "
                 f"but {spec.kind} {spec.name!r} expects {type(default).__name__} (default {default!r})"
             )
@@ -239,13 +258,14 @@ def build_from_config(
 
     manager = get_plugin_manager() if registry is None else None
     registry = registry if registry is not None else manager.registry()
-    failures = manager.failures if manager is not None else []
+    failures = manager.all_failures if manager is not None else []
+    lock_note = manager.locked_out_note() if manager is not None else None
     actuator_kind = MECHANISMS[mechanism]
 
     scorer_name, scorer_params = _component_entry(block, "scorer")
     actuator_name, actuator_params = _component_entry(block, "actuator")
-    scorer_spec = _lookup(registry, "scorer", scorer_name, "scorer", failures)
-    actuator_spec = _lookup(registry, actuator_kind, actuator_name, "actuator", failures)
+    scorer_spec = _lookup(registry, "scorer", scorer_name, "scorer", failures, lock_note)
+    actuator_spec = _lookup(registry, actuator_kind, actuator_name, "actuator", failures, lock_note)
 
     granularity = scorer_spec.cls.granularity
     accepts = actuator_spec.cls.accepts_granularity
@@ -255,16 +275,30 @@ def build_from_config(
             f"{actuator_name!r} accepts only {', '.join(accepts)}; pick a scorer of that granularity"
         )
 
+    grouped = None
     if adv_estimator is not None:
         classify = is_group_estimator or default_is_group_estimator
         grouped = classify(adv_estimator)
-        for spec in (scorer_spec, actuator_spec):
-            if spec.cls.needs_groups and grouped is False:
-                raise IncompatibleComponentError(
-                    f"{spec.kind} {spec.name!r} needs GRPO groups (needs_groups=True), but "
-                    f"algorithm.adv_estimator={adv_estimator!r} does not group samples by uid; "
-                    "use a group estimator such as grpo or rloo, or a scorer without needs_groups"
-                )
+    for spec in (scorer_spec, actuator_spec):
+        if spec.cls.needs_groups and grouped is None:
+            seen = (
+                "no advantage estimator was given"
+                if adv_estimator is None
+                else (f"the advantage estimator {adv_estimator!r} is not one dataflex knows")
+            )
+            warnings.warn(
+                f"{spec.kind} {spec.name!r} needs GRPO groups (needs_groups=True), but {seen}, so whether "
+                "rows are grouped by uid cannot be checked; use a group estimator such as grpo or rloo "
+                "(a host can pass is_group_estimator= for its own estimators)",
+                GroupsUncheckedWarning,
+                stacklevel=2,
+            )
+        if spec.cls.needs_groups and grouped is False:
+            raise IncompatibleComponentError(
+                f"{spec.kind} {spec.name!r} needs GRPO groups (needs_groups=True), but "
+                f"algorithm.adv_estimator={adv_estimator!r} does not group samples by uid; "
+                "use a group estimator such as grpo or rloo, or a scorer without needs_groups"
+            )
 
     scorer = instantiate(scorer_spec, scorer_params, "scorer")
     actuator = instantiate(actuator_spec, actuator_params, "actuator")

@@ -18,15 +18,19 @@ class UnknownComponentError(ConfigError):
 
 
 class UnknownParamError(ConfigError):
-    """A component was given a parameter it does not accept."""
+    """A component was given a parameter it does not accept, or not given one it needs."""
+
+
+class ParamTypeError(ConfigError):
+    """A component parameter has the wrong type (e.g. a string where a number is expected)."""
 
 
 class IncompatibleComponentError(ConfigError):
     """Components that cannot run together, or with this host's configuration."""
 
 
-class DuplicateComponentError(DataFlexError):
-    """Two plugins register the same component name."""
+class DuplicateComponentError(ConfigError):
+    """A configured name is registered by two plugins, so it cannot be resolved."""
 
 
 class PluginLoadError(DataFlexError):

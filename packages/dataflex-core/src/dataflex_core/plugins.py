@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import importlib.metadata as importlib_metadata
 import os
-import re
 import sys
 import traceback
 import warnings
@@ -24,11 +23,14 @@ import pluggy
 from . import hookspecs
 from .components import Component
 from .decorators import DECORATED, DecoratedComponent
-from .errors import DeclarationError, DuplicateComponentError, PluginLoadError
+from .distributions import ENTRY_POINT_GROUP as ENTRY_POINT_GROUP  # re-exported: plugins publish under it
+from .distributions import canonical_name, iter_entry_points
+from .environment import installed_plugin_set
+from .errors import PluginLoadError
+from .lock_enforce import enforce_before_import
+from .lock_file import PluginSet, read_lock
 from .registry import LOCAL_PLUGIN, PluginInfo, Registry
 
-#: Entry-point group plugins publish themselves under.
-ENTRY_POINT_GROUP = "dataflex"
 #: Set to ``1`` to load no entry points at all (only components defined in-process).
 ENV_DISABLE_AUTOLOAD = "DATAFLEX_DISABLE_PLUGIN_AUTOLOAD"
 #: Comma-separated entry-point or distribution names never to import.
@@ -55,6 +57,8 @@ class PluginFailure:
     plugin: PluginInfo
     error: BaseException
     traceback: str
+    #: ``load`` (importing the entry point) or ``register`` (running its registration hooks).
+    phase: str = "load"
 
     @property
     def message(self) -> str:
@@ -69,39 +73,8 @@ def _env_flag(name: str) -> bool:
     return os.environ.get(name, "").strip().lower() in _TRUE
 
 
-def _normalise_dist(name: str) -> str:
-    return re.sub(r"[-_.]+", "-", name).lower()
-
-
-def iter_entry_points() -> list[tuple[importlib_metadata.EntryPoint, PluginInfo]]:
-    """Installed entry points of group ``dataflex`` with their distribution, deduplicated."""
-    seen: set[tuple[str, str, str | None]] = set()
-    out = []
-    for ep in importlib_metadata.entry_points(group=ENTRY_POINT_GROUP):
-        dist = getattr(ep, "dist", None)
-        dist_name = dist.metadata["Name"] if dist is not None else None
-        key = (ep.name, ep.value, dist_name)
-        if key in seen:
-            continue
-        seen.add(key)
-        info = PluginInfo(
-            name=ep.name,
-            value=ep.value,
-            dist=dist_name,
-            version=dist.version if dist is not None else None,
-        )
-        out.append((ep, info))
-    out.sort(key=lambda pair: (pair[1].dist or "", pair[1].name))
-    return out
-
-
 def _has_hookimpls(obj: Any) -> bool:
-    return any(name.startswith("dataflex_") and hasattr(getattr(obj, name, None), "dataflex_impl") for name in dir(obj))
-
-
-def _unknown_hooks(obj: Any) -> list[str]:
-    known = set(hookspecs.REGISTRATION_HOOKS.values())
-    return sorted(name for name in dir(obj) if hasattr(getattr(obj, name, None), "dataflex_impl") and name not in known)
+    return any(hasattr(getattr(obj, name, None), f"{hookspecs.PROJECT_NAME}_impl") for name in dir(obj))
 
 
 def _is_current(item: DecoratedComponent) -> bool:
@@ -158,14 +131,32 @@ class DataFlexPluginManager(pluggy.PluginManager):
         super().__init__(hookspecs.PROJECT_NAME)
         self.add_hookspecs(hookspecs)
         self.plugin_infos: dict[str, PluginInfo] = {}
+        #: Plugins that failed to import (``phase="load"``).
         self.failures: list[PluginFailure] = []
+        #: Plugins whose registration hooks failed when the registry was last built (``phase="register"``).
+        self.register_failures: list[PluginFailure] = []
         self._claimed: set[type] = set()
         #: Top-level packages of every installed dataflex entry point, loaded or not.
         self._plugin_packages: set[str] = set()
         self._registry: Registry | None = None
         self._registry_key: tuple[int, int] | None = None
+        #: Bumped on every register/unregister, so the registry is rebuilt after any change.
+        self._generation = 0
         #: Canonical names of the only distributions whose entry points may load (a lock's), or None.
         self.only_dists: frozenset[str] | None = None
+        #: The lock in force (``$DATAFLEX_PLUGINS_LOCK`` or :func:`use_plugin_lock`), for messages.
+        self.lock_path: str | None = None
+        #: Installed plugin distributions the lock left out (never imported): canonical name -> version.
+        self.unlocked: dict[str, str | None] = {}
+
+    # -- pluggy's registration, counted -----------------------------------
+    def register(self, plugin: Any, name: str | None = None) -> str | None:
+        self._generation += 1
+        return super().register(plugin, name)
+
+    def unregister(self, plugin: Any = None, name: str | None = None) -> Any:
+        self._generation += 1
+        return super().unregister(plugin, name)
 
     # -- loading ---------------------------------------------------------
     def load_entrypoints(
@@ -183,19 +174,22 @@ class DataFlexPluginManager(pluggy.PluginManager):
         strict = _env_flag(ENV_STRICT) if strict is None else strict
         if _env_flag(ENV_DISABLE_AUTOLOAD):
             return
-        blocked = {_normalise_dist(n) for n in _env_list(ENV_BLOCK_PLUGINS)}
-        allowed = {_normalise_dist(n) for n in _env_list(ENV_ALLOW_PLUGINS)}
-        only = {_normalise_dist(d) for d in only_dists} if only_dists is not None else None
+        blocked = {canonical_name(n) for n in _env_list(ENV_BLOCK_PLUGINS)}
+        allowed = {canonical_name(n) for n in _env_list(ENV_ALLOW_PLUGINS)}
+        only = {canonical_name(d) for d in only_dists} if only_dists is not None else None
         if only is not None:
             self.only_dists = frozenset(only)
         for ep, info in iter_entry_points():
             self._plugin_packages.add(ep.module.split(".")[0])
-            names = {_normalise_dist(info.name), _normalise_dist(info.dist or "")}
+            dist = canonical_name(info.dist) if info.dist else ""
+            names = {canonical_name(info.name), dist}
             if names & blocked:
                 continue
             if allowed and not names & allowed:
                 continue
-            if only is not None and _normalise_dist(info.dist or "") not in only:
+            if only is not None and dist not in only:
+                if dist:
+                    self.unlocked[dist] = info.version
                 continue
             self.load_entrypoint(ep, info, strict=strict)
 
@@ -220,10 +214,6 @@ class DataFlexPluginManager(pluggy.PluginManager):
             warnings.warn(failure.message, PluginLoadWarning, stacklevel=2)
 
     def _register_loaded(self, obj: Any, module_name: str, info: PluginInfo, new: list[DecoratedComponent]) -> None:
-        unknown = _unknown_hooks(obj)
-        if unknown:
-            known = ", ".join(hookspecs.REGISTRATION_HOOKS.values())
-            raise PluginLoadError(f"unknown hook(s) {unknown} (misspelled?); known hooks: {known}")
         package = module_name.split(".")[0]
         mine = [
             d
@@ -237,10 +227,17 @@ class DataFlexPluginManager(pluggy.PluginManager):
         self.plugin_infos[key] = info
         if _has_hookimpls(obj):
             self.register(obj, name=key)
+            try:
+                self.check_pending()  # a hook name no spec knows: misspelled
+            except pluggy.PluginValidationError:
+                unknown = sorted(n for n, h in vars(self.hook).items() if not n.startswith("_") and not h.has_spec() and h.get_hookimpls())  # fmt: skip
+                known = ", ".join(hookspecs.REGISTRATION_HOOKS.values())
+                raise PluginLoadError(
+                    f"unknown hook {', '.join(map(repr, unknown))} (misspelled?); known hooks: {known}"
+                ) from None
         if mine:
             self.register(_DecoratedComponents(mine), name=f"{key}[decorated]")
             self._claimed.update(d.cls for d in mine)
-        self._registry = None
 
     def _unregister_plugin(self, name: str) -> None:
         for plugin_name in (name, f"{name}[decorated]"):
@@ -253,31 +250,54 @@ class DataFlexPluginManager(pluggy.PluginManager):
         base = plugin_name.removesuffix("[decorated]")
         return self.plugin_infos.get(base) or PluginInfo(name=base)
 
-    # -- the registry ----------------------------------------------------
-    def registry(self) -> Registry:
-        """Components registered by loaded plugins and by in-process decorators.
+    @property
+    def all_failures(self) -> list[PluginFailure]:
+        """Plugins that failed to import or to register, in that order."""
+        self.registry()
+        return [*self.failures, *self.register_failures]
 
-        Rebuilt when a plugin was registered or a class decorated since the last call.
-        """
-        key = (len(DECORATED), len(self.get_plugins()))
-        if self._registry is not None and self._registry_key == key:
-            return self._registry
-        registry = Registry()
+    # -- the registry ----------------------------------------------------
+    def _registrations(self) -> tuple[dict[str, list[tuple[str, str | None, type]]], list[PluginFailure]]:
+        """Each plugin's ``(kind, name, cls)`` registrations; a plugin whose hook fails registers nothing."""
+        by_plugin: dict[str, list[tuple[str, str | None, type]]] = {}
+        failed: dict[str, PluginFailure] = {}
         for kind, hook_name in hookspecs.REGISTRATION_HOOKS.items():
             for impl in getattr(self.hook, hook_name).get_hookimpls():
-                info = self.info_for(self.get_name(impl.plugin) or "")
+                plugin_name = (self.get_name(impl.plugin) or "").removesuffix("[decorated]")
+                if plugin_name in failed:
+                    continue
+                info = self.info_for(plugin_name)
+                staged = by_plugin.setdefault(plugin_name, [])
 
-                def register(cls: type, name: str | None = None, *, _kind=kind, _info=info) -> None:
-                    registry.add(_kind, name, cls, _info)
+                def register(cls: type, name: str | None = None, *, _kind=kind, _info=info, _staged=staged) -> None:
+                    _staged.append((_kind, Registry.checked_name(_kind, name, cls, _info), cls))
 
                 try:
                     impl.function(**{arg: register for arg in impl.argnames})
-                except (DuplicateComponentError, DeclarationError):
-                    raise
-                except Exception as exc:
-                    raise PluginLoadError(
-                        f"plugin {info.label} failed in {hook_name}: {type(exc).__name__}: {exc}"
-                    ) from exc
+                except Exception as exc:  # noqa: BLE001 - one plugin's broken hook must not hide the others
+                    error = PluginLoadError(f"{hook_name} failed: {type(exc).__name__}: {exc}")
+                    error.__cause__ = exc
+                    failed[plugin_name] = PluginFailure(info, error, traceback.format_exc(), phase="register")
+                    by_plugin.pop(plugin_name, None)
+        return by_plugin, list(failed.values())
+
+    def registry(self) -> Registry:
+        """Components registered by loaded plugins and by in-process decorators.
+
+        Rebuilt when a plugin was registered or unregistered, or a class decorated,
+        since the last call. A name two plugins register is left out as a clash
+        (see :class:`~dataflex_core.registry.NameClash`); a plugin whose registration
+        hook fails is recorded in :attr:`register_failures`; every other component stays usable.
+        """
+        key = (self._generation, len(DECORATED))
+        if self._registry is not None and self._registry_key == key:
+            return self._registry
+        registry = Registry()
+        registrations, self.register_failures = self._registrations()
+        for plugin_name, entries in registrations.items():
+            info = self.info_for(plugin_name)
+            for kind, name, cls in entries:
+                registry.add(kind, name, cls, info)
         # In-process definitions: a later definition of the same name replaces an earlier
         # one, so re-running a notebook cell or a script section does not count as a clash.
         # Classes of an installed plugin that was not loaded (blocked, not allowed, locked out)
@@ -293,23 +313,40 @@ class DataFlexPluginManager(pluggy.PluginManager):
         return registry
 
     def describe_plugins(self) -> list[dict[str, Any]]:
-        """One record per loaded or failed plugin, as printed by ``dataflex plugins --json``."""
-        by_plugin = self.registry().by_plugin()
+        """One record per loaded or failed plugin, as printed by ``dataflex plugins --json``.
+
+        A plugin whose component name clashes with another plugin's lists the name under
+        ``clashes`` with the message saying why it cannot be used.
+        """
+        registry = self.registry()
+        by_plugin = registry.by_plugin()
+        clashes_of: dict[PluginInfo, list[dict[str, str]]] = {}
+        for clash in registry.clashes.values():
+            for spec in clash.providers:
+                clashes_of.setdefault(spec.plugin, []).append(
+                    {"kind": clash.kind, "name": clash.name, "error": clash.message}
+                )
+        failed = {self.plugin_key(f.plugin): f for f in self.register_failures}
         rows = []
-        for info in sorted(self.plugin_infos.values(), key=lambda i: (i.dist or "", i.name)):
+        for key, info in sorted(self.plugin_infos.items(), key=lambda kv: (kv[1].dist or "", kv[1].name)):
             components: dict[str, list[str]] = {}
             for spec in by_plugin.get(info, []):
                 components.setdefault(spec.kind, []).append(spec.name)
-            rows.append(
-                {
-                    "entry_point": info.name,
-                    "value": info.value,
-                    "distribution": info.dist,
-                    "version": info.version,
-                    "status": "loaded",
-                    "components": components,
-                }
-            )
+            row: dict[str, Any] = {
+                "entry_point": info.name,
+                "value": info.value,
+                "distribution": info.dist,
+                "version": info.version,
+                "status": "loaded",
+                "components": components,
+            }
+            if key in failed:
+                row["status"] = "failed"
+                row["error"] = f"{type(failed[key].error).__name__}: {failed[key].error}"
+            if info in clashes_of:
+                row["status"] = "clash" if row["status"] == "loaded" else row["status"]
+                row["clashes"] = clashes_of[info]
+            rows.append(row)
         for failure in self.failures:
             info = failure.plugin
             rows.append(
@@ -325,51 +362,99 @@ class DataFlexPluginManager(pluggy.PluginManager):
             )
         return rows
 
+    def problems(self) -> list[str]:
+        """One line per plugin that failed and per clashing name: what ``dataflex plugins`` exits non-zero for."""
+        registry = self.registry()
+        lines = [f.message for f in self.all_failures]
+        lines += [clash.message for clash in registry.clashes.values()]
+        return lines
+
+    def locked_out_note(self) -> str | None:
+        """With a lock in force and plugins it leaves out, what to say when a component is not found."""
+        if self.only_dists is None or not self.unlocked:
+            return None
+        listed = ", ".join(f"{d}=={v}" if v else d for d, v in sorted(self.unlocked.items()))
+        lock = self.lock_path or "the lock"
+        return (
+            f"installed but not in the plugin lock {lock} (never imported, so it may provide this name): {listed}; "
+            f"to use one, review it and add it to the lock with `dataflex lock -o {lock}`"
+        )
+
 
 _MANAGER: DataFlexPluginManager | None = None
 
 
-def _locked_dists(lock_path: str | os.PathLike[str]) -> list[str]:
-    from .lock import read_lock  # lock builds on this module
-
-    return read_lock(lock_path).dist_names
+def _lock_manager(
+    lock_path: str | os.PathLike[str],
+    *,
+    allow_drift: bool,
+    expected_from: str | None,
+) -> tuple[DataFlexPluginManager, PluginSet]:
+    """A manager that loaded only the distributions locked in ``lock_path``, after checking their files."""
+    locked = read_lock(lock_path)
+    source = expected_from or f"the plugin lock {str(lock_path)!r}"
+    enforce_before_import(locked, installed_plugin_set(only=locked.dist_names), allow_drift=allow_drift,
+                          expected_from=source, lock=str(lock_path))  # fmt: skip
+    manager = DataFlexPluginManager()
+    manager.lock_path = str(lock_path)
+    manager.load_entrypoints(only_dists=locked.dist_names)
+    return manager, locked
 
 
 def get_plugin_manager() -> DataFlexPluginManager:
     """The process-wide plugin manager; entry points are loaded on the first call only.
 
-    With ``$DATAFLEX_PLUGINS_LOCK`` set, only the locked distributions' entry points are imported.
+    With ``$DATAFLEX_PLUGINS_LOCK`` set, the locked distributions' installed files are
+    checked against the lock first (:class:`~dataflex_core.lock.PluginSetMismatch` on any
+    change), then only their entry points are imported.
     """
     global _MANAGER
     if _MANAGER is None:
-        manager = DataFlexPluginManager()
         lock_path = os.environ.get(ENV_PLUGINS_LOCK, "").strip()
-        manager.load_entrypoints(only_dists=_locked_dists(lock_path) if lock_path else None)
+        if lock_path:
+            manager, _ = _lock_manager(lock_path, allow_drift=False, expected_from=f"${ENV_PLUGINS_LOCK}={lock_path}")
+        else:
+            manager = DataFlexPluginManager()
+            manager.load_entrypoints()
         _MANAGER = manager
     return _MANAGER
 
 
-def use_plugin_lock(lock_path: str | os.PathLike[str]) -> DataFlexPluginManager:
-    """Make the process-wide manager load only the distributions locked in ``lock_path``.
+def use_plugin_lock(
+    lock_path: str | os.PathLike[str],
+    *,
+    allow_drift: bool = False,
+    expected_from: str | None = None,
+) -> DataFlexPluginManager:
+    """Put a plugin lock in force for this process: check the locked files, then import only them.
 
-    For hosts that read the lock path from their own config. Modules cannot be
-    un-imported, so if plugins outside the lock were already loaded in this
-    process the call fails rather than pretending they are gone.
+    Hosts that read the lock path from their own config call this before building
+    components. Before any plugin code runs, each locked distribution as installed
+    (version, entry points, the sha256 of every file) is compared with the lock;
+    then only the locked distributions' entry points are imported.
+
+    :param allow_drift: accept version and content changes with a
+        :class:`~dataflex_core.lock.PluginDriftWarning` instead of refusing.
+    :param expected_from: how messages name the lock (e.g. the config key it came from).
+    :raises dataflex_core.lock.LockFileError: the lock is missing or malformed.
+    :raises dataflex_core.lock.PluginSetMismatch: a locked distribution is missing or changed,
+        with one row per difference and the commands that restore the locked set.
+    :raises PluginLoadError: plugins outside the lock were already imported in this process
+        (modules cannot be un-imported).
     """
     global _MANAGER
-    allowed = {_normalise_dist(d) for d in _locked_dists(lock_path)}
+    allowed = {canonical_name(d) for d in read_lock(lock_path).dist_names}
     if _MANAGER is not None:
         loaded = {i.dist for i in _MANAGER.plugin_infos.values() if i.dist}
         loaded |= {f.plugin.dist for f in _MANAGER.failures if f.plugin.dist}
-        outside = sorted(d for d in loaded if _normalise_dist(d) not in allowed)
+        outside = sorted(d for d in loaded if canonical_name(d) not in allowed)
         if outside:
             raise PluginLoadError(
                 f"plugins not in the lock {str(lock_path)!r} were already imported in this process: "
                 f"{', '.join(outside)}; apply the lock before anything loads plugins, e.g. set "
                 f"{ENV_PLUGINS_LOCK}={lock_path} in the environment"
             )
-    manager = DataFlexPluginManager()
-    manager.load_entrypoints(only_dists=allowed)
+    manager, _ = _lock_manager(lock_path, allow_drift=allow_drift, expected_from=expected_from)
     _MANAGER = manager
     return manager
 

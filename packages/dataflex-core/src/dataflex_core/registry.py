@@ -54,13 +54,49 @@ class ComponentSpec:
         return self.name
 
 
+@dataclass(frozen=True)
+class NameClash:
+    """One component name registered by two plugins: unusable until one of them goes."""
+
+    kind: str
+    name: str
+    providers: tuple[ComponentSpec, ...]
+
+    @property
+    def dists(self) -> list[str]:
+        return [p.plugin.label for p in self.providers]
+
+    @property
+    def message(self) -> str:
+        who = " and by ".join(
+            f"{p.plugin.dist}=={p.plugin.version} ({p.cls.__module__}.{p.cls.__qualname__})"
+            if p.plugin.dist
+            else f"{p.plugin.label} ({p.cls.__module__}.{p.cls.__qualname__})"
+            for p in self.providers
+        )
+        blockable = [p.plugin.dist for p in self.providers if p.plugin.dist]
+        block = f"DATAFLEX_BLOCK_PLUGINS={blockable[-1]}" if blockable else "DATAFLEX_BLOCK_PLUGINS"
+        return (
+            f"{self.kind} name {self.name!r} is registered twice: by {who}; the name cannot be used until one "
+            f"of them is uninstalled or blocked (e.g. {block})"
+        )
+
+
 @dataclass
 class Registry:
-    """Registered components by kind; built by the plugin manager."""
+    """Registered components by kind; built by the plugin manager.
+
+    A name two plugins register is a :class:`NameClash`: it is left out of
+    the table (``get`` finds nothing, :meth:`clash` says why), and every
+    other component stays usable.
+    """
 
     components: dict[str, dict[str, ComponentSpec]] = field(default_factory=lambda: {kind: {} for kind in KINDS})
+    clashes: dict[tuple[str, str], NameClash] = field(default_factory=dict)
 
-    def add(self, kind: str, name: str | None, cls: type, plugin: PluginInfo) -> None:
+    @staticmethod
+    def checked_name(kind: str, name: str | None, cls: type, plugin: PluginInfo) -> str:
+        """The name ``cls`` registers under; :class:`DeclarationError` if it is not a ``kind`` with a name."""
         base = BASE_CLASSES[kind]
         if not (isinstance(cls, type) and issubclass(cls, base)):
             raise DeclarationError(
@@ -73,21 +109,38 @@ class Registry:
                 f"plugin {plugin.label} registers {cls.__qualname__} without a name; "
                 "pass register(cls, name='...') or set cls.name"
             )
+        return name
+
+    def add(self, kind: str, name: str | None, cls: type, plugin: PluginInfo) -> None:
+        """Register ``cls``; a second class under a taken name turns the name into a :class:`NameClash`."""
+        name = self.checked_name(kind, name, cls, plugin)
+        spec = ComponentSpec(kind, name, cls, plugin)
+        clash = self.clashes.get((kind, name))
+        if clash is not None:
+            if all(p.cls is not cls for p in clash.providers):
+                self.clashes[(kind, name)] = NameClash(kind, name, (*clash.providers, spec))
+            return
         table = self.components[kind]
         existing = table.get(name)
-        if existing is not None:
-            if existing.cls is cls:
-                return  # the same class reached us twice (decorator + scan): keep the first
-            raise DuplicateComponentError(
-                f"{kind} name {name!r} is registered twice: by {existing.plugin.label} "
-                f"({existing.cls.__module__}.{existing.cls.__qualname__}) and by {plugin.label} "
-                f"({cls.__module__}.{cls.__qualname__}); uninstall one of them or block it "
-                "with DATAFLEX_BLOCK_PLUGINS"
-            )
-        table[name] = ComponentSpec(kind, name, cls, plugin)
+        if existing is None:
+            table[name] = spec
+        elif existing.cls is not cls:  # the same class reaching us twice (decorator + scan) is no clash
+            del table[name]
+            self.clashes[(kind, name)] = NameClash(kind, name, (existing, spec))
 
     def get(self, kind: str, name: str) -> ComponentSpec | None:
         return self.components[kind].get(name)
+
+    def clash(self, kind: str, name: str) -> NameClash | None:
+        """Why ``name`` is unusable, when two plugins register it."""
+        return self.clashes.get((kind, name))
+
+    def require(self, kind: str, name: str) -> ComponentSpec | None:
+        """Like :meth:`get`, but a clashed name raises :class:`DuplicateComponentError` naming both plugins."""
+        clash = self.clash(kind, name)
+        if clash is not None:
+            raise DuplicateComponentError(clash.message)
+        return self.get(kind, name)
 
     def names(self, kind: str) -> list[str]:
         return sorted(self.components[kind])
@@ -97,8 +150,8 @@ class Registry:
         return matches[0] if matches else None
 
     def find_kind(self, name: str) -> list[str]:
-        """Kinds under which ``name`` is registered."""
-        return [kind for kind in KINDS if name in self.components[kind]]
+        """Kinds under which ``name`` is registered (clashed names included)."""
+        return [kind for kind in KINDS if name in self.components[kind] or (kind, name) in self.clashes]
 
     def __iter__(self) -> Iterator[ComponentSpec]:
         for kind in KINDS:

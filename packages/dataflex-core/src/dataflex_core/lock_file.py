@@ -1,0 +1,212 @@
+"""The lock file: a reviewed plugin set as data, and its TOML form.
+
+A lock records, per plugin distribution, its version, entry points, the
+components it provides and a hash of the bytes of the files it installed,
+plus the ``dataflex-core`` version. It is written with a TOML library in a
+stable order and without timestamps, so locking an unchanged environment
+gives an identical file that diffs cleanly in review.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import tomli_w
+
+from .atomic_write import write_text_atomic
+from .components import KINDS
+from .distributions import canonical_name
+from .errors import DataFlexError
+from .version import __version__
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - exercised on Python 3.10 only
+    import tomli as tomllib
+
+#: Format of the lock file; bumped only for changes older readers cannot understand.
+LOCK_FORMAT = 1
+#: The plugin lock's file name: what ``dataflex lock`` writes and ``dataflex verify`` reads by default,
+#: and what a host stores in a checkpoint. The config key ``dataflex.plugins.lock`` and
+#: ``$DATAFLEX_PLUGINS_LOCK`` take the path of such a file.
+DEFAULT_LOCK_FILE = "dataflex_plugins.lock"
+CORE_DIST = "dataflex-core"
+#: Marker hash of a file listed in RECORD but gone from disk.
+MISSING_FILE = "missing"
+
+_HEADER = (
+    "# dataflex plugin lock: the reviewed set of plugin distributions.\n"
+    "# Written by `dataflex lock`, checked by `dataflex verify` and by hosts given this file.\n"
+    "# Regenerate it instead of editing it by hand.\n"
+)
+
+
+class LockFileError(DataFlexError, ValueError):
+    """A lock file cannot be read or does not have the expected structure."""
+
+
+@dataclass(frozen=True)
+class DistRecord:
+    """One plugin distribution as locked, or as found installed."""
+
+    name: str
+    version: str
+    entry_points: Mapping[str, str]
+    #: kind -> component names; ``None`` when its entry points were not imported.
+    components: Mapping[str, tuple[str, ...]] | None
+    #: installed path (posix, relative) -> sha256 hex of its bytes.
+    files: Mapping[str, str]
+    editable: bool = False
+    #: Why importing its entry points failed (installed records only).
+    load_error: str | None = None
+
+    @property
+    def content_hash(self) -> str:
+        """sha256 over the sorted ``path, file hash`` pairs: one value that changes with any byte."""
+        digest = hashlib.sha256()
+        for path in sorted(self.files):
+            digest.update(f"{path}\0{self.files[path]}\n".encode())
+        return f"sha256:{digest.hexdigest()}"
+
+
+@dataclass(frozen=True)
+class PluginSet:
+    """The ``dataflex-core`` version plus every plugin distribution, by canonical name."""
+
+    core_version: str
+    plugins: Mapping[str, DistRecord] = field(default_factory=dict)
+
+    @property
+    def dist_names(self) -> list[str]:
+        return sorted(self.plugins)
+
+    def to_toml(self) -> str:
+        """The lock file text: stable ordering and no timestamps, so unchanged sets give identical files."""
+        plugins: dict[str, Any] = {}
+        for name in self.dist_names:
+            rec = self.plugins[name]
+            table: dict[str, Any] = {
+                "version": rec.version,
+                "editable": rec.editable,
+                "content_hash": rec.content_hash,
+                "entry_points": dict(sorted(rec.entry_points.items())),
+            }
+            if rec.components is not None:
+                table["components"] = {k: list(rec.components[k]) for k in KINDS if rec.components.get(k)}
+            table["files"] = dict(sorted(rec.files.items()))
+            plugins[name] = table
+        data = {"lock_version": LOCK_FORMAT, "core": {"distribution": CORE_DIST, "version": self.core_version}}
+        if plugins:
+            data["plugins"] = plugins
+        return _HEADER + tomli_w.dumps(data)
+
+    def requirements(self, *, source: str = "") -> str:
+        """``name==version`` pins of dataflex-core and every plugin, for image builds."""
+        origin = f" (from {source})" if source else ""
+        lines = [
+            f"# dataflex plugin set{origin}; restore it with `pip install --force-reinstall -r <this file>`",
+            f"{CORE_DIST}=={self.core_version}",
+        ]
+        for name in self.dist_names:
+            rec = self.plugins[name]
+            note = "  # editable install when locked: publish this version first" if rec.editable else ""
+            lines.append(f"{name}=={rec.version}{note}")
+        return "\n".join(lines) + "\n"
+
+    def summary(self) -> str:
+        """One line naming every distribution and version, for a start-of-run log."""
+        plugins = ", ".join(f"{n}=={self.plugins[n].version}" for n in self.dist_names) or "no plugins"
+        return f"{CORE_DIST}=={self.core_version}; {plugins}"
+
+
+# -- reading -------------------------------------------------------------------
+def _expect(cond: bool, source: str, where: str, what: str, value: Any) -> None:
+    if not cond:
+        raise LockFileError(
+            f"{source}: {where} must be {what}, got {value!r}; regenerate the file with `dataflex lock`"
+        )
+
+
+def _str_table(value: Any, source: str, where: str) -> dict[str, str]:
+    _expect(isinstance(value, dict), source, where, "a table", value)
+    for key, item in value.items():
+        _expect(isinstance(item, str), source, f"{where}.{key}", "a string", item)
+    return dict(value)
+
+
+def _components(raw: Any, source: str, where: str) -> dict[str, tuple[str, ...]]:
+    _expect(isinstance(raw, dict), source, where, "a table", raw)
+    for kind, names in raw.items():
+        _expect(kind in KINDS, source, f"{where} key", f"one of {', '.join(KINDS)}", kind)
+        _expect(
+            isinstance(names, list) and all(isinstance(n, str) for n in names),
+            source,
+            f"{where}.{kind}",
+            "a list of names",
+            names,
+        )
+    return {kind: tuple(sorted(names)) for kind, names in raw.items() if names}
+
+
+def parse_lock(text: str, source: str = "<lock>") -> PluginSet:
+    """A :class:`PluginSet` from lock-file text; every structural problem names the key."""
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise LockFileError(f"{source} is not valid TOML ({exc}); regenerate it with `dataflex lock`") from exc
+    fmt = data.get("lock_version")
+    if fmt != LOCK_FORMAT:
+        raise LockFileError(
+            f"{source} has lock_version={fmt!r}, but dataflex-core {__version__} reads lock_version={LOCK_FORMAT}; "
+            "regenerate it with this `dataflex lock`, or upgrade dataflex-core if a newer one wrote it"
+        )
+    core = data.get("core")
+    _expect(isinstance(core, dict) and isinstance(core.get("version"), str), source, "core.version", "a string", core)
+    plugins_raw = data.get("plugins", {})
+    _expect(isinstance(plugins_raw, dict), source, "plugins", "a table", plugins_raw)
+    plugins = {}
+    for name, raw in plugins_raw.items():
+        where = f"plugins.{name!r}"
+        _expect(isinstance(raw, dict), source, where, "a table", raw)
+        _expect(isinstance(raw.get("version"), str), source, f"{where}.version", "a string", raw.get("version"))
+        record = DistRecord(
+            name=canonical_name(name),
+            version=raw["version"],
+            entry_points=_str_table(raw.get("entry_points", {}), source, f"{where}.entry_points"),
+            components=_components(raw["components"], source, f"{where}.components") if "components" in raw else None,
+            files=_str_table(raw.get("files", {}), source, f"{where}.files"),
+            editable=bool(raw.get("editable", False)),
+        )
+        stated = raw.get("content_hash")
+        if stated is not None and stated != record.content_hash:
+            raise LockFileError(
+                f"{source}: {where}.content_hash={stated!r} does not match its files table "
+                f"({record.content_hash}); the file was edited by hand, regenerate it with `dataflex lock`"
+            )
+        plugins[record.name] = record
+    return PluginSet(core_version=core["version"], plugins=plugins)
+
+
+def read_lock(path: str | os.PathLike[str]) -> PluginSet:
+    """Read a lock file; a missing file or a directory is an error naming the path and how to create it."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
+        raise LockFileError(
+            f"plugin lock {str(path)!r} does not exist; create it with `dataflex lock -o {path}`"
+        ) from None
+    except OSError as exc:
+        raise LockFileError(f"plugin lock {str(path)!r} cannot be read: {exc.strerror or exc}") from None
+    return parse_lock(text, source=str(path))
+
+
+def write_lock(plugin_set: PluginSet, path: str | os.PathLike[str]) -> None:
+    """Write atomically (temp file + rename), so a reader never sees half a lock."""
+    write_text_atomic(path, plugin_set.to_toml())
