@@ -13,6 +13,8 @@ from typing import Any
 import numpy as np
 import torch
 
+from .precomputed import STEP_INPUTS_KEY, step_inputs
+
 
 class Batch:
     """Padded tensors in ``.batch``, per-sample objects in ``.non_tensor_batch``.
@@ -20,7 +22,9 @@ class Batch:
     ``batch["response_mask"]`` is ``(bs, L)``; ``non_tensor_batch["uid"]`` is an
     object array of length ``bs``. Rows flagged by an optional boolean
     ``batch["is_padding"]`` of shape ``(bs,)`` are padding: components give
-    them weight 0 and leave them out of every statistic.
+    them weight 0 and leave them out of every statistic. ``meta_info`` may
+    carry the step's precomputed values (``meta_info["dataflex_step_inputs"]``,
+    see :func:`~dataflex_core.prepare_batch`).
     """
 
     def __init__(
@@ -47,15 +51,29 @@ class Batch:
         return key in self.batch or key in self.non_tensor_batch
 
     def select_rows(self, rows: torch.Tensor) -> Batch:
-        """The batch restricted to ``rows`` (a bool mask or an index tensor)."""
+        """The batch restricted to ``rows`` (a bool mask or an index tensor).
+
+        A prepared batch's step values (:func:`~dataflex_core.prepare_batch`) come along,
+        restricted to the rows, so the sub-batch does not recompute them.
+        """
         if rows.dtype == torch.bool:
             rows = rows.nonzero(as_tuple=True)[0]
         idx = rows.cpu().numpy()
-        return Batch(
+        sub = Batch(
             {k: v[rows.to(v.device)] for k, v in self.batch.items()},
             {k: v[idx] for k, v in self.non_tensor_batch.items()},
             self.meta_info,
         )
+        sub.meta_info.pop(STEP_INPUTS_KEY, None)
+        inputs = step_inputs(self)
+        if inputs is not None and "response_mask" in sub.batch:
+            sub.meta_info[STEP_INPUTS_KEY] = inputs.select_rows(
+                rows,
+                sub.batch["response_mask"],
+                sub.batch.get("is_padding"),
+                sub.non_tensor_batch.get("uid") if inputs.uid is self.non_tensor_batch.get("uid") else None,
+            )
+        return sub
 
     def __repr__(self) -> str:
         tensors = ", ".join(f"{k}: {tuple(v.shape)} {v.dtype}" for k, v in self.batch.items())

@@ -2,31 +2,42 @@
 
 Hosts call components on the whole global batch (tens of thousands of rows),
 so group statistics are computed with one ``unique`` and a scatter, never a
-Python loop over samples or groups.
+Python loop over samples or groups. When the host prepared the step's batch
+(:func:`~dataflex_core.prepare_batch`), the group index of its ``uid`` array and
+the boolean form and token counts of its ``response_mask`` are computed once
+and shared by every caller.
+
+The masked sequence reductions never build a ``(bs, L)`` temporary on the
+CPU: they mask and reduce blocks of rows through one small reused buffer. A
+full-size temporary costs a fresh allocation, page faults and a pass over
+memory, which at ``(bs, L)`` is as much as the reduction itself.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
-import numpy as np
 import torch
+
+from .precomputed import dense_group_index, inputs_for_mask, inputs_for_uid
+
+#: Elements per block of rows in the CPU masked reductions (1 MiB of float32: stays in cache).
+BLOCK_ELEMENTS = 1 << 18
 
 
 def group_index(uid: Any, device: torch.device | str | None = None) -> tuple[torch.Tensor, int]:
     """Map group ids (any hashable per sample) to dense ``0..G-1`` indices.
 
+    Indices follow the sorted order of the ids. The index of a prepared
+    batch's ``uid`` array is computed once per step and shared: treat it as read-only.
+
     :returns: ``(index, num_groups)`` with ``index`` a LongTensor of shape ``(bs,)``.
     """
-    if isinstance(uid, torch.Tensor):
-        _, inverse = torch.unique(uid, return_inverse=True)
-        return inverse.to(device or uid.device), int(inverse.max().item()) + 1 if inverse.numel() else 0
-    arr = np.asarray(uid)
-    if arr.dtype == object:
-        arr = arr.astype(str)
-    _, inverse = np.unique(arr, return_inverse=True)
-    index = torch.from_numpy(inverse.reshape(-1).astype(np.int64))
-    return index.to(device or "cpu"), int(inverse.max()) + 1 if inverse.size else 0
+    inputs = inputs_for_uid(uid)
+    if inputs is not None:
+        return inputs.groups(device)
+    return dense_group_index(uid, device)
 
 
 def _masked(values: torch.Tensor, mask: torch.Tensor | None, fill: float) -> torch.Tensor:
@@ -87,20 +98,72 @@ def segment_var(
     return segment_mean(dev, index, num_segments, mask)
 
 
-def masked_seq_sum(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-    """``(bs, L)`` -> ``(bs,)`` sum over positions where ``mask`` is set."""
-    return torch.where(mask.bool(), x, torch.zeros((), dtype=x.dtype, device=x.device)).sum(-1)
+def _bool_mask(mask: torch.Tensor) -> torch.Tensor:
+    inputs = inputs_for_mask(mask)
+    return inputs.response_tokens() if inputs is not None else mask.bool()
 
 
-def masked_seq_mean(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-    """``(bs, L)`` -> ``(bs,)`` mean over masked positions; an empty row gives 0."""
-    count = mask.bool().sum(-1).clamp(min=1).to(x.dtype)
-    return masked_seq_sum(x, mask) / count
+def _row_counts(mask: torch.Tensor, bool_mask: torch.Tensor) -> torch.Tensor:
+    """``(bs,)`` int64 set positions per row of ``mask`` (``bool_mask`` is its boolean form)."""
+    inputs = inputs_for_mask(mask)
+    return inputs.response_counts() if inputs is not None else bool_mask.sum(-1)
 
 
-def masked_seq_max(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-    """``(bs, L)`` -> ``(bs,)`` max over masked positions; an empty row gives 0."""
-    m = mask.bool()
-    neg = torch.full((), float("-inf"), dtype=x.dtype, device=x.device)
-    out = torch.where(m, x, neg).amax(-1)
-    return torch.where(m.any(-1), out, torch.zeros_like(out))
+def _masked_rows(
+    x: torch.Tensor,
+    mask: torch.Tensor,
+    fill: float,
+    reduce: Callable[[torch.Tensor], torch.Tensor],
+    magnitude: bool = False,
+) -> torch.Tensor:
+    """``reduce`` of ``where(mask, x, fill)`` (of ``|x|`` with ``magnitude``) over the last dim.
+
+    On the CPU, for a 2-D ``x`` not tracked by autograd, blocks of rows go
+    through one small reused buffer; elsewhere it is one full-size ``where``.
+    """
+    fill_value = torch.full((), fill, dtype=x.dtype, device=x.device)
+    rows = x.shape[0] if x.dim() == 2 else 0
+    step = max(1, BLOCK_ELEMENTS // max(1, x.shape[-1]))
+    blockwise = (
+        x.device.type == "cpu"
+        and mask.shape == x.shape
+        and rows > step
+        and not (x.requires_grad and torch.is_grad_enabled())
+    )
+    if not blockwise:
+        values = torch.where(mask, x.abs() if magnitude else x, fill_value)
+        return reduce(values)
+    buffer = torch.empty((step, x.shape[1]), dtype=x.dtype)
+    out: torch.Tensor | None = None
+    for start in range(0, rows, step):
+        stop = min(start + step, rows)
+        block = buffer[: stop - start]
+        torch.where(mask[start:stop], x[start:stop], fill_value, out=block)
+        if magnitude:
+            block.abs_()
+        reduced = reduce(block)
+        if out is None:
+            out = torch.empty((rows,), dtype=reduced.dtype)
+        out[start:stop] = reduced
+    return out
+
+
+def masked_seq_sum(x: torch.Tensor, mask: torch.Tensor, *, magnitude: bool = False) -> torch.Tensor:
+    """``(bs, L)`` -> ``(bs,)`` sum over positions where ``mask`` is set (of ``|x|`` with ``magnitude``)."""
+    return _masked_rows(x, _bool_mask(mask), 0.0, lambda v: v.sum(-1), magnitude)
+
+
+def masked_seq_mean(x: torch.Tensor, mask: torch.Tensor, *, magnitude: bool = False) -> torch.Tensor:
+    """``(bs, L)`` -> ``(bs,)`` mean over masked positions (of ``|x|`` with ``magnitude``); an empty row gives 0."""
+    bool_mask = _bool_mask(mask)
+    count = _row_counts(mask, bool_mask).clamp(min=1).to(x.dtype)
+    return _masked_rows(x, bool_mask, 0.0, lambda v: v.sum(-1), magnitude) / count
+
+
+def masked_seq_max(x: torch.Tensor, mask: torch.Tensor, *, magnitude: bool = False) -> torch.Tensor:
+    """``(bs, L)`` -> ``(bs,)`` max over masked positions (of ``|x|`` with ``magnitude``); an empty row gives 0."""
+    m = _bool_mask(mask)
+    # |x| >= 0, so filling masked positions with 0 instead of -inf leaves every non-empty row's max unchanged.
+    fill = 0.0 if magnitude else float("-inf")
+    out = _masked_rows(x, m, fill, lambda v: v.amax(-1), magnitude)
+    return torch.where(_row_counts(mask, m) > 0, out, torch.zeros_like(out))

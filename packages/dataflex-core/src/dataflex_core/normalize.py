@@ -13,20 +13,42 @@ from typing import Any
 import torch
 
 from .errors import InvalidOutputError
+from .precomputed import compute_valid_tokens, step_inputs
+
+# Each mask below comes from the batch's StepInputs when the host prepared it (computed once
+# per step, shared by every caller: treat it as read-only), else is computed here.
 
 
 def valid_token_mask(batch: Any) -> torch.Tensor:
     """``(bs, L)`` bool: response tokens of non-padding rows."""
-    mask = batch.batch["response_mask"].bool()
-    padding = batch.batch.get("is_padding")
-    if padding is not None:
-        mask = mask & ~padding.to(mask.device).bool().reshape(-1, 1)
-    return mask
+    inputs = step_inputs(batch)
+    if inputs is not None:
+        return inputs.valid_tokens()
+    return compute_valid_tokens(batch.batch["response_mask"], batch.batch.get("is_padding"))
 
 
 def valid_sample_mask(batch: Any) -> torch.Tensor:
     """``(bs,)`` bool: rows that are not padding and have at least one response token."""
+    inputs = step_inputs(batch)
+    if inputs is not None:
+        return inputs.valid_rows()
     return valid_token_mask(batch).any(-1)
+
+
+def valid_token_counts(batch: Any) -> torch.Tensor:
+    """``(bs,)`` int64: valid tokens per row (0 on padding and empty rows)."""
+    inputs = step_inputs(batch)
+    if inputs is not None:
+        return inputs.token_counts()
+    return valid_token_mask(batch).sum(-1)
+
+
+def response_token_mask(batch: Any) -> torch.Tensor:
+    """``(bs, L)`` bool ``response_mask``, padding rows included (for scores that zero non-response positions)."""
+    inputs = step_inputs(batch)
+    if inputs is not None:
+        return inputs.response_tokens()
+    return batch.batch["response_mask"].bool()
 
 
 def valid_mask_for(weights: torch.Tensor, batch: Any) -> torch.Tensor:
@@ -59,7 +81,7 @@ def normalize_mean_one(weights: torch.Tensor, valid: torch.Tensor, *, inplace: b
         return torch.zeros_like(w)
     zero = torch.zeros((), dtype=dtype, device=w.device)
     if inplace and w is weights:
-        w = w.masked_fill_(~valid, 0)
+        w = torch.where(valid, w, zero, out=w)
     else:
         w = torch.where(valid, w, zero)
     total = w.sum()
