@@ -31,7 +31,7 @@ from omegaconf import open_dict
 from tensordict import TensorDict
 from transfer_queue import KVBatchMeta
 
-from dataflex_core import Batch, InvalidOutputError, valid_token_mask
+from dataflex_core import Batch, InvalidOutputError, prepare_batch, valid_token_mask
 
 from . import metrics as dataflex_metrics
 from . import mix as dataflex_mix
@@ -168,6 +168,7 @@ class DataFlexTrainerMixin(DataFlexCheckpointMixin):
         """Score and act on ``read``; the fields to write (``rollout_is_weights``, maybe advantages), or None."""
         batch = only_fields(read.batch, fields)  # components see what they declared, as without recomputation
         batch.batch["is_padding"] = padding_rows(meta)
+        prepare_batch(batch)  # masks, token counts and the uid groups: computed once for the whole step
         if self.dataflex.mix is not None:  # mix acts on the sampler, not on the loss
             metrics.update(self._dataflex_mix_step(batch, step))
             return None
