@@ -203,10 +203,13 @@ def test_without_verls_put_the_hook_does_its_own_read_and_write(make_config, que
     trainer = trainer_for(make_config, **ENTROPY_SOFTMAX)
     with caplog.at_level("WARNING", logger="dataflex_verl"):
         _, out, metrics = run(trainer)
-        run(trainer)
+        _, _, second = run(trainer)
     fallbacks = [r for r in caplog.records if r.name == "dataflex_verl" and "falling back" in r.message]
     assert len(fallbacks) == 1 and fallbacks[0].levelname == "WARNING"  # once, not every step
     assert "rollout_is_weights" in out.fields and metrics["dataflex/active"] == 1.0
+    # the warning comes once; the metric says it on every step
+    assert (metrics["dataflex/separate_io"], metrics["dataflex/separate_io_total"]) == (1.0, 1.0)
+    assert (second["dataflex/separate_io"], second["dataflex/separate_io_total"]) == (1.0, 2.0)
     got = fetch(out, "rollout_is_weights", "entropy", "response_mask")
     valid = valid_tokens(out, got["response_mask"])
     per_sample = softmax_weights_by_hand(got["entropy"], valid, 0.5)
@@ -214,10 +217,46 @@ def test_without_verls_put_the_hook_does_its_own_read_and_write(make_config, que
     torch.testing.assert_close(got["rollout_is_weights"], expected.float(), rtol=1e-5, atol=1e-6)
 
 
+def test_verls_own_put_is_counted_as_no_separate_io(make_config, queue):
+    _, _, metrics = run(trainer_for(make_config))
+    assert (metrics["dataflex/separate_io"], metrics["dataflex/separate_io_total"]) == (0.0, 0.0)
+
+
+def test_the_fallback_composes_with_verls_weights_and_stops_after_verls_put(make_config, queue, monkeypatch):
+    """Without verl's put seen: verl's weights are still composed; an error comes after verl wrote its advantages."""
+    from verl.trainer.ppo.v1 import trainer_base
+
+    from dataflex_verl import queue_io
+
+    monkeypatch.setattr(queue_io, "install_verl_queue", lambda: None)
+    monkeypatch.setattr(trainer_base, "tq", tq)
+    overrides = ["algorithm.rollout_correction.rollout_is=token", "actor_rollout_ref.rollout.calculate_log_probs=false"]
+    rollout = sandbox.synthetic_rollout(6, 4, seed=3, rollout_log_probs=True)
+    verl_weights = verl_alone(make_config, overrides, rollout)["rollout_is_weights"]
+    trainer = trainer_for(make_config, overrides)
+    out = trainer._compute_advantage(sandbox.put_rollout(rollout), metrics := {})
+    assert metrics["dataflex/separate_io"] == 1.0 and metrics["dataflex/weight/composed"] == 1.0
+    got = fetch(out, "rollout_is_weights", "response_mask")
+    valid = valid_tokens(out, got["response_mask"])
+    assert token_mean(got["rollout_is_weights"], valid).item() == pytest.approx(
+        token_mean(verl_weights, valid).item(), rel=1e-5
+    )
+    assert not torch.allclose(got["rollout_is_weights"] * valid, verl_weights * valid)
+    sandbox.clear(out)
+
+    failing = trainer_for(make_config, scorer={"name": "hosttest_nan"}, actuator={"name": "softmax"})
+    meta = sandbox.put_rollout(sandbox.synthetic_rollout(4, 4))
+    with pytest.raises(InvalidOutputError, match="NaN"):
+        failing._compute_advantage(meta, {})
+    left = fetch(meta, "rollout_is_weights", "advantages")
+    assert "advantages" in left and "rollout_is_weights" not in left  # verl's put went out, DataFlex's did not
+    sandbox.clear(meta)
+
+
 def test_seq_mean_token_mean_normalises_per_sequence(make_config, queue):
     trainer = trainer_for(make_config, ["actor_rollout_ref.actor.loss_agg_mode=seq-mean-token-mean"])
     assert trainer.dataflex.loss_unit == "sequence"
-    _, out, _ = run(trainer)
+    _, out, metrics = run(trainer)
     got = fetch(out, "rollout_is_weights", "advantages", "response_mask")
     valid = valid_tokens(out, got["response_mask"])
     per_sample = softmax_weights_by_hand(got["advantages"], valid, 0.5)
@@ -226,6 +265,10 @@ def test_seq_mean_token_mean_normalises_per_sequence(make_config, queue):
     )
     assert sequence_mean(got["rollout_is_weights"], valid).item() == pytest.approx(1.0, abs=1e-5)
     assert token_mean(got["rollout_is_weights"], valid).item() != pytest.approx(1.0, abs=1e-3)
+    # the headline metric is the mean in the loss's unit, and says which unit that is
+    assert metrics["dataflex/weight/mean"] == pytest.approx(1.0, abs=1e-5)
+    assert metrics["dataflex/weight/unit_is_sequence"] == 1.0
+    assert metrics["dataflex/weight/token_mean"] == pytest.approx(token_mean(got["rollout_is_weights"], valid).item())
 
 
 def test_sapo_policy_loss_forces_the_sequence_unit(make_config):
@@ -292,19 +335,32 @@ def test_padding_rows_get_weight_zero_and_are_not_scored(make_config, queue):
     assert token_mean(got["rollout_is_weights"], valid).item() == pytest.approx(1.0, abs=1e-5)
 
 
-def test_rollout_correction_weights_are_composed_not_overwritten(make_config, queue):
-    overrides = ["algorithm.rollout_correction.rollout_is=token"]
-    plain = make_config(overrides)
+def verl_alone(make_config, overrides, rollout, mode="sync"):
+    """What verl's own ``_compute_advantage`` writes for ``rollout`` under ``overrides`` (no DataFlex)."""
     from verl.trainer.ppo.v1 import get_trainer_cls
 
-    rollout = sandbox.synthetic_rollout(6, 4, seed=3)
-    verl_only = get_trainer_cls("sync")(plain)._compute_advantage(sandbox.put_rollout(rollout), {})
-    verl_weights = fetch(verl_only, "rollout_is_weights")["rollout_is_weights"]
-    sandbox.clear(verl_only)
+    out = get_trainer_cls(mode)(make_config(overrides))._compute_advantage(sandbox.put_rollout(rollout), {})
+    got = fetch(out, "rollout_is_weights", "response_mask")
+    sandbox.clear(out)
+    return got
+
+
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        ["algorithm.rollout_correction.rollout_is=token"],
+        # verl decides from the rollout, not the config: a rollout that carries rollout_log_probs gets verl's
+        # importance weights even with calculate_log_probs=false (trainer_base._compute_advantage)
+        ["algorithm.rollout_correction.rollout_is=token", "actor_rollout_ref.rollout.calculate_log_probs=false"],
+    ],
+    ids=["calculate_log_probs", "rollout_carries_log_probs"],
+)
+def test_rollout_correction_weights_are_composed_not_overwritten(make_config, queue, overrides):
+    rollout = sandbox.synthetic_rollout(6, 4, seed=3, rollout_log_probs=True)
+    verl_weights = verl_alone(make_config, overrides, rollout)["rollout_is_weights"]
 
     trainer = trainer_for(make_config, overrides)
-    assert trainer.dataflex.composes_rollout_is
-    out = trainer._compute_advantage(sandbox.put_rollout(rollout), {})
+    out = trainer._compute_advantage(sandbox.put_rollout(rollout), metrics := {})
     got = fetch(out, "rollout_is_weights", "advantages", "response_mask")
     valid = valid_tokens(out, got["response_mask"])
     per_sample = softmax_weights_by_hand(got["advantages"], valid, 0.5).unsqueeze(-1)
@@ -316,6 +372,26 @@ def test_rollout_correction_weights_are_composed_not_overwritten(make_config, qu
         token_mean(verl_weights, valid).item(), rel=1e-5
     )
     assert not torch.allclose(got["rollout_is_weights"] * valid, verl_weights * valid)
+    assert metrics["dataflex/weight/composed"] == 1.0
+    assert metrics["dataflex/weight/mean"] == pytest.approx(1.0, abs=1e-5)  # written over verl's, in the unit
+    factor = expected / verl_weights.clamp(min=1e-30) * valid
+    assert metrics["dataflex/weight/factor_mean"] == pytest.approx(token_mean(factor, valid).item(), rel=1e-4)
+    sandbox.clear(out)
+
+
+def test_without_verls_weights_nothing_is_composed(make_config, queue):
+    """rollout_is set, but the rollout carries no rollout_log_probs: verl writes no weights, DataFlex's have mean 1."""
+    overrides = ["algorithm.rollout_correction.rollout_is=token"]
+    rollout = sandbox.synthetic_rollout(6, 4, seed=3, rollout_log_probs=False)
+    assert "rollout_is_weights" not in verl_alone(make_config, overrides, rollout)
+    trainer = trainer_for(make_config, overrides)
+    out = trainer._compute_advantage(sandbox.put_rollout(rollout), metrics := {})
+    got = fetch(out, "rollout_is_weights", "advantages", "response_mask")
+    valid = valid_tokens(out, got["response_mask"])
+    per_sample = softmax_weights_by_hand(got["advantages"], valid, 0.5).unsqueeze(-1) * valid
+    torch.testing.assert_close(got["rollout_is_weights"], (per_sample / token_mean(per_sample, valid)).float())
+    assert metrics["dataflex/weight/composed"] == 0.0
+    sandbox.clear(out)
 
 
 def test_warmup_leaves_the_batch_alone_until_warmup_step(make_config, queue):
@@ -399,8 +475,15 @@ def test_a_field_missing_from_the_queue_is_named(make_config, queue):
         (["actor_rollout_ref.rollout.calculate_log_probs=false"],
          {"scorer": {"name": "hosttest_needs_rollout_log_probs"}, "actuator": {"name": "softmax"}},
          IncompatibleComponentError, "calculate_log_probs=true"),
-        (["algorithm.rollout_correction.bypass_mode=true"], ADV_SOFTMAX, IncompatibleComponentError,
-         "bypass_mode=true.*ignores rollout_is_weights"),
+        (["distillation.enabled=true", "distillation.distillation_loss.use_task_rewards=false"], ADV_SOFTMAX,
+         IncompatibleComponentError, "use_task_rewards=false skips the task policy loss altogether.*"
+         "use_task_rewards=true"),
+        (["distillation.enabled=true", "distillation.distillation_loss.use_task_rewards=false",
+          "distillation.distillation_loss.use_policy_gradient=true"], {"mechanism": "select",
+          "scorer": {"name": "group_solve_rate"}, "actuator": {"name": "threshold_band"}},
+         IncompatibleComponentError, "'select'.*sets the task policy loss to 0.*distillation policy-gradient term"),
+        (["actor_rollout_ref.actor.policy_loss.loss_mode=bypass_mode"], ADV_SOFTMAX, IncompatibleComponentError,
+         "loss_mode='bypass_mode'.*ignores rollout_is_weights"),
         (["actor_rollout_ref.actor.policy_loss.loss_mode=geo_mean"], ADV_SOFTMAX, IncompatibleComponentError,
          "geo_mean takes a per-sequence geometric mean"),
         ([], {"scorer": {"name": "hosttest_in_loss"}, "actuator": {"name": "softmax"}}, IncompatibleComponentError,
@@ -410,7 +493,8 @@ def test_a_field_missing_from_the_queue_is_named(make_config, queue):
     ],
     ids=[
         "no-block", "unknown-scorer", "unknown-param", "bad-on_invalid", "groups-under-gae",
-        "values-without-critic", "ref-without-reference", "rollout-log-probs-off", "bypass-mode", "geo-mean",
+        "values-without-critic", "ref-without-reference", "rollout-log-probs-off", "distillation-only",
+        "distillation-pg-without-task-rewards", "bypass-mode-loss", "geo-mean",
         "in-loss-timing", "pre-rollout-timing",
     ],
 )  # fmt: skip
@@ -420,6 +504,30 @@ def test_mount_refuses_configs_that_cannot_work(make_config, overrides, block, e
     config = make_config(overrides, dataflex=block)
     with pytest.raises(error, match=message):
         get_trainer_cls("dataflex_sync")(config)
+
+
+def test_bypass_mode_is_accepted_because_the_v1_loss_still_multiplies_the_weights(make_config, queue):
+    """v1 bypass_mode reuses rollout_log_probs as old_log_probs but keeps the configured policy loss."""
+    import inspect
+
+    from verl.trainer.ppo.v1 import trainer_base
+
+    # the legacy trainer's switch to loss_mode=bypass_mode (which ignores rollout_is_weights) is not in v1
+    assert "apply_bypass_mode" not in inspect.getsource(trainer_base)
+    overrides = ["algorithm.rollout_correction.bypass_mode=true", "algorithm.rollout_correction.rollout_is=token"]
+    trainer = trainer_for(make_config, overrides)
+    assert trainer.config.actor_rollout_ref.actor.policy_loss.loss_mode == "vanilla"
+    _, out, metrics = run(trainer, padding_rows=2)
+    got = fetch(out, "rollout_is_weights", "advantages", "response_mask")
+    valid = valid_tokens(out, got["response_mask"])
+    per_sample = softmax_weights_by_hand(got["advantages"], valid, 0.5).unsqueeze(-1) * valid
+    by_hand = per_sample / token_mean(per_sample, valid)
+    torch.testing.assert_close(got["rollout_is_weights"], by_hand.float(), rtol=1e-5, atol=1e-6)
+    assert metrics["dataflex/weight/composed"] == 0.0  # v1 bypass writes no importance weights of its own
+    weighted = sandbox.actor_loss(out, trainer.config)
+    assert weighted.item() == pytest.approx(sandbox.actor_loss(out, trainer.config, weights=by_hand).item(), rel=1e-5)
+    unweighted = sandbox.actor_loss(out, trainer.config, weights=ones(out))
+    assert abs(weighted.item() - unweighted.item()) > 1e-4 * abs(unweighted.item())
 
 
 def test_fields_that_the_config_produces_are_accepted(make_config):
@@ -496,6 +604,45 @@ def test_demo_prints_weights_and_both_losses_per_pair(queue):
         assert row["loss_weighted"] != pytest.approx(row["loss_unweighted"], rel=1e-4)
         assert f"without weights {row['loss_unweighted']:+.6f}" in text
         assert f"with dataflex weights {row['loss_weighted']:+.6f}" in text
+
+
+def test_verls_cli_refuses_a_dataflex_config_on_the_legacy_trainer(tmp_path):
+    """``trainer.use_v1=false`` would run verl's legacy trainer and silently ignore the dataflex: block."""
+    command = [
+        sys.executable, "-m", "verl.trainer.main_ppo", "trainer.use_v1=false",
+        "+dataflex.scorer.name=advantage_magnitude", "+dataflex.actuator.name=softmax",
+    ]  # fmt: skip
+    result = subprocess.run(command, capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert result.returncode != 0
+    assert "ConfigError: trainer.use_v1=false runs verl's legacy trainer" in result.stderr, result.stderr[-3000:]
+    assert "Set trainer.use_v1=true" in result.stderr
+    assert "ray init kwargs" not in result.stdout  # refused in the driver, before Ray starts
+
+
+@pytest.mark.parametrize(
+    ("overrides", "block", "refused"),
+    [
+        (["trainer.use_v1=false", "trainer.v1.trainer_mode=dataflex_sync"], None, True),
+        (["trainer.use_v1=false"], ADV_SOFTMAX, True),
+        (["trainer.use_v1=false"], None, False),
+        ([], ADV_SOFTMAX, False),
+    ],
+    ids=["legacy-dataflex-mode", "legacy-dataflex-block", "legacy-plain", "v1-dataflex"],
+)
+def test_verls_validate_config_refuses_only_dataflex_on_the_legacy_trainer(make_config, overrides, block, refused):
+    import verl.trainer.main_ppo as main_ppo
+    import verl.utils.config
+
+    from dataflex_verl.plugin_entry import refuse_legacy_trainer
+
+    assert main_ppo.validate_config is verl.utils.config.validate_config
+    assert main_ppo.validate_config.dataflex_guarded
+    config = make_config(overrides, dataflex=block)
+    if refused:
+        with pytest.raises(ConfigError, match="use_v1=false runs verl's legacy trainer"):
+            main_ppo.validate_config(config, use_reference_policy=False, use_critic=False)
+    else:
+        refuse_legacy_trainer(config)
 
 
 def test_a_registration_failure_is_loud_and_reaches_the_user():

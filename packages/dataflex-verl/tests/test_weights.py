@@ -75,8 +75,9 @@ def test_all_zero_weights_are_invalid():
 def test_metrics_over_valid_tokens_and_samples():
     factor = torch.tensor([[2.0, 0, 0], [0.0, 0.0, 0.0], [7.0, 7.0, 7.0]])
     valid = torch.tensor([[True, False, False], [True, True, True], [False, False, False]])
-    m = weight_metrics(factor, valid)
-    assert m["dataflex/weight/mean"] == pytest.approx(0.5)
+    m = weight_metrics(factor, valid, TOKEN_UNIT)
+    assert m["dataflex/weight/mean"] == m["dataflex/weight/token_mean"] == pytest.approx(0.5)
+    assert m["dataflex/weight/unit_is_sequence"] == 0.0 and m["dataflex/weight/composed"] == 0.0
     assert m["dataflex/weight/min"] == 0.0 and m["dataflex/weight/max"] == 2.0
     assert m["dataflex/weight/std"] == pytest.approx(torch.tensor([2.0, 0, 0, 0]).std(unbiased=False).item())
     assert m["dataflex/zero_weight_fraction"] == pytest.approx(0.5)
@@ -84,13 +85,38 @@ def test_metrics_over_valid_tokens_and_samples():
     assert m["dataflex/valid_samples"] == 2.0 and m["dataflex/valid_tokens"] == 4.0
 
 
-def test_per_sample_metrics_match_the_token_level_ones():
+@pytest.mark.parametrize("unit", [TOKEN_UNIT, SEQUENCE_UNIT])
+def test_per_sample_metrics_match_the_token_level_ones(unit):
     weights = torch.tensor([1.6, 0.8, 0.0])
-    compact = weight_metrics(weights, VALID)
-    expanded = weight_metrics(to_token_weights(weights, VALID), VALID)
+    compact = weight_metrics(weights, VALID, unit)
+    expanded = weight_metrics(to_token_weights(weights, VALID), VALID, unit)
     assert compact.keys() == expanded.keys()
     for key in compact:
         assert compact[key] == pytest.approx(expanded[key], abs=1e-6), key
+
+
+@pytest.mark.parametrize("per_token", [False, True])
+def test_the_headline_mean_is_the_mean_in_the_loss_unit(per_token):
+    """Normalised per sequence, the weights' token mean is not 1; the headline mean is."""
+    written, factor = finalize(torch.tensor([3.0, 1.0, 0.0]), VALID, SEQUENCE_UNIT)
+    if per_token:
+        factor = to_token_weights(factor, VALID)
+    m = weight_metrics(factor, VALID, SEQUENCE_UNIT)
+    assert m["dataflex/weight/mean"] == m["dataflex/weight/factor_mean"] == pytest.approx(1.0)
+    assert m["dataflex/weight/unit_is_sequence"] == 1.0
+    # 1.5 on one token, 0.5 on three: the token mean the loss does not use
+    assert m["dataflex/weight/token_mean"] == pytest.approx(0.75)
+
+
+@pytest.mark.parametrize("unit", [TOKEN_UNIT, SEQUENCE_UNIT])
+def test_under_rollout_correction_the_mean_is_relative_to_verls_weights(unit):
+    verl = torch.tensor([[2.0, 0, 0], [1.0, 1.0, 0.5], [0, 0, 0]])
+    written, factor = finalize(torch.tensor([1.0, 2.0, 0.0]), VALID, unit, verl)
+    m = weight_metrics(factor, VALID, unit, written=written, verl_weights=verl)
+    assert m["dataflex/weight/mean"] == pytest.approx(1.0)
+    assert m["dataflex/weight/composed"] == 1.0
+    assert m["dataflex/weight/factor_mean"] == pytest.approx(unit_mean(factor, VALID, unit).item())
+    assert m["dataflex/weight/factor_mean"] != pytest.approx(1.0)  # the factor alone does not keep the step size
 
 
 def test_rows_to_jagged_repeats_each_rows_weight_over_its_masked_tokens():

@@ -128,9 +128,10 @@ def run_demo(
                    "compute_advantage_s": elapsed, **metrics}  # fmt: skip
             rows.append(row)
             say(f"\n{pair.label}")
-            say(f"  weights over valid tokens: mean {row['dataflex/weight/mean']:.4f}  std "
-                f"{row['dataflex/weight/std']:.4f}  min {row['dataflex/weight/min']:.4f}  "
-                f"max {row['dataflex/weight/max']:.4f}")  # fmt: skip
+            unit = "sequence" if row["dataflex/weight/unit_is_sequence"] else "token"
+            say(f"  weights: mean per {unit} (the loss's unit) {row['dataflex/weight/mean']:.4f}; over valid tokens "
+                f"mean {row['dataflex/weight/token_mean']:.4f}  std {row['dataflex/weight/std']:.4f}  "
+                f"min {row['dataflex/weight/min']:.4f}  max {row['dataflex/weight/max']:.4f}")  # fmt: skip
             say(f"  effective sample size {row['dataflex/ess']:.1f} of {int(row['dataflex/valid_samples'])} "
                 f"({row['dataflex/ess_fraction']:.0%}), zero-weight samples {row['dataflex/zero_weight_fraction']:.0%}")  # fmt: skip
             say(f"  verl ppo_loss: without weights {unweighted:+.6f}   with dataflex weights {weighted:+.6f}")

@@ -1,8 +1,12 @@
 """Per-step ``dataflex/`` metrics, logged with verl's own step metrics.
 
-Statistics describe the DataFlex factor (the weights DataFlex multiplied into
-``rollout_is_weights``), over valid tokens. A sample's weight is the
-token-mean of its weights; the effective sample size ``(sum w)^2 / sum w^2``
+The headline ``dataflex/weight/mean`` is the mean in the unit the active
+``loss_agg_mode`` averages over (see :mod:`dataflex_verl.weights`), so it
+reads 1 whenever the weights keep verl's step size; with rollout correction it
+is the mean of the written weights over the mean of verl's own. The other
+statistics describe the DataFlex factor (the weights DataFlex multiplied into
+``rollout_is_weights``): std/min/max over valid tokens; a sample's weight is
+the token-mean of its weights; the effective sample size ``(sum w)^2 / sum w^2``
 over valid samples says how many samples the update effectively uses.
 """
 
@@ -10,18 +14,51 @@ from __future__ import annotations
 
 import torch
 
+from .weights import SEQUENCE_UNIT, TOKEN_UNIT, unit_mean
+
 PREFIX = "dataflex/"
 
 
-def weight_metrics(factor: torch.Tensor, valid_tokens: torch.Tensor) -> dict[str, float]:
-    """Mean/std/min/max over valid tokens, ESS and the zero-weight fraction over valid samples.
+def weight_metrics(
+    factor: torch.Tensor,
+    valid_tokens: torch.Tensor,
+    unit: str,
+    *,
+    written: torch.Tensor | None = None,
+    verl_weights: torch.Tensor | None = None,
+) -> dict[str, float]:
+    """The step's weight metrics: means in ``unit`` and over tokens, std/min/max over valid tokens, ESS.
 
-    ``factor`` is ``(bs, L)`` per token, or ``(bs,)`` per sample (the weight of each of a row's valid
-    tokens). Masked reductions only (no boolean indexing): this runs on the whole global batch every step.
+    :param factor: the DataFlex factor, ``(bs, L)`` per token or ``(bs,)`` per sample (the weight of each
+        of a row's valid tokens), 0 on invalid tokens.
+    :param unit: the loss unit, ``token`` or ``sequence``.
+    :param written: with ``verl_weights``: the ``(bs, L)`` weights written (``factor`` times verl's).
+    :param verl_weights: the ``rollout_is_weights`` verl's rollout correction wrote, when DataFlex composed.
+
+    Masked reductions only (no boolean indexing): this runs on the whole global batch every step.
     """
     token_count = valid_tokens.sum(-1)
     if factor.dim() == 1:
-        return _sample_metrics(factor, token_count)
+        out = _sample_metrics(factor, token_count, unit)
+    else:
+        out = _token_metrics(factor, valid_tokens, token_count, unit)
+    if f"{PREFIX}weight/factor_mean" not in out:  # no valid token: nothing to average
+        return out
+    composed = verl_weights is not None and written is not None
+    if composed:
+        base = unit_mean(verl_weights.to(torch.float32), valid_tokens, unit)
+        out[f"{PREFIX}weight/mean"] = (unit_mean(written, valid_tokens, unit, masked=True) / base).item()
+    else:
+        out[f"{PREFIX}weight/mean"] = out[f"{PREFIX}weight/factor_mean"]
+    out[f"{PREFIX}weight/unit_is_sequence"] = 1.0 if unit == SEQUENCE_UNIT else 0.0
+    out[f"{PREFIX}weight/composed"] = 1.0 if composed else 0.0
+    return out
+
+
+def _token_metrics(
+    factor: torch.Tensor, valid_tokens: torch.Tensor, token_count: torch.Tensor, unit: str
+) -> dict[str, float]:
+    """:func:`weight_metrics` statistics of a ``(bs, L)`` factor."""
     num_tokens = int(token_count.sum())
     valid_rows = token_count > 0
     num_samples = int(valid_rows.sum())
@@ -39,7 +76,8 @@ def weight_metrics(factor: torch.Tensor, valid_tokens: torch.Tensor) -> dict[str
     ess = float(total**2 / squares) if squares > 0 else 0.0
     zero_samples = int((valid_rows & (per_sample == 0)).sum())
     return {
-        f"{PREFIX}weight/mean": mean.item(),
+        f"{PREFIX}weight/factor_mean": (mean if unit == TOKEN_UNIT else total / num_samples).item(),
+        f"{PREFIX}weight/token_mean": mean.item(),
         f"{PREFIX}weight/std": (second - mean * mean).clamp(min=0).sqrt().item(),
         f"{PREFIX}weight/min": low.item(),
         f"{PREFIX}weight/max": high.item(),
@@ -51,7 +89,7 @@ def weight_metrics(factor: torch.Tensor, valid_tokens: torch.Tensor) -> dict[str
     }
 
 
-def _sample_metrics(weights: torch.Tensor, token_count: torch.Tensor) -> dict[str, float]:
+def _sample_metrics(weights: torch.Tensor, token_count: torch.Tensor, unit: str) -> dict[str, float]:
     """:func:`weight_metrics` for per-sample weights, from the per-row token counts alone."""
     rows = token_count > 0
     num_tokens = int(token_count.sum())
@@ -66,7 +104,8 @@ def _sample_metrics(weights: torch.Tensor, token_count: torch.Tensor) -> dict[st
     total, squares = w.sum(), (w * w).sum()
     ess = float(total**2 / squares) if squares > 0 else 0.0
     return {
-        f"{PREFIX}weight/mean": mean.item(),
+        f"{PREFIX}weight/factor_mean": (mean if unit == TOKEN_UNIT else total / num_samples).item(),
+        f"{PREFIX}weight/token_mean": mean.item(),
         f"{PREFIX}weight/std": (second - mean * mean).clamp(min=0).sqrt().item(),
         f"{PREFIX}weight/min": torch.where(rows, w, inf).amin().item(),
         f"{PREFIX}weight/max": torch.where(rows, w, -inf).amax().item(),

@@ -82,6 +82,8 @@ class DataFlexTrainerMixin(DataFlexCheckpointMixin):
         self.dataflex_plugins = resolve_plugins(config)
         self.dataflex: MountedDataFlex = mount(config)
         self.dataflex_uniform_fallbacks = 0
+        #: steps whose weights went through the fallback's own read and write (verl's put was not seen)
+        self.dataflex_separate_io_steps = 0
         logger.info("dataflex-verl %s mounted on %s: %s", __version__, self.base_trainer_mode, self.dataflex.describe())
         super().__init__(config, *args, **kwargs)
 
@@ -98,6 +100,8 @@ class DataFlexTrainerMixin(DataFlexCheckpointMixin):
         with queue_io.advantage_capture(batch.keys, self._dataflex_extra_reads(), on_put) as capture:
             meta = super()._compute_advantage(batch, metrics)
         if capture.merged:
+            metrics["dataflex/separate_io"] = 0.0
+            metrics["dataflex/separate_io_total"] = float(self.dataflex_separate_io_steps)
             return meta
         global _warned_separate_io
         if not _warned_separate_io:
@@ -123,7 +127,8 @@ class DataFlexTrainerMixin(DataFlexCheckpointMixin):
         start = time.perf_counter()
         data = {name: got.get(name) for name in got.keys()}
         data.update({name: put.get(name) for name in put.keys()})  # verl's outputs win (e.g. a rejection-sampled mask)
-        fields, reads, compose, recompute = self._dataflex_plan(data.keys())
+        # compose exactly when verl's put carries its own weights (verl decides from the rollout, not the config)
+        fields, reads, compose, recompute = self._dataflex_plan(data.keys(), verl_weights=WEIGHTS_FIELD in put.keys())
         read = queue_io.queue_batch(data, reads, meta, held=list(data), producers=self.dataflex.field_hints)
         out = self._dataflex_step(meta, read, fields, compose, recompute, metrics, step, start)
         if out is None:
@@ -134,19 +139,31 @@ class DataFlexTrainerMixin(DataFlexCheckpointMixin):
         return merged
 
     def _dataflex_after_advantage(self, meta: KVBatchMeta, metrics: dict) -> KVBatchMeta:
-        """The fallback: read after verl's put, act, write in a put of its own; return the meta that carries it."""
+        """The fallback: read after verl's put, act, write in a put of its own; return the meta that carries it.
+
+        verl's advantages are already in the queue here, so an error stops the step after verl's put
+        (the actor still never runs it); counted in ``dataflex/separate_io``.
+        """
         step = int(getattr(self, "global_steps", 0) or 0)
         start = time.perf_counter()
-        fields, reads, compose, recompute = self._dataflex_plan(meta.fields or ())
+        self.dataflex_separate_io_steps += 1
+        metrics["dataflex/separate_io"] = 1.0
+        metrics["dataflex/separate_io_total"] = float(self.dataflex_separate_io_steps)
+        held = meta.fields or ()  # the meta of verl's put lists every field the queue holds for these keys
+        fields, reads, compose, recompute = self._dataflex_plan(held, verl_weights=WEIGHTS_FIELD in held)
         read = queue_io.read_fields(meta, reads, producers=self.dataflex.field_hints)
         out = self._dataflex_step(meta, read, fields, compose, recompute, metrics, step, start)
         return meta if out is None else self._dataflex_write(meta, out, read)
 
-    def _dataflex_plan(self, held: Iterable[str]) -> tuple[list[str], list[str], bool, bool]:
-        """``(fields the components see, fields to read, compose, recompute)`` given the fields ``held``."""
+    def _dataflex_plan(self, held: Iterable[str], *, verl_weights: bool) -> tuple[list[str], list[str], bool, bool]:
+        """``(fields the components see, fields to read, compose, recompute)``.
+
+        :param held: the fields available for the step's keys.
+        :param verl_weights: whether verl's put this step carried its own ``rollout_is_weights``.
+        """
         held = set(held)
         fields = list(self.dataflex.fields)
-        compose = self.dataflex.composes_rollout_is and "rollout_log_probs" in held
+        compose = verl_weights
         if compose and WEIGHTS_FIELD not in fields:
             fields.append(WEIGHTS_FIELD)
         recompute = self._dataflex_recomputes_advantage()
@@ -182,12 +199,12 @@ class DataFlexTrainerMixin(DataFlexCheckpointMixin):
                 raise
             self.dataflex_uniform_fallbacks += 1
             logger.warning("dataflex: %s; using uniform weights for step %d (dataflex.on_invalid=uniform)", exc, step)
-            metrics.update(self._dataflex_step_metrics(None, valid_tokens, start, fallback=True))
+            metrics.update(self._dataflex_step_metrics(None, None, valid_tokens, None, start, fallback=True))
             return None
         advantages: dict[str, torch.Tensor] = {}
         if self.dataflex.mechanism == "select":
             advantages = self._dataflex_select_step(meta, batch, read, raw > 0, recompute, metrics)
-        metrics.update(self._dataflex_step_metrics(factor, valid_tokens, start, fallback=False))
+        metrics.update(self._dataflex_step_metrics(factor, written, valid_tokens, verl_weights, start, fallback=False))
         return {**advantages, WEIGHTS_FIELD: written}
 
     def _dataflex_recomputes_advantage(self) -> bool:
@@ -270,9 +287,20 @@ class DataFlexTrainerMixin(DataFlexCheckpointMixin):
         return queue_io.write_response_fields(meta, values, read)
 
     def _dataflex_step_metrics(
-        self, factor: torch.Tensor | None, valid_tokens: torch.Tensor, start: float, *, fallback: bool
+        self,
+        factor: torch.Tensor | None,
+        written: torch.Tensor | None,
+        valid_tokens: torch.Tensor,
+        verl_weights: torch.Tensor | None,
+        start: float,
+        *,
+        fallback: bool,
     ) -> dict[str, float]:
-        out = dataflex_metrics.weight_metrics(factor, valid_tokens) if factor is not None else {}
+        out = {}
+        if factor is not None:
+            out = dataflex_metrics.weight_metrics(
+                factor, valid_tokens, self.dataflex.loss_unit, written=written, verl_weights=verl_weights
+            )
         out["dataflex/active"] = 1.0
         out["dataflex/uniform_fallback"] = 1.0 if fallback else 0.0
         out["dataflex/uniform_fallback_total"] = float(self.dataflex_uniform_fallbacks)

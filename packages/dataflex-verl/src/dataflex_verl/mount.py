@@ -2,8 +2,9 @@
 
 Runs in the trainer's constructor, before the first rollout, so a pipeline
 that could not work in this run (a field nobody produces, groups under GAE, a
-policy loss that ignores ``rollout_is_weights``) fails in seconds with one
-clear error instead of training silently without DataFlex.
+policy loss that ignores ``rollout_is_weights``, a distillation run without the
+task policy loss) fails in seconds with one clear error instead of training
+silently without DataFlex.
 """
 
 from __future__ import annotations
@@ -39,6 +40,9 @@ REFUSED_POLICY_LOSSES = {
     ),
     "bypass_mode": "bypass_mode computes its own importance weights and ignores rollout_is_weights",
 }
+# algorithm.rollout_correction.bypass_mode=true is accepted: verl's legacy trainer switched the loss to
+# loss_mode=bypass_mode (rollout_corr_helper.apply_bypass_mode), but the v1 trainers only reuse
+# rollout_log_probs as old_log_probs and keep the configured policy loss, which multiplies rollout_is_weights.
 
 
 def _cfg(config: Any, path: str, default: Any = None) -> Any:
@@ -143,8 +147,6 @@ class MountedDataFlex:
     loss_unit: str
     #: Queue fields read each step (``response_mask`` first, ``uid`` when groups are needed).
     fields: list[str] = field(default_factory=list)
-    #: True when verl writes its own ``rollout_is_weights`` before the hook (rollout correction).
-    composes_rollout_is: bool = False
     #: field -> what in the verl config writes it, for run-time "missing field" errors.
     field_hints: dict[str, str] = field(default_factory=dict)
     #: ``mechanism: mix`` settings (domains, domain_key, update_step); ``None`` for other mechanisms.
@@ -186,14 +188,33 @@ def host_settings(block: Any) -> dict[str, Any]:
     return settings
 
 
+def check_task_policy_loss(config: Any, mechanism: str) -> None:
+    """Refuse distillation without task rewards: verl's task policy loss, which carries the weights, is zeroed.
+
+    ``mix`` acts on sampling, not on the loss, and stays allowed.
+    """
+    if mechanism in WEIGHTLESS_MECHANISMS or not bool(_cfg(config, "distillation.enabled", False)):
+        return
+    if bool(_cfg(config, "distillation.distillation_loss.use_task_rewards", True)):
+        return
+    if bool(_cfg(config, "distillation.distillation_loss.use_policy_gradient", False)):
+        where = (
+            "sets the task policy loss to 0, so the weights would only scale the distillation policy-gradient "
+            "term (its advantages are minus the distillation loss), not a task policy loss"
+        )
+    else:
+        where = "skips the task policy loss altogether, so no loss multiplies rollout_is_weights"
+    raise IncompatibleComponentError(
+        f"dataflex.mechanism={mechanism!r} writes weights that verl's task policy loss multiplies in, but "
+        "distillation.enabled=true with distillation.distillation_loss.use_task_rewards=false "
+        f"{where} (verl/trainer/distillation/losses.py): dataflex would run and log without changing the "
+        "training. Set distillation.distillation_loss.use_task_rewards=true, or use mechanism: mix (it acts on "
+        "sampling), or remove the dataflex: block and select a plain verl trainer mode"
+    )
+
+
 def check_policy_loss(config: Any) -> tuple[str, str]:
     """The policy loss and aggregation mode, refused where ``rollout_is_weights`` is not a linear factor."""
-    if bool(_cfg(config, "algorithm.rollout_correction.bypass_mode", False)):
-        raise IncompatibleComponentError(
-            "dataflex reweighting needs verl's policy loss to multiply rollout_is_weights into pg_losses, but "
-            "algorithm.rollout_correction.bypass_mode=true switches to the bypass_mode loss, which computes its "
-            "own importance weights and ignores rollout_is_weights; set algorithm.rollout_correction.bypass_mode=false"
-        )
     loss_mode = str(_cfg(config, "actor_rollout_ref.actor.policy_loss.loss_mode", "vanilla"))
     if loss_mode in REFUSED_POLICY_LOSSES:
         raise IncompatibleComponentError(
@@ -253,6 +274,7 @@ def mount(config: Any) -> MountedDataFlex:
             f"_compute_advantage, after the reward and the advantages exist ({', '.join(RUNNABLE_TIMINGS)}); "
             f"a {timing} scorer cannot run in mechanism {pipeline.mechanism!r}. Pick a scorer with one of those timings"
         )
+    check_task_policy_loss(config, pipeline.mechanism)
     policy_loss, loss_agg_mode = check_policy_loss(config)
     unit = loss_unit(loss_agg_mode, policy_loss)
     check_fields(config, pipeline)
@@ -269,7 +291,6 @@ def mount(config: Any) -> MountedDataFlex:
         policy_loss=policy_loss,
         loss_unit=unit,
         fields=mechanism_fields(pipeline, mix),
-        composes_rollout_is=sources["rollout_is_weights"].produced,
         field_hints=hints,
         mix=mix,
     )

@@ -7,6 +7,12 @@ seconds to every worker's start and run half-way through verl's own
 ``verl.trainer.ppo.v1`` finishes importing (a post-import hook). That is
 exactly when ``get_trainer_cls`` can first be called.
 
+With ``trainer.use_v1=false`` verl runs its legacy trainer, which never reads
+``trainer.v1.trainer_mode``: a ``dataflex:`` block would be silently ignored.
+So verl's config validator (``verl.utils.config.validate_config``, which
+``main_ppo`` calls before it picks a trainer, and the legacy task runner calls
+again) is wrapped to refuse such a config (:func:`refuse_legacy_trainer`).
+
 verl logs a failing plugin only at DEBUG level, so every failure here is
 logged at WARNING and printed to stderr, and a trainer that could not be
 registered is replaced by a stand-in that raises the original error when
@@ -15,6 +21,7 @@ the user's configuration selects it.
 
 from __future__ import annotations
 
+import functools
 import importlib.abc
 import importlib.machinery
 import logging
@@ -29,6 +36,8 @@ logger = logging.getLogger("dataflex_verl")
 
 #: The module whose import completes the trainer registry (``register_trainer``/``get_trainer_cls``).
 TRAINER_PACKAGE = "verl.trainer.ppo.v1"
+#: The module holding ``validate_config``, which verl's ``main_ppo`` calls on every config before choosing a trainer.
+CONFIG_MODULE = "verl.utils.config"
 #: verl versions this release is built and tested against.
 SUPPORTED_VERL = ">=0.9,<0.10"
 
@@ -99,29 +108,86 @@ def register_trainers() -> None:
         _register_stand_ins(exc)
 
 
-class _RegisteringLoader(importlib.abc.Loader):
-    """Wraps the real loader of ``verl.trainer.ppo.v1`` and registers the trainers once it has run."""
+def asks_for_dataflex(config: Any) -> bool:
+    """Whether ``config`` has a ``dataflex:`` block or selects a DataFlex trainer mode."""
+    try:
+        mode = config.get("trainer", {}).get("v1", {}).get("trainer_mode", None)
+        return config.get("dataflex", None) is not None or mode in TRAINER_MODES
+    except Exception:  # noqa: BLE001 - not a config this check can read: leave it to verl
+        return False
 
-    def __init__(self, loader: importlib.abc.Loader) -> None:
+
+def refuse_legacy_trainer(config: Any) -> None:
+    """Raise when a config that asks for DataFlex selects verl's legacy trainer, which would ignore DataFlex."""
+    try:
+        legacy = not config.get("trainer", {}).get("use_v1", True)
+    except Exception:  # noqa: BLE001
+        return
+    if not (legacy and asks_for_dataflex(config)):
+        return
+    from dataflex_core import ConfigError
+
+    mode = config.get("trainer", {}).get("v1", {}).get("trainer_mode", None)
+    raise ConfigError(
+        f"trainer.use_v1=false runs verl's legacy trainer, which ignores trainer.v1.trainer_mode (here {mode!r}) "
+        "and the dataflex: block: no DataFlex trainer is built and DataFlex would not run at all. "
+        "Set trainer.use_v1=true (verl's default), or remove the dataflex: block and the dataflex_* trainer "
+        "mode to train without DataFlex"
+    )
+
+
+def guard_validate_config(module: Any) -> None:
+    """Wrap ``module.validate_config`` so that it first runs :func:`refuse_legacy_trainer` (once per module)."""
+    original = module.validate_config
+    if getattr(original, "dataflex_guarded", False):
+        return
+
+    @functools.wraps(original)
+    def validate_config(config: Any, *args: Any, **kwargs: Any) -> Any:
+        refuse_legacy_trainer(config)
+        return original(config, *args, **kwargs)
+
+    validate_config.dataflex_guarded = True  # type: ignore[attr-defined]
+    module.validate_config = validate_config
+
+
+def _guard_config_module(module: Any) -> None:
+    try:
+        guard_validate_config(module)
+    except Exception as exc:  # noqa: BLE001 - must not break verl for users of its own trainers
+        _report(f"dataflex-verl {__version__} could not guard verl's validate_config against use_v1=false: {exc!r}")
+
+
+#: module name -> what to run once it has been imported.
+AFTER_IMPORT = {TRAINER_PACKAGE: lambda module: register_trainers(), CONFIG_MODULE: _guard_config_module}
+
+
+class _AfterImportLoader(importlib.abc.Loader):
+    """Wraps a module's real loader and runs its :data:`AFTER_IMPORT` action once the module has run."""
+
+    def __init__(self, loader: importlib.abc.Loader, name: str) -> None:
         self._loader = loader
+        self._name = name
 
     def create_module(self, spec: importlib.machinery.ModuleSpec):
         return self._loader.create_module(spec)
 
     def exec_module(self, module: Any) -> None:
         self._loader.exec_module(module)
-        uninstall()
-        register_trainers()
+        _pending.discard(self._name)
+        if not _pending:
+            uninstall()
+        AFTER_IMPORT[self._name](module)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._loader, name)
 
 
-class _TrainerPackageHook(importlib.abc.MetaPathFinder):
-    """Meta-path finder that only intercepts :data:`TRAINER_PACKAGE`."""
+class _AfterImportHook(importlib.abc.MetaPathFinder):
+    """Meta-path finder that only intercepts the modules still waiting in :data:`AFTER_IMPORT`."""
 
     def find_spec(self, fullname: str, path: Any = None, target: Any = None):
-        if fullname != TRAINER_PACKAGE:
+        if fullname not in _pending:
             return None
         for finder in sys.meta_path:
             if finder is self or not hasattr(finder, "find_spec"):
@@ -129,25 +195,31 @@ class _TrainerPackageHook(importlib.abc.MetaPathFinder):
             spec = finder.find_spec(fullname, path, target)
             if spec is not None:
                 if spec.loader is not None:
-                    spec.loader = _RegisteringLoader(spec.loader)
+                    spec.loader = _AfterImportLoader(spec.loader, fullname)
                 return spec
         return None
 
 
-_HOOK = _TrainerPackageHook()
+_HOOK = _AfterImportHook()
+#: Modules of :data:`AFTER_IMPORT` not imported yet.
+_pending: set[str] = set()
 
 
 def uninstall() -> None:
-    """Remove the post-import hook (it is needed only until the trainer package is imported)."""
+    """Remove the post-import hook (it is needed only until the modules it waits for are imported)."""
     while _HOOK in sys.meta_path:
         sys.meta_path.remove(_HOOK)
 
 
 def install() -> None:
-    """Register now if verl's trainer package is loaded, else when it gets imported."""
-    if TRAINER_PACKAGE in sys.modules:
-        register_trainers()
-    elif _HOOK not in sys.meta_path:
+    """Run each :data:`AFTER_IMPORT` action now if its module is loaded, else when it gets imported."""
+    for name, action in AFTER_IMPORT.items():
+        if name in sys.modules:
+            _pending.discard(name)
+            action(sys.modules[name])
+        else:
+            _pending.add(name)
+    if _pending and _HOOK not in sys.meta_path:
         sys.meta_path.insert(0, _HOOK)
 
 
