@@ -104,3 +104,31 @@ def test_stateless_components_refuse_state_they_cannot_restore():
     c.load_state_dict({})
     with pytest.raises(ValueError, match="stateless"):
         c.load_state_dict({"ema": torch.tensor(1.0)})
+
+
+def test_an_undeclared_reweighter_takes_per_sample_scores_as_the_guide_says():
+    from dataflex_core import Reweighter
+
+    class GuideSoftmax(Reweighter):
+        def act(self, scores, batch, **ctx):
+            return scores
+
+    assert GuideSoftmax.accepts_granularity == ("prompt", "response")
+
+
+def test_requires_set_by_the_instance_is_checked_and_is_what_declared_fields_reads():
+    from dataflex_core import DeclarationError, Scorer
+    from dataflex_core.components import declared_fields
+
+    class Keyed(Scorer):
+        requires = ["rm_scores"]
+        needs_groups = True
+
+        def __init__(self, key: str = "rm_scores", **kwargs):
+            super().__init__(**kwargs)
+            self.requires = [key]
+
+    assert declared_fields(Keyed(key="token_level_scores")) == ["response_mask", "token_level_scores", "uid"]
+    assert Keyed.requires == ["rm_scores"]
+    with pytest.raises(DeclarationError, match="requires must be a list of field names"):
+        Keyed(key=3)

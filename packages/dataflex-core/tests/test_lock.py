@@ -472,3 +472,90 @@ def test_an_editable_install_is_hashed_from_its_source_tree(pip_site, tmp_path, 
     code, report = _verify(path, capsys)
     assert code == 1
     assert [d["detail"] for d in report["differences"]] == ["modified lk_edit/sub/data.json"]
+
+
+# -- issue 15: locks in production -------------------------------------------------------
+def test_the_restore_hint_really_restores_an_edited_plugin(locked, pip_site, tmp_path, capsys):
+    target = pip_site.file("lk_good")
+    target.write_text(target.read_text() + "\nprint('patched')\n")
+    capsys.readouterr()
+    assert cli_main(["verify", str(locked)]) == 1
+    err = capsys.readouterr().err
+    assert "pip install --force-reinstall --no-deps -r pins.txt" in err and "pip uninstall" not in err
+    # run the printed commands (offline: the wheel the plugin came from stands in for the index)
+    pins = tmp_path / "pins.txt"
+    assert cli_main(["lock", "--requirements", "--from", str(locked), "-o", str(pins)]) == 0
+    plugin_pins = tmp_path / "plugin-pins.txt"  # dataflex-core itself is not in this throwaway index
+    plugin_pins.write_text("".join(x + "\n" for x in pins.read_text().splitlines() if x.startswith("lk-")))
+    links = pip_site.wheels / "lk-good-0.1.0"
+    pip_site.pip("install", "--force-reinstall", "--no-deps", "--no-index", "--find-links", str(links), "-r", str(plugin_pins))  # fmt: skip
+    code, report = _verify(locked, capsys)
+    assert code == 0, report
+
+
+def test_an_unexpected_plugin_gets_the_uninstall_hint_not_the_restore_hint(locked, pip_site, capsys):
+    pip_site.install("lk-extra", "0.5.0", "lk_extra", EXTRA)
+    capsys.readouterr()
+    assert cli_main(["verify", str(locked)]) == 1
+    err = capsys.readouterr().err
+    assert "pip uninstall -y lk-extra" in err and "--force-reinstall" not in err
+
+
+def test_under_a_lock_an_installed_unlocked_plugin_is_named_as_such(locked, pip_site, monkeypatch):
+    pip_site.install("lk-extra", "0.5.0", "lk_extra", EXTRA)
+    monkeypatch.setenv(dataflex_core.ENV_PLUGINS_LOCK, str(locked))
+    plugin_module.reset_plugin_manager()
+    with pytest.raises(dataflex_core.UnknownComponentError) as info:
+        dataflex_core.build_from_config({"scorer": "lk_extra", "actuator": "whatever"})
+    message = str(info.value)
+    assert "'lk_extra' is not in the locked plugin set" in message
+    assert "installed but not in the plugin lock" in message and "lk-extra==0.5.0" in message
+    assert f"dataflex lock -o {locked}" in message and "pip install" not in message
+    assert "lk_extra" not in sys.modules
+
+
+def test_under_a_lock_a_modified_locked_plugin_is_refused_before_it_is_imported(locked, pip_site, monkeypatch):
+    target = pip_site.file("lk_good")
+    target.write_text(TRIPWIRE)  # importing it now leaves a marker
+    marker = pip_site.root / "lk_good" / "IMPORTED"
+    monkeypatch.setenv(dataflex_core.ENV_PLUGINS_LOCK, str(locked))
+    plugin_module.reset_plugin_manager()
+    with pytest.raises(PluginSetMismatch) as info:
+        get_plugin_manager()
+    assert "content changed" in str(info.value) and "modified lk_good/__init__.py" in str(info.value)
+    assert "no plugin was imported" in str(info.value) and "--force-reinstall" in str(info.value)
+    assert not marker.exists()
+    # the same through the function hosts call with a lock from their own config
+    plugin_module.reset_plugin_manager()
+    with pytest.raises(PluginSetMismatch):
+        use_plugin_lock(locked)
+    assert not marker.exists()
+    # and `dataflex verify` reports it from its hashes without importing it
+    assert cli_main(["verify", str(locked)]) == 1
+    assert not marker.exists()
+
+
+def test_allow_drift_lets_a_host_run_a_drifted_locked_plugin_with_a_warning(locked, pip_site):
+    target = pip_site.file("lk_good")
+    target.write_text(target.read_text() + "\n# local fix\n")
+    with pytest.warns(PluginDriftWarning, match="content changed"):
+        manager = use_plugin_lock(locked, allow_drift=True)
+    assert manager.registry().get("scorer", "lk_length") is not None
+
+
+def test_one_name_for_the_lock_file_everywhere(pip_site, tmp_path, monkeypatch, capsys):
+    from dataflex_core.cli import build_parser
+    from dataflex_core.lock import DEFAULT_LOCK_FILE
+
+    pip_site.install("lk-good", "0.1.0", "lk_good", GOOD)
+    monkeypatch.chdir(tmp_path)
+    assert cli_main(["lock"]) == 0
+    assert (tmp_path / DEFAULT_LOCK_FILE).exists()
+    assert cli_main(["verify"]) == 0
+    helps = build_parser().format_help() + "".join(
+        a.format_help() for a in build_parser()._subparsers._group_actions[0].choices.values()
+    )
+    assert DEFAULT_LOCK_FILE in helps and "dataflex.lock " not in helps
+    capsys.readouterr()
+    assert cli_main(["verify", "missing-" + DEFAULT_LOCK_FILE]) == 2
+    assert f"dataflex lock -o missing-{DEFAULT_LOCK_FILE}" in capsys.readouterr().err

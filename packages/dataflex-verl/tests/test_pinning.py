@@ -27,7 +27,7 @@ import torch
 
 from dataflex_core import Batch, ConfigError, Reweighter, Scorer, mean_one, register_reweighter, register_scorer
 from dataflex_core import plugins as plugin_module
-from dataflex_core.lock import PluginDriftWarning, PluginSetMismatch, lock_environment, write_lock
+from dataflex_core.lock import PluginDriftWarning, PluginSetMismatch, lock_environment, read_lock, write_lock
 from dataflex_verl import sandbox
 from dataflex_verl.checkpoint import CHECKPOINT_STATE
 from dataflex_verl.pinning import CHECKPOINT_PINNING, CHECKPOINT_PLUGIN_SET
@@ -314,7 +314,7 @@ def test_a_checkpoint_round_trips_the_plugin_set_and_component_state(tmp_path, p
         p.name for p in folder.iterdir()
     }
     assert (tmp_path / "checkpoints" / "latest_checkpointed_iteration.txt").read_text() == "2"
-    assert '[plugins."lk-good"]' in (folder / CHECKPOINT_PLUGIN_SET).read_text()
+    assert "lk-good" in read_lock(folder / CHECKPOINT_PLUGIN_SET).plugins
 
     resumed = attach_workers(trainer_for(tmp_path, scorer="pintest_running_mean"))
     assert resumed.dataflex.pipeline.scorer.count == 0

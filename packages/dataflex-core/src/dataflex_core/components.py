@@ -84,8 +84,11 @@ class Component:
     """
 
     kind: ClassVar[str] = ""
-    #: Batch fields the component reads (beyond the always-present ``response_mask``).
-    requires: ClassVar[list[str]] = []
+    #: Batch fields the component reads (beyond the always-present ``response_mask``). Declared on the
+    #: class; a component whose fields depend on its params (e.g. a ``reward_key``) sets
+    #: ``self.requires`` in ``__init__``. Hosts and conformance read it from the configured instance
+    #: (:func:`declared_fields`), so the instance's value is the one meaning.
+    requires: list[str] = []
     #: True when the component reads the GRPO group ids (``uid``).
     needs_groups: ClassVar[bool] = False
     #: Set by the ``register_*`` decorators or the registry.
@@ -105,6 +108,12 @@ class Component:
     @classmethod
     def _validate_declarations(cls) -> None:
         """Kind-specific declaration checks; run once per subclass definition."""
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name == "requires":  # an instance's fields are checked like the class's
+            _check_requires(type(self), value)
+            value = list(value)
+        super().__setattr__(name, value)
 
     def __init__(self, **kwargs: Any) -> None:
         if kwargs:
@@ -136,7 +145,7 @@ class Scorer(Component):
     """Turns batch signals into scores: ``(bs,)`` per sample or ``(bs, L)`` per token."""
 
     kind = "scorer"
-    requires: ClassVar[list[str]] = []
+    requires: list[str] = []
     #: When in the training step the scores are computed.
     timing: ClassVar[str] = "post_advantage"
     #: ``prompt``/``response`` -> ``(bs,)``, ``token`` -> ``(bs, L)``, ``domain`` -> one per domain.
@@ -171,10 +180,16 @@ class Actuator(Component):
 
 
 class Reweighter(Actuator):
-    """Scores -> loss weights, non-negative, finite, mean one over valid units."""
+    """Scores -> loss weights, non-negative, finite, mean one over valid units.
+
+    By default a reweighter takes per-sample scores (``prompt``/``response``) and
+    returns ``(bs,)`` weights, as in the user guide; a token-level reweighter, the
+    kind that pairs with ``granularity = "token"`` scorers and returns ``(bs, L)``
+    weights, declares ``accepts_granularity = ("token",)`` (or adds it).
+    """
 
     kind = "reweighter"
-    accepts_granularity: ClassVar[tuple[str, ...]] = ("prompt", "response", "token")
+    accepts_granularity: ClassVar[tuple[str, ...]] = ("prompt", "response")
 
 
 class Selector(Actuator):
@@ -208,6 +223,18 @@ class Mixer(Actuator):
     def current_proportions(self, domains: Any) -> torch.Tensor:
         """The proportions in effect, ``(D,)`` summing to one, without observing anything; default uniform."""
         return torch.full((len(domains),), 1.0 / len(domains), dtype=torch.float32)
+
+
+def declared_fields(component: Component) -> list[str]:
+    """Batch fields a configured component reads: ``response_mask``, its ``requires``, and ``uid`` for groups.
+
+    Everything that plans what to hand a component (a host's fetch, conformance's
+    guarded batch) asks this, with the instance built from the params in use.
+    """
+    fields = ["response_mask", *component.requires]
+    if component.needs_groups:
+        fields.append("uid")
+    return list(dict.fromkeys(fields))
 
 
 BASE_CLASSES: dict[str, type[Component]] = {

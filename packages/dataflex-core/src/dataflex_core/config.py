@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from .components import Actuator, Scorer, accepted_params
+from .components import Actuator, Scorer, accepted_params, declared_fields
 from .errors import (
     ConfigError,
     IncompatibleComponentError,
@@ -103,10 +103,7 @@ class DataFlexPipeline:
     @property
     def requires(self) -> list[str]:
         """Every batch field scorer and actuator read, plus ``response_mask`` (and ``uid`` for groups)."""
-        fields = ["response_mask", *self.scorer.requires, *self.actuator.requires]
-        if self.needs_groups:
-            fields.append("uid")
-        return list(dict.fromkeys(fields))
+        return list(dict.fromkeys([*declared_fields(self.scorer), *declared_fields(self.actuator)]))
 
     def active(self, step: int) -> bool:
         """True once ``step`` has reached ``warmup_step``."""
