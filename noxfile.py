@@ -230,9 +230,8 @@ def build(session: nox.Session) -> None:
     ``<dist>-v<version>`` (see RELEASING.md).
     """
     import shutil
-    import tomllib
 
-    names = {tomllib.loads((d / "pyproject.toml").read_text())["project"]["name"]: d for d in release_dists()}
+    names = {nox.project.load_toml(d / "pyproject.toml")["project"]["name"]: d for d in release_dists()}
     unknown = [a for a in session.posargs if a not in names]
     if unknown:
         session.error(f"unknown distribution(s) {unknown}; distributions here: {', '.join(sorted(names))}")
@@ -255,9 +254,9 @@ def build(session: nox.Session) -> None:
         plain = [n for n in selected if n != "dataflex-verl"]
         session.install("--find-links", str(DIST_DIR), *plain)
         session.run("pytest", "-p", "no:cacheprovider", "tests/release", env={"DATAFLEX_WHEELHOUSE": str(DIST_DIR)})
-    for name, path in selected.items():
-        version = next(p.name for p in built if p.suffix == ".whl" and p.name.startswith(f"{name.replace('-', '_')}-"))
-        session.log(f"{name}: {version}  (tag {name}-v{version.split('-')[1]})")
+    for name in selected:
+        wheel = next(p.name for p in built if p.suffix == ".whl" and p.name.startswith(f"{name.replace('-', '_')}-"))
+        session.log(f"{wheel}: release tag {name}-v{wheel.split('-')[1]}")
 
 
 #: The documentation toolchain, pinned so the site builds the same everywhere.

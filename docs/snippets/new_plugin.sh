@@ -1,22 +1,46 @@
 #!/usr/bin/env bash
-# Make a plugin package from the template. DATAFLEX is a DataFlex checkout, DEST the new package.
+# Make a plugin package from DataFlex's template: copy plugins/_template and rename it throughout.
+#   NAME      your plugin's name: distribution dataflex-NAME, import name dataflex_NAME, entry point NAME
+#   DATAFLEX  a DataFlex checkout (default: the current directory)
+#   DEST      the new package's folder (default: ../dataflex-NAME, next to the checkout)
 set -euo pipefail
+NAME=${NAME:-length-tutorial}
 DATAFLEX=${DATAFLEX:-.}
-DEST=${DEST:-../dataflex-length-tutorial}
+DEST=${DEST:-../dataflex-$NAME}
 
-cp -r "$DATAFLEX/plugins/_template" "$DEST"
-cd "$DEST"
-rm -rf build src/*.egg-info # build leftovers, if the template was ever installed from its folder
+case "$NAME" in
+  "" | -* | *- | *[!a-z0-9-]*) echo "NAME='$NAME': use lower-case letters, digits and inner dashes" >&2; exit 1 ;;
+esac
+if [ ! -f "$DATAFLEX/plugins/_template/pyproject.toml" ]; then
+  echo "DATAFLEX='$DATAFLEX' has no plugins/_template: run this from a DataFlex checkout, or set DATAFLEX" >&2
+  exit 1
+fi
+if [ -e "$DEST" ]; then
+  echo "DEST='$DEST' exists already: choose another folder or remove it" >&2
+  exit 1
+fi
+DATAFLEX=$(cd "$DATAFLEX" && pwd) # absolute paths: nothing below depends on the current directory
+mkdir -p "$(dirname "$DEST")"
+DEST="$(cd "$(dirname "$DEST")" && pwd)/$(basename "$DEST")"
+DIST="dataflex-$NAME"
+MODULE="dataflex_${NAME//-/_}"
 
-# Rename: distribution dataflex-example -> dataflex-length-tutorial, import name
-# dataflex_example -> dataflex_length_tutorial, entry point example -> length-tutorial.
-mv src/dataflex_example src/dataflex_length_tutorial
-grep -rl 'dataflex_example\|dataflex-example' . | xargs sed -i \
-    -e 's/dataflex_example/dataflex_length_tutorial/g' -e 's/dataflex-example/dataflex-length-tutorial/g'
-sed -i 's/^example = /length-tutorial = /' pyproject.toml
+# Build the package in a scratch folder beside DEST; only a complete package is moved into place.
+WORK=$(mktemp -d "$(dirname "$DEST")/.new_plugin.XXXXXX")
+trap 'rm -rf "$WORK"' EXIT
+cp -R "$DATAFLEX/plugins/_template" "$WORK/package"
+cd "$WORK/package"
+# Leftovers of installing, testing or certifying the template in its own folder.
+rm -rf build dist reports .nox .pytest_cache src/*.egg-info
+find . -name __pycache__ -prune -exec rm -rf {} +
 
-# Replace the example components and their tests with yours (the two tutorial modules).
-rm src/dataflex_length_tutorial/scorers.py src/dataflex_length_tutorial/reweighters.py tests/test_example.py
-cp "$DATAFLEX/docs/snippets/length_zscore.py" "$DATAFLEX/docs/snippets/zscore_tilt.py" src/dataflex_length_tutorial/
-cp "$DATAFLEX/docs/snippets/plugin_init.py" src/dataflex_length_tutorial/__init__.py
-cp "$DATAFLEX/docs/snippets/plugin_test_conformance.py" tests/test_conformance.py
+mv src/dataflex_example "src/$MODULE"
+for file in $(grep -rlE 'dataflex[-_]example' .); do
+  sed -e "s/dataflex_example/$MODULE/g" -e "s/dataflex-example/$DIST/g" "$file" >"$file.renamed"
+  mv "$file.renamed" "$file"
+done
+sed -e "s/^example = /$NAME = /" pyproject.toml >pyproject.toml.renamed
+mv pyproject.toml.renamed pyproject.toml
+
+mv "$WORK/package" "$DEST"
+echo "$DIST (import $MODULE, entry point $NAME) is in $DEST"

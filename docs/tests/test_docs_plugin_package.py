@@ -37,8 +37,11 @@ def tutorial_package(tmp_path_factory):
     """Step 1 and 3 of the tutorial: the package made by its script, pip-installed into a private site."""
     work = tmp_path_factory.mktemp("plugin_tutorial")
     dest = work / DIST
-    env = dict(os.environ, DATAFLEX=str(ROOT), DEST=str(dest))
-    subprocess.run(["bash", str(DOCS / "snippets" / "new_plugin.sh")], env=env, cwd=work, check=True)
+    # As the page says: run from the checkout with the default DATAFLEX=. and a relative DEST.
+    env = {k: v for k, v in os.environ.items() if k != "DATAFLEX"}
+    env["DEST"] = os.path.relpath(dest, ROOT)
+    for script in ("new_plugin.sh", "tutorial_components.sh"):
+        subprocess.run(["bash", str(DOCS / "snippets" / script)], env=env, cwd=ROOT, check=True)
     site = work / "site"
     install = [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--target", str(site), str(dest)]
     # Build with this environment's setuptools when it can (fast, offline); else let pip isolate the build.
@@ -50,6 +53,44 @@ def tutorial_package(tmp_path_factory):
 
 def run(args, env, cwd=None):
     return subprocess.run([sys.executable, *args], env=env, cwd=cwd, capture_output=True, text=True)
+
+
+def new_plugin(cwd: Path, **env: str) -> subprocess.CompletedProcess:
+    full = {k: v for k, v in os.environ.items() if k not in ("DATAFLEX", "DEST", "NAME")} | env
+    script = DOCS / "snippets" / "new_plugin.sh"
+    return subprocess.run(["bash", str(script)], env=full, cwd=cwd, capture_output=True, text=True)
+
+
+def test_the_script_names_the_package_after_NAME_with_absolute_paths(tmp_path):
+    dest = tmp_path / "plugins" / "dataflex-my-signal"
+    proc = new_plugin(tmp_path, NAME="my-signal", DATAFLEX=str(ROOT), DEST=str(dest))
+    assert proc.returncode == 0, proc.stderr
+    pyproject = (dest / "pyproject.toml").read_text()
+    assert 'name = "dataflex-my-signal"' in pyproject and 'my-signal = "dataflex_my_signal"' in pyproject
+    assert (dest / "src" / "dataflex_my_signal" / "reweighters.py").is_file()
+    assert "from dataflex_my_signal import" in (dest / "tests" / "test_conformance.py").read_text()
+    assert sorted(p.name for p in dest.parent.iterdir()) == ["dataflex-my-signal"], "scratch folder left behind"
+
+
+@pytest.mark.parametrize(
+    ("env", "message"),
+    [
+        ({"DATAFLEX": "no-such-checkout"}, "has no plugins/_template"),
+        ({"NAME": "My_Plugin"}, "lower-case letters"),
+    ],
+)
+def test_the_script_refuses_bad_settings_before_making_anything(tmp_path, env, message):
+    proc = new_plugin(ROOT, DEST=str(tmp_path / "out"), **env)
+    assert proc.returncode == 1 and message in proc.stderr
+    assert not any(tmp_path.iterdir()), "a refused run must not leave a half-made package"
+
+
+def test_the_script_never_overwrites_an_existing_folder(tmp_path):
+    (tmp_path / "taken").mkdir()
+    (tmp_path / "taken" / "mine.txt").write_text("keep me")
+    proc = new_plugin(ROOT, DEST=str(tmp_path / "taken"))
+    assert proc.returncode == 1 and "exists already" in proc.stderr
+    assert [p.name for p in (tmp_path / "taken").iterdir()] == ["mine.txt"]
 
 
 def test_the_script_renames_the_template_completely(tutorial_package):

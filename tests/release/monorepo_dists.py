@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import re
-import tomllib
 from dataclasses import dataclass
 from pathlib import Path
+
+import tomllib
 
 ROOT = Path(__file__).resolve().parents[2]
 #: The template is a package to copy, not one that is released.
@@ -42,7 +43,7 @@ def read_version(path: Path, pyproject: dict) -> str:
     module = attr.rsplit(".", 1)[0]
     source = (path / "src" / Path(*module.split("."))).with_suffix(".py").read_text(encoding="utf-8")
     match = re.search(r'^__version__\s*=\s*"([^"]+)"', source, re.M)
-    assert match, f"{path}: {module} defines no __version__ = \"...\""
+    assert match, f'{path}: {module} defines no __version__ = "..."'
     return match.group(1)
 
 

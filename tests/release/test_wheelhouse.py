@@ -73,7 +73,9 @@ def wheel_metadata(wheel: Path) -> email.message.Message:
 def test_the_wheel_carries_license_urls_and_the_license_file(wheelhouse, dist):
     wheel = wheel_of(wheelhouse, dist)
     meta = wheel_metadata(wheel)
-    assert meta["License-Expression"] == "Apache-2.0", f"{wheel.name}: License-Expression={meta['License-Expression']!r}"
+    assert meta["License-Expression"] == "Apache-2.0", (
+        f"{wheel.name}: License-Expression={meta['License-Expression']!r}"
+    )
     assert meta["License"] is None, f"{wheel.name} still has the deprecated License field"
     urls = dict(u.split(", ", 1) for u in meta.get_all("Project-URL") or [])
     assert {"Repository", "Documentation", "Changelog"} <= set(urls), f"{wheel.name}: Project-URL {urls}"

@@ -11,7 +11,7 @@ import pytest
 import torch
 from dataflex_example import CenteredLinearReweighter, ResponseLengthScorer, __version__
 
-from dataflex_core import Batch, get_plugin_manager
+from dataflex_core import Batch, InvalidOutputError, get_plugin_manager
 
 MASK = torch.tensor([[1, 1, 1, 0], [1, 0, 0, 0], [0, 0, 0, 0], [1, 1, 1, 1]])
 
@@ -61,6 +61,14 @@ def test_weights_do_not_depend_on_the_scale_of_the_scores(scale):
 def test_half_precision_scores_give_float32_weights(dtype):
     w = CenteredLinearReweighter().act(torch.tensor([3.0, 1.0, 0.0, 5.0], dtype=dtype), batch())
     assert w.dtype == torch.float32
+
+
+def test_non_finite_scores_on_valid_rows_are_refused_and_ignored_on_padding():
+    with pytest.raises(InvalidOutputError, match="centered_linear"):
+        CenteredLinearReweighter().act(torch.tensor([3.0, float("nan"), 1.0, 5.0]), batch())
+    padded = batch(torch.ones(4, 4, dtype=torch.long), [False, False, True, False])
+    w = CenteredLinearReweighter().act(torch.tensor([3.0, 1.0, float("nan"), 5.0]), padded)
+    assert w[2] == 0 and torch.isfinite(w).all()
 
 
 def test_bad_strength_is_rejected():

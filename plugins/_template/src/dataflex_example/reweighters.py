@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from dataflex_core import Reweighter, normalize_mean_one, register_reweighter, valid_sample_mask
+from dataflex_core import Reweighter, actuator_scores, normalize_mean_one, register_reweighter
 
 
 @register_reweighter("centered_linear")
@@ -18,7 +18,8 @@ class CenteredLinearReweighter(Reweighter):
     empty rows.
     Edge cases: constant scores (z = 0) give uniform weights; strength 0 is
     uniform; centring in float64 keeps scores of magnitude 1e6 or 1e-6 exact
-    enough.
+    enough; scores of the wrong shape, or NaN/inf on a valid row, raise
+    ``InvalidOutputError`` naming this reweighter.
 
     :param strength: in [0, 1]; the weight of the lowest score relative to
         the mean is at least 1 − strength.
@@ -34,12 +35,8 @@ class CenteredLinearReweighter(Reweighter):
 
     @torch.no_grad()
     def act(self, scores, batch, **ctx):
-        valid = valid_sample_mask(batch).to(scores.device)
-        s = scores.detach().to(torch.float64)
-        if not torch.isfinite(s[valid]).all():
-            raise ValueError(
-                "centered_linear got non-finite scores on valid rows; the scorer must return finite scores"
-            )
+        # The check every actuator runs: (bs,) scores, finite on valid rows; float64 and the valid rows back.
+        s, valid = actuator_scores(scores, batch, owner=self.describe(), granularity="sample", dtype=torch.float64)
         zero = torch.zeros((), dtype=torch.float64, device=s.device)
         mean = torch.where(valid, s, zero).sum() / valid.sum().clamp(min=1)
         deviation = torch.where(valid, s - mean, zero)
