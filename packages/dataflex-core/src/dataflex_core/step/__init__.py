@@ -1,0 +1,76 @@
+"""The per-step pipeline every host runs, and what a host declares about itself.
+
+A host maps its framework's names to the canonical vocabulary
+(:mod:`.fields`), declares its capabilities (:class:`HostCapabilities`),
+mounts the ``dataflex:`` block with :func:`mount_step` (all checks before the
+first rollout) and calls :meth:`DataFlexStep.run` (or :meth:`DataFlexStep.mix`)
+once per training step. See :mod:`.core` for the order of the work.
+"""
+
+from .core import HOST_KEYS, ON_INVALID, DataFlexStep, MountedStep, StepResult, host_settings, mount_step, step_fields
+from .fields import CANONICAL_FIELDS, CanonicalField, is_canonical
+from .host import FieldSupport, HostCapabilities, check_fields, check_pipeline
+from .metrics import weight_metrics
+from .mix import MIX_KEYS, MixSettings, check_proportions, domain_ids, initial_proportions, mix_settings, mix_step
+from .outputs import check_output, checked_scores, component_label, expected_shape
+from .runners import RUNNERS, WEIGHTLESS_MECHANISMS, run_reweight, run_select
+from .sampler import DomainMixtureSampler, systematic_counts
+from .selection import INDEX_DTYPES, kept_rows, selection_mask, selection_metrics
+from .weights import (
+    LOSS_UNITS,
+    SEQUENCE_UNIT,
+    TOKEN_UNIT,
+    applied_unit_mean,
+    finalize,
+    finalize_samples,
+    to_token_weights,
+    unit_mean,
+)
+
+__all__ = [
+    "CANONICAL_FIELDS",
+    "HOST_KEYS",
+    "INDEX_DTYPES",
+    "LOSS_UNITS",
+    "MIX_KEYS",
+    "ON_INVALID",
+    "RUNNERS",
+    "SEQUENCE_UNIT",
+    "TOKEN_UNIT",
+    "WEIGHTLESS_MECHANISMS",
+    "CanonicalField",
+    "DataFlexStep",
+    "DomainMixtureSampler",
+    "FieldSupport",
+    "HostCapabilities",
+    "MixSettings",
+    "MountedStep",
+    "StepResult",
+    "applied_unit_mean",
+    "check_fields",
+    "check_output",
+    "check_pipeline",
+    "check_proportions",
+    "checked_scores",
+    "component_label",
+    "domain_ids",
+    "expected_shape",
+    "finalize",
+    "finalize_samples",
+    "host_settings",
+    "initial_proportions",
+    "is_canonical",
+    "kept_rows",
+    "mix_settings",
+    "mix_step",
+    "mount_step",
+    "run_reweight",
+    "run_select",
+    "selection_mask",
+    "selection_metrics",
+    "step_fields",
+    "systematic_counts",
+    "to_token_weights",
+    "unit_mean",
+    "weight_metrics",
+]

@@ -1,0 +1,65 @@
+"""The canonical field vocabulary: the names components read, whatever framework runs them.
+
+Components declare ``requires = [...]`` in these names and read them from a
+DataProto-shaped :class:`~dataflex_core.Batch`. Each host maps its own names to
+them (TRL's ``completion_mask`` is ``response_mask``, its per-completion
+reward becomes ``rm_scores`` on the last response token, its prompt groups
+become ``uid``) and declares which it can provide
+(:class:`~dataflex_core.step.HostCapabilities`). A name outside this
+vocabulary is a dataset column (``data_source``, a domain column) that the
+host passes through from the prompt's row.
+
+What a component sees, in every host:
+
+- only real rows: framework padding (verl's ``is_padding`` rows) is removed
+  before components run;
+- a real row may have an empty response (``response_mask`` all 0); validity is
+  ``response_mask``: such rows get weight 0 and stay out of every statistic
+  and group;
+- ``uid`` is present when the scorer or actuator sets ``needs_groups`` (or the
+  mechanism needs groups, e.g. select's group metrics).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+#: Storage kinds: padded tensors live in ``batch.batch``, per-row objects in ``batch.non_tensor_batch``.
+TENSOR = "tensor"
+OBJECT = "object"
+
+
+@dataclass(frozen=True)
+class CanonicalField:
+    """One name of the vocabulary: where it lives, its shape and what it holds."""
+
+    name: str
+    kind: str
+    shape: str
+    meaning: str
+
+
+def _fields(*items: CanonicalField) -> dict[str, CanonicalField]:
+    return {f.name: f for f in items}
+
+
+#: name -> :class:`CanonicalField`. ``bs`` rows, ``L`` response positions (right-padded).
+CANONICAL_FIELDS: dict[str, CanonicalField] = _fields(
+    CanonicalField("response_mask", TENSOR, "(bs, L)", "1 on the response tokens the loss counts, 0 elsewhere"),
+    CanonicalField("advantages", TENSOR, "(bs, L)", "the estimator's advantage per response token"),
+    CanonicalField("returns", TENSOR, "(bs, L)", "the estimator's returns per response token"),
+    CanonicalField("rm_scores", TENSOR, "(bs, L)", "outcome reward on the last response token, 0 elsewhere"),
+    CanonicalField("token_level_scores", TENSOR, "(bs, L)", "reward per token before any KL penalty"),
+    CanonicalField("token_level_rewards", TENSOR, "(bs, L)", "reward per token after the KL-in-reward penalty"),
+    CanonicalField("old_log_probs", TENSOR, "(bs, L)", "log-probs of the response under the policy that sampled it"),
+    CanonicalField("entropy", TENSOR, "(bs, L)", "entropy of the policy's next-token distribution"),
+    CanonicalField("rollout_log_probs", TENSOR, "(bs, L)", "log-probs reported by the rollout engine (vLLM, SGLang)"),
+    CanonicalField("ref_log_prob", TENSOR, "(bs, L)", "log-probs under the reference policy"),
+    CanonicalField("values", TENSOR, "(bs, L)", "the critic's value estimates"),
+    CanonicalField("uid", OBJECT, "(bs,)", "group id: rows sampled from the same prompt share it"),
+)
+
+
+def is_canonical(name: str) -> bool:
+    """True for a vocabulary name; anything else is read as a dataset column."""
+    return name in CANONICAL_FIELDS

@@ -1,0 +1,192 @@
+"""Pinned plugin sets in any host: enforce ``dataflex.plugins.lock`` at mount, record the set in checkpoints.
+
+Production runs name a lock written by ``dataflex lock``. In the host's
+constructor, before any component is built and before the first rollout, only
+the locked distributions' entry points are imported (an unlisted installed
+plugin never runs code) and the environment is compared with the lock; any
+difference stops the run with the same table ``dataflex verify`` prints.
+``dataflex.plugins.allow_drift: true`` lets version and content drift through
+with a warning, and the accepted drift is kept so checkpoints record it.
+
+Without a lock the host still resolves and logs the plugin set it runs with,
+so checkpoints can refuse a resume on a different one.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import logging
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..config import to_plain
+from ..errors import ConfigError
+from ..lock import (
+    Difference,
+    PluginSet,
+    enforce,
+    format_differences,
+    read_lock,
+    scan_environment,
+    write_lock,
+)
+from ..plugins import ENV_PLUGINS_LOCK, get_plugin_manager, use_plugin_lock
+
+logger = logging.getLogger("dataflex_core.step")
+
+#: Key of the ``dataflex:`` block holding these settings.
+PLUGINS_KEY = "plugins"
+#: ``dataflex.plugins`` keys with their defaults.
+PLUGIN_SETTINGS = {"lock": None, "allow_drift": False}
+#: The plugin set a checkpoint was written with, in lock format (``dataflex verify`` reads it too).
+CHECKPOINT_PLUGIN_SET = "dataflex_plugins.lock"
+#: How the set was pinned when the checkpoint was written, and the drift accepted then.
+CHECKPOINT_PINNING = "dataflex_plugins.json"
+
+MOUNT_HINT = (
+    "the run stops before the first rollout. Install the locked set (dataflex lock --requirements --from LOCK "
+    "> pins.txt && pip install -r pins.txt), or review the change and re-lock with `dataflex lock -o LOCK`; "
+    "dataflex.plugins.allow_drift=true accepts version and content changes with a warning"
+)
+RESUME_HINT = (
+    "resume in an environment with the checkpoint's plugin set (it is stored in the checkpoint as "
+    f"{CHECKPOINT_PLUGIN_SET}; `dataflex verify <that file>` shows the same table), or set "
+    "dataflex.plugins.allow_drift=true to accept version and content changes"
+)
+
+
+@dataclass(frozen=True)
+class PluginSettings:
+    """``dataflex.plugins`` after validation."""
+
+    lock: str | None = None
+    allow_drift: bool = False
+    #: Where the lock path came from, for messages: the config key or the environment variable.
+    lock_from: str = f"dataflex.{PLUGINS_KEY}.lock"
+
+
+def plugin_settings(block: Any) -> PluginSettings:
+    """Read and check ``plugins`` of a ``dataflex`` block; ``$DATAFLEX_PLUGINS_LOCK`` supplies the lock when it has none."""
+    block = to_plain(block) or {}
+    raw = block.get(PLUGINS_KEY) if isinstance(block, Mapping) else None
+    raw = {} if raw is None else raw
+    if not isinstance(raw, Mapping):
+        raise ConfigError(
+            f"dataflex.{PLUGINS_KEY} must be a mapping such as {{lock: /path/dataflex.lock, allow_drift: false}}, "
+            f"got {raw!r}"
+        )
+    unknown = sorted(set(raw) - set(PLUGIN_SETTINGS))
+    if unknown:
+        close = difflib.get_close_matches(unknown[0], list(PLUGIN_SETTINGS), n=1, cutoff=0.6)
+        hint = f"; did you mean {close[0]!r}?" if close else ""
+        raise ConfigError(
+            f"dataflex.{PLUGINS_KEY} has unknown key(s) {unknown}{hint} accepted keys: {', '.join(PLUGIN_SETTINGS)}"
+        )
+    lock, allow_drift = raw.get("lock"), raw.get("allow_drift", False)
+    if lock is not None and (not isinstance(lock, str) or not lock.strip()):
+        raise ConfigError(f"dataflex.{PLUGINS_KEY}.lock must be the path of a `dataflex lock` file, got {lock!r}")
+    if not isinstance(allow_drift, bool):
+        raise ConfigError(f"dataflex.{PLUGINS_KEY}.allow_drift must be true or false, got {allow_drift!r}")
+    if lock:
+        return PluginSettings(lock=lock, allow_drift=allow_drift)
+    env_lock = os.environ.get(ENV_PLUGINS_LOCK, "").strip()
+    if env_lock:
+        return PluginSettings(lock=env_lock, allow_drift=allow_drift, lock_from=f"${ENV_PLUGINS_LOCK}")
+    return PluginSettings(allow_drift=allow_drift)
+
+
+@dataclass
+class ResolvedPlugins:
+    """The plugin set this run uses, how it was pinned, and any drift that was accepted."""
+
+    settings: PluginSettings
+    plugin_set: PluginSet
+    #: Differences from the lock that ``allow_drift`` accepted at mount.
+    drift: list[Difference] = field(default_factory=list)
+    #: Differences from a resumed checkpoint's set that ``allow_drift`` accepted.
+    resume_drift: list[Difference] = field(default_factory=list)
+
+    def describe(self) -> str:
+        pinned = f"locked by {self.settings.lock}" if self.settings.lock else "not locked"
+        text = f"{self.plugin_set.summary()} ({pinned})"
+        if self.drift:
+            text += f"; accepted drift: {', '.join(f'{d.dist} {d.label}' for d in self.drift)}"
+        return text
+
+
+def resolve_plugins(block: Any) -> ResolvedPlugins:
+    """Load the plugins this run may use and check them against the lock; call before building components.
+
+    :param block: the run's ``dataflex`` block (a mapping or an OmegaConf node; ``None`` reads only the
+        environment).
+    :raises dataflex_core.lock.PluginSetMismatch: with one row per difference the settings do not accept.
+    """
+    settings = plugin_settings(block)
+    if settings.lock:
+        manager = use_plugin_lock(settings.lock)
+        expected = read_lock(settings.lock)
+        actual = scan_environment(manager=manager)
+        drift = enforce(
+            expected,
+            actual,
+            allow_drift=settings.allow_drift,
+            expected_from=f"{settings.lock_from}={settings.lock}",
+            hint=MOUNT_HINT,
+        )
+        if drift:
+            logger.warning("dataflex plugin drift accepted (allow_drift):\n%s", format_differences(drift))
+    else:
+        actual = scan_environment(manager=get_plugin_manager())
+        drift = []
+    resolved = ResolvedPlugins(settings=settings, plugin_set=actual, drift=drift)
+    logger.info("dataflex plugin set: %s", resolved.describe())
+    return resolved
+
+
+# -- the checkpoint record -------------------------------------------------------
+def save_plugin_record(folder: str | os.PathLike[str], resolved: ResolvedPlugins) -> None:
+    """Store the plugin set (lock format) and how it was pinned in a checkpoint folder."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    write_lock(resolved.plugin_set, folder / CHECKPOINT_PLUGIN_SET)
+    record = {
+        "lock": resolved.settings.lock,
+        "allow_drift": resolved.settings.allow_drift,
+        "drift": [d.as_dict() for d in resolved.drift],
+        "resume_drift": [d.as_dict() for d in resolved.resume_drift],
+    }
+    tmp = folder / (CHECKPOINT_PINNING + ".tmp")
+    tmp.write_text(json.dumps(record, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    os.replace(tmp, folder / CHECKPOINT_PINNING)
+
+
+def check_plugin_record(folder: str | os.PathLike[str], resolved: ResolvedPlugins) -> list[Difference]:
+    """Compare this run's plugin set with the one a checkpoint was written with.
+
+    :returns: the differences ``allow_drift`` accepted (also kept on ``resolved.resume_drift``).
+    :raises dataflex_core.lock.PluginSetMismatch: on any other difference, naming each.
+    """
+    path = Path(folder) / CHECKPOINT_PLUGIN_SET
+    if not path.exists():
+        logger.warning(
+            "checkpoint %s records no dataflex plugin set (written without a dataflex host's checkpointing); "
+            "the plugin set cannot be compared on this resume",
+            folder,
+        )
+        return []
+    recorded = read_lock(path)
+    accepted = enforce(
+        recorded,
+        resolved.plugin_set,
+        allow_drift=resolved.settings.allow_drift,
+        expected_from=f"the checkpoint {folder}",
+        hint=RESUME_HINT,
+    )
+    if accepted:
+        logger.warning("resuming %s with a drifted plugin set (allow_drift):\n%s", folder, format_differences(accepted))
+    resolved.resume_drift = list(accepted)
+    return accepted

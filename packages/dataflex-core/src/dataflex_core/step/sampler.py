@@ -1,0 +1,152 @@
+"""A dataloader sampler that draws prompts from the whole dataset by domain proportions.
+
+``mechanism: mix`` must change *which* prompts are rolled out, so the mixture
+acts where a framework picks prompts: the train dataloader's sampler. Each block
+of ``batch_size`` indices (one batch of prompts) gets a number of prompts per
+domain by systematic rounding of ``p_d * batch_size`` (unbiased, never more
+than one away from the target), and each domain serves its prompts from its
+own shuffled pool, reshuffled when exhausted. New proportions apply from the
+next block the sampler produces; a dataloader that prefetches (worker
+processes, accelerate's one-batch look-ahead) has already drawn a few blocks,
+which keep the old mixture.
+
+The sampler is stateful (``state_dict`` / ``load_state_dict``) and carries the
+mixer's state along, so a host that checkpoints it (verl through torchdata's
+``StatefulDataLoader``) resumes with the same mixture, statistics and draws.
+Hosts whose prompt order has more structure (TRL repeats every prompt once per
+generation) expand the blocks of :meth:`DomainMixtureSampler.next_block`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import torch
+from torch.utils.data import Sampler
+
+from ..errors import ConfigError, InvalidOutputError
+
+
+def systematic_counts(proportions: torch.Tensor, total: int, generator: torch.Generator) -> torch.Tensor:
+    """Integer counts summing to ``total`` with ``E[count_d] = p_d * total`` and ``|count_d - p_d total| < 1``."""
+    expected = torch.cumsum(proportions.to(torch.float64) * total, 0)
+    expected[-1] = float(total)  # guard against rounding in the cumulative sum
+    offset = torch.rand((), generator=generator, dtype=torch.float64)
+    edges = torch.floor(torch.cat([expected.new_zeros(1), expected]) + offset)
+    return edges.diff().to(torch.long)
+
+
+class DomainMixtureSampler(Sampler[int]):
+    """Yields dataset indices whose domains follow the current proportions, one batch block at a time.
+
+    :param domain_of_row: domain id (``0..D-1``) of every dataset row.
+    :param domains: the domain names, for messages and metrics.
+    :param batch_size: indices per block (the dataloader's batch size).
+    :param proportions: initial proportions ``(D,)``.
+    :param seed: seed of the sampler's own generator.
+    :param mixer: optional component whose ``state_dict`` travels with the sampler's.
+    """
+
+    def __init__(
+        self,
+        domain_of_row: Sequence[int] | torch.Tensor,
+        domains: Sequence[str],
+        batch_size: int,
+        proportions: torch.Tensor,
+        seed: int = 0,
+        mixer: Any = None,
+    ) -> None:
+        self.domains = list(domains)
+        self.domain_of_row = torch.as_tensor(domain_of_row, dtype=torch.long)
+        self.batch_size = int(batch_size)
+        self.mixer = mixer
+        self.generator = torch.Generator().manual_seed(int(seed))
+        self.pools = [torch.nonzero(self.domain_of_row == d).flatten() for d in range(len(self.domains))]
+        self.pool_sizes = torch.tensor([len(p) for p in self.pools], dtype=torch.long)
+        self._perms = [self._shuffle(pool) for pool in self.pools]
+        self._cursor = [0] * len(self.domains)
+        self._block: list[int] = []
+        self._yielded = 0
+        self.drawn = torch.zeros(len(self.domains), dtype=torch.long)
+        self.proportions = torch.zeros(len(self.domains), dtype=torch.float64)
+        self.set_proportions(proportions)
+
+    def _shuffle(self, pool: torch.Tensor) -> torch.Tensor:
+        return pool[torch.randperm(len(pool), generator=self.generator)] if len(pool) else pool
+
+    def set_proportions(self, proportions: torch.Tensor) -> None:
+        """Use ``proportions`` from the next block on; they must put no mass on an empty domain."""
+        p = torch.as_tensor(proportions, dtype=torch.float64).detach().cpu().flatten()
+        if p.shape != (len(self.domains),) or not torch.isfinite(p).all() or (p < 0).any() or not p.sum() > 0:
+            raise InvalidOutputError(
+                f"domain proportions must be {len(self.domains)} finite non-negative numbers with a positive sum "
+                f"(one per domain {self.domains}), got {p.tolist()}"
+            )
+        p = p / p.sum()
+        starved = (p > 0) & (self.pool_sizes == 0)
+        if starved.any():
+            names = [self.domains[i] for i in starved.nonzero().flatten().tolist()]
+            raise ConfigError(
+                f"the mixture gives domains {names} a positive share, but the dataset has no rows for them; "
+                "remove them from dataflex.domains or add their data"
+            )
+        self.proportions = p
+
+    def _take(self, domain: int, count: int) -> torch.Tensor:
+        out = []
+        while count > 0:
+            perm, cursor = self._perms[domain], self._cursor[domain]
+            if cursor >= len(perm):
+                self._perms[domain] = perm = self._shuffle(self.pools[domain])
+                self._cursor[domain] = cursor = 0
+            chunk = perm[cursor : cursor + count]
+            out.append(chunk)
+            self._cursor[domain] += len(chunk)
+            count -= len(chunk)
+        return torch.cat(out) if out else torch.zeros(0, dtype=torch.long)
+
+    def next_block(self) -> list[int]:
+        """Draw the next block of ``batch_size`` dataset indices under the current proportions."""
+        counts = systematic_counts(self.proportions, self.batch_size, self.generator)
+        picks = torch.cat([self._take(d, int(c)) for d, c in enumerate(counts.tolist())])
+        self.drawn += counts
+        return picks[torch.randperm(len(picks), generator=self.generator)].tolist()
+
+    def __len__(self) -> int:
+        # Whole blocks only: the dataloader drops a last partial batch, and prompts drawn
+        # for it would be consumed from their domain's pool without ever being trained on.
+        return (len(self.domain_of_row) // self.batch_size) * self.batch_size
+
+    def __iter__(self) -> Iterator[int]:
+        while self._yielded < len(self):
+            if not self._block:
+                self._block = self.next_block()[::-1]  # reversed: pop() from the end is O(1)
+            self._yielded += 1
+            yield self._block.pop()
+        self._yielded = 0
+
+    # -- checkpoint state ------------------------------------------------------------
+
+    def state_dict(self) -> dict[str, Any]:
+        return {
+            "generator": self.generator.get_state().tolist(),
+            "perms": [p.tolist() for p in self._perms],
+            "cursor": list(self._cursor),
+            "block": list(self._block),
+            "yielded": self._yielded,
+            "drawn": self.drawn.tolist(),
+            "proportions": self.proportions.tolist(),
+            "mixer": self.mixer.state_dict() if self.mixer is not None else None,
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.generator.set_state(torch.tensor(state["generator"], dtype=torch.uint8))
+        self._perms = [torch.tensor(p, dtype=torch.long) for p in state["perms"]]
+        self._cursor = list(state["cursor"])
+        self._block = list(state["block"])
+        self._yielded = int(state["yielded"])
+        self.drawn = torch.tensor(state["drawn"], dtype=torch.long)
+        self.set_proportions(torch.tensor(state["proportions"], dtype=torch.float64))
+        if self.mixer is not None and state.get("mixer") is not None:
+            self.mixer.load_state_dict(state["mixer"])

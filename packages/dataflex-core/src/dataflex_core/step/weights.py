@@ -1,0 +1,140 @@
+"""Raw component weights -> the weights a framework's loss multiplies in, mean one in the loss's unit.
+
+Policy losses divide by token or sequence *counts*, never by the sum of the
+weights, so the weights' mean sets the step size. The step keeps that mean at
+one in the unit the framework's loss averages over:
+
+- ``token``: the mean over valid tokens is 1 (verl ``token-mean``,
+  ``seq-mean-token-sum``; TRL ``bnpo``, ``dapo``, ``dr_grpo``, ``cispo``, ...);
+- ``sequence``: the mean over valid sequences of each sequence's token-mean
+  is 1 (verl ``seq-mean-token-mean``; TRL ``grpo``, ``sapo``).
+
+When the framework already applies importance weights (verl's rollout
+correction, TRL's vLLM importance-sampling ratio), the DataFlex weights
+multiply into them and the product is scaled so that its mean in the unit
+equals the mean of the framework's weights alone: DataFlex moves weight
+between tokens and sequences but never changes the step size the framework
+would have taken. Without such weights that target is 1.
+
+Invalid tokens (padding rows, positions outside ``response_mask``) get 0.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from ..errors import InvalidOutputError
+
+TOKEN_UNIT = "token"
+SEQUENCE_UNIT = "sequence"
+#: The units a loss can average over.
+LOSS_UNITS = (TOKEN_UNIT, SEQUENCE_UNIT)
+
+
+def to_token_weights(weights: torch.Tensor, valid_tokens: torch.Tensor) -> torch.Tensor:
+    """``(bs,)`` per-sample or ``(bs, L)`` per-token weights -> float32 ``(bs, L)``, 0 on invalid tokens."""
+    w = weights.to(torch.float32)
+    if w.dim() == 1:
+        w = w.unsqueeze(-1)
+    return torch.where(valid_tokens, w, torch.zeros((), dtype=w.dtype, device=w.device))
+
+
+def unit_mean(
+    token_weights: torch.Tensor, valid_tokens: torch.Tensor, unit: str, *, masked: bool = False
+) -> torch.Tensor:
+    """Mean of ``token_weights`` over valid tokens (``token``) or over valid sequences (``sequence``).
+
+    In the ``sequence`` unit a sequence counts with the token-mean of its
+    weights, as a sequence-mean-of-token-means loss aggregates it.
+    ``masked=True`` says the weights are already 0 outside ``valid_tokens``.
+    """
+    zero = torch.zeros((), dtype=token_weights.dtype, device=token_weights.device)
+    w = token_weights if masked else torch.where(valid_tokens, token_weights, zero)
+    if unit == TOKEN_UNIT:
+        return w.sum() / valid_tokens.sum().clamp(min=1)
+    per_seq_count = valid_tokens.sum(-1)
+    per_seq = w.sum(-1) / per_seq_count.clamp(min=1)
+    return per_seq.sum() / (per_seq_count > 0).sum().clamp(min=1)
+
+
+def sample_unit_mean(weights: torch.Tensor, token_counts: torch.Tensor, unit: str) -> torch.Tensor:
+    """:func:`unit_mean` of per-sample weights broadcast to their rows' valid tokens, without expanding them.
+
+    :param token_counts: ``(bs,)`` valid tokens per row (0 for padding and empty rows).
+    """
+    rows = token_counts > 0
+    w = torch.where(rows, weights.to(torch.float32), torch.zeros((), dtype=torch.float32, device=weights.device))
+    if unit == TOKEN_UNIT:
+        counts = token_counts.to(torch.float32)
+        return (w * counts).sum() / counts.sum().clamp(min=1)
+    return w.sum() / rows.sum().clamp(min=1)
+
+
+def finalize_samples(weights: torch.Tensor, token_counts: torch.Tensor, unit: str) -> torch.Tensor:
+    """Per-sample weights normalised in ``unit`` without expanding them to tokens.
+
+    :param weights: ``(bs,)`` non-negative weights.
+    :param token_counts: ``(bs,)`` valid tokens per row (0 for padding and empty rows).
+    :returns: float32 ``(bs,)``, 0 on rows without valid tokens; broadcast to a row's valid tokens
+        they have mean one in ``unit``.
+    """
+    rows = token_counts > 0
+    w = torch.where(rows, weights.to(torch.float32), torch.zeros((), dtype=torch.float32, device=weights.device))
+    denominator = sample_unit_mean(w, token_counts, unit)
+    if not denominator > 0:
+        raise InvalidOutputError("every valid token got weight 0; at least one must be positive")
+    return w / denominator
+
+
+def finalize(
+    dataflex_weights: torch.Tensor,
+    valid_tokens: torch.Tensor,
+    unit: str,
+    importance_weights: torch.Tensor | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The weights to apply, and the DataFlex factor inside them.
+
+    :param dataflex_weights: ``(bs,)`` or ``(bs, L)`` non-negative weights from the actuator.
+    :param valid_tokens: ``(bs, L)`` bool, response tokens of non-padding rows.
+    :param unit: ``token`` or ``sequence``.
+    :param importance_weights: ``(bs, L)`` weights the framework already applies, if any.
+    :returns: ``(applied, factor)``, float32; ``applied = factor * importance_weights`` (or ``factor``
+        alone) with the normalisation described in the module docstring. Per-sample weights without
+        importance weights stay ``(bs,)`` (one weight for each of a row's valid tokens); otherwise
+        both are ``(bs, L)``.
+    :raises InvalidOutputError: the weights leave no valid token with positive weight.
+    """
+    if unit not in LOSS_UNITS:
+        raise ValueError(f"unit must be one of {', '.join(LOSS_UNITS)}, got {unit!r}")
+    if dataflex_weights.dim() == 1 and importance_weights is None:
+        factor = finalize_samples(dataflex_weights, valid_tokens.sum(-1), unit)
+        return factor, factor
+    factor = to_token_weights(dataflex_weights, valid_tokens)
+    if not valid_tokens.any():
+        return factor, factor
+    if importance_weights is None:
+        denominator = unit_mean(factor, valid_tokens, unit, masked=True)
+        if not denominator > 0:
+            raise InvalidOutputError("every valid token got weight 0; at least one must be positive")
+        factor = factor / denominator
+        return factor, factor
+    base = importance_weights.to(torch.float32)
+    product = factor * base
+    target = unit_mean(base, valid_tokens, unit)
+    denominator = unit_mean(product, valid_tokens, unit, masked=True)
+    if not denominator > 0:
+        if target > 0:
+            raise InvalidOutputError(
+                "the dataflex weights are 0 wherever the framework's importance weights are positive, so the "
+                "product leaves no valid token with positive weight"
+            )
+        return product, factor
+    scale = target / denominator
+    return product * scale, factor * scale
+
+
+def applied_unit_mean(weights: torch.Tensor, valid_tokens: torch.Tensor, unit: str) -> float:
+    """The mean of applied weights (``(bs,)`` per sample or ``(bs, L)``) in ``unit``: 1 when normalised."""
+    if weights.dim() == 1:
+        return float(sample_unit_mean(weights, valid_tokens.sum(-1), unit))
+    return float(unit_mean(weights.to(torch.float32), valid_tokens, unit))

@@ -1,0 +1,46 @@
+"""A toy verifiable task for the CPU demos and tests of every host: echo the letter of the prompt.
+
+A prompt is one letter; the reward is the share of the response's first
+:data:`SCORED_CHARS` characters that are that letter, in ``[0, 1]``. A tiny
+random model starts near ``1 / vocabulary`` and, under GRPO, learns first to
+emit letters and then to copy the right one: a curve that visibly rises in a
+few dozen steps on a CPU. That is all a toy run is for: it shows the
+mechanics and a direction, not a benchmark result.
+
+Each prompt has a domain (``vowel`` / ``consonant``) for ``mechanism: mix``.
+Framework-free on purpose: each host renders the letters in its own dataset
+layout (verl's RLHF parquet rows, TRL's plain-string prompts) and calls
+:func:`score` from its reward function.
+"""
+
+from __future__ import annotations
+
+import random
+
+#: The letters prompts ask for, by domain.
+DOMAINS = {"vowel": "ae", "consonant": "bcdfgh"}
+#: Every letter a prompt can ask for.
+LETTERS = "".join(DOMAINS.values())
+#: How many leading response characters the reward looks at.
+SCORED_CHARS = 4
+
+
+def score(response: str, letter: str) -> float:
+    """Share of the first :data:`SCORED_CHARS` characters of ``response`` equal to ``letter``."""
+    return sum(1 for char in response[:SCORED_CHARS] if char == letter) / SCORED_CHARS
+
+
+def prompts(count: int, seed: int, domain_share: dict[str, float] | None = None) -> list[tuple[str, str]]:
+    """``count`` ``(letter, domain)`` pairs in a seeded random order; domains split by ``domain_share``
+    (default: equal)."""
+    share = domain_share or {name: 1 / len(DOMAINS) for name in DOMAINS}
+    unknown = sorted(set(share) - set(DOMAINS))
+    if unknown:
+        raise ValueError(f"domain_share names unknown domain(s) {unknown}; the domains are {list(DOMAINS)}")
+    rng = random.Random(seed)
+    names = list(DOMAINS)
+    counts = [round(count * share.get(name, 0.0)) for name in names]
+    counts[-1] = count - sum(counts[:-1])
+    out = [(rng.choice(DOMAINS[name]), name) for name, n in zip(names, counts) for _ in range(n)]
+    rng.shuffle(out)
+    return out
