@@ -1,0 +1,150 @@
+"""Mount-time checks for TRL: the ``dataflex`` block against this ``GRPOConfig`` and dataset.
+
+Runs in :class:`~dataflex_trl.DataFlexGRPOTrainer`'s constructor, so a
+pipeline that could not work in this run (a field TRL does not compute here,
+mix on a streaming dataset, a dataset column that is not there) fails before
+the first generation with one error naming the setting to change.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from dataflex_core import ConfigError, IncompatibleComponentError
+from dataflex_core.step import (
+    SEQUENCE_UNIT,
+    TOKEN_UNIT,
+    FieldSupport,
+    HostCapabilities,
+    MountedStep,
+    is_canonical,
+    mount_step,
+)
+
+#: ``loss_type`` -> the unit its policy term averages over (checked against TRL 1.16's ``_compute_loss``):
+#: grpo and sapo take each sequence's token-mean, then the mean over sequences; the others divide
+#: token sums by token counts (bnpo: the micro-batch's; dapo, cispo, vespo: ``num_items_in_batch``),
+#: by ``B * max_completion_length`` (dr_grpo) or by the number of sequences (luspo).
+LOSS_UNITS = {
+    "grpo": SEQUENCE_UNIT,
+    "sapo": SEQUENCE_UNIT,
+    "bnpo": TOKEN_UNIT,
+    "dapo": TOKEN_UNIT,
+    "dr_grpo": TOKEN_UNIT,
+    "cispo": TOKEN_UNIT,
+    "vespo": TOKEN_UNIT,
+    "luspo": TOKEN_UNIT,
+}
+#: Loss types whose denominator counts rows (or rows x max length), not the tokens in the loss mask;
+#: a hard drop rescales the kept rows by rows / kept rows there.
+ROW_DENOMINATOR_LOSSES = frozenset({"grpo", "sapo", "luspo", "dr_grpo"})
+#: Loss types whose denominator is ``num_items_in_batch``, counted at generation time; a hard drop recounts it.
+NUM_ITEMS_LOSSES = frozenset({"dapo", "cispo", "vespo"})
+
+
+def loss_unit(loss_type: str) -> str:
+    """The unit TRL's ``loss_type`` averages the policy term over."""
+    try:
+        return LOSS_UNITS[loss_type]
+    except KeyError:
+        raise ConfigError(
+            f"GRPOConfig.loss_type={loss_type!r} is not one dataflex-trl knows how TRL normalises; "
+            f"supported: {', '.join(LOSS_UNITS)}"
+        ) from None
+
+
+def is_map_dataset(dataset: Any) -> bool:
+    """True for a dataset the trainer samples by index (so a sampler can choose prompts)."""
+    from torch.utils.data import IterableDataset
+
+    try:
+        import datasets
+
+        if isinstance(dataset, datasets.IterableDataset):
+            return False
+    except ImportError:  # pragma: no cover - TRL depends on datasets
+        pass
+    return dataset is not None and not isinstance(dataset, IterableDataset) and hasattr(dataset, "__len__")
+
+
+def capabilities(args: Any, train_dataset: Any) -> HostCapabilities:
+    """What TRL can do for DataFlex under ``args`` (a ``GRPOConfig``) with ``train_dataset``."""
+    import trl
+
+    vllm = bool(getattr(args, "use_vllm", False))
+    beta = float(getattr(args, "beta", 0.0) or 0.0)
+    fields = {
+        "response_mask": FieldSupport(True),
+        "advantages": FieldSupport(True),
+        "rm_scores": FieldSupport(True),
+        "token_level_scores": FieldSupport(True),
+        "uid": FieldSupport(True),
+        # TRL's own when it computes them, else one extra forward pass without gradients
+        "old_log_probs": FieldSupport(True),
+        "entropy": FieldSupport(True),
+        "rollout_log_probs": FieldSupport(
+            vllm, "TRL has the sampler's log-probs only when generating with vLLM: set use_vllm=True"
+        ),
+        "ref_log_prob": FieldSupport(
+            beta != 0.0, "TRL computes reference log-probs only with a KL term: set beta > 0 in GRPOConfig"
+        ),
+        "token_level_rewards": FieldSupport(
+            False, "TRL applies its KL penalty in the loss (beta), not in the reward; read rm_scores instead"
+        ),
+        "values": FieldSupport(False, "TRL's GRPOTrainer has no critic; pick a scorer that does not read values"),
+        "returns": FieldSupport(False, "TRL's GRPOTrainer computes no returns; read advantages instead"),
+    }
+    return HostCapabilities(
+        name=f"TRL {trl.__version__} GRPOTrainer",
+        loss_units=(TOKEN_UNIT, SEQUENCE_UNIT),
+        token_weights=True,
+        hard_drop=True,
+        recompute_advantage=True,
+        resampling=is_map_dataset(train_dataset),
+        complete_groups=True,
+        fields=fields,
+        dataset_columns=not bool(getattr(args, "remove_unused_columns", False)),
+    )
+
+
+def dataset_columns(dataset: Any) -> list[str] | None:
+    """The column names of a ``datasets`` dataset, or ``None`` when they cannot be known up front."""
+    names = getattr(dataset, "column_names", None)
+    return list(names) if isinstance(names, (list, tuple)) else None
+
+
+def check_dataset_columns(mounted: MountedStep, dataset: Any) -> None:
+    """Every dataset column the step reads (outside the vocabulary) is a column of ``dataset``."""
+    wanted = [name for name in mounted.fields if not is_canonical(name)]
+    columns = dataset_columns(dataset)
+    if not wanted or columns is None:
+        return
+    missing = [name for name in wanted if name not in columns]
+    if missing:
+        raise IncompatibleComponentError(
+            f"dataflex reads the dataset column(s) {missing}, but the train dataset has columns {columns}; add "
+            "them to the dataset (one value per prompt) or configure components that do not read them"
+        )
+
+
+def mount(block: Any, args: Any, train_dataset: Any) -> MountedStep:
+    """Build and check the ``dataflex`` block for this TRL run; one clear error on the first problem."""
+    if block is None:
+        raise ConfigError(
+            "DataFlexGRPOTrainer needs dataflex={...}, e.g. dataflex={'mechanism': 'reweight', "
+            "'scorer': {'name': 'advantage_magnitude'}, 'actuator': {'name': 'softmax'}}; without DataFlex use "
+            "trl.GRPOTrainer"
+        )
+    loss_type = str(getattr(args, "loss_type", "dapo"))
+    unit = loss_unit(loss_type)
+    host = capabilities(args, train_dataset)
+    mounted = mount_step(
+        block,
+        host,
+        loss_unit=unit,
+        ctx={"loss_type": loss_type, "adv_estimator": "grpo"},
+        adv_estimator="grpo",
+        is_group_estimator=lambda name: True,
+    )
+    check_dataset_columns(mounted, train_dataset)
+    return mounted

@@ -1,0 +1,327 @@
+"""``DataFlexGRPOTrainer``: TRL's ``GRPOTrainer`` with the DataFlex step applied to each generation batch.
+
+The host is a small subclass over four of TRL's overridable methods, as TRL's
+own experimental trainers are:
+
+- ``_calculate_rewards``: keeps the per-function rewards TRL gathered across
+  processes (the reward of each completion);
+- ``_generate_and_score_completions``: after TRL has generated, scored and
+  computed its advantages, maps the batch to the canonical fields, runs the
+  core step on the whole (gathered) generation batch and scales TRL's
+  advantages per token by the weights. For ``w >= 0`` every TRL loss type is
+  linear in the advantage of its policy term (``-min(c1 w A, c2 w A) =
+  -w min(c1 A, c2 A)``), so this is exactly a per-token weight on the policy
+  term; the KL and entropy terms stay unweighted;
+- ``_get_train_sampler``: for ``mechanism: mix``, TRL's prompt order drawn by
+  domain proportions (:mod:`dataflex_trl.sampler`);
+- ``_save_checkpoint`` / ``_load_optimizer_and_scheduler``: the plugin set and
+  the components' state travel with TRL's checkpoints
+  (:mod:`dataflex_trl.checkpoint`).
+
+Evaluation batches are left as TRL computes them.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any
+
+import numpy as np
+import torch
+from trl import GRPOTrainer
+
+from dataflex_core import Batch
+from dataflex_core.step import DataFlexStep, DomainMixtureSampler, MountedStep, initial_proportions
+from dataflex_core.step.mix import domain_ids
+from dataflex_core.step.pinning import resolve_plugins
+
+from . import distributed
+from .advantages import completion_rewards, grpo_advantages
+from .checkpoint import DataFlexCheckpointMixin
+from .mount import ROW_DENOMINATOR_LOSSES, mount
+from .sampler import MixtureRepeatSampler
+from .version import __version__
+
+logger = logging.getLogger("dataflex_trl")
+
+#: Inputs of the policy's forward pass that ``_compute_loss`` passes through (multimodal models).
+FORWARD_KEYS = (
+    "pixel_values",
+    "image_grid_thw",
+    "num_images",
+    "pixel_attention_mask",
+    "spatial_shapes",
+    "num_tiles",
+    "image_sizes",
+    "token_type_ids",
+    "mm_token_type_ids",
+    "image_position_ids",
+)
+#: Canonical fields TRL's output carries, by TRL's name.
+TRL_FIELDS = {
+    "old_log_probs": "old_per_token_logps",
+    "ref_log_prob": "ref_per_token_logps",
+    "rollout_log_probs": "sampling_per_token_logps",
+}
+
+
+class DataFlexGRPOTrainer(DataFlexCheckpointMixin, GRPOTrainer):
+    """``trl.GRPOTrainer`` with a ``dataflex`` block: the same constructor plus ``dataflex={...}``.
+
+    ``dataflex`` is the block verl users write under ``dataflex:`` (``mechanism``,
+    ``scorer``, ``actuator``, ``warmup_step``, ``on_invalid``, ``plugins``, and for
+    mix ``domains``, ``domain_key``, ``update_step``). Everything checkable is
+    checked here, before the first generation; with ``plugins.lock`` only the
+    locked plugins are imported and any drift stops the run.
+    """
+
+    def __init__(
+        self,
+        model: Any,
+        reward_funcs: Any = None,
+        args: Any = None,
+        train_dataset: Any = None,
+        *more: Any,
+        dataflex: Any = None,
+        **kwargs: Any,
+    ) -> None:
+        # first: with plugins.lock only locked plugins are imported, and any drift stops the run here
+        self.dataflex_plugins = resolve_plugins(dataflex)
+        mounted = mount(dataflex, args, train_dataset) if args is not None else None
+        super().__init__(model, reward_funcs, args, train_dataset, *more, **kwargs)
+        self.dataflex: MountedStep = mounted if mounted is not None else mount(dataflex, self.args, train_dataset)
+        self.dataflex_step = DataFlexStep(self.dataflex)
+        self.dataflex_sampler: MixtureRepeatSampler | None = None
+        self._dataflex_rewards_per_func: torch.Tensor | None = None
+        logger.info("dataflex-trl %s mounted: %s", __version__, self.dataflex.describe())
+
+    # -- TRL's seams ---------------------------------------------------------------------
+    def _calculate_rewards(self, inputs, prompts, completions, completion_ids_list):
+        rewards_per_func = super()._calculate_rewards(inputs, prompts, completions, completion_ids_list)
+        self._dataflex_rewards_per_func = rewards_per_func  # gathered across processes by TRL
+        return rewards_per_func
+
+    def _generate_and_score_completions(self, inputs):
+        self._dataflex_rewards_per_func = None
+        output = super()._generate_and_score_completions(inputs)
+        if not self.model.training:
+            return output
+        step = int(self.state.global_step) + 1  # the optimizer step this generation batch trains, from 1
+        metrics = self._dataflex_on_generation(inputs, output, step, time.perf_counter())
+        for name, value in metrics.items():
+            self._metrics["train"][name].append(value)
+        return output
+
+    def _get_train_sampler(self, dataset=None):
+        if self.dataflex.mix is None:
+            return super()._get_train_sampler(dataset)
+        dataset = self.train_dataset if dataset is None else dataset
+        settings = self.dataflex.mix
+        rows = domain_ids(
+            dataset[settings.domain_key], settings.domains, f"train dataset column {settings.domain_key!r}"
+        )
+        mixer = self.dataflex.pipeline.actuator
+        mixture = DomainMixtureSampler(
+            rows,
+            settings.domains,
+            self.args.generation_batch_size // self.num_generations,
+            initial_proportions(mixer, settings.domains),
+            seed=self.args.seed,
+            mixer=mixer,
+        )
+        self.dataflex_sampler = MixtureRepeatSampler(
+            mixture, self.num_generations, self.num_iterations * self.args.steps_per_generation
+        )
+        return self.dataflex_sampler
+
+    # -- the step ------------------------------------------------------------------------
+    def _dataflex_on_generation(self, inputs: list[dict], output: dict, step: int, start: float) -> dict[str, float]:
+        """Run the core step on the gathered generation batch and apply its result to this process's ``output``."""
+        if not self.dataflex_step.active(step):
+            return {"dataflex/active": 0.0}
+        accelerator = self.accelerator
+        batch, loss_mask = self._dataflex_batch(inputs, output)
+        if self.dataflex.mix is not None:
+            return self._dataflex_mix(batch, step, start)
+        importance = self._dataflex_importance_weights(output)
+        result = distributed.from_main(
+            accelerator, lambda: self._dataflex_result(batch, loss_mask, step, importance, start)
+        )
+        if result["factor"] is None:  # inactive or a uniform fallback: TRL's loss as it is
+            return result["metrics"]
+        rows = distributed.local_rows(accelerator, len(output["advantages"]))
+        device = output["advantages"].device
+        advantages = output["advantages"] if result["advantages"] is None else result["advantages"][rows].to(device)
+        factor = result["factor"][rows].to(device)
+        mask = self._dataflex_loss_mask(output)
+        if result["kept"] is not None:  # hard drop: the dropped rows leave the loss mask and its token count
+            keep = result["kept"][rows].to(device)
+            output["completion_mask"] = output["completion_mask"] * keep.unsqueeze(1).to(
+                output["completion_mask"].dtype
+            )
+            if "tool_mask" in output:
+                output["tool_mask"] = output["tool_mask"] * keep.unsqueeze(1).to(output["tool_mask"].dtype)
+            output["num_items_in_batch"] = torch.as_tensor(
+                result["num_items"], dtype=output["num_items_in_batch"].dtype, device=device
+            )
+            mask = self._dataflex_loss_mask(output)
+        width = mask.shape[1]
+        token_weights = factor.unsqueeze(1) * mask if factor.dim() == 1 else factor[:, :width] * mask
+        output["advantages"] = advantages.reshape(-1, 1).to(torch.float32) * token_weights.to(torch.float32)
+        return result["metrics"]
+
+    def _dataflex_result(
+        self, batch: Batch, loss_mask: torch.Tensor, step: int, importance: torch.Tensor | None, start: float
+    ) -> dict[str, Any]:
+        """On the main process: the step's weights (and, for a hard drop, kept rows and new advantages)."""
+        result = self.dataflex_step.run(batch, step, importance_weights=importance, start=start)
+        out: dict[str, Any] = {"metrics": result.metrics, "factor": None, "kept": None, "advantages": None}
+        if result.factor is None:
+            return out
+        out["factor"] = result.factor.cpu()
+        if result.kept is not None and self.dataflex.hard_drop:
+            out.update(self._dataflex_hard_drop(loss_mask, result.kept.cpu()))
+            out["metrics"]["dataflex/advantage_recomputed"] = 1.0
+        elif result.kept is not None:
+            out["metrics"]["dataflex/advantage_recomputed"] = 0.0
+        out["metrics"]["dataflex/hook_time_s"] = time.perf_counter() - start
+        return out
+
+    def _dataflex_hard_drop(self, loss_mask: torch.Tensor, kept: torch.Tensor) -> dict[str, Any]:
+        """Advantages on the kept rows, the kept rows' weights, and the token count TRL divides by.
+
+        Denominators that count the loss mask's tokens (bnpo per micro-batch, dapo/cispo/vespo through
+        ``num_items_in_batch``) shrink with the mask, so the kept rows weigh 1; denominators that count
+        rows (grpo, sapo, luspo, dr_grpo) do not, so the kept rows weigh ``rows / kept rows``. Either way
+        the policy term is the one TRL computes on a batch of the kept rows alone.
+        """
+        advantages = grpo_advantages(
+            self._dataflex_rewards_per_func.cpu(),
+            self.reward_weights.cpu(),
+            self.num_generations,
+            scale_rewards=self.scale_rewards,
+            aggregation=self.multi_objective_aggregation,
+            kept=kept,
+        )
+        loss_type = self.dataflex.ctx["loss_type"]
+        scale = len(kept) / max(int(kept.sum()), 1) if loss_type in ROW_DENOMINATOR_LOSSES else 1.0
+        num_items = int((loss_mask * kept.unsqueeze(1).to(loss_mask.dtype)).sum())
+        return {
+            "kept": kept,
+            "factor": kept.to(torch.float32) * scale,
+            "advantages": advantages,
+            "num_items": num_items,
+        }
+
+    def _dataflex_mix(self, batch: Batch, step: int, start: float) -> dict[str, float]:
+        """Feed the mixer on the main process; every process's sampler gets the same proportions."""
+        sampler = self.dataflex_sampler
+        if sampler is None:
+            raise RuntimeError("dataflex mechanism mix needs the trainer's train sampler; it was never built")
+
+        def compute() -> dict[str, Any]:
+            metrics = self.dataflex_step.mix(batch, step, sampler.mixture, start=start)
+            return {"metrics": metrics, "proportions": sampler.mixture.proportions.clone()}
+
+        result = distributed.from_main(self.accelerator, compute)
+        if not self.accelerator.is_main_process:
+            sampler.mixture.set_proportions(result["proportions"])
+        return result["metrics"]
+
+    # -- TRL's fields in the canonical vocabulary -----------------------------------------
+    def _dataflex_loss_mask(self, output: dict) -> torch.Tensor:
+        """The tokens TRL's loss counts: ``completion_mask`` (times ``tool_mask`` in multi-turn runs)."""
+        mask = output["completion_mask"]
+        return mask * output["tool_mask"] if "tool_mask" in output else mask
+
+    def _dataflex_importance_weights(self, output: dict) -> torch.Tensor | None:
+        """TRL's vLLM importance-sampling ratio (gathered, ``(B, L)``) when its loss multiplies it in."""
+        if not (self.use_vllm and self.vllm_importance_sampling_correction and self.loss_type != "vespo"):
+            return None
+        ratio = output["importance_sampling_ratio"]
+        mask = self._dataflex_loss_mask(output)
+        ratio = ratio.expand_as(mask) if ratio.shape[1] == 1 else ratio
+        return distributed.gather_rows(self.accelerator, ratio.to(torch.float32)).cpu()
+
+    def _dataflex_policy_fields(self, output: dict) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(log-probs, entropy)`` of the completions under the current policy: one forward pass, no gradients.
+
+        Before the update the current policy is the one that sampled, so these are the old log-probs
+        TRL itself computes when it needs them.
+        """
+        from trl.models.utils import disable_gradient_checkpointing
+
+        input_ids = torch.cat([output["prompt_ids"], output["completion_ids"]], dim=1)
+        attention_mask = torch.cat([output["prompt_mask"], output["completion_mask"]], dim=1)
+        extra = {key: output[key] for key in FORWARD_KEYS if key in output}
+        with torch.no_grad(), disable_gradient_checkpointing(self.model, self.args.gradient_checkpointing_kwargs):
+            logps, entropy, _ = self._get_per_token_logps_and_entropies(
+                self.model,
+                input_ids,
+                attention_mask,
+                output["completion_ids"].size(1),
+                batch_size=self.args.per_device_train_batch_size,
+                compute_entropy=True,
+                **extra,
+            )
+        return logps, entropy
+
+    def _dataflex_batch(self, inputs: list[dict], output: dict) -> tuple[Batch, torch.Tensor]:
+        """The whole generation batch (every process's rows) in the canonical fields the step reads, and
+        TRL's loss mask of those rows.
+
+        ``uid`` is the prompt group (``num_generations`` consecutive rows); ``rm_scores`` /
+        ``token_level_scores`` hold TRL's reward (weighted sum over reward functions) on the last
+        response token. Completions no reward function scored get an empty ``response_mask`` here:
+        TRL gives them advantage 0 and leaves them out of its group statistics, and so do components.
+        """
+        accelerator = self.accelerator
+        fields = set(self.dataflex.fields)
+        loss_mask = self._dataflex_loss_mask(output)
+        local: dict[str, torch.Tensor] = {"loss_mask": loss_mask, "advantages": output["advantages"]}
+        for name, trl_name in TRL_FIELDS.items():
+            if name in fields and output.get(trl_name) is not None:
+                local[name] = output[trl_name]
+        if ("entropy" in fields) or ("old_log_probs" in fields and "old_log_probs" not in local):
+            logps, entropy = self._dataflex_policy_fields(output)
+            local.setdefault("old_log_probs", logps)
+            local["entropy"] = entropy
+        gathered = {name: distributed.gather_rows(accelerator, value).cpu() for name, value in local.items()}
+        rpf = self._dataflex_rewards_per_func.cpu()
+        reward, scored = completion_rewards(rpf, self.reward_weights.cpu())
+        mask = gathered.pop("loss_mask")
+        response_mask = mask.bool() & scored.unsqueeze(1)
+        tensors: dict[str, torch.Tensor] = {"response_mask": response_mask.to(torch.int64)}
+        advantages = gathered.pop("advantages")
+        if "advantages" in fields:
+            tensors["advantages"] = advantages.to(torch.float32).unsqueeze(1) * response_mask
+        for name in ("old_log_probs", "entropy", "ref_log_prob", "rollout_log_probs"):
+            if name in gathered and name in fields:
+                tensors[name] = gathered[name].to(torch.float32)
+        if fields & {"rm_scores", "token_level_scores"}:
+            scores = last_token_values(reward, response_mask)
+            for name in ("rm_scores", "token_level_scores"):
+                if name in fields:
+                    tensors[name] = scores
+        objects: dict[str, np.ndarray] = {}
+        if "uid" in fields:
+            objects["uid"] = np.arange(len(reward), dtype=np.int64) // self.num_generations
+        columns = [name for name in fields if name not in tensors and name != "uid"]
+        for name in columns:
+            values = distributed.gather_values(accelerator, [row.get(name) for row in inputs])
+            column = np.empty(len(values), dtype=object)
+            column[:] = values
+            objects[name] = column
+        return Batch(tensors, objects), mask
+
+
+def last_token_values(values: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """``(B,)`` values placed on each row's last ``mask`` token of a ``(B, L)`` float32 tensor, 0 elsewhere."""
+    mask = mask.bool()
+    positions = torch.arange(mask.shape[1], device=mask.device)
+    last = torch.where(mask, positions, torch.full_like(positions, -1)).amax(dim=1)
+    out = torch.zeros(mask.shape, dtype=torch.float32, device=mask.device)
+    rows = last >= 0
+    out[rows.nonzero(as_tuple=True)[0], last[rows]] = values.to(torch.float32)[rows]
+    return out
