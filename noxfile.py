@@ -236,7 +236,7 @@ def build(session: nox.Session) -> None:
     if unknown:
         session.error(f"unknown distribution(s) {unknown}; distributions here: {', '.join(sorted(names))}")
     selected = {n: names[n] for n in (session.posargs or names)}
-    session.install("build>=1.2", "twine>=6.1", "packaging>=24", "pytest>=8")
+    session.install("build>=1.2", "twine>=6.1", "packaging>=24", "pytest>=8", "nox>=2024.4")
     shutil.rmtree(DIST_DIR, ignore_errors=True)
     for path in selected.values():
         # Isolated builds: each uses exactly its own build-system.requires, as pip and a release do.

@@ -47,6 +47,15 @@ TRANSLATED = [
     "host.md",
     "mechanisms.md",
     "production.md",
+    "install.md",
+    "recipes.md",
+    "is-it-working.md",
+    "from-dataflex-rl.md",
+    "reference/api.md",
+    "reference/api-verl.md",
+    "reference/api-conformance.md",
+    "reference/hooks.md",
+    "reference/cli.md",
 ]
 
 

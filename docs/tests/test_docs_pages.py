@@ -1,0 +1,211 @@
+"""The user-facing pages say things that hold: recipes mount in verl, every metric has its healthy range,
+every distribution has its install and changelog line, and every English page has its Chinese one."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+import tomllib
+
+from dataflex_core import DataFlexPluginManager
+from dataflex_core.config import MECHANISMS
+
+DOCS = Path(__file__).resolve().parents[1]
+ROOT = DOCS.parent
+yaml = pytest.importorskip("yaml")
+
+
+def read(page: str) -> str:
+    return (DOCS / page).read_text(encoding="utf-8")
+
+
+def sections(page: str) -> dict[str, str]:
+    """``{id: text}`` of every ``## Title {#id}`` section of a page."""
+    parts = re.split(r"^## .*? \{#([\w-]+)\}\n", read(page), flags=re.M)
+    return dict(zip(parts[1::2], parts[2::2], strict=True))
+
+
+def installed():
+    manager = DataFlexPluginManager()
+    manager.load_entrypoints(strict=False)
+    return manager.registry()
+
+
+# -- every page in both languages -------------------------------------------------------------
+
+
+def english_pages() -> list[str]:
+    skip = ("snippets", "tests", "hooks")
+    return sorted(
+        p.relative_to(DOCS).as_posix()
+        for p in DOCS.rglob("*.md")
+        if not p.name.endswith(".zh.md") and p.relative_to(DOCS).parts[0] not in skip
+    )
+
+
+@pytest.mark.parametrize("page", english_pages())
+def test_every_english_page_has_a_chinese_page(page):
+    zh = page.removesuffix(".md") + ".zh.md"
+    assert (DOCS / zh).is_file(), f"{page} has no Chinese page {zh}: the Chinese site would fall back to English"
+
+
+REFERENCE_PAGES = sorted(
+    p.relative_to(DOCS).as_posix() for p in (DOCS / "reference").glob("*.md") if ".zh." not in p.name
+)
+
+
+@pytest.mark.parametrize("page", REFERENCE_PAGES)
+def test_chinese_reference_pages_generate_the_same_entries(page):
+    """The API text stays English (docstrings); the Chinese page must render the same entries in the same order."""
+    generated = re.compile(r"^(?:::: [\w.]+\n(?:    .*\n)*|<!-- dataflex-cli [\w.:]+ -->\n|--8<--\n\S+\n)", re.M)
+    en, zh = read(page), read(page.removesuffix(".md") + ".zh.md")
+    assert generated.findall(zh) == generated.findall(en), f"{page} and its Chinese page generate different entries"
+    assert "保持英文" in zh, f"the Chinese {page} must say that the generated API text stays English"
+
+
+# -- recipes -----------------------------------------------------------------------------------
+
+RECIPES = sections("recipes.md")
+
+
+def config_of(text: str) -> dict:
+    blocks = re.findall(r"```yaml\n(.*?)```", text, re.S)
+    assert len(blocks) == 1, "a recipe shows exactly one config block"
+    return yaml.safe_load(blocks[0])
+
+
+def overrides(config: dict, prefix: str = "") -> list[str]:
+    """verl command-line overrides for every key outside the ``dataflex:`` block."""
+    out = []
+    for key, value in config.items():
+        if not prefix and key == "dataflex":
+            continue
+        if isinstance(value, dict):
+            out += overrides(value, f"{prefix}{key}.")
+        else:
+            out.append(f"{prefix}{key}={value}")
+    return out
+
+
+def test_the_recipes_table_links_every_recipe_with_its_components():
+    rows = re.findall(r"^\| \[.*?\]\(#([\w-]+)\) \| (\w+) \| `(\w+)` \| `(\w+)` \|$", read("recipes.md"), re.M)
+    assert [r[0] for r in rows] == list(RECIPES), "the table's rows and the recipe sections differ"
+    for anchor, mechanism, scorer, actuator in rows:
+        block = config_of(RECIPES[anchor])["dataflex"]
+        assert (block["mechanism"], block["scorer"]["name"], block["actuator"]["name"]) == (mechanism, scorer, actuator)
+
+
+@pytest.mark.parametrize("recipe", list(RECIPES))
+def test_every_recipe_names_installed_components_and_the_packages_that_ship_them(recipe):
+    text = RECIPES[recipe]
+    block = config_of(text)["dataflex"]
+    registry = installed()
+    scorer = registry.get("scorer", block["scorer"]["name"])
+    actuator = registry.get(MECHANISMS[block["mechanism"]], block["actuator"]["name"])
+    assert scorer is not None, f"{recipe}: scorer {block['scorer']['name']!r} is not installed"
+    assert actuator is not None, (
+        f"{recipe}: {block['mechanism']} actuator {block['actuator']['name']!r} is not installed"
+    )
+    install = re.search(r"```bash\npip install (.*)\n```", text)
+    assert install, f"{recipe}: no pip install line"
+    assert sorted(install.group(1).split()) == sorted({scorer.plugin.dist, actuator.plugin.dist})
+
+
+@pytest.mark.parametrize("recipe", list(RECIPES))
+def test_every_recipe_cites_its_paper_and_says_when_not_to_use_it(recipe):
+    text = RECIPES[recipe]
+    paper = re.search(r"\*\*Paper\*\*: (.*?)\n- \*\*", text, re.S)
+    assert paper and re.search(r"\[arXiv (\d{4}\.\d{4,5})\]\(https://arxiv\.org/abs/\1\)", paper.group(1)), recipe
+    assert "**When not to use it**:" in text and "**How**:" in text
+
+
+@pytest.mark.parametrize("recipe", list(RECIPES))
+def test_every_recipe_mounts_in_verls_real_config(recipe):
+    pytest.importorskip("verl")
+    from dataflex_verl.mount import mount
+    from dataflex_verl.sandbox import compose_config
+
+    config = config_of(RECIPES[recipe])
+    mounted = mount(compose_config(overrides(config), dataflex=config["dataflex"]))
+    assert mounted.pipeline.actuator_spec.name == config["dataflex"]["actuator"]["name"]
+    for name, value in config["dataflex"]["actuator"]["params"].items():
+        assert getattr(mounted.pipeline.actuator, name) == value, f"{recipe}: param {name} did not reach the actuator"
+
+
+# -- is it working? ----------------------------------------------------------------------------
+
+
+def metric_names(page: str) -> set[str]:
+    """Every ``dataflex/...`` metric a page names (``/std`` shorthands expanded after their stem)."""
+    names = set()
+    for cell in re.findall(r"^\| (`dataflex/.*?) \|", read(page), re.M):
+        last = ""
+        for name in re.findall(r"`([\w/<>]+)`", cell):
+            if name.startswith("/"):  # `dataflex/weight/token_mean`, `/std`: a sibling of the last name
+                name = last.rsplit("/", 1)[0] + name
+            elif name.startswith("_"):  # `dataflex/groups_fully_dropped` (`_fraction`): a suffix of it
+                name = last + name
+            elif not name.startswith("dataflex/"):
+                continue
+            names.add(name)
+            last = name
+    return names
+
+
+def test_every_metric_the_host_pages_document_has_a_healthy_range():
+    documented = metric_names("host.md") | metric_names("mechanisms.md")
+    assert len(documented) > 15, "the host pages lost their metric tables"
+    covered = set(re.findall(r"`(dataflex/[\w/<>]+)`", read("is-it-working.md")))
+    missing = sorted(documented - covered)
+    assert not missing, f"metrics without a healthy range on is-it-working.md: {missing}"
+
+
+def test_the_sample_output_is_what_the_metrics_code_prints(snippets, capsys, documented_output):
+    pytest.importorskip("verl")
+    import runpy
+
+    capsys.readouterr()
+    runpy.run_path(str(DOCS / "snippets" / "step_metrics.py"), run_name="__main__")
+    printed = capsys.readouterr().out.strip()
+    assert printed == documented_output("is-it-working.md", "step_metrics.py")
+    assert documented_output("is-it-working.zh.md", "step_metrics.py") == printed
+    for name in re.findall(r"^(dataflex/\S+)", printed, re.M):
+        assert f"`{name}`" in read("is-it-working.md"), f"{name} is printed but has no healthy range"
+
+
+# -- install ------------------------------------------------------------------------------------
+
+
+def distributions() -> list[tuple[str, str]]:
+    """(name, folder) of every released distribution."""
+    folders = [*sorted(ROOT.glob("packages/*/pyproject.toml")), ROOT / "conformance" / "pyproject.toml"]
+    folders += [p for p in sorted(ROOT.glob("plugins/*/pyproject.toml")) if p.parent.name != "_template"]
+    out = []
+    for pyproject in folders:
+        name = tomllib.loads(pyproject.read_text(encoding="utf-8"))["project"]["name"]
+        out.append((name, pyproject.parent.relative_to(ROOT).as_posix()))
+    return out
+
+
+@pytest.mark.parametrize("page", ["install.md", "install.zh.md"])
+def test_the_install_page_links_every_distributions_changelog(page):
+    repo = re.search(r"^repo_url:\s*(\S+)", (ROOT / "mkdocs.yml").read_text(encoding="utf-8"), re.M).group(1)
+    text = read(page)
+    for name, folder in distributions():
+        row = f"| `{name}` | `{folder}` | [CHANGELOG]({repo}/blob/main/{folder}/CHANGELOG.md) |"
+        assert row in text, f"{page} lacks the row of {name}: {row}"
+
+
+# -- coming from DataFlex-RL --------------------------------------------------------------------
+
+
+def test_every_component_the_migration_page_compares_is_installed():
+    registry = installed()
+    names = {spec.name for spec in registry}
+    table = sections("from-dataflex-rl.md")["components"]
+    compared = re.findall(r"^\| `(\w+)` \|", table, re.M)
+    assert len(compared) >= 10
+    missing = sorted(set(compared) - names)
+    assert not missing, f"from-dataflex-rl.md compares components that are not installed: {missing}"
