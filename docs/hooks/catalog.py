@@ -43,6 +43,13 @@ LABELS = {
         "paper": "Paper",
         "summary": "Summary",
         "docstring": "Docstring",
+        "pairs": "Pairs with",
+        "feeds": "Feeds",
+        "pairs_none": "no installed scorer fits its granularity and score range",
+        "feeds_none": "no installed actuator accepts its scores",
+        "fields": "Parameters",
+        "returns": "returns",
+        "raises": "raises",
         "required": "required",
         "none": "none",
         "yes": "yes",
@@ -67,6 +74,13 @@ LABELS = {
         "paper": "论文",
         "summary": "简介",
         "docstring": "文档字符串",
+        "pairs": "可搭配的 scorer",
+        "feeds": "可供给的执行器",
+        "pairs_none": "没有已安装的 scorer 符合它的粒度和分数范围",
+        "feeds_none": "没有已安装的执行器接受它的分数",
+        "fields": "参数",
+        "returns": "返回",
+        "raises": "抛出",
         "required": "必填",
         "none": "无",
         "yes": "是",
@@ -103,6 +117,100 @@ def _cell(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
 
+def _sphinx_roles():
+    """The role rewriting of ``griffe_sphinx_roles.py`` beside this file (hooks are loaded by path)."""
+    import importlib.util
+    from pathlib import Path
+
+    if "roles" not in _CACHE:
+        path = Path(__file__).with_name("griffe_sphinx_roles.py")
+        spec = importlib.util.spec_from_file_location("dataflex_docs_sphinx_roles", path)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        _CACHE["roles"] = module
+    return _CACHE["roles"]
+
+
+#: Inline code (````x```` or ```x```) and Sphinx roles: the spans of a docstring line that are not prose.
+CODE_SPAN = re.compile(r"(``.+?``|:\w+:`[^`]+`|`[^`]+`)")
+
+
+def inline_markdown(text: str) -> str:
+    """One line of RST docstring text as Markdown.
+
+    ````x```` and roles such as ``:class:`X``` become inline code; arXiv ids become
+    links; ``*``, ``<`` and backslashes in prose are escaped so a formula such
+    as ``p_d <= 2 * x`` is not read as emphasis or HTML.
+    """
+    roles = _sphinx_roles()
+    out = []
+    for part in CODE_SPAN.split(text):
+        if part.startswith("``") and part.endswith("``") and len(part) > 4:
+            out.append(f"`{part[2:-2]}`")
+        elif roles.ROLE.fullmatch(part):
+            out.append(roles.ROLE.sub(roles._role, part))
+        elif part.startswith("`") and part.endswith("`") and len(part) > 2:
+            out.append(part)
+        else:
+            escaped = part.replace("\\", "\\\\").replace("*", "\\*").replace("<", "&lt;")
+            out.append(ARXIV.sub(lambda m: f"[arXiv&nbsp;{m.group(1)}](https://arxiv.org/abs/{m.group(1)})", escaped))
+    return "".join(out)
+
+
+FIELD_LINE = re.compile(r"^:(param|returns?|raises?)(?:\s+([\w.]+))?:\s*(.*)$")
+#: A line that starts a block of its own: ``Label: ...``, or a formula variant such as ````mean````: ...
+BLOCK_START = re.compile(r"^(?:[A-Z][\w ,()/'-]{0,40}:(?:\s|$)|``)")
+
+
+def docstring_markdown(doc: str, labels: dict[str, Any]) -> str:
+    """A component's docstring as Markdown: its prose in paragraphs, then its ``:param:`` fields as a list.
+
+    Lines of a paragraph are joined; a ``Label:`` line, a line after one ending
+    in ``:`` (a formula), and a line starting with inline code open a new one.
+    """
+    prose: list[str] = []
+    fields: list[list[str]] = []
+    in_field = False
+    for line in doc.splitlines():
+        match = FIELD_LINE.match(line)
+        if match:
+            fields.append([match.group(1), match.group(2) or "", match.group(3).strip()])
+            in_field = True
+        elif in_field and line[:1] in (" ", "\t") and line.strip():
+            fields[-1][2] += " " + line.strip()
+        elif in_field and not line.strip():
+            continue
+        else:
+            in_field = False
+            prose.append(line.strip())
+    blocks: list[list[str]] = []
+    previous = ""
+    for line in prose:
+        if not line:
+            previous = ""
+            continue
+        if not blocks or not previous or previous.endswith(":") or BLOCK_START.match(line):
+            blocks.append([])
+        blocks[-1].append(line)
+        previous = line
+    out = [inline_markdown(" ".join(block)) for block in blocks]
+    if fields:
+        items = []
+        for kind, name, text in fields:
+            if kind == "param":
+                items.append(f"- `{name}`: {inline_markdown(text)}")
+            elif kind.startswith("return"):
+                items.append(f"- {labels['returns']}: {inline_markdown(text)}")
+            else:
+                items.append(
+                    f"- {labels['raises']} `{name}`: {inline_markdown(text)}"
+                    if name
+                    else f"- {labels['raises']}: {inline_markdown(text)}"
+                )
+        out.append(f"**{labels['fields']}**\n\n" + "\n".join(items))
+    return "\n\n".join(out)
+
+
 def _default(value: Any, labels: dict[str, Any]) -> str:
     return labels["required"] if value is inspect.Parameter.empty else repr(value)
 
@@ -135,13 +243,52 @@ def component_record(spec: Any) -> dict[str, Any]:
     return record
 
 
+#: "pair it with ``name``" / "paired with the ``name`` scorer" in an actuator's class or module
+#: docstring: the scorer its author recommends.
+RECOMMENDED = re.compile(r"pair(?:ed)?(?:\s+it|\s+them)?\s+with\s+(?:the\s+)?``(\w+)``", re.IGNORECASE)
+
+
+def recommended_scorers(cls: type) -> list[str]:
+    """Scorers the actuator's class docstring recommends, then those its module docstring does."""
+    module = sys.modules.get(cls.__module__)
+    texts = [own_docstring(cls), inspect.getdoc(module) or "" if module is not None else ""]
+    return [name for text in texts for name in RECOMMENDED.findall(text)]
+
+
 def catalog_records(registry: Any = None) -> list[dict[str, Any]]:
-    """Records of every component in ``registry`` (default: the installed plugins), by kind then name."""
+    """Records of every component in ``registry`` (default: the installed plugins), by kind then name.
+
+    Each actuator's record lists the scorers it pairs with (``pairs``: the
+    granularity and score-range rule of ``dataflex_conformance``, which certifies
+    exactly those pairs) and the one its config lines use (``snippet_scorer``:
+    the scorer its docstring recommends, else the first that pairs); each
+    scorer's record lists the actuators it feeds (``feeds``).
+    """
+    from dataflex_conformance.subjects import pairing_problem
+
     if registry is None:
         from dataflex_core import get_registry
 
         registry = get_registry()
-    return [component_record(spec) for spec in registry]
+    specs = list(registry)
+    records = [component_record(spec) for spec in specs]
+    scorers = [(spec, record) for spec, record in zip(specs, records) if spec.kind == "scorer"]
+    for record in records:
+        record["pairs"], record["feeds"] = [], []
+    for spec, record in zip(specs, records):
+        if spec.kind == "scorer":
+            continue
+        for scorer_spec, scorer_record in scorers:
+            if pairing_problem(spec.cls, scorer_spec.cls) is None:
+                record["pairs"].append(scorer_spec.name)
+                scorer_record["feeds"].append(f"{spec.kind}:{spec.name}")
+        recommended = [n for n in recommended_scorers(spec.cls) if n in record["pairs"]]
+        chosen = (recommended or record["pairs"] or [None])[0]
+        scorer_record = next((r for s, r in scorers if s.name == chosen), None)
+        record["snippet_scorer"] = (
+            {"name": chosen, "params": scorer_record["params"]} if scorer_record is not None else None
+        )
+    return records
 
 
 def _package(record: dict[str, Any], labels: dict[str, Any]) -> str:
@@ -191,16 +338,37 @@ def yaml_value(value: Any) -> str:
     return json.dumps(str(value))
 
 
+def _entry(name: str, params: dict[str, Any]) -> str:
+    values = ", ".join(f"{k}: {yaml_value(v)}" for k, v in params.items())
+    return f"{{name: {name}, params: {{{values}}}}}"
+
+
 def config_lines(record: dict[str, Any]) -> str:
-    """The lines of the ``dataflex:`` block that use this component, with every param at its default."""
-    params = ", ".join(f"{k}: {yaml_value(v)}" for k, v in record["params"].items())
-    entry = f"{{name: {record['name']}, params: {{{params}}}}}"
+    """The lines of the ``dataflex:`` block that use this component, with every param at its default.
+
+    An actuator's lines name a scorer it pairs with (``snippet_scorer``), so they form a complete block.
+    """
+    entry = _entry(record["name"], record["params"])
     if record["kind"] == "scorer":
         return f"dataflex:\n  scorer: {entry}"
-    lines = ["dataflex:", f"  mechanism: {MECHANISM_OF[record['kind']]}", f"  actuator: {entry}"]
+    lines = ["dataflex:", f"  mechanism: {MECHANISM_OF[record['kind']]}"]
+    scorer = record.get("snippet_scorer")
+    if scorer is not None:
+        lines.append(f"  scorer: {_entry(scorer['name'], scorer['params'])}")
+    lines.append(f"  actuator: {entry}")
     if record["kind"] == "mixer":
         lines.append("  domains: [math, code]  # the domain names of your dataset")
     return "\n".join(lines)
+
+
+def _links(keys: list[str], records: list[dict[str, Any]]) -> str:
+    """``kind:name`` keys as links to their catalog sections (plain code when not on the page)."""
+    shown = {f"{r['kind']}:{r['name']}": anchor(r) for r in records}
+    parts = []
+    for key in keys:
+        name = key.split(":", 1)[1]
+        parts.append(f"[`{name}`](#{shown[key]})" if key in shown else f"`{name}`")
+    return ", ".join(parts)
 
 
 def anchor(record: dict[str, Any]) -> str:
@@ -231,7 +399,7 @@ def render_catalog(records: list[dict[str, Any]], lang: str = "en", core_version
             out.append(
                 f"| [`{r['name']}`](#{anchor(r)}) | {package} | {_granularity(r)} | "
                 f"{labels['yes'] if r['needs_groups'] else labels['no']} | "
-                f"{_paper_links(r)} | {_cell(r['summary'])} |"
+                f"{_paper_links(r)} | {_cell(inline_markdown(r['summary']))} |"
             )
         out.append("")
         for r in rows:
@@ -250,11 +418,17 @@ def render_catalog(records: list[dict[str, Any]], lang: str = "en", core_version
                 (labels["params"], _params(r, labels)),
                 (labels["paper"], _paper_links(r)),
             ]
+            if kind == "scorer":
+                facts.append((labels["feeds"], _links(r["feeds"], records) or labels["feeds_none"]))
+            else:
+                facts.append(
+                    (labels["pairs"], _links([f"scorer:{n}" for n in r["pairs"]], records) or labels["pairs_none"])
+                )
             out += [f"- **{k}**: {v}" for k, v in facts]
             out += ["", "```yaml", config_lines(r), "```"]
-            out += ["", f'??? note "{labels["docstring"]}"', "", "    ```text"]
-            out += [f"    {line}".rstrip() for line in r["docstring"].splitlines()]
-            out += ["    ```", ""]
+            out += ["", f'??? note "{labels["docstring"]}"', ""]
+            out += [f"    {line}".rstrip() for line in docstring_markdown(r["docstring"], labels).splitlines()]
+            out += [""]
     return "\n".join(out)
 
 

@@ -209,3 +209,54 @@ def test_every_component_the_migration_page_compares_is_installed():
     assert len(compared) >= 10
     missing = sorted(set(compared) - names)
     assert not missing, f"from-dataflex-rl.md compares components that are not installed: {missing}"
+
+
+# -- the catalog ----------------------------------------------------------------------------------
+
+
+def test_every_actuator_snippet_is_a_complete_block_with_a_scorer_it_pairs_with(catalog_hook):
+    from dataflex_core import build_from_config
+
+    records = [r for r in catalog_hook.catalog_records(installed()) if r["kind"] != "scorer"]
+    assert records
+    for record in records:
+        block = yaml.safe_load(catalog_hook.config_lines(record))["dataflex"]
+        assert block["scorer"]["name"] in record["pairs"], f"{record['name']}: {block['scorer']['name']} does not pair"
+        if "..." not in str(block):  # every param has a default: the block builds as printed
+            build_from_config(block, adv_estimator="grpo", extra_keys=("domains",))
+
+
+def test_each_actuator_lists_the_scorers_conformance_pairs_it_with(catalog_hook):
+    from dataflex_conformance.subjects import pairing_problem
+
+    registry = installed()
+    records = {(r["kind"], r["name"]): r for r in catalog_hook.catalog_records(registry)}
+    scorers = [s for s in registry if s.kind == "scorer"]
+    for spec in registry:
+        if spec.kind == "scorer":
+            continue
+        expected = [s.name for s in scorers if pairing_problem(spec.cls, s.cls) is None]
+        assert records[(spec.kind, spec.name)]["pairs"] == expected
+        for name in expected:
+            assert f"{spec.kind}:{spec.name}" in records[("scorer", name)]["feeds"]
+    page = catalog_hook.render_catalog(list(records.values()), "en")
+    assert (
+        "- **Pairs with**: [`token_prob`](#scorer-token-prob)" in page
+        or ("reweighter", "advantage_reweight") not in records
+    )
+
+
+def test_catalog_docstrings_render_as_markdown_not_rst(catalog_hook):
+    page = catalog_hook.render_catalog(catalog_hook.catalog_records(installed()), "zh")
+    prose = re.sub(r"```.*?```", "", page, flags=re.S)
+    assert "``" not in prose, "RST inline literals (``x``) left in the catalog"
+    assert not re.search(r":(param|returns?|raises?|class|func)\b", prose), "RST fields or roles left in the catalog"
+    assert "**参数**" in page and "- `temperature`:" in page
+
+
+def test_docstring_markdown_escapes_formulas_and_lists_fields(catalog_hook):
+    doc = "Summary with ``code``.\n\nFormula:\nw = 2 * s <= 3, see arXiv 1511.05952.\n\n:param alpha: first line\n    second line.\n:returns: weights."
+    out = catalog_hook.docstring_markdown(doc, catalog_hook.LABELS["en"])
+    assert out.splitlines()[0] == "Summary with `code`."
+    assert "w = 2 \\* s &lt;= 3" in out and "[arXiv&nbsp;1511.05952](https://arxiv.org/abs/1511.05952)" in out
+    assert "- `alpha`: first line second line." in out and "- returns: weights." in out
