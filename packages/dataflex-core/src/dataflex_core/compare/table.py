@@ -1,0 +1,144 @@
+"""The Markdown report ``dataflex compare`` prints: one table per metric, then how to read it."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from .comparison import NOT_SEPARATED, SUMMARIES
+
+if TYPE_CHECKING:
+    from .comparison import ArmResult, ComparisonReport, MetricResult
+
+SUMMARY_LABELS = {"final": "final", "auc": "AUC"}
+#: Below this many seeds, percentile bootstrap intervals are noticeably narrower than their stated level.
+FEW_SEEDS = 10
+
+
+def render_markdown(report: ComparisonReport) -> str:
+    lines = ["# dataflex compare", "", _runs_line(report), ""]
+    for metric in report.metrics:
+        lines += _metric_section(report, metric)
+    lines += _notes(report)
+    return "\n".join(lines) + "\n"
+
+
+def _runs_line(report: ComparisonReport) -> str:
+    seeds = {arm: sorted(r.seed for r in report.runs if r.arm == arm) for arm in report.arms}
+    arms = ", ".join(
+        f"`{arm}` ({'baseline, ' if arm == report.baseline else ''}seeds {_seed_list(seeds[arm])})"
+        for arm in report.arms
+    )
+    return f"{len(report.runs)} runs; arms {arms}."
+
+
+def _metric_section(report: ComparisonReport, metric: MetricResult) -> list[str]:
+    steps, window = metric.steps, metric.window_steps
+    lines = [
+        f"## `{metric.metric}`",
+        "",
+        f"Steps {steps[0]}–{steps[-1]} ({len(steps)} logged points). **final**: mean of the last "
+        f"{metric.window} points (steps {window[0]}–{window[-1]}); **AUC**: area under the curve divided by the "
+        "steps it spans (the curve's average height).",
+        "",
+        f"| arm | seeds | summary | mean [{_percent(report.confidence)} CI] | sd over seeds "
+        f"| Δ vs `{report.baseline}` [{_percent(report.confidence)} CI] | p | p (Holm) | verdict |",
+        "| --- | ---: | --- | --- | ---: | --- | ---: | ---: | --- |",
+    ]
+    digits = _decimals(metric)
+    for arm in metric.arms:
+        lines += [_row(report, arm, kind, digits) for kind in SUMMARIES]
+    return lines + [""]
+
+
+def _row(report: ComparisonReport, arm: ArmResult, kind: str, digits: int) -> str:
+    e = arm.estimates[kind]
+    name = f"`{arm.arm}` (baseline)" if arm.arm == report.baseline else f"`{arm.arm}`"
+    number = f"{{:.{digits}f}}".format
+    cells = [name, str(len(arm.seeds)), SUMMARY_LABELS[kind], f"{number(e.mean)} {_interval(e.ci, number)}"]
+    cells.append(number(e.sd))
+    if arm.differences is None:
+        cells += ["", "", "", ""]
+    else:
+        d = arm.differences[kind]
+        signed = f"{{:+.{digits}f}}".format
+        verdict = d.verdict if d.verdict == NOT_SEPARATED else f"**{d.verdict}**"
+        cells += [f"{signed(d.estimate)} {_interval(d.ci, signed)}", _p(d.p), _p(d.p_holm), verdict]
+    return "| " + " | ".join(cells) + " |"
+
+
+def _decimals(metric: MetricResult) -> int:
+    """One number of decimals per table: four significant digits of its largest mean or spread."""
+    scale = max(max(abs(e.mean), e.sd) for arm in metric.arms for e in arm.estimates.values())
+    return 4 if scale == 0 else min(8, max(0, 3 - math.floor(math.log10(scale))))
+
+
+def _notes(report: ComparisonReport) -> list[str]:
+    notes: list[str] = []
+    first = next((m for m in report.metrics if len(m.arms) > 1), None)
+    others = [a for a in first.arms if a.differences is not None] if first else []
+    groups: dict[tuple[bool, str, float], list[ArmResult]] = {}
+    for arm in others:
+        d = arm.differences["final"]
+        groups.setdefault((d.paired, d.test, d.min_p), []).append(arm)
+    for (paired, test, min_p), arms in groups.items():
+        names = ", ".join(f"`{a.arm}`" for a in arms)
+        seeds = len(arms[0].seeds)
+        how = f"paired by seed ({seeds} common seeds)" if paired else "unpaired (the arms do not share their seeds)"
+        notes.append(f"Δ and p for {names}: {how}; p from the {test}, two-sided.")
+        if min_p >= report.alpha:
+            notes.append(_unreachable(arms[0], report, paired, min_p))
+    if others:
+        notes.append(
+            f"verdict: **higher** or **lower** when p, Holm-adjusted over the {len(others)} arm(s) compared with the "
+            f"baseline, is below α = {report.alpha:g}; otherwise *not separated*: these seeds cannot tell the arm from "
+            "the baseline, which is not the same as showing they are equal."
+        )
+    fewest = min(len(a.seeds) for a in report.metrics[0].arms)
+    intervals = (
+        f"Intervals: {_percent(report.confidence)} percentile bootstrap over seeds ({report.n_boot} resamples, "
+        f"RNG seed {report.rng_seed})."
+    )
+    if fewest < FEW_SEEDS:
+        intervals += (
+            f" From {fewest} seeds they are narrower than {_percent(report.confidence)} (a bootstrap cannot see "
+            "spread its few seeds did not show): read the verdict from p, not from whether an interval covers 0."
+        )
+    notes.append(intervals)
+    return ["## How to read this", "", *(f"- {note}" for note in notes)]
+
+
+def _unreachable(arm: ArmResult, report: ComparisonReport, paired: bool, min_p: float) -> str:
+    n = len(arm.seeds)
+    needed = next(k for k in range(2, 64) if _smallest_p(k, paired) < report.alpha)
+    unit = "paired seeds" if paired else "seeds per arm"
+    return (
+        f"**With {n} {unit} this test cannot give p below {_p(min_p)}, so no arm can separate from the baseline at "
+        f"α = {report.alpha:g} whatever the data.** That takes at least {needed} {unit} to be possible at all, and "
+        "more for a fair chance (see 'How many seeds' in the docs); --test t can go lower because it assumes the "
+        "seeds' values are normally distributed."
+    )
+
+
+def _smallest_p(n: int, paired: bool) -> float:
+    """Smallest p of the exact permutation test with ``n`` paired seeds, or ``n`` seeds in each of two arms."""
+    return 2 / 2**n if paired else 2 / math.comb(2 * n, n)
+
+
+def _seed_list(seeds: list[int]) -> str:
+    if len(seeds) > 2 and seeds == list(range(seeds[0], seeds[-1] + 1)):
+        return f"{seeds[0]}–{seeds[-1]}"
+    return ",".join(map(str, seeds))
+
+
+def _percent(confidence: float) -> str:
+    return f"{confidence * 100:g}%"
+
+
+def _interval(ci: tuple[float, float], number: Callable[[float], str]) -> str:
+    return f"[{number(ci[0])}, {number(ci[1])}]"
+
+
+def _p(p: float) -> str:
+    return f"{p:.3f}" if p >= 0.001 else f"{p:.1e}"
