@@ -3,8 +3,10 @@
 Every host runs the same step once per training step, on the whole step's
 batch in the canonical vocabulary (:mod:`dataflex_core.step.fields`):
 
-1. drop the rows the framework added as padding (``is_padding``), so
-   components see only real rows;
+1. prepare the batch's shared values once (:func:`~dataflex_core.prepare_batch`:
+   valid masks, token counts, the ``uid`` group index) and drop the rows the
+   framework added as padding (``is_padding``), so components see only real
+   rows;
 2. run the mechanism (scorer -> reweighter / selector, :mod:`.runners`) and
    check its output (:mod:`.outputs`, :mod:`.selection`);
 3. normalise in the loss's unit and compose with any importance weights the
@@ -36,6 +38,7 @@ from ..batch import Batch
 from ..config import DataFlexPipeline, build_from_config, to_plain
 from ..errors import ConfigError, InvalidOutputError
 from ..normalize import valid_token_mask
+from ..precomputed import prepare_batch
 from . import mix as mix_mechanism
 from .host import HostCapabilities, check_pipeline
 from .metrics import PREFIX, weight_metrics
@@ -217,6 +220,7 @@ class DataFlexStep:
         start = time.perf_counter() if start is None else start
         if not self.active(step):
             return StepResult({f"{PREFIX}active": 0.0})
+        prepare_batch(batch)  # masks, token counts and uid groups: computed once for the whole step
         valid_tokens = valid_token_mask(batch)
         try:
             raw = self._raw_weights(batch, step)
@@ -226,13 +230,13 @@ class DataFlexStep:
                 raise
             self.uniform_fallbacks += 1
             logger.warning("dataflex: %s; using uniform weights for step %d (dataflex.on_invalid=uniform)", exc, step)
-            return StepResult(self._metrics(None, valid_tokens, start, fallback=True), fallback=True)
+            return StepResult(self._metrics(None, None, valid_tokens, None, start, fallback=True), fallback=True)
         metrics = {}
         kept = None
         if self.mounted.mechanism == "select":
             kept = raw > 0
             metrics.update(selection_metrics(kept, batch))
-        metrics.update(self._metrics(factor, valid_tokens, start, fallback=False))
+        metrics.update(self._metrics(factor, applied, valid_tokens, importance_weights, start, fallback=False))
         return StepResult(metrics, applied=applied, factor=factor, kept=kept)
 
     def mix(
@@ -245,6 +249,7 @@ class DataFlexStep:
         start = time.perf_counter() if start is None else start
         if not self.active(step):
             return {f"{PREFIX}active": 0.0}
+        prepare_batch(batch)
         sub, _ = self.components_batch(batch)
         try:
             metrics = mix_mechanism.mix_step(self.pipeline, self.mounted.mix, sub, step, self.mounted.ctx, sampler)
@@ -290,9 +295,20 @@ class DataFlexStep:
         return applied, factor
 
     def _metrics(
-        self, factor: torch.Tensor | None, valid_tokens: torch.Tensor, start: float, *, fallback: bool
+        self,
+        factor: torch.Tensor | None,
+        applied: torch.Tensor | None,
+        valid_tokens: torch.Tensor,
+        importance_weights: torch.Tensor | None,
+        start: float,
+        *,
+        fallback: bool,
     ) -> dict[str, float]:
-        out = weight_metrics(factor, valid_tokens) if factor is not None else {}
+        out = {}
+        if factor is not None:
+            out = weight_metrics(
+                factor, valid_tokens, self.mounted.loss_unit, applied=applied, importance_weights=importance_weights
+            )
         out[f"{PREFIX}active"] = 1.0
         out[f"{PREFIX}uniform_fallback"] = 1.0 if fallback else 0.0
         out[f"{PREFIX}uniform_fallback_total"] = float(self.uniform_fallbacks)

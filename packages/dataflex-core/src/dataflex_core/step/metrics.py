@@ -1,46 +1,85 @@
 """Per-step ``dataflex/`` metrics, logged with the framework's own step metrics.
 
-Statistics describe the DataFlex factor (the weights DataFlex multiplied into
-the loss), over valid tokens. A sample's weight is the token-mean of its
-weights; the effective sample size ``(sum w)^2 / sum w^2`` over valid samples
-says how many samples the update effectively uses.
+The headline ``dataflex/weight/mean`` is the mean in the unit the framework's
+loss averages over (see :mod:`dataflex_core.step.weights`), so it reads 1
+whenever the weights keep the framework's step size; with importance weights
+the framework already applies (verl's rollout correction, TRL's vLLM ratio) it
+is the mean of the applied weights over the mean of the framework's own. The
+other statistics describe the DataFlex factor (the weights DataFlex multiplies
+into the loss): std/min/max over valid tokens; a sample's weight is
+the token-mean of its weights; the effective sample size ``(sum w)^2 / sum w^2``
+over valid samples says how many samples the update effectively uses.
 """
 
 from __future__ import annotations
 
 import torch
 
+from .weights import SEQUENCE_UNIT, TOKEN_UNIT, unit_mean
+
 PREFIX = "dataflex/"
 
 
-def weight_metrics(factor: torch.Tensor, valid_tokens: torch.Tensor) -> dict[str, float]:
-    """Mean/std/min/max over valid tokens, ESS and the zero-weight fraction over valid samples.
+def weight_metrics(
+    factor: torch.Tensor,
+    valid_tokens: torch.Tensor,
+    unit: str,
+    *,
+    applied: torch.Tensor | None = None,
+    importance_weights: torch.Tensor | None = None,
+) -> dict[str, float]:
+    """The step's weight metrics: means in ``unit`` and over tokens, std/min/max over valid tokens, ESS.
 
-    ``factor`` is ``(bs, L)`` per token, or ``(bs,)`` per sample (the weight of each of a row's valid
-    tokens). Masked reductions only (no boolean indexing): this runs on the whole global batch every step.
+    :param factor: the DataFlex factor, ``(bs, L)`` per token or ``(bs,)`` per sample (the weight of each
+        of a row's valid tokens), 0 on invalid tokens.
+    :param unit: the loss unit, ``token`` or ``sequence``.
+    :param applied: with ``importance_weights``: the ``(bs, L)`` weights applied (``factor`` times the
+        framework's).
+    :param importance_weights: the framework's own ``(bs, L)`` weights, when DataFlex composed with them.
+
+    Masked reductions only (no boolean indexing): this runs on the whole global batch every step.
     """
     token_count = valid_tokens.sum(-1)
     if factor.dim() == 1:
-        return _sample_metrics(factor, token_count)
+        out = _sample_metrics(factor, token_count, unit)
+    else:
+        out = _token_metrics(factor, valid_tokens, token_count, unit)
+    if f"{PREFIX}weight/factor_mean" not in out:  # no valid token: nothing to average
+        return out
+    composed = importance_weights is not None and applied is not None
+    if composed:
+        base = unit_mean(importance_weights.to(torch.float32), valid_tokens, unit)
+        out[f"{PREFIX}weight/mean"] = (unit_mean(applied, valid_tokens, unit, masked=True) / base).item()
+    else:
+        out[f"{PREFIX}weight/mean"] = out[f"{PREFIX}weight/factor_mean"]
+    out[f"{PREFIX}weight/unit_is_sequence"] = 1.0 if unit == SEQUENCE_UNIT else 0.0
+    out[f"{PREFIX}weight/composed"] = 1.0 if composed else 0.0
+    return out
+
+
+def _token_metrics(
+    factor: torch.Tensor, valid_tokens: torch.Tensor, token_count: torch.Tensor, unit: str
+) -> dict[str, float]:
+    """:func:`weight_metrics` statistics of a ``(bs, L)`` factor."""
     num_tokens = int(token_count.sum())
     valid_rows = token_count > 0
     num_samples = int(valid_rows.sum())
     if num_tokens == 0:
         return {f"{PREFIX}valid_samples": 0.0, f"{PREFIX}valid_tokens": 0.0}
-    w = torch.where(valid_tokens, factor, torch.zeros((), dtype=factor.dtype, device=factor.device))
+    w = torch.where(valid_tokens, factor, torch.zeros((), dtype=factor.dtype))
     row_sum = w.sum(-1, dtype=torch.float64)
     mean = row_sum.sum() / num_tokens
     second = (w * w).sum(dtype=torch.float64) / num_tokens
-    inf = torch.full((), float("inf"), dtype=factor.dtype, device=factor.device)
+    inf = torch.full((), float("inf"), dtype=factor.dtype)
     low = torch.where(valid_tokens, factor, inf).amin()
     high = torch.where(valid_tokens, factor, -inf).amax()
-    zero = torch.zeros((), dtype=torch.float64, device=factor.device)
-    per_sample = torch.where(valid_rows, row_sum / token_count.clamp(min=1), zero)
+    per_sample = torch.where(valid_rows, row_sum / token_count.clamp(min=1), torch.zeros((), dtype=torch.float64))
     total, squares = per_sample.sum(), (per_sample * per_sample).sum()
     ess = float(total**2 / squares) if squares > 0 else 0.0
     zero_samples = int((valid_rows & (per_sample == 0)).sum())
     return {
-        f"{PREFIX}weight/mean": mean.item(),
+        f"{PREFIX}weight/factor_mean": (mean if unit == TOKEN_UNIT else total / num_samples).item(),
+        f"{PREFIX}weight/token_mean": mean.item(),
         f"{PREFIX}weight/std": (second - mean * mean).clamp(min=0).sqrt().item(),
         f"{PREFIX}weight/min": low.item(),
         f"{PREFIX}weight/max": high.item(),
@@ -52,22 +91,23 @@ def weight_metrics(factor: torch.Tensor, valid_tokens: torch.Tensor) -> dict[str
     }
 
 
-def _sample_metrics(weights: torch.Tensor, token_count: torch.Tensor) -> dict[str, float]:
+def _sample_metrics(weights: torch.Tensor, token_count: torch.Tensor, unit: str) -> dict[str, float]:
     """:func:`weight_metrics` for per-sample weights, from the per-row token counts alone."""
     rows = token_count > 0
     num_tokens = int(token_count.sum())
     num_samples = int(rows.sum())
     if num_tokens == 0:
         return {f"{PREFIX}valid_samples": 0.0, f"{PREFIX}valid_tokens": 0.0}
-    w = torch.where(rows, weights.to(torch.float64), torch.zeros((), dtype=torch.float64, device=weights.device))
+    w = torch.where(rows, weights.to(torch.float64), torch.zeros((), dtype=torch.float64))
     counts = token_count.to(torch.float64)
     mean = (w * counts).sum() / num_tokens
     second = (w * w * counts).sum() / num_tokens
-    inf = torch.full((), float("inf"), dtype=torch.float64, device=weights.device)
+    inf = torch.full((), float("inf"), dtype=torch.float64)
     total, squares = w.sum(), (w * w).sum()
     ess = float(total**2 / squares) if squares > 0 else 0.0
     return {
-        f"{PREFIX}weight/mean": mean.item(),
+        f"{PREFIX}weight/factor_mean": (mean if unit == TOKEN_UNIT else total / num_samples).item(),
+        f"{PREFIX}weight/token_mean": mean.item(),
         f"{PREFIX}weight/std": (second - mean * mean).clamp(min=0).sqrt().item(),
         f"{PREFIX}weight/min": torch.where(rows, w, inf).amin().item(),
         f"{PREFIX}weight/max": torch.where(rows, w, -inf).amax().item(),

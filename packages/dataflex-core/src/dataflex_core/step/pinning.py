@@ -23,14 +23,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..atomic_write import write_text_atomic
 from ..config import to_plain
 from ..errors import ConfigError
 from ..lock import (
+    DEFAULT_LOCK_FILE,
     Difference,
     PluginSet,
+    compare,
     enforce,
     format_differences,
     read_lock,
+    remedies,
     scan_environment,
     write_lock,
 )
@@ -42,15 +46,14 @@ logger = logging.getLogger("dataflex_core.step")
 PLUGINS_KEY = "plugins"
 #: ``dataflex.plugins`` keys with their defaults.
 PLUGIN_SETTINGS = {"lock": None, "allow_drift": False}
-#: The plugin set a checkpoint was written with, in lock format (``dataflex verify`` reads it too).
-CHECKPOINT_PLUGIN_SET = "dataflex_plugins.lock"
+#: The plugin set a checkpoint was written with: a lock file under its usual name (``dataflex verify`` reads it).
+CHECKPOINT_PLUGIN_SET = DEFAULT_LOCK_FILE
 #: How the set was pinned when the checkpoint was written, and the drift accepted then.
 CHECKPOINT_PINNING = "dataflex_plugins.json"
 
 MOUNT_HINT = (
-    "the run stops before the first rollout. Install the locked set (dataflex lock --requirements --from LOCK "
-    "> pins.txt && pip install -r pins.txt), or review the change and re-lock with `dataflex lock -o LOCK`; "
-    "dataflex.plugins.allow_drift=true accepts version and content changes with a warning"
+    "the run stops before the first rollout. {remedies}; dataflex.plugins.allow_drift=true accepts version and "
+    "content changes with a warning"
 )
 RESUME_HINT = (
     "resume in an environment with the checkpoint's plugin set (it is stored in the checkpoint as "
@@ -123,19 +126,23 @@ def resolve_plugins(block: Any) -> ResolvedPlugins:
 
     :param block: the run's ``dataflex`` block (a mapping or an OmegaConf node; ``None`` reads only the
         environment).
+
     :raises dataflex_core.lock.PluginSetMismatch: with one row per difference the settings do not accept.
     """
     settings = plugin_settings(block)
     if settings.lock:
-        manager = use_plugin_lock(settings.lock)
+        source = f"{settings.lock_from}={settings.lock}"
+        # the locked distributions' files are checked before any of them is imported
+        manager = use_plugin_lock(settings.lock, allow_drift=settings.allow_drift, expected_from=source)
         expected = read_lock(settings.lock)
         actual = scan_environment(manager=manager)
+        refused = [d for d in compare(expected, actual) if not (settings.allow_drift and d.is_drift)]
         drift = enforce(
             expected,
             actual,
             allow_drift=settings.allow_drift,
-            expected_from=f"{settings.lock_from}={settings.lock}",
-            hint=MOUNT_HINT,
+            expected_from=source,
+            hint=MOUNT_HINT.format(remedies="; ".join(remedies(refused, settings.lock))),
         )
         if drift:
             logger.warning("dataflex plugin drift accepted (allow_drift):\n%s", format_differences(drift))
@@ -159,9 +166,7 @@ def save_plugin_record(folder: str | os.PathLike[str], resolved: ResolvedPlugins
         "drift": [d.as_dict() for d in resolved.drift],
         "resume_drift": [d.as_dict() for d in resolved.resume_drift],
     }
-    tmp = folder / (CHECKPOINT_PINNING + ".tmp")
-    tmp.write_text(json.dumps(record, indent=2, sort_keys=True) + "\n", encoding="utf-8")
-    os.replace(tmp, folder / CHECKPOINT_PINNING)
+    write_text_atomic(folder / CHECKPOINT_PINNING, json.dumps(record, indent=2, sort_keys=True) + "\n")
 
 
 def check_plugin_record(folder: str | os.PathLike[str], resolved: ResolvedPlugins) -> list[Difference]:

@@ -32,35 +32,35 @@ def selection_mask(output: Any, bs: int) -> torch.Tensor:
 
     :param output: what ``Selector.act`` returned.
     :param bs: rows in the batch the selector was given.
-    :raises InvalidOutputError: naming what was wrong, the value seen and what is accepted; callers
-        prefix it with the selector and step.
+    :raises InvalidOutputError: ``"<what was seen>, expected <the contract>"``; callers add the selector
+        and the step (hosts) or the case (conformance).
     """
     accepted = f"a bool or float 0/1 mask of shape ({bs},), or a 1-D int64/int32 tensor of kept row indices"
     if not isinstance(output, torch.Tensor):
-        raise InvalidOutputError(f"got a {type(output).__name__}; expected {accepted}")
+        raise InvalidOutputError(f"got {type(output).__name__}, expected {accepted}")
     if output.dtype == torch.bool or output.is_floating_point():
         if tuple(output.shape) != (bs,):
-            raise InvalidOutputError(f"a mask must have shape ({bs},), got {tuple(output.shape)}")
+            raise InvalidOutputError(f"mask shape {tuple(output.shape)}, expected ({bs},)")
         if output.dtype == torch.bool:
             return output.detach()
         values = output.detach()
         if not bool(((values == 0) | (values == 1)).all()):
             bad = values[(values != 0) & (values != 1)]
-            raise InvalidOutputError(f"a mask must hold only 0 and 1, got e.g. {bad[:3].tolist()}")
+            raise InvalidOutputError(f"mask holds {bad[:3].tolist()}, expected only 0 and 1")
         return values == 1
     if output.dtype not in INDEX_DTYPES:
-        hint = "; return a bool mask instead" if output.dtype == torch.uint8 else ""
-        raise InvalidOutputError(f"dtype {output.dtype} is neither a mask nor indices{hint}; expected {accepted}")
+        hint = " (for a mask, return torch.bool)" if output.dtype == torch.uint8 else ""
+        raise InvalidOutputError(f"dtype {output.dtype}, expected {accepted}{hint}")
     if output.dim() != 1:
-        raise InvalidOutputError(f"indices must be 1-D, got shape {tuple(output.shape)}")
+        raise InvalidOutputError(f"indices shape {tuple(output.shape)}, expected a 1-D tensor")
     indices = output.detach().long()
     if indices.numel() and (int(indices.min()) < 0 or int(indices.max()) >= bs):
         raise InvalidOutputError(
-            f"indices must lie in 0..{bs - 1}, got min {int(indices.min())} max {int(indices.max())}"
+            f"indices span [{int(indices.min())}, {int(indices.max())}], expected them to lie in 0..{bs - 1}"
         )
     if torch.unique(indices).numel() != indices.numel():
         hint = " (a 0/1 mask must be bool or float, not integer)" if indices.numel() == bs else ""
-        raise InvalidOutputError(f"indices must be unique: a row was kept more than once{hint}")
+        raise InvalidOutputError(f"indices repeat a row{hint}, expected unique indices, each kept row once")
     keep = torch.zeros(bs, dtype=torch.bool, device=output.device)
     keep[indices] = True
     return keep

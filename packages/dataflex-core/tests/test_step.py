@@ -1,0 +1,290 @@
+"""The host-agnostic step: what components see, what hosts get back, and the mount-time capability checks."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from dataflex_core import (
+    Batch,
+    ConfigError,
+    IncompatibleComponentError,
+    InvalidOutputError,
+    Mixer,
+    Reweighter,
+    Scorer,
+    Selector,
+    mean_one,
+    register_mixer,
+    register_reweighter,
+    register_scorer,
+    register_selector,
+)
+from dataflex_core.step import (
+    DataFlexStep,
+    DomainMixtureSampler,
+    FieldSupport,
+    HostCapabilities,
+    mount_step,
+    unit_mean,
+)
+
+SEEN: list[Batch] = []
+
+
+@register_scorer("steptest_reward")
+class RewardScorer(Scorer):
+    """The reward of each row; records the batch it was shown."""
+
+    requires = ["rm_scores"]
+
+    def score(self, batch, step_id, **ctx):
+        SEEN.append(batch)
+        return batch.batch["rm_scores"].sum(-1)
+
+
+@register_scorer("steptest_groups")
+class GroupScorer(Scorer):
+    requires = ["rm_scores"]
+    needs_groups = True
+
+    def score(self, batch, step_id, **ctx):
+        return torch.zeros(len(batch))
+
+
+@register_scorer("steptest_token")
+class TokenScorer(Scorer):
+    granularity = "token"
+
+    def score(self, batch, step_id, **ctx):
+        return torch.ones(batch.batch["response_mask"].shape)
+
+
+@register_scorer("steptest_values")
+class ValuesScorer(Scorer):
+    requires = ["values"]
+
+    def score(self, batch, step_id, **ctx):
+        return torch.zeros(len(batch))
+
+
+@register_scorer("steptest_column")
+class ColumnScorer(Scorer):
+    requires = ["difficulty"]
+
+    def score(self, batch, step_id, **ctx):
+        return torch.zeros(len(batch))
+
+
+@register_scorer("steptest_before")
+class BeforeRolloutScorer(Scorer):
+    timing = "pre_rollout"
+
+    def score(self, batch, step_id, **ctx):
+        return torch.zeros(len(batch))
+
+
+@register_reweighter("steptest_plus")
+class PlusReweighter(Reweighter):
+    """``scores + 1``, mean one."""
+
+    accepts_granularity = ("prompt", "response", "token")
+
+    def act(self, scores, batch, **ctx):
+        return mean_one(scores.float() + 1.0, batch)
+
+
+@register_reweighter("steptest_nan")
+class NaNReweighter(Reweighter):
+    def act(self, scores, batch, **ctx):
+        return torch.full((len(batch),), float("nan"))
+
+
+@register_selector("steptest_first_half")
+class FirstHalf(Selector):
+    def act(self, scores, batch, **ctx):
+        return torch.arange(len(batch) // 2)
+
+
+@register_mixer("steptest_prefer_first")
+class PreferFirst(Mixer):
+    observed: list[int] = []
+
+    def act(self, scores, batch, **ctx):
+        return torch.tensor([0.75, 0.25])
+
+    def observe(self, scores, batch, **ctx):
+        type(self).observed.append(ctx["step_id"])
+
+
+HOST = HostCapabilities(
+    name="testhost",
+    fields={
+        "response_mask": FieldSupport(True),
+        "rm_scores": FieldSupport(True),
+        "uid": FieldSupport(True),
+        "values": FieldSupport(False, "enable the critic"),
+    },
+    resampling=True,
+)
+
+
+def block(scorer, actuator, mechanism="reweight", **extra):
+    return {"mechanism": mechanism, "scorer": {"name": scorer}, "actuator": {"name": actuator}, **extra}
+
+
+def rollout(rewards, lengths, padding=None, uid=None):
+    """Rows with ``lengths`` response tokens and their reward on the last one; optional verl-style padding rows."""
+    lengths = torch.as_tensor(lengths)
+    mask = (torch.arange(4).unsqueeze(0) < lengths.unsqueeze(1)).long()
+    last = torch.nn.functional.one_hot((lengths - 1).clamp(min=0), 4) * mask
+    tensors = {"response_mask": mask, "rm_scores": last * torch.as_tensor(rewards, dtype=torch.float32).unsqueeze(1)}
+    if padding is not None:
+        tensors["is_padding"] = torch.as_tensor(padding)
+    objects = {} if uid is None else {"uid": np.asarray(uid, dtype=object)}
+    return Batch(tensors, objects)
+
+
+def test_components_see_only_real_rows_and_padding_gets_weight_zero():
+    step = DataFlexStep(mount_step(block("steptest_reward", "steptest_plus"), HOST, loss_unit="sequence"))
+    SEEN.clear()
+    batch = rollout([1.0, 0.0, 3.0, 0.0], [2, 3, 1, 0], padding=[False, False, False, True])
+    result = step.run(batch, step=1)
+    (seen,) = SEEN
+    assert len(seen) == 3 and "is_padding" not in seen.batch
+    assert result.applied.shape == (4,) and result.applied[3] == 0
+    # raw weights 2, 1, 4 over three valid sequences: mean one per sequence
+    torch.testing.assert_close(result.applied, torch.tensor([6 / 7, 3 / 7, 12 / 7, 0.0]))
+    assert result.metrics["dataflex/weight/mean"] == pytest.approx(1.0)
+    assert result.metrics["dataflex/valid_samples"] == 3.0
+    assert result.kept is None and not result.fallback
+
+
+def test_composition_keeps_the_frameworks_step_size():
+    step = DataFlexStep(mount_step(block("steptest_reward", "steptest_plus"), HOST, loss_unit="token"))
+    batch = rollout([1.0, 0.0], [2, 3])
+    valid = batch.batch["response_mask"].bool()
+    importance = torch.tensor([[0.5, 2.0, 0, 0], [1.0, 1.0, 3.0, 0]])
+    result = step.run(batch, step=1, importance_weights=importance)
+    assert result.applied.shape == (2, 4)
+    assert unit_mean(result.applied, valid, "token").item() == pytest.approx(
+        unit_mean(importance, valid, "token").item()
+    )
+    assert result.metrics["dataflex/weight/composed"] == 1.0
+    assert result.metrics["dataflex/weight/mean"] == pytest.approx(1.0)
+
+
+def test_before_warmup_the_step_leaves_the_loss_alone():
+    step = DataFlexStep(
+        mount_step({**block("steptest_reward", "steptest_plus"), "warmup_step": 3}, HOST, loss_unit="token")
+    )
+    result = step.run(rollout([1.0], [2]), step=2)
+    assert result.applied is None and result.metrics == {"dataflex/active": 0.0}
+    assert step.run(rollout([1.0], [2]), step=3).applied is not None
+
+
+def test_invalid_output_raises_or_falls_back_to_the_frameworks_loss():
+    raising = DataFlexStep(mount_step(block("steptest_reward", "steptest_nan"), HOST, loss_unit="token"))
+    with pytest.raises(InvalidOutputError, match="at step 5: .*NaN"):
+        raising.run(rollout([1.0, 0.0], [2, 2]), step=5)
+    lenient = DataFlexStep(
+        mount_step({**block("steptest_reward", "steptest_nan"), "on_invalid": "uniform"}, HOST, loss_unit="token")
+    )
+    for expected_total in (1.0, 2.0):
+        result = lenient.run(rollout([1.0, 0.0], [2, 2]), step=5)
+        assert result.applied is None and result.fallback
+        assert result.metrics["dataflex/uniform_fallback"] == 1.0
+        assert result.metrics["dataflex/uniform_fallback_total"] == expected_total
+
+
+def test_select_returns_the_kept_rows_and_renormalised_weights():
+    step = DataFlexStep(mount_step(block("steptest_reward", "steptest_first_half", "select"), HOST, loss_unit="token"))
+    batch = rollout([1.0, 0.0, 1.0, 0.0], [1, 3, 2, 2], uid=["a", "a", "b", "b"])
+    result = step.run(batch, step=1)
+    assert result.kept.tolist() == [True, True, False, False]
+    # kept rows carry the dropped rows' tokens: 8 valid tokens over 4 kept ones
+    torch.testing.assert_close(result.applied, torch.tensor([2.0, 2.0, 0.0, 0.0]))
+    assert result.metrics["dataflex/kept_fraction"] == 0.5
+    assert result.metrics["dataflex/groups_fully_dropped"] == 1.0
+
+
+def test_mix_updates_the_sampler_on_update_steps_and_observes_in_between():
+    mounted = mount_step(
+        block("steptest_reward", "steptest_prefer_first", "mix", domains=["x", "y"], update_step=2),
+        HOST,
+        loss_unit="token",
+    )
+    assert mounted.fields[-1] == "domain"
+    step = DataFlexStep(mounted)
+    sampler = DomainMixtureSampler([0, 1, 0, 1], ["x", "y"], 2, torch.tensor([0.5, 0.5]))
+    batch = rollout([1.0, 0.0, 1.0], [1, 1, 1], padding=[False, False, True])
+    batch.non_tensor_batch["domain"] = np.asarray(["x", "y", "not-a-domain"], dtype=object)  # padding may hold anything
+    PreferFirst.observed.clear()
+    metrics = step.mix(batch, step=1, sampler=sampler)
+    assert metrics["dataflex/mix/updated"] == 0.0 and PreferFirst.observed == [1]
+    assert sampler.proportions.tolist() == [0.5, 0.5]
+    metrics = step.mix(batch, step=2, sampler=sampler)
+    assert metrics["dataflex/mix/updated"] == 1.0 and sampler.proportions.tolist() == [0.75, 0.25]
+    assert metrics["dataflex/mix/batch_fraction/x"] == 0.5
+
+
+def test_mixer_defaults_declared_on_the_base_class():
+    class Plain(Mixer):
+        def act(self, scores, batch, **ctx):
+            return torch.tensor([1.0])
+
+    mixer = Plain()
+    assert mixer.observe(torch.zeros(1), None) is None
+    torch.testing.assert_close(mixer.current_proportions(["a", "b", "c", "d"]), torch.full((4,), 0.25))
+    assert Selector.recompute_advantage is False
+
+
+@pytest.mark.parametrize(
+    ("config", "host", "message"),
+    [
+        (block("steptest_values", "steptest_plus"), HOST, "field 'values', which this testhost configuration does not provide: enable the critic"),
+        (block("steptest_reward", "steptest_plus") | {"scorer": {"name": "steptest_token"}},
+         HostCapabilities(name="onehost", token_weights=False, fields=HOST.fields), "applies one weight per sample"),
+        (block("steptest_groups", "steptest_plus"), HostCapabilities(name="shards", complete_groups=False, fields=HOST.fields),
+         "needs whole GRPO groups"),
+        (block("steptest_reward", "steptest_prefer_first", "mix", domains=["x"]), HostCapabilities(name="fixed", fields=HOST.fields),
+         "cannot resample"),
+        (block("steptest_before", "steptest_plus"), HOST, "timing='pre_rollout'"),
+        (block("steptest_column", "steptest_plus"), HostCapabilities(name="nocols", dataset_columns=False, fields=HOST.fields),
+         "not a canonical field"),
+    ],
+)  # fmt: skip
+@pytest.mark.filterwarnings("ignore::dataflex_core.config.GroupsUncheckedWarning")
+def test_mount_refuses_what_the_host_cannot_do(config, host, message):
+    with pytest.raises(IncompatibleComponentError, match=message):
+        mount_step(config, host, loss_unit="token")
+
+
+def test_a_canonical_field_the_host_never_provides_is_named():
+    host = HostCapabilities(name="small", fields={"response_mask": FieldSupport(True), "rm_scores": FieldSupport(True)})
+    with pytest.raises(IncompatibleComponentError, match="'values', which small never provides; it provides"):
+        mount_step(block("steptest_values", "steptest_plus"), host, loss_unit="token")
+
+
+def test_mount_settings_errors():
+    with pytest.raises(ConfigError, match="on_invalid='ignore'"):
+        mount_step({**block("steptest_reward", "steptest_plus"), "on_invalid": "ignore"}, HOST, loss_unit="token")
+    with pytest.raises(ConfigError, match="dataflex.domains is read only by mechanism: mix"):
+        mount_step({**block("steptest_reward", "steptest_plus"), "domains": ["a"]}, HOST, loss_unit="token")
+    with pytest.raises(ConfigError, match="no loss unit 'tokens'"):
+        mount_step(block("steptest_reward", "steptest_plus"), HOST, loss_unit="tokens")
+
+
+def test_components_get_the_loss_unit_and_the_hosts_context():
+    seen = {}
+
+    @register_reweighter("steptest_ctx")
+    class Ctx(Reweighter):
+        def act(self, scores, batch, **ctx):
+            seen.update(ctx)
+            return torch.ones(len(batch))
+
+    mounted = mount_step(block("steptest_reward", "steptest_ctx"), HOST, loss_unit="token", ctx={"loss_type": "x"})
+    DataFlexStep(mounted).run(rollout([1.0], [1]), step=4)
+    assert seen == {"step_id": 4, "loss_type": "x", "loss_unit": "token"}
