@@ -12,7 +12,8 @@ import math
 
 import torch
 
-from dataflex_core import valid_mask_for
+from dataflex_core import InvalidOutputError, valid_mask_for
+from dataflex_core.step import selection_mask
 
 from .batches import Sample, score_range_of
 from .probe import STEP_ID, CheckFailure, Probe
@@ -107,28 +108,10 @@ def kept_mask(probe: Probe, out: object, sample: Sample, *, owner: bool = False)
         )
     if out.device != sample.device:
         raise probe.blocked("check_output_device", f"selection on {out.device}")
-    if out.dtype == torch.bool or out.is_floating_point():
-        if tuple(out.shape) != (bs,):
-            raise probe.fail(f"selection mask shape={tuple(out.shape)}, expected ({bs},)")
-        values = out.float()
-        if not ((values == 0) | (values == 1)).all():
-            bad = values[(values != 0) & (values != 1)]
-            raise probe.fail(f"selection mask holds {bad[0].item():.4g}, expected only 0 and 1")
-        return values.bool()
-    if out.dtype not in (torch.int64, torch.int32):
-        raise probe.fail(f"selection dtype={out.dtype}, expected int64 indices or a bool/float 0/1 mask")
-    if out.dim() != 1:
-        raise probe.fail(f"selected indices shape={tuple(out.shape)}, expected a 1-D index tensor")
-    if out.numel() and (out.min() < 0 or out.max() >= bs):
-        raise probe.fail(
-            f"selected indices span [{out.min().item()}, {out.max().item()}], expected indices in [0, {bs})"
-        )
-    if torch.unique(out).numel() != out.numel():
-        hint = " (a 0/1 mask must be bool or float, not integer)" if out.numel() == bs else ""
-        raise probe.fail(f"selected indices repeat a row{hint}, expected each kept row once")
-    mask = torch.zeros(bs, dtype=torch.bool, device=out.device)
-    mask[out.long()] = True
-    return mask
+    try:  # the one selector-output rule, shared with every host
+        return selection_mask(out, bs)
+    except InvalidOutputError as exc:
+        raise probe.fail(f"selection: {exc}") from None
 
 
 def check_selection_valid(probe: Probe) -> None:
