@@ -1,0 +1,29 @@
+"""The module ``VERL_USE_EXTERNAL_MODULES`` names: registers the CPU harness in every verl process.
+
+verl imports it from inside ``import verl`` in the driver, the task runner
+and every Ray worker, so each process knows the CPU platform and the CPU rollout
+backend before verl looks them up (the agent loop is declared in a config file).
+"""
+
+from __future__ import annotations
+
+import os
+
+from verl.workers.rollout.replica import RolloutReplicaRegistry
+
+from . import platform  # noqa: F401 - registers the "cpu" platform
+from . import verl_internals
+from .names import ROLLOUT_NAME
+
+
+def _load_replica():
+    from .rollout import CpuRolloutReplica
+
+    return CpuRolloutReplica
+
+
+RolloutReplicaRegistry.register(ROLLOUT_NAME, _load_replica)
+verl_internals.register_rollout_adapter(ROLLOUT_NAME)
+verl_internals.use_plain_gloo_process_group()
+if os.environ.get(verl_internals.LOSS_PROBE_ENV):
+    verl_internals.install_loss_probe(os.environ[verl_internals.LOSS_PROBE_ENV])

@@ -1,0 +1,255 @@
+"""Run verl's own GRPO entry point on the CPU with the tiny model and the toy task.
+
+:func:`prepare_workspace` writes the model, tokenizer, dataset and agent-loop
+file a run needs; :func:`overrides` turns a :class:`RunSpec` into verl's hydra
+overrides; :func:`harness_env` is the environment that makes every verl
+process load the harness. :func:`run_entry_point` runs ``python -m
+verl.trainer.main_ppo`` in a subprocess (what a user runs);
+:func:`run_in_process` calls verl's ``run_ppo`` with ``TaskRunnerV1`` in this
+process, on an already started Ray, so tests share one cluster. Both return
+the metrics verl's file logger wrote, one record per step.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from . import task, verl_internals
+from .names import AGENT_LOOP_NAME, ROLLOUT_NAME
+
+#: The module every verl process imports (``VERL_USE_EXTERNAL_MODULES``).
+PLUGIN_MODULE = "dataflex_verl.cpu_loop.plugin"
+#: Logical GPUs Ray advertises; each stands for one CPU worker slot of verl's resource pool.
+RAY_GPUS = 1
+#: Ray CPUs advertised (TransferQueue, reward, agent loop and task runner actors each ask for some).
+RAY_CPUS = 32
+
+
+@dataclass
+class Workspace:
+    """Files a run reads: the model and tokenizer folders, the dataset and the agent-loop declaration."""
+
+    root: Path
+    model: Path
+    tokenizer: Path
+    train_files: Path
+    val_files: Path
+    agent_loop_config: Path
+
+
+def prepare_workspace(root: str | Path, *, model_seed: int = 0, data_seed: int = 0) -> Workspace:
+    """Write everything a run needs under ``root`` (reused when already there for the same seeds)."""
+    from .model import build_model_and_tokenizer
+
+    root = Path(root).resolve()
+    marker = root / "workspace.json"
+    wanted = {"model_seed": model_seed, "data_seed": data_seed, "format": 1}
+    model_dir, tokenizer_dir = root / "model", root / "tokenizer"
+    train, val = root / "data" / "train.parquet", root / "data" / "val.parquet"
+    agent_loops = root / "agent_loops.yaml"
+    if not (marker.exists() and json.loads(marker.read_text()) == wanted):
+        root.mkdir(parents=True, exist_ok=True)
+        build_model_and_tokenizer(root, model_seed)
+        task.write_dataset(root / "data", seed=data_seed)
+        agent_loops.write_text(
+            f"- name: {AGENT_LOOP_NAME}\n  _target_: dataflex_verl.cpu_loop.agent_loop.KeyedSingleTurnAgentLoop\n"
+        )
+        marker.write_text(json.dumps(wanted))
+    return Workspace(root, model_dir, tokenizer_dir, train, val, agent_loops)
+
+
+@dataclass
+class RunSpec:
+    """One training run: which trainer, the ``dataflex:`` block (if any), its size and its seed."""
+
+    trainer_mode: str = "sync"
+    dataflex: dict[str, Any] | None = None
+    steps: int = 2
+    seed: int = 0
+    prompts_per_step: int = 8
+    samples_per_prompt: int = 4
+    loss_agg_mode: str = "token-mean"
+    lr: float = 2e-3
+    experiment: str = "run"
+    #: Where checkpoints go (``trainer.default_local_dir``); ``None``: under the workspace.
+    checkpoint_dir: Path | None = None
+    save_freq: int = -1
+    resume_mode: str = "disable"
+    #: Extra hydra overrides, appended last (they win).
+    extra: list[str] = field(default_factory=list)
+
+
+def _flatten(prefix: str, value: Any) -> Iterator[tuple[str, Any]]:
+    if isinstance(value, dict):
+        for key, inner in value.items():
+            yield from _flatten(f"{prefix}.{key}", inner)
+    else:
+        yield prefix, value
+
+
+def _hydra_value(value: Any) -> str:
+    """A Python value as a hydra override value (JSON is valid hydra for lists, dicts, numbers, strings)."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return repr(value)
+    if isinstance(value, str):
+        return json.dumps(value)
+    return json.dumps(value)
+
+
+def dataflex_overrides(block: dict[str, Any] | None) -> list[str]:
+    """The ``dataflex:`` block as ``+dataflex.…`` overrides (verl's config is in struct mode)."""
+    if not block:
+        return []
+    out = []
+    for key, value in block.items():
+        if isinstance(value, dict) and key in ("scorer", "actuator"):
+            out.append(f"+dataflex.{key}.name={_hydra_value(value.get('name'))}")
+            params = value.get("params") or {}
+            out.append(f"+dataflex.{key}.params={_hydra_value(params)}" if params else f"+dataflex.{key}.params={{}}")
+        else:
+            out.append(f"+dataflex.{key}={_hydra_value(value)}")
+    return out
+
+
+def overrides(spec: RunSpec, workspace: Workspace) -> list[str]:
+    """verl hydra overrides for ``spec`` on the CPU harness (everything offline, one CPU worker)."""
+    bs = spec.prompts_per_step
+    checkpoints = spec.checkpoint_dir or workspace.root / "checkpoints" / spec.experiment
+    return [
+        "algorithm.adv_estimator=grpo",
+        f"data.train_files={workspace.train_files}",
+        f"data.val_files={workspace.val_files}",
+        f"data.train_batch_size={bs}",
+        "data.max_prompt_length=16",
+        f"data.max_response_length={task.SCORED_CHARS + 4}",
+        "data.dataloader_num_workers=0",
+        f"data.seed={spec.seed}",
+        f"actor_rollout_ref.model.path={workspace.model}",
+        f"actor_rollout_ref.model.tokenizer_path={workspace.tokenizer}",
+        "actor_rollout_ref.model.use_remove_padding=false",
+        "+actor_rollout_ref.model.override_config.attn_implementation=eager",
+        "actor_rollout_ref.actor.strategy=fsdp2",
+        "actor_rollout_ref.actor.fsdp_config.dtype=float32",
+        "actor_rollout_ref.actor.fsdp_config.use_torch_compile=false",
+        "actor_rollout_ref.actor.use_torch_compile=false",
+        f"actor_rollout_ref.actor.fsdp_config.seed={spec.seed}",
+        f"actor_rollout_ref.actor.optim.lr={spec.lr}",
+        f"actor_rollout_ref.actor.ppo_mini_batch_size={bs}",
+        f"actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu={bs * spec.samples_per_prompt}",
+        f"actor_rollout_ref.actor.loss_agg_mode={spec.loss_agg_mode}",
+        f"actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu={bs * spec.samples_per_prompt}",
+        f"actor_rollout_ref.rollout.name={ROLLOUT_NAME}",
+        "actor_rollout_ref.rollout.tensor_model_parallel_size=1",
+        f"actor_rollout_ref.rollout.n={spec.samples_per_prompt}",
+        f"actor_rollout_ref.rollout.seed={spec.seed}",
+        "actor_rollout_ref.rollout.agent.num_workers=1",
+        f"actor_rollout_ref.rollout.agent.default_agent_loop={AGENT_LOOP_NAME}",
+        f"actor_rollout_ref.rollout.agent.agent_loop_config_path={workspace.agent_loop_config}",
+        "reward.num_workers=1",
+        f"reward.custom_reward_function.path={Path(task.__file__).resolve()}",
+        "reward.custom_reward_function.name=compute_score",
+        "trainer.device=cpu",
+        "trainer.nnodes=1",
+        f"trainer.n_gpus_per_node={RAY_GPUS}",
+        "trainer.logger=[file]",
+        f"trainer.project_name=dataflex_cpu",
+        f"trainer.experiment_name={spec.experiment}",
+        f"trainer.total_training_steps={spec.steps}",
+        "trainer.total_epochs=1000",
+        "trainer.val_before_train=false",
+        "trainer.test_freq=-1",
+        f"trainer.save_freq={spec.save_freq}",
+        f"trainer.resume_mode={spec.resume_mode}",
+        f"trainer.default_local_dir={checkpoints}",
+        f"trainer.v1.trainer_mode={spec.trainer_mode}",
+        "transfer_queue.backend.SimpleStorage.num_data_storage_units=1",
+        f"ray_kwargs.ray_init.num_cpus={RAY_CPUS}",
+        f"+ray_kwargs.ray_init.num_gpus={RAY_GPUS}",
+        *dataflex_overrides(spec.dataflex),
+        *spec.extra,
+    ]
+
+
+def harness_env(metrics_file: str | Path | None = None, loss_probe_dir: str | Path | None = None) -> dict[str, str]:
+    """Environment variables every verl process of a harness run needs."""
+    env = {
+        "VERL_USE_EXTERNAL_MODULES": PLUGIN_MODULE,
+        "VERL_PLATFORM": "cpu",
+        # verl registers its FSDP engine for cuda/npu only; the CPU platform reuses the cuda entry
+        "VERL_ENGINE_DEVICE": "cuda",
+        "HF_HUB_OFFLINE": "1",
+        "TRANSFORMERS_OFFLINE": "1",
+        "TOKENIZERS_PARALLELISM": "false",
+        "OMP_NUM_THREADS": "1",
+        "RAY_DEDUP_LOGS": "0",
+        "WANDB_MODE": "disabled",
+    }
+    if metrics_file is not None:
+        env["VERL_FILE_LOGGER_PATH"] = str(Path(metrics_file).resolve())
+    if loss_probe_dir is not None:
+        env[verl_internals.LOSS_PROBE_ENV] = str(Path(loss_probe_dir).resolve())
+    return env
+
+
+def read_metrics(path: str | Path) -> list[dict[str, Any]]:
+    """verl's file-logger JSON lines -> ``[{"step": N, "metrics": {...}}, ...]`` in step order."""
+    path = Path(path)
+    if not path.exists():
+        return []
+    records = []
+    for line in path.read_text().splitlines():
+        if line.strip():
+            item = json.loads(line)
+            records.append({"step": int(item["step"]), "metrics": item["data"]})
+    return sorted(records, key=lambda r: r["step"])
+
+
+def run_entry_point(
+    spec: RunSpec,
+    workspace: Workspace,
+    metrics_file: str | Path,
+    *,
+    on_step: Callable[[dict[str, Any]], None] | None = None,
+    log_file: str | Path | None = None,
+    poll_s: float = 0.5,
+    extra_env: dict[str, str] | None = None,
+) -> list[dict[str, Any]]:
+    """``python -m verl.trainer.main_ppo`` with the harness; calls ``on_step`` as each step's metrics land.
+
+    verl's own output goes to ``log_file`` (or is discarded). Raises :class:`RuntimeError`
+    with the tail of that log when verl exits non-zero.
+    """
+    metrics_file = Path(metrics_file)
+    metrics_file.unlink(missing_ok=True)
+    env = {**os.environ, **harness_env(metrics_file), **(extra_env or {})}
+    log_path = Path(log_file) if log_file is not None else metrics_file.with_suffix(".log")
+    command = [sys.executable, "-m", "verl.trainer.main_ppo", *overrides(spec, workspace)]
+    seen = 0
+    with open(log_path, "w") as log:
+        process = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT)
+        while True:
+            finished = process.poll() is not None
+            records = read_metrics(metrics_file)
+            for record in records[seen:]:
+                if on_step is not None:
+                    on_step(record)
+            seen = len(records)
+            if finished:
+                break
+            time.sleep(poll_s)
+    if process.returncode != 0:
+        tail = "\n".join(log_path.read_text(errors="replace").splitlines()[-40:])
+        raise RuntimeError(f"verl exited with code {process.returncode}; last lines of {log_path}:\n{tail}")
+    return read_metrics(metrics_file)
