@@ -213,7 +213,7 @@ def _name(log: StepLog, path: Path, arm: str | None, seed: int | None, pattern: 
             f"{path} does not record which arm and seed it is; name it as ARM@SEED={path} "
             "(e.g. dataflex_sync@0=...), or pass --name-from with a pattern for your directory layout"
         )
-    return log.run(arm, seed, str(path))
+    return log.run(arm, seed, log.where)  # the file actually read (a directory's trainer_state.json)
 
 
 def _name_pattern(name_from: str | None) -> re.Pattern[str] | None:
