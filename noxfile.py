@@ -270,6 +270,7 @@ DOCS_STACK = [
     "mkdocs-static-i18n==1.3.1",
     "pymdown-extensions==13.1.2",
     "ruff==0.17.6",  # mkdocstrings formats the signatures with it
+    "jieba==0.42.1",  # Chinese word segmentation for the search index (mkdocs-material's search plugin)
 ]
 
 

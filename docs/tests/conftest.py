@@ -71,6 +71,12 @@ def documented_output():
 
 
 @pytest.fixture(scope="session")
+def search_hook():
+    """``docs/hooks/search_check.py``, the mkdocs hook that checks the built search index."""
+    return load_hook("search_check")
+
+
+@pytest.fixture(scope="session")
 def sphinx_roles_hook():
     """``docs/hooks/griffe_sphinx_roles.py``, the Griffe extension that rewrites Sphinx roles."""
     return load_hook("griffe_sphinx_roles")

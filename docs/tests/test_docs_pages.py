@@ -260,3 +260,36 @@ def test_docstring_markdown_escapes_formulas_and_lists_fields(catalog_hook):
     assert out.splitlines()[0] == "Summary with `code`."
     assert "w = 2 \\* s &lt;= 3" in out and "[arXiv&nbsp;1511.05952](https://arxiv.org/abs/1511.05952)" in out
     assert "- `alpha`: first line second line." in out and "- returns: weights." in out
+
+
+# -- search --------------------------------------------------------------------------------------
+
+
+def index(separator: str, texts: dict[str, str]) -> dict:
+    return {
+        "config": {"separator": separator},
+        "docs": [{"location": k, "title": "", "text": v} for k, v in texts.items()],
+    }
+
+
+def test_the_search_check_accepts_a_segmented_index_and_names_what_is_wrong_otherwise(search_hook):
+    plugins = yaml.safe_load((ROOT / "mkdocs.yml").read_text(encoding="utf-8"))["plugins"]
+    site_separator = next(p["search"] for p in plugins if isinstance(p, dict) and "search" in p)["separator"]
+    zwsp = "\u200b"
+    good = index(
+        site_separator, {"zh/host/": f"<p>{zwsp}归一化{zwsp}在{zwsp}有效{zwsp}单元</p>", "host/": "<p>mean one</p>"}
+    )
+    assert search_hook.search_index_problems(good, ["归一化"]) == []
+    problems = search_hook.search_index_problems(good, ["归一化", "重加权"])
+    assert problems == ["terms of docs/jieba/terms.txt that are no whole token of any Chinese page: ['重加权']"]
+    unsegmented = index(r"[\s\-]+", {"zh/host/": "<p>归一化在有效单元</p>"})
+    found = search_hook.search_index_problems(unsegmented, [])
+    assert "does not split on U+200B" in found[0] and "not segmented" in found[1] and "jieba" in found[1]
+
+
+def test_the_project_dictionary_is_well_formed(search_hook):
+    lines = [line for line in (DOCS / "jieba" / "terms.txt").read_text(encoding="utf-8").splitlines() if line.strip()]
+    assert lines, "docs/jieba/terms.txt is empty"
+    for line in lines:
+        assert re.fullmatch(r"[\u4e00-\u9fff]+ \d+ [a-z]+", line), f"not 'word frequency tag': {line!r}"
+    assert len(search_hook.dictionary_terms()) == len(lines)
