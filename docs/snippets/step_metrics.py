@@ -1,11 +1,10 @@
-"""The weight metrics the verl host logs for one GRPO step, for two scorer/actuator pairs."""
+"""The dataflex/ metrics of one GRPO step, from the step every host runs, for two scorer/actuator pairs."""
 
 import numpy as np
 import torch
 
-from dataflex_core import Batch, build_from_config
-from dataflex_verl.metrics import weight_metrics
-from dataflex_verl.weights import finalize, loss_unit
+from dataflex_core import Batch
+from dataflex_core.step import CANONICAL_FIELDS, DataFlexStep, FieldSupport, HostCapabilities, mount_step
 
 gen = torch.Generator().manual_seed(0)
 prompts, n, L = 32, 8, 64
@@ -25,12 +24,13 @@ batch = Batch(
     },
     {"uid": np.repeat(np.array([f"p{i}" for i in range(prompts)], dtype=object), n)},
 )
-valid = mask.bool()
-unit = loss_unit("token-mean")
+# A host that provides every canonical field and averages its loss over tokens (verl's token-mean).
+host = HostCapabilities(name="this example", fields={name: FieldSupport(True) for name in CANONICAL_FIELDS})
 for scorer, actuator in [("advantage_magnitude", "softmax"), ("token_entropy", "high_entropy_tokens")]:
-    pipeline = build_from_config({"scorer": {"name": scorer}, "actuator": {"name": actuator}}, adv_estimator="grpo")
-    raw = pipeline.actuator.act(pipeline.scorer.score(batch, 0), batch, step_id=0, loss_agg_mode="token-mean")
-    written, factor = finalize(raw, valid, unit)
+    block = {"scorer": {"name": scorer}, "actuator": {"name": actuator}}
+    step = DataFlexStep(mount_step(block, host, loss_unit="token", adv_estimator="grpo"))
+    metrics = step.run(batch, step=1).metrics
     print(f"# {scorer} + {actuator}")
-    for name, value in sorted(weight_metrics(factor, valid, unit).items()):
-        print(f"{name:<34} {value:.4g}")
+    for name, value in sorted(metrics.items()):
+        if name != "dataflex/hook_time_s":  # wall time, different on every run
+            print(f"{name:<34} {value:.4g}")
