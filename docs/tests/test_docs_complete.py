@@ -51,6 +51,7 @@ TRANSLATED = [
     "recipes.md",
     "is-it-working.md",
     "from-dataflex-rl.md",
+    "compare.md",
     "reference/api.md",
     "reference/api-verl.md",
     "reference/api-conformance.md",

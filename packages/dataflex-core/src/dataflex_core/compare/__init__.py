@@ -3,7 +3,7 @@
 ``dataflex compare`` reads runs' logs (:mod:`.readers`), reduces each run's
 curve to its final-window mean and its area under the curve, and compares
 each arm with the baseline over seeds (:func:`compare_runs`). A demo calls
-it directly at the end of a multi-seed run::
+it directly at the end of a multi-seed run:
 
     report = compare_runs(document, baseline="sync")  # a dataflex-demo/1 dict, or Run objects
     print(report.markdown())

@@ -176,7 +176,8 @@ def compare_runs(
     :param metrics: metric names; default the first of :data:`DEFAULT_METRICS` every run logs.
     :param window: the final window, in logged points; default ``min(10, points logged)``.
     :param max_step: ignore steps after this one (to compare runs of different lengths on their common part).
-    :param arms: keep only these arms (in this order); :param seeds: keep only these seeds.
+    :param arms: keep only these arms, in this order.
+    :param seeds: keep only these seeds.
     :param test: ``"permutation"`` (exact or Monte-Carlo; no normality assumed) or ``"t"`` (paired t / Welch).
     :param pairing: ``"auto"`` pairs by seed when an arm has exactly the baseline's seeds, compares
         unpaired when they share none, and refuses a partial overlap; ``"paired"`` / ``"unpaired"`` force it.

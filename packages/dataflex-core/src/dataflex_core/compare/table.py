@@ -87,8 +87,8 @@ def _notes(report: ComparisonReport) -> list[str]:
         seeds = len(arms[0].seeds)
         how = f"paired by seed ({seeds} common seeds)" if paired else "unpaired (the arms do not share their seeds)"
         notes.append(f"Δ and p for {names}: {how}; p from the {test}, two-sided.")
-        if min_p >= report.alpha:
-            notes.append(_unreachable(arms[0], report, paired, min_p))
+        if min_p * len(others) >= report.alpha:
+            notes.append(_unreachable(arms[0], report, paired, min_p, len(others)))
     if others:
         notes.append(
             f"verdict: **higher** or **lower** when p, Holm-adjusted over the {len(others)} arm(s) compared with the "
@@ -109,15 +109,17 @@ def _notes(report: ComparisonReport) -> list[str]:
     return ["## How to read this", "", *(f"- {note}" for note in notes)]
 
 
-def _unreachable(arm: ArmResult, report: ComparisonReport, paired: bool, min_p: float) -> str:
+def _unreachable(arm: ArmResult, report: ComparisonReport, paired: bool, min_p: float, compared: int) -> str:
+    """The note for a test that cannot reach alpha with these seeds (Holm multiplies the smallest p by ``compared``)."""
     n = len(arm.seeds)
-    needed = next(k for k in range(2, 64) if _smallest_p(k, paired) < report.alpha)
+    needed = next(k for k in range(2, 64) if compared * _smallest_p(k, paired) < report.alpha)
     unit = "paired seeds" if paired else "seeds per arm"
+    holm = f" ({_p(min(1.0, min_p * compared))} after Holm over {compared} arms)" if compared > 1 else ""
     return (
-        f"**With {n} {unit} this test cannot give p below {_p(min_p)}, so no arm can separate from the baseline at "
-        f"α = {report.alpha:g} whatever the data.** That takes at least {needed} {unit} to be possible at all, and "
-        "more for a fair chance (see 'How many seeds' in the docs); --test t can go lower because it assumes the "
-        "seeds' values are normally distributed."
+        f"**With {n} {unit} this test cannot give p below {_p(min_p)}{holm}, so no arm can separate from the "
+        f"baseline at α = {report.alpha:g} whatever the data.** That takes at least {needed} {unit} to be possible "
+        "at all, and more for a fair chance (see 'How many seeds' in the docs); --test t can go lower because it "
+        "assumes the seeds' values are normally distributed."
     )
 
 
