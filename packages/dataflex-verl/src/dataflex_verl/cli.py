@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 from collections.abc import Sequence
 
 from . import TRAINER_MODES
@@ -11,6 +12,37 @@ from .version import __version__
 
 
 def _demo(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from dataflex_core import DataFlexError
+
+    from .training_demo import DemoSettings, parse_params, run_training_demo
+
+    try:
+        scorer_params, actuator_params = parse_params(args.params)
+        settings = DemoSettings(
+            mechanism=args.mechanism,
+            scorer=args.scorer,
+            actuator=args.actuator,
+            scorer_params=scorer_params,
+            actuator_params=actuator_params,
+            steps=args.steps,
+            seed=args.seed,
+            seeds=args.seeds,
+            loss_agg_mode=args.loss_agg_mode,
+            lr=args.lr,
+            workdir=Path(args.workdir),
+            json_path=Path(args.json) if args.json else None,
+            plot_path=Path(args.plot) if args.plot else None,
+        )
+        run_training_demo(settings)
+    except (ValueError, DataFlexError, RuntimeError) as exc:
+        print(f"dataflex-verl demo: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+def _demo_step(args: argparse.Namespace) -> int:
     # TransferQueue warns once per request on small machines (thread count); keep the demo's output readable
     os.environ.setdefault("TQ_LOGGING_LEVEL", "ERROR")
     from .demo import run_demo
@@ -41,21 +73,40 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"dataflex-verl {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
 
+    loss_modes = ["token-mean", "seq-mean-token-mean", "seq-mean-token-sum", "seq-mean-token-sum-norm"]
     demo = sub.add_parser(
         "demo",
-        help="run verl's real _compute_advantage on a synthetic GRPO batch under a few scorer/reweighter pairs",
+        help="train with verl's own GRPO fit loop on the CPU (tiny model, toy task): sync against dataflex_sync",
+        description=(
+            "Train both arms (verl's sync trainer and dataflex_sync) with verl's own entry point on the CPU: a tiny "
+            "random Qwen2 learning a toy echo task. Prints one line per step, a summary table, and writes a plot; "
+            "a toy run shows the mechanics and a direction, not a benchmark result."
+        ),
     )
-    demo.add_argument("--prompts", type=int, default=16, help="prompts (GRPO groups) in the batch (default 16)")
-    demo.add_argument("--n", type=int, default=8, help="responses per prompt (default 8)")
-    demo.add_argument("--max-response-len", type=int, default=64, help="longest response in tokens (default 64)")
-    demo.add_argument(
-        "--loss-agg-mode",
-        default="token-mean",
-        choices=["token-mean", "seq-mean-token-mean", "seq-mean-token-sum", "seq-mean-token-sum-norm"],
-        help="verl's actor loss_agg_mode (default token-mean)",
-    )
-    demo.add_argument("--seed", type=int, default=0)
+    demo.add_argument("--mechanism", default="reweight", choices=["reweight", "select", "mix"])
+    demo.add_argument("--scorer", help="scorer name (default: advantage_magnitude; reward_difficulty for mix)")
+    demo.add_argument("--actuator", help="reweighter/selector/mixer name (default: softmax, topk_fraction, reward_gap)")
+    demo.add_argument("--params", help='component params as JSON: \'{"scorer": {...}, "actuator": {...}}\'')
+    demo.add_argument("--steps", type=int, default=30, help="training steps per arm (default 30)")
+    demo.add_argument("--seed", type=int, default=0, help="first seed (default 0)")
+    demo.add_argument("--seeds", type=int, default=1, help="seeds per arm; K > 1 ends with `dataflex compare`'s table")
+    demo.add_argument("--loss-agg-mode", default="token-mean", choices=loss_modes, help="verl's actor loss_agg_mode")
+    demo.add_argument("--lr", type=float, default=1e-2, help="actor learning rate (default 1e-2, for the tiny model)")
+    demo.add_argument("--workdir", default="dataflex_demo", help="model, data, verl logs and metrics (default ./dataflex_demo)")
+    demo.add_argument("--json", help="write every metric verl logged, per arm, seed and step, to this file")
+    demo.add_argument("--plot", help="where to write the PNG plot (default WORKDIR/demo.png)")
     demo.set_defaults(func=_demo)
+
+    step = sub.add_parser(
+        "demo-step",
+        help="one call of verl's real _compute_advantage on a synthetic GRPO batch under a few scorer/reweighter pairs",
+    )
+    step.add_argument("--prompts", type=int, default=16, help="prompts (GRPO groups) in the batch (default 16)")
+    step.add_argument("--n", type=int, default=8, help="responses per prompt (default 8)")
+    step.add_argument("--max-response-len", type=int, default=64, help="longest response in tokens (default 64)")
+    step.add_argument("--loss-agg-mode", default="token-mean", choices=loss_modes, help="verl's actor loss_agg_mode")
+    step.add_argument("--seed", type=int, default=0)
+    step.set_defaults(func=_demo_step)
 
     trainers = sub.add_parser("trainers", help="show the trainer modes registered with verl")
     trainers.set_defaults(func=_trainers)

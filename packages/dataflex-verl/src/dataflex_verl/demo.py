@@ -1,4 +1,4 @@
-"""``dataflex-verl demo``: watch DataFlex act inside verl on a laptop.
+"""``dataflex-verl demo-step``: watch DataFlex act inside one call of verl's `_compute_advantage`, on a laptop.
 
 Starts a local Ray + TransferQueue, puts one synthetic GRPO batch into the
 queue per scorer/reweighter pair, runs verl's real ``_compute_advantage``
@@ -146,4 +146,4 @@ def run_demo(
 def main(argv: list[str] | None = None) -> int:
     from .cli import main as cli_main
 
-    return cli_main(["demo", *(argv or [])])
+    return cli_main(["demo-step", *(argv or [])])

@@ -11,7 +11,7 @@ import os
 
 from verl.workers.rollout.replica import RolloutReplicaRegistry
 
-from . import platform  # noqa: F401 - registers the "cpu" platform
+from . import cpu_platform  # noqa: F401 - registers the "cpu" platform
 from . import verl_internals
 from .names import ROLLOUT_NAME
 

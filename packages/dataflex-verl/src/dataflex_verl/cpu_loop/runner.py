@@ -17,7 +17,7 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -87,16 +87,8 @@ class RunSpec:
     extra: list[str] = field(default_factory=list)
 
 
-def _flatten(prefix: str, value: Any) -> Iterator[tuple[str, Any]]:
-    if isinstance(value, dict):
-        for key, inner in value.items():
-            yield from _flatten(f"{prefix}.{key}", inner)
-    else:
-        yield prefix, value
-
-
-def _hydra_value(value: Any) -> str:
-    """A Python value as a hydra override value (JSON is valid hydra for lists, dicts, numbers, strings)."""
+def hydra_value(value: Any) -> str:
+    """A Python value in hydra's override grammar (bare dict keys, quoted strings, ``null``)."""
     if value is None:
         return "null"
     if isinstance(value, bool):
@@ -105,22 +97,16 @@ def _hydra_value(value: Any) -> str:
         return repr(value)
     if isinstance(value, str):
         return json.dumps(value)
-    return json.dumps(value)
+    if isinstance(value, dict):
+        return "{" + ",".join(f"{key}:{hydra_value(inner)}" for key, inner in value.items()) + "}"
+    if isinstance(value, (list, tuple)):
+        return "[" + ",".join(hydra_value(inner) for inner in value) + "]"
+    raise TypeError(f"cannot write {type(value).__name__} {value!r} as a hydra override value")
 
 
 def dataflex_overrides(block: dict[str, Any] | None) -> list[str]:
-    """The ``dataflex:`` block as ``+dataflex.…`` overrides (verl's config is in struct mode)."""
-    if not block:
-        return []
-    out = []
-    for key, value in block.items():
-        if isinstance(value, dict) and key in ("scorer", "actuator"):
-            out.append(f"+dataflex.{key}.name={_hydra_value(value.get('name'))}")
-            params = value.get("params") or {}
-            out.append(f"+dataflex.{key}.params={_hydra_value(params)}" if params else f"+dataflex.{key}.params={{}}")
-        else:
-            out.append(f"+dataflex.{key}={_hydra_value(value)}")
-    return out
+    """The ``dataflex:`` block as ``+dataflex.KEY=VALUE`` overrides (verl's config is in struct mode)."""
+    return [f"+dataflex.{key}={hydra_value(value)}" for key, value in (block or {}).items()]
 
 
 def overrides(spec: RunSpec, workspace: Workspace) -> list[str]:
@@ -232,9 +218,11 @@ def run_entry_point(
     with the tail of that log when verl exits non-zero.
     """
     metrics_file = Path(metrics_file)
+    metrics_file.parent.mkdir(parents=True, exist_ok=True)
     metrics_file.unlink(missing_ok=True)
     env = {**os.environ, **harness_env(metrics_file), **(extra_env or {})}
     log_path = Path(log_file) if log_file is not None else metrics_file.with_suffix(".log")
+    log_path.parent.mkdir(parents=True, exist_ok=True)
     command = [sys.executable, "-m", "verl.trainer.main_ppo", *overrides(spec, workspace)]
     seen = 0
     with open(log_path, "w") as log:
