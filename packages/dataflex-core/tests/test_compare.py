@@ -121,6 +121,15 @@ def test_the_markdown_table_says_what_was_done():
     assert "From 3 seeds they are narrower than 95%" in text
 
 
+def test_the_report_says_when_holm_puts_a_verdict_out_of_reach():
+    # 6 paired seeds reach p = 2/64 < 0.05 for one arm, but not after Holm over two arms (0.0625).
+    one = compare_runs(make_runs({"sync": 0.0, "a": 0.01}, seeds=range(6))).markdown()
+    assert "cannot give p below" not in one and "**higher**" in one
+    two = compare_runs(make_runs({"sync": 0.0, "a": 0.01, "b": 0.02}, seeds=range(6))).markdown()
+    assert "cannot give p below 0.031 (0.062 after Holm over 2 arms)" in two and "at least 7 paired seeds" in two
+    assert "**higher**" not in two.split("## How to read this")[0]
+
+
 def test_the_demo_document_is_accepted_directly():
     runs = make_runs({"sync": 0.0, "dataflex_sync": 0.01}, seeds=[0, 1, 2])
     document = {
