@@ -259,6 +259,19 @@ def build(session: nox.Session) -> None:
         session.log(f"{wheel}: release tag {name}-v{wheel.split('-')[1]}")
 
 
+@nox.session(venv_backend="none")
+def gpu(session: nox.Session) -> None:
+    """CUDA certificates, ``pair_device`` figures and the host step on GPU tensors (``benchmarks/gpu_check.py``).
+
+    The script makes its own virtualenv (``.nox/gpu-check``) with a CUDA torch, so this session runs it with
+    the interpreter nox runs on. ``nox -s gpu -- --dry-run`` on a CPU; ``-- --torch current`` to use this
+    interpreter's CUDA torch; reports in ``reports/gpu/``.
+    """
+    import sys
+
+    session.run(sys.executable, "benchmarks/gpu_check.py", *session.posargs, external=True)
+
+
 #: The documentation toolchain, pinned so the site builds the same everywhere.
 DOCS_STACK = [
     "mkdocs==1.6.1",
