@@ -12,7 +12,8 @@ config = {
     "scorer": {"name": "length_zscore"},
     "actuator": {"name": "zscore_tilt", "params": {"beta": -0.5}},  # favour the shorter answers
 }
-pipeline = build_from_config(config, adv_estimator="grpo")
+# a host says which of its estimators group rows by uid; GRPO does
+pipeline = build_from_config(config, adv_estimator="grpo", is_group_estimator=lambda name: name == "grpo")
 
 lengths = torch.tensor([2, 4, 6, 5, 5, 5, 3])
 batch = Batch(

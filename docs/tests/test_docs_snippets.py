@@ -87,7 +87,7 @@ def test_length_zscore_is_refused_without_groups(snippets):
 
     config = {"scorer": {"name": "length_zscore"}, "actuator": {"name": "zscore_tilt"}}
     with pytest.raises(IncompatibleComponentError, match="needs GRPO groups"):
-        build_from_config(config, adv_estimator="gae")
+        build_from_config(config, adv_estimator="gae", is_group_estimator=lambda name: name != "gae")
 
 
 @pytest.mark.parametrize("shape", [(9,), (9, 7)])
@@ -151,7 +151,7 @@ def test_zscore_tilt_rejects_a_bad_range_and_unknown_params(snippets):
 
     config = {"scorer": {"name": "length_zscore"}, "actuator": {"name": "zscore_tilt", "params": {"betta": 1.0}}}
     with pytest.raises(UnknownParamError, match="did you mean 'beta'"):
-        build_from_config(config, adv_estimator="grpo")
+        build_from_config(config, adv_estimator="grpo", is_group_estimator=lambda name: name == "grpo")
 
 
 def test_quickstart_runs_the_config_block_with_the_shipped_plugins(snippets, capsys):

@@ -102,8 +102,15 @@ def test_accepts_omegaconf_nodes_and_name_shorthand():
     assert pipeline.actuator.temperature == 1.0
 
 
+def grouped_by_uid(name):
+    """A host's answer for its estimators (each host knows its own framework's)."""
+    return {"grpo": True, "rloo": True, "gae": False}.get(name)
+
+
 def test_group_scorer_adds_uid_to_the_required_fields():
-    pipeline = build_from_config(block(scorer={"name": "cfg_group_rate"}), adv_estimator="grpo")
+    pipeline = build_from_config(
+        block(scorer={"name": "cfg_group_rate"}), adv_estimator="grpo", is_group_estimator=grouped_by_uid
+    )
     assert pipeline.needs_groups and pipeline.requires[-1] == "uid"
 
 
@@ -182,22 +189,26 @@ def test_granularity_the_actuator_does_not_accept():
 
 def test_group_scorer_is_rejected_on_a_non_group_estimator():
     with pytest.raises(IncompatibleComponentError, match="needs GRPO groups.*adv_estimator='gae'"):
-        build_from_config(block(scorer="cfg_group_rate"), adv_estimator="gae")
-    # the host's own classification wins over the built-in lists
+        build_from_config(block(scorer="cfg_group_rate"), adv_estimator="gae", is_group_estimator=grouped_by_uid)
+    # core holds no framework's list: the host's answer decides
     with pytest.raises(IncompatibleComponentError):
         build_from_config(block(scorer="cfg_group_rate"), adv_estimator="grpo", is_group_estimator=lambda _: False)
 
 
 def test_group_scorer_with_an_unknown_or_missing_estimator_warns_naming_it():
     with pytest.warns(GroupsUncheckedWarning, match="'cfg_group_rate' needs GRPO groups.*estimator 'my_estimator'"):
-        build_from_config(block(scorer="cfg_group_rate"), adv_estimator="my_estimator")
+        build_from_config(
+            block(scorer="cfg_group_rate"), adv_estimator="my_estimator", is_group_estimator=grouped_by_uid
+        )
+    with pytest.warns(GroupsUncheckedWarning, match="estimator 'grpo'"):  # no host answer: nothing is known
+        build_from_config(block(scorer="cfg_group_rate"), adv_estimator="grpo")
     with pytest.warns(GroupsUncheckedWarning, match="no advantage estimator was given"):
         build_from_config(block(scorer="cfg_group_rate"))
     import warnings
 
     with warnings.catch_warnings():
         warnings.simplefilter("error", GroupsUncheckedWarning)
-        build_from_config(block(scorer="cfg_group_rate"), adv_estimator="grpo")
+        build_from_config(block(scorer="cfg_group_rate"), adv_estimator="grpo", is_group_estimator=grouped_by_uid)
         build_from_config(block(scorer="cfg_adv_mag"))
 
 

@@ -1,17 +1,17 @@
-"""Normalisation and metrics of the host, on small hand-checkable tensors (no Ray needed)."""
+"""The unit each verl aggregation normalises in, and the queue's jagged layout (no Ray needed).
+
+Normalisation, composition and the weight metrics are core's: ``packages/dataflex-core/tests/test_step_weights.py``.
+"""
 
 from __future__ import annotations
 
 import pytest
 import torch
 
-from dataflex_core import ConfigError, InvalidOutputError
-from dataflex_verl.metrics import weight_metrics
+from dataflex_core import ConfigError
+from dataflex_core.step import SEQUENCE_UNIT, TOKEN_UNIT
 from dataflex_verl.queue_io import padded_to_jagged, rows_to_jagged
-from dataflex_verl.weights import SEQUENCE_UNIT, TOKEN_UNIT, finalize, loss_unit, to_token_weights, unit_mean
-
-# three rows: lengths 1 and 3, plus a padding/empty row
-VALID = torch.tensor([[True, False, False], [True, True, True], [False, False, False]])
+from dataflex_verl.weights import loss_unit
 
 
 @pytest.mark.parametrize(
@@ -32,91 +32,6 @@ def test_loss_unit_follows_the_aggregation_verl_uses(mode, policy, unit):
 def test_unknown_loss_agg_mode_is_refused():
     with pytest.raises(ConfigError, match="loss_agg_mode='seq-mean'"):
         loss_unit("seq-mean")
-
-
-def test_sample_weights_are_renormalised_per_token_in_the_token_unit():
-    written, factor = finalize(torch.tensor([2.0, 1.0, 5.0]), VALID, TOKEN_UNIT)
-    # tokens: one of weight 2, three of weight 1 -> token mean 5/4; the empty row gets 0
-    torch.testing.assert_close(written, torch.tensor([1.6, 0.8, 0.0]))
-    tokens = to_token_weights(written, VALID)
-    torch.testing.assert_close(tokens, torch.tensor([[1.6, 0, 0], [0.8, 0.8, 0.8], [0, 0, 0]]))
-    assert unit_mean(tokens, VALID, TOKEN_UNIT).item() == pytest.approx(1.0)
-    assert written is factor
-
-
-def test_token_weights_are_normalised_per_token():
-    raw = torch.tensor([[4.0, 9.0, 9.0], [1.0, 1.0, 2.0], [5.0, 5.0, 5.0]])
-    written, _ = finalize(raw, VALID, TOKEN_UNIT)
-    torch.testing.assert_close(written, torch.tensor([[2.0, 0, 0], [0.5, 0.5, 1.0], [0, 0, 0]]))
-
-
-def test_sample_weights_keep_their_mean_one_in_the_sequence_unit():
-    written, _ = finalize(torch.tensor([1.5, 0.5, 9.0]), VALID, SEQUENCE_UNIT)
-    torch.testing.assert_close(written, torch.tensor([1.5, 0.5, 0.0]))
-    token_level, _ = finalize(torch.tensor([[3.0, 7.0, 7.0], [1.0, 1.0, 1.0], [0, 0, 0]]), VALID, SEQUENCE_UNIT)
-    assert unit_mean(token_level, VALID, SEQUENCE_UNIT).item() == pytest.approx(1.0)
-    torch.testing.assert_close(token_level[1], torch.tensor([0.5, 0.5, 0.5]))
-
-
-def test_composition_keeps_the_mean_of_verls_own_weights():
-    verl = torch.tensor([[2.0, 0, 0], [1.0, 1.0, 0.5], [0, 0, 0]])
-    written, factor = finalize(torch.tensor([1.0, 2.0, 0.0]), VALID, TOKEN_UNIT, verl)
-    assert unit_mean(written, VALID, TOKEN_UNIT).item() == pytest.approx(unit_mean(verl, VALID, TOKEN_UNIT).item())
-    ratio = written[VALID] / verl[VALID]
-    torch.testing.assert_close(ratio, factor[VALID])
-    assert ratio[1] / ratio[0] == pytest.approx(2.0)  # the DataFlex preference is kept
-
-
-def test_all_zero_weights_are_invalid():
-    with pytest.raises(InvalidOutputError, match="weight 0"):
-        finalize(torch.tensor([0.0, 0.0, 1.0]), VALID, TOKEN_UNIT)
-
-
-def test_metrics_over_valid_tokens_and_samples():
-    factor = torch.tensor([[2.0, 0, 0], [0.0, 0.0, 0.0], [7.0, 7.0, 7.0]])
-    valid = torch.tensor([[True, False, False], [True, True, True], [False, False, False]])
-    m = weight_metrics(factor, valid, TOKEN_UNIT)
-    assert m["dataflex/weight/mean"] == m["dataflex/weight/token_mean"] == pytest.approx(0.5)
-    assert m["dataflex/weight/unit_is_sequence"] == 0.0 and m["dataflex/weight/composed"] == 0.0
-    assert m["dataflex/weight/min"] == 0.0 and m["dataflex/weight/max"] == 2.0
-    assert m["dataflex/weight/std"] == pytest.approx(torch.tensor([2.0, 0, 0, 0]).std(unbiased=False).item())
-    assert m["dataflex/zero_weight_fraction"] == pytest.approx(0.5)
-    assert m["dataflex/ess"] == pytest.approx(1.0)  # one of two samples carries all the weight
-    assert m["dataflex/valid_samples"] == 2.0 and m["dataflex/valid_tokens"] == 4.0
-
-
-@pytest.mark.parametrize("unit", [TOKEN_UNIT, SEQUENCE_UNIT])
-def test_per_sample_metrics_match_the_token_level_ones(unit):
-    weights = torch.tensor([1.6, 0.8, 0.0])
-    compact = weight_metrics(weights, VALID, unit)
-    expanded = weight_metrics(to_token_weights(weights, VALID), VALID, unit)
-    assert compact.keys() == expanded.keys()
-    for key in compact:
-        assert compact[key] == pytest.approx(expanded[key], abs=1e-6), key
-
-
-@pytest.mark.parametrize("per_token", [False, True])
-def test_the_headline_mean_is_the_mean_in_the_loss_unit(per_token):
-    """Normalised per sequence, the weights' token mean is not 1; the headline mean is."""
-    written, factor = finalize(torch.tensor([3.0, 1.0, 0.0]), VALID, SEQUENCE_UNIT)
-    if per_token:
-        factor = to_token_weights(factor, VALID)
-    m = weight_metrics(factor, VALID, SEQUENCE_UNIT)
-    assert m["dataflex/weight/mean"] == m["dataflex/weight/factor_mean"] == pytest.approx(1.0)
-    assert m["dataflex/weight/unit_is_sequence"] == 1.0
-    # 1.5 on one token, 0.5 on three: the token mean the loss does not use
-    assert m["dataflex/weight/token_mean"] == pytest.approx(0.75)
-
-
-@pytest.mark.parametrize("unit", [TOKEN_UNIT, SEQUENCE_UNIT])
-def test_under_rollout_correction_the_mean_is_relative_to_verls_weights(unit):
-    verl = torch.tensor([[2.0, 0, 0], [1.0, 1.0, 0.5], [0, 0, 0]])
-    written, factor = finalize(torch.tensor([1.0, 2.0, 0.0]), VALID, unit, verl)
-    m = weight_metrics(factor, VALID, unit, written=written, verl_weights=verl)
-    assert m["dataflex/weight/mean"] == pytest.approx(1.0)
-    assert m["dataflex/weight/composed"] == 1.0
-    assert m["dataflex/weight/factor_mean"] == pytest.approx(unit_mean(factor, VALID, unit).item())
-    assert m["dataflex/weight/factor_mean"] != pytest.approx(1.0)  # the factor alone does not keep the step size
 
 
 def test_rows_to_jagged_repeats_each_rows_weight_over_its_masked_tokens():

@@ -37,25 +37,6 @@ MECHANISMS = {"reweight": "reweighter", "select": "selector", "mix": "mixer"}
 #: Keys of the ``dataflex:`` block that the core reads.
 CORE_KEYS = ("mechanism", "scorer", "actuator", "warmup_step")
 
-#: Fallback when the host cannot tell: verl 0.9.1 estimators that normalise within ``uid`` groups.
-KNOWN_GROUP_ESTIMATORS = frozenset(
-    {
-        "grpo",
-        "grpo_vectorized",
-        "gdpo",
-        "grpo_passk",
-        "reinforce_plus_plus_baseline",
-        "rloo",
-        "rloo_vectorized",
-        "opo",
-        "gpg",
-        "optimal_token_baseline",
-        "tir_optimal_token_baseline",
-    }
-)
-#: verl 0.9.1 estimators that do not use groups.
-KNOWN_NON_GROUP_ESTIMATORS = frozenset({"gae", "reinforce_plus_plus", "remax"})
-
 
 def to_plain(cfg: Any) -> Any:
     """An OmegaConf node (or anything mapping-like) as plain dicts and lists."""
@@ -70,15 +51,6 @@ def to_plain(cfg: Any) -> Any:
     if isinstance(cfg, (list, tuple)):
         return [to_plain(v) for v in cfg]
     return cfg
-
-
-def default_is_group_estimator(name: str) -> bool | None:
-    """Group-ness of a verl estimator from the built-in lists; ``None`` if unknown."""
-    if name in KNOWN_GROUP_ESTIMATORS:
-        return True
-    if name in KNOWN_NON_GROUP_ESTIMATORS:
-        return False
-    return None
 
 
 @dataclass
@@ -231,8 +203,10 @@ def build_from_config(
         ``actuator`` and ``warmup_step`` (plus any ``extra_keys``).
     :param adv_estimator: the host's advantage estimator, for the
         ``needs_groups`` check; ``None`` skips it.
-    :param is_group_estimator: the host's own answer to "does this estimator
-        use ``uid`` groups?"; defaults to verl 0.9.1's known lists.
+    :param is_group_estimator: the host's answer to "does this estimator use
+        ``uid`` groups?" (``True``/``False``, ``None`` when it cannot tell); each
+        host knows its own framework's estimators. Without it nothing is known
+        about ``adv_estimator`` and a ``needs_groups`` component only warns.
     :param extra_keys: block keys the host reads itself (kept in ``.extra``).
     :param registry: components to build from; defaults to the installed plugins.
     """
@@ -274,15 +248,17 @@ def build_from_config(
 
     grouped = None
     if adv_estimator is not None:
-        classify = is_group_estimator or default_is_group_estimator
-        grouped = classify(adv_estimator)
+        grouped = is_group_estimator(adv_estimator) if is_group_estimator is not None else None
     for spec in (scorer_spec, actuator_spec):
         if spec.cls.needs_groups and grouped is None:
-            seen = (
-                "no advantage estimator was given"
-                if adv_estimator is None
-                else (f"the advantage estimator {adv_estimator!r} is not one dataflex knows")
-            )
+            if adv_estimator is None:
+                seen = "no advantage estimator was given"
+            elif is_group_estimator is None:
+                seen = (
+                    f"no host said whether the advantage estimator {adv_estimator!r} groups rows (is_group_estimator)"
+                )
+            else:
+                seen = f"the advantage estimator {adv_estimator!r} is not one the host knows"
             warnings.warn(
                 f"{spec.kind} {spec.name!r} needs GRPO groups (needs_groups=True), but {seen}, so whether "
                 "rows are grouped by uid cannot be checked; use a group estimator such as grpo or rloo "

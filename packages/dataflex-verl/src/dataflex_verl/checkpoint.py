@@ -15,20 +15,13 @@ from __future__ import annotations
 
 import logging
 import os
-from pathlib import Path
 from typing import Any
 
-import torch
-
-from dataflex_core import Component, ConfigError
-
-from .pinning import ResolvedPlugins, check_plugin_record, save_plugin_record
+from dataflex_core import Component
+from dataflex_core.step.pinning import ResolvedPlugins, check_plugin_record, save_plugin_record
+from dataflex_core.step.state import load_component_state, save_component_state
 
 logger = logging.getLogger("dataflex_verl")
-
-#: Component state saved with each checkpoint.
-CHECKPOINT_STATE = "dataflex_state.pt"
-STATE_FORMAT = 1
 
 
 def checkpoint_folder(config: Any, global_steps: int) -> str:
@@ -53,56 +46,11 @@ def resume_folder(config: Any) -> str | None:
     return None
 
 
-def save_component_state(folder: str | os.PathLike[str], components: dict[str, Component], global_steps: int) -> None:
-    """``torch.save`` each component's ``state_dict`` with its kind and name (atomically)."""
-    payload = {
-        "format": STATE_FORMAT,
-        "global_steps": global_steps,
-        "components": {
-            role: {"kind": c.kind, "name": c.name or type(c).__name__, "state": c.state_dict()}
-            for role, c in components.items()
-        },
-    }
-    path = Path(folder) / CHECKPOINT_STATE
-    tmp = path.with_name(path.name + ".tmp")
-    torch.save(payload, tmp)
-    os.replace(tmp, path)
-
-
-def load_component_state(folder: str | os.PathLike[str], components: dict[str, Component]) -> None:
-    """Give each component the state saved for its role; a different component in that role is an error."""
-    path = Path(folder) / CHECKPOINT_STATE
-    if not path.exists():
-        stateful = [role for role, c in components.items() if c.state_dict()]
-        logger.warning(
-            "checkpoint %s has no %s; dataflex components start fresh%s",
-            folder,
-            CHECKPOINT_STATE,
-            f" (stateful: {', '.join(stateful)})" if stateful else "",
-        )
-        return
-    payload = torch.load(path, map_location="cpu", weights_only=False)
-    saved = payload.get("components", {})
-    for role, component in components.items():
-        entry = saved.get(role)
-        name = component.name or type(component).__name__
-        if entry is None:
-            logger.warning("checkpoint %s has no state for the dataflex %s; it starts fresh", folder, role)
-            continue
-        if (entry["kind"], entry["name"]) != (component.kind, name):
-            raise ConfigError(
-                f"checkpoint {folder} holds the state of {entry['kind']} {entry['name']!r} as dataflex {role}, "
-                f"but this run configures {component.kind} {name!r}; resume with the same dataflex.{role}, or "
-                f"delete {path} to start the components fresh"
-            )
-        component.load_state_dict(entry["state"])
-
-
 class DataFlexCheckpointMixin:
     """Saves and restores the DataFlex plugin set and component state with verl's checkpoints.
 
     Expects ``self.dataflex`` (the mounted pipeline) and ``self.dataflex_plugins``
-    (:class:`~dataflex_verl.pinning.ResolvedPlugins`), both set in the constructor.
+    (:class:`~dataflex_core.step.pinning.ResolvedPlugins`), both set in the constructor.
     """
 
     dataflex_plugins: ResolvedPlugins

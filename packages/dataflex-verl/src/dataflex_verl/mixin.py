@@ -1,6 +1,10 @@
-"""The DataFlex trainer mixin: mount in the constructor, reweight in ``_compute_advantage``.
+"""The DataFlex trainer mixin: mount in the constructor, run core's step in ``_compute_advantage``.
 
-Mixed in front of a verl v1 trainer class. Four pitfalls of verl 0.9 shape it:
+Mixed in front of a verl v1 trainer class. The step itself (components on
+the real rows, output checks, normalisation in the loss unit, composition with
+verl's rollout-correction weights, metrics) is core's
+(:class:`dataflex_core.step.DataFlexStep`); this module is verl's side of it.
+Four pitfalls of verl 0.9 shape it:
 
 - verl compares ``trainer_mode`` with ``"sync"`` in several places, so the
   constructor resets ``config.trainer.v1.trainer_mode`` to the base mode
@@ -13,10 +17,6 @@ Mixed in front of a verl v1 trainer class. Four pitfalls of verl 0.9 shape it:
   ``tq``, it falls back to a read and a write after verl's step (warned once);
 - TransferQueue drops missing fields silently, so every needed field is
   checked (:mod:`dataflex_verl.queue_io`).
-
-The per-step work is split into small methods (:meth:`_dataflex_weights`,
-:meth:`_dataflex_finalize`, :meth:`_dataflex_on_verl_put`) so later
-mechanisms and checkpointing can hook in.
 """
 
 from __future__ import annotations
@@ -31,18 +31,16 @@ from omegaconf import open_dict
 from tensordict import TensorDict
 from transfer_queue import KVBatchMeta
 
-from dataflex_core import Batch, InvalidOutputError, prepare_batch, valid_token_mask
+from dataflex_core import Batch
+from dataflex_core.step import DataFlexStep
+from dataflex_core.step.pinning import resolve_plugins
 
-from . import metrics as dataflex_metrics
 from . import mix as dataflex_mix
 from . import queue_io
 from . import select as dataflex_select
 from .checkpoint import DataFlexCheckpointMixin
-from .mechanisms import RUNNERS
-from .mount import MountedDataFlex, is_group_estimator, mount
-from .pinning import resolve_plugins
+from .mount import MountedDataFlex, config_value, is_group_estimator, mount
 from .version import __version__
-from .weights import finalize
 
 logger = logging.getLogger("dataflex_verl")
 
@@ -79,9 +77,9 @@ class DataFlexTrainerMixin(DataFlexCheckpointMixin):
         with open_dict(config):
             config.trainer.v1.trainer_mode = self.base_trainer_mode
         # first: with dataflex.plugins.lock only locked plugins are imported, and any drift stops the run here
-        self.dataflex_plugins = resolve_plugins(config)
+        self.dataflex_plugins = resolve_plugins(config_value(config, "dataflex", None))
         self.dataflex: MountedDataFlex = mount(config)
-        self.dataflex_uniform_fallbacks = 0
+        self.dataflex_step = DataFlexStep(self.dataflex)
         #: steps whose weights went through the fallback's own read and write (verl's put was not seen)
         self.dataflex_separate_io_steps = 0
         logger.info("dataflex-verl %s mounted on %s: %s", __version__, self.base_trainer_mode, self.dataflex.describe())
@@ -182,98 +180,37 @@ class DataFlexTrainerMixin(DataFlexCheckpointMixin):
         step: int,
         start: float,
     ) -> dict[str, torch.Tensor] | None:
-        """Score and act on ``read``; the fields to write (``rollout_is_weights``, maybe advantages), or None."""
+        """Core's step on ``read``; the fields to write (``rollout_is_weights``, maybe advantages), or None."""
         batch = only_fields(read.batch, fields)  # components see what they declared, as without recomputation
         batch.batch["is_padding"] = padding_rows(meta)
-        prepare_batch(batch)  # masks, token counts and the uid groups: computed once for the whole step
         if self.dataflex.mix is not None:  # mix acts on the sampler, not on the loss
-            metrics.update(self._dataflex_mix_step(batch, step))
+            metrics.update(self.dataflex_step.mix(batch, step, self.dataflex_sampler, start=start))
             return None
-        valid_tokens = valid_token_mask(batch)
         verl_weights = batch.batch.get(WEIGHTS_FIELD) if compose else None
-        try:
-            raw = self._dataflex_weights(batch, step)
-            written, factor = self._dataflex_finalize(raw, valid_tokens, verl_weights, step)
-        except InvalidOutputError as exc:
-            if self.dataflex.on_invalid == "raise":
-                raise
-            self.dataflex_uniform_fallbacks += 1
-            logger.warning("dataflex: %s; using uniform weights for step %d (dataflex.on_invalid=uniform)", exc, step)
-            metrics.update(self._dataflex_step_metrics(None, None, valid_tokens, None, start, fallback=True))
+        result = self.dataflex_step.run(batch, step, importance_weights=verl_weights, start=start)
+        if result.applied is None:  # a uniform fallback: verl's loss as it is
+            metrics.update(result.metrics)
             return None
         advantages: dict[str, torch.Tensor] = {}
         if self.dataflex.mechanism == "select":
-            advantages = self._dataflex_select_step(meta, batch, read, raw > 0, recompute, metrics)
-        metrics.update(self._dataflex_step_metrics(factor, written, valid_tokens, verl_weights, start, fallback=False))
-        return {**advantages, WEIGHTS_FIELD: written}
+            result.metrics["dataflex/advantage_recomputed"] = 1.0 if recompute else 0.0
+            if recompute:
+                advantages = dataflex_select.recompute_advantages(self.config, read.batch, meta.keys, result.kept)
+                result.metrics["dataflex/hook_time_s"] = time.perf_counter() - start
+        metrics.update(result.metrics)
+        return {**advantages, WEIGHTS_FIELD: result.applied}
 
     def _dataflex_recomputes_advantage(self) -> bool:
         """True when a selector asks for advantages on its kept rows and verl's estimator is group-based."""
         return (
             self.dataflex.mechanism == "select"
-            and dataflex_select.wants_recompute(self.dataflex.pipeline.actuator)
+            and bool(self.dataflex.pipeline.actuator.recompute_advantage)
             and bool(is_group_estimator(self.dataflex.adv_estimator))
         )
 
     def _dataflex_weights(self, batch: Batch, step: int) -> torch.Tensor:
-        """Run the mechanism on non-padding rows; raw weights scattered back to every row (0 on padding)."""
-        padding = batch.batch["is_padding"]
-        runner = RUNNERS[self.dataflex.mechanism]
-        if not padding.any():
-            return runner(self.dataflex, batch, step)
-        keep = ~padding
-        sub = batch.select_rows(keep)
-        weights = runner(self.dataflex, sub, step)
-        full = torch.zeros((len(batch), *weights.shape[1:]), dtype=torch.float32, device=weights.device)
-        full[keep.to(weights.device)] = weights.to(torch.float32)
-        return full
-
-    def _dataflex_finalize(
-        self, raw: torch.Tensor, valid_tokens: torch.Tensor, verl_weights: torch.Tensor | None, step: int
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        try:
-            written, factor = finalize(raw, valid_tokens, self.dataflex.loss_unit, verl_weights)
-        except InvalidOutputError as exc:
-            spec = self.dataflex.pipeline.actuator_spec
-            raise InvalidOutputError(
-                f"{spec.kind} {spec.label} returned invalid weights at step {step}: {exc}"
-            ) from exc
-        if not torch.isfinite(written).all():
-            spec = self.dataflex.pipeline.actuator_spec
-            raise InvalidOutputError(
-                f"{spec.kind} {spec.label} at step {step}: the normalised weights are not finite "
-                "(weights too extreme to scale to mean one)"
-            )
-        return written, factor
-
-    def _dataflex_select_step(
-        self,
-        meta: KVBatchMeta,
-        batch: Batch,
-        read: queue_io.QueueBatch,
-        kept: torch.Tensor,
-        recompute: bool,
-        metrics: dict,
-    ) -> dict[str, torch.Tensor]:
-        """Selection metrics; with ``recompute``, advantages and returns of the kept rows for the step's write."""
-        metrics.update(dataflex_select.selection_metrics(kept, batch))
-        metrics["dataflex/advantage_recomputed"] = 1.0 if recompute else 0.0
-        if not recompute:
-            return {}
-        return dataflex_select.recompute_advantages(self.config, read.batch, meta.keys, kept)
-
-    def _dataflex_mix_step(self, batch: Batch, step: int) -> dict[str, float]:
-        """Feed the step's per-domain signal to the mixer; the sampler picks up new proportions."""
-        try:
-            return dataflex_mix.mix_step(self.dataflex, self.dataflex_sampler, batch, step)
-        except InvalidOutputError as exc:
-            if self.dataflex.on_invalid == "raise":
-                raise
-            self.dataflex_uniform_fallbacks += 1
-            logger.warning(
-                "dataflex: %s; keeping the current mixture for step %d (dataflex.on_invalid=uniform)", exc, step
-            )
-            return {"dataflex/active": 1.0, "dataflex/uniform_fallback": 1.0}
+        """The mechanism on non-padding rows; raw weights scattered back to every row (0 on padding)."""
+        return self.dataflex_step.raw_weights(batch, step)
 
     def _init_dataloader(self) -> None:
         super()._init_dataloader()
@@ -285,24 +222,3 @@ class DataFlexTrainerMixin(DataFlexCheckpointMixin):
     ) -> KVBatchMeta:
         """Fallback only: write ``values`` (``rollout_is_weights``, maybe advantages) in one put; the meta to return."""
         return queue_io.write_response_fields(meta, values, read)
-
-    def _dataflex_step_metrics(
-        self,
-        factor: torch.Tensor | None,
-        written: torch.Tensor | None,
-        valid_tokens: torch.Tensor,
-        verl_weights: torch.Tensor | None,
-        start: float,
-        *,
-        fallback: bool,
-    ) -> dict[str, float]:
-        out = {}
-        if factor is not None:
-            out = dataflex_metrics.weight_metrics(
-                factor, valid_tokens, self.dataflex.loss_unit, written=written, verl_weights=verl_weights
-            )
-        out["dataflex/active"] = 1.0
-        out["dataflex/uniform_fallback"] = 1.0 if fallback else 0.0
-        out["dataflex/uniform_fallback_total"] = float(self.dataflex_uniform_fallbacks)
-        out["dataflex/hook_time_s"] = time.perf_counter() - start
-        return out

@@ -4,28 +4,36 @@ Runs in the trainer's constructor, before the first rollout, so a pipeline
 that could not work in this run (a field nobody produces, groups under GAE, a
 policy loss that ignores ``rollout_is_weights``, a distillation run without the
 task policy loss) fails in seconds with one clear error instead of training
-silently without DataFlex.
+silently without DataFlex. What verl can do in this configuration is declared
+as core's :class:`~dataflex_core.step.HostCapabilities` (:func:`capabilities`);
+core's :func:`~dataflex_core.step.mount_step` builds the block and checks it
+against that declaration.
 """
 
 from __future__ import annotations
 
 import inspect
 import logging
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
-from dataflex_core import ConfigError, DataFlexPipeline, IncompatibleComponentError, build_from_config
-from dataflex_core.config import default_is_group_estimator, to_plain
+from dataflex_core import ConfigError, DataFlexPipeline, IncompatibleComponentError
+from dataflex_core.step import (
+    SEQUENCE_UNIT,
+    TOKEN_UNIT,
+    WEIGHTLESS_MECHANISMS,
+    FieldSupport,
+    HostCapabilities,
+    MountedStep,
+    mount_step,
+)
+from dataflex_core.step import check_fields as check_pipeline_fields
 
-from .mechanisms import RUNNERS, WEIGHTLESS_MECHANISMS
-from .mix import MIX_KEYS, MixSettings, mix_settings
+from .estimators import known_group_estimator
 from .weights import loss_unit
 
 logger = logging.getLogger("dataflex_verl")
 
-#: Keys of the ``dataflex:`` block this host reads itself, with their defaults.
-HOST_KEYS = {"on_invalid": "raise", "plugins": None}  # plugins: lock / allow_drift, read by pinning.py
-ON_INVALID = ("raise", "uniform")
 #: Scorer timings that can run after verl has computed advantages.
 RUNNABLE_TIMINGS = ("post_reward", "post_advantage")
 #: verl 0.9 policy losses that multiply ``rollout_is_weights`` linearly into ``pg_losses``.
@@ -45,7 +53,8 @@ REFUSED_POLICY_LOSSES = {
 # rollout_log_probs as old_log_probs and keep the configured policy loss, which multiplies rollout_is_weights.
 
 
-def _cfg(config: Any, path: str, default: Any = None) -> Any:
+def config_value(config: Any, path: str, default: Any = None) -> Any:
+    """``config.<path>`` (dotted), or ``default`` when a part is missing or None (struct mode included)."""
     node = config
     for part in path.split("."):
         if node is None:
@@ -62,30 +71,22 @@ def is_group_estimator(name: str) -> bool | None:
 
     Read from verl's ``ADV_ESTIMATOR_REGISTRY``: an estimator that takes an
     ``index`` argument receives the group ids. Unregistered names fall back
-    to dataflex-core's list for verl 0.9 (``None`` when unknown).
+    to the lists for verl 0.9 (:mod:`dataflex_verl.estimators`; ``None`` when unknown).
     """
     try:
         from verl.trainer.ppo.core_algos import ADV_ESTIMATOR_REGISTRY
     except Exception:  # noqa: BLE001
-        return default_is_group_estimator(name)
+        return known_group_estimator(name)
     fn = ADV_ESTIMATOR_REGISTRY.get(name)
     if fn is None:
-        return default_is_group_estimator(name)
+        return known_group_estimator(name)
     try:
         return "index" in inspect.signature(fn).parameters
     except (TypeError, ValueError):
-        return default_is_group_estimator(name)
+        return known_group_estimator(name)
 
 
-@dataclass(frozen=True)
-class FieldSource:
-    """Which part of the verl configuration writes a field to the queue."""
-
-    produced: bool
-    fix: str = ""
-
-
-def field_sources(config: Any) -> dict[str, FieldSource]:
+def field_sources(config: Any) -> dict[str, FieldSupport]:
     """Queue fields present at ``_compute_advantage`` whose presence depends on the config.
 
     Fields not listed here (dataset columns such as ``data_source``) cannot be
@@ -93,10 +94,10 @@ def field_sources(config: Any) -> dict[str, FieldSource]:
     """
     from verl.trainer.ppo.utils import need_critic, need_reference_policy
 
-    bypass = bool(_cfg(config, "algorithm.rollout_correction.bypass_mode", False))
-    calculate_log_probs = bool(_cfg(config, "actor_rollout_ref.rollout.calculate_log_probs", False))
-    rollout_is = _cfg(config, "algorithm.rollout_correction.rollout_is", None)
-    always = FieldSource(True)
+    bypass = bool(config_value(config, "algorithm.rollout_correction.bypass_mode", False))
+    calculate_log_probs = bool(config_value(config, "actor_rollout_ref.rollout.calculate_log_probs", False))
+    rollout_is = config_value(config, "algorithm.rollout_correction.rollout_is", None)
+    always = FieldSupport(True)
     return {
         "response_mask": always,
         "responses": always,
@@ -109,25 +110,27 @@ def field_sources(config: Any) -> dict[str, FieldSource]:
         "returns": always,
         "uid": always,
         "old_log_probs": always,
-        "entropy": FieldSource(
+        "entropy": FieldSupport(
             not bypass,
             "verl writes entropy when it recomputes old log-probs; set algorithm.rollout_correction.bypass_mode=false",
         ),
-        "values": FieldSource(
+        "values": FieldSupport(
             need_critic(config),
             "verl writes values only with a critic; set critic.enable=true or use adv_estimator=gae",
         ),
-        "ref_log_prob": FieldSource(
+        "ref_log_prob": FieldSupport(
             need_reference_policy(config),
             "verl writes ref_log_prob only with a reference policy; set actor_rollout_ref.actor.use_kl_loss=true "
             "or algorithm.use_kl_in_reward=true",
         ),
-        "rollout_log_probs": FieldSource(calculate_log_probs, "set actor_rollout_ref.rollout.calculate_log_probs=true"),
-        "token_level_rewards": FieldSource(
-            bool(_cfg(config, "algorithm.use_kl_in_reward", False)),
+        "rollout_log_probs": FieldSupport(
+            calculate_log_probs, "set actor_rollout_ref.rollout.calculate_log_probs=true"
+        ),
+        "token_level_rewards": FieldSupport(
+            bool(config_value(config, "algorithm.use_kl_in_reward", False)),
             "verl writes token_level_rewards only with algorithm.use_kl_in_reward=true; read rm_scores instead",
         ),
-        "rollout_is_weights": FieldSource(
+        "rollout_is_weights": FieldSupport(
             rollout_is is not None and calculate_log_probs and not bypass,
             "verl writes rollout_is_weights only with algorithm.rollout_correction.rollout_is set (token or "
             "sequence) and actor_rollout_ref.rollout.calculate_log_probs=true",
@@ -135,26 +138,40 @@ def field_sources(config: Any) -> dict[str, FieldSource]:
     }
 
 
-@dataclass
-class MountedDataFlex:
-    """A validated pipeline plus everything the per-step hook needs from the verl config."""
+def capabilities(config: Any) -> HostCapabilities:
+    """What verl 0.9's v1 trainers can do for DataFlex under ``config``.
 
-    pipeline: DataFlexPipeline
-    on_invalid: str
-    adv_estimator: str
-    loss_agg_mode: str
-    policy_loss: str
-    loss_unit: str
-    #: Queue fields read each step (``response_mask`` first, ``uid`` when groups are needed).
-    fields: list[str] = field(default_factory=list)
+    Per-token weights reach the policy loss through ``rollout_is_weights``;
+    rows are never removed from verl's loss (a selector's drops are weight 0),
+    but verl's own estimator can recompute group advantages on the kept rows;
+    mix acts on the train dataloader's sampler; the hook sees the whole global
+    batch, so groups are complete. Fields a config may not produce are listed
+    with the setting that produces them; names outside the vocabulary are
+    dataset columns carried into the queue with the prompt.
+    """
+    return HostCapabilities(
+        name="verl",
+        loss_units=(TOKEN_UNIT, SEQUENCE_UNIT),
+        token_weights=True,
+        hard_drop=False,
+        recompute_advantage=True,
+        resampling=True,
+        complete_groups=True,
+        fields=field_sources(config),
+        dataset_columns=True,
+        timings=RUNNABLE_TIMINGS,
+    )
+
+
+@dataclass
+class MountedDataFlex(MountedStep):
+    """Core's mounted step plus what the verl hook needs from the verl config."""
+
+    adv_estimator: str = ""
+    loss_agg_mode: str = ""
+    policy_loss: str = ""
     #: field -> what in the verl config writes it, for run-time "missing field" errors.
     field_hints: dict[str, str] = field(default_factory=dict)
-    #: ``mechanism: mix`` settings (domains, domain_key, update_step); ``None`` for other mechanisms.
-    mix: MixSettings | None = None
-
-    @property
-    def mechanism(self) -> str:
-        return self.pipeline.mechanism
 
     def describe(self) -> str:
         p = self.pipeline
@@ -166,9 +183,9 @@ class MountedDataFlex:
 
 
 def dataflex_block(config: Any) -> Any:
-    block = _cfg(config, "dataflex", None)
+    block = config_value(config, "dataflex", None)
     if block is None:
-        mode = _cfg(config, "trainer.v1.trainer_mode", "dataflex_sync")
+        mode = config_value(config, "trainer.v1.trainer_mode", "dataflex_sync")
         raise ConfigError(
             f"trainer.v1.trainer_mode={mode!r} needs a dataflex: block, but the config has none; add one, e.g. "
             "on the command line: +dataflex.mechanism=reweight +dataflex.scorer.name=advantage_magnitude "
@@ -177,27 +194,16 @@ def dataflex_block(config: Any) -> Any:
     return block
 
 
-def host_settings(block: Any) -> dict[str, Any]:
-    plain = to_plain(block) or {}
-    settings = {key: plain.get(key, default) for key, default in HOST_KEYS.items()}
-    if settings["on_invalid"] not in ON_INVALID:
-        raise ConfigError(
-            f"dataflex.on_invalid={settings['on_invalid']!r} is not one of {', '.join(ON_INVALID)}; "
-            "raise (default) stops the run on invalid plugin output, uniform uses weights 1 for that step"
-        )
-    return settings
-
-
 def check_task_policy_loss(config: Any, mechanism: str) -> None:
     """Refuse distillation without task rewards: verl's task policy loss, which carries the weights, is zeroed.
 
     ``mix`` acts on sampling, not on the loss, and stays allowed.
     """
-    if mechanism in WEIGHTLESS_MECHANISMS or not bool(_cfg(config, "distillation.enabled", False)):
+    if mechanism in WEIGHTLESS_MECHANISMS or not bool(config_value(config, "distillation.enabled", False)):
         return
-    if bool(_cfg(config, "distillation.distillation_loss.use_task_rewards", True)):
+    if bool(config_value(config, "distillation.distillation_loss.use_task_rewards", True)):
         return
-    if bool(_cfg(config, "distillation.distillation_loss.use_policy_gradient", False)):
+    if bool(config_value(config, "distillation.distillation_loss.use_policy_gradient", False)):
         where = (
             "sets the task policy loss to 0, so the weights would only scale the distillation policy-gradient "
             "term (its advantages are minus the distillation loss), not a task policy loss"
@@ -215,7 +221,7 @@ def check_task_policy_loss(config: Any, mechanism: str) -> None:
 
 def check_policy_loss(config: Any) -> tuple[str, str]:
     """The policy loss and aggregation mode, refused where ``rollout_is_weights`` is not a linear factor."""
-    loss_mode = str(_cfg(config, "actor_rollout_ref.actor.policy_loss.loss_mode", "vanilla"))
+    loss_mode = str(config_value(config, "actor_rollout_ref.actor.policy_loss.loss_mode", "vanilla"))
     if loss_mode in REFUSED_POLICY_LOSSES:
         raise IncompatibleComponentError(
             f"actor_rollout_ref.actor.policy_loss.loss_mode={loss_mode!r} cannot carry dataflex weights: "
@@ -227,83 +233,39 @@ def check_policy_loss(config: Any) -> tuple[str, str]:
             "dataflex weights only act if it does",
             loss_mode,
         )
-    loss_agg_mode = str(_cfg(config, "actor_rollout_ref.actor.loss_agg_mode", "token-mean"))
+    loss_agg_mode = str(config_value(config, "actor_rollout_ref.actor.loss_agg_mode", "token-mean"))
     return loss_mode, loss_agg_mode
 
 
 def check_fields(config: Any, pipeline: DataFlexPipeline) -> None:
-    sources = field_sources(config)
-    owners = [(pipeline.scorer_spec, pipeline.scorer), (pipeline.actuator_spec, pipeline.actuator)]
-    for spec, component in owners:
-        for name in component.requires:
-            source = sources.get(name)
-            if source is not None and not source.produced:
-                raise IncompatibleComponentError(
-                    f"{spec.kind} {spec.label} requires the field {name!r}, which this verl configuration does "
-                    f"not produce: {source.fix}"
-                )
+    """Every field the configured scorer and actuator read must be one this verl configuration produces."""
+    check_pipeline_fields(pipeline, capabilities(config))
 
 
 def mount(config: Any) -> MountedDataFlex:
     """Build and validate the ``dataflex:`` block of a verl config; raise one clear error on the first problem."""
     block = dataflex_block(config)
-    settings = host_settings(block)
-    adv_estimator = str(_cfg(config, "algorithm.adv_estimator", "gae"))
-    pipeline = build_from_config(
-        block,
-        adv_estimator=adv_estimator,
-        is_group_estimator=is_group_estimator,
-        extra_keys=(*HOST_KEYS, *MIX_KEYS),
-    )
-    mix = mix_settings(block) if pipeline.mechanism == "mix" else None
-    stray = sorted(k for k in MIX_KEYS if k in pipeline.extra) if mix is None else []
-    if stray:
-        raise ConfigError(
-            f"dataflex.{stray[0]} is read only by mechanism: mix, but dataflex.mechanism={pipeline.mechanism!r}; "
-            f"remove {stray} or set mechanism: mix"
-        )
-    if pipeline.mechanism not in RUNNERS and pipeline.mechanism not in WEIGHTLESS_MECHANISMS:
-        raise ConfigError(
-            f"dataflex.mechanism={pipeline.mechanism!r} is not supported by dataflex-verl yet; "
-            f"supported: {', '.join((*RUNNERS, *WEIGHTLESS_MECHANISMS))}"
-        )
-    timing = pipeline.scorer.timing
-    if timing not in RUNNABLE_TIMINGS:
-        raise IncompatibleComponentError(
-            f"scorer {pipeline.scorer_spec.label} has timing={timing!r}, but dataflex-verl runs scorers in "
-            f"_compute_advantage, after the reward and the advantages exist ({', '.join(RUNNABLE_TIMINGS)}); "
-            f"a {timing} scorer cannot run in mechanism {pipeline.mechanism!r}. Pick a scorer with one of those timings"
-        )
-    check_task_policy_loss(config, pipeline.mechanism)
+    adv_estimator = str(config_value(config, "algorithm.adv_estimator", "gae"))
     policy_loss, loss_agg_mode = check_policy_loss(config)
     unit = loss_unit(loss_agg_mode, policy_loss)
-    check_fields(config, pipeline)
-    sources = field_sources(config)
-    hints = {name: source.fix for name, source in sources.items() if source.fix}
+    host = capabilities(config)
+    step = mount_step(
+        block,
+        host,
+        loss_unit=unit,
+        ctx={"loss_agg_mode": loss_agg_mode, "adv_estimator": adv_estimator},
+        adv_estimator=adv_estimator,
+        is_group_estimator=is_group_estimator,
+    )
+    check_task_policy_loss(config, step.mechanism)
+    hints = {name: source.fix for name, source in host.fields.items() if source.fix}
     hints["rollout_is_weights"] = (
         "verl's rollout correction writes it in _compute_advantage; " + hints["rollout_is_weights"]
     )
     return MountedDataFlex(
-        pipeline=pipeline,
-        on_invalid=settings["on_invalid"],
+        **{f.name: getattr(step, f.name) for f in fields(MountedStep)},
         adv_estimator=adv_estimator,
         loss_agg_mode=loss_agg_mode,
         policy_loss=policy_loss,
-        loss_unit=unit,
-        fields=mechanism_fields(pipeline, mix),
         field_hints=hints,
-        mix=mix,
     )
-
-
-def mechanism_fields(pipeline: DataFlexPipeline, mix: MixSettings | None) -> list[str]:
-    """Queue fields the step hook reads: the components' fields plus what the mechanism needs.
-
-    ``select`` reads ``uid`` for its group metrics; ``mix`` reads the domain column.
-    """
-    fields = list(pipeline.requires)
-    if pipeline.mechanism == "select":
-        fields.append("uid")
-    if mix is not None:
-        fields.append(mix.domain_key)
-    return list(dict.fromkeys(fields))

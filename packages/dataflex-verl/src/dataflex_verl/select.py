@@ -1,17 +1,16 @@
-"""``mechanism: select``: a selector's kept set -> 0/1 per-sample weights, and advantages on the kept subset.
+"""``mechanism: select`` in verl: group advantages recomputed on the kept rows by verl's own estimator.
 
-The kept set becomes a 0/1 weight per sample that the host renormalises like
-any other weight (mean one in the ``loss_agg_mode`` unit), so dropping half
-the batch does not halve the step. Selectors may return a bool or float 0/1
-mask of shape ``(bs,)`` or a LongTensor of kept row indices; integer tensors
-are always read as indices. Padding and empty rows are never kept.
+Core's step turns a selector's kept set into 0/1 per-sample weights,
+renormalised like any other weights (mean one in the ``loss_agg_mode`` unit),
+so dropping half the batch does not halve the step; the selector-output rule
+and the selection metrics are core's (:mod:`dataflex_core.step.selection`).
 
-A selector with a truthy ``recompute_advantage`` attribute (GFPO, PODS)
-asks for group advantages computed as if only the kept rows had been sampled:
-the host reads the estimator's fields in the step's single read, reruns verl's
-own estimator on the kept rows alone, and writes those advantages (0 on
-dropped rows) and ``returns`` in the same write as the weights. No queue I/O
-happens here (:mod:`dataflex_verl.queue_io`).
+A selector with ``recompute_advantage`` set (GFPO, PODS) asks for group
+advantages computed as if only the kept rows had been sampled: the host reads
+the estimator's fields in the step's single read, reruns verl's own estimator
+on the kept rows alone, and writes those advantages (0 on dropped rows) and
+``returns`` in the same write as the weights. No queue I/O happens here
+(:mod:`dataflex_verl.queue_io`).
 """
 
 from __future__ import annotations
@@ -19,82 +18,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-import numpy as np
 import torch
 
-from dataflex_core import Batch, InvalidOutputError, group_index, segment_count, valid_sample_mask
-
-from .outputs import checked_scores, component_label, step_context
-
-
-def kept_mask(output: Any, batch: Batch, owner: str, step: int) -> torch.Tensor:
-    """A selector's output as a bool mask ``(bs,)``; raises naming ``owner`` and ``step`` on a bad value."""
-    bs = len(batch)
-
-    def fail(problem: str) -> InvalidOutputError:
-        return InvalidOutputError(f"{owner} returned an invalid selection at step {step}: {problem}")
-
-    if not isinstance(output, torch.Tensor):
-        raise fail(f"expected a bool/0-1 mask of shape ({bs},) or a LongTensor of indices, got {type(output).__name__}")
-    if output.dtype == torch.bool or output.is_floating_point():
-        if tuple(output.shape) != (bs,):
-            raise fail(f"a mask must have shape ({bs},), got {tuple(output.shape)}")
-        values = output.detach().to(torch.float64).cpu()
-        if not torch.all((values == 0) | (values == 1)):
-            bad = values[(values != 0) & (values != 1)]
-            raise fail(f"a mask must hold only 0 and 1, got e.g. {bad[:3].tolist()}")
-        keep = values == 1
-    elif output.dtype in (torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8):
-        indices = output.detach().cpu().long().flatten()
-        if output.dim() != 1:
-            raise fail(f"indices must be 1-D, got shape {tuple(output.shape)}")
-        if indices.numel() and (indices.min() < 0 or indices.max() >= bs):
-            raise fail(f"indices must lie in 0..{bs - 1}, got min {int(indices.min())} max {int(indices.max())}")
-        if indices.unique().numel() != indices.numel():
-            raise fail("indices must be unique")
-        keep = torch.zeros(bs, dtype=torch.bool)
-        keep[indices] = True
-    else:
-        raise fail(f"dtype {output.dtype} is neither a mask (bool/float) nor indices (integer)")
-    return keep & valid_sample_mask(batch).cpu()
-
-
-def run_select(mounted: Any, batch: Batch, step: int) -> torch.Tensor:
-    """``scorer.score`` then ``selector.act``; float32 0/1 weights ``(bs,)`` (renormalised by the host)."""
-    pipeline = mounted.pipeline
-    scores = checked_scores(mounted, batch, step)
-    with torch.no_grad():
-        output = pipeline.actuator.act(scores, batch, **step_context(mounted, step))
-    selector = component_label(pipeline, "actuator")
-    keep = kept_mask(output, batch, selector, step)
-    if not keep.any() and valid_sample_mask(batch).any():
-        raise InvalidOutputError(
-            f"{selector} kept no sample at step {step}; a step needs at least one kept sample "
-            "(widen the selector's band/fraction, or set dataflex.on_invalid=uniform to train on all samples then)"
-        )
-    return keep.to(torch.float32)
-
-
-def wants_recompute(selector: Any) -> bool:
-    """True when the selector asks for group advantages on its kept subset."""
-    return bool(getattr(selector, "recompute_advantage", False))
-
-
-def selection_metrics(kept: torch.Tensor, batch: Batch) -> dict[str, float]:
-    """``dataflex/kept_fraction`` over valid rows and, with ``uid``, the groups fully dropped."""
-    valid = valid_sample_mask(batch).cpu()
-    kept = kept.cpu().bool() & valid
-    out = {"dataflex/kept_fraction": float(kept.sum()) / max(int(valid.sum()), 1)}
-    uid = batch.non_tensor_batch.get("uid")
-    if uid is not None and valid.any():
-        index, num_groups = group_index(np.asarray(uid, dtype=object)[valid.numpy()])
-        kept_per_group = segment_count(index, num_groups, kept[valid])
-        dropped = int((kept_per_group == 0).sum())
-        out["dataflex/groups_total"] = float(num_groups)
-        out["dataflex/groups_fully_dropped"] = float(dropped)
-        out["dataflex/groups_fully_dropped_fraction"] = dropped / num_groups
-    return out
-
+from dataflex_core import Batch
 
 #: Fields verl's ``_compute_advantage`` reads; the recomputation reads those the queue holds.
 ESTIMATOR_FIELDS = ("uid", "response_mask", "rm_scores", "rollout_log_probs", "old_log_probs", "ref_log_prob", "values")

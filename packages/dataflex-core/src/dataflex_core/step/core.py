@@ -223,7 +223,7 @@ class DataFlexStep:
         prepare_batch(batch)  # masks, token counts and uid groups: computed once for the whole step
         valid_tokens = valid_token_mask(batch)
         try:
-            raw = self._raw_weights(batch, step)
+            raw = self.raw_weights(batch, step)
             applied, factor = self._finalize(raw, valid_tokens, importance_weights, step)
         except InvalidOutputError as exc:
             if self.mounted.on_invalid == "raise":
@@ -266,8 +266,8 @@ class DataFlexStep:
         return metrics
 
     # -- the parts ---------------------------------------------------------------------
-    def _raw_weights(self, batch: Batch, step: int) -> torch.Tensor:
-        """The mechanism on the real rows; raw weights scattered back to every row (0 on padding)."""
+    def raw_weights(self, batch: Batch, step: int) -> torch.Tensor:
+        """The mechanism on the real rows; its checked raw weights scattered back to every row (0 on padding)."""
         runner = RUNNERS[self.mounted.mechanism]
         sub, real = self.components_batch(batch)
         weights = runner(self.pipeline, sub, step, self.mounted.ctx)
