@@ -11,9 +11,6 @@ from dataflex_core import (
     Batch,
     actuator_scores,
     group_index,
-    masked_seq_max,
-    masked_seq_mean,
-    masked_seq_sum,
     mean_one,
     prepare_batch,
     response_token_mask,
@@ -190,42 +187,3 @@ def test_prepare_batch_names_what_it_needs():
     with pytest.raises(TypeError, match="got Batch"):
         prepare_batch(batch)
     assert STEP_INPUTS_KEY not in batch.meta_info
-
-
-def _reference(x, mask, fill, reduce):
-    return reduce(torch.where(mask.bool(), x, torch.full((), fill, dtype=x.dtype)))
-
-
-@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16])
-@pytest.mark.parametrize("prepared", [False, True])
-def test_blockwise_masked_reductions_equal_one_full_size_where(monkeypatch, dtype, prepared):
-    monkeypatch.setattr(groups_module, "BLOCK_ELEMENTS", 16)  # 2 rows of 7 per block, plus a short last block
-    batch = _batch(padding=False, seed=3)
-    if prepared:
-        prepare_batch(batch)
-    mask = batch.batch["response_mask"]
-    x = batch.batch["advantages"].to(dtype)
-    x = torch.where(mask.bool(), x, torch.full((), float("nan"), dtype=dtype))  # garbage outside the mask
-    m = mask.bool()
-    counts = m.sum(-1)
-    total = _reference(x, m, 0.0, lambda v: v.sum(-1))
-    assert torch.equal(masked_seq_sum(x, mask), total)
-    assert torch.equal(masked_seq_mean(x, mask), total / counts.clamp(min=1).to(dtype))
-    top = _reference(x, m, float("-inf"), lambda v: v.amax(-1))
-    assert torch.equal(masked_seq_max(x, mask), torch.where(counts > 0, top, torch.zeros_like(top)))
-    # magnitude=True is the reduction of |x|
-    ax = x.abs()
-    assert torch.equal(masked_seq_sum(x, mask, magnitude=True), _reference(ax, m, 0.0, lambda v: v.sum(-1)))
-    top = _reference(ax, m, float("-inf"), lambda v: v.amax(-1))
-    assert torch.equal(masked_seq_max(x, mask, magnitude=True), torch.where(counts > 0, top, torch.zeros_like(top)))
-    assert masked_seq_sum(x, mask).dtype == dtype
-
-
-def test_masked_reductions_keep_autograd_and_integer_dtypes(monkeypatch):
-    monkeypatch.setattr(groups_module, "BLOCK_ELEMENTS", 4)
-    x = torch.randn(6, 3, requires_grad=True)
-    mask = torch.ones(6, 3, dtype=torch.int64)
-    masked_seq_mean(x, mask).sum().backward()
-    assert torch.allclose(x.grad, torch.full((6, 3), 1 / 3))
-    ints = torch.arange(18).reshape(6, 3)
-    assert masked_seq_sum(ints, mask).tolist() == ints.sum(-1).tolist()

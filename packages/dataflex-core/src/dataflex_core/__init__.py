@@ -46,7 +46,7 @@ from .groups import (
     segment_var,
 )
 from .hookspecs import hookimpl
-from .inputs import actuator_scores
+from .inputs import actuator_scores, negative_mask, nonfinite_mask
 from .normalize import (
     mean_one,
     normalize_mean_one,
@@ -123,6 +123,8 @@ __all__ = [
     "masked_seq_mean",
     "masked_seq_sum",
     "mean_one",
+    "negative_mask",
+    "nonfinite_mask",
     "normalize_mean_one",
     "prepare_batch",
     "register_mixer",

@@ -8,22 +8,17 @@ the boolean form and token counts of its ``response_mask`` are computed once
 and shared by every caller.
 
 The masked sequence reductions never build a ``(bs, L)`` temporary on the
-CPU: they mask and reduce blocks of rows through one small reused buffer. A
-full-size temporary costs a fresh allocation, page faults and a pass over
-memory, which at ``(bs, L)`` is as much as the reduction itself.
+CPU (:mod:`dataflex_core.blockwise`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 import torch
 
+from .blockwise import masked_row_reduce, row_counts
 from .precomputed import dense_group_index, inputs_for_mask, inputs_for_uid
-
-#: Elements per block of rows in the CPU masked reductions (1 MiB of float32: stays in cache).
-BLOCK_ELEMENTS = 1 << 18
 
 
 def group_index(uid: Any, device: torch.device | str | None = None) -> tuple[torch.Tensor, int]:
@@ -106,58 +101,19 @@ def _bool_mask(mask: torch.Tensor) -> torch.Tensor:
 def _row_counts(mask: torch.Tensor, bool_mask: torch.Tensor) -> torch.Tensor:
     """``(bs,)`` int64 set positions per row of ``mask`` (``bool_mask`` is its boolean form)."""
     inputs = inputs_for_mask(mask)
-    return inputs.response_counts() if inputs is not None else bool_mask.sum(-1)
-
-
-def _masked_rows(
-    x: torch.Tensor,
-    mask: torch.Tensor,
-    fill: float,
-    reduce: Callable[[torch.Tensor], torch.Tensor],
-    magnitude: bool = False,
-) -> torch.Tensor:
-    """``reduce`` of ``where(mask, x, fill)`` (of ``|x|`` with ``magnitude``) over the last dim.
-
-    On the CPU, for a 2-D ``x`` not tracked by autograd, blocks of rows go
-    through one small reused buffer; elsewhere it is one full-size ``where``.
-    """
-    fill_value = torch.full((), fill, dtype=x.dtype, device=x.device)
-    rows = x.shape[0] if x.dim() == 2 else 0
-    step = max(1, BLOCK_ELEMENTS // max(1, x.shape[-1]))
-    blockwise = (
-        x.device.type == "cpu"
-        and mask.shape == x.shape
-        and rows > step
-        and not (x.requires_grad and torch.is_grad_enabled())
-    )
-    if not blockwise:
-        values = torch.where(mask, x.abs() if magnitude else x, fill_value)
-        return reduce(values)
-    buffer = torch.empty((step, x.shape[1]), dtype=x.dtype)
-    out: torch.Tensor | None = None
-    for start in range(0, rows, step):
-        stop = min(start + step, rows)
-        block = buffer[: stop - start]
-        torch.where(mask[start:stop], x[start:stop], fill_value, out=block)
-        if magnitude:
-            block.abs_()
-        reduced = reduce(block)
-        if out is None:
-            out = torch.empty((rows,), dtype=reduced.dtype)
-        out[start:stop] = reduced
-    return out
+    return inputs.response_counts() if inputs is not None else row_counts(bool_mask)
 
 
 def masked_seq_sum(x: torch.Tensor, mask: torch.Tensor, *, magnitude: bool = False) -> torch.Tensor:
     """``(bs, L)`` -> ``(bs,)`` sum over positions where ``mask`` is set (of ``|x|`` with ``magnitude``)."""
-    return _masked_rows(x, _bool_mask(mask), 0.0, lambda v: v.sum(-1), magnitude)
+    return masked_row_reduce(x, _bool_mask(mask), 0.0, lambda v: v.sum(-1), magnitude)
 
 
 def masked_seq_mean(x: torch.Tensor, mask: torch.Tensor, *, magnitude: bool = False) -> torch.Tensor:
     """``(bs, L)`` -> ``(bs,)`` mean over masked positions (of ``|x|`` with ``magnitude``); an empty row gives 0."""
     bool_mask = _bool_mask(mask)
     count = _row_counts(mask, bool_mask).clamp(min=1).to(x.dtype)
-    return _masked_rows(x, bool_mask, 0.0, lambda v: v.sum(-1), magnitude) / count
+    return masked_row_reduce(x, bool_mask, 0.0, lambda v: v.sum(-1), magnitude) / count
 
 
 def masked_seq_max(x: torch.Tensor, mask: torch.Tensor, *, magnitude: bool = False) -> torch.Tensor:
@@ -165,5 +121,5 @@ def masked_seq_max(x: torch.Tensor, mask: torch.Tensor, *, magnitude: bool = Fal
     m = _bool_mask(mask)
     # |x| >= 0, so filling masked positions with 0 instead of -inf leaves every non-empty row's max unchanged.
     fill = 0.0 if magnitude else float("-inf")
-    out = _masked_rows(x, m, fill, lambda v: v.amax(-1), magnitude)
+    out = masked_row_reduce(x, m, fill, lambda v: v.amax(-1), magnitude)
     return torch.where(_row_counts(mask, m) > 0, out, torch.zeros_like(out))

@@ -62,15 +62,38 @@ def actuator_scores(
     elif s.dtype not in _FLOATS:
         s = s.float()
     valid = valid.to(s.device)
-    # NaN/inf on invalid units (allowed) or a sum of finite values that overflows
-    # sends us to the exact per-unit check.
-    if not torch.isfinite(s.sum()):
-        bad = valid & ~torch.isfinite(s)
-        if bad.any():
-            first = bad.nonzero()[0].tolist() if per_token else f"row {int(bad.nonzero()[0])}"
-            units = "tokens" if per_token else "rows"
-            raise InvalidOutputError(
-                f"{owner} got {int(bad.sum())} non-finite score(s) among {int(valid.sum())} valid {units} "
-                f"(first at {first}); the scorer must return finite scores"
-            )
+    bad = nonfinite_mask(s, valid)
+    if bad is not None:
+        first = bad.nonzero()[0].tolist() if per_token else f"row {int(bad.nonzero()[0])}"
+        units = "tokens" if per_token else "rows"
+        raise InvalidOutputError(
+            f"{owner} got {int(bad.sum())} non-finite score(s) among {int(torch.count_nonzero(valid))} valid "
+            f"{units} (first at {first}); the scorer must return finite scores"
+        )
     return s, valid
+
+
+def nonfinite_mask(values: torch.Tensor, valid: torch.Tensor) -> torch.Tensor | None:
+    """``None`` when every valid entry of ``values`` is finite, else the bool mask of the valid non-finite ones.
+
+    One reduction decides the common case (a finite sum means every entry is
+    finite); NaN/inf on invalid entries, or finite values whose sum overflows,
+    lead to the exact per-entry check. No full-size temporary is built unless
+    the answer needs it. Integer and bool values are always finite.
+    """
+    if not values.is_floating_point() or torch.isfinite(values.sum()):
+        return None
+    bad = valid & ~torch.isfinite(values)
+    return bad if bad.any() else None
+
+
+def negative_mask(values: torch.Tensor, valid: torch.Tensor) -> torch.Tensor | None:
+    """``None`` when no valid entry of ``values`` is negative (NaN is not negative), else the mask of those that are.
+
+    One reduction decides the common case (the minimum of all entries); only a
+    negative entry somewhere leads to the exact per-entry check.
+    """
+    if values.dtype == torch.bool or values.numel() == 0 or bool(values.min() >= 0):  # NaN min: check exactly
+        return None
+    negative = valid & (values < 0)
+    return negative if negative.any() else None

@@ -12,6 +12,7 @@ from typing import Any
 
 import torch
 
+from .blockwise import blockwise, row_counts, row_slices
 from .errors import InvalidOutputError
 from .precomputed import compute_valid_tokens, step_inputs
 
@@ -40,7 +41,7 @@ def valid_token_counts(batch: Any) -> torch.Tensor:
     inputs = step_inputs(batch)
     if inputs is not None:
         return inputs.token_counts()
-    return valid_token_mask(batch).sum(-1)
+    return row_counts(valid_token_mask(batch))
 
 
 def response_token_mask(batch: Any) -> torch.Tensor:
@@ -79,13 +80,8 @@ def normalize_mean_one(weights: torch.Tensor, valid: torch.Tensor, *, inplace: b
     count = torch.count_nonzero(valid).to(dtype)
     if count == 0:
         return torch.zeros_like(w)
-    zero = torch.zeros((), dtype=dtype, device=w.device)
-    if inplace and w is weights:
-        w = torch.where(valid, w, zero, out=w)
-    else:
-        w = torch.where(valid, w, zero)
-    total = w.sum()
-    if torch.isfinite(total) and w.min() >= 0 and total > 0:
+    w, total, low = _masked_sum_min(w, valid, own=inplace and w is weights)
+    if torch.isfinite(total) and low >= 0 and total > 0:
         return w.mul_(count / total)  # w is our own tensor (torch.where) or the caller's to give
     bad = valid & ~torch.isfinite(w)
     if bad.any():
@@ -106,6 +102,25 @@ def normalize_mean_one(weights: torch.Tensor, valid: torch.Tensor, *, inplace: b
         w = w / w.max()
         total = w.sum()
     return w * (count / total)
+
+
+def _masked_sum_min(w: torch.Tensor, valid: torch.Tensor, own: bool) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """``(where(valid, w, 0), its sum, its min)``, written into ``w`` itself when ``own``.
+
+    On the CPU a (bs, L) tensor is masked and reduced block by block while the
+    block is in cache: one pass over memory instead of three.
+    """
+    zero = torch.zeros((), dtype=w.dtype, device=w.device)
+    if not (blockwise(w) and valid.shape == w.shape):
+        masked = torch.where(valid, w, zero, out=w) if own else torch.where(valid, w, zero)
+        return masked, masked.sum(), masked.min()
+    out = w if own else torch.empty_like(w)
+    total, low = 0.0, float("inf")
+    for rows in row_slices(*w.shape):
+        block = torch.where(valid[rows], w[rows], zero, out=out[rows])
+        total += float(block.sum())  # block sums in float32, their total in float64
+        low = min(low, float(block.min()))
+    return out, torch.tensor(total, dtype=w.dtype), torch.tensor(low, dtype=w.dtype)
 
 
 def mean_one(weights: torch.Tensor, batch: Any) -> torch.Tensor:

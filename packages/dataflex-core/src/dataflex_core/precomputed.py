@@ -33,6 +33,8 @@ from typing import Any
 import numpy as np
 import torch
 
+from .blockwise import row_counts
+
 #: Where :func:`prepare_batch` puts the :class:`StepInputs` of a batch.
 STEP_INPUTS_KEY = "dataflex_step_inputs"
 
@@ -140,7 +142,7 @@ class StepInputs:
 
     def response_counts(self) -> torch.Tensor:
         """``(bs,)`` int64 response tokens per row."""
-        return self._get("response_counts", lambda: self.response_tokens().sum(-1))
+        return self._get("response_counts", lambda: row_counts(self.response_tokens()))
 
     def valid_tokens(self) -> torch.Tensor:
         """``(bs, L)`` bool: response tokens of non-padding rows."""
@@ -152,7 +154,7 @@ class StepInputs:
         """``(bs,)`` int64 valid tokens per row (0 on padding and empty rows)."""
         if not self._has_padding():
             return self.response_counts()
-        return self._get("token_counts", lambda: self.valid_tokens().sum(-1))
+        return self._get("token_counts", lambda: row_counts(self.valid_tokens()))
 
     def valid_rows(self) -> torch.Tensor:
         """``(bs,)`` bool: rows that are not padding and have at least one response token."""

@@ -1,0 +1,81 @@
+"""Row-wise reductions of ``(bs, L)`` tensors without a ``(bs, L)`` temporary on the CPU.
+
+A full-size temporary costs a fresh allocation (page faults when glibc maps
+it), a write and a read: at ``(bs, L)`` as much as the reduction itself, and
+it raises the step's peak memory by its size. Some costs hide in plain
+torch: ``mask.sum(-1)`` on a bool mask first copies it to int64, eight bytes
+per token. Here blocks of rows go through one small buffer that stays in
+cache. On other devices (and for tensors autograd tracks) the plain
+full-size expression is used: the GPU caching allocator makes temporaries
+cheap and a Python loop would cost a kernel launch per block.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+
+import torch
+
+#: Elements per block of rows (1 MiB of float32: stays in cache).
+BLOCK_ELEMENTS = 1 << 18
+
+
+def block_rows(length: int) -> int:
+    """Rows per block for rows of ``length`` elements."""
+    return max(1, BLOCK_ELEMENTS // max(1, length))
+
+
+def blockwise(x: torch.Tensor) -> bool:
+    """True when ``x`` is a CPU 2-D tensor larger than a block that autograd does not track."""
+    return (
+        x.device.type == "cpu"
+        and x.dim() == 2
+        and x.shape[0] > block_rows(x.shape[1])
+        and not (x.requires_grad and torch.is_grad_enabled())
+    )
+
+
+def row_slices(rows: int, length: int) -> Iterator[slice]:
+    """Consecutive row ranges covering ``rows`` rows, one block each."""
+    step = block_rows(length)
+    for start in range(0, rows, step):
+        yield slice(start, min(start + step, rows))
+
+
+def row_counts(mask: torch.Tensor) -> torch.Tensor:
+    """``(bs,)`` int64: set positions per row of a ``(bs, L)`` mask (any dtype, nonzero = set)."""
+    if not blockwise(mask):
+        return torch.count_nonzero(mask, dim=-1)
+    out = torch.empty(mask.shape[0], dtype=torch.int64)
+    for rows in row_slices(*mask.shape):
+        out[rows] = torch.count_nonzero(mask[rows], dim=-1)
+    return out
+
+
+def masked_row_reduce(
+    x: torch.Tensor,
+    mask: torch.Tensor,
+    fill: float,
+    reduce: Callable[[torch.Tensor], torch.Tensor],
+    magnitude: bool = False,
+) -> torch.Tensor:
+    """``reduce`` (over the last dim) of ``where(mask, x, fill)``, or of ``|x|`` there with ``magnitude``.
+
+    :param mask: bool, shaped like ``x``.
+    """
+    fill_value = torch.full((), fill, dtype=x.dtype, device=x.device)
+    if not (blockwise(x) and mask.shape == x.shape):
+        return reduce(torch.where(mask, x.abs() if magnitude else x, fill_value))
+    buffer = torch.empty((block_rows(x.shape[1]), x.shape[1]), dtype=x.dtype)
+    out: torch.Tensor | None = None
+    for rows in row_slices(*x.shape):
+        block = buffer[: rows.stop - rows.start]
+        torch.where(mask[rows], x[rows], fill_value, out=block)
+        if magnitude:
+            block.abs_()
+        reduced = reduce(block)
+        if out is None:
+            out = torch.empty(x.shape[0], dtype=reduced.dtype)
+        out[rows] = reduced
+    assert out is not None
+    return out
