@@ -60,3 +60,11 @@ def test_a_fooled_sample_falls_back_to_an_exact_answer(small_limits, monkeypatch
     monkeypatch.setattr(torch, "randint", lambda n, size, **kw: torch.zeros(size, dtype=torch.long))
     values = torch.randn(5000, generator=torch.Generator().manual_seed(3))
     assert kth_smallest(values, 2500).item() == values.kthvalue(2500).values.item()
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("k", [1, 777, 4001, 5000])
+def test_chunked_comparisons_match_kthvalue(small_limits, monkeypatch, layout, k):
+    monkeypatch.setattr(selection, "CHUNK", 333)  # many chunks and a short last one
+    values = LAYOUTS[layout](torch.Generator().manual_seed(k))
+    assert kth_smallest(values, k).item() == values.kthvalue(k).values.item()

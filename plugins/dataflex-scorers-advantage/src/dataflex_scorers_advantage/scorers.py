@@ -57,13 +57,14 @@ class AdvantageMagnitudeScorer(Scorer):
 
     @torch.no_grad()
     def score(self, batch, step_id, **ctx):
-        magnitude = _as_float(batch.batch["advantages"]).abs()
+        # |A| is taken inside the masked reduction (magnitude=True): no full-size |A| tensor.
+        adv = _as_float(batch.batch["advantages"])
         mask = batch.batch["response_mask"]
         if self.agg == "mean":
-            return masked_seq_mean(magnitude, mask)
+            return masked_seq_mean(adv, mask, magnitude=True)
         if self.agg == "sum":
-            return masked_seq_sum(magnitude, mask)
-        return masked_seq_max(magnitude, mask)
+            return masked_seq_sum(adv, mask, magnitude=True)
+        return masked_seq_max(adv, mask, magnitude=True)
 
 
 @register_scorer("advantage_signed")

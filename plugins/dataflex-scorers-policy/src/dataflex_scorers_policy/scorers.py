@@ -2,24 +2,24 @@
 
 Both scorers return a full (bs, L) matrix for token reweighters; positions
 outside the response mask are set to 0 so garbage there (even NaN) never
-reaches a statistic.
+reaches a statistic. The result is the only full-size tensor either builds:
+the boolean response mask is the step's shared one (``response_token_mask``).
 """
 
 from __future__ import annotations
 
 import torch
 
-from dataflex_core import Scorer, register_scorer
+from dataflex_core import Scorer, register_scorer, response_token_mask
 
 
-def _as_float(values: torch.Tensor) -> torch.Tensor:
-    """``values`` itself when float32/float64, else a float32 copy (bf16, fp16)."""
-    return values if values.dtype in (torch.float32, torch.float64) else values.float()
-
-
-def _masked(values: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-    """A new tensor: ``values`` where ``mask`` is set, 0 elsewhere."""
-    return torch.where(mask.bool(), values, torch.zeros((), dtype=values.dtype, device=values.device))
+def _masked(values: torch.Tensor, response: torch.Tensor, fill: float) -> torch.Tensor:
+    """A new float32/float64 tensor: ``values`` on response tokens, ``fill`` elsewhere (half inputs upcast)."""
+    fill_value = torch.full((), fill, dtype=torch.float32, device=values.device)
+    if values.dtype in (torch.float32, torch.float64):
+        return torch.where(response, values, fill_value.to(values.dtype))
+    own = values.float()  # a copy already: mask it in place
+    return torch.where(response, own, fill_value, out=own)
 
 
 @register_scorer("token_prob")
@@ -47,11 +47,9 @@ class TokenProbScorer(Scorer):
 
     @torch.no_grad()
     def score(self, batch, step_id, **ctx):
-        field = batch.batch["old_log_probs"]
-        log_probs = _as_float(field)
-        # One full-size result: exp in place on our own float32 copy of a half input, else a new tensor.
-        probs = log_probs.exp_() if log_probs is not field else log_probs.exp()
-        return probs.masked_fill_(batch.batch["response_mask"] == 0, 0.0)
+        # exp(-inf) = 0 outside the response: one full-size result, masked and exponentiated in place.
+        log_probs = _masked(batch.batch["old_log_probs"], response_token_mask(batch), float("-inf"))
+        return log_probs.exp_()
 
 
 @register_scorer("token_entropy")
@@ -78,4 +76,4 @@ class TokenEntropyScorer(Scorer):
 
     @torch.no_grad()
     def score(self, batch, step_id, **ctx):
-        return _masked(_as_float(batch.batch["entropy"]), batch.batch["response_mask"])
+        return _masked(batch.batch["entropy"], response_token_mask(batch), 0.0)
