@@ -247,7 +247,10 @@ def test_bad_window_baseline_duplicates_and_options():
     assert "window 8 is longer than the 5 points" in error_of(runs, window=8)
     assert "positive" in error_of(runs, window=0)
     assert compare_runs(runs).metrics[0].window == 5  # the default shrinks to a short run, and says so in the table
-    assert "baseline arm 'snyc' is not among the runs; did you mean 'sync'?" in error_of(runs, baseline="snyc")
+    assert "baseline arm 'snyc' is not among the runs (arms: ['sync', 'm']); did you mean 'sync'?" in error_of(
+        runs, baseline="snyc"
+    )
+    assert "n_boot 0 must be a positive number" in error_of(runs, n_boot=0)
     assert "two runs are named sync@0" in error_of(runs + runs[:1])
     assert "test 'z'" in error_of(runs, test="z")
     assert "arm(s) ['nope'] not among the runs" in error_of(runs, arms=["nope"])

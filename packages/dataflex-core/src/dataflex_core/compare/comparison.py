@@ -182,6 +182,9 @@ def compare_runs(
     :param pairing: ``"auto"`` pairs by seed when an arm has exactly the baseline's seeds, compares
         unpaired when they share none, and refuses a partial overlap; ``"paired"`` / ``"unpaired"`` force it.
     :param alpha: the verdict's threshold on the Holm-adjusted p-value.
+    :param confidence: the level of every bootstrap interval.
+    :param n_boot: bootstrap resamples per interval.
+    :param rng_seed: seed of every random draw (bootstrap, Monte-Carlo permutations): same runs, same report.
     :returns: a :class:`ComparisonReport`; ``.markdown()`` gives the table.
     :raises CompareError: unknown metric or arm, missing steps, unequal seeds, fewer than 2 seeds in an arm.
     """
@@ -191,6 +194,8 @@ def compare_runs(
         raise CompareError(f"pairing {pairing!r} is not one of {PAIRINGS}")
     if not 0.0 < alpha < 1.0 or not 0.0 < confidence < 1.0:
         raise CompareError(f"alpha ({alpha}) and confidence ({confidence}) must lie strictly between 0 and 1")
+    if isinstance(n_boot, bool) or not isinstance(n_boot, int) or n_boot < 1:
+        raise CompareError(f"n_boot {n_boot!r} must be a positive number of bootstrap resamples (default 10000)")
     selected = _select(_as_runs(runs), arms, seeds)
     grouped = by_arm(selected)
     baseline = _resolve_baseline(grouped, baseline)
@@ -251,7 +256,7 @@ def _resolve_baseline(grouped: dict[str, dict[int, Run]], baseline: str | None) 
     if baseline not in grouped:
         close = difflib.get_close_matches(baseline, list(grouped), n=3)
         hint = f"; did you mean {close[0]!r}?" if close else ""
-        raise CompareError(f"baseline arm {baseline!r} is not among the runs{hint} arms: {list(grouped)}")
+        raise CompareError(f"baseline arm {baseline!r} is not among the runs (arms: {list(grouped)}){hint}")
     return baseline
 
 
@@ -352,9 +357,9 @@ def aligned_curves(
         )
         raise CompareError(f"metric {metric!r}: runs log different steps:\n" + "\n".join(lines) + f"\n{fix}")
     not_finite = {
-        run: [s for s, v in curve if v != v]  # NaN
+        run: [s for s, v in curve if math.isnan(v)]
         for run, curve in per_run.items()
-        if any(v != v for _, v in curve)
+        if any(math.isnan(v) for _, v in curve)
     }
     if not_finite:
         where = "; ".join(f"{run.describe()} at step(s) {_listing(s, 8)}" for run, s in not_finite.items())
