@@ -36,9 +36,9 @@ def make_trainer(tmp_path, tokenizer, dataset):
     from dataflex_trl.toy import echo_reward, tiny_model
     from trl import GRPOTrainer
 
-    def make(loss_type: str = "dapo", dataflex=None, *, train_dataset=None, reward=echo_reward, **config):
+    def make(loss_type: str = "dapo", dataflex=None, *, model=None, train_dataset=None, reward=echo_reward, **config):
         args = grpo_config(tmp_path, loss_type, **config)
-        model = tiny_model(tokenizer, seed=0)
+        model = tiny_model(tokenizer, seed=0) if model is None else model
         kwargs = dict(
             reward_funcs=reward, args=args, train_dataset=train_dataset or dataset, processing_class=tokenizer
         )

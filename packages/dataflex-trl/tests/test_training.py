@@ -1,0 +1,84 @@
+"""Real TRL training loops with DataFlex: mix draws prompts by the mixer's proportions, state survives a resume."""
+
+from __future__ import annotations
+
+import collections
+import os
+
+import pytest
+import torch
+from dataflex_trl.toy import echo_reward
+
+from dataflex_core import ConfigError, Scorer, register_scorer
+from dataflex_core.step.pinning import CHECKPOINT_PINNING, CHECKPOINT_PLUGIN_SET
+from dataflex_core.step.state import CHECKPOINT_STATE
+
+
+@register_scorer("trltest_running_count")
+class RunningCount(Scorer):
+    """Counts the rows it has scored: state that must survive a resume."""
+
+    requires = ["advantages"]
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.count = 0
+
+    def score(self, batch, step_id, **ctx):
+        self.count += len(batch)
+        return torch.ones(len(batch))
+
+    def state_dict(self):
+        return {"count": self.count}
+
+    def load_state_dict(self, state):
+        self.count = int(state["count"])
+
+
+def test_mix_draws_each_generation_batch_by_the_mixers_proportions(make_trainer):
+    seen: list[list[str]] = []
+
+    def reward(completions, answer, domain, **kwargs):
+        seen.append(list(domain))
+        return echo_reward(completions, answer)
+
+    block = {
+        "mechanism": "mix",
+        "scorer": {"name": "reward_difficulty"},
+        "actuator": {"name": "static", "params": {"proportions": {"vowel": 0.75, "consonant": 0.25}}},
+        "domains": ["vowel", "consonant"],
+    }
+    trainer = make_trainer("dapo", block, reward=reward, max_steps=4)
+    trainer.train()
+    assert len(seen) == 4
+    for domains in seen:  # 4 prompts x 4 completions per step: 3 vowel prompts, 1 consonant, every step
+        assert collections.Counter(domains) == {"vowel": 12, "consonant": 4}
+    logged = [h for h in trainer.state.log_history if "dataflex/mix/proportion/vowel" in h]
+    assert [h["dataflex/mix/proportion/vowel"] for h in logged] == [pytest.approx(0.75)] * 4
+    assert [h["dataflex/mix/batch_fraction/vowel"] for h in logged] == [pytest.approx(0.75)] * 4
+
+
+def test_a_plain_prompt_order_is_trls_own_without_mix(make_trainer):
+    from trl.trainer.utils import RepeatSampler
+
+    trainer = make_trainer("dapo", {"scorer": {"name": "advantage_magnitude"}, "actuator": {"name": "softmax"}})
+    assert type(trainer._get_train_sampler()) is RepeatSampler
+
+
+def test_component_state_and_the_plugin_set_travel_with_trls_checkpoints(make_trainer, tmp_path):
+    block = {"scorer": {"name": "trltest_running_count"}, "actuator": {"name": "trltest_proportional"}}
+    first = make_trainer("dapo", block, max_steps=2, save_strategy="steps", save_steps=2)
+    first.train()
+    folder = os.path.join(first.args.output_dir, "checkpoint-2")
+    for name in (CHECKPOINT_STATE, CHECKPOINT_PLUGIN_SET, CHECKPOINT_PINNING):
+        assert os.path.exists(os.path.join(folder, name)), name
+    rows = first.dataflex.pipeline.scorer.count
+    assert rows == 2 * 16
+
+    resumed = make_trainer("dapo", block, max_steps=3, save_strategy="no")
+    resumed.train(resume_from_checkpoint=True)
+    assert resumed.dataflex.pipeline.scorer.count == rows + 16  # continued from the checkpoint, one more step
+
+    other = make_trainer("dapo", {**block, "scorer": {"name": "advantage_magnitude"}}, max_steps=3, save_strategy="no")
+    with pytest.raises(ConfigError, match="holds the state of scorer 'trltest_running_count'"):
+        other.train(resume_from_checkpoint=True)
