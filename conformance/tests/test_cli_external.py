@@ -71,6 +71,11 @@ UNDECLARED_DEPENDENCY_PLUGIN = """
 import acme_private_helpers  # not in the package's dependencies
 """
 
+#: Registers a scorer under the name acme-dataflex-ext already uses.
+CLASHING_PLUGIN = GOOD_PLUGIN.replace("class AcmeLength", "class OtherLength").replace(
+    '@register_reweighter("acme_linear")', '@register_reweighter("acme_clash_linear")'
+)
+
 
 def _write_package(root: Path, dist: str, version: str, source: str) -> Path:
     module = dist.replace("-", "_")
@@ -109,6 +114,7 @@ def site(tmp_path_factory) -> Path:
         _write_package(root / "src", "acme-dataflex-ext", "0.3.1", GOOD_PLUGIN),
         _write_package(root / "src", "acme-broken-ext", "0.0.1", BROKEN_PLUGIN),
         _write_package(root / "src", "acme-undeclared-ext", "1.0.0", UNDECLARED_DEPENDENCY_PLUGIN),
+        _write_package(root / "src", "acme-clash-ext", "2.0.0", CLASHING_PLUGIN),
     ]
     install = [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--target", str(target)]
     sources = [str(p) for p in packages]
@@ -121,11 +127,11 @@ def site(tmp_path_factory) -> Path:
     return target
 
 
-def _cli(site: Path, *args: str) -> subprocess.CompletedProcess:
+def _cli(site: Path, *args: str, plugins: str = "acme-dataflex-ext,acme-broken-ext,acme-undeclared-ext"):
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([str(site), *filter(None, [env.get("PYTHONPATH")])])
     # Load only the external plugins, as in the third party's own environment.
-    env["DATAFLEX_PLUGINS"] = "acme-dataflex-ext,acme-broken-ext,acme-undeclared-ext"
+    env["DATAFLEX_PLUGINS"] = plugins
     return subprocess.run(
         [sys.executable, "-m", "dataflex_conformance.cli", *args], env=env, capture_output=True, text=True
     )
@@ -153,7 +159,7 @@ def test_external_plugin_is_certified_with_a_full_report(site, tmp_path):
         assert component["certified_devices"] == ["cpu"] and component["status"] == "certified"
         assert component["checks"] and all(c["status"] == "passed" for c in component["checks"])
     subjects = {c["subject"] for c in by_name["acme_linear"]["checks"]}
-    assert subjects == {"acme_linear@acme_length", "acme_linear@sample_scores", "acme_linear@token_scores"}
+    assert subjects == {"acme_linear@acme_length", "acme_linear@sample_scores"}  # undeclared: per-sample scores
     assert "acme_length  scorer      acme-dataflex-ext  0.3.1" in run.stdout
     assert "CERTIFIED:" in run.stdout
 
@@ -163,10 +169,10 @@ def test_broken_external_plugin_fails_and_a_declared_expected_failure_is_reporte
     run = _cli(site, "acme-broken-ext", "--device", "cpu", "--report", str(report_path))
     assert run.returncode == 1
     assert "NOT CERTIFIED" in run.stdout
-    assert (
-        "weights mean=1.02 over 8 valid samples, expected 1 ± 1e-4 [acme_tilted(), scores=sample_scores, bs=8, cpu]"
-        in run.stdout
-    )
+    # the report leads with one line for the one problem, however many cases and score sources show it
+    problems = run.stdout.split("problems (1):\n", 1)[1].splitlines()[0]
+    assert problems.startswith("  acme_tilted check_mean_one fails in ")
+    assert "weights mean=1.02 over 7 valid samples, expected 1 ± 1e-4 [acme_tilted(), scores=" in problems
     component = json.loads(report_path.read_text())["components"][0]
     failed = {c["check"] for c in component["checks"] if c["status"] == "failed"}
     assert failed == {"check_mean_one"} and component["certified_devices"] == []
@@ -211,3 +217,19 @@ def test_cli_failures_that_are_not_checks(site, tmp_path):
         assert report["devices"] == [] and report["ok"] is False
         assert "torch.cuda.is_available() is False" in report["errors"][0]
         assert all(c["certified_devices"] == [] for c in report["components"])
+
+
+def test_a_name_clash_between_two_distributions_spares_unrelated_plugins(site, tmp_path):
+    plugins = "acme-dataflex-ext,acme-broken-ext,acme-clash-ext"
+    report_path = tmp_path / "unrelated.json"
+    run = _cli(site, "acme-broken-ext", "--device", "cpu", "--report", str(report_path), plugins=plugins)
+    assert run.returncode == 1 and "Traceback" not in run.stderr, run.stderr
+    report = json.loads(report_path.read_text())
+    assert report["packages"][0]["errors"] == []  # only its own mean-one bug
+    assert "acme_tilted check_mean_one fails" in run.stdout
+
+    run = _cli(site, "acme-dataflex-ext", "--device", "cpu", "--report", str(report_path), plugins=plugins)
+    assert run.returncode == 1 and "Traceback" not in run.stderr, run.stderr
+    errors = json.loads(report_path.read_text())["packages"][0]["errors"]
+    assert len(errors) == 1 and "scorer name 'acme_length' is registered twice" in errors[0]
+    assert "acme-dataflex-ext==0.3.1" in errors[0] and "acme-clash-ext==2.0.0" in errors[0]

@@ -32,15 +32,17 @@ def test_known_fields_have_verl_value_ranges():
     assert b["responses"].shape == (12, 9) and b["input_ids"].shape == (12, 13)
 
 
-def test_padding_rows_are_flagged_grouped_apart_and_leave_real_rows_identical():
-    factory = BatchFactory([])
-    case = Case("p", padding_rows=3)
-    base, padded = factory.build(case, "cpu", padding_rows=0), factory.build(case, "cpu")
-    assert "is_padding" not in base.batch.batch
-    assert padded.batch.batch["is_padding"].tolist() == [False] * 8 + [True] * 3
-    assert list(padded.batch.non_tensor_batch["uid"][8:]) == ["pad"] * 3
-    for key, value in base.batch.batch.items():
-        assert torch.equal(padded.batch.batch[key][:8], value), key
+def test_batches_are_real_rows_with_an_empty_response_row_inside_a_group():
+    """What hosts hand components: no padding rows, and an empty-response row among its group."""
+    sample = BatchFactory([]).build(Case("d"), "cpu")
+    b, uid = sample.batch.batch, sample.batch.non_tensor_batch["uid"]
+    assert "is_padding" not in b
+    assert sample.nonempty.tolist() == [True] * 5 + [False] + [True] * 2
+    assert list(uid[4:8]) == [uid[4]] * 4  # the empty row 5 shares its uid group with three answered rows
+    # junk on the empty row: a component that lets it into a statistic visibly changes the others
+    assert b["entropy"][5].abs().max() > 2.0 >= b["entropy"][~sample.nonempty.bool()].new_tensor(0.0)
+    tiny = BatchFactory([]).build(Case("one", bs=1), "cpu")
+    assert tiny.nonempty.tolist() == [True]  # too small to hold an empty row besides a real one
 
 
 def test_builds_are_fresh_and_seeded_and_cast_floats_to_the_case_dtype():

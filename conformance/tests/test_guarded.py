@@ -9,7 +9,7 @@ from dataflex_conformance.guarded import FieldGuard
 
 
 def _guarded(requires, needs_groups=False):
-    sample = BatchFactory([]).build(Case("g", padding_rows=2), "cpu")
+    sample = BatchFactory([]).build(Case("g", bs=10), "cpu")
     guard = FieldGuard("scorer 'x'", requires, needs_groups)
     return GuardedBatch(sample.batch, guard), guard
 
@@ -17,7 +17,7 @@ def _guarded(requires, needs_groups=False):
 def test_declared_and_always_present_fields_are_readable():
     batch, guard = _guarded(["advantages"])
     assert batch.batch["advantages"].shape == (10, 16)
-    assert batch.batch.get("is_padding") is not None and "response_mask" in batch.batch
+    assert batch.batch.get("is_padding") is None and "response_mask" in batch.batch  # readable, absent
     assert len(batch) == 10 and not guard.violations
 
 

@@ -27,12 +27,13 @@ from .checks_common import (
     check_reads_only_declared,
 )
 from .checks_output import (
+    check_empty_rows_ignored,
     check_output_dtype,
     check_output_finite,
     check_output_shape,
-    check_padding_rows_ignored,
     check_permutation_equivariant,
 )
+from .checks_scaling import check_scales_linearly
 from .fields import KNOWN_FIELDS, FieldContext, FieldSynthesiser, MissingFieldError
 from .guarded import GuardedBatch, UndeclaredFieldError
 from .parametrize import ENV_DEVICE, check_calls, parametrize_with_checks
@@ -82,11 +83,12 @@ __all__ = [
     "check_output_dtype",
     "check_output_finite",
     "check_output_shape",
-    "check_padding_rows_ignored",
+    "check_empty_rows_ignored",
     "check_permutation_equivariant",
     "check_proportions_nonnegative",
     "check_proportions_sum_to_one",
     "check_reads_only_declared",
+    "check_scales_linearly",
     "check_selection_valid",
     "check_weights_nonnegative",
     "iter_check_calls",

@@ -1,11 +1,17 @@
 """Synthetic batches and score tensors for the checks, one named case at a time.
 
-A :class:`Case` names the batch layout (``bs=1``, ``L=1``, empty-mask rows,
-padding rows, one group, groups of size 1, bf16/fp16 fields) and, for
-actuators, the distribution of the scores they receive (constant, ties,
-magnitudes of 1e6 and 1e-6, all negative). Everything is seeded, so two
-builds of the same case are identical tensors, and every build is fresh, so
-a component that mutates its input cannot leak into the next call.
+A batch here is what a host hands a component: real rows only (hosts remove
+the framework's padding rows first), some of them with an empty response
+(``response_mask`` all 0) inside their ``uid`` group, as real batches have.
+A :class:`Case` names the layout (``bs=1``, ``L=1``, which rows are empty,
+one group, groups of size 1, bf16/fp16 fields) and, for actuators, the
+distribution of the scores they receive (constant, ties, magnitudes of 1e6
+and 1e-6, all negative). Every case has an empty row unless it is too small
+to hold one. Empty rows carry junk field values and junk scores far from
+the others', so a component that lets them into a statistic visibly changes
+the other rows' results. Everything is seeded, so two builds of the same
+case are identical tensors, and every build is fresh, so a component that
+mutates its input cannot leak into the next call.
 """
 
 from __future__ import annotations
@@ -21,9 +27,12 @@ from dataflex_core import Batch, group_index
 
 from .fields import KNOWN_FIELDS, FieldContext, FieldSynthesiser, resolve_synthesisers
 
-#: Row value multiplier for padding rows: their fields are junk far from the real rows',
-#: so a component that lets them into a statistic visibly changes the other rows' results.
-PADDING_JUNK_SCALE = 10.0
+#: Field value multiplier for empty-response rows: their fields are junk far from the other
+#: rows', so a component that lets them into a statistic visibly changes the other rows' results.
+EMPTY_ROW_JUNK_SCALE = 10.0
+#: The empty row every case has unless it says otherwise (or is too small): row 5 sits inside
+#: the second ``uid`` group of the default layout, beside three rows with a response.
+DEFAULT_EMPTY_ROWS = (5,)
 
 
 @dataclass(frozen=True)
@@ -35,9 +44,8 @@ class Case:
     length: int = 16
     #: Rows per ``uid`` group: 1 gives singleton groups, ``>= bs`` one group.
     group_size: int = 4
-    empty_rows: tuple[int, ...] = ()
-    #: Padding rows (``is_padding=True``, shared ``pad`` uid) appended after the ``bs`` real rows.
-    padding_rows: int = 0
+    #: Rows with an empty response (``response_mask`` all 0); indices ``>= bs`` are ignored.
+    empty_rows: tuple[int, ...] = DEFAULT_EMPTY_ROWS
     dtype: torch.dtype = torch.float32
     #: Distribution of synthetic scores handed to actuators (see :data:`SCORE_DISTRIBUTIONS`).
     scores: str = "normal"
@@ -47,8 +55,9 @@ class Case:
     seed: int = 0
 
     @property
-    def rows(self) -> int:
-        return self.bs + self.padding_rows
+    def empty(self) -> tuple[int, ...]:
+        """The empty rows this case really has."""
+        return tuple(sorted({r for r in self.empty_rows if 0 <= r < self.bs}))
 
 
 @dataclass
@@ -58,11 +67,17 @@ class Sample:
     batch: Batch
     domains: list[str]
     domain_index: torch.Tensor
-    real_rows: int
+    #: The scores of the scorer feeding an actuator, once computed for this batch (see ``Probe.scores``).
+    scores: torch.Tensor | None = None
 
     @property
     def device(self) -> torch.device:
         return self.batch.batch["response_mask"].device
+
+    @property
+    def nonempty(self) -> torch.Tensor:
+        """``(bs,)`` bool: rows with at least one response token."""
+        return self.batch.batch["response_mask"].bool().any(-1)
 
     def ctx(self) -> dict:
         return {"domains": list(self.domains), "domain_index": self.domain_index.clone()}
@@ -92,24 +107,25 @@ class BatchFactory:
         wanted = [*fields, *KNOWN_FIELDS, *(custom or {})]
         self.synthesisers = resolve_synthesisers(list(dict.fromkeys(wanted)), custom, who)
 
-    def _rows(self, case: Case, bs: int, seed: int, uid_prefix: str, empty_rows: tuple[int, ...], padding: bool):
-        gen = torch.Generator().manual_seed(seed)
-        mask = _layout(case, gen, bs, empty_rows)
-        if padding:
-            uid = np.array(["pad"] * bs, dtype=object)
-        else:
-            size = max(1, case.group_size)
-            uid = np.array([f"{uid_prefix}{i // size}" for i in range(bs)], dtype=object)
+    def build(self, case: Case, device: torch.device | str) -> Sample:
+        """The case's batch on ``device``."""
+        bs = case.bs
+        gen = torch.Generator().manual_seed(case.seed)
+        mask = _layout(case, gen, bs, case.empty)
+        size = max(1, case.group_size)
+        uid = np.array([f"q{case.seed}-{i // size}" for i in range(bs)], dtype=object)
         group, num_groups = group_index(uid)
         ctx = FieldContext(
             response_mask=mask,
             uid=uid,
             group=group,
             num_groups=num_groups,
-            is_padding=torch.full((bs,), padding),
+            is_padding=torch.zeros(bs, dtype=torch.bool),
             prompt_length=4,
             generator=gen,
         )
+        junk = torch.ones(bs, dtype=torch.float32)
+        junk[list(case.empty)] = EMPTY_ROW_JUNK_SCALE
         tensors: dict[str, torch.Tensor] = {"response_mask": mask}
         objects: dict[str, np.ndarray] = {"uid": uid}
         for name, synth in self.synthesisers.items():
@@ -118,42 +134,40 @@ class BatchFactory:
                 raise ValueError(f"synthesiser of field {name!r} returned {len(value)} rows, expected bs={bs}")
             if isinstance(value, torch.Tensor):
                 if value.is_floating_point():
-                    value = value.to(case.dtype) * (PADDING_JUNK_SCALE if padding else 1.0)
+                    value = (value * junk.reshape(-1, *[1] * (value.dim() - 1)).to(value.dtype)).to(case.dtype)
                 tensors[name] = value
             else:
                 objects[name] = np.asarray(value, dtype=object)
         domain_index = torch.randint(0, case.num_domains, (bs,), generator=gen)
-        return tensors, objects, domain_index
-
-    def build(self, case: Case, device: torch.device | str, *, padding_rows: int | None = None) -> Sample:
-        """The case's batch on ``device``; ``padding_rows`` overrides the case's count."""
-        pad = case.padding_rows if padding_rows is None else padding_rows
-        tensors, objects, domain_index = self._rows(case, case.bs, case.seed, f"q{case.seed}-", case.empty_rows, False)
-        if pad:
-            p_tensors, p_objects, p_domain = self._rows(case, pad, case.seed + 7919, "", (), True)
-            tensors = {k: torch.cat([v, p_tensors[k].to(v.dtype)]) for k, v in tensors.items()}
-            objects = {k: np.concatenate([v, p_objects[k]]) for k, v in objects.items()}
-            domain_index = torch.cat([domain_index, p_domain])
-            tensors["is_padding"] = torch.arange(case.bs + pad) >= case.bs
         batch = Batch({k: v.to(device) for k, v in tensors.items()}, objects)
         domains = [f"domain{i}" for i in range(case.num_domains)]
-        return Sample(batch, domains, domain_index.to(device), case.bs)
+        return Sample(batch, domains, domain_index.to(device))
 
 
 def clone_sample(sample: Sample) -> Sample:
-    """A deep copy: fresh tensors and arrays with the same values."""
+    """A deep copy: fresh tensors and arrays with the same values (cached scores included)."""
     batch = Batch(
         {k: v.clone() for k, v in sample.batch.batch.items()},
         {k: v.copy() for k, v in sample.batch.non_tensor_batch.items()},
         sample.batch.meta_info,
     )
-    return Sample(batch, list(sample.domains), sample.domain_index.clone(), sample.real_rows)
+    scores = None if sample.scores is None else sample.scores.clone()
+    return Sample(batch, list(sample.domains), sample.domain_index.clone(), scores)
 
 
-def permute_sample(sample: Sample, perm: torch.Tensor) -> Sample:
+def subset_sample(sample: Sample, rows: torch.Tensor, granularity: str | None = None) -> Sample:
+    """The sample restricted to ``rows`` (bool mask or indices); per-row cached scores follow their rows."""
+    rows = rows.to(sample.device)
+    index = rows.nonzero(as_tuple=True)[0] if rows.dtype == torch.bool else rows
+    scores = sample.scores
+    if scores is not None and granularity != "domain":
+        scores = scores[index.to(scores.device)]
+    return Sample(sample.batch.select_rows(index), list(sample.domains), sample.domain_index[index], scores)
+
+
+def permute_sample(sample: Sample, perm: torch.Tensor, granularity: str | None = None) -> Sample:
     """Rows of ``sample`` reordered by ``perm`` (every field moves with its row)."""
-    perm = perm.to(sample.device)
-    return Sample(sample.batch.select_rows(perm), list(sample.domains), sample.domain_index[perm], sample.real_rows)
+    return subset_sample(sample, perm, granularity)
 
 
 def row_permutation(bs: int, seed: int) -> torch.Tensor:
@@ -244,24 +258,30 @@ def _into_range(x: torch.Tensor, lo: float, hi: float) -> torch.Tensor:
 def synthetic_scores(
     case: Case, granularity: str, sample: Sample, score_range: tuple[float, float] = (-math.inf, math.inf)
 ) -> torch.Tensor:
-    """Scores of the case's distribution within ``score_range``; padding rows get extreme junk.
+    """Scores of the case's distribution within ``score_range``; empty-response rows get extreme junk.
 
-    Junk is of magnitude 1e3 (or the top of a bounded range), so a component
-    that lets padding rows into a softmax or a mean changes the real rows' result.
+    Junk is ten times the largest real score plus 1e3 (or the top of a bounded range),
+    so a component that lets empty rows into a softmax, a mean or a z-score changes the
+    other rows' result, and a softmax over every row gives the empty ones weight.
     """
     gen = torch.Generator().manual_seed(case.seed + 104729)
     shape = score_shape(granularity, sample)
     lo, hi = score_range
-    extra = (shape[0] - sample.real_rows, *shape[1:]) if granularity != "domain" else None
     if is_bounded(score_range):
         u = BOUNDED_DISTRIBUTIONS.get(case.scores, BOUNDED_DISTRIBUTIONS["normal"])(gen, shape)
         scores = lo + (hi - lo) * u
-        junk = torch.full(extra, hi) if extra else None
     else:
         scores = _into_range(SCORE_DISTRIBUTIONS[case.scores](gen, shape), lo, hi)
-        junk = _into_range(1e3 * (1.0 + torch.rand(extra, generator=gen)), lo, hi) if extra else None
-    if junk is not None and junk.shape[0]:
-        scores = torch.cat([scores[: sample.real_rows], junk])
+    if granularity != "domain":
+        empty = ~sample.nonempty.cpu()
+        if empty.any():
+            rows = (int(empty.sum()), *shape[1:])
+            if is_bounded(score_range):
+                junk = torch.full(rows, hi)
+            else:  # above every real score, so a softmax over all rows puts its weight there
+                top = float(scores[~empty].abs().max()) if (~empty).any() else 0.0
+                junk = _into_range((10.0 * top + 1e3) * (1.0 + torch.rand(rows, generator=gen)), lo, hi)
+            scores[empty] = junk
     dtype = case.dtype if case.scores == "normal" else torch.float32
     return scores.to(dtype).to(sample.device)
 

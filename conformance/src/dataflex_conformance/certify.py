@@ -13,6 +13,7 @@ import importlib.metadata as importlib_metadata
 from collections.abc import Mapping
 
 from dataflex_core import ENTRY_POINT_GROUP, get_plugin_manager
+from dataflex_core.distributions import canonical_name
 
 from .devices import resolve_devices
 from .fields import FieldSynthesiser
@@ -22,27 +23,29 @@ from .subjects import Subject, expand_subjects, subjects_from_registry
 from .suite import ALL_CHECK_NAMES, iter_check_calls
 
 
-def _norm(name: str) -> str:
-    return name.replace("_", "-").replace(".", "-").lower()
-
-
 def _package_entries(dists: list[str] | None, manager) -> list[PackageEntry]:
     registry = manager.registry()
     entries: dict[str, PackageEntry] = {}
     for spec in registry:
         if spec.dist:
-            entry = entries.setdefault(_norm(spec.dist), PackageEntry(spec.dist, spec.version))
+            entry = entries.setdefault(canonical_name(spec.dist), PackageEntry(spec.dist, spec.version))
             entry.components.append(f"{spec.kind}:{spec.name}")
-    for failure in manager.failures:
+    for clash in registry.clashes.values():
+        for spec in clash.providers:
+            if spec.dist:
+                entry = entries.setdefault(canonical_name(spec.dist), PackageEntry(spec.dist, spec.version))
+                entry.components.append(f"{spec.kind}:{spec.name}")
+                entry.errors.append(f"name clash: {clash.message}")
+    for failure in manager.all_failures:
         info = failure.plugin
-        key = _norm(info.dist or info.name)
+        key = canonical_name(info.dist or info.name)
         entry = entries.setdefault(key, PackageEntry(info.dist or info.name, info.version))
-        entry.errors.append(f"plugin failed to load: {failure.message}")
+        entry.errors.append(f"plugin failed to {failure.phase}: {failure.message}")
     if not dists:
         return list(entries.values())
     out = []
     for dist in dists:
-        entry = entries.get(_norm(dist))
+        entry = entries.get(canonical_name(dist))
         if entry is None:
             try:
                 found = importlib_metadata.distribution(dist)

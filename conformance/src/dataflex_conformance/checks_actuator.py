@@ -44,11 +44,21 @@ def check_weights_nonnegative(probe: Probe) -> None:
         )
 
 
+def _valid_units(probe: Probe, w: torch.Tensor, sample: Sample) -> torch.Tensor:
+    """The valid-unit mask; weight on an invalid unit blocks the check (the component does not know
+    which units are valid, and :func:`check_invalid_units_zero` says so once)."""
+    valid = valid_mask_for(w, sample.batch)
+    leaked = ~valid & (w != 0)
+    if leaked.any():
+        raise probe.blocked("check_invalid_units_zero", f"{int(leaked.sum())} invalid {_units(w)} have nonzero weight")
+    return valid
+
+
 def check_mean_one(probe: Probe) -> None:
     """Weights average one over valid units: valid samples for ``(bs,)``, valid tokens for ``(bs, L)``."""
     w, sample = _weights(probe)
     probe.finite(w, "check_output_finite", "weight")
-    valid = valid_mask_for(w, sample.batch)
+    valid = _valid_units(probe, w, sample)
     count = int(valid.sum())
     if count == 0:
         return  # no valid unit: nothing to average (check_invalid_units_zero wants all zeros)
@@ -67,7 +77,8 @@ def check_invalid_units_zero(probe: Probe) -> None:
         raise probe.fail(
             f"{int(nonzero.sum())} of {int(invalid.sum())} invalid {_units(w)} have nonzero weight "
             f"(max {w[nonzero].abs().max().item():.4g} at {nonzero.nonzero()[0].tolist()}), "
-            "expected 0 for empty-mask rows and masked tokens"
+            "expected 0 for rows with an empty response_mask and for masked tokens, with mean one over the "
+            "rest (take validity from response_mask: dataflex_core.valid_mask_for / mean_one)"
         )
 
 
@@ -75,7 +86,7 @@ def check_constant_scores_uniform(probe: Probe) -> None:
     """Constant scores give uniform weights (every valid unit weighs one)."""
     w, sample = _weights(probe)
     probe.finite(w, "check_output_finite", "weight")
-    valid = valid_mask_for(w, sample.batch)
+    valid = _valid_units(probe, w, sample)
     if not valid.any():
         return
     values = w[valid].double()

@@ -1,4 +1,4 @@
-"""Checks every component kind must pass: device, declared fields, purity, determinism, padding.
+"""Checks every component kind must pass: device, declared fields, purity, determinism.
 
 Each ``check_<property>(probe)`` measures one property and raises
 :class:`~dataflex_conformance.probe.CheckFailure` when it does not hold.
@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from .batches import Sample, clone_sample
+from .batches import Sample, clone_sample, subset_sample
 from .guarded import FieldGuard, GuardedBatch
 from .probe import STEP_ID, Probe
 
@@ -80,25 +80,26 @@ def _guarded_call(probe: Probe, guard: FieldGuard) -> None:
 def check_reads_only_declared(probe: Probe) -> None:
     """Only fields in ``requires`` (plus ``response_mask``, ``is_padding``, ``uid``) are read.
 
-    ``uid`` is left to :func:`check_needs_groups_declared`, so a scorer that
-    reads groups without declaring them fails that check alone.
+    ``requires`` is read from the configured instance, as hosts read it. ``uid`` is
+    left to :func:`check_needs_groups_declared`, so a scorer that reads groups
+    without declaring them fails that check alone.
     """
-    cls = probe.subject.cls
-    _guarded_call(probe, FieldGuard(_who(probe), cls.requires, cls.needs_groups, guard_uid=False))
+    declared = probe.instance()
+    _guarded_call(probe, FieldGuard(_who(probe), declared.requires, declared.needs_groups, guard_uid=False))
 
 
 def check_needs_groups_declared(probe: Probe) -> None:
     """``uid`` is read only by a component that declares ``needs_groups = True``."""
-    cls = probe.subject.cls
-    if "uid" in cls.requires and not cls.needs_groups:
+    declared = probe.instance()
+    if "uid" in declared.requires and not declared.needs_groups:
         raise probe.fail(
-            f"requires={cls.requires!r} lists 'uid' with needs_groups=False, expected needs_groups=True "
+            f"requires={declared.requires!r} lists 'uid' with needs_groups=False, expected needs_groups=True "
             "for a component that reads groups (hosts hand uid only to those)"
         )
-    if cls.needs_groups:
+    if declared.needs_groups:
         return
     sample = probe.sample()
-    guard = FieldGuard(_who(probe), cls.requires, False)
+    guard = FieldGuard(_who(probe), declared.requires, False)
     guard.allowed |= {k for k in (*sample.batch.batch, *sample.batch.non_tensor_batch) if k != "uid"}
     _guarded_call(probe, guard)
 
@@ -133,10 +134,14 @@ def _changed_fields(before: Sample, after: Sample) -> list[str]:
 
 
 def check_no_input_mutation(probe: Probe) -> None:
-    """The batch (and the scores given to an actuator) are left exactly as they were."""
+    """The batch (empty rows included) and the scores given to an actuator are left exactly as they were.
+
+    Scores are made before the snapshot, so a scorer that mutates the batch is
+    caught by its own check, never by the actuator it feeds.
+    """
     sample = probe.sample()
-    before = clone_sample(sample)
     scores = None if probe.subject.kind == "scorer" else probe.scores(sample)
+    before = clone_sample(sample)
     scores_before = None if scores is None else scores.clone()
     # Pass the sample's own ctx tensors so in-place edits to them are seen.
     component = probe.component()
@@ -210,23 +215,24 @@ def check_deterministic(probe: Probe) -> None:
         )
 
 
-def padding_outputs(probe: Probe) -> tuple[Any, Any, Sample, Sample]:
-    """Outputs on the case without padding and with its padding rows appended (same real rows and scores)."""
-    pad = probe.case.padding_rows or 3
-    base = probe.sample(padding_rows=0)
-    padded = probe.sample(padding_rows=pad)
+def empty_rows_outputs(probe: Probe) -> tuple[Any, Any, Sample, Sample]:
+    """Outputs on the case's batch and on the same batch without its empty-response rows.
+
+    An actuator gets the same scores for the rows both batches share (its
+    scorer's, computed once on the full batch, or the case's synthetic ones).
+    """
+    full = probe.sample()
+    granularity = probe.subject.granularity if probe.subject.kind != "scorer" else probe.subject.cls.granularity
     if probe.subject.kind == "scorer":
-        out_base = run_twice(probe, base)
-        out_padded = probe.call(probe.component(), padded)
-        return out_base, out_padded, base, padded
-    scores_base = probe.scores(base)
-    scores_padded = probe.scores(padded)
-    if probe.subject.granularity != "domain":
-        scores_padded = torch.cat([scores_base, scores_padded[base.real_rows :].to(scores_base.dtype)])
-    out_base = probe.call(probe.component(), base, scores_base)
-    out_padded = probe.call(probe.component(), padded, scores_padded)
-    twin = probe.call(probe.component(), clone_sample(base), scores_base.clone())
-    if isinstance(out_base, torch.Tensor) and isinstance(twin, torch.Tensor) and out_base.device == base.device:
-        if not close(out_base, twin):
+        out_full = run_twice(probe, full)
+        reduced = subset_sample(clone_sample(full), full.nonempty, granularity)
+        return out_full, probe.call(probe.component(), reduced), full, reduced
+    scores = probe.scores(full)
+    full.scores = scores
+    reduced = subset_sample(clone_sample(full), full.nonempty, granularity)
+    out_full = probe.call(probe.component(), full, scores.clone())
+    twin = probe.call(probe.component(), clone_sample(full), scores.clone())
+    if isinstance(out_full, torch.Tensor) and isinstance(twin, torch.Tensor) and out_full.device == full.device:
+        if not close(out_full, twin):
             raise probe.blocked("check_deterministic", "two calls on identical input differ")
-    return out_base, out_padded, base, padded
+    return out_full, probe.call(probe.component(), reduced, reduced.scores.clone()), full, reduced

@@ -1,4 +1,4 @@
-"""Output checks shared by the kinds: shape, dtype, finiteness, and invariance to row order and padding."""
+"""Output checks shared by the kinds: shape, dtype, finiteness, and invariance to row order and empty rows."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import torch
 from dataflex_core import valid_mask_for
 
 from .batches import clone_sample, group_permutation, permute_sample, row_permutation, score_range_of
-from .checks_common import close, max_difference, padding_outputs, run_twice
+from .checks_common import close, empty_rows_outputs, max_difference, run_twice
 from .probe import Probe
 
 
@@ -47,7 +47,7 @@ def check_output_dtype(probe: Probe) -> None:
 
 
 def check_output_finite(probe: Probe) -> None:
-    """Every output value is finite when every input is (including padding and empty-mask rows)."""
+    """Every output value is finite when every input is (empty-response rows included)."""
     out, sample, _ = probe.run()
     out = probe.readable(out, sample, shape=False)
     bad = ~torch.isfinite(out.float())
@@ -67,7 +67,7 @@ def check_permutation_equivariant(probe: Probe) -> None:
         perm = group_permutation(sample.batch.non_tensor_batch["uid"], probe.case.seed + 1)
     else:
         perm = row_permutation(len(sample.batch), probe.case.seed + 1)
-    moved = permute_sample(clone_sample(sample), perm)
+    moved = permute_sample(clone_sample(sample), perm, probe.subject.granularity)
     out_moved = probe.readable(probe.run(moved)[0], moved)
     expected = out if probe.subject.granularity == "domain" else out[perm.to(out.device)]
     if not close(out_moved, expected):
@@ -78,39 +78,47 @@ def check_permutation_equivariant(probe: Probe) -> None:
         )
 
 
-def check_padding_rows_ignored(probe: Probe) -> None:
-    """Appending padding rows (``is_padding``) leaves the real rows' output unchanged;
-    reweighters also give padding rows weight 0."""
-    out_base, out_padded, base, padded = padding_outputs(probe)
+def check_empty_rows_ignored(probe: Probe) -> None:
+    """Rows with an empty response stay out of every statistic and group: removing them changes
+    nothing for the other rows; reweighters give them weight 0.
+
+    Hosts hand components real rows only (they remove framework padding), but
+    a real row can have an empty response (``response_mask`` all 0), and it sits
+    in its ``uid`` group beside rows that have one.
+    """
+    out_full, out_reduced, full, reduced = empty_rows_outputs(probe)
     kind = probe.subject.kind
-    pad = len(padded.batch) - base.real_rows
+    keep = full.nonempty
+    dropped = int((~keep).sum())
     if kind == "selector":
         from .checks_actuator import kept_mask
 
-        keep_base = kept_mask(probe, out_base, base)
-        keep_padded = kept_mask(probe, out_padded, padded)
-        if not torch.equal(keep_padded[: base.real_rows].cpu(), keep_base.cpu()):
-            changed = int((keep_padded[: base.real_rows].cpu() != keep_base.cpu()).sum())
+        keep_full = kept_mask(probe, out_full, full)[keep.to(full.device)]
+        keep_reduced = kept_mask(probe, out_reduced, reduced)
+        if not torch.equal(keep_full.cpu(), keep_reduced.cpu()):
+            changed = int((keep_full.cpu() != keep_reduced.cpu()).sum())
             raise probe.fail(
-                f"adding {pad} padding rows changed the selection "
-                f"of {changed} of {base.real_rows} real rows, expected padding rows to be ignored"
+                f"removing the {dropped} empty-response rows changed the selection of {changed} of "
+                f"{int(keep.sum())} other rows, expected empty rows to be left out of the selection's statistics"
             )
         return
-    out_base = probe.readable(out_base, base)
-    out_padded = probe.readable(out_padded, padded)
+    out_full = probe.readable(out_full, full)
+    out_reduced = probe.readable(out_reduced, reduced)
+    per_row = kind != "mixer" and probe.subject.granularity != "domain"
     if kind == "reweighter":
-        probe.finite(out_padded, "check_output_finite", "weight")
-        on_padding = out_padded[base.real_rows :]
-        if (on_padding != 0).any():
-            raise probe.fail(
-                f"padding rows got weights up to {on_padding.abs().max().item():.4g}, expected 0 for every padding row"
+        probe.finite(out_full, "check_output_finite", "weight")
+        on_empty = out_full[~keep.to(out_full.device)]
+        if (on_empty != 0).any():
+            raise probe.blocked(
+                "check_invalid_units_zero", f"empty rows got weights up to {on_empty.abs().max().item():.4g}"
             )
-    real = out_padded if probe.subject.granularity == "domain" or kind == "mixer" else out_padded[: base.real_rows]
-    if not close(real, out_base):
-        diff, where = max_difference(real, out_base)
+    rest = out_full[keep.to(out_full.device)] if per_row else out_full
+    if not close(rest, out_reduced):
+        diff, where = max_difference(rest, out_reduced)
         raise probe.fail(
-            f"adding {pad} padding rows changed the real rows' {_what(probe)} by up to {diff:.4g} at {where}, "
-            "expected padding rows to be left out of every statistic"
+            f"removing the {dropped} empty-response rows changed the other rows' {_what(probe)} by up to "
+            f"{diff:.4g} at {where}, expected empty rows to be left out of every statistic and group "
+            "(take row validity from response_mask: dataflex_core.valid_sample_mask)"
         )
 
 

@@ -14,7 +14,7 @@ from typing import Any
 
 import torch
 
-from .batches import BatchFactory, Case, Sample, score_range_of, synthetic_scores
+from .batches import BatchFactory, Case, Sample, score_range_of, score_shape, synthetic_scores
 from .subjects import Subject
 
 #: ``step_id`` handed to every call.
@@ -26,11 +26,16 @@ class CheckFailure(AssertionError):
 
 
 class Blocked(AssertionError):
-    """The property cannot be measured because another check's property is broken."""
+    """The property cannot be measured because another check's property is broken.
 
-    def __init__(self, by: str, message: str) -> None:
+    ``culprit`` names another component when that one is the cause (the scorer
+    feeding an actuator): the result then counts against it, not the subject.
+    """
+
+    def __init__(self, by: str, message: str, culprit: str | None = None) -> None:
         super().__init__(f"blocked by {by}: {message}")
         self.by = by
+        self.culprit = culprit
 
 
 class Probe:
@@ -64,12 +69,16 @@ class Probe:
     def fail(self, message: str) -> CheckFailure:
         return CheckFailure(f"{message} {self.context()}")
 
-    def blocked(self, by: str, message: str) -> Blocked:
-        return Blocked(by, f"{message} {self.context()}")
+    def blocked(self, by: str, message: str, culprit: str | None = None) -> Blocked:
+        return Blocked(by, f"{message} {self.context()}", culprit)
 
     # -- building -----------------------------------------------------------------
-    def sample(self, case: Case | None = None, *, padding_rows: int | None = None) -> Sample:
-        return self.factory.build(case or self.case, self.device, padding_rows=padding_rows)
+    def sample(self, case: Case | None = None) -> Sample:
+        return self.factory.build(case or self.case, self.device)
+
+    def instance(self) -> Any:
+        """The configured component (for reading its declarations), or :class:`CheckFailure` if it cannot be built."""
+        return self.component()
 
     def component(self) -> Any:
         try:
@@ -80,18 +89,41 @@ class Probe:
             ) from exc
 
     def scores(self, sample: Sample, case: Case | None = None) -> torch.Tensor:
-        """The scores an actuator receives for ``sample``: its scorer's output or the case's distribution."""
+        """The scores an actuator receives for ``sample``: its scorer's output or the case's distribution.
+
+        A scorer's output is computed once per sample (clones and subsets carry it), so
+        two calls of the actuator see the same scores even from a nondeterministic scorer.
+        Output that breaks the scorer's own contract (a raise, not a tensor, the wrong
+        shape or device, a non-finite value) blocks the check and is attributed to the
+        scorer: an actuator is not judged on scores it could not have been given.
+        """
         case = case or self.case
         source = self.subject.source
-        if isinstance(source, Subject):
-            try:
-                out = source.make().score(sample.batch, STEP_ID, **sample.ctx())
-            except Exception as exc:  # noqa: BLE001
-                raise self.blocked(f"{source.component_id} (scorer)", f"score() raised {exc!r}") from exc
-            if not isinstance(out, torch.Tensor):
-                raise self.blocked(f"{source.component_id} (scorer)", f"score() returned {type(out).__name__}")
-            return out.detach()
-        return synthetic_scores(case, self.subject.granularity, sample, score_range_of(self.subject.cls))
+        if not isinstance(source, Subject):
+            return synthetic_scores(case, self.subject.granularity, sample, score_range_of(self.subject.cls))
+        if sample.scores is None:
+            sample.scores = self._scorer_output(source, sample)
+        return sample.scores.clone()
+
+    def _scorer_output(self, source: Subject, sample: Sample) -> torch.Tensor:
+        by = f"{source.component_id} (scorer)"
+
+        def blocked(message: str) -> Blocked:
+            return self.blocked(by, f"scorer {source.label} {message}", culprit=source.component_id)
+
+        try:
+            out = source.make().score(sample.batch, STEP_ID, **sample.ctx())
+        except Exception as exc:  # noqa: BLE001
+            raise blocked(f"raised {type(exc).__name__}: {exc}") from exc
+        if not isinstance(out, torch.Tensor):
+            raise blocked(f"returned {type(out).__name__}, not a tensor")
+        expected = score_shape(source.cls.granularity, sample)
+        if tuple(out.shape) != expected or out.device != sample.device or not out.is_floating_point():
+            raise blocked(f"returned a {tuple(out.shape)} {out.dtype} tensor on {out.device}")
+        bad = ~torch.isfinite(out.detach())
+        if bad.any():
+            raise blocked(f"returned {int(bad.sum())} non-finite score(s) of {out.numel()}")
+        return out.detach()
 
     # -- calling ------------------------------------------------------------------
     def call(self, component: Any, sample: Sample, scores: torch.Tensor | None = None, batch: Any = None) -> Any:

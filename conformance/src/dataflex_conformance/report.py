@@ -19,6 +19,8 @@ from typing import Any
 import torch
 
 from dataflex_core import __version__ as core_version
+from dataflex_core.atomic_write import write_text_atomic
+from dataflex_core.text_table import format_table
 
 from .runner import BLOCKED, EXPECTED_FAILURE, FAILED, OK_STATUSES, PASSED, CheckResult
 from .subjects import Subject
@@ -51,18 +53,29 @@ class Report:
 
     @property
     def ok(self) -> bool:
-        """True when every check passed (or failed as declared) and nothing else went wrong."""
+        """True when every check passed (or failed as declared) and nothing else went wrong.
+
+        A check blocked by another component (a broken scorer feeding an actuator) counts
+        against that component: it fails the run only through that component's own checks.
+        """
         return (
             not self.errors
             and not any(p.errors for p in self.packages)
             and bool(self.devices)
-            and all(r.status in OK_STATUSES for r in self.results)
+            and all(r.status in OK_STATUSES for rs in self.own_results().values() for r in rs)
         )
 
-    def components(self) -> list[dict[str, Any]]:
+    def own_results(self) -> dict[str, list[CheckResult]]:
+        """Results per component, without those another component caused (a broken scorer feeding it)."""
         by_component: dict[str, list[CheckResult]] = defaultdict(list)
         for result in self.results:
-            by_component[result.component].append(result)
+            if result.culprit is None or result.culprit == result.component:
+                by_component[result.component].append(result)
+        return by_component
+
+    def components(self) -> list[dict[str, Any]]:
+        by_component = self.own_results()
+        elsewhere = Counter(r.component for r in self.results if r.culprit not in (None, r.component))
         seen: dict[str, Subject] = {}
         for subject in self.subjects:
             seen.setdefault(subject.component_id, subject)
@@ -84,8 +97,9 @@ class Report:
                     "description": subject.describe(),
                     "certified_devices": certified,
                     "status": "certified" if certified == self.devices and self.devices else "failed",
-                    "counts": {s: counts.get(s, 0) for s in (PASSED, FAILED, EXPECTED_FAILURE, BLOCKED)},
-                    "checks": [r.to_json() for r in results],
+                    "counts": {s: counts.get(s, 0) for s in (PASSED, FAILED, EXPECTED_FAILURE, BLOCKED)}
+                    | {"caused_by_another_component": elsewhere.get(component_id, 0)},
+                    "checks": [r.to_json() for r in self.results if r.component == component_id],
                 }
             )
         return rows
@@ -112,14 +126,14 @@ class Report:
             ],
             "summary": {s: counts.get(s, 0) for s in (PASSED, FAILED, EXPECTED_FAILURE, BLOCKED)}
             | {"total": len(self.results)},
+            "problems": problems(self),
             "components": self.components(),
         }
 
     def write(self, path: str | Path) -> Path:
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(self.to_json(), indent=2, sort_keys=False) + "\n")
-        return path
+        return write_text_atomic(path, json.dumps(self.to_json(), indent=2, sort_keys=False) + "\n")
 
 
 def _jsonable(value: Any) -> Any:
@@ -130,11 +144,70 @@ def _jsonable(value: Any) -> Any:
         return repr(value)
 
 
-def _table(rows: list[tuple[str, ...]]) -> list[str]:
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
-    lines.insert(1, "  ".join("-" * w for w in widths))
+#: Score-source granularity classes, as the shapes an actuator meets.
+_SHAPE_CLASS = {"prompt": "per-sample", "response": "per-sample", "token": "token", "domain": "domain"}
+_ACCEPTS_FOR = {"per-sample": ("prompt", "response"), "token": ("token",), "domain": ("domain",)}
+
+
+def _source_problems(report: Report, component: str, results: list[CheckResult]) -> tuple[list[str], set[str]]:
+    """One line per score shape on which every check of an actuator fails (it cannot take that shape)."""
+    subjects = {s.id: s for s in report.subjects}
+    by_shape: dict[str, list[CheckResult]] = defaultdict(list)
+    for r in results:
+        subject = subjects.get(r.subject)
+        if subject is not None and subject.source is not None:
+            by_shape[_SHAPE_CLASS[subject.granularity]].append(r)
+    working = [shape for shape, rs in by_shape.items() if any(r.status in OK_STATUSES for r in rs)]
+    lines, consumed = [], set()
+    for shape, rs in by_shape.items():
+        failed = [r for r in rs if r.status == FAILED]
+        if not working or shape in working or not failed:
+            continue
+        keep = tuple(g for w in working for g in _ACCEPTS_FOR[w])
+        lines.append(
+            f"{component}: every check with {shape} scores fails ({len(failed)} failures over "
+            f"{len({r.subject for r in rs})} score source(s)), e.g. {failed[0].check}: {failed[0].message}; "
+            f"if it is not meant to take {shape} scores, declare accepts_granularity = {keep!r}"
+        )
+        consumed.update(r.id for r in rs)
+    return lines, consumed
+
+
+def problems(report: Report) -> list[str]:
+    """The real problems, one line each: what fails, where first, and how often.
+
+    Failures of one check on one component make one line (however many cases
+    and score sources show it); an actuator that fails with every source of one
+    score shape gets one line naming the declaration to change; checks blocked by
+    a broken scorer from elsewhere count against that scorer.
+    """
+    lines: list[str] = []
+    for component, results in report.own_results().items():
+        shape_lines, consumed = _source_problems(report, component, results)
+        lines += shape_lines
+        groups: dict[str, list[CheckResult]] = defaultdict(list)
+        for r in results:
+            if r.status == FAILED and r.id not in consumed:
+                groups[r.check].append(r)
+        for check, failed in groups.items():
+            first = failed[0]
+            sources = sorted({r.subject.split("@", 1)[1] for r in failed if "@" in r.subject})
+            where = f"{len(failed)} case(s)" + (f" with scores from {', '.join(sources)}" if sources else "")
+            lines.append(f"{component} {check} fails in {where}: {first.message}")
+    caused: dict[tuple[str, str], list[CheckResult]] = defaultdict(list)
+    for r in report.results:
+        if r.culprit not in (None, r.component):
+            caused[(r.culprit, r.component)].append(r)
+    for (culprit, component), results in caused.items():
+        lines.append(
+            f"{culprit} (as a score source) blocked {len(results)} check(s) of {component}, which are not held "
+            f"against {component}: {results[0].message}"
+        )
     return lines
+
+
+def _table(rows: list[tuple[str, ...]]) -> list[str]:
+    return format_table(rows, rule=True).splitlines()
 
 
 def summary_lines(report: Report, max_failures: int = 3) -> list[str]:
@@ -144,6 +217,11 @@ def summary_lines(report: Report, max_failures: int = 3) -> list[str]:
         f"dataflex-conformance {__version__}  dataflex-core {data['dataflex_core']}  torch {data['torch']}  "
         f"devices: {', '.join(report.devices) or 'none'} (--device {report.device_request})"
     ]
+    found = data["problems"]
+    if found:
+        lines.append(f"problems ({len(found)}):")
+        lines += [f"  {line}" for line in found]
+        lines.append("")
     header = ("component", "kind", "package", "version", "passed", "failed", "xfail", "blocked", "certified on")
     rows = [header]
     for comp in data["components"]:
@@ -167,17 +245,6 @@ def summary_lines(report: Report, max_failures: int = 3) -> list[str]:
         lines.append("no components were checked")
     for error in report.errors + [f"{p.name}: {e}" for p in report.packages for e in p.errors]:
         lines.append(f"ERROR {error}")
-    groups: dict[tuple[str, str], list[CheckResult]] = defaultdict(list)
-    for result in report.results:
-        if result.status == FAILED:
-            groups[(result.subject, result.check)].append(result)
-    if groups:
-        lines.append("")
-        lines.append("failures (first of each check):")
-        for (subject, check), results in list(groups.items()):
-            first = results[0]
-            more = f" (+{len(results) - 1} more cases)" if len(results) > 1 else ""
-            lines.append(f"  {subject}-{check}[{first.device}-{first.case}]{more}: {first.message}")
     if report.unpaired:
         lines.append("")
         lines.append(f"not paired ({len(report.unpaired)}; score ranges do not fit):")

@@ -39,6 +39,8 @@ class CheckResult:
     message: str | None = None
     reason: str | None = None
     blocked_by: str | None = None
+    #: Another component that caused this result (the scorer feeding an actuator): it counts against that one.
+    culprit: str | None = None
     xfail_key: str | None = field(default=None, repr=False)
 
     def to_json(self) -> dict:
@@ -72,11 +74,11 @@ def match_expected(call: CheckCall, expected: Mapping[str, str]) -> str | None:
 def run_call(call: CheckCall, expected: Mapping[str, str] | None = None) -> CheckResult:
     """Run one check call and classify the outcome."""
     expected = expected or {}
-    status, message, blocked_by = PASSED, None, None
+    status, message, blocked_by, culprit = PASSED, None, None, None
     try:
         call()
     except Blocked as exc:
-        status, message, blocked_by = BLOCKED, str(exc), exc.by
+        status, message, blocked_by, culprit = BLOCKED, str(exc), exc.by, exc.culprit
     except CheckFailure as exc:
         status, message = FAILED, str(exc)
     except MissingFieldError as exc:
@@ -100,6 +102,7 @@ def run_call(call: CheckCall, expected: Mapping[str, str] | None = None) -> Chec
         message=message,
         reason=reason,
         blocked_by=blocked_by,
+        culprit=culprit,
         xfail_key=key,
     )
 

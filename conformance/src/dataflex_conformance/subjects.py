@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dataflex_core import Component, ComponentSpec, Registry, accepted_params
+from dataflex_core.distributions import canonical_name
 
 from .batches import score_range_of
 
@@ -88,8 +89,25 @@ class Subject:
             return f"{self.name}({_format_params(self.params)})"
 
     @property
+    def label(self) -> str:
+        """``name (dist==version)`` as messages name a component from another package."""
+        return f"{self.component_id} ({self.dist}=={self.version})" if self.dist else self.component_id
+
+    def declared(self) -> Component:
+        """The configured instance, whose ``requires`` and ``needs_groups`` are the ones hosts read.
+
+        A component that cannot be built falls back to its class (the construction
+        failure is reported by every check that builds it).
+        """
+        try:
+            return self.make()
+        except Exception:  # noqa: BLE001
+            return self.cls
+
+    @property
     def requires(self) -> list[str]:
-        fields = list(getattr(self.cls, "requires", []))
+        """Fields the batch must hold: this component's (as configured) and its score source's."""
+        fields = list(self.declared().requires)
         if isinstance(self.source, Subject):
             fields += self.source.requires
         return fields
@@ -162,20 +180,17 @@ def subjects_from_registry(
     ``params`` maps a component name to the param sets to certify it with
     (default: one set, the defaults).
     """
-    wanted = {_norm(d) for d in dists} if dists else None
+    wanted = {canonical_name(d) for d in dists} if dists else None
     params = params or {}
     components, scorers = [], []
-    for spec in registry:
+    clashed = [spec for clash in registry.clashes.values() for spec in clash.providers]
+    for spec in [*registry, *clashed]:  # a clashed name is still each plugin's component to certify
         if spec.dist is None:
             continue  # components defined outside any installed distribution
         sets = params.get(spec.name) or [{}]
         subjects = [Subject.from_spec(spec, p) for p in sets]
         if spec.kind == "scorer":
             scorers.extend(subjects)
-        if wanted is None or _norm(spec.dist) in wanted:
+        if wanted is None or canonical_name(spec.dist) in wanted:
             components.extend(subjects)
     return components, scorers
-
-
-def _norm(name: str) -> str:
-    return name.replace("_", "-").replace(".", "-").lower()

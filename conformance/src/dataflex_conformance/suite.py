@@ -16,6 +16,7 @@ import torch
 from . import checks_actuator as act
 from . import checks_common as common
 from . import checks_output as output
+from . import checks_scaling as scaling
 from .batches import BatchFactory, Case, is_bounded, score_range_of
 from .fields import FieldSynthesiser
 from .probe import Probe
@@ -25,26 +26,27 @@ F16 = torch.float16
 BF16 = torch.bfloat16
 
 # -- cases --------------------------------------------------------------------------------------
+# Every case has an empty-response row (row 5, inside its uid group) unless it says otherwise
+# or has fewer rows; the batches hold real rows only, as hosts hand them to components.
 
 DEFAULT = Case("bs=8")
-PADDED = Case("padding_rows", padding_rows=3)
 #: Batch layouts every output-shape/dtype/device/finite check runs on.
 LAYOUTS = [
     DEFAULT,
     Case("bs=1", bs=1),
-    Case("L=1", length=1),
-    Case("bs=37-L=5", bs=37, length=5, group_size=5, seed=1),
+    Case("bs=2-one_empty", bs=2, empty_rows=(1,)),
+    Case("L=1", length=1, empty_rows=(2,)),
+    Case("bs=37-L=5", bs=37, length=5, group_size=5, empty_rows=(7, 20), seed=1),
     Case("bs=512-L=33", bs=512, length=33, group_size=8, empty_rows=(3, 100), seed=4),
     Case("empty_rows", empty_rows=(1, 5)),
     Case("empty_group", empty_rows=(4, 5, 6, 7)),
     Case("all_empty", empty_rows=tuple(range(8))),
-    PADDED,
-    Case("one_group", group_size=8),
-    Case("singleton_groups", group_size=1),
+    Case("one_group", group_size=8, empty_rows=(3,)),
+    Case("singleton_groups", group_size=1, empty_rows=(2,)),
     Case("bf16", dtype=BF16),
     Case("fp16", dtype=F16),
 ]
-#: Score distributions synthetic sources feed to actuators.
+#: Score distributions synthetic sources feed to actuators (on the default layout, empty row included).
 DISTRIBUTIONS = [
     Case(f"scores={name}", scores=name, seed=i)
     for i, name in enumerate(
@@ -60,7 +62,16 @@ PERMUTATIONS = [
     Case("perm=rows", bs=12, empty_rows=(5,), permutation="rows", seed=2),
     Case("perm=groups", bs=12, empty_rows=(5,), permutation="groups", seed=3),
 ]
-PADDINGS = [PADDED, Case("bs=1-padding_rows", bs=1, padding_rows=2), Case("padding_rows-L=1", length=1, padding_rows=3)]
+#: Where empty-response rows sit: inside a group, a whole group, a lone row, L=1, a singleton group.
+EMPTY_ROW_CASES = [
+    DEFAULT,
+    Case("empty_rows", empty_rows=(1, 5)),
+    Case("empty_group", empty_rows=(4, 5, 6, 7)),
+    Case("bs=2-one_empty", bs=2, empty_rows=(1,)),
+    Case("L=1", length=1, empty_rows=(2,)),
+    Case("singleton_groups", group_size=1, empty_rows=(2,)),
+    Case("one_group", group_size=8, empty_rows=(3,)),
+]
 INVALID_UNITS = [
     DEFAULT,
     Case("empty_rows", empty_rows=(1, 5)),
@@ -71,12 +82,14 @@ MIXER_CASES = [
     DEFAULT,
     Case("bs=1", bs=1),
     Case("one_domain", num_domains=1),
-    Case("empty_domains", bs=3, num_domains=6),
+    Case("empty_domains", bs=3, num_domains=6, empty_rows=(1,)),
     Case("scores=constant", scores="constant"),
     Case("scores=huge", scores="huge"),
     Case("scores=tiny", scores="tiny"),
     Case("scores=negative", scores="negative"),
 ]
+#: The scaling check's case: its rows are set by the check itself.
+SCALING = [Case("rows=n-vs-2n")]
 
 
 def _bounded(subject: Subject) -> bool:
@@ -85,10 +98,23 @@ def _bounded(subject: Subject) -> bool:
 
 def _actuator_cases(subject: Subject) -> list[Case]:
     """Layouts for a real scorer source; layouts plus distributions for a synthetic one."""
-    layouts = [c for c in LAYOUTS if c.padding_rows == 0]
     if not isinstance(subject.source, str):
-        return layouts
-    return layouts + (BOUNDED_SCORE_CASES if _bounded(subject) else DISTRIBUTIONS[1:])
+        return list(LAYOUTS)
+    return LAYOUTS + (BOUNDED_SCORE_CASES if _bounded(subject) else DISTRIBUTIONS[1:])
+
+
+def _every_case(subject: Subject) -> list[Case]:
+    """Every case the subject's kind meets (the mutation check runs on all of them)."""
+    if subject.kind == "scorer":
+        return list(LAYOUTS)
+    if subject.kind == "mixer":
+        return list(MIXER_CASES)
+    return _actuator_cases(subject)
+
+
+def _scaling_cases(subject: Subject) -> list[Case]:
+    """Scorers alone, actuators with synthetic scores: the time measured is the subject's own."""
+    return list(SCALING) if subject.source is None or isinstance(subject.source, str) else []
 
 
 def _constant_cases(subject: Subject) -> list[Case]:
@@ -99,7 +125,7 @@ def _constant_cases(subject: Subject) -> list[Case]:
     """
     if not isinstance(subject.source, str):
         return []
-    if set(subject.cls.requires) - {"response_mask", "is_padding"}:
+    if set(subject.declared().requires) - {"response_mask", "is_padding"}:
         return []
     if _bounded(subject):
         return [c for c in BOUNDED_SCORE_CASES if c.scores in ("constant", "low", "high")]
@@ -131,11 +157,12 @@ class CheckDef:
 
 
 _PURITY = [
-    CheckDef(common.check_reads_only_declared, _fixed([DEFAULT, PADDED])),
+    CheckDef(common.check_reads_only_declared, _fixed([DEFAULT, EMPTY_ROW_CASES[2]])),
     CheckDef(common.check_needs_groups_declared, _fixed([DEFAULT])),
-    CheckDef(common.check_no_input_mutation, _fixed([DEFAULT, PADDED])),
+    CheckDef(common.check_no_input_mutation, _every_case),
     CheckDef(common.check_no_autograd_graph, _fixed([DEFAULT])),
-    CheckDef(common.check_deterministic, _fixed([DEFAULT, PADDED])),
+    CheckDef(common.check_deterministic, _fixed([DEFAULT, EMPTY_ROW_CASES[2]])),
+    CheckDef(scaling.check_scales_linearly, _scaling_cases),
 ]
 
 #: kind -> the checks it must pass.
@@ -147,7 +174,7 @@ CHECKS: dict[str, list[CheckDef]] = {
         CheckDef(output.check_output_finite, _fixed(LAYOUTS)),
         *_PURITY,
         CheckDef(output.check_permutation_equivariant, _fixed(PERMUTATIONS)),
-        CheckDef(output.check_padding_rows_ignored, _fixed(PADDINGS)),
+        CheckDef(output.check_empty_rows_ignored, _fixed(EMPTY_ROW_CASES)),
         CheckDef(output.check_scores_in_declared_range, _range_declared(LAYOUTS)),
     ],
     "reweighter": [
@@ -160,14 +187,14 @@ CHECKS: dict[str, list[CheckDef]] = {
         CheckDef(act.check_invalid_units_zero, _fixed(INVALID_UNITS)),
         CheckDef(act.check_constant_scores_uniform, _constant_cases),
         CheckDef(act.check_rejects_out_of_range, _range_declared([DEFAULT])),
-        CheckDef(output.check_padding_rows_ignored, _fixed(PADDINGS)),
+        CheckDef(output.check_empty_rows_ignored, _fixed(EMPTY_ROW_CASES)),
         *_PURITY,
     ],
     "selector": [
         CheckDef(act.check_selection_valid, _actuator_cases),
         CheckDef(act.check_rejects_out_of_range, _range_declared([DEFAULT])),
         CheckDef(common.check_output_device, _fixed([DEFAULT])),
-        CheckDef(output.check_padding_rows_ignored, _fixed(PADDINGS)),
+        CheckDef(output.check_empty_rows_ignored, _fixed(EMPTY_ROW_CASES)),
         *[c for c in _PURITY if c.name != "check_no_autograd_graph"],
     ],
     "mixer": [
@@ -177,7 +204,7 @@ CHECKS: dict[str, list[CheckDef]] = {
         CheckDef(output.check_output_finite, _fixed(MIXER_CASES)),
         CheckDef(act.check_proportions_nonnegative, _fixed(MIXER_CASES)),
         CheckDef(act.check_proportions_sum_to_one, _fixed(MIXER_CASES)),
-        CheckDef(output.check_padding_rows_ignored, _fixed([PADDED])),
+        CheckDef(output.check_empty_rows_ignored, _fixed([DEFAULT, MIXER_CASES[3]])),
         *_PURITY,
     ],
 }

@@ -8,7 +8,17 @@ from __future__ import annotations
 
 import torch
 
-from dataflex_core import Mixer, Reweighter, Scorer, Selector, masked_seq_mean, mean_one, segment_mean, valid_mask_for
+from dataflex_core import (
+    Mixer,
+    Reweighter,
+    Scorer,
+    Selector,
+    group_index,
+    masked_seq_mean,
+    mean_one,
+    segment_mean,
+    valid_mask_for,
+)
 
 
 def _wrong_device(t: torch.Tensor) -> torch.Tensor:
@@ -98,7 +108,7 @@ class NondeterministicScorer(Scorer):
 
 
 class ContiguousGroupsScorer(Scorer):
-    """Assumes every uid group is 4 adjacent rows (verl's balance_batch reorders rows)."""
+    """Takes each run of equal adjacent uids as a group (verl's balance_batch reorders rows)."""
 
     name = "broken_contiguous_groups"
     requires = ["advantages"]
@@ -108,10 +118,11 @@ class ContiguousGroupsScorer(Scorer):
     def score(self, batch, step_id, **ctx):
         adv = batch.batch["advantages"]
         per_row = masked_seq_mean(adv.abs().float(), batch.batch["response_mask"])
-        index = torch.arange(per_row.shape[0], device=adv.device) // 4
-        valid = valid_mask_for(per_row, batch)
+        uid = batch.non_tensor_batch["uid"]
+        starts = torch.tensor([i > 0 and uid[i] != uid[i - 1] for i in range(len(uid))], dtype=torch.long)
+        index = starts.cumsum(0).to(adv.device)
         groups = int(index.max()) + 1 if index.numel() else 0
-        return segment_mean(per_row, index, groups, valid)[index]
+        return segment_mean(per_row, index, groups, valid_mask_for(per_row, batch))[index]
 
 
 class WrongDeviceScorer(Scorer):
@@ -132,19 +143,35 @@ def _softmax(scores, batch):
     return torch.where(valid, torch.exp(s), torch.zeros_like(s)), valid
 
 
-class PaddingCentredScorer(Scorer):
-    """Centres scores on the batch mean over non-empty rows, forgetting ``is_padding``."""
+class EmptyRowsInGroupMeanScorer(Scorer):
+    """Response length over the group's mean length, counting empty-response rows in the mean.
 
-    name = "broken_padding_in_batch_mean"
-    requires = ["advantages"]
+    A group of two 4-token answers and one empty row scores [1.5, 1.5, 0] instead of [1, 1].
+    """
+
+    name = "broken_empty_rows_in_group_mean"
+    needs_groups = True
+
+    @torch.no_grad()
+    def score(self, batch, step_id, **ctx):
+        length = batch.batch["response_mask"].float().sum(-1)
+        index, groups = group_index(batch.non_tensor_batch["uid"], device=length.device)
+        every_row = torch.ones_like(length, dtype=torch.bool)
+        return length / segment_mean(length, index, groups, every_row)[index].clamp(min=1.0)
+
+
+class MutatesEmptyRowsScorer(Scorer):
+    """Zeroes the log-probs of empty-response rows in place: a mutation only empty rows show."""
+
+    name = "broken_mutates_empty_rows"
+    requires = ["old_log_probs"]
 
     @torch.no_grad()
     def score(self, batch, step_id, **ctx):
         mask = batch.batch["response_mask"]
-        per_row = masked_seq_mean(batch.batch["advantages"].abs().float(), mask)
-        nonempty = mask.bool().any(-1)
-        centre = per_row[nonempty].mean() if nonempty.any() else per_row.new_zeros(())
-        return per_row - centre
+        log_probs = batch.batch["old_log_probs"]
+        log_probs[~mask.bool().any(-1)] = 0.0
+        return masked_seq_mean(log_probs.float().exp(), mask)
 
 
 class EmptyRowsWeighedReweighter(Reweighter):
@@ -163,6 +190,7 @@ class EmptyRowsWeighedReweighter(Reweighter):
 
 class MeanNotOneReweighter(Reweighter):
     name = "broken_mean_not_one"
+    accepts_granularity = ("prompt", "response", "token")
 
     @torch.no_grad()
     def act(self, scores, batch, **ctx):
@@ -209,21 +237,47 @@ class WrongDeviceReweighter(Reweighter):
         return _wrong_device(mean_one(w, batch))
 
 
-class PaddingLeakReweighter(Reweighter):
-    """Takes validity from the response mask alone, so padding rows join the softmax and the mean."""
+class EmptyRowsZScoreReweighter(Reweighter):
+    """sigmoid of z-scores whose mean and spread include the empty-response rows' scores."""
 
-    name = "broken_padding_leak"
+    name = "broken_empty_rows_in_zscores"
+
+    @torch.no_grad()
+    def act(self, scores, batch, **ctx):
+        s = scores.double()
+        z = (s - s.mean()) / (s.std(unbiased=False) + 1e-6)
+        return mean_one(torch.sigmoid(z).float(), batch)
+
+
+class QuadraticReweighter(Reweighter):
+    """Weights from each row's rank, found by comparing every pair of rows: O(bs^2) time."""
+
+    name = "broken_quadratic_time"
 
     @torch.no_grad()
     def act(self, scores, batch, **ctx):
         s = scores.float()
-        mask = batch.batch["response_mask"].bool()
-        valid = mask.any(-1) if s.dim() == 1 else mask
-        s = torch.where(valid, s, torch.full_like(s, float("-inf")))
-        if valid.any():
-            s = s - s[valid].max()
-        w = torch.where(valid, torch.exp(s), torch.zeros_like(s))
-        return (w * valid.sum() / w.sum()).float() if valid.any() else w
+        valid = valid_mask_for(s, batch)
+        s = torch.where(valid, s, torch.full_like(s, torch.inf))  # never below a valid row
+        rank = torch.empty_like(s)
+        for start in range(0, s.shape[0], 256):  # blocks of rows, each against every row
+            rank[start : start + 256] = (s[start : start + 256, None] > s[None, :]).sum(1).float()
+        return mean_one(torch.where(valid, 1.0 + rank, torch.zeros_like(rank)), batch)
+
+
+class GuideSoftmax(Reweighter):
+    """The user guide's softmax reweighter, verbatim: every row it is given weighs, empty ones too."""
+
+    name = "softmax"
+
+    def __init__(self, temperature: float = 1.0, **kwargs):
+        super().__init__(**kwargs)
+        self.temperature = temperature
+
+    def act(self, scores, batch, **ctx):
+        s = scores.float().flatten()
+        w = torch.softmax(s / self.temperature, dim=0) * s.numel()
+        return w / w.mean().clamp(min=1e-8)
 
 
 class ClampingRangeReweighter(Reweighter):
@@ -279,13 +333,16 @@ BROKEN = {
     NondeterministicScorer: "check_deterministic",
     ContiguousGroupsScorer: "check_permutation_equivariant",
     WrongDeviceScorer: "check_output_device",
-    PaddingCentredScorer: "check_padding_rows_ignored",
+    EmptyRowsInGroupMeanScorer: "check_empty_rows_ignored",
+    MutatesEmptyRowsScorer: "check_no_input_mutation",
     EmptyRowsWeighedReweighter: "check_invalid_units_zero",
     MeanNotOneReweighter: "check_mean_one",
     NanOnConstantReweighter: "check_output_finite",
     NegativeWeightsReweighter: "check_weights_nonnegative",
     WrongDeviceReweighter: "check_output_device",
-    PaddingLeakReweighter: "check_padding_rows_ignored",
+    EmptyRowsZScoreReweighter: "check_empty_rows_ignored",
+    QuadraticReweighter: "check_scales_linearly",
+    GuideSoftmax: "check_invalid_units_zero",
     ClampingRangeReweighter: "check_rejects_out_of_range",
     OverreachingRangeScorer: "check_scores_in_declared_range",
     RepeatingSelector: "check_selection_valid",

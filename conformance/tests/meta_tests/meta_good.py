@@ -73,6 +73,7 @@ class DomainReward(Scorer):
 
 class Softmax(Reweighter):
     name = "good_softmax"
+    accepts_granularity = ("prompt", "response", "token")
 
     def __init__(self, temperature: float = 1.0, **kwargs):
         super().__init__(**kwargs)
@@ -111,6 +112,56 @@ class Focal(Reweighter):
         return mean_one(w, batch)
 
 
+class ResponseMaskSoftmax(Reweighter):
+    """Takes row validity from ``response_mask`` alone, as a plugin written for verl may:
+    correct, because hosts remove padding rows before calling components."""
+
+    name = "good_response_mask_validity"
+    accepts_granularity = ("prompt", "response", "token")
+
+    @torch.no_grad()
+    def act(self, scores, batch, **ctx):
+        s = scores.float()
+        mask = batch.batch["response_mask"].bool()
+        valid = mask.any(-1) if s.dim() == 1 else mask
+        s = torch.where(valid, s, torch.full_like(s, float("-inf")))
+        if valid.any():
+            s = s - s[valid].max()
+        w = torch.where(valid, torch.exp(s), torch.zeros_like(s))
+        return (w * valid.sum() / w.sum()).float() if valid.any() else w
+
+
+class CentredOnNonEmptyRows(Scorer):
+    """Centres scores on the mean over rows with a response (no ``is_padding`` needed: hosts strip padding)."""
+
+    name = "good_centred_on_nonempty_rows"
+    requires = ["advantages"]
+
+    @torch.no_grad()
+    def score(self, batch, step_id, **ctx):
+        mask = batch.batch["response_mask"]
+        per_row = masked_seq_mean(batch.batch["advantages"].abs().float(), mask)
+        nonempty = mask.bool().any(-1)
+        centre = per_row[nonempty].mean() if nonempty.any() else per_row.new_zeros(())
+        return per_row - centre
+
+
+class KeyedReward(Scorer):
+    """Reads the reward field its ``reward_key`` names: ``requires`` is set per instance."""
+
+    name = "good_keyed_reward"
+    requires = ["rm_scores"]
+
+    def __init__(self, reward_key: str = "rm_scores", **kwargs):
+        super().__init__(**kwargs)
+        self.reward_key = reward_key
+        self.requires = [reward_key]
+
+    @torch.no_grad()
+    def score(self, batch, step_id, **ctx):
+        return (batch.batch[self.reward_key].float() * batch.batch["response_mask"]).sum(-1)
+
+
 class TopHalf(Selector):
     name = "good_top_half"
 
@@ -134,4 +185,16 @@ class SoftmaxMixer(Mixer):
         return torch.softmax(s, dim=0)
 
 
-GOOD = [MeanAbsAdvantage, GroupSolveRate, TokenProb, DomainReward, Softmax, Focal, TopHalf, SoftmaxMixer]
+GOOD = [
+    MeanAbsAdvantage,
+    GroupSolveRate,
+    TokenProb,
+    DomainReward,
+    Softmax,
+    Focal,
+    ResponseMaskSoftmax,
+    CentredOnNonEmptyRows,
+    KeyedReward,
+    TopHalf,
+    SoftmaxMixer,
+]

@@ -34,7 +34,7 @@ def test_mean_not_one_message_names_mean_units_and_tolerance():
     report = certify_subjects([Subject.from_component(MeanNotOneReweighter)], device="cpu")
     first = next(r for r in report.results if r.status == FAILED and r.case == "bs=8")
     assert first.message.startswith(
-        "weights mean=1.031 over 8 valid samples, expected 1 ± 1e-4 [broken_mean_not_one(), "
+        "weights mean=1.031 over 7 valid samples, expected 1 ± 1e-4 [broken_mean_not_one(), "
     )
     assert first.message.endswith(", bs=8, cpu]")
     token = next(r for r in report.results if r.status == FAILED and "@token_scores" in r.subject)
@@ -49,4 +49,4 @@ def test_wrong_device_is_caught_and_blocks_numeric_checks():
     assert device_failures and all(r.status == FAILED for r in device_failures)
     assert "output.device=meta, expected the input's device cpu" in device_failures[0].message
     blocked = {r.check for r in report.results if r.status == BLOCKED}
-    assert {"check_mean_one", "check_weights_nonnegative", "check_padding_rows_ignored"} <= blocked
+    assert {"check_mean_one", "check_weights_nonnegative", "check_empty_rows_ignored"} <= blocked
