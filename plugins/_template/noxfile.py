@@ -19,6 +19,7 @@ pin the build you certify against, CPU or CUDA.
 from __future__ import annotations
 
 import os
+import subprocess
 from pathlib import Path
 
 import nox
@@ -34,6 +35,30 @@ def dataflex_requirements(session: nox.Session) -> list[str]:
     """pip arguments that install ``dataflex-core`` and ``dataflex-conformance`` from ``DATAFLEX_FROM``."""
     spec = os.environ.get("DATAFLEX_FROM", "index")
     if spec == "index":
+        # Ask the index first (two small downloads) rather than after minutes of installing torch.
+        probe = subprocess.run(
+            [
+                Path(session.bin) / "python",
+                "-m",
+                "pip",
+                "download",
+                "--no-deps",
+                "--quiet",
+                "--dest",
+                session.create_tmp(),
+                "dataflex-core",
+                "dataflex-conformance",
+            ],
+            capture_output=True,
+            text=True,
+        )
+        if probe.returncode:
+            last = (probe.stderr.strip().splitlines() or ["(no output)"])[-1]
+            session.error(
+                "dataflex-core and dataflex-conformance are not on your package index (not published yet, or a "
+                f"private index that is not configured; pip: {last}). Set DATAFLEX_FROM to a DataFlex checkout "
+                "(DATAFLEX_FROM=../dataflex) or to a wheelhouse built there by `nox -s build` (DATAFLEX_FROM=../dataflex/dist)"
+            )
         return ["dataflex-core", "dataflex-conformance"]
     path = Path(spec).expanduser().resolve()
     if (path / "packages" / "dataflex-core" / "pyproject.toml").is_file():

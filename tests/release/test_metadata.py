@@ -57,7 +57,11 @@ def test_project_urls_name_the_repository_the_docs_and_its_own_changelog(dist: D
 
 @pytest.mark.parametrize("dist", DISTS, ids=lambda d: d.name)
 def test_the_changelog_has_a_section_for_the_current_version(dist: Dist):
-    changelog = (dist.path / "CHANGELOG.md").read_text(encoding="utf-8")
+    path = dist.path / "CHANGELOG.md"
+    assert path.is_file(), (
+        f"{dist.rel} has no CHANGELOG.md (every distribution keeps one; its Changelog URL points there)"
+    )
+    changelog = path.read_text(encoding="utf-8")
     assert re.search(rf"^## {re.escape(dist.version)}\b", changelog, re.M), (
         f"{dist.rel}: version {dist.version} has no '## {dist.version} - YYYY-MM-DD' section in CHANGELOG.md; "
         "bump the version and the changelog together"

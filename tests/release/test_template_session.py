@@ -29,8 +29,10 @@ def author_repo(tmp_path) -> Path:
     return repo
 
 
-def run_session(repo: Path, session: str, dataflex_from: str, tmp_path: Path) -> subprocess.CompletedProcess:
-    env = dict(os.environ, DATAFLEX_FROM=dataflex_from)
+def run_session(
+    repo: Path, session: str, dataflex_from: str, tmp_path: Path, **env_extra: str
+) -> subprocess.CompletedProcess:
+    env = dict(os.environ, DATAFLEX_FROM=dataflex_from, **env_extra)
     env.pop("PYTHONPATH", None)
     # --device cpu: the same certificate whether or not this machine has a GPU.
     args = [sys.executable, "-m", "nox", "--envdir", str(tmp_path / "nox"), "-s", session, "--", "--device", "cpu"]
@@ -57,3 +59,13 @@ def test_a_bad_dataflex_from_is_refused_with_the_accepted_forms(author_repo, tmp
     assert proc.returncode != 0
     assert "no-such-folder" in out and "DataFlex checkout" in out and "nox -s build" in out
     assert "pip install torch" not in out, "torch was installed before the bad setting was noticed"
+
+
+def test_the_default_index_without_dataflex_fails_fast_naming_the_other_sources(author_repo, tmp_path):
+    # An index that has no DataFlex (as PyPI before the first release): pip with no index at all.
+    empty = {"PIP_CONFIG_FILE": os.devnull, "PIP_NO_INDEX": "1", "PIP_FIND_LINKS": str(tmp_path)}
+    proc = run_session(author_repo, "conformance", "index", tmp_path, **empty)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode != 0
+    assert "not on your package index" in out and "DATAFLEX_FROM=../dataflex" in out
+    assert "pip install torch" not in out, "torch was installed before the missing packages were noticed"
