@@ -9,9 +9,13 @@ target was missed (for dedicated benchmark machines).
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import datetime as _dt
 import json
+import os
+import subprocess
 import sys
+import tempfile
 import time
 import traceback
 from collections.abc import Callable, Sequence
@@ -20,12 +24,21 @@ from pathlib import Path
 
 import torch
 
+from . import allocator
 from .discovery import run_discovery
 from .host import run_host
+from .memory import run_memory
 from .pairs import PAIR_TARGET, Shape, discover_pairs, run_pairs
 from .results import STATUSES, Result, format_table, notes, summary_markdown, write_json
 
-CASES = ("discovery", "pairs", "device", "host")
+CASES = ("discovery", "pairs", "memory", "device", "host")
+ALLOCATORS = ("default", "fixed", "both")
+#: (pair case, scaling case) measured in this process with the default allocator: pairs judged, scaling not
+#: (it would measure glibc's 32 MiB boundary, see allocator.py).
+DEFAULT_CASES = ("pair", "scaling_default_alloc")
+#: ... and in the fixed-mmap-threshold child: pairs for comparison, scaling judged.
+FIXED_CASES = ("pair_fixed_mmap", "scaling")
+RUN_PY = Path(__file__).resolve().parent.parent / "run.py"
 
 
 @dataclass(frozen=True)
@@ -46,6 +59,10 @@ class Plan:
     host_bs: int
     host_length: int
     host_group_size: int
+    #: Shapes of the peak-memory case, each in a fresh process.
+    memory_shapes: tuple[Shape, ...] = ()
+    #: Allocators the pairs run with when ``--allocator`` is not given.
+    allocator: str = "both"
     #: Status of rows measured at shapes other than the targets' (None: judge them).
     unjudged: str | None = None
 
@@ -61,6 +78,7 @@ FULL = Plan(
     host_bs=1024,
     host_length=4096,
     host_group_size=8,
+    memory_shapes=(Shape(128, 8, 4096), Shape(512, 16, 8192)),
 )
 QUICK = Plan(
     mode="quick",
@@ -73,6 +91,8 @@ QUICK = Plan(
     host_bs=64,
     host_length=128,
     host_group_size=8,
+    memory_shapes=(Shape(16, 8, 256),),
+    allocator="default",
     unjudged="smoke",
 )
 
@@ -102,6 +122,14 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--threads", type=int, help="torch intra-op threads (default: torch's choice, usually one per core)"
     )
+    parser.add_argument(
+        "--allocator",
+        choices=ALLOCATORS,
+        help="pairs with glibc's default allocator in this process (judged), with a fixed mmap threshold in a "
+        "child process (for comparison), or both (default: both; quick mode: default)",
+    )
+    # Internal: set in the fixed-threshold child that --allocator fixed/both starts.
+    parser.add_argument("--fixed-child", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--fail-on-miss", action="store_true", help="exit 2 when a target is missed")
     parser.add_argument("--markdown", action="store_true", help="print the final table as Markdown")
     parser.add_argument(
@@ -143,6 +171,9 @@ def main(argv: Sequence[str] | None = None, registry=None) -> int:
         print(summary_markdown(payload))
         return 0
     plan = QUICK if args.quick else FULL
+    if args.fixed_child:
+        plan = dataclasses.replace(plan, pair_shapes=plan.pair_shapes[:1], pair_reps=plan.pair_reps[:1])
+    chosen_allocator = args.allocator or plan.allocator
     reps = args.reps or plan.reps
     pair_reps = [args.reps] * len(plan.pair_shapes) if args.reps else list(plan.pair_reps)
     if args.threads:
@@ -176,8 +207,22 @@ def main(argv: Sequence[str] | None = None, registry=None) -> int:
                     reps=args.reps or plan.discovery_reps, warmup=plan.warmup, unjudged=plan.unjudged, progress=_log
                 ),
             )
+        elif case == "pairs" and args.fixed_child:
+            results += run_case(case, lambda: _pairs_case(pairs, plan, pair_reps, fixed_child=True))
         elif case == "pairs":
-            results += run_case(case, lambda: _pairs_case(pairs, plan, pair_reps))
+            if chosen_allocator in ("default", "both"):
+                results += run_case(case, lambda: _pairs_case(pairs, plan, pair_reps))
+            if chosen_allocator in ("fixed", "both"):
+                results += run_case(
+                    f"{case} with {allocator.describe(allocator.FIXED_ENV)}", lambda: _fixed_child(args)
+                )
+        elif case == "memory":
+            results += run_case(
+                case,
+                lambda: run_memory(
+                    plan.memory_shapes, only=args.pairs.split(","), unjudged=plan.unjudged, progress=_log
+                ),
+            )
         elif case == "device":
             results += run_case(case, lambda: _device_case(pairs, plan, pair_reps, args.quick))
         elif case == "host":
@@ -204,6 +249,7 @@ def main(argv: Sequence[str] | None = None, registry=None) -> int:
     if args.json:
         meta = {
             "mode": plan.mode,
+            "allocator": chosen_allocator,
             "reps": reps,
             "pair_reps": pair_reps,
             "warmup": plan.warmup,
@@ -225,10 +271,16 @@ def _no_pairs(case: str) -> list[Result]:
     return [Result(case, "(none)", "-", status="skip", note=note)]
 
 
-def _pairs_case(pairs, plan: Plan, reps: list[int]) -> list[Result]:
+def _pairs_case(pairs, plan: Plan, reps: list[int], fixed_child: bool = False) -> list[Result]:
+    """Every pair on every shape, in this process, after :func:`allocator.settle`."""
+    case, scaling_case = FIXED_CASES if fixed_child else DEFAULT_CASES
     if not pairs:
-        return _no_pairs("pair")
-    _log(f"  {len(pairs)} pairs: {', '.join(p.name for p in pairs)}")
+        return _no_pairs(case)
+    setting = allocator.describe()
+    if not fixed_child and not allocator.is_default():
+        _log(f"  note: {setting} is set in this environment, so these rows do not measure glibc's default")
+    _log(f"  {len(pairs)} pairs, allocator: {setting}, after a run of large allocations")
+    allocator.settle()
     rows: list[Result] = []
     for index, shape in enumerate(plan.pair_shapes):
         _log(f" shape {shape.label}" + (f" (+ scaling vs {plan.scaling_groups} groups)" if index == 0 else ""))
@@ -237,12 +289,34 @@ def _pairs_case(pairs, plan: Plan, reps: list[int]) -> list[Result]:
             shape,
             reps=reps[index],
             warmup=plan.warmup,
+            case=case,
+            scaling_case=scaling_case,
             scaling_groups=plan.scaling_groups if index == 0 else None,
-            unjudged=plan.unjudged,
+            unjudged=plan.unjudged or ("info" if fixed_child else None),
+            scaling_unjudged=plan.unjudged or (None if fixed_child else "info"),
             progress=_log,
         )
+    for row in rows:
+        row.extra["allocator"] = setting
     # Group the table by case: every pair row first, then every scaling row.
-    return sorted(rows, key=lambda r: r.case != "pair")
+    return sorted(rows, key=lambda r: r.case != case)
+
+
+def _fixed_child(args: argparse.Namespace) -> list[Result]:
+    """The pairs on the first shape (and scaling) in a child process with glibc's mmap threshold fixed."""
+    with tempfile.TemporaryDirectory(prefix="dataflex-bench-") as tmp:
+        out = Path(tmp) / "fixed.json"
+        command = [sys.executable, str(RUN_PY), "--fixed-child", "--cases", "pairs", "--json", str(out)]
+        command += ["--pairs", args.pairs] if args.pairs else []
+        command += ["--reps", str(args.reps)] if args.reps else []
+        command += ["--threads", str(args.threads)] if args.threads else []
+        command += ["--quick"] if args.quick else []
+        proc = subprocess.run(command, env={**os.environ, **allocator.FIXED_ENV}, check=False)
+        if not out.exists():
+            raise RuntimeError(f"the fixed-threshold child wrote no results (exit {proc.returncode})")
+        payload = json.loads(out.read_text(encoding="utf-8"))
+    fields = {f.name for f in dataclasses.fields(Result)}
+    return [Result(**{k: v for k, v in row.items() if k in fields}) for row in payload["results"]]
 
 
 def _device_case(pairs, plan: Plan, reps: list[int], quick: bool) -> list[Result]:

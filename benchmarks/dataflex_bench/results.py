@@ -3,7 +3,9 @@
 A row's status is ``pass`` / ``miss`` (ratio against its target), ``skip``
 (the case cannot run here, with the reason), ``smoke`` (quick mode: shapes
 too small for the target to mean anything), ``dry-run`` (the GPU code path
-ran on the CPU) or ``error`` (the case crashed or its output was unusable).
+ran on the CPU), ``info`` (measured for comparison, not judged: the pairs
+with a fixed mmap threshold) or ``error`` (the case crashed or its output was
+unusable).
 """
 
 from __future__ import annotations
@@ -18,9 +20,10 @@ from typing import Any
 
 import torch
 
-STATUSES = ("pass", "miss", "skip", "smoke", "dry-run", "error")
+MIB_BYTES = 1 << 20
+STATUSES = ("pass", "miss", "skip", "smoke", "dry-run", "info", "error")
 #: Statuses of rows that measured something but are not held to their target.
-UNJUDGED = ("smoke", "dry-run")
+UNJUDGED = ("smoke", "dry-run", "info")
 
 
 @dataclass
@@ -166,38 +169,70 @@ def write_json(path: str | Path, results: list[Result], meta: dict[str, Any]) ->
     path.write_text(json.dumps(payload, indent=2, sort_keys=False) + "\n", encoding="utf-8")
 
 
-def summary_markdown(payload: dict[str, Any]) -> str:
-    """A compact Markdown summary of a JSON result file: one line per pair, then the other cases.
+#: Pair-table columns: (case, header prefix), in order; every shape of a case gets a column.
+SUMMARY_PAIR_CASES = (
+    ("pair", ""),
+    ("pair_fixed_mmap", "fixed mmap threshold "),
+    ("scaling", "scaling (fixed mmap threshold) "),
+    ("scaling_default_alloc", "scaling (default allocator) "),
+)
 
-    Pairs get one column per shape (``ratio status``) and one for the scaling
-    figure; skipped pairs are listed once with the reason's first clause.
+
+def _cell(row: dict[str, Any] | None) -> str:
+    if row is None:
+        return "-"
+    if row["ratio"] is None:
+        return row["status"]
+    mark = "" if row["status"] in ("pass", "info", "smoke", "dry-run") else f" **{row['status']}**"
+    return f"{row['ratio']:.2f}{mark}"
+
+
+def summary_markdown(payload: dict[str, Any]) -> str:
+    """A compact Markdown summary of a JSON result file.
+
+    One line per pair with a column per (case, shape) of the pair and scaling
+    cases; the memory case as peak / fields with the MiB; the other cases one
+    row each; skipped pairs listed once with the reason's first clause.
     """
     rows = payload["results"]
-    pair_shapes = list(dict.fromkeys(r["shape"] for r in rows if r["case"] == "pair" and r["shape"] != "-"))
-
-    def cell(row: dict[str, Any] | None) -> str:
-        if row is None:
-            return "-"
-        if row["ratio"] is None:
-            return row["status"]
-        mark = "" if row["status"] == "pass" else f" **{row['status']}**"
-        return f"{row['ratio']:.2f}{mark}"
-
     index = {(r["case"], r["name"], r["shape"]): r for r in rows}
-    scaling = {r["name"]: r for r in rows if r["case"] == "scaling"}
-    names = list(dict.fromkeys(r["name"] for r in rows if r["case"] == "pair"))
-    lines = [
-        "| pair | " + " | ".join(pair_shapes) + " | scaling (4096/2048 groups) |",
-        "|---|" + "---|" * (len(pair_shapes) + 1),
+    columns = [
+        (case, shape, (prefix if case.startswith("scaling") else prefix + shape).strip())
+        for case, prefix in SUMMARY_PAIR_CASES
+        for shape in dict.fromkeys(r["shape"] for r in rows if r["case"] == case and r["shape"] != "-")
     ]
+    names = list(dict.fromkeys(r["name"] for r in rows if r["case"] in ("pair", "pair_fixed_mmap")))
+    lines: list[str] = []
     skipped = []
+    if columns:
+        lines += ["| pair | " + " | ".join(c[2] for c in columns) + " |", "|---|" + "---|" * len(columns)]
     for name in names:
-        cells = [index.get(("pair", name, shape)) for shape in pair_shapes]
-        if all(c is not None and c["status"] == "skip" for c in cells):
-            skipped.append((name, cells[0]["note"]))
+        cells = [index.get((case, name, shape)) for case, shape, _ in columns]
+        if all(c is None or c["status"] == "skip" for c in cells):
+            first = next(c for c in cells if c is not None)
+            skipped.append((name, first["note"]))
             continue
-        lines.append(f"| {name} | " + " | ".join(cell(c) for c in cells) + f" | {cell(scaling.get(name))} |")
-    others = [r for r in rows if r["case"] not in ("pair", "scaling")]
+        lines.append(f"| {name} | " + " | ".join(_cell(c) for c in cells) + " |")
+    memory = [r for r in rows if r["case"] == "memory" and r["ratio"] is not None]
+    if memory:
+        shapes = list(dict.fromkeys(r["shape"] for r in memory))
+        lines += [
+            "",
+            "| pair: peak extra memory / bytes of the fields read | " + " | ".join(shapes) + " |",
+            "|---|" + "---|" * len(shapes),
+        ]
+        for name in dict.fromkeys(r["name"] for r in memory):
+            cells = []
+            for shape in shapes:
+                row = index.get(("memory", name, shape))
+                if row is None or row["ratio"] is None:
+                    cells.append(_cell(row))
+                    continue
+                mib = (row["extra"]["peak_bytes"] / MIB_BYTES, row["extra"]["field_bytes"] / MIB_BYTES)
+                cells.append(f"{_cell(row)} ({mib[0]:.0f} / {mib[1]:.0f} MiB)")
+            lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    others = [r for r in rows if r["case"] not in {c for c, _ in SUMMARY_PAIR_CASES} | {"memory"}]
+    others += [r for r in rows if r["case"] == "memory" and r["status"] == "error"]
     if others:
         lines += [
             "",

@@ -3,7 +3,9 @@
 The case and its baseline run alternately (baseline, case, baseline, case, ...)
 after a warm-up, so a burst of load from another process hits both sides of a
 ratio instead of one. The median of the repetitions is reported because a
-single pre-empted repetition must not move the figure.
+single pre-empted repetition must not move the figure. The process's CPU
+time (all its threads, user and system, so page faults count) is recorded
+beside the wall time: when other processes share the cores it moves far less.
 """
 
 from __future__ import annotations
@@ -31,14 +33,16 @@ class Timings:
     """Per-repetition seconds of each timed function, warm-up excluded."""
 
     samples: dict[str, list[float]] = field(default_factory=dict)
+    #: Process CPU seconds of the same repetitions.
+    cpu_samples: dict[str, list[float]] = field(default_factory=dict)
 
-    def median(self, name: str) -> float:
-        return statistics.median(self.samples[name])
+    def median(self, name: str, cpu: bool = False) -> float:
+        return statistics.median((self.cpu_samples if cpu else self.samples)[name])
 
-    def ratio(self, numerator: str, denominator: str) -> float:
-        """Ratio of medians; infinite when the denominator's median is zero."""
-        den = self.median(denominator)
-        return self.median(numerator) / den if den > 0 else float("inf")
+    def ratio(self, numerator: str, denominator: str, cpu: bool = False) -> float:
+        """Ratio of medians (of CPU times with ``cpu``); infinite when the denominator's median is zero."""
+        den = self.median(denominator, cpu)
+        return self.median(numerator, cpu) / den if den > 0 else float("inf")
 
 
 def measure_interleaved(
@@ -48,6 +52,7 @@ def measure_interleaved(
     warmup: int = 1,
     sync: Callable[[], None] = lambda: None,
     clock: Clock = time.perf_counter,
+    cpu_clock: Clock = time.process_time,
 ) -> Timings:
     """Time each function ``reps`` times, cycling through them in the given order.
 
@@ -59,14 +64,15 @@ def measure_interleaved(
     """
     if reps < 1:
         raise ValueError(f"reps must be >= 1, got {reps}")
-    timings = Timings({name: [] for name in functions})
+    timings = Timings({name: [] for name in functions}, {name: [] for name in functions})
     for round_index in range(warmup + reps):
         for name, fn in functions.items():
             sync()
-            start = clock()
+            start, cpu_start = clock(), cpu_clock()
             fn()
             sync()
-            elapsed = clock() - start
+            elapsed, cpu = clock() - start, cpu_clock() - cpu_start
             if round_index >= warmup:
                 timings.samples[name].append(elapsed)
+                timings.cpu_samples[name].append(cpu)
     return timings

@@ -12,7 +12,7 @@ import textwrap
 
 import pytest
 import torch
-from dataflex_bench import cli, discovery, host, pairs, results
+from dataflex_bench import allocator, cli, discovery, host, memory, pairs, results
 from dataflex_bench.synthetic import SyntheticGRPO
 from dataflex_bench.timing import measure_interleaved
 from toy_components import toy_registry
@@ -161,14 +161,16 @@ def test_cli_quick_run_writes_json_and_exits_on_crash_only(tmp_path, capsys):
     assert payload["mode"] == "quick" and payload["machine"]["torch"] == torch.__version__
     keys = {"case", "name", "shape", "median_s", "baseline_s", "ratio", "target", "status", "passed"}
     assert payload["results"] and all(keys <= set(row) for row in payload["results"])
-    assert {row["case"] for row in payload["results"]} >= {"pair", "scaling", "pair_device"}
+    # Quick mode measures with the default allocator only; its scaling rows are not the judged ones.
+    assert payload["allocator"] == "default"
+    assert {row["case"] for row in payload["results"]} >= {"pair", "scaling_default_alloc", "pair_device"}
     assert "abs_adv+softmax" in capsys.readouterr().out  # the table is printed
 
     # The compact Markdown summary lists every measured pair with one column per shape.
     assert cli.main(["--summarize", str(out)]) == 0
     summary = capsys.readouterr().out
     assert "| abs_adv+softmax |" in summary and "bs=32 (8x4) L=16" not in summary
-    assert "| pair | bs=512 (64x8) L=32 | bs=256 (16x16) L=128 | scaling" in summary
+    assert "| pair | bs=512 (64x8) L=32 | bs=256 (16x16) L=128 | scaling (default allocator) |" in summary
 
     # A crashing component fails the run (exit 1); its row is still written.
     assert cli.main(args, registry=toy_registry(broken=True)) == 1
@@ -218,3 +220,95 @@ def test_discovery_times_fresh_interpreters_and_flags_a_failing_plugin(tmp_path,
     assert "bench-ok==1.0" in row.extra["plugins"]
     assert row.status == "error" and "bench bad plugin" in row.note
     assert row.ratio == pytest.approx(row.median_s / row.baseline_s)
+
+
+# -- allocators ---------------------------------------------------------------------------
+
+
+def test_pair_rows_name_the_allocator_and_only_the_fixed_threshold_scaling_is_judged(monkeypatch):
+    plan = cli.QUICK.__class__(**{**cli.QUICK.__dict__, "unjudged": None, "pair_shapes": (TINY,), "pair_reps": (1,)})
+    registry_pairs = pairs.discover_pairs(toy_registry(), ["solve_rate"])
+    default_rows = cli._pairs_case(registry_pairs, plan, [1])
+    by_case = {r.case: r for r in default_rows}
+    assert by_case["pair"].status in ("pass", "miss")  # judged
+    assert by_case["scaling_default_alloc"].status == "info"  # measures glibc's 32 MiB boundary: not judged
+    assert by_case["pair"].extra["allocator"] == allocator.describe()
+    fixed_rows = cli._pairs_case(registry_pairs, plan, [1], fixed_child=True)
+    by_case = {r.case: r for r in fixed_rows}
+    assert by_case["pair_fixed_mmap"].status == "info" and by_case["scaling"].status in ("pass", "miss")
+
+
+def test_allocator_description_and_settle():
+    assert allocator.describe({}) == "glibc default (dynamic mmap threshold)"
+    assert allocator.describe(allocator.FIXED_ENV) == "MALLOC_MMAP_THRESHOLD_=1048576"
+    allocator.settle()  # allocates, touches and frees; leaves nothing behind
+
+
+@pytest.mark.skipif(importlib.util.find_spec("dataflex_reweighters_sample") is None, reason="needs the plugins")
+def test_fixed_threshold_pairs_run_in_a_child_with_the_threshold_set(tmp_path, capsys):
+    out = tmp_path / "bench.json"
+    args = ["--quick", "--reps", "1", "--cases", "pairs", "--pairs", "reward_difficulty+softmax"]
+    assert cli.main([*args, "--allocator", "both", "--json", str(out)]) == 0
+    rows = json.loads(out.read_text())["results"]
+    cases = {row["case"]: row for row in rows if row["name"] == "reward_difficulty+softmax"}
+    assert set(cases) == {"pair", "scaling_default_alloc", "pair_fixed_mmap", "scaling"}
+    assert cases["pair_fixed_mmap"]["extra"]["allocator"] == "MALLOC_MMAP_THRESHOLD_=1048576"
+    assert cases["pair"]["extra"]["allocator"] == allocator.describe()
+
+
+# -- memory -------------------------------------------------------------------------------
+
+
+@pytest.mark.skipif(memory.unsupported() is not None, reason="peak resident memory needs Linux /proc")
+def test_peak_meter_sees_torch_allocations_freed_before_it_is_read():
+    meter = memory.PeakMeter()
+    meter.reset()
+    block = torch.ones(64 << 18)  # 64 MiB of float32, touched, then freed
+    del block
+    assert 60 << 20 <= meter.peak_extra() <= 80 << 20
+    meter.reset()
+    assert meter.peak_extra() < 8 << 20
+
+
+@pytest.mark.skipif(memory.unsupported() is not None, reason="peak resident memory needs Linux /proc")
+@pytest.mark.skipif(importlib.util.find_spec("dataflex_scorers_policy") is None, reason="needs the plugins")
+def test_memory_case_reports_peak_over_the_bytes_of_the_fields_read():
+    shape = pairs.Shape(4, 8, 512)
+    rows = memory.run_memory([shape], only=["token_prob+advantage_reweight"], progress=lambda m: None)
+    (row,) = rows
+    assert row.case == "memory" and row.status in ("pass", "miss") and row.target == memory.MEMORY_TARGET
+    # response_mask (int64) + is_padding (bool) + old_log_probs (float32), as the pair reads them.
+    assert row.extra["field_bytes"] == 32 * 512 * 8 + 32 + 32 * 512 * 4
+    assert row.ratio == pytest.approx(row.extra["peak_bytes"] / row.extra["field_bytes"])
+    # The step returns (bs, L) float32 weights at least: the peak cannot be below them.
+    assert row.extra["peak_bytes"] >= 32 * 512 * 4
+
+
+def test_summary_has_the_fixed_threshold_scaling_and_memory_columns():
+    def row(case, name, shape, ratio, status="pass", **extra):
+        return {
+            "case": case,
+            "name": name,
+            "shape": shape,
+            "ratio": ratio,
+            "status": status,
+            "note": "",
+            "extra": extra,
+        }
+
+    payload = {
+        "results": [
+            row("pair", "a+b", "bs=8 L=4", 1.5),
+            row("scaling_default_alloc", "a+b", "8 vs 4 groups", 3.1, "info"),
+            row("pair_fixed_mmap", "a+b", "bs=8 L=4", 1.2, "info"),
+            row("scaling", "a+b", "8 vs 4 groups", 2.0),
+            row("memory", "a+b", "bs=8 L=4", 2.5, "miss", peak_bytes=5 << 20, field_bytes=2 << 20),
+        ]
+    }
+    text = results.summary_markdown(payload)
+    assert (
+        "| pair | bs=8 L=4 | fixed mmap threshold bs=8 L=4 | scaling (fixed mmap threshold) | "
+        "scaling (default allocator) |" in text
+    )
+    assert "| a+b | 1.50 | 1.20 | 2.00 | 3.10 |" in text
+    assert "| a+b | 2.50 **miss** (5 / 2 MiB) |" in text
