@@ -1,0 +1,219 @@
+"""What a host's training demo prints and writes: progress lines, the summary table, ``--json``, the plot.
+
+Both hosts' demos train a tiny model on the toy task (:mod:`dataflex_core.toy_task`)
+in two arms, a baseline and DataFlex, and report them the same way; only the
+names of a few metrics differ between frameworks (:class:`HostMetrics`). The
+``--json`` document has the format ``dataflex-demo/1`` that ``dataflex compare``
+reads::
+
+    {"format": "dataflex-demo/1", "host": ..., "seed": first seed, "seeds": [...],
+     "arms": {ARM: [{"step": N, "metrics": {...}}, ...]},        # the first seed
+     "runs": [{"arm": ARM, "seed": S, "steps": [...]}, ...],     # every arm and seed
+     "settings": {...}, "summary": {ARM: {...}}}
+
+A toy run shows the mechanics and a direction, not a benchmark result; every
+output says so (:data:`TOY_RUN_NOTE`).
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+JSON_FORMAT = "dataflex-demo/1"
+#: What the summary says a toy run is, in every output.
+TOY_RUN_NOTE = (
+    "A toy run on a tiny random model shows the mechanics and a direction, not a benchmark result: "
+    "compare methods over seeds on your own task (dataflex compare) before believing a curve."
+)
+
+
+@dataclass(frozen=True)
+class HostMetrics:
+    """The framework's names for the step's mean reward and its step time (seconds)."""
+
+    reward: str
+    step_time: str
+
+
+def parse_params(text: str | None) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
+    """``--params '{"scorer": {...}, "actuator": {...}}'`` -> (scorer params, actuator params)."""
+    if text is None:
+        return None, None
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"--params is not valid JSON ({exc}): {text!r}") from None
+    if not isinstance(value, dict) or set(value) - {"scorer", "actuator"}:
+        raise ValueError(
+            f"--params must be a JSON object with the keys scorer and/or actuator, each holding that component's "
+            f'params, e.g. \'{{"actuator": {{"temperature": 0.5}}}}\'; got {text!r}'
+        )
+    for role in ("scorer", "actuator"):
+        if role in value and not isinstance(value[role], dict):
+            raise ValueError(f"--params {role} must be a JSON object of params, got {value[role]!r}")
+    return value.get("scorer"), value.get("actuator")
+
+
+def fmt(value: Any, digits: int = 3) -> str:
+    return "-" if value is None else f"{value:.{digits}f}"
+
+
+def progress_line(arm: str, seed: int, steps: int, record: dict[str, Any], names: HostMetrics) -> str:
+    """One line per step: reward, step time and, for DataFlex, the weights' health."""
+    m = record["metrics"]
+    line = (
+        f"[{arm:<13} seed {seed}] step {record['step']:>3}/{steps}  reward {fmt(m.get(names.reward))}  "
+        f"step {fmt(m.get(names.step_time), 2)}s"
+    )
+    if "dataflex/weight/mean" in m:
+        unit = "sequence" if m.get("dataflex/weight/unit_is_sequence") else "token"
+        line += (
+            f"  weights: mean {fmt(m['dataflex/weight/mean'])} per {unit}, std {fmt(m.get('dataflex/weight/std'))}, "
+            f"ESS {m.get('dataflex/ess_fraction', 0):.0%}, zero {m.get('dataflex/zero_weight_fraction', 0):.0%}, "
+            f"hook {1000 * m.get('dataflex/hook_time_s', 0):.1f} ms"
+        )
+    if "dataflex/kept_fraction" in m:
+        line += f"  kept {m['dataflex/kept_fraction']:.0%}"
+    if any(name.startswith("dataflex/mix/proportion/") for name in m):
+        shares = ", ".join(
+            f"{name.rsplit('/', 1)[1]} {value:.0%}"
+            for name, value in m.items()
+            if name.startswith("dataflex/mix/proportion/")
+        )
+        line += f"  mixture: {shares}"
+    return line
+
+
+def values(steps: list[dict[str, Any]], name: str, skip_first: bool = False) -> list[float]:
+    """The numeric values of metric ``name`` over ``steps`` (optionally without the first, warm-up step)."""
+    rows = steps[1:] if skip_first else steps
+    return [float(r["metrics"][name]) for r in rows if isinstance(r["metrics"].get(name), (int, float))]
+
+
+def _mean(xs: list[float]) -> float | None:
+    return statistics.fmean(xs) if xs else None
+
+
+def _median(xs: list[float]) -> float | None:
+    return statistics.median(xs) if xs else None
+
+
+def summarize_arm(runs: list[list[dict[str, Any]]], window: int, names: HostMetrics) -> dict[str, Any]:
+    """Per-arm figures averaged over seeds: reward at the start and end, step time, weight statistics."""
+
+    def over_seeds(fn: Any) -> float | None:
+        found = [v for v in (fn(steps) for steps in runs) if v is not None]
+        return _mean(found)
+
+    summary = {
+        "reward_first": over_seeds(lambda s: _mean(values(s[:window], names.reward))),
+        "reward_last": over_seeds(lambda s: _mean(values(s[-window:], names.reward))),
+        # step 1 includes the framework's warm-up (first forward passes, lazy initialisation)
+        "step_s_median": over_seeds(lambda s: _median(values(s, names.step_time, skip_first=True))),
+        "hook_s_median": over_seeds(lambda s: _median(values(s, "dataflex/hook_time_s", skip_first=True))),
+        "weight_mean": over_seeds(lambda s: _mean(values(s, "dataflex/weight/mean"))),
+        "weight_std": over_seeds(lambda s: _mean(values(s, "dataflex/weight/std"))),
+        "ess_fraction": over_seeds(lambda s: _mean(values(s, "dataflex/ess_fraction"))),
+        "zero_weight_fraction": over_seeds(lambda s: _mean(values(s, "dataflex/zero_weight_fraction"))),
+        "kept_fraction": over_seeds(lambda s: _mean(values(s, "dataflex/kept_fraction"))),
+    }
+    if summary["hook_s_median"] is not None and summary["step_s_median"]:
+        summary["hook_share"] = summary["hook_s_median"] / summary["step_s_median"]
+    return summary
+
+
+def summary_table(summaries: dict[str, dict[str, Any]], window: int) -> str:
+    """A Markdown table: one row per arm."""
+    header = (
+        f"| arm | reward, first {window} steps | reward, last {window} steps | step time (median) | "
+        "weight mean (loss unit) | weight std | ESS | zero-weight | hook share of step |"
+    )
+    lines = [header, "|" + " --- |" * 9]
+    for arm, s in summaries.items():
+
+        def pct(key: str, s: dict[str, Any] = s) -> str:
+            return "-" if s.get(key) is None else f"{s[key]:.0%}"
+
+        hook = "-" if s.get("hook_share") is None else f"{100 * s['hook_share']:.2f}%"
+        lines.append(
+            f"| {arm} | {fmt(s['reward_first'])} | {fmt(s['reward_last'])} | {fmt(s['step_s_median'], 2)} s | "
+            f"{fmt(s['weight_mean'])} | {fmt(s['weight_std'])} | {pct('ess_fraction')} | "
+            f"{pct('zero_weight_fraction')} | {hook} |"
+        )
+    return "\n".join(lines)
+
+
+def demo_document(
+    host: str, seeds: Sequence[int], runs: list[dict[str, Any]], settings: dict[str, Any]
+) -> dict[str, Any]:
+    """The ``--json`` document (format :data:`JSON_FORMAT`) of every arm and seed."""
+    first = seeds[0]
+    return {
+        "format": JSON_FORMAT,
+        "host": host,
+        "seed": first,
+        "seeds": list(seeds),
+        "arms": {run["arm"]: run["steps"] for run in runs if run["seed"] == first},
+        "runs": runs,
+        "settings": settings,
+    }
+
+
+def _at(steps: list[dict[str, Any]], step: int, metric: str) -> float | None:
+    for record in steps:
+        if record["step"] == step:
+            value = record["metrics"].get(metric)
+            return float(value) if isinstance(value, (int, float)) else None
+    return None
+
+
+def plot(document: dict[str, Any], path: Path, names: HostMetrics, *, baseline: str, title: str) -> None:
+    """Reward per step per arm (mean over seeds, band = min..max) and the DataFlex arm's weight std and ESS.
+
+    :raises ImportError: matplotlib is not installed.
+    """
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (ax_reward, ax_weights) = plt.subplots(2, 1, figsize=(8, 7), sharex=True)
+    palette = ["#555555", "#1f77b4", "#d62728", "#2ca02c"]
+    for index, arm in enumerate(dict.fromkeys(run["arm"] for run in document["runs"])):
+        curves = [run["steps"] for run in document["runs"] if run["arm"] == arm]
+        steps = [r["step"] for r in curves[0]]
+        per_step = [[_at(curve, step, names.reward) for curve in curves] for step in steps]
+        mean = [statistics.fmean([v for v in vals if v is not None] or [float("nan")]) for vals in per_step]
+        color = palette[index % len(palette)]
+        label = f"{arm} (mean of {len(curves)} seeds)" if len(curves) > 1 else arm
+        ax_reward.plot(steps, mean, label=label, color=color, linewidth=1.8)
+        if len(curves) > 1:
+            low = [min((v for v in vals if v is not None), default=float("nan")) for vals in per_step]
+            high = [max((v for v in vals if v is not None), default=float("nan")) for vals in per_step]
+            ax_reward.fill_between(steps, low, high, color=color, alpha=0.15)
+        if arm != baseline:
+            for metric, style, name in (
+                ("dataflex/weight/std", "-", "weight std"),
+                ("dataflex/ess_fraction", "--", "ESS fraction"),
+            ):
+                points = [[v for v in (_at(c, s, metric) for c in curves) if v is not None] for s in steps]
+                ax_weights.plot(steps, [statistics.fmean(p) if p else float("nan") for p in points], style,
+                                color=color, label=f"{arm}: {name}")  # fmt: skip
+    ax_reward.set_title(title, fontsize=10)
+    ax_reward.set_ylabel(f"reward ({names.reward})")
+    ax_reward.legend(loc="lower right", fontsize=8)
+    ax_reward.grid(alpha=0.3)
+    ax_weights.set_ylabel("DataFlex weights")
+    ax_weights.set_xlabel("training step")
+    ax_weights.legend(loc="best", fontsize=8)
+    ax_weights.grid(alpha=0.3)
+    fig.text(0.01, 0.005, "Toy run: mechanics and a direction, not a benchmark result.", fontsize=7, color="#666666")
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
