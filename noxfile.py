@@ -19,8 +19,12 @@ TORCH = os.environ.get("DATAFLEX_TORCH", "torch==2.13.0")
 #: verl and TransferQueue versions the host is tested against (see VERL_FACTS / docs).
 VERL_STACK = ["verl==0.9.1", "transferqueue==0.1.11", "tensordict==0.10.0", "cachetools", "fastapi", "uvicorn"]
 
+#: The TRL version the TRL host is tested against (dataflex-trl pins trl>=1.16,<1.17).
+TRL_STACK = ["trl==1.16.0"]
+
 CORE = ROOT / "packages" / "dataflex-core"
 HOST = ROOT / "packages" / "dataflex-verl"
+TRL_HOST = ROOT / "packages" / "dataflex-trl"
 CONFORMANCE = ROOT / "conformance"
 
 nox.options.sessions = ["tests"]
@@ -41,21 +45,26 @@ def rel(path: Path) -> str:
 
 
 def monorepo_dists(with_host: bool = True) -> list[Path]:
-    """Core, conformance, every plugin and (optionally) the verl host, as present in the tree."""
+    """Core, conformance, every plugin and (optionally) the verl and TRL hosts, as present in the tree."""
     dists = [CORE, *plugin_dirs()]
     if (CONFORMANCE / "pyproject.toml").exists():
         dists.append(CONFORMANCE)
-    if with_host and (HOST / "pyproject.toml").exists():
-        dists.append(HOST)
+    if with_host:
+        dists += [host for host in (HOST, TRL_HOST) if (host / "pyproject.toml").exists()]
     return dists
+
+
+def host_stacks(dists: list[Path]) -> list[str]:
+    """The pinned frameworks the hosts among ``dists`` are tested against."""
+    return (VERL_STACK if HOST in dists else []) + (TRL_STACK if TRL_HOST in dists else [])
 
 
 @nox.session
 def tests(session: nox.Session) -> None:
-    """Every package's tests, with the real verl stack installed for the host's tests."""
+    """Every package's tests, with the real verl stack and TRL installed for the hosts' tests."""
     install_torch(session)
     dists = monorepo_dists()
-    extra = VERL_STACK if HOST in dists else []
+    extra = host_stacks(dists)
     session.install(*extra, *(f"./{rel(d)}" for d in dists), "pytest>=8", "omegaconf", "hydra-core")
     test_dirs = [rel(d / "tests") for d in dists if (d / "tests").is_dir()]
     # The docs' tutorial snippets and the benchmark harness's own logic run here too.
@@ -68,7 +77,7 @@ def bench(session: nox.Session) -> None:
     """Performance ratios (components, host, discovery): ``nox -s bench -- [--quick] [--json PATH]``."""
     install_torch(session)
     dists = monorepo_dists()
-    extra = VERL_STACK if HOST in dists else []
+    extra = host_stacks(dists)
     session.install(*extra, *(f"./{rel(d)}" for d in dists))
     session.run("python", "benchmarks/run.py", *session.posargs)
 
@@ -79,6 +88,14 @@ def demo(session: nox.Session) -> None:
     install_torch(session)
     session.install(*VERL_STACK, "hydra-core", *(rel(d) for d in [CORE, *plugin_dirs(), HOST]))
     session.run("dataflex-verl", "demo", *session.posargs)
+
+
+@nox.session(name="demo-trl")
+def demo_trl(session: nox.Session) -> None:
+    """DataFlex inside TRL's GRPOTrainer: a real GRPO run on the CPU, baseline against DataFlex (``-- --help``)."""
+    install_torch(session)
+    session.install(*TRL_STACK, "matplotlib", *(rel(d) for d in [CORE, *plugin_dirs(), TRL_HOST]))
+    session.run("dataflex-trl", "demo", *session.posargs)
 
 
 #: Where ``nox -s conformance`` writes one report per plugin and ``summary.json``.
