@@ -30,8 +30,9 @@ from .host import run_host
 from .memory import run_memory
 from .pairs import PAIR_TARGET, Shape, discover_pairs, run_pairs
 from .results import STATUSES, Result, format_table, notes, summary_markdown, write_json
+from .trl_step import run_trl
 
-CASES = ("discovery", "pairs", "memory", "device", "host")
+CASES = ("discovery", "pairs", "memory", "device", "host", "trl")
 ALLOCATORS = ("default", "fixed", "both")
 #: (pair case, scaling case) measured in this process with the default allocator: pairs judged, scaling not
 #: (it would measure glibc's 32 MiB boundary, see allocator.py).
@@ -238,6 +239,8 @@ def main(argv: Sequence[str] | None = None, registry=None) -> int:
                     progress=_log,
                 ),
             )
+        elif case == "trl":
+            results += run_case(case, lambda: run_trl(quick=args.quick, unjudged=plan.unjudged, progress=_log))
 
     elapsed = (_dt.datetime.now(_dt.timezone.utc) - started).total_seconds()
     _log("")
