@@ -164,6 +164,9 @@ def test_arms_and_seeds_can_be_selected():
     report = compare_runs(runs, arms=["b", "sync"], seeds=[1, 2, 3])
     assert report.arms == ("b", "sync") and report.baseline == "b"
     assert all(a.seeds == (1, 2, 3) for a in report.metrics[0].arms)
+    # The baseline leads the table wherever it came in the input.
+    report = compare_runs(runs, baseline="b")
+    assert report.arms == ("b", "sync", "a") and report.metrics[0].arms[0].differences is None
 
 
 # -- refusals ------------------------------------------------------------------------------------------------

@@ -199,6 +199,7 @@ def compare_runs(
     selected = _select(_as_runs(runs), arms, seeds)
     grouped = by_arm(selected)
     baseline = _resolve_baseline(grouped, baseline)
+    grouped = {baseline: grouped[baseline], **grouped}  # the baseline leads every table
     _require_seeds(grouped)
     paired = {arm: _paired(arm, grouped[arm], baseline, grouped[baseline], pairing) for arm in grouped}
     names = resolve_metrics(selected, metrics)
