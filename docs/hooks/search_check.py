@@ -11,8 +11,8 @@ segmented, when the separator does not split on U+200B or on spaces (English
 words), or when a term of the project's jieba dictionary (``docs/jieba/terms.txt``)
 is not a whole token anywhere in the Chinese pages (a stale or mistyped entry).
 
-The module imports nothing from mkdocs, so the docs tests can call
-:func:`search_index_problems` on a small index.
+The docs tests call :func:`search_index_problems` on a small index where mkdocs
+is not installed.
 """
 
 from __future__ import annotations
@@ -22,6 +22,14 @@ import logging
 import re
 from pathlib import Path
 from typing import Any
+
+try:
+    from mkdocs.plugins import event_priority
+except ImportError:  # the docs tests import this module without mkdocs
+
+    def event_priority(priority: float):
+        return lambda fn: fn
+
 
 log = logging.getLogger("mkdocs.hooks.dataflex_search_check")
 
@@ -66,6 +74,8 @@ def search_index_problems(index: dict[str, Any], terms: list[str], chinese_prefi
     return problems
 
 
+# After the i18n plugin (priority -100), which builds the other languages and writes the combined index.
+@event_priority(-200)
 def on_post_build(config: Any, **kwargs: Any) -> None:
     path = Path(config["site_dir"]) / "search" / "search_index.json"
     if not path.is_file():
