@@ -318,6 +318,8 @@ def docs(session: nox.Session) -> None:
     session.install(*DOCS_STACK, *(f"./{rel(d)}" for d in monorepo_dists(with_host=False)))
     if HOST.is_dir():  # for its --help only: the host's CLI module imports no verl
         session.install("--no-deps", f"./{rel(HOST)}")
+    if TRL_HOST.is_dir():  # for its --help only: importing dataflex_trl.cli imports no TRL
+        session.install("--no-deps", f"./{rel(TRL_HOST)}")
     session.env["NO_MKDOCS_2_WARNING"] = "1"
     if session.posargs[:1] == ["serve"]:
         session.run("mkdocs", "serve", *session.posargs[1:])

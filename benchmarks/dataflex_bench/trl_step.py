@@ -1,12 +1,15 @@
 """Case ``trl``: TRL's training step with DataFlex over the same step without it.
 
 Both arms are real ``GRPOTrainer.train()`` runs on the CPU: a tiny random
-Qwen2 on the toy echo task, the same seed (same model, prompts and
-completions), TRL's own ``step_time`` per optimizer step (generation, reward,
-advantages, DataFlex's hook, loss, backward, optimizer). The arms alternate
-in short runs so the machine's load falls on both alike; the ratio is the
-median step time of the DataFlex arm over the baseline's (each run's first
-step, the warm-up, left out). The pair is the default one
+Qwen2 on the toy echo task, the same seed, TRL's own ``step_time`` per
+optimizer step (generation, reward, advantages, DataFlex's hook, loss,
+backward, optimizer). The learning rate is 0, so the policy never moves and
+both arms generate the same completions at every step: the arms do the same
+work but for DataFlex's, instead of drifting apart (a reweighted policy soon
+writes longer or shorter completions, which would dominate the comparison).
+The arms alternate in short runs so the machine's load falls on both alike;
+the ratio is the median step time of the DataFlex arm over the baseline's
+(each run's first step, the warm-up, left out). The pair is the default one
 (``advantage_magnitude`` -> ``softmax``), which needs no extra forward pass.
 
 Needs ``dataflex_trl`` and TRL; without them the case is a ``skip`` row.
@@ -51,7 +54,7 @@ def _step_times(dataflex: bool, steps: int, prompts: int, generations: int, leng
         args = GRPOConfig(output_dir=out, per_device_train_batch_size=prompts * generations,
                           num_generations=generations, max_completion_length=length, max_steps=steps,
                           logging_steps=1, save_strategy="no", report_to=[], use_cpu=True, disable_tqdm=True,
-                          seed=seed, learning_rate=1e-3)  # fmt: skip
+                          seed=seed, learning_rate=0.0)  # fmt: skip
         kwargs = dict(model=tiny_model(tokenizer, seed=seed), reward_funcs=echo_reward, args=args,
                       train_dataset=toy_dataset(prompts * steps, seed=seed), processing_class=tokenizer)  # fmt: skip
         trainer = DataFlexGRPOTrainer(dataflex=PAIR, **kwargs) if dataflex else GRPOTrainer(**kwargs)

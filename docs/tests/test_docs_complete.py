@@ -236,7 +236,9 @@ def test_the_nav_names_every_page_and_every_title_has_a_chinese_translation():
     assert not untranslated, f"nav titles without a Chinese translation: {untranslated}"
 
 
-@pytest.mark.parametrize("package", ["packages/dataflex-core", "conformance", "packages/dataflex-verl"])
+@pytest.mark.parametrize(
+    "package", ["packages/dataflex-core", "conformance", "packages/dataflex-verl", "packages/dataflex-trl"]
+)
 def test_every_console_script_has_its_help_in_the_cli_reference(cli_hook, package):
     pyproject = (ROOT / package / "pyproject.toml").read_text(encoding="utf-8")
     section = re.search(r"^\[project\.scripts\]\n(.*?)(?:^\[|\Z)", pyproject, re.S | re.M)
