@@ -29,9 +29,10 @@ def dataflex_register_scorers(register: Register) -> None:
 
     :param register: callback ``register(cls, name=None)``; ``name`` defaults
         to ``cls.name``. ``cls`` must subclass :class:`~dataflex_core.Scorer`.
-    :returns: nothing; a return value is ignored. Registering a name another
-        distribution already registered raises
-        :class:`~dataflex_core.DuplicateComponentError` naming both.
+    :returns: nothing; a return value is ignored. A name another distribution
+        also registers becomes unusable (configuring it raises
+        :class:`~dataflex_core.DuplicateComponentError` naming both); the other
+        components stay usable. A hook that raises skips this plugin only.
 
     Called once per plugin each time the registry is (re)built, after every
     entry point of group ``dataflex`` has been imported.
