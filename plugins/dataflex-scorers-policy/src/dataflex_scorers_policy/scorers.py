@@ -13,13 +13,14 @@ import torch
 from dataflex_core import Scorer, register_scorer, response_token_mask
 
 
-def _masked(values: torch.Tensor, response: torch.Tensor, fill: float) -> torch.Tensor:
-    """A new float32/float64 tensor: ``values`` on response tokens, ``fill`` elsewhere (half inputs upcast)."""
-    fill_value = torch.full((), fill, dtype=torch.float32, device=values.device)
-    if values.dtype in (torch.float32, torch.float64):
-        return torch.where(response, values, fill_value.to(values.dtype))
-    own = values.float()  # a copy already: mask it in place
-    return torch.where(response, own, fill_value, out=own)
+def _as_float(values: torch.Tensor) -> torch.Tensor:
+    """``values`` itself when float32/float64, else a float32 copy (bf16, fp16)."""
+    return values if values.dtype in (torch.float32, torch.float64) else values.float()
+
+
+def _zero_outside(values: torch.Tensor, response: torch.Tensor) -> torch.Tensor:
+    """``values`` (a tensor of ours) with every position outside the response set to 0, in place."""
+    return torch.where(response, values, torch.zeros((), dtype=values.dtype, device=values.device), out=values)
 
 
 @register_scorer("token_prob")
@@ -47,9 +48,12 @@ class TokenProbScorer(Scorer):
 
     @torch.no_grad()
     def score(self, batch, step_id, **ctx):
-        # exp(-inf) = 0 outside the response: one full-size result, masked and exponentiated in place.
-        log_probs = _masked(batch.batch["old_log_probs"], response_token_mask(batch), float("-inf"))
-        return log_probs.exp_()
+        # One full-size result: exp into a new tensor (in place on our own float32 copy of a half input),
+        # then zero outside the response in place (exp of garbage there is overwritten).
+        field = batch.batch["old_log_probs"]
+        log_probs = _as_float(field)
+        probs = log_probs.exp_() if log_probs is not field else log_probs.exp()
+        return _zero_outside(probs, response_token_mask(batch))
 
 
 @register_scorer("token_entropy")
@@ -76,4 +80,9 @@ class TokenEntropyScorer(Scorer):
 
     @torch.no_grad()
     def score(self, batch, step_id, **ctx):
-        return _masked(batch.batch["entropy"], response_token_mask(batch), 0.0)
+        field = batch.batch["entropy"]
+        entropy = _as_float(field)
+        if entropy is field:  # not ours to modify: one new tensor
+            zero = torch.zeros((), dtype=entropy.dtype, device=entropy.device)
+            return torch.where(response_token_mask(batch), entropy, zero)
+        return _zero_outside(entropy, response_token_mask(batch))
