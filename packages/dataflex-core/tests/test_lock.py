@@ -533,6 +533,10 @@ def test_under_a_lock_a_modified_locked_plugin_is_refused_before_it_is_imported(
     # and `dataflex verify` reports it from its hashes without importing it
     assert cli_main(["verify", str(locked)]) == 1
     assert not marker.exists()
+    # `dataflex plugins` (and anything else that loads plugins under the lock) refuses the same way
+    plugin_module.reset_plugin_manager()
+    assert cli_main(["plugins"]) == 1
+    assert not marker.exists()
 
 
 def test_allow_drift_lets_a_host_run_a_drifted_locked_plugin_with_a_warning(locked, pip_site):
