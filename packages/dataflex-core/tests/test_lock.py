@@ -563,3 +563,13 @@ def test_one_name_for_the_lock_file_everywhere(pip_site, tmp_path, monkeypatch, 
     capsys.readouterr()
     assert cli_main(["verify", "missing-" + DEFAULT_LOCK_FILE]) == 2
     assert f"dataflex lock -o missing-{DEFAULT_LOCK_FILE}" in capsys.readouterr().err
+
+
+def test_the_plugin_manager_does_not_import_the_lock_workflow():
+    """plugins.py uses the lock file and the pre-import check; lock.py builds on plugins.py, never the reverse."""
+    code = (
+        "import sys, dataflex_core.plugins; "
+        "assert 'dataflex_core.lock' not in sys.modules, 'plugins imports dataflex_core.lock'; "
+        "import dataflex_core.lock"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
