@@ -108,3 +108,23 @@ def test_fields_in_the_canonical_vocabulary(make_trainer, generation_inputs):
     }
     assert seen["ctx"] == {"loss_type": "grpo", "adv_estimator": "grpo", "loss_unit": "sequence"}
     assert seen["step"] == 1
+
+
+def test_invalid_output_stops_the_step_or_leaves_trls_loss_as_it_is(make_trainer, generation_inputs):
+    from dataflex_core import InvalidOutputError, Reweighter, register_reweighter
+
+    @register_reweighter("trltest_nan")
+    class NaNReweighter(Reweighter):
+        def act(self, scores, batch, **ctx):
+            return torch.full((len(batch),), float("nan"))
+
+    block = {"mechanism": "reweight", "scorer": {"name": "trltest_reward"}, "actuator": {"name": "trltest_nan"}}
+    strict = make_trainer("dapo", block)
+    with pytest.raises(InvalidOutputError, match="reweighter trltest_nan .*returned invalid weights at step 1"):
+        generate(strict, generation_inputs)
+    plain = make_trainer("dapo")
+    lenient = make_trainer("dapo", {**block, "on_invalid": "uniform"})
+    out_plain, out = generate(plain, generation_inputs), generate(lenient, generation_inputs)
+    assert torch.equal(out["advantages"], out_plain["advantages"])  # TRL's own advantages, untouched
+    assert lenient._metrics["train"]["dataflex/uniform_fallback"] == [1.0]
+    assert lenient._metrics["train"]["dataflex/uniform_fallback_total"] == [1.0]
