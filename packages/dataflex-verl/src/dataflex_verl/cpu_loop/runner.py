@@ -17,7 +17,8 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -77,7 +78,10 @@ class RunSpec:
     prompts_per_step: int = 8
     samples_per_prompt: int = 4
     loss_agg_mode: str = "token-mean"
-    lr: float = 2e-3
+    lr: float = 1e-2
+    #: ``torch.optim`` class of the actor (``SGD`` makes equality tests well conditioned: an Adam
+    #: first step moves each weight by about ``lr`` whatever the gradient's size, float noise included).
+    optimizer: str = "AdamW"
     experiment: str = "run"
     #: Where checkpoints go (``trainer.default_local_dir``); ``None``: under the workspace.
     checkpoint_dir: Path | None = None
@@ -127,11 +131,15 @@ def overrides(spec: RunSpec, workspace: Workspace) -> list[str]:
         "actor_rollout_ref.model.use_remove_padding=false",
         "+actor_rollout_ref.model.override_config.attn_implementation=eager",
         "actor_rollout_ref.actor.strategy=fsdp2",
-        "actor_rollout_ref.actor.fsdp_config.dtype=float32",
+        # FSDP computes in bf16 unless told otherwise: on a CPU that is slower, and its rounding makes two
+        # identical runs differ by a few percent of an update (embedding gradients summed in batch order)
+        "+actor_rollout_ref.actor.fsdp_config.mixed_precision={param_dtype:fp32,reduce_dtype:fp32,buffer_dtype:fp32}",
         "actor_rollout_ref.actor.fsdp_config.use_torch_compile=false",
         "actor_rollout_ref.actor.use_torch_compile=false",
         f"actor_rollout_ref.actor.fsdp_config.seed={spec.seed}",
         f"actor_rollout_ref.actor.optim.lr={spec.lr}",
+        f"actor_rollout_ref.actor.optim.optimizer={spec.optimizer}",
+        *(["actor_rollout_ref.actor.optim.weight_decay=0.0"] if spec.optimizer == "SGD" else []),
         f"actor_rollout_ref.actor.ppo_mini_batch_size={bs}",
         f"actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu={bs * spec.samples_per_prompt}",
         f"actor_rollout_ref.actor.loss_agg_mode={spec.loss_agg_mode}",
@@ -241,3 +249,102 @@ def run_entry_point(
         tail = "\n".join(log_path.read_text(errors="replace").splitlines()[-40:])
         raise RuntimeError(f"verl exited with code {process.returncode}; last lines of {log_path}:\n{tail}")
     return read_metrics(metrics_file)
+
+
+def compose(spec: RunSpec, workspace: Workspace) -> Any:
+    """verl's ``ppo_trainer`` config with the harness overrides for ``spec`` (as ``main_ppo`` would build it)."""
+    from hydra import compose as hydra_compose
+    from hydra import initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+
+    from ..sandbox import verl_config_dir
+
+    GlobalHydra.instance().clear()
+    with initialize_config_dir(config_dir=verl_config_dir(), version_base=None):
+        return hydra_compose(config_name="ppo_trainer", overrides=overrides(spec, workspace))
+
+
+@contextmanager
+def local_ray(num_cpus: int = RAY_CPUS, num_gpus: int = RAY_GPUS) -> Iterator[None]:
+    """A local Ray for in-process runs: the harness environment set first, so every worker inherits it."""
+    import ray
+
+    os.environ.update(harness_env())
+    started = not ray.is_initialized()
+    if started:
+        ray.init(num_cpus=num_cpus, num_gpus=num_gpus, include_dashboard=False, log_to_driver=False)
+    try:
+        yield
+    finally:
+        if started:
+            ray.shutdown()
+
+
+def run_in_process(
+    spec: RunSpec,
+    workspace: Workspace,
+    metrics_file: str | Path,
+    *,
+    loss_probe_dir: str | Path | None = None,
+    extra_env: dict[str, str] | None = None,
+) -> list[dict[str, Any]]:
+    """What ``python -m verl.trainer.main_ppo`` does, on the Ray this process already started (:func:`local_ray`).
+
+    The run's own environment (metrics file, loss probe) goes to verl's task runner as its Ray
+    ``runtime_env``; the actors it creates inherit it. Raises whatever verl raised.
+    """
+    import ray
+    from verl.trainer.main_ppo import TaskRunnerV1, run_ppo
+    from verl.trainer.ppo.utils import need_critic, need_reference_policy
+    from verl.utils.config import validate_config
+    from verl.utils.device import auto_set_device
+
+    if not ray.is_initialized():
+        raise RuntimeError("run_in_process needs a running Ray; start one with cpu_loop.runner.local_ray()")
+    metrics_file = Path(metrics_file)
+    metrics_file.parent.mkdir(parents=True, exist_ok=True)
+    metrics_file.unlink(missing_ok=True)
+    wait_for_free_gpus()
+    config = compose(spec, workspace)
+    auto_set_device(config)
+    validate_config(config=config, use_reference_policy=need_reference_policy(config), use_critic=need_critic(config))
+    env = {**harness_env(metrics_file, loss_probe_dir), **(extra_env or {})}
+    try:
+        run_ppo(config, task_runner_class=TaskRunnerV1.options(runtime_env={"env_vars": env}))
+    finally:
+        release_placement_groups()
+    return read_metrics(metrics_file)
+
+
+def release_placement_groups() -> None:
+    """Remove the placement groups a finished run left behind.
+
+    verl's task runner reserves its workers' logical GPUs in placement groups, which outlive the
+    task runner actor and are only reclaimed when the driver exits (as after ``main_ppo``). An
+    in-process run ends without the driver exiting, so it releases them here.
+    """
+    import ray
+    from ray._raylet import PlacementGroupID
+    from ray.util.placement_group import PlacementGroup, placement_group_table, remove_placement_group
+
+    for pg_id, info in placement_group_table().items():
+        if info.get("state") != "REMOVED":
+            remove_placement_group(PlacementGroup(PlacementGroupID(bytes.fromhex(pg_id))))
+
+
+def wait_for_free_gpus(timeout_s: float = 120.0) -> None:
+    """Block until the previous run's placement groups have released Ray's logical GPUs.
+
+    verl's actors of a finished run die asynchronously after its task runner returns; a run
+    started before then finds no free GPU and fails in its resource-pool check.
+    """
+    import ray
+
+    deadline = time.monotonic() + timeout_s
+    while ray.available_resources().get("GPU", 0) < RAY_GPUS:
+        if time.monotonic() > deadline:
+            raise RuntimeError(
+                f"Ray still has {ray.available_resources().get('GPU', 0)} of {RAY_GPUS} logical GPU(s) free "
+                f"{timeout_s:.0f} s after the previous run; its actors did not exit"
+            )
+        time.sleep(0.5)
