@@ -43,6 +43,9 @@ def _subject(item: Any) -> Subject:
         if not kinds:
             names = ", ".join(spec.name for spec in registry) or "none"
             raise ValueError(f"component {item!r} is not installed; installed components: {names}")
+        clash = registry.clash(kinds[0], item)
+        if clash is not None:
+            raise ValueError(clash.message)
         return Subject.from_spec(registry.get(kinds[0], item))
     return Subject.from_component(item)
 
