@@ -188,19 +188,38 @@ class Check:
     def install(self) -> Phase:
         if self.options.dry_run:
             return Phase("install", SKIP, detail="dry run: the packages of this interpreter are used as installed")
-        names = ["dataflex-core", "dataflex-conformance", *plugins()]
+        template = ROOT / "plugins" / "_template"
+        released = {name: path for name, path in plugins().items() if path != template}
+        names = ["dataflex-core", "dataflex-conformance", *released]
         pip = [sys.executable, "-m", "pip", "--python", self.python, "install"]
         if self.options.offline:
             pip += ["--no-index", "--no-build-isolation"]
         if self.options.wheelhouse:
-            args = [*pip, "--find-links", Path(self.options.wheelhouse).resolve(), *names]
+            # `nox -s build` writes every released distribution; the template is not released, so it is
+            # built from its folder.
+            sources = ["--find-links", Path(self.options.wheelhouse).resolve(), *names, template]
         else:
-            args = [*pip, CORE, CONFORMANCE, *plugins().values()]
-        proc = run(args, timeout=self.left())
+            sources = [CORE, CONFORMANCE, *released.values(), template]
+        # First with requirements (torch is already there), then the DataFlex distributions again without
+        # them, so the venv holds this checkout's copies even where the environment seen through the .pth
+        # has DataFlex installed.
+        for extra in ([], ["--no-deps", "--force-reinstall"]):
+            proc = run([*pip, *extra, *sources], timeout=max(self.left(), 1))
+            if proc.returncode:
+                return Phase("install", FAIL, detail=tail(proc))
+        modules = ["dataflex_core", "dataflex_conformance", *(name.replace("-", "_") for name in released)]
+        modules.append("dataflex_example")
+        code = f"import importlib, json; print(json.dumps({{m: importlib.import_module(m).__file__ for m in {modules!r}}}))"
+        proc = run([self.python, "-c", code], timeout=120, env=self.env())
         if proc.returncode:
-            return Phase("install", FAIL, detail=tail(proc))
+            return Phase("install", FAIL, detail=f"installed packages do not import: {tail(proc)}")
+        files = json.loads(proc.stdout.strip().splitlines()[-1])
+        outside = sorted(m for m, f in files.items() if not Path(f).resolve().is_relative_to(self.venv))
+        if outside:
+            return Phase("install", FAIL, detail=f"imported from outside {self.venv}: {outside}", data=files)
+        where = self.options.wheelhouse or "this checkout"
         return Phase(
-            "install", PASS, detail=f"{len(names)} distributions from {self.options.wheelhouse or 'this checkout'}"
+            "install", PASS, detail=f"{len(modules)} distributions from {where} (the template from its folder)"
         )
 
     def installed(self) -> set[str]:
