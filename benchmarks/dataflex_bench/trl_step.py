@@ -1,16 +1,16 @@
 """Case ``trl``: TRL's training step with DataFlex over the same step without it.
 
-Both arms are real ``GRPOTrainer.train()`` runs on the CPU: a tiny random
-Qwen2 on the toy echo task, the same seed, TRL's own ``step_time`` per
-optimizer step (generation, reward, advantages, DataFlex's hook, loss,
-backward, optimizer). The learning rate is 0, so the policy never moves and
-both arms generate the same completions at every step: the arms do the same
-work but for DataFlex's, instead of drifting apart (a reweighted policy soon
-writes longer or shorter completions, which would dominate the comparison).
-The arms alternate in short runs so the machine's load falls on both alike;
-the ratio is the median step time of the DataFlex arm over the baseline's
-(each run's first step, the warm-up, left out). The pair is the default one
-(``advantage_magnitude`` -> ``softmax``), which needs no extra forward pass.
+Two real trainers, TRL's ``GRPOTrainer`` and ``DataFlexGRPOTrainer``, built
+alike (a tiny random Qwen2 on the toy echo task, the same seed), each run
+TRL's own ``training_step`` (generation, reward, advantages, DataFlex's hook,
+loss, backward) on its own dataloader's batches. The steps alternate between
+the trainers, in an order that swaps every step, so the load of a shared
+machine falls on both alike. The learning rate is 0, so the policy never
+moves and both trainers generate the same completions at every step: they do
+the same work but for DataFlex's. The ratio is the median step time with
+DataFlex over the median without (the first step of each, the warm-up, left
+out). The pair is the default one (``advantage_magnitude`` -> ``softmax``),
+which needs no extra forward pass.
 
 Needs ``dataflex_trl`` and TRL; without them the case is a ``skip`` row.
 """
@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import importlib.util
 import statistics
+import time
 import warnings
 
 from .results import Result, measured
@@ -35,64 +36,86 @@ def trl_missing() -> str | None:
     return None
 
 
-def _step_times(dataflex: bool, steps: int, prompts: int, generations: int, length: int, seed: int) -> list[float]:
-    """TRL's ``step_time`` of each optimizer step of one short run, the first (warm-up) step left out."""
+def _trainers(prompts: int, generations: int, length: int, out: str) -> tuple:
+    """``(plain, dataflex)`` trainers built alike, ready for ``training_step``, and their batch iterators."""
     import os
-    import tempfile
 
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     from dataflex_trl import DataFlexGRPOTrainer
     from dataflex_trl.toy import char_tokenizer, echo_reward, tiny_model, toy_dataset
-    from transformers.trainer_callback import PrinterCallback
     from transformers.utils import logging as hf_logging
     from trl import GRPOConfig, GRPOTrainer
 
     hf_logging.set_verbosity_error()
     tokenizer = char_tokenizer()
-    with tempfile.TemporaryDirectory() as out, warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        args = GRPOConfig(output_dir=out, per_device_train_batch_size=prompts * generations,
-                          num_generations=generations, max_completion_length=length, max_steps=steps,
-                          logging_steps=1, save_strategy="no", report_to=[], use_cpu=True, disable_tqdm=True,
-                          seed=seed, learning_rate=0.0)  # fmt: skip
-        kwargs = dict(model=tiny_model(tokenizer, seed=seed), reward_funcs=echo_reward, args=args,
-                      train_dataset=toy_dataset(prompts * steps, seed=seed), processing_class=tokenizer)  # fmt: skip
-        trainer = DataFlexGRPOTrainer(dataflex=PAIR, **kwargs) if dataflex else GRPOTrainer(**kwargs)
-        trainer.remove_callback(PrinterCallback)
-        trainer.train()
-    times = [h["step_time"] for h in trainer.state.log_history if "step_time" in h]
-    return times[1:]
+    built = []
+    for dataflex in (False, True):
+        args = GRPOConfig(output_dir=os.path.join(out, str(dataflex)), per_device_train_batch_size=prompts * generations,
+                          num_generations=generations, max_completion_length=length, learning_rate=0.0,
+                          report_to=[], use_cpu=True, disable_tqdm=True, seed=0)  # fmt: skip
+        kwargs = dict(model=tiny_model(tokenizer, seed=0), reward_funcs=echo_reward, args=args,
+                      train_dataset=toy_dataset(prompts * 64, seed=0), processing_class=tokenizer)  # fmt: skip
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            trainer = DataFlexGRPOTrainer(dataflex=PAIR, **kwargs) if dataflex else GRPOTrainer(**kwargs)
+        trainer.model.train()
+        trainer.current_gradient_accumulation_steps = 1
+        built.append((trainer, iter(trainer.get_train_dataloader())))
+    return built
+
+
+def _timed_step(trainer, batches, seed: int) -> float:
+    """One ``training_step`` on the trainer's next batch, sampling seeded by ``seed``; its wall time."""
+    import torch
+
+    inputs = next(batches)
+    trainer.model.zero_grad(set_to_none=True)
+    torch.manual_seed(seed)  # both trainers sample the same completions at the same step
+    start = time.perf_counter()
+    trainer.training_step(trainer.model, inputs, None)
+    return time.perf_counter() - start
 
 
 def run_trl(*, quick: bool, unjudged: str | None = None, progress=print) -> list[Result]:
     prompts, generations, length = (4, 4, 8) if quick else (16, 8, 32)
-    rounds, steps = (1, 3) if quick else (4, 6)
+    steps = 3 if quick else 24
     shape = f"{prompts} prompts x {generations} completions, up to {length} tokens"
     name = "DataFlexGRPOTrainer / GRPOTrainer step"
     reason = trl_missing()
     if reason:
         progress(f"  SKIP trl step: {reason}")
         return [Result("trl", name, shape, status="skip", target=TRL_TARGET, note=reason)]
+    import tempfile
+
     times: dict[bool, list[float]] = {False: [], True: []}
-    for r in range(rounds):
-        for dataflex in (False, True) if r % 2 == 0 else (True, False):  # alternate which arm runs first
-            times[dataflex] += _step_times(dataflex, steps, prompts, generations, length, seed=r)
-        progress(
-            f"  trl round {r + 1}/{rounds}: baseline {statistics.median(times[False]):.3f} s, "
-            f"dataflex {statistics.median(times[True]):.3f} s per step so far"
-        )
-    base, flex = statistics.median(times[False]), statistics.median(times[True])
+    with tempfile.TemporaryDirectory() as out:
+        arms = dict(zip((False, True), _trainers(prompts, generations, length, out)))
+        for step in range(steps + 1):
+            order = (False, True) if step % 2 == 0 else (True, False)  # swap who goes first every step
+            for dataflex in order:
+                took = _timed_step(*arms[dataflex], seed=step)
+                if step > 0:  # the first step of each trainer is its warm-up
+                    times[dataflex].append(took)
+            if step and step % max(1, steps // 4) == 0:
+                progress(
+                    f"  trl step {step}/{steps}: baseline {statistics.median(times[False]):.3f} s, "
+                    f"dataflex {statistics.median(times[True]):.3f} s (medians so far)"
+                )
+        hooks = arms[True][0]._metrics["train"]["dataflex/hook_time_s"][1:]  # DataFlex's own share, per step
+    base, with_dataflex = statistics.median(times[False]), statistics.median(times[True])
+    hook = statistics.median(hooks) if hooks else None
     return [
         measured(
             "trl",
             name,
             shape,
-            median_s=flex,
+            median_s=with_dataflex,
             baseline_s=base,
-            ratio=flex / base,
+            ratio=with_dataflex / base,
             target=TRL_TARGET,
             reps=len(times[True]),
             unjudged=unjudged,
-            note="TRL's step_time per optimizer step, arms alternating; pair advantage_magnitude -> softmax",
+            note="TRL's training_step, the two trainers alternating step by step; pair advantage_magnitude -> softmax",
+            extra={"hook_median_s": hook, "hook_share": None if hook is None else hook / base},
         )
     ]
