@@ -17,7 +17,7 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -176,10 +176,10 @@ def overrides(spec: RunSpec, workspace: Workspace) -> list[str]:
     ]
 
 
-def harness_env(metrics_file: str | Path | None = None, loss_probe_dir: str | Path | None = None) -> dict[str, str]:
-    """Environment variables every verl process of a harness run needs."""
-    env = {
-        "VERL_USE_EXTERNAL_MODULES": PLUGIN_MODULE,
+def harness_env(modules: Sequence[str] = ()) -> dict[str, str]:
+    """Environment every verl process of a harness run needs; ``modules`` are imported beside the harness."""
+    return {
+        "VERL_USE_EXTERNAL_MODULES": ",".join([PLUGIN_MODULE, *modules]),
         "VERL_PLATFORM": "cpu",
         # verl registers its FSDP engine for cuda/npu only; the CPU platform reuses the cuda entry
         "VERL_ENGINE_DEVICE": "cuda",
@@ -190,8 +190,11 @@ def harness_env(metrics_file: str | Path | None = None, loss_probe_dir: str | Pa
         "RAY_DEDUP_LOGS": "0",
         "WANDB_MODE": "disabled",
     }
-    if metrics_file is not None:
-        env["VERL_FILE_LOGGER_PATH"] = str(Path(metrics_file).resolve())
+
+
+def run_env(metrics_file: str | Path, loss_probe_dir: str | Path | None = None) -> dict[str, str]:
+    """Environment of one run: where verl's file logger writes and, for tests, where the loss probe records."""
+    env = {"VERL_FILE_LOGGER_PATH": str(Path(metrics_file).resolve())}
     if loss_probe_dir is not None:
         env[verl_internals.LOSS_PROBE_ENV] = str(Path(loss_probe_dir).resolve())
     return env
@@ -228,7 +231,7 @@ def run_entry_point(
     metrics_file = Path(metrics_file)
     metrics_file.parent.mkdir(parents=True, exist_ok=True)
     metrics_file.unlink(missing_ok=True)
-    env = {**os.environ, **harness_env(metrics_file), **(extra_env or {})}
+    env = {**os.environ, **harness_env(), **run_env(metrics_file), **(extra_env or {})}
     log_path = Path(log_file) if log_file is not None else metrics_file.with_suffix(".log")
     log_path.parent.mkdir(parents=True, exist_ok=True)
     command = [sys.executable, "-m", "verl.trainer.main_ppo", *overrides(spec, workspace)]
@@ -265,11 +268,14 @@ def compose(spec: RunSpec, workspace: Workspace) -> Any:
 
 
 @contextmanager
-def local_ray(num_cpus: int = RAY_CPUS, num_gpus: int = RAY_GPUS) -> Iterator[None]:
-    """A local Ray for in-process runs: the harness environment set first, so every worker inherits it."""
+def local_ray(modules: Sequence[str] = (), num_cpus: int = RAY_CPUS, num_gpus: int = RAY_GPUS) -> Iterator[None]:
+    """A local Ray for in-process runs: the harness environment set first, so every worker inherits it.
+
+    :param modules: more modules every verl process imports (e.g. a test's own components).
+    """
     import ray
 
-    os.environ.update(harness_env())
+    os.environ.update(harness_env(modules))
     started = not ray.is_initialized()
     if started:
         ray.init(num_cpus=num_cpus, num_gpus=num_gpus, include_dashboard=False, log_to_driver=False)
@@ -308,7 +314,7 @@ def run_in_process(
     config = compose(spec, workspace)
     auto_set_device(config)
     validate_config(config=config, use_reference_policy=need_reference_policy(config), use_critic=need_critic(config))
-    env = {**harness_env(metrics_file, loss_probe_dir), **(extra_env or {})}
+    env = {**run_env(metrics_file, loss_probe_dir), **(extra_env or {})}
     try:
         run_ppo(config, task_runner_class=TaskRunnerV1.options(runtime_env={"env_vars": env}))
     finally:

@@ -1,0 +1,90 @@
+"""Components the fit-loop tests use, imported in every verl process of a test run.
+
+The trainer runs in verl's task runner, a Ray actor, so a component defined in
+a test's own module would not exist there. The fixtures put this folder on
+``PYTHONPATH`` and name this module in ``VERL_USE_EXTERNAL_MODULES``; its
+decorators register the components in each process, as a user's own plugin
+module would.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from dataflex_core import Scorer, Selector, register_scorer, register_selector, valid_sample_mask
+
+#: Folder where the components write what they saw (set by the tests).
+PROBE_ENV = "DATAFLEX_FIT_PROBE_DIR"
+
+
+def _record(name: str, payload: dict) -> None:
+    folder = os.environ.get(PROBE_ENV)
+    if folder:
+        path = Path(folder) / f"{name}.jsonl"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with path.open("a") as out:
+            out.write(json.dumps(payload) + "\n")
+
+
+@register_scorer("fittest_constant")
+class ConstantScorer(Scorer):
+    """The same score for every sample: any reweighter then gives uniform weights."""
+
+    requires = ["advantages"]
+
+    def score(self, batch, step_id, **ctx):
+        return torch.full((len(batch),), 0.5)
+
+
+@register_scorer("fittest_counting")
+class CountingScorer(Scorer):
+    """Stateful: counts its calls in its ``state_dict`` and records the count each step.
+
+    A resumed run that restores component state continues the count; one that does not starts over.
+    """
+
+    requires = ["advantages"]
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.calls = 0
+
+    def score(self, batch, step_id, **ctx):
+        self.calls += 1
+        _record("counting", {"step": int(step_id), "calls": self.calls})
+        mask = batch.batch["response_mask"].bool()
+        adv = torch.where(mask, batch.batch["advantages"].abs(), torch.zeros(()))
+        return adv.sum(-1) / mask.sum(-1).clamp(min=1)
+
+    def state_dict(self):
+        return {"calls": self.calls}
+
+    def load_state_dict(self, state):
+        self.calls = int(state["calls"])
+
+
+@register_selector("fittest_drop_half_groups")
+class DropHalfGroups(Selector):
+    """Keeps the groups whose sorted position is even, drops the others whole; asks for advantages on the kept set.
+
+    Records how many rows and groups it dropped, so a test can match them with what the loss received.
+    """
+
+    needs_groups = True
+    recompute_advantage = True
+
+    def act(self, scores, batch, **ctx):
+        uid = np.asarray(batch.non_tensor_batch["uid"], dtype=object)
+        names = sorted(set(uid.tolist()))
+        keep_groups = {name for i, name in enumerate(names) if i % 2 == 0}
+        keep = torch.tensor([u in keep_groups for u in uid.tolist()], dtype=torch.bool) & valid_sample_mask(batch)
+        _record(
+            "drop_half_groups",
+            {"rows": len(uid), "kept_rows": int(keep.sum()), "groups": len(names), "kept_groups": len(keep_groups)},
+        )
+        return keep
