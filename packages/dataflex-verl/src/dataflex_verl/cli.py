@@ -92,7 +92,9 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--seeds", type=int, default=1, help="seeds per arm; K > 1 ends with `dataflex compare`'s table")
     demo.add_argument("--loss-agg-mode", default="token-mean", choices=loss_modes, help="verl's actor loss_agg_mode")
     demo.add_argument("--lr", type=float, default=1e-2, help="actor learning rate (default 1e-2, for the tiny model)")
-    demo.add_argument("--workdir", default="dataflex_demo", help="model, data, verl logs and metrics (default ./dataflex_demo)")
+    demo.add_argument(
+        "--workdir", default="dataflex_demo", help="model, data, verl logs and metrics (default ./dataflex_demo)"
+    )
     demo.add_argument("--json", help="write every metric verl logged, per arm, seed and step, to this file")
     demo.add_argument("--plot", help="where to write the PNG plot (default WORKDIR/demo.png)")
     demo.set_defaults(func=_demo)

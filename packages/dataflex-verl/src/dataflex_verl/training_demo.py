@@ -67,7 +67,9 @@ class DemoSettings:
         default = DEFAULT_PAIRS[self.mechanism]
         scorer = self.scorer or default[0]
         actuator = self.actuator or default[2]
-        scorer_params = self.scorer_params if self.scorer_params is not None else (default[1] if scorer == default[0] else {})
+        scorer_params = (
+            self.scorer_params if self.scorer_params is not None else (default[1] if scorer == default[0] else {})
+        )
         actuator_params = (
             self.actuator_params if self.actuator_params is not None else (default[3] if actuator == default[2] else {})
         )
@@ -186,7 +188,7 @@ def summary_table(summaries: dict[str, dict[str, Any]], window: int) -> str:
     lines = [header, "|" + " --- |" * 9]
     for arm, s in summaries.items():
 
-        def pct(key: str) -> str:
+        def pct(key: str, s: dict[str, Any] = s) -> str:
             return "-" if s.get(key) is None else f"{s[key]:.0%}"
 
         hook = "-" if s.get("hook_share") is None else f"{100 * s['hook_share']:.2f}%"

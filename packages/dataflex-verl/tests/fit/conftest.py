@@ -25,12 +25,10 @@ sys.path.insert(0, str(HERE))
 @pytest.fixture(scope="session")
 def fits(tmp_path_factory: pytest.TempPathFactory):
     """A local Ray whose processes import the harness and this folder's test components."""
-    from dataflex_verl.cpu_loop import runner
-
     from fit_helpers import FitSession
+
+    from dataflex_verl.cpu_loop import runner
 
     os.environ["PYTHONPATH"] = os.pathsep.join([str(HERE), *filter(None, [os.environ.get("PYTHONPATH")])])
     with runner.local_ray(modules=[COMPONENTS_MODULE]):
         yield FitSession(tmp_path_factory.mktemp("fit"))
-
-

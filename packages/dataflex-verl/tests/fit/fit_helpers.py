@@ -54,7 +54,9 @@ class FitSession:
         self.workspace = runner.prepare_workspace(root / "workspace")
         self._runs: dict[str, FitRun] = {}
 
-    def run(self, name: str, spec: Any, *, expect_error: bool = False, extra_env: dict[str, str] | None = None) -> FitRun:
+    def run(
+        self, name: str, spec: Any, *, expect_error: bool = False, extra_env: dict[str, str] | None = None
+    ) -> FitRun:
         if name in self._runs:
             return self._runs[name]
         from fit_components import PROBE_ENV

@@ -68,9 +68,7 @@ def test_resume_with_another_plugin_set_is_refused(fits, tmp_path):
 
     refused = fits.run(
         "counting_refused",
-        RunSpec(
-            trainer_mode="dataflex_sync", dataflex=COUNTING, steps=3, resume_mode="auto", checkpoint_dir=moved
-        ),
+        RunSpec(trainer_mode="dataflex_sync", dataflex=COUNTING, steps=3, resume_mode="auto", checkpoint_dir=moved),
         expect_error=True,
     )
     assert refused.error is not None

@@ -19,7 +19,6 @@ from verl.experimental.agent_loop.single_turn_agent_loop import SingleTurnAgentL
 from .names import AGENT_LOOP_NAME
 
 
-
 def sample_key(kwargs: dict[str, Any]) -> str:
     """``"<step>:<dataset index>:<sample index>"`` from the fields verl passes an agent loop's ``run``."""
     missing = [name for name in ("global_steps", "index", "session_id") if name not in kwargs]

@@ -19,7 +19,6 @@ from verl.plugin.platform import PlatformBase, PlatformRegistry
 from .names import PLATFORM_NAME
 
 
-
 def _noop(*args: Any, **kwargs: Any) -> None:
     return None
 
@@ -30,7 +29,14 @@ def _cpu_device_module() -> types.ModuleType:
     for name in ("current_device", "device_count", "is_available", "synchronize", "Stream", "current_stream", "stream"):
         setattr(module, name, getattr(torch.cpu, name))
     module.Event = getattr(torch.cpu, "Event", None)
-    for name in ("empty_cache", "set_device", "ipc_collect", "set_per_process_memory_fraction", "manual_seed", "manual_seed_all"):
+    for name in (
+        "empty_cache",
+        "set_device",
+        "ipc_collect",
+        "set_per_process_memory_fraction",
+        "manual_seed",
+        "manual_seed_all",
+    ):
         setattr(module, name, _noop)
     for name in ("memory_allocated", "memory_reserved", "max_memory_allocated", "max_memory_reserved"):
         setattr(module, name, lambda *args, **kwargs: 0)

@@ -11,8 +11,10 @@ import os
 
 from verl.workers.rollout.replica import RolloutReplicaRegistry
 
-from . import cpu_platform  # noqa: F401 - registers the "cpu" platform
-from . import verl_internals
+from . import (
+    cpu_platform,  # noqa: F401 - registers the "cpu" platform
+    verl_internals,
+)
 from .names import ROLLOUT_NAME
 
 

@@ -34,6 +34,7 @@ from .names import ROLLOUT_NAME, server_actor_name
 
 logger = logging.getLogger("dataflex_verl.cpu_loop")
 
+
 def request_seed(base_seed: int, sample_key: str) -> int:
     """A 63-bit seed from the rollout seed and a sample's key (stable across processes and runs)."""
     digest = hashlib.blake2b(f"{base_seed}|{sample_key}".encode(), digest_size=8).digest()
@@ -103,7 +104,9 @@ class CpuGenerateServer:
         top_k = int(sampling_params.get("top_k", -1) or -1)
         top_p = float(sampling_params.get("top_p", 1.0))
         want_logprobs = bool(sampling_params.get("logprobs", False))
-        max_new = int(sampling_params.get("max_tokens") or sampling_params.get("max_new_tokens") or self.response_length)
+        max_new = int(
+            sampling_params.get("max_tokens") or sampling_params.get("max_new_tokens") or self.response_length
+        )
         key = sample_key if sample_key is not None else f"unkeyed:{next(self._fallback_counter)}"
         generator = torch.Generator().manual_seed(request_seed(self.base_seed, key))
 
@@ -117,7 +120,13 @@ class CpuGenerateServer:
         )
 
     def _sample(
-        self, prompt_ids: list[int], max_new: int, temperature: float, top_k: int, top_p: float, generator: torch.Generator
+        self,
+        prompt_ids: list[int],
+        max_new: int,
+        temperature: float,
+        top_k: int,
+        top_p: float,
+        generator: torch.Generator,
     ) -> tuple[list[int], list[float], str]:
         """Sample up to ``max_new`` tokens with a KV cache; ``(tokens, their log-probs, stop reason)``."""
         tokens: list[int] = []

@@ -158,7 +158,7 @@ def overrides(spec: RunSpec, workspace: Workspace) -> list[str]:
         "trainer.nnodes=1",
         f"trainer.n_gpus_per_node={RAY_GPUS}",
         "trainer.logger=[file]",
-        f"trainer.project_name=dataflex_cpu",
+        "trainer.project_name=dataflex_cpu",
         f"trainer.experiment_name={spec.experiment}",
         f"trainer.total_training_steps={spec.steps}",
         "trainer.total_epochs=1000",
@@ -329,7 +329,6 @@ def release_placement_groups() -> None:
     task runner actor and are only reclaimed when the driver exits (as after ``main_ppo``). An
     in-process run ends without the driver exiting, so it releases them here.
     """
-    import ray
     from ray._raylet import PlacementGroupID
     from ray.util.placement_group import PlacementGroup, placement_group_table, remove_placement_group
 

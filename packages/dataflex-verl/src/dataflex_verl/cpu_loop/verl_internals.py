@@ -119,9 +119,13 @@ def problems() -> list[str]:
         from verl.workers import engine_workers
 
         if "initialize_global_process_group_ray" not in inspect.getsource(engine_workers):
-            found.append("verl.workers.engine_workers no longer builds its process group with initialize_global_process_group_ray")
+            found.append(
+                "verl.workers.engine_workers no longer builds its process group with initialize_global_process_group_ray"
+            )
         if "ppo_loss" not in vars(engine_workers):
-            found.append("verl.workers.engine_workers no longer imports ppo_loss by name (the loss probe would miss it)")
+            found.append(
+                "verl.workers.engine_workers no longer imports ppo_loss by name (the loss probe would miss it)"
+            )
     except Exception as exc:  # noqa: BLE001
         found.append(f"verl.utils.distributed / verl.workers.engine_workers: {exc!r}")
     try:
