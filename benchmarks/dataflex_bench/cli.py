@@ -121,7 +121,10 @@ def build_parser() -> argparse.ArgumentParser:
         help="timed repetitions per figure (default 7, or 5 on the L=4096 pair shape; 3 in quick mode)",
     )
     parser.add_argument(
-        "--threads", type=int, help="torch intra-op threads (default: torch's choice, usually one per core)"
+        "--threads",
+        type=int,
+        default=1,
+        help="torch intra-op threads (default 1: steady ratios of the work on a shared machine; 0: torch's choice)",
     )
     parser.add_argument(
         "--allocator",
@@ -171,13 +174,21 @@ def main(argv: Sequence[str] | None = None, registry=None) -> int:
         payload = json.loads(Path(args.summarize).read_text(encoding="utf-8"))
         print(summary_markdown(payload))
         return 0
+    threads = torch.get_num_threads()
+    try:
+        return _run(args, registry)
+    finally:
+        torch.set_num_threads(threads)  # main() may run inside another program (the harness's tests)
+
+
+def _run(args: argparse.Namespace, registry) -> int:
     plan = QUICK if args.quick else FULL
     if args.fixed_child:
         plan = dataclasses.replace(plan, pair_shapes=plan.pair_shapes[:1], pair_reps=plan.pair_reps[:1])
     chosen_allocator = args.allocator or plan.allocator
     reps = args.reps or plan.reps
     pair_reps = [args.reps] * len(plan.pair_shapes) if args.reps else list(plan.pair_reps)
-    if args.threads:
+    if args.threads > 0:
         torch.set_num_threads(args.threads)
     wanted = [c.strip() for c in args.cases.split(",") if c.strip()]
     unknown = sorted(set(wanted) - set(CASES))
@@ -312,7 +323,7 @@ def _fixed_child(args: argparse.Namespace) -> list[Result]:
         command = [sys.executable, str(RUN_PY), "--fixed-child", "--cases", "pairs", "--json", str(out)]
         command += ["--pairs", args.pairs] if args.pairs else []
         command += ["--reps", str(args.reps)] if args.reps else []
-        command += ["--threads", str(args.threads)] if args.threads else []
+        command += ["--threads", str(args.threads)]
         command += ["--quick"] if args.quick else []
         proc = subprocess.run(command, env={**os.environ, **allocator.FIXED_ENV}, check=False)
         if not out.exists():

@@ -156,9 +156,12 @@ def test_host_case_is_skipped_with_the_reason_when_the_host_is_missing(monkeypat
 def test_cli_quick_run_writes_json_and_exits_on_crash_only(tmp_path, capsys):
     out = tmp_path / "bench.json"
     args = ["--quick", "--reps", "1", "--cases", "pairs,device", "--json", str(out)]
+    threads_before = torch.get_num_threads()
     assert cli.main(args, registry=toy_registry()) == 0
     payload = json.loads(out.read_text())
     assert payload["mode"] == "quick" and payload["machine"]["torch"] == torch.__version__
+    # One torch thread by default (steady on a shared machine); the caller's setting is restored afterwards.
+    assert payload["machine"]["torch_threads"] == 1 and torch.get_num_threads() == threads_before
     keys = {"case", "name", "shape", "median_s", "baseline_s", "ratio", "target", "status", "passed"}
     assert payload["results"] and all(keys <= set(row) for row in payload["results"])
     # Quick mode measures with the default allocator only; its scaling rows are not the judged ones.
