@@ -59,37 +59,17 @@ def host_stacks(dists: list[Path]) -> list[str]:
     return (VERL_STACK if HOST in dists else []) + (TRL_STACK if TRL_HOST in dists else [])
 
 
-#: The hosts' test environments. verl 0.9.1's FSDP engine imports trl's PPO value-head model whenever trl is
-#: installed, and trl >= 1.13 no longer has it, so verl's fit loop cannot run beside trl 1.16: each host is
-#: tested in its own virtualenv (users install them apart too, see docs/trl.md).
-TEST_ENVS = ("verl", "trl")
-#: verl's own fit loop runs in a pytest process of its own: it starts Ray with logical GPUs and a
-#: TransferQueue per run, while the host's other tests share one queue started by the driver.
-FIT_TESTS = HOST / "tests" / "fit"
-
-
 @nox.session
-@nox.parametrize("env", TEST_ENVS)
-def tests(session: nox.Session, env: str) -> None:
-    """Every package's tests: ``tests(env='verl')`` (verl 0.9.1, its fit loop) and ``tests(env='trl')`` (TRL 1.16)."""
+def tests(session: nox.Session) -> None:
+    """Every package's tests, with the real verl stack and TRL installed for the hosts' tests."""
     install_torch(session)
     dists = monorepo_dists()
-    if env == "verl":
-        dists = [d for d in dists if d != TRL_HOST]
-        session.install(*host_stacks(dists), "matplotlib", "pandas", "pyarrow")
-    else:
-        # the cross-host test builds verl's host step on the same batch, without verl's FSDP engine
-        session.install(*host_stacks(dists))
-    session.install(*(f"./{rel(d)}" for d in dists), "pytest>=8", "omegaconf", "hydra-core")
-    if env == "trl":
-        session.run("pytest", rel(TRL_HOST / "tests"), *session.posargs)
-        return
+    extra = host_stacks(dists)
+    session.install(*extra, *(f"./{rel(d)}" for d in dists), "pytest>=8", "omegaconf", "hydra-core")
     test_dirs = [rel(d / "tests") for d in dists if (d / "tests").is_dir()]
     # The docs' tutorial snippets and the benchmark harness's own logic run here too.
     test_dirs += [rel(p) for p in (ROOT / "docs" / "tests", ROOT / "benchmarks" / "tests") if p.is_dir()]
-    session.run("pytest", *test_dirs, f"--ignore={rel(FIT_TESTS)}", *session.posargs)
-    if FIT_TESTS.is_dir():
-        session.run("pytest", rel(FIT_TESTS), *session.posargs)
+    session.run("pytest", *test_dirs, *session.posargs)
 
 
 @nox.session
