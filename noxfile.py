@@ -59,37 +59,77 @@ def host_stacks(dists: list[Path]) -> list[str]:
     return (VERL_STACK if HOST in dists else []) + (TRL_STACK if TRL_HOST in dists else [])
 
 
+#: The hosts' test environments. verl 0.9.1's FSDP engine imports trl's PPO value-head model whenever trl is
+#: installed, and trl >= 1.13 no longer has it, so verl's fit loop cannot run beside trl 1.16: each host is
+#: tested in its own virtualenv (users install them apart too, see docs/trl.md).
+TEST_ENVS = ("verl", "trl")
+#: verl's own fit loop runs in a pytest process of its own: it starts Ray with logical GPUs and a
+#: TransferQueue per run, while the host's other tests share one queue started by the driver.
+FIT_TESTS = HOST / "tests" / "fit"
+
+
 @nox.session
-def tests(session: nox.Session) -> None:
-    """Every package's tests, with the real verl stack and TRL installed for the hosts' tests."""
+@nox.parametrize("env", TEST_ENVS)
+def tests(session: nox.Session, env: str) -> None:
+    """Every package's tests: ``tests(env='verl')`` (verl 0.9.1, its fit loop) and ``tests(env='trl')`` (TRL 1.16)."""
     install_torch(session)
     dists = monorepo_dists()
-    extra = host_stacks(dists)
-    session.install(*extra, *(f"./{rel(d)}" for d in dists), "pytest>=8", "omegaconf", "hydra-core")
+    if env == "verl":
+        dists = [d for d in dists if d != TRL_HOST]
+        session.install(*host_stacks(dists), "matplotlib", "pandas", "pyarrow")
+    else:
+        # the cross-host test builds verl's host step on the same batch, without verl's FSDP engine
+        session.install(*host_stacks(dists))
+    session.install(*(f"./{rel(d)}" for d in dists), "pytest>=8", "omegaconf", "hydra-core")
+    if env == "trl":
+        session.run("pytest", rel(TRL_HOST / "tests"), *session.posargs)
+        return
     test_dirs = [rel(d / "tests") for d in dists if (d / "tests").is_dir()]
     # The docs' tutorial snippets and the benchmark harness's own logic run here too.
     test_dirs += [rel(p) for p in (ROOT / "docs" / "tests", ROOT / "benchmarks" / "tests") if p.is_dir()]
-    session.run("pytest", *test_dirs, *session.posargs)
+    session.run("pytest", *test_dirs, f"--ignore={rel(FIT_TESTS)}", *session.posargs)
+    if FIT_TESTS.is_dir():
+        session.run("pytest", rel(FIT_TESTS), *session.posargs)
+
+
+#: The benchmark cases each test environment runs (``trl`` needs TRL, ``fit`` needs verl without it).
+BENCH_CASES = {"verl": "discovery,pairs,memory,device,host,fit", "trl": "trl"}
+
+
+def _env_suffixed(args: list[str], env: str) -> list[str]:
+    """``--json PATH`` -> ``--json PATH`` with ``-<env>`` before the suffix, so both environments keep their file."""
+    out = list(args)
+    for i, arg in enumerate(out[:-1]):
+        if arg == "--json":
+            path = Path(out[i + 1])
+            out[i + 1] = str(path.with_name(f"{path.stem}-{env}{path.suffix}"))
+    return out
 
 
 @nox.session
-def bench(session: nox.Session) -> None:
-    """Performance ratios (components, host, discovery) and the step's peak memory: ``nox -s bench -- [--quick]``.
+@nox.parametrize("env", TEST_ENVS)
+def bench(session: nox.Session, env: str) -> None:
+    """Performance ratios and the step's peak memory: ``nox -s bench -- [--quick] [--json PATH]``.
 
-    Runs with the allocator users have (glibc's default; ``benchmarks/README.md``, "The allocator").
+    ``bench(env='verl')`` runs the components, host, memory, discovery and verl fit-loop cases,
+    ``bench(env='trl')`` TRL's step (the two frameworks cannot share a virtualenv, see ``TEST_ENVS``);
+    with ``--json PATH`` each writes ``PATH`` suffixed ``-verl`` / ``-trl``. Runs with the allocator users
+    have (glibc's default; ``benchmarks/README.md``, "The allocator").
     """
     install_torch(session)
-    dists = monorepo_dists()
-    extra = host_stacks(dists)
-    session.install(*extra, *(f"./{rel(d)}" for d in dists))
-    session.run("python", "benchmarks/run.py", *session.posargs)
+    dists = [d for d in monorepo_dists() if (d != TRL_HOST if env == "verl" else d != HOST)]
+    session.install(*host_stacks(dists), *(["pandas", "pyarrow"] if env == "verl" else []))
+    session.install(*(f"./{rel(d)}" for d in dists))
+    session.run("python", "benchmarks/run.py", "--cases", BENCH_CASES[env], *_env_suffixed(session.posargs, env))
 
 
 @nox.session
 def demo(session: nox.Session) -> None:
-    """The main job: DataFlex inside verl's real ``_compute_advantage`` on a local Ray (``-- --help``)."""
+    """The main job: verl's own GRPO fit loop on the CPU, ``sync`` against ``dataflex_sync`` (``-- --help``)."""
     install_torch(session)
-    session.install(*VERL_STACK, "hydra-core", *(rel(d) for d in [CORE, *plugin_dirs(), HOST]))
+    session.install(
+        *VERL_STACK, "hydra-core", "matplotlib", "pandas", "pyarrow", *(rel(d) for d in [CORE, *plugin_dirs(), HOST])
+    )
     session.run("dataflex-verl", "demo", *session.posargs)
 
 

@@ -26,13 +26,14 @@ import torch
 
 from . import allocator
 from .discovery import run_discovery
+from .fit import run_fit
 from .host import run_host
 from .memory import run_memory
 from .pairs import PAIR_TARGET, Shape, discover_pairs, run_pairs
 from .results import STATUSES, Result, format_table, notes, summary_markdown, write_json
 from .trl_step import run_trl
 
-CASES = ("discovery", "pairs", "memory", "device", "host", "trl")
+CASES = ("discovery", "pairs", "memory", "device", "host", "fit", "trl")
 ALLOCATORS = ("default", "fixed", "both")
 #: (pair case, scaling case) measured in this process with the default allocator: pairs judged, scaling not
 #: (it would measure glibc's 32 MiB boundary, see allocator.py).
@@ -250,6 +251,8 @@ def _run(args: argparse.Namespace, registry) -> int:
                     progress=_log,
                 ),
             )
+        elif case == "fit":
+            results += run_case(case, lambda: run_fit(quick=args.quick, unjudged=plan.unjudged, progress=_log))
         elif case == "trl":
             results += run_case(case, lambda: run_trl(quick=args.quick, unjudged=plan.unjudged, progress=_log))
 

@@ -1,0 +1,108 @@
+"""Case ``fit``: verl's own GRPO step with DataFlex over the same step without it.
+
+Runs ``python -m verl.trainer.main_ppo`` on the CPU harness
+(:mod:`dataflex_verl.cpu_loop`) for the ``sync`` and ``dataflex_sync``
+trainers in the order sync, dataflex, dataflex, sync, so drift in a shared
+machine's load falls on both alike. The learning rate is 0: the policy never
+moves, generation is keyed per (step, prompt, sample), so both trainers roll
+out the same responses at every step and do the same work but for DataFlex's.
+The ratio is the median of ``timing_s/step`` with DataFlex over the median
+without, the first step of each run (verl's warm-up) left out. The pair is
+the default one (``advantage_magnitude`` -> ``softmax``).
+
+Needs verl and ``dataflex_verl`` in an environment without trl >= 1.13 (verl
+0.9.1's FSDP engine imports trl's removed PPO value-head model whenever trl is
+installed); otherwise the case is a ``skip`` row.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import statistics
+import tempfile
+from pathlib import Path
+
+from .results import Result, measured
+
+FIT_TARGET = 1.05
+PAIR = {
+    "mechanism": "reweight",
+    "scorer": {"name": "advantage_magnitude", "params": {}},
+    "actuator": {"name": "softmax", "params": {}},
+}
+#: Arms in the order they run (ABBA).
+ORDER = ("sync", "dataflex_sync", "dataflex_sync", "sync")
+
+
+def fit_missing() -> str | None:
+    """Why the fit case cannot run here, or None."""
+    for module, dist in (("verl", "verl==0.9.1"), ("dataflex_verl", "dataflex-verl")):
+        if importlib.util.find_spec(module) is None:
+            return f"{module} is not installed (pip install {dist}); verl's fit loop not measured"
+    try:
+        from importlib.metadata import version
+
+        from packaging.version import Version
+
+        if Version(version("trl")) >= Version("1.13"):
+            return (
+                f"trl {version('trl')} is installed beside verl: verl 0.9.1's FSDP engine then imports trl's PPO "
+                "value-head model, which trl >= 1.13 removed; run this case where trl is absent (nox -s bench)"
+            )
+    except Exception:  # noqa: BLE001 - no trl installed is the normal case
+        pass
+    return None
+
+
+def run_fit(*, quick: bool, unjudged: str | None = None, progress=print) -> list[Result]:
+    steps = 3 if quick else 12
+    name = "dataflex_sync / sync step in verl's fit loop"
+    shape = f"8 prompts x 4 samples, responses <= 8 tokens, {steps} steps per run, runs {'/'.join(ORDER)}"
+    reason = fit_missing()
+    if reason:
+        progress(f"  SKIP fit: {reason}")
+        return [Result("fit", name, shape, status="skip", target=FIT_TARGET, note=reason)]
+    from dataflex_verl.cpu_loop import runner
+
+    times: dict[str, list[float]] = {"sync": [], "dataflex_sync": []}
+    hooks: list[float] = []
+    advantage: dict[str, list[float]] = {"sync": [], "dataflex_sync": []}
+    with tempfile.TemporaryDirectory() as tmp:
+        workspace = runner.prepare_workspace(Path(tmp) / "workspace")
+        for i, arm in enumerate(ORDER):
+            spec = runner.RunSpec(
+                trainer_mode=arm,
+                dataflex=PAIR if arm != "sync" else None,
+                steps=steps,
+                lr=0.0,
+                experiment=f"bench_{i}_{arm}",
+            )
+            records = runner.run_entry_point(
+                spec, workspace, Path(tmp) / f"{i}_{arm}.jsonl", log_file=Path(tmp) / f"{i}_{arm}.log"
+            )
+            after_warmup = [r["metrics"] for r in records if r["step"] > 1]
+            times[arm] += [m["timing_s/step"] for m in after_warmup]
+            advantage[arm] += [m["timing_s/adv"] for m in after_warmup]
+            hooks += [m["dataflex/hook_time_s"] for m in after_warmup if "dataflex/hook_time_s" in m]
+            progress(f"  fit run {i + 1}/{len(ORDER)} ({arm}): median step {statistics.median(times[arm]):.3f} s")
+    base, with_dataflex = statistics.median(times["sync"]), statistics.median(times["dataflex_sync"])
+    hook = statistics.median(hooks) if hooks else None
+    return [
+        measured(
+            "fit",
+            name,
+            shape,
+            median_s=with_dataflex,
+            baseline_s=base,
+            ratio=with_dataflex / base,
+            target=FIT_TARGET,
+            reps=len(times["dataflex_sync"]),
+            unjudged=unjudged,
+            note="verl's timing_s/step, lr 0 so both arms roll out the same responses; pair advantage_magnitude -> softmax",
+            extra={
+                "hook_median_s": hook,
+                "hook_share": None if hook is None else hook / base,
+                "adv_median_s": {arm: statistics.median(v) for arm, v in advantage.items()},
+            },
+        )
+    ]
