@@ -82,7 +82,8 @@ def tests(session: nox.Session, env: str) -> None:
         session.install(*host_stacks(dists))
     session.install(*(f"./{rel(d)}" for d in dists), "pytest>=8", "omegaconf", "hydra-core")
     if env == "trl":
-        session.run("pytest", rel(TRL_HOST / "tests"), *session.posargs)
+        # plus the test that runs one pair through both hosts (it skips where TRL is absent)
+        session.run("pytest", rel(TRL_HOST / "tests"), rel(HOST / "tests" / "test_cross_host.py"), *session.posargs)
         return
     test_dirs = [rel(d / "tests") for d in dists if (d / "tests").is_dir()]
     # The docs' tutorial snippets and the benchmark harness's own logic run here too.

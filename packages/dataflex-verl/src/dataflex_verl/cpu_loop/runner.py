@@ -234,7 +234,16 @@ def run_entry_point(
     env = {**os.environ, **harness_env(), **run_env(metrics_file), **(extra_env or {})}
     log_path = Path(log_file) if log_file is not None else metrics_file.with_suffix(".log")
     log_path.parent.mkdir(parents=True, exist_ok=True)
-    command = [sys.executable, "-m", "verl.trainer.main_ppo", *overrides(spec, workspace)]
+    # hydra would otherwise write its run folder under the caller's working directory
+    hydra_dir = log_path.parent / "hydra" / spec.experiment
+    command = [
+        sys.executable,
+        "-m",
+        "verl.trainer.main_ppo",
+        *overrides(spec, workspace),
+        f"hydra.run.dir={hydra_dir}",
+        "hydra.output_subdir=null",
+    ]
     seen = 0
     with open(log_path, "w") as log:
         process = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT)
