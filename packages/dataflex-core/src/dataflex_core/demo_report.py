@@ -164,6 +164,20 @@ def demo_document(
     }
 
 
+def comparison(document: dict[str, Any], baseline: str) -> str:
+    """``dataflex compare``'s Markdown table for a multi-seed demo, or why it could not be made.
+
+    A comparison that cannot be made (a seed that logged no step, ...) is reported, not raised:
+    the runs are done by then and their ``--json`` is still worth writing.
+    """
+    from .compare import CompareError, compare_runs
+
+    try:
+        return compare_runs(document, baseline=baseline).markdown()
+    except CompareError as exc:
+        return f"no comparison over seeds: {exc}"
+
+
 def _at(steps: list[dict[str, Any]], step: int, metric: str) -> float | None:
     for record in steps:
         if record["step"] == step:
@@ -217,3 +231,39 @@ def plot(document: dict[str, Any], path: Path, names: HostMetrics, *, baseline: 
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110)
     plt.close(fig)
+
+
+def finish(
+    document: dict[str, Any],
+    *,
+    names: HostMetrics,
+    baseline: str,
+    title: str,
+    json_path: Path | None,
+    plot_path: Path,
+    say: Any,
+) -> dict[str, Any]:
+    """The end of a demo: the summary table (and, over several seeds, the comparison), ``--json``, the plot.
+
+    Adds the per-arm ``summary`` to ``document`` and returns it.
+    """
+    arms = list(dict.fromkeys(run["arm"] for run in document["runs"]))
+    steps = max((len(run["steps"]) for run in document["runs"]), default=0)
+    window = max(1, min(5, steps // 3))
+    summaries = {
+        arm: summarize_arm([r["steps"] for r in document["runs"] if r["arm"] == arm], window, names) for arm in arms
+    }
+    document["summary"] = summaries
+    say("\n" + summary_table(summaries, window))
+    if len(document["seeds"]) > 1:
+        say("\n" + comparison(document, baseline=baseline))
+    if json_path is not None:
+        json_path.parent.mkdir(parents=True, exist_ok=True)
+        json_path.write_text(json.dumps(document, indent=1) + "\n")
+        say(f"\nmetrics of every step: {json_path}")
+    try:
+        plot(document, Path(plot_path), names, baseline=baseline, title=title)
+        say(f"plot: {plot_path}")
+    except ImportError:
+        say("plot skipped: matplotlib is not installed (pip install matplotlib)")
+    return document

@@ -189,29 +189,18 @@ def run_training_demo(settings: DemoSettings, out: TextIO = sys.stdout) -> dict[
             "wall_s": round(time.perf_counter() - started, 1),
         },
     )
-    window = max(1, min(5, settings.steps // 3))
-    summaries = {
-        arm: demo_report.summarize_arm([r["steps"] for r in runs if r["arm"] == arm], window, METRICS) for arm in ARMS
-    }
-    document["summary"] = summaries
-    say("\n" + demo_report.summary_table(summaries, window))
-    if settings.seeds > 1:
-        from dataflex_core.compare import compare_runs
-
-        say("\n" + compare_runs(document, baseline="baseline").markdown())
-    if settings.json_path is not None:
-        settings.json_path.parent.mkdir(parents=True, exist_ok=True)
-        settings.json_path.write_text(json.dumps(document, indent=1) + "\n")
-        say(f"\nmetrics of every step: {settings.json_path}")
-    plot_path = settings.plot_path or settings.workdir / "demo.png"
-    try:
-        title = (
-            f"TRL GRPO on the CPU, toy echo task: {block['mechanism']} "
-            f"{block['scorer']['name']} -> {block['actuator']['name']} (loss_type={settings.loss_type})"
-        )
-        demo_report.plot(document, Path(plot_path), METRICS, baseline="baseline", title=title)
-        say(f"plot: {plot_path}")
-    except ImportError:
-        say("plot skipped: matplotlib is not installed (pip install matplotlib)")
+    title = (
+        f"TRL GRPO on the CPU, toy echo task: {block['mechanism']} "
+        f"{block['scorer']['name']} -> {block['actuator']['name']} (loss_type={settings.loss_type})"
+    )
+    demo_report.finish(
+        document,
+        names=METRICS,
+        baseline="baseline",
+        title=title,
+        json_path=settings.json_path,
+        plot_path=Path(settings.plot_path or settings.workdir / "demo.png"),
+        say=say,
+    )
     say(f"\n{demo_report.TOY_RUN_NOTE}\nwall time {time.perf_counter() - started:.0f} s")
     return document

@@ -15,8 +15,9 @@ def _demo(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from dataflex_core import DataFlexError
+    from dataflex_core.demo_report import parse_params
 
-    from .training_demo import DemoSettings, parse_params, run_training_demo
+    from .training_demo import DemoSettings, run_training_demo
 
     try:
         scorer_params, actuator_params = parse_params(args.params)
