@@ -189,6 +189,8 @@ def harness_env(modules: Sequence[str] = ()) -> dict[str, str]:
         "OMP_NUM_THREADS": "1",
         "RAY_DEDUP_LOGS": "0",
         "WANDB_MODE": "disabled",
+        # TransferQueue warns on every request that 2 cores are fewer than its default thread count
+        "TQ_LOGGING_LEVEL": "ERROR",
     }
 
 
