@@ -1,4 +1,4 @@
-"""DataFlex core: data-centric control (reweight, select, mix) for RL training of LLMs.
+"""DataFlex core: data-centric control (reweight, select, mix, curriculum) for RL training of LLMs.
 
 Framework-agnostic: it depends on torch and pluggy only. Hosts such as
 ``dataflex-verl`` build a pipeline with :func:`build_from_config` and call
@@ -15,12 +15,13 @@ from .components import (
     Component,
     Mixer,
     Reweighter,
+    Sampler,
     Scorer,
     Selector,
     accepted_params,
 )
 from .config import MECHANISMS, DataFlexPipeline, build_from_config
-from .decorators import register_mixer, register_reweighter, register_scorer, register_selector
+from .decorators import register_mixer, register_reweighter, register_sampler, register_scorer, register_selector
 from .errors import (
     ConfigError,
     DataFlexError,
@@ -105,6 +106,7 @@ __all__ = [
     "Reweighter",
     "SAMPLE_GRANULARITIES",
     "STEP_INPUTS_KEY",
+    "Sampler",
     "Scorer",
     "Selector",
     "StepInputs",
@@ -129,6 +131,7 @@ __all__ = [
     "prepare_batch",
     "register_mixer",
     "register_reweighter",
+    "register_sampler",
     "register_scorer",
     "register_selector",
     "reset_plugin_manager",

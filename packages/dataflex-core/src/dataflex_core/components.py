@@ -1,4 +1,4 @@
-"""Base classes of the four component kinds and the checks on their declarations.
+"""Base classes of the five component kinds and the checks on their declarations.
 
 A plugin declares what it reads and when it runs as class attributes; hosts
 plan their work (which queue fields to fetch, whether groups are needed) from
@@ -19,7 +19,7 @@ TIMINGS = ("pre_rollout", "post_reward", "post_advantage", "in_loss")
 GRANULARITIES = ("domain", "prompt", "response", "token")
 #: Granularities whose scores have shape ``(bs,)``.
 SAMPLE_GRANULARITIES = ("prompt", "response")
-KINDS = ("scorer", "reweighter", "selector", "mixer")
+KINDS = ("scorer", "reweighter", "selector", "mixer", "sampler")
 
 
 def _check_requires(cls: type, value: Any) -> None:
@@ -155,13 +155,29 @@ class Scorer(Component):
     def _validate_declarations(cls) -> None:
         _check_choice(cls, "timing", cls.timing, TIMINGS)
         _check_choice(cls, "granularity", cls.granularity, GRANULARITIES)
+        if cls.timing == "pre_rollout" and cls.granularity != "prompt":
+            raise DeclarationError(
+                f"{cls.__qualname__} has timing='pre_rollout' and granularity={cls.granularity!r}; a pre_rollout "
+                "scorer scores candidate prompts before any response exists, one score per prompt: set "
+                "granularity = 'prompt'"
+            )
 
     def score(self, batch: Any, step_id: int, **ctx: Any):
         raise NotImplementedError(f"{type(self).__qualname__} must implement score(batch, step_id, **ctx)")
 
+    def observe(self, outcomes: Any, step_id: int, **ctx: Any) -> None:
+        """Record a finished step's outcomes; ``pre_rollout`` scorers only, and the default records nothing.
+
+        ``outcomes`` holds one row per prompt rolled out in step ``step_id``, with the fields of
+        :data:`dataflex_core.step.OUTCOME_FIELDS` (``prompt_index``, ``rollouts``, ``successes``, ...).
+        Hosts running ``mechanism: curriculum`` call it after every step, before the next prompts are
+        scored, so a scorer can keep its own per-prompt statistics (an EMA, a posterior) in its
+        ``state_dict``.
+        """
+
 
 class Actuator(Component):
-    """Base of the three actuators: they turn scores into an action on the batch."""
+    """Base of the four actuators: they turn scores into an action (weights, a selection, proportions, probabilities)."""
 
     #: Scorer granularities this actuator can consume.
     accepts_granularity: ClassVar[tuple[str, ...]] = GRANULARITIES
@@ -225,6 +241,28 @@ class Mixer(Actuator):
         return torch.full((len(domains),), 1.0 / len(domains), dtype=torch.float32)
 
 
+class Sampler(Actuator):
+    """Scores of candidate prompts -> the probabilities of drawing each, non-negative, summing to one.
+
+    ``mechanism: curriculum``: before a batch of prompts is drawn, the host scores the candidate
+    prompts with a ``pre_rollout`` scorer and calls :meth:`act` with those scores and the candidates'
+    batch; it returns ``(n,)`` probabilities over the ``n`` candidates, and the host draws the batch so
+    that each candidate is expected ``batch_size * p`` times.
+    """
+
+    kind = "sampler"
+    accepts_granularity: ClassVar[tuple[str, ...]] = ("prompt",)
+
+    def min_probability(self, num_candidates: int) -> float:
+        """The least probability :meth:`act` gives any of ``num_candidates`` candidates, whatever the scores.
+
+        A positive floor means no prompt is starved: every candidate keeps a chance of being drawn. The
+        default, 0, promises nothing; samplers that keep a floor say so here (conformance checks it, and
+        refuses a default configuration that may starve prompts).
+        """
+        return 0.0
+
+
 def declared_fields(component: Component) -> list[str]:
     """Batch fields a configured component reads: ``response_mask``, its ``requires``, and ``uid`` for groups.
 
@@ -242,4 +280,5 @@ BASE_CLASSES: dict[str, type[Component]] = {
     "reweighter": Reweighter,
     "selector": Selector,
     "mixer": Mixer,
+    "sampler": Sampler,
 }

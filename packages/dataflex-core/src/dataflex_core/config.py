@@ -33,7 +33,7 @@ class GroupsUncheckedWarning(UserWarning):
 
 
 #: mechanism -> the actuator kind it drives.
-MECHANISMS = {"reweight": "reweighter", "select": "selector", "mix": "mixer"}
+MECHANISMS = {"reweight": "reweighter", "select": "selector", "mix": "mixer", "curriculum": "sampler"}
 #: Keys of the ``dataflex:`` block that the core reads.
 CORE_KEYS = ("mechanism", "scorer", "actuator", "warmup_step")
 

@@ -86,6 +86,15 @@ def progress_line(arm: str, seed: int, steps: int, record: dict[str, Any], names
             if name.startswith("dataflex/mix/proportion/")
         )
         line += f"  mixture: {shares}"
+    if "dataflex/curriculum/uniform_reward_fraction" in m:
+        line += (
+            f"  curriculum: groups without signal {m['dataflex/curriculum/uniform_reward_fraction']:.0%}, "
+            f"prompts seen {m.get('dataflex/curriculum/seen_fraction', 0):.0%}, "
+            f"draw spread {m.get('dataflex/curriculum/draw/effective_fraction', 1):.0%}"
+        )
+    validation = [value for name, value in m.items() if name.startswith("val-") and "/reward/mean@" in name]
+    if validation:
+        line += f"  validation {fmt(validation[0])}"
     return line
 
 
@@ -164,8 +173,9 @@ def demo_document(
     }
 
 
-def comparison(document: dict[str, Any], baseline: str) -> str:
-    """``dataflex compare``'s Markdown table for a multi-seed demo, or why it could not be made.
+def comparison(document: dict[str, Any], baseline: str, metric: str | None = None) -> str:
+    """``dataflex compare``'s Markdown table for a multi-seed demo (on ``metric``, default the reward), or why it
+    could not be made.
 
     A comparison that cannot be made (a seed that logged no step, ...) is reported, not raised:
     the runs are done by then and their ``--json`` is still worth writing.
@@ -173,9 +183,51 @@ def comparison(document: dict[str, Any], baseline: str) -> str:
     from .compare import CompareError, compare_runs
 
     try:
-        return compare_runs(document, baseline=baseline).markdown()
+        return compare_runs(document, baseline=baseline, metrics=[metric] if metric else None).markdown()
     except CompareError as exc:
         return f"no comparison over seeds: {exc}"
+
+
+def first_step_reaching(steps: list[dict[str, Any]], metric: str, level: float) -> int | None:
+    """The first logged step whose ``metric`` is at least ``level``, or ``None`` if none is."""
+    for record in steps:
+        value = record["metrics"].get(metric)
+        if isinstance(value, (int, float)) and value >= level:
+            return int(record["step"])
+    return None
+
+
+def reach_table(document: dict[str, Any], metric: str, baseline: str, rollouts_per_step: int) -> str:
+    """Steps and rollouts each arm needed to reach the baseline's final ``metric`` (mean over its seeds).
+
+    A seed that never reaches it counts as needing more than its last step (shown ``> N``).
+    """
+    finals = [
+        values(r["steps"], metric)[-1] for r in document["runs"] if r["arm"] == baseline and values(r["steps"], metric)
+    ]
+    if not finals:
+        return f"no {metric} logged by the {baseline} arm: no level to reach"
+    level = statistics.fmean(finals)
+    lines = [
+        f"steps to reach {metric} >= {level:.3f} (the {baseline} arm's final value, mean over seeds); "
+        f"{rollouts_per_step} rollouts per step",
+        "",
+        "| arm | steps, per seed | mean steps | mean rollouts |",
+        "| --- | --- | --- | --- |",
+    ]
+    for arm in dict.fromkeys(run["arm"] for run in document["runs"]):
+        reached = []
+        shown = []
+        for run in (r for r in document["runs"] if r["arm"] == arm):
+            step = first_step_reaching(run["steps"], metric, level)
+            last = max((r["step"] for r in run["steps"]), default=0)
+            reached.append(step if step is not None else last)
+            shown.append(str(step) if step is not None else f"> {last}")
+        mean = statistics.fmean(reached)
+        never = any(s.startswith(">") for s in shown)
+        prefix = ">= " if never else ""
+        lines.append(f"| {arm} | {', '.join(shown)} | {prefix}{mean:.1f} | {prefix}{mean * rollouts_per_step:.0f} |")
+    return "\n".join(lines)
 
 
 def _at(steps: list[dict[str, Any]], step: int, metric: str) -> float | None:
@@ -242,10 +294,12 @@ def finish(
     json_path: Path | None,
     plot_path: Path,
     say: Any,
+    rollouts_per_step: int | None = None,
 ) -> dict[str, Any]:
     """The end of a demo: the summary table (and, over several seeds, the comparison), ``--json``, the plot.
 
-    Adds the per-arm ``summary`` to ``document`` and returns it.
+    With ``rollouts_per_step``, also the steps and rollouts each arm needed to reach the baseline's final
+    reward (:func:`reach_table`). Adds the per-arm ``summary`` to ``document`` and returns it.
     """
     arms = list(dict.fromkeys(run["arm"] for run in document["runs"]))
     steps = max((len(run["steps"]) for run in document["runs"]), default=0)
@@ -256,7 +310,9 @@ def finish(
     document["summary"] = summaries
     say("\n" + summary_table(summaries, window))
     if len(document["seeds"]) > 1:
-        say("\n" + comparison(document, baseline=baseline))
+        say("\n" + comparison(document, baseline=baseline, metric=names.reward))
+    if rollouts_per_step is not None:
+        say("\n" + reach_table(document, names.reward, baseline, rollouts_per_step))
     if json_path is not None:
         json_path.parent.mkdir(parents=True, exist_ok=True)
         json_path.write_text(json.dumps(document, indent=1) + "\n")

@@ -86,10 +86,26 @@ def dataflex_register_mixers(register: Register) -> None:
     """
 
 
+@hookspec
+def dataflex_register_samplers(register: Register) -> None:
+    """Register the plugin's :class:`~dataflex_core.Sampler` classes (``mechanism: curriculum``).
+
+    :param register: callback ``register(cls, name=None)``; ``cls`` must
+        subclass :class:`~dataflex_core.Sampler`.
+    :returns: nothing. The registered class's ``act`` must return one
+        non-negative probability per candidate prompt, summing to one.
+
+    Called once per plugin each time the registry is (re)built.
+
+    .. versionadded:: 0.2
+    """
+
+
 #: Which hook registers which kind of component.
 REGISTRATION_HOOKS = {
     "scorer": "dataflex_register_scorers",
     "reweighter": "dataflex_register_reweighters",
     "selector": "dataflex_register_selectors",
     "mixer": "dataflex_register_mixers",
+    "sampler": "dataflex_register_samplers",
 }

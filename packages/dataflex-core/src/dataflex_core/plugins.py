@@ -123,6 +123,10 @@ class _DecoratedComponents:
     def dataflex_register_mixers(self, register):
         self._register("mixer", register)
 
+    @hookspecs.hookimpl
+    def dataflex_register_samplers(self, register):
+        self._register("sampler", register)
+
 
 class DataFlexPluginManager(pluggy.PluginManager):
     """pluggy's manager plus where each plugin came from and which ones failed."""

@@ -3,16 +3,28 @@
 A host maps its framework's names to the canonical vocabulary
 (:mod:`.fields`), declares its capabilities (:class:`HostCapabilities`),
 mounts the ``dataflex:`` block with :func:`mount_step` (all checks before the
-first rollout) and calls :meth:`DataFlexStep.run` (or :meth:`DataFlexStep.mix`)
-once per training step. See :mod:`.core` for the order of the work.
+first rollout) and calls :meth:`DataFlexStep.run` (or :meth:`DataFlexStep.mix`,
+:meth:`DataFlexStep.curriculum`) once per training step. See :mod:`.core` for the order of the work.
 """
 
 from .core import HOST_KEYS, ON_INVALID, DataFlexStep, MountedStep, StepResult, host_settings, mount_step, step_fields
-from .fields import CANONICAL_FIELDS, CanonicalField, is_canonical
-from .host import FieldSupport, HostCapabilities, check_fields, check_pipeline
+from .curriculum import (
+    CURRICULUM_KEYS,
+    CurriculumSettings,
+    candidate_batch,
+    candidate_columns,
+    candidate_fields,
+    check_probabilities,
+    curriculum_settings,
+    curriculum_step,
+)
+from .fields import CANONICAL_FIELDS, OUTCOME_FIELDS, PROMPT_FIELDS, CanonicalField, is_canonical, is_prompt_field
+from .history import PromptHistory, PromptIds, StepOutcomes
+from .host import FieldSupport, HostCapabilities, check_curriculum, check_fields, check_pipeline
 from .metrics import weight_metrics
 from .mix import MIX_KEYS, MixSettings, check_proportions, domain_ids, initial_proportions, mix_settings, mix_step
 from .outputs import check_output, checked_scores, component_label, expected_shape
+from .prompt_sampler import CurriculumSampler
 from .runners import RUNNERS, WEIGHTLESS_MECHANISMS, run_reweight, run_select
 from .sampler import DomainMixtureSampler, systematic_counts
 from .selection import INDEX_DTYPES, kept_rows, selection_mask, selection_metrics
@@ -29,6 +41,7 @@ from .weights import (
 
 __all__ = [
     "CANONICAL_FIELDS",
+    "CURRICULUM_KEYS",
     "HOST_KEYS",
     "INDEX_DTYPES",
     "LOSS_UNITS",
@@ -39,20 +52,34 @@ __all__ = [
     "TOKEN_UNIT",
     "WEIGHTLESS_MECHANISMS",
     "CanonicalField",
+    "CurriculumSampler",
+    "CurriculumSettings",
     "DataFlexStep",
     "DomainMixtureSampler",
     "FieldSupport",
     "HostCapabilities",
     "MixSettings",
     "MountedStep",
+    "OUTCOME_FIELDS",
+    "PROMPT_FIELDS",
+    "PromptHistory",
+    "PromptIds",
+    "StepOutcomes",
     "StepResult",
     "applied_unit_mean",
+    "candidate_batch",
+    "candidate_columns",
+    "candidate_fields",
+    "check_curriculum",
     "check_fields",
     "check_output",
     "check_pipeline",
+    "check_probabilities",
     "check_proportions",
     "checked_scores",
     "component_label",
+    "curriculum_settings",
+    "curriculum_step",
     "domain_ids",
     "expected_shape",
     "finalize",
@@ -60,6 +87,7 @@ __all__ = [
     "host_settings",
     "initial_proportions",
     "is_canonical",
+    "is_prompt_field",
     "kept_rows",
     "mix_settings",
     "mix_step",

@@ -17,7 +17,10 @@ Invalid plugin output raises, or with ``on_invalid: uniform`` leaves the
 step's loss as the framework would compute it (a counted fallback). The host
 does the rest: reading its framework's fields, writing the weights where its
 loss multiplies them in (verl: ``rollout_is_weights``; TRL: the advantages).
-``mechanism: mix`` acts on the host's sampler through :meth:`DataFlexStep.mix`.
+``mechanism: mix`` acts on the host's sampler through :meth:`DataFlexStep.mix`;
+``mechanism: curriculum`` draws prompts in the host's sampler
+(:class:`~dataflex_core.step.prompt_sampler.CurriculumSampler`) and feeds its
+history through :meth:`DataFlexStep.curriculum`.
 
 Components get ``ctx`` keyword arguments: ``loss_unit`` in every host plus the
 host's own (verl: ``loss_agg_mode``, ``adv_estimator``; TRL: ``loss_type``,
@@ -39,6 +42,7 @@ from ..config import DataFlexPipeline, build_from_config, to_plain
 from ..errors import ConfigError, InvalidOutputError
 from ..normalize import valid_token_mask
 from ..precomputed import prepare_batch
+from . import curriculum as curriculum_mechanism
 from . import mix as mix_mechanism
 from .host import HostCapabilities, check_pipeline
 from .metrics import PREFIX, weight_metrics
@@ -70,6 +74,8 @@ class MountedStep:
     ctx: dict[str, Any] = field(default_factory=dict)
     #: ``mechanism: mix`` settings; ``None`` for the other mechanisms.
     mix: mix_mechanism.MixSettings | None = None
+    #: ``mechanism: curriculum`` settings; ``None`` for the other mechanisms.
+    curriculum: curriculum_mechanism.CurriculumSettings | None = None
 
     @property
     def mechanism(self) -> str:
@@ -101,11 +107,18 @@ def host_settings(block: Any) -> dict[str, Any]:
     return settings
 
 
-def step_fields(pipeline: DataFlexPipeline, mix: mix_mechanism.MixSettings | None) -> list[str]:
+def step_fields(
+    pipeline: DataFlexPipeline,
+    mix: mix_mechanism.MixSettings | None,
+    curriculum: curriculum_mechanism.CurriculumSettings | None = None,
+) -> list[str]:
     """Fields the step reads: the components' fields plus what the mechanism needs.
 
-    ``select`` reads ``uid`` for its group metrics; ``mix`` reads the domain column.
+    ``select`` reads ``uid`` for its group metrics; ``mix`` reads the domain column; ``curriculum`` reads the
+    rewards and the prompt id of each row (its components read candidate prompts, in the host's sampler).
     """
+    if curriculum is not None:
+        return ["response_mask", curriculum_mechanism.REWARD_FIELD, curriculum.prompt_key]
     fields = list(pipeline.requires)
     if pipeline.mechanism == "select":
         fields.append("uid")
@@ -137,24 +150,30 @@ def mount_step(
         block,
         adv_estimator=adv_estimator,
         is_group_estimator=is_group_estimator,
-        extra_keys=(*HOST_KEYS, *mix_mechanism.MIX_KEYS, *extra_keys),
+        extra_keys=(*HOST_KEYS, *mix_mechanism.MIX_KEYS, *curriculum_mechanism.CURRICULUM_KEYS, *extra_keys),
     )
     mix = mix_mechanism.mix_settings(block) if pipeline.mechanism == "mix" else None
-    stray = sorted(k for k in mix_mechanism.MIX_KEYS if k in pipeline.extra) if mix is None else []
-    if stray:
-        raise ConfigError(
-            f"dataflex.{stray[0]} is read only by mechanism: mix, but dataflex.mechanism={pipeline.mechanism!r}; "
-            f"remove {stray} or set mechanism: mix"
-        )
+    curriculum = curriculum_mechanism.curriculum_settings(block) if pipeline.mechanism == "curriculum" else None
+    for name, keys, chosen in (
+        ("mix", mix_mechanism.MIX_KEYS, mix),
+        ("curriculum", curriculum_mechanism.CURRICULUM_KEYS, curriculum),
+    ):
+        stray = sorted(k for k in keys if k in pipeline.extra) if chosen is None else []
+        if stray:
+            raise ConfigError(
+                f"dataflex.{stray[0]} is read only by mechanism: {name}, but dataflex.mechanism="
+                f"{pipeline.mechanism!r}; remove {stray} or set mechanism: {name}"
+            )
     check_pipeline(pipeline, host, loss_unit=loss_unit)
     return MountedStep(
         pipeline=pipeline,
         host=host,
         on_invalid=settings["on_invalid"],
         loss_unit=loss_unit,
-        fields=step_fields(pipeline, mix),
+        fields=step_fields(pipeline, mix, curriculum),
         ctx={**(ctx or {}), "loss_unit": loss_unit},
         mix=mix,
+        curriculum=curriculum,
     )
 
 
@@ -262,6 +281,27 @@ class DataFlexStep:
             )
             return {f"{PREFIX}active": 1.0, f"{PREFIX}uniform_fallback": 1.0}
         metrics[f"{PREFIX}active"] = 1.0
+        metrics[f"{PREFIX}hook_time_s"] = time.perf_counter() - start
+        return metrics
+
+    def curriculum(self, batch: Batch, step: int, sampler: Any, *, start: float | None = None) -> dict:
+        """``mechanism: curriculum``: feed the step's rewards to ``sampler.history`` and the scorer's ``observe``.
+
+        :param sampler: the host's :class:`~dataflex_core.step.prompt_sampler.CurriculumSampler` (its
+            ``history``, and the metrics of the draw that chose this step's prompts).
+        :returns: the step's ``dataflex/`` metrics (``dataflex/curriculum/...``, ``dataflex/active``, ...).
+
+        The history is fed at every step, warm-up included, so the curriculum starts from everything seen.
+        """
+        start = time.perf_counter() if start is None else start
+        prepare_batch(batch)
+        sub, _ = self.components_batch(batch)
+        metrics = curriculum_mechanism.curriculum_step(
+            self.pipeline, self.mounted.curriculum, sub, step, self.mounted.ctx, sampler.history
+        )
+        metrics.update(sampler.draw_metrics)
+        metrics[f"{PREFIX}active"] = 1.0 if self.active(step) else 0.0
+        metrics[f"{PREFIX}uniform_fallback_total"] = float(self.uniform_fallbacks)
         metrics[f"{PREFIX}hook_time_s"] = time.perf_counter() - start
         return metrics
 

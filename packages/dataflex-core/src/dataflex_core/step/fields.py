@@ -63,3 +63,39 @@ CANONICAL_FIELDS: dict[str, CanonicalField] = _fields(
 def is_canonical(name: str) -> bool:
     """True for a vocabulary name; anything else is read as a dataset column."""
     return name in CANONICAL_FIELDS
+
+
+#: What a ``pre_rollout`` scorer (and the sampler after it) can read about each candidate prompt, besides
+#: the dataset columns it names: the prompt's place in the train dataset and the history the host keeps
+#: for it (every host that runs ``mechanism: curriculum`` provides all of them). ``n`` candidate prompts.
+PROMPT_FIELDS: dict[str, CanonicalField] = _fields(
+    CanonicalField(
+        "prompt_index", TENSOR, "(n,)", "the prompt's row in the train dataset (int64, stable across resumes)"
+    ),
+    CanonicalField("prompt_id", OBJECT, "(n,)", "the prompt's id: its value in the dataset column dataflex.prompt_key"),
+    CanonicalField("times_sampled", TENSOR, "(n,)", "training steps in which the prompt was rolled out (int64)"),
+    CanonicalField("last_sampled_step", TENSOR, "(n,)", "the last such step, -1 if never (int64)"),
+    CanonicalField("rollouts", TENSOR, "(n,)", "responses of the prompt scored so far (int64)"),
+    CanonicalField("successes", TENSOR, "(n,)", "how many of them succeeded (float64; see dataflex.success_threshold)"),
+    CanonicalField("reward_sum", TENSOR, "(n,)", "the sum of their rewards (float64)"),
+    CanonicalField(
+        "last_success_rate", TENSOR, "(n,)", "successes / rollouts at the last step it was rolled out, 0 if never"
+    ),
+)
+
+#: One row per prompt rolled out in a finished step, as ``Scorer.observe`` receives it (``m`` prompts).
+OUTCOME_FIELDS: dict[str, CanonicalField] = _fields(
+    CanonicalField("prompt_index", TENSOR, "(m,)", "the prompt's row in the train dataset (int64)"),
+    CanonicalField("prompt_id", OBJECT, "(m,)", "the prompt's id (dataset column dataflex.prompt_key)"),
+    CanonicalField(
+        "rollouts", TENSOR, "(m,)", "its responses with a non-empty response_mask in this step (int64, >= 1)"
+    ),
+    CanonicalField("successes", TENSOR, "(m,)", "how many of them succeeded (float64, 0..rollouts)"),
+    CanonicalField("reward_mean", TENSOR, "(m,)", "the mean reward of those responses (float64)"),
+    CanonicalField("uniform_reward", TENSOR, "(m,)", "True when every response got the same reward (no GRPO signal)"),
+)
+
+
+def is_prompt_field(name: str) -> bool:
+    """True for a field of :data:`PROMPT_FIELDS`; a ``pre_rollout`` component's other names are dataset columns."""
+    return name in PROMPT_FIELDS

@@ -2,8 +2,8 @@
 
 A host (verl, TRL, ...) describes itself with :class:`HostCapabilities`: the
 loss units it has, whether per-token weights reach its loss, whether it can
-drop rows from the loss, whether it can change which prompts are sampled (mix),
-whether every ``uid`` group is whole in the step's batch, and which canonical
+drop rows from the loss, whether it can change which prompts are sampled (mix;
+with ``pre_rollout`` among its timings, curriculum), whether every ``uid`` group is whole in the step's batch, and which canonical
 fields (:mod:`dataflex_core.step.fields`) this run's configuration provides.
 :func:`check_pipeline` compares a built pipeline with that declaration before
 the first rollout, so a pipeline that could not work in this run fails in
@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 
 from ..config import DataFlexPipeline
 from ..errors import ConfigError, IncompatibleComponentError
+from .curriculum import check_components
 from .fields import is_canonical
 from .runners import RUNNERS, WEIGHTLESS_MECHANISMS
 from .weights import LOSS_UNITS
@@ -40,12 +41,13 @@ class HostCapabilities:
     :param hard_drop: rows can be removed from the loss, mask and denominator (select with
         ``recompute_advantage``).
     :param recompute_advantage: group advantages can be recomputed on a selector's kept rows.
-    :param resampling: the prompts sampled next can be changed (``mechanism: mix``).
+    :param resampling: the prompts sampled next can be changed (``mechanism: mix``, ``mechanism: curriculum``).
     :param complete_groups: every ``uid`` group is whole in the batch handed to components.
     :param fields: canonical field -> :class:`FieldSupport` for this run. A canonical field not listed
         is one this host never provides.
     :param dataset_columns: names outside the vocabulary are dataset columns the host passes through.
-    :param timings: scorer timings the host runs (when the scorer can run in the step).
+    :param timings: scorer timings the host runs: ``post_reward`` / ``post_advantage`` in the step,
+        ``pre_rollout`` in its train sampler (``mechanism: curriculum``).
     """
 
     name: str
@@ -81,11 +83,14 @@ def check_pipeline(pipeline: DataFlexPipeline, host: HostCapabilities, *, loss_u
     if mechanism in RUNNERS and loss_unit is not None and loss_unit not in host.loss_units:
         raise ConfigError(f"{host.name} has no loss unit {loss_unit!r}; its units: {', '.join(host.loss_units)}")
     timing = pipeline.scorer.timing
+    if mechanism == "curriculum" or timing == "pre_rollout":
+        check_curriculum(pipeline, host)
+        return
     if timing not in host.timings:
         raise IncompatibleComponentError(
             f"scorer {pipeline.scorer_spec.label} has timing={timing!r}, but {host.name} runs scorers once the "
-            f"rewards and advantages exist ({', '.join(host.timings)}); a {timing} scorer cannot run in mechanism "
-            f"{mechanism!r}. Pick a scorer with one of those timings"
+            f"rewards and advantages exist ({', '.join(t for t in host.timings if t != 'pre_rollout')}); a {timing} "
+            f"scorer cannot run in mechanism {mechanism!r}. Pick a scorer with one of those timings"
         )
     if mechanism == "reweight" and pipeline.scorer.granularity == "token" and not host.token_weights:
         raise IncompatibleComponentError(
@@ -99,6 +104,28 @@ def check_pipeline(pipeline: DataFlexPipeline, host: HostCapabilities, *, loss_u
             "components partial groups in this configuration"
         )
     check_fields(pipeline, host)
+
+
+def check_curriculum(pipeline: DataFlexPipeline, host: HostCapabilities) -> None:
+    """``mechanism: curriculum`` and ``pre_rollout`` scorers go together, on a host that can run them."""
+    spec, timing = pipeline.scorer_spec, pipeline.scorer.timing
+    if pipeline.mechanism != "curriculum":
+        raise IncompatibleComponentError(
+            f"scorer {spec.label} has timing='pre_rollout': it scores candidate prompts before rollout, which only "
+            f"mechanism 'curriculum' does, not {pipeline.mechanism!r}; set mechanism: curriculum with a sampler, or "
+            "pick a scorer with timing post_reward or post_advantage"
+        )
+    if timing != "pre_rollout":
+        raise IncompatibleComponentError(
+            f"mechanism curriculum scores candidate prompts before rollout, but scorer {spec.label} has "
+            f"timing={timing!r} (it needs the step's rollouts); pick a scorer with timing='pre_rollout'"
+        )
+    if "pre_rollout" not in host.timings or not host.resampling:
+        raise IncompatibleComponentError(
+            f"mechanism curriculum chooses which prompts are sampled, but {host.name} cannot run pre_rollout "
+            "scorers in its train sampler in this configuration; use mechanism reweight, select or mix"
+        )
+    check_components(pipeline, host.name)
 
 
 def check_fields(pipeline: DataFlexPipeline, host: HostCapabilities) -> None:

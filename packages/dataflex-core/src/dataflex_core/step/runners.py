@@ -5,8 +5,8 @@ already removed), the step and the host's context, and returns raw weights:
 ``(n,)`` per sample or ``(n, L)`` per token. ``reweight`` returns the
 reweighter's weights; ``select`` returns its kept rows as 0/1 weights, which
 the step renormalises like any other weights (dropping half the batch does not
-halve the step). ``mix`` acts on the sampler and writes no weights
-(:mod:`dataflex_core.step.mix`).
+halve the step). ``mix`` and ``curriculum`` act on the sampler and write no
+weights (:mod:`dataflex_core.step.mix`, :mod:`dataflex_core.step.curriculum`).
 
 Scorers get ``ctx`` as keyword arguments; actuators get ``step_id`` too.
 """
@@ -64,4 +64,4 @@ def run_select(pipeline: DataFlexPipeline, batch: Any, step: int, ctx: dict[str,
 #: mechanism -> runner of the mechanisms that produce loss weights.
 RUNNERS: dict[str, Runner] = {"reweight": run_reweight, "select": run_select}
 #: Mechanisms that write no weights (they act before rollout, through the host's sampler).
-WEIGHTLESS_MECHANISMS = ("mix",)
+WEIGHTLESS_MECHANISMS = ("mix", "curriculum")

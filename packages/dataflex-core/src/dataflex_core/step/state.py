@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any, Protocol
 
 import torch
 
-from ..components import Component
 from ..errors import ConfigError
 
 logger = logging.getLogger("dataflex_core.step")
@@ -25,7 +26,18 @@ CHECKPOINT_STATE = "dataflex_state.pt"
 STATE_FORMAT = 1
 
 
-def save_component_state(folder: str | os.PathLike[str], components: dict[str, Component], global_steps: int) -> None:
+class Stateful(Protocol):
+    """What travels with a checkpoint: a component, or a mechanism's own state (curriculum's prompt history)."""
+
+    kind: str
+    name: str | None
+
+    def state_dict(self) -> dict[str, Any]: ...
+
+    def load_state_dict(self, state: dict[str, Any]) -> None: ...
+
+
+def save_component_state(folder: str | os.PathLike[str], components: Mapping[str, Stateful], global_steps: int) -> None:
     """``torch.save`` each component's ``state_dict`` with its kind and name (atomically)."""
     payload = {
         "format": STATE_FORMAT,
@@ -41,7 +53,7 @@ def save_component_state(folder: str | os.PathLike[str], components: dict[str, C
     os.replace(tmp, path)
 
 
-def load_component_state(folder: str | os.PathLike[str], components: dict[str, Component]) -> None:
+def load_component_state(folder: str | os.PathLike[str], components: Mapping[str, Stateful]) -> None:
     """Give each component the state saved for its role; a different component in that role is an error."""
     path = Path(folder) / CHECKPOINT_STATE
     if not path.exists():

@@ -1,0 +1,199 @@
+"""A dataloader sampler that draws each batch of prompts by a curriculum's probabilities.
+
+``mechanism: curriculum`` acts where a framework picks prompts: the train
+dataloader's sampler. For each block of ``batch_size`` indices (one batch of
+prompts) it takes the candidate prompts (every row, or the next ``candidates``
+rows of a shuffled pass over the dataset, so every prompt is a candidate once
+per pass), scores them with the ``pre_rollout`` scorer on the history the host
+keeps, turns the scores into probabilities with the sampler component, and
+draws the block by systematic sampling over the candidates in a random order:
+candidate ``i`` appears ``floor(B p_i)`` or ``ceil(B p_i)`` times, ``B p_i`` in
+expectation, so a batch repeats a prompt only when its probability exceeds
+``1 / B``. Before ``warmup_step`` (and on an ``on_invalid: uniform`` fallback)
+the draw is uniform over the candidates.
+
+The block is scored when the dataloader asks for it: a framework that
+prefetches batches (worker processes, accelerate's one-batch look-ahead) scores
+them with the history as it was then. The sampler's own state (generator,
+position in the pass and in the block, draw counts) is ``state_dict`` /
+``load_state_dict``, so a host that checkpoints it (verl, through torchdata's
+``StatefulDataLoader``) resumes the same draws; the history is checkpointed
+with the components' state.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator, Mapping
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import torch
+from torch.utils.data import Sampler as TorchSampler
+
+from ..errors import ConfigError, InvalidOutputError
+from .curriculum import (
+    METRIC_PREFIX,
+    candidate_batch,
+    candidate_fields,
+    check_probabilities,
+    checked_prompt_scores,
+)
+from .history import PromptHistory
+from .outputs import component_label
+from .sampler import systematic_counts
+
+if TYPE_CHECKING:
+    from .core import DataFlexStep
+
+logger = logging.getLogger("dataflex_core.step")
+
+
+class CurriculumSampler(TorchSampler[int]):
+    """Yields dataset rows drawn block by block with the curriculum's probabilities.
+
+    :param step: the mounted step (its pipeline's scorer and sampler, ``on_invalid``, the components' ctx).
+    :param history: the prompt history the scorer reads (one entry per dataset row).
+    :param columns: the dataset columns the components read, each a sequence over every dataset row.
+    :param batch_size: prompts per block (the dataloader's batch size).
+    :param seed: seed of the sampler's own generator.
+    :param candidates: candidates per block from a shuffled pass over the dataset; 0 scores every prompt.
+    """
+
+    def __init__(
+        self,
+        step: DataFlexStep,
+        history: PromptHistory,
+        columns: Mapping[str, Any],
+        batch_size: int,
+        *,
+        seed: int = 0,
+        candidates: int = 0,
+    ) -> None:
+        self.step = step
+        self.history = history
+        self.batch_size = int(batch_size)
+        rows = len(history)
+        self.columns = {name: np.asarray(list(values), dtype=object) for name, values in columns.items()}
+        for name, values in self.columns.items():
+            if len(values) != rows:
+                raise ValueError(f"dataset column {name!r} has {len(values)} values for {rows} prompts")
+        if candidates and not self.batch_size <= candidates <= rows:
+            raise ConfigError(
+                f"dataflex.candidates={candidates} must lie between the prompts per batch ({self.batch_size}) and the "
+                f"train dataset's {rows} prompts (0 scores every prompt)"
+            )
+        self.num_candidates = candidates or rows
+        self.fields = candidate_fields(step.pipeline)
+        self.generator = torch.Generator().manual_seed(int(seed))
+        self._pass = torch.randperm(rows, generator=self.generator) if candidates else torch.arange(rows)
+        self._cursor = 0
+        self._block: list[int] = []
+        self._yielded = 0
+        #: How many times each dataset row has been drawn.
+        self.draws = torch.zeros(rows, dtype=torch.long)
+        #: The last block's ``dataflex/curriculum/draw/...`` metrics (hosts log them with the step).
+        self.draw_metrics: dict[str, float] = {}
+        #: The probabilities of the last block's draw over its candidates (rows, probabilities).
+        self.last_probabilities: tuple[torch.Tensor, torch.Tensor] | None = None
+
+    # -- one block --------------------------------------------------------------------
+    def candidates(self) -> torch.Tensor:
+        """The rows scored for the next block: all of them, or the next ``candidates`` of the shuffled pass."""
+        rows = len(self.history)
+        if self.num_candidates == rows:
+            return torch.arange(rows)
+        if self._cursor + self.num_candidates > len(self._pass):
+            # the pass's last rows, then the first rows of a new pass not among them (no prompt twice in a draw);
+            # the new pass goes on without the rows taken here, so each prompt is a candidate once per pass
+            rest = self._pass[self._cursor :]
+            fresh = torch.randperm(rows, generator=self.generator)
+            taken = fresh[~torch.isin(fresh, rest)][: self.num_candidates - len(rest)]
+            self._pass, self._cursor = fresh[~torch.isin(fresh, taken)], 0
+            return torch.cat([rest, taken])
+        out = self._pass[self._cursor : self._cursor + self.num_candidates]
+        self._cursor += self.num_candidates
+        return out
+
+    def probabilities(self, rows: torch.Tensor, step: int) -> tuple[torch.Tensor, bool]:
+        """``(probabilities over rows (float64), uniform)``: the curriculum's, or uniform before warm-up or on a
+        fallback."""
+        n = len(rows)
+        uniform = torch.full((n,), 1.0 / n, dtype=torch.float64)
+        pipeline = self.step.pipeline
+        if not pipeline.active(step):
+            return uniform, True
+        batch = candidate_batch(self.history, rows, self.fields, self.columns)
+        ctx = self.step.mounted.ctx
+        try:
+            with torch.no_grad():
+                scores = pipeline.scorer.score(batch, step, **ctx)
+                scores = checked_prompt_scores(scores, n, component_label(pipeline, "scorer"), step)
+                proposed = pipeline.actuator.act(scores, batch, step_id=step, **ctx)
+            return check_probabilities(proposed, n, component_label(pipeline, "actuator"), step), False
+        except InvalidOutputError as exc:
+            if self.step.mounted.on_invalid == "raise":
+                raise
+            self.step.uniform_fallbacks += 1
+            logger.warning("dataflex: %s; drawing uniformly for step %d (dataflex.on_invalid=uniform)", exc, step)
+            return uniform, True
+
+    def next_block(self) -> list[int]:
+        """Draw the next block of ``batch_size`` dataset rows for step ``history.last_step + 1``."""
+        step = self.history.last_step + 1
+        rows = self.candidates()
+        p, uniform = self.probabilities(rows, step)
+        order = torch.randperm(len(rows), generator=self.generator)
+        counts = systematic_counts(p[order], self.batch_size, self.generator)
+        picks = rows[order].repeat_interleave(counts)
+        self.draws.index_add_(0, rows[order], counts)
+        self.last_probabilities = (rows.clone(), p.clone())
+        unseen = self.history.times_sampled[rows] == 0
+        self.draw_metrics = {
+            f"{METRIC_PREFIX}draw/step": float(step),
+            f"{METRIC_PREFIX}draw/candidates": float(len(rows)),
+            f"{METRIC_PREFIX}draw/uniform": 1.0 if uniform else 0.0,
+            f"{METRIC_PREFIX}draw/max_probability": float(p.max()),
+            # 1 / sum p^2: how many candidates the draw effectively spreads over, as a share of them
+            f"{METRIC_PREFIX}draw/effective_fraction": float(1.0 / (p * p).sum()) / len(rows),
+            f"{METRIC_PREFIX}draw/unseen_share": float(p[unseen].sum()),
+            f"{METRIC_PREFIX}draw/repeated_prompts": float((counts > 1).sum()),
+        }
+        return picks[torch.randperm(len(picks), generator=self.generator)].tolist()
+
+    # -- the dataloader's view ------------------------------------------------------------
+    def __len__(self) -> int:
+        # whole blocks only: a last partial batch is dropped by the dataloader
+        return (len(self.history) // self.batch_size) * self.batch_size
+
+    def __iter__(self) -> Iterator[int]:
+        while self._yielded < len(self):
+            if not self._block:
+                self._block = self.next_block()[::-1]  # reversed: pop() from the end is O(1)
+            self._yielded += 1
+            yield self._block.pop()
+        self._yielded = 0
+
+    # -- checkpoint state ------------------------------------------------------------------
+    def state_dict(self) -> dict[str, Any]:
+        return {
+            "generator": self.generator.get_state().tolist(),
+            "pass": self._pass.tolist(),
+            "cursor": self._cursor,
+            "block": list(self._block),
+            "yielded": self._yielded,
+            "draws": self.draws.tolist(),
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        if len(state["draws"]) != len(self.history):
+            raise ConfigError(
+                f"the checkpoint's curriculum sampler drew from {len(state['draws'])} prompts, but this run's train "
+                f"dataset has {len(self.history)}; resume with the same train files"
+            )
+        self.generator.set_state(torch.tensor(state["generator"], dtype=torch.uint8))
+        self._pass = torch.tensor(state["pass"], dtype=torch.long)
+        self._cursor = int(state["cursor"])
+        self._block = list(state["block"])
+        self._yielded = int(state["yielded"])
+        self.draws = torch.tensor(state["draws"], dtype=torch.long)
