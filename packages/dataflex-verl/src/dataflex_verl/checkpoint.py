@@ -17,9 +17,8 @@ import logging
 import os
 from typing import Any
 
-from dataflex_core import Component
 from dataflex_core.step.pinning import ResolvedPlugins, check_plugin_record, save_plugin_record
-from dataflex_core.step.state import load_component_state, save_component_state
+from dataflex_core.step.state import Stateful, load_component_state, save_component_state
 
 logger = logging.getLogger("dataflex_verl")
 
@@ -49,16 +48,21 @@ def resume_folder(config: Any) -> str | None:
 class DataFlexCheckpointMixin:
     """Saves and restores the DataFlex plugin set and component state with verl's checkpoints.
 
-    Expects ``self.dataflex`` (the mounted pipeline) and ``self.dataflex_plugins``
-    (:class:`~dataflex_core.step.pinning.ResolvedPlugins`), both set in the constructor.
+    Expects ``self.dataflex`` (the mounted pipeline), ``self.dataflex_plugins``
+    (:class:`~dataflex_core.step.pinning.ResolvedPlugins`) and ``self.dataflex_curriculum_sampler``
+    (``None`` unless ``mechanism: curriculum``), all set in the constructor.
     """
 
     dataflex_plugins: ResolvedPlugins
 
-    def _dataflex_stateful(self) -> dict[str, Component]:
-        """Components whose state travels with checkpoints, by role; mechanisms may add their own."""
+    def _dataflex_stateful(self) -> dict[str, Stateful]:
+        """What travels with checkpoints, by role: the components, and a curriculum's prompt history."""
         pipeline = self.dataflex.pipeline  # type: ignore[attr-defined]
-        return {"scorer": pipeline.scorer, "actuator": pipeline.actuator}
+        stateful: dict[str, Stateful] = {"scorer": pipeline.scorer, "actuator": pipeline.actuator}
+        sampler = self.dataflex_curriculum_sampler  # type: ignore[attr-defined]
+        if sampler is not None:
+            stateful["history"] = sampler.history
+        return stateful
 
     def _save_checkpoint(self) -> None:
         folder = checkpoint_folder(self.config, self.global_steps)  # type: ignore[attr-defined]

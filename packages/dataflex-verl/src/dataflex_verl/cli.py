@@ -35,6 +35,8 @@ def _demo(args: argparse.Namespace) -> int:
             workdir=Path(args.workdir),
             json_path=Path(args.json) if args.json else None,
             plot_path=Path(args.plot) if args.plot else None,
+            task=args.task,
+            val_every=args.val_every,
         )
         run_training_demo(settings)
     except (ValueError, DataFlexError, RuntimeError) as exc:
@@ -84,9 +86,15 @@ def build_parser() -> argparse.ArgumentParser:
             "a toy run shows the mechanics and a direction, not a benchmark result."
         ),
     )
-    demo.add_argument("--mechanism", default="reweight", choices=["reweight", "select", "mix"])
-    demo.add_argument("--scorer", help="scorer name (default: advantage_magnitude; reward_difficulty for mix)")
-    demo.add_argument("--actuator", help="reweighter/selector/mixer name (default: softmax, topk_fraction, reward_gap)")
+    demo.add_argument("--mechanism", default="reweight", choices=["reweight", "select", "mix", "curriculum"])
+    demo.add_argument(
+        "--scorer",
+        help="scorer name (default: advantage_magnitude; reward_difficulty for mix, solve_rate_ema for curriculum)",
+    )
+    demo.add_argument(
+        "--actuator",
+        help="reweighter/selector/mixer/sampler name (default: softmax, topk_fraction, reward_gap, learnability)",
+    )
     demo.add_argument("--params", help='component params as JSON: \'{"scorer": {...}, "actuator": {...}}\'')
     demo.add_argument("--steps", type=int, default=30, help="training steps per arm (default 30)")
     demo.add_argument("--seed", type=int, default=0, help="first seed (default 0)")
@@ -98,6 +106,18 @@ def build_parser() -> argparse.ArgumentParser:
     )
     demo.add_argument("--json", help="write every metric verl logged, per arm, seed and step, to this file")
     demo.add_argument("--plot", help="where to write the PNG plot (default WORKDIR/demo.png)")
+    demo.add_argument(
+        "--task",
+        choices=["echo", "mixed"],
+        help="toy task: echo, or mixed (echo prompts beside solved and unsolvable ones); default mixed for "
+        "curriculum, echo otherwise",
+    )
+    demo.add_argument(
+        "--val-every",
+        type=int,
+        help="validate on echo prompts every N steps and compare the arms on it (0: never; default 3 for "
+        "curriculum, else 0)",
+    )
     demo.set_defaults(func=_demo)
 
     step = sub.add_parser(

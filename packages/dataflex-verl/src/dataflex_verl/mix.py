@@ -23,6 +23,8 @@ import torch
 from dataflex_core import ConfigError
 from dataflex_core.step import DomainMixtureSampler, MixSettings, domain_ids, initial_proportions
 
+from .sampling import data_seed, replace_train_sampler
+
 
 def dataset_domains(dataset: Any, key: str, domains: list[str]) -> torch.Tensor:
     """The domain id of every row of verl's train dataset (``RLHFDataset.dataframe[key]``)."""
@@ -39,32 +41,18 @@ def dataset_domains(dataset: Any, key: str, domains: list[str]) -> torch.Tensor:
 def install_sampler(trainer: Any) -> DomainMixtureSampler:
     """Rebuild verl's train dataloader around a :class:`DomainMixtureSampler`; return the sampler.
 
-    Called right after verl's ``_init_dataloader``: the loader keeps verl's
-    dataset, batch size (``gen_batch_size`` or ``train_batch_size``), workers
-    and collate function, and only the sampler changes.
+    Called right after verl's ``_init_dataloader`` (see :mod:`dataflex_verl.sampling`).
     """
-    from torchdata.stateful_dataloader import StatefulDataLoader
-
     settings: MixSettings = trainer.dataflex.mix
     mixer = trainer.dataflex.pipeline.actuator
-    old = trainer.train_dataloader
     rows = dataset_domains(trainer.train_dataset, settings.domain_key, settings.domains)
-    seed = trainer.config.data.get("seed", None)
     sampler = DomainMixtureSampler(
         rows,
         settings.domains,
-        old.batch_size,
+        trainer.train_dataloader.batch_size,
         initial_proportions(mixer, settings.domains),
-        seed=0 if seed is None else seed,
+        seed=data_seed(trainer),
         mixer=mixer,
     )
-    trainer.train_dataloader = StatefulDataLoader(
-        dataset=trainer.train_dataset,
-        batch_size=old.batch_size,
-        num_workers=old.num_workers,
-        drop_last=True,
-        collate_fn=old.collate_fn,
-        sampler=sampler,
-    )
-    trainer.train_dataloader_it = None
+    replace_train_sampler(trainer, sampler)
     return sampler

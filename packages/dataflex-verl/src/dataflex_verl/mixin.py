@@ -35,6 +35,7 @@ from dataflex_core import Batch
 from dataflex_core.step import DataFlexStep
 from dataflex_core.step.pinning import resolve_plugins
 
+from . import curriculum as dataflex_curriculum
 from . import mix as dataflex_mix
 from . import queue_io
 from . import select as dataflex_select
@@ -80,6 +81,8 @@ class DataFlexTrainerMixin(DataFlexCheckpointMixin):
         self.dataflex_plugins = resolve_plugins(config_value(config, "dataflex", None))
         self.dataflex: MountedDataFlex = mount(config)
         self.dataflex_step = DataFlexStep(self.dataflex)
+        #: mechanism curriculum: the train sampler, with the prompt history (set in _init_dataloader)
+        self.dataflex_curriculum_sampler: dataflex_curriculum.CurriculumSampler | None = None
         #: steps whose weights went through the fallback's own read and write (verl's put was not seen)
         self.dataflex_separate_io_steps = 0
         logger.info("dataflex-verl %s mounted on %s: %s", __version__, self.base_trainer_mode, self.dataflex.describe())
@@ -88,7 +91,8 @@ class DataFlexTrainerMixin(DataFlexCheckpointMixin):
     # -- the step hook ---------------------------------------------------
     def _compute_advantage(self, batch: KVBatchMeta, metrics: dict) -> KVBatchMeta:
         step = int(getattr(self, "global_steps", 0) or 0)
-        if not self.dataflex.pipeline.active(step):
+        # a curriculum's history is fed during warm-up too (its draws are uniform until warmup_step)
+        if not self.dataflex.pipeline.active(step) and self.dataflex.curriculum is None:
             metrics["dataflex/active"] = 0.0
             return super()._compute_advantage(batch, metrics)
 
@@ -186,6 +190,9 @@ class DataFlexTrainerMixin(DataFlexCheckpointMixin):
         if self.dataflex.mix is not None:  # mix acts on the sampler, not on the loss
             metrics.update(self.dataflex_step.mix(batch, step, self.dataflex_sampler, start=start))
             return None
+        if self.dataflex.curriculum is not None:  # so does curriculum: the step's rewards feed its history
+            metrics.update(self.dataflex_step.curriculum(batch, step, self.dataflex_curriculum_sampler, start=start))
+            return None
         verl_weights = batch.batch.get(WEIGHTS_FIELD) if compose else None
         result = self.dataflex_step.run(batch, step, importance_weights=verl_weights, start=start)
         if result.applied is None:  # a uniform fallback: verl's loss as it is
@@ -216,6 +223,8 @@ class DataFlexTrainerMixin(DataFlexCheckpointMixin):
         super()._init_dataloader()
         if self.dataflex.mix is not None:
             self.dataflex_sampler = dataflex_mix.install_sampler(self)
+        if self.dataflex.curriculum is not None:
+            self.dataflex_curriculum_sampler = dataflex_curriculum.install_sampler(self)
 
     def _dataflex_write(
         self, meta: KVBatchMeta, values: dict[str, torch.Tensor], read: queue_io.QueueBatch

@@ -34,8 +34,9 @@ from .weights import loss_unit
 
 logger = logging.getLogger("dataflex_verl")
 
-#: Scorer timings that can run after verl has computed advantages.
-RUNNABLE_TIMINGS = ("post_reward", "post_advantage")
+#: Scorer timings verl runs: after it has computed advantages, and before rollout in its train sampler
+#: (``mechanism: curriculum``).
+RUNNABLE_TIMINGS = ("pre_rollout", "post_reward", "post_advantage")
 #: verl 0.9 policy losses that multiply ``rollout_is_weights`` linearly into ``pg_losses``.
 LINEAR_POLICY_LOSSES = frozenset(
     {"vanilla", "dppo_tv", "dppo_kl", "gspo", "sapo", "gpg", "clip_cov", "kl_cov", "dro", "cispo"}
@@ -144,7 +145,8 @@ def capabilities(config: Any) -> HostCapabilities:
     Per-token weights reach the policy loss through ``rollout_is_weights``;
     rows are never removed from verl's loss (a selector's drops are weight 0),
     but verl's own estimator can recompute group advantages on the kept rows;
-    mix acts on the train dataloader's sampler; the hook sees the whole global
+    mix and curriculum (``pre_rollout`` scorers) act on the train dataloader's
+    sampler; the hook sees the whole global
     batch, so groups are complete. Fields a config may not produce are listed
     with the setting that produces them; names outside the vocabulary are
     dataset columns carried into the queue with the prompt.

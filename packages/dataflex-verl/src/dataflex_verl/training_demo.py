@@ -10,6 +10,14 @@ runs the configured scorer and actuator in ``_compute_advantage``.
 A toy run shows the mechanics (weights reach the loss, their statistics, what
 they cost) and a direction; it is not a benchmark result. With ``--seeds K``
 the arms are compared over K seeds with :func:`dataflex_core.compare.compare_runs`.
+
+``--mechanism curriculum`` trains both arms on the toy task's mixed variant
+(echo prompts beside prompts that are already solved or unsolvable, whose
+rollouts teach nothing; :func:`dataflex_core.toy_task.mixed_prompts`) and
+validates on echo prompts every few steps: the batch reward of a curriculum
+arm is not comparable with uniform sampling's (it draws other prompts), the
+validation reward is. The summary then says how many steps and rollouts each
+arm needed to reach the baseline's final validation reward.
 """
 
 from __future__ import annotations
@@ -32,9 +40,17 @@ DEFAULT_PAIRS: dict[str, tuple[str, dict[str, Any], str, dict[str, Any]]] = {
     "reweight": ("advantage_magnitude", {}, "softmax", {"temperature": 1.0}),
     "select": ("advantage_magnitude", {}, "topk_fraction", {"fraction": 0.5}),
     "mix": ("reward_difficulty", {}, "reward_gap", {}),
+    "curriculum": ("solve_rate_ema", {"alpha": 0.8}, "learnability", {}),
 }
 #: verl's names for the step's mean reward and step time.
 METRICS = demo_report.HostMetrics(reward="critic/score/mean", step_time="timing_s/step")
+#: The curriculum demo's task and its number of train prompts (few enough that each recurs within a run).
+CURRICULUM_TASK, CURRICULUM_TRAIN_ROWS = "mixed", 48
+#: Responses per validation prompt (sampled at temperature 1, so the validation reward moves smoothly).
+VAL_SAMPLES = 4
+#: verl's validation reward of the toy task's prompts (``val-aux/<data_source>/reward/mean@<n>``; verl files the
+#: same value under ``val-core/.../acc/...`` when the reward function's output has an ``acc``).
+VAL_REWARD = f"val-aux/dataflex_echo/reward/mean@{VAL_SAMPLES}"
 
 
 @dataclass
@@ -56,6 +72,31 @@ class DemoSettings:
     plot_path: Path | None = None
     warmup_step: int = 0
     extra_overrides: list[str] = field(default_factory=list)
+    #: ``echo`` or ``mixed``; ``None``: mixed for mechanism curriculum, echo otherwise.
+    task: str | None = None
+    #: Validate every N steps (and before training); 0 never; ``None``: every 3 steps for curriculum, else 0.
+    val_every: int | None = None
+
+    @property
+    def toy_task(self) -> str:
+        return self.task or (CURRICULUM_TASK if self.mechanism == "curriculum" else "echo")
+
+    @property
+    def validation_interval(self) -> int:
+        return self.val_every if self.val_every is not None else (3 if self.mechanism == "curriculum" else 0)
+
+    def overrides(self) -> list[str]:
+        """verl overrides of both arms: validation (when on), then ``extra_overrides``."""
+        out = []
+        if self.validation_interval:
+            out += [
+                f"trainer.test_freq={self.validation_interval}",
+                "trainer.val_before_train=true",
+                "actor_rollout_ref.rollout.val_kwargs.do_sample=true",
+                "actor_rollout_ref.rollout.val_kwargs.temperature=1.0",
+                f"actor_rollout_ref.rollout.val_kwargs.n={VAL_SAMPLES}",
+            ]
+        return out + list(self.extra_overrides)
 
     def block(self) -> dict[str, Any]:
         """The ``dataflex:`` block of the DataFlex arm."""
@@ -78,6 +119,8 @@ class DemoSettings:
             from dataflex_core import toy_task
 
             block.update({"domains": list(toy_task.DOMAINS), "domain_key": "domain"})
+        if self.mechanism == "curriculum":
+            block["prompt_key"] = "index"  # verl copies each row's extra_info.index into it
         return block
 
     def seed_list(self) -> list[int]:
@@ -111,8 +154,23 @@ def run_training_demo(settings: DemoSettings, out: TextIO = sys.stdout) -> dict[
         f"{settings.steps} steps x {len(ARMS)} arms x {settings.seeds} seed(s), loss_agg_mode={settings.loss_agg_mode}"
     )
     say(f"DataFlex arm: {json.dumps(block)}")
+    task, train_rows = settings.toy_task, CURRICULUM_TRAIN_ROWS if settings.toy_task == "mixed" else 256
+    if task == "mixed":
+        say(
+            f"task: {train_rows} prompts, half echo prompts, a quarter already solved (reward 1 whatever the answer), "
+            "a quarter unsolvable (reward 0): their groups all agree, so uniform sampling spends half its rollouts "
+            "on zero advantages"
+        )
+    if settings.validation_interval:
+        say(f"validation every {settings.validation_interval} steps on echo prompts, {VAL_SAMPLES} samples each")
     say(demo_report.TOY_RUN_NOTE)
-    workspace = runner.prepare_workspace(workdir / "workspace", model_seed=settings.seed, data_seed=settings.seed)
+    workspace = runner.prepare_workspace(
+        workdir / f"workspace_{task}" if task != "echo" else workdir / "workspace",
+        model_seed=settings.seed,
+        data_seed=settings.seed,
+        task=task,
+        train_rows=train_rows,
+    )
     runs: list[dict[str, Any]] = []
     for seed in settings.seed_list():
         for arm in ARMS:
@@ -124,7 +182,7 @@ def run_training_demo(settings: DemoSettings, out: TextIO = sys.stdout) -> dict[
                 loss_agg_mode=settings.loss_agg_mode,
                 lr=settings.lr,
                 experiment=f"{arm}_seed{seed}",
-                extra=list(settings.extra_overrides),
+                extra=settings.overrides(),
             )
             say(f"\n{arm}, seed {seed}: starting verl (Ray, workers, rollout server: about a minute) ...")
             arm_start = time.perf_counter()
@@ -148,6 +206,9 @@ def run_training_demo(settings: DemoSettings, out: TextIO = sys.stdout) -> dict[
             "steps": settings.steps,
             "loss_agg_mode": settings.loss_agg_mode,
             "lr": settings.lr,
+            "task": task,
+            "train_prompts": train_rows,
+            "validation_every": settings.validation_interval,
             "dataflex_verl": __version__,
             "wall_s": round(time.perf_counter() - started, 1),
         },
@@ -156,14 +217,18 @@ def run_training_demo(settings: DemoSettings, out: TextIO = sys.stdout) -> dict[
         f"verl GRPO on the CPU, toy echo task: {block['mechanism']} "
         f"{block['scorer']['name']} -> {block['actuator']['name']} (loss_agg_mode={settings.loss_agg_mode})"
     )
+    validated = settings.validation_interval > 0
+    spec = runner.RunSpec()
     demo_report.finish(
         document,
-        names=METRICS,
+        # with validation, the arms are judged on it: a curriculum's batch reward is of other prompts
+        names=demo_report.HostMetrics(reward=VAL_REWARD, step_time=METRICS.step_time) if validated else METRICS,
         baseline="sync",
         title=title,
         json_path=settings.json_path,
         plot_path=settings.plot_path or workdir / "demo.png",
         say=say,
+        rollouts_per_step=spec.prompts_per_step * spec.samples_per_prompt if validated else None,
     )
     say(
         f"\n{demo_report.TOY_RUN_NOTE}\nwall time {time.perf_counter() - started:.0f} s; verl's logs under {workdir / 'logs'}"

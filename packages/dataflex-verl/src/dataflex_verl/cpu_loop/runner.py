@@ -23,7 +23,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import task, verl_internals
+from . import task as task_module
+from . import verl_internals
 from .names import AGENT_LOOP_NAME, ROLLOUT_NAME
 
 #: The module every verl process imports (``VERL_USE_EXTERNAL_MODULES``).
@@ -46,20 +47,29 @@ class Workspace:
     agent_loop_config: Path
 
 
-def prepare_workspace(root: str | Path, *, model_seed: int = 0, data_seed: int = 0) -> Workspace:
-    """Write everything a run needs under ``root`` (reused when already there for the same seeds)."""
+def prepare_workspace(
+    root: str | Path, *, model_seed: int = 0, data_seed: int = 0, task: str = "echo", train_rows: int = 256
+) -> Workspace:
+    """Write everything a run needs under ``root`` (reused when already there for the same settings).
+
+    :param task: ``echo`` (the plain toy task) or ``mixed`` (echo prompts with solved and unsolvable ones,
+        for ``mechanism: curriculum``; :mod:`.task`).
+    :param train_rows: prompts in the train set.
+    """
     from .model import build_model_and_tokenizer
 
     root = Path(root).resolve()
     marker = root / "workspace.json"
     wanted = {"model_seed": model_seed, "data_seed": data_seed, "format": 1}
+    if (task, train_rows) != ("echo", 256):  # the plain workspace's marker stays as it was
+        wanted.update(task=task, train_rows=train_rows)
     model_dir, tokenizer_dir = root / "model", root / "tokenizer"
     train, val = root / "data" / "train.parquet", root / "data" / "val.parquet"
     agent_loops = root / "agent_loops.yaml"
     if not (marker.exists() and json.loads(marker.read_text()) == wanted):
         root.mkdir(parents=True, exist_ok=True)
         build_model_and_tokenizer(root, model_seed)
-        task.write_dataset(root / "data", seed=data_seed)
+        task_module.write_dataset(root / "data", seed=data_seed, task=task, train_rows=train_rows)
         agent_loops.write_text(
             f"- name: {AGENT_LOOP_NAME}\n  _target_: dataflex_verl.cpu_loop.agent_loop.KeyedSingleTurnAgentLoop\n"
         )
@@ -123,7 +133,7 @@ def overrides(spec: RunSpec, workspace: Workspace) -> list[str]:
         f"data.val_files={workspace.val_files}",
         f"data.train_batch_size={bs}",
         "data.max_prompt_length=16",
-        f"data.max_response_length={task.SCORED_CHARS + 4}",
+        f"data.max_response_length={task_module.SCORED_CHARS + 4}",
         "data.dataloader_num_workers=0",
         f"data.seed={spec.seed}",
         f"actor_rollout_ref.model.path={workspace.model}",
@@ -152,7 +162,7 @@ def overrides(spec: RunSpec, workspace: Workspace) -> list[str]:
         f"actor_rollout_ref.rollout.agent.default_agent_loop={AGENT_LOOP_NAME}",
         f"actor_rollout_ref.rollout.agent.agent_loop_config_path={workspace.agent_loop_config}",
         "reward.num_workers=1",
-        f"reward.custom_reward_function.path={Path(task.__file__).resolve()}",
+        f"reward.custom_reward_function.path={Path(task_module.__file__).resolve()}",
         "reward.custom_reward_function.name=compute_score",
         "trainer.device=cpu",
         "trainer.nnodes=1",

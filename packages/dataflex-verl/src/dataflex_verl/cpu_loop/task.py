@@ -6,7 +6,11 @@ rows and provides :func:`compute_score`, which verl's reward workers load from
 this file (``reward.custom_reward_function``). Each row carries a ``domain``
 column (``vowel`` / ``consonant``) for ``mechanism: mix``, and
 ``extra_info.index``, which the harness's agent loop uses to key deterministic
-sampling.
+sampling and ``mechanism: curriculum`` uses as the prompt id (verl copies it
+into ``index``). The ``mixed`` task (:func:`dataflex_core.toy_task.mixed_prompts`)
+adds prompts that are already solved or unsolvable, for the curriculum; its
+rows carry their ``kind``, and its validation set holds echo prompts only (the
+skill the other prompts cannot teach).
 """
 
 from __future__ import annotations
@@ -42,13 +46,37 @@ def rows(count: int, seed: int, domain_share: dict[str, float] | None = None) ->
     ]
 
 
-def write_dataset(folder: str | Path, *, train_rows: int = 256, val_rows: int = 32, seed: int = 0) -> tuple[Path, Path]:
-    """``(train.parquet, val.parquet)`` under ``folder``."""
+def mixed_rows(count: int, seed: int) -> list[dict[str, Any]]:
+    """``count`` rows of the mixed-difficulty task (echo, solved and unsolvable prompts), each with its ``kind``."""
+    return [
+        {
+            "data_source": DATA_SOURCE,
+            "prompt": [{"role": "user", "content": prompt.text}],
+            "ability": "echo",
+            "reward_model": {"style": "rule", "ground_truth": prompt.answer},
+            "domain": prompt.domain,
+            "kind": prompt.kind,
+            "extra_info": {"index": index},
+        }
+        for index, prompt in enumerate(toy_task.mixed_prompts(count, seed))
+    ]
+
+
+#: The datasets the harness can write: ``echo`` (the plain task) and ``mixed`` (for the curriculum).
+TASKS = ("echo", "mixed")
+
+
+def write_dataset(
+    folder: str | Path, *, train_rows: int = 256, val_rows: int = 32, seed: int = 0, task: str = "echo"
+) -> tuple[Path, Path]:
+    """``(train.parquet, val.parquet)`` under ``folder``; the ``mixed`` task validates on echo prompts only."""
     import pandas as pd
 
+    if task not in TASKS:
+        raise ValueError(f"task {task!r} is not one of {', '.join(TASKS)}")
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     train, val = folder / "train.parquet", folder / "val.parquet"
-    pd.DataFrame(rows(train_rows, seed)).to_parquet(train)
+    pd.DataFrame(rows(train_rows, seed) if task == "echo" else mixed_rows(train_rows, seed)).to_parquet(train)
     pd.DataFrame(rows(val_rows, seed + 1)).to_parquet(val)
     return train, val
