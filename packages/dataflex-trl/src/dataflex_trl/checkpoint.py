@@ -18,10 +18,10 @@ from typing import Any
 
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, get_last_checkpoint
 
-from dataflex_core import Component, ConfigError
+from dataflex_core import ConfigError
 from dataflex_core.step import initial_proportions
 from dataflex_core.step.pinning import ResolvedPlugins, check_plugin_record, save_plugin_record
-from dataflex_core.step.state import load_component_state, save_component_state
+from dataflex_core.step.state import Stateful, load_component_state, save_component_state
 
 logger = logging.getLogger("dataflex_trl")
 
@@ -42,14 +42,20 @@ class DataFlexCheckpointMixin:
     """Saves and restores the plugin set and component state with TRL's checkpoints.
 
     Expects ``self.dataflex`` (the mounted step), ``self.dataflex_plugins`` and
-    ``self.dataflex_sampler`` (``None`` unless ``mechanism: mix``).
+    ``self.dataflex_sampler`` (``None`` unless ``mechanism: mix``) and
+    ``self.dataflex_curriculum_sampler`` (``None`` unless ``mechanism: curriculum``).
     """
 
     dataflex_plugins: ResolvedPlugins
 
-    def _dataflex_stateful(self) -> dict[str, Component]:
+    def _dataflex_stateful(self) -> dict[str, Stateful]:
+        """What travels with checkpoints, by role: the components, and a curriculum's prompt history."""
         pipeline = self.dataflex.pipeline  # type: ignore[attr-defined]
-        return {"scorer": pipeline.scorer, "actuator": pipeline.actuator}
+        stateful: dict[str, Stateful] = {"scorer": pipeline.scorer, "actuator": pipeline.actuator}
+        curriculum = self.dataflex_curriculum_sampler  # type: ignore[attr-defined]
+        if curriculum is not None:
+            stateful["history"] = curriculum.history
+        return stateful
 
     def _save_checkpoint(self, model: Any, trial: Any) -> None:
         if self.args.should_save:  # type: ignore[attr-defined]

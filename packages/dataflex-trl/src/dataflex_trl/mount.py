@@ -17,6 +17,7 @@ from dataflex_core.step import (
     FieldSupport,
     HostCapabilities,
     MountedStep,
+    candidate_columns,
     is_canonical,
     mount_step,
 )
@@ -104,6 +105,8 @@ def capabilities(args: Any, train_dataset: Any) -> HostCapabilities:
         complete_groups=True,
         fields=fields,
         dataset_columns=not bool(getattr(args, "remove_unused_columns", False)),
+        # pre_rollout scorers run in the train sampler (_get_train_sampler), for mechanism: curriculum
+        timings=("pre_rollout", "post_reward", "post_advantage"),
     )
 
 
@@ -114,8 +117,11 @@ def dataset_columns(dataset: Any) -> list[str] | None:
 
 
 def check_dataset_columns(mounted: MountedStep, dataset: Any) -> None:
-    """Every dataset column the step reads (outside the vocabulary) is a column of ``dataset``."""
+    """Every dataset column the step reads (outside the vocabulary) is a column of ``dataset``, and so is every
+    column a curriculum's components read from the candidate prompts."""
     wanted = [name for name in mounted.fields if not is_canonical(name)]
+    if mounted.curriculum is not None:
+        wanted += [name for name in candidate_columns(mounted.pipeline) if name not in wanted]
     columns = dataset_columns(dataset)
     if not wanted or columns is None:
         return

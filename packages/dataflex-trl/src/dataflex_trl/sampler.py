@@ -1,14 +1,16 @@
-"""``mechanism: mix`` in TRL: TRL's prompt order, with the prompts drawn by domain proportions.
+"""``mechanism: mix`` and ``curriculum`` in TRL: TRL's prompt order, with the prompts drawn by DataFlex.
 
 TRL's ``RepeatSampler`` takes ``generation_batch_size / num_generations``
 prompts at a time, yields that chunk ``num_iterations * steps_per_generation``
 times and each prompt ``num_generations`` times in a row, so that a prompt's
 completions form one group across processes. :class:`MixtureRepeatSampler`
 keeps exactly that structure and draws each chunk from core's
-:class:`~dataflex_core.step.DomainMixtureSampler` instead of a shuffled pass
-over the dataset: new proportions apply from the next chunk it draws. Every
-process builds the same sampler with the same seed and receives the same
-proportions, so all processes draw the same chunks, as TRL requires.
+:class:`~dataflex_core.step.DomainMixtureSampler` (mix) or
+:class:`~dataflex_core.step.CurriculumSampler` (curriculum) instead of a
+shuffled pass over the dataset: new proportions or a new history apply from
+the next chunk it draws. Every process builds the same sampler with the same
+seed and receives the same proportions (or feeds its history the same gathered
+rewards), so all processes draw the same chunks, as TRL requires.
 """
 
 from __future__ import annotations
@@ -17,18 +19,21 @@ from collections.abc import Iterator
 
 from torch.utils.data import Sampler
 
-from dataflex_core.step import DomainMixtureSampler
+from dataflex_core.step import CurriculumSampler, DomainMixtureSampler
 
 
 class MixtureRepeatSampler(Sampler[int]):
-    """TRL's ``RepeatSampler`` layout over chunks drawn by a :class:`DomainMixtureSampler`.
+    """TRL's ``RepeatSampler`` layout over chunks drawn by a :class:`DomainMixtureSampler` or a
+    :class:`CurriculumSampler`.
 
     :param mixture: draws chunks of ``mixture.batch_size`` prompts (one generation batch's prompts).
     :param mini_repeat_count: ``num_generations``.
     :param repeat_count: ``num_iterations * steps_per_generation``.
     """
 
-    def __init__(self, mixture: DomainMixtureSampler, mini_repeat_count: int, repeat_count: int) -> None:
+    def __init__(
+        self, mixture: DomainMixtureSampler | CurriculumSampler, mini_repeat_count: int, repeat_count: int
+    ) -> None:
         self.mixture = mixture
         self.mini_repeat_count = int(mini_repeat_count)
         self.repeat_count = int(repeat_count)
@@ -36,7 +41,7 @@ class MixtureRepeatSampler(Sampler[int]):
     @property
     def chunks(self) -> int:
         """Chunks per epoch: as many as ``RepeatSampler`` makes from the same dataset."""
-        return len(self.mixture.domain_of_row) // self.mixture.batch_size
+        return len(self.mixture) // self.mixture.batch_size  # both samplers count whole blocks
 
     def __iter__(self) -> Iterator[int]:
         for _ in range(self.chunks):

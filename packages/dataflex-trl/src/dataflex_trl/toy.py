@@ -64,12 +64,30 @@ def tiny_model(tokenizer: Any, seed: int, spec: TinyModelSpec = TinyModelSpec())
     return Qwen2ForCausalLM(config)
 
 
-def toy_dataset(count: int, seed: int, domain_share: dict[str, float] | None = None):
-    """A ``datasets.Dataset`` of ``count`` rows: ``prompt`` (the letter), ``answer`` and ``domain``."""
+def toy_dataset(count: int, seed: int, domain_share: dict[str, float] | None = None, task: str = "echo"):
+    """A ``datasets.Dataset`` of ``count`` rows: ``prompt``, ``answer``, ``domain`` and ``index`` (the row's id, for
+    ``mechanism: curriculum``'s ``prompt_key``).
+
+    :param task: ``echo`` (the letter to echo) or ``mixed`` (echo prompts beside prompts that are already solved
+        or unsolvable, :func:`dataflex_core.toy_task.mixed_prompts`; rows carry their ``kind``).
+    """
     from datasets import Dataset
 
+    if task == "mixed":
+        rows = [
+            {"prompt": p.text, "answer": p.answer, "domain": p.domain, "kind": p.kind, "index": index}
+            for index, p in enumerate(toy_task.mixed_prompts(count, seed))
+        ]
+        return Dataset.from_list(rows)
+    if task != "echo":
+        raise ValueError(f"task {task!r} is not one of echo, mixed")
     pairs = toy_task.prompts(count, seed, domain_share)
-    return Dataset.from_list([{"prompt": letter, "answer": letter, "domain": domain} for letter, domain in pairs])
+    return Dataset.from_list(
+        [
+            {"prompt": letter, "answer": letter, "domain": domain, "index": index}
+            for index, (letter, domain) in enumerate(pairs)
+        ]
+    )
 
 
 def echo_reward(completions: list[str], answer: list[str], **_: Any) -> list[float]:

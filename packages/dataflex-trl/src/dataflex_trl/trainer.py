@@ -13,7 +13,9 @@ own experimental trainers are:
   -w min(c1 A, c2 A)``), so this is exactly a per-token weight on the policy
   term; the KL and entropy terms stay unweighted;
 - ``_get_train_sampler``: for ``mechanism: mix``, TRL's prompt order drawn by
-  domain proportions (:mod:`dataflex_trl.sampler`);
+  domain proportions; for ``mechanism: curriculum``, by a ``pre_rollout``
+  scorer and a sampler over a per-prompt history that each generation batch's
+  rewards feed (:mod:`dataflex_trl.sampler`);
 - ``_save_checkpoint`` / ``_load_optimizer_and_scheduler``: the plugin set and
   the components' state travel with TRL's checkpoints
   (:mod:`dataflex_trl.checkpoint`).
@@ -32,7 +34,16 @@ import torch
 from trl import GRPOTrainer
 
 from dataflex_core import Batch
-from dataflex_core.step import DataFlexStep, DomainMixtureSampler, MountedStep, initial_proportions
+from dataflex_core.step import (
+    CurriculumSampler,
+    DataFlexStep,
+    DomainMixtureSampler,
+    MountedStep,
+    PromptHistory,
+    PromptIds,
+    candidate_columns,
+    initial_proportions,
+)
 from dataflex_core.step.mix import domain_ids
 from dataflex_core.step.pinning import resolve_plugins
 
@@ -93,6 +104,8 @@ class DataFlexGRPOTrainer(DataFlexCheckpointMixin, GRPOTrainer):
         self.dataflex: MountedStep = mounted if mounted is not None else mount(dataflex, self.args, train_dataset)
         self.dataflex_step = DataFlexStep(self.dataflex)
         self.dataflex_sampler: MixtureRepeatSampler | None = None
+        #: mechanism curriculum: the sampler drawing each generation batch's prompts, with the prompt history
+        self.dataflex_curriculum_sampler: CurriculumSampler | None = None
         self._dataflex_rewards_per_func: torch.Tensor | None = None
         logger.info("dataflex-trl %s mounted: %s", __version__, self.dataflex.describe())
 
@@ -114,6 +127,8 @@ class DataFlexGRPOTrainer(DataFlexCheckpointMixin, GRPOTrainer):
         return output
 
     def _get_train_sampler(self, dataset=None):
+        if self.dataflex.curriculum is not None:
+            return self._dataflex_curriculum_sampler(self.train_dataset if dataset is None else dataset)
         if self.dataflex.mix is None:
             return super()._get_train_sampler(dataset)
         dataset = self.train_dataset if dataset is None else dataset
@@ -135,9 +150,31 @@ class DataFlexGRPOTrainer(DataFlexCheckpointMixin, GRPOTrainer):
         )
         return self.dataflex_sampler
 
+    def _dataflex_curriculum_sampler(self, dataset) -> MixtureRepeatSampler:
+        """TRL's prompt layout over a :class:`CurriculumSampler` keyed by the dataset column ``prompt_key``."""
+        settings = self.dataflex.curriculum
+        columns = {name: dataset[name] for name in candidate_columns(self.dataflex.pipeline)}
+        history = PromptHistory(
+            PromptIds(dataset[settings.prompt_key], settings.prompt_key), settings.success_threshold
+        )
+        self.dataflex_curriculum_sampler = CurriculumSampler(
+            self.dataflex_step,
+            history,
+            columns,
+            self.args.generation_batch_size // self.num_generations,
+            seed=self.args.seed,
+            candidates=settings.candidates,
+        )
+        return MixtureRepeatSampler(
+            self.dataflex_curriculum_sampler, self.num_generations, self.num_iterations * self.args.steps_per_generation
+        )
+
     # -- the step ------------------------------------------------------------------------
     def _dataflex_on_generation(self, inputs: list[dict], output: dict, step: int, start: float) -> dict[str, float]:
         """Run the core step on the gathered generation batch and apply its result to this process's ``output``."""
+        if self.dataflex.curriculum is not None:  # fed in warm-up too; every process feeds the same gathered batch
+            batch, _ = self._dataflex_batch(inputs, output)
+            return self.dataflex_step.curriculum(batch, step, self.dataflex_curriculum_sampler, start=start)
         if not self.dataflex_step.active(step):
             return {"dataflex/active": 0.0}
         accelerator = self.accelerator
