@@ -341,11 +341,11 @@ def test_the_step_feeds_real_rows_to_the_history_and_the_scorers_observe():
     assert metrics["dataflex/curriculum/success_rate"] == pytest.approx(0.75)
     assert metrics["dataflex/curriculum/uniform_reward_fraction"] == 0.5
     assert metrics["dataflex/curriculum/seen_fraction"] == 0.5
-    assert metrics["dataflex/curriculum/draw/step"] == 1.0
+    assert metrics["dataflex/curriculum/draw/history_step"] == 0.0
     assert metrics["dataflex/active"] == 1.0
     # the next block is drawn for step 2 with the updated history in the candidates' batch
     sampler.next_block()
-    assert sampler.draw_metrics["dataflex/curriculum/draw/step"] == 2.0
+    assert sampler.draw_metrics["dataflex/curriculum/draw/history_step"] == 1.0
     assert sampler.draw_metrics["dataflex/curriculum/draw/unseen_share"] == pytest.approx(0.5)
 
 

@@ -150,7 +150,9 @@ class CurriculumSampler(TorchSampler[int]):
         self.last_probabilities = (rows.clone(), p.clone())
         unseen = self.history.times_sampled[rows] == 0
         self.draw_metrics = {
-            f"{METRIC_PREFIX}draw/step": float(step),
+            # the last step the history had seen: step - 1 when nothing prefetches (verl's sync trainer), older
+            # when the framework fetches batches ahead (TRL through accelerate: one batch)
+            f"{METRIC_PREFIX}draw/history_step": float(self.history.last_step),
             f"{METRIC_PREFIX}draw/candidates": float(len(rows)),
             f"{METRIC_PREFIX}draw/uniform": 1.0 if uniform else 0.0,
             f"{METRIC_PREFIX}draw/max_probability": float(p.max()),
