@@ -82,14 +82,21 @@ def read_fields(scorer: Scorer, reweighter: Reweighter) -> tuple[str, ...]:
     return tuple(dict.fromkeys(n for n in names if n != "uid"))
 
 
+#: Scorer timings a host runs in the training step, where a reweighter can use the scores. A ``pre_rollout``
+#: scorer reads per-prompt fields before any rollout exists (it drives a sampler, not loss weights).
+STEP_TIMINGS = ("post_reward", "post_advantage")
+
+
 def discover_pairs(registry: Registry, only: Iterable[str] = ()) -> list[Pair]:
-    """Every scorer x every reweighter that accepts the scorer's granularity.
+    """Every scorer that runs in the step x every reweighter that accepts the scorer's granularity.
 
     :param only: substrings; when given, keep pairs whose name contains one of them.
     """
     only = [s for s in only if s]
     pairs = []
     for scorer in registry.components["scorer"].values():
+        if scorer.cls.timing not in STEP_TIMINGS:
+            continue
         for reweighter in registry.components["reweighter"].values():
             if scorer.cls.granularity in reweighter.cls.accepts_granularity:
                 pair = Pair(scorer, reweighter)

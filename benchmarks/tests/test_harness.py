@@ -60,7 +60,8 @@ def test_measure_interleaved_syncs_around_every_timed_call():
 
 def test_pairs_follow_granularity_and_baseline_reads_exactly_the_declared_fields():
     found = {p.name: p for p in pairs.discover_pairs(toy_registry())}
-    # Token scorers go with token reweighters only, sample scorers with sample reweighters only.
+    # Token scorers go with token reweighters only, sample scorers with sample reweighters only;
+    # a pre_rollout scorer (prompt_table) feeds a sampler, never a reweighter.
     assert sorted(found) == ["abs_adv+softmax", "solve_rate+softmax", "token_prob+token_linear"]
     assert found["abs_adv+softmax"].fields == ("response_mask", "is_padding", "advantages")
     assert not found["abs_adv+softmax"].needs_groups

@@ -100,6 +100,17 @@ class RatesOnly(Reweighter):
         return mean_one(1.0 - scores.float() + 0.5, batch)
 
 
+class PromptTable(Scorer):
+    """A ``pre_rollout`` scorer: it drives a sampler before any rollout, never a reweighter."""
+
+    requires = ["prompt_index"]
+    granularity = "prompt"
+    timing = "pre_rollout"
+
+    def score(self, batch, step_id, **ctx):
+        raise AssertionError("a pre_rollout scorer is never paired with a reweighter")
+
+
 TOY = PluginInfo(name="bench-toys", value="toy_components", dist="bench-toys", version="0")
 
 
@@ -109,6 +120,7 @@ def toy_registry(*, broken: bool = False) -> Registry:
         ("scorer", "abs_adv", AbsAdvantage),
         ("scorer", "solve_rate", SolveRate),
         ("scorer", "token_prob", TokenProb),
+        ("scorer", "prompt_table", PromptTable),
         ("reweighter", "softmax", Softmax),
         ("reweighter", "token_linear", TokenLinear),
     ]:
