@@ -40,6 +40,7 @@ import torch
 from ..batch import Batch
 from ..config import DataFlexPipeline, build_from_config, to_plain
 from ..errors import ConfigError, InvalidOutputError
+from ..inputs import nonfinite_mask
 from ..normalize import valid_token_mask
 from ..precomputed import prepare_batch
 from . import curriculum as curriculum_mechanism
@@ -327,7 +328,7 @@ class DataFlexStep:
             raise InvalidOutputError(
                 f"{spec.kind} {spec.label} returned invalid weights at step {step}: {exc}"
             ) from exc
-        if not torch.isfinite(applied).all():
+        if nonfinite_mask(applied, torch.ones((), dtype=torch.bool, device=applied.device)) is not None:
             raise InvalidOutputError(
                 f"{spec.kind} {spec.label} at step {step}: the normalised weights are not finite "
                 "(weights too extreme to scale to mean one)"

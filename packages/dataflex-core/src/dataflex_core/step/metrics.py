@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import torch
 
+from ..blockwise import blockwise, row_counts, row_slices
 from .weights import SEQUENCE_UNIT, TOKEN_UNIT, unit_mean
 
 PREFIX = "dataflex/"
@@ -39,7 +40,7 @@ def weight_metrics(
 
     Masked reductions only (no boolean indexing): this runs on the whole global batch every step.
     """
-    token_count = valid_tokens.sum(-1)
+    token_count = row_counts(valid_tokens)  # a bool mask's sum(-1) copies it to int64 first
     if factor.dim() == 1:
         out = _sample_metrics(factor, token_count, unit)
     else:
@@ -66,13 +67,9 @@ def _token_metrics(
     num_samples = int(valid_rows.sum())
     if num_tokens == 0:
         return {f"{PREFIX}valid_samples": 0.0, f"{PREFIX}valid_tokens": 0.0}
-    w = torch.where(valid_tokens, factor, torch.zeros((), dtype=factor.dtype))
-    row_sum = w.sum(-1, dtype=torch.float64)
+    row_sum, squares_sum, low, high = _masked_row_stats(factor, valid_tokens)
     mean = row_sum.sum() / num_tokens
-    second = (w * w).sum(dtype=torch.float64) / num_tokens
-    inf = torch.full((), float("inf"), dtype=factor.dtype)
-    low = torch.where(valid_tokens, factor, inf).amin()
-    high = torch.where(valid_tokens, factor, -inf).amax()
+    second = squares_sum / num_tokens
     per_sample = torch.where(valid_rows, row_sum / token_count.clamp(min=1), torch.zeros((), dtype=torch.float64))
     total, squares = per_sample.sum(), (per_sample * per_sample).sum()
     ess = float(total**2 / squares) if squares > 0 else 0.0
@@ -117,3 +114,32 @@ def _sample_metrics(weights: torch.Tensor, token_count: torch.Tensor, unit: str)
         f"{PREFIX}valid_samples": float(num_samples),
         f"{PREFIX}valid_tokens": float(num_tokens),
     }
+
+
+def _masked_row_stats(
+    factor: torch.Tensor, valid_tokens: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Over valid tokens: float64 row sums, the float64 sum of squares, the min and the max.
+
+    On the CPU block by block (no (bs, L) float64 copies); elsewhere in one go.
+    """
+    zero = torch.zeros((), dtype=factor.dtype, device=factor.device)
+    inf = torch.full((), float("inf"), dtype=factor.dtype, device=factor.device)
+    if not blockwise(factor):
+        w = torch.where(valid_tokens, factor, zero)
+        return (
+            w.sum(-1, dtype=torch.float64),
+            (w * w).sum(dtype=torch.float64),
+            torch.where(valid_tokens, factor, inf).amin(),
+            torch.where(valid_tokens, factor, -inf).amax(),
+        )
+    row_sum = torch.empty(factor.shape[0], dtype=torch.float64)
+    squares, low, high = 0.0, float("inf"), float("-inf")
+    for rows in row_slices(*factor.shape):
+        valid = valid_tokens[rows]
+        w = torch.where(valid, factor[rows], zero)
+        row_sum[rows] = w.sum(-1, dtype=torch.float64)
+        squares += float((w * w).sum(dtype=torch.float64))
+        low = min(low, float(torch.where(valid, w, inf).amin()))
+        high = max(high, float(torch.where(valid, w, -inf).amax()))
+    return row_sum, torch.tensor(squares, dtype=torch.float64), torch.tensor(low), torch.tensor(high)

@@ -14,6 +14,7 @@ import torch
 from ..components import SAMPLE_GRANULARITIES
 from ..config import DataFlexPipeline
 from ..errors import InvalidOutputError
+from ..inputs import negative_mask, nonfinite_mask
 from ..normalize import valid_sample_mask, valid_token_mask
 
 
@@ -62,13 +63,13 @@ def check_output(
     if not (value.is_floating_point() or value.dtype in (torch.int32, torch.int64, torch.bool)):
         raise fail(f"dtype {value.dtype} is not numeric")
     valid = (valid_for(shape, batch) if valid is None else valid).to(value.device)
-    if value.is_floating_point():
-        bad = valid & ~torch.isfinite(value)
-        if bad.any():
-            raise fail(f"{int(bad.sum())} of {int(valid.sum())} valid entries are NaN or inf")
+    # One reduction each on the common path; the per-entry masks are built only to describe a failure.
+    bad = nonfinite_mask(value, valid)
+    if bad is not None:
+        raise fail(f"{int(bad.sum())} of {int(torch.count_nonzero(valid))} valid entries are NaN or inf")
     if non_negative:
-        negative = valid & (value < 0)
-        if negative.any():
+        negative = negative_mask(value, valid)
+        if negative is not None:
             raise fail(f"{int(negative.sum())} valid entries are negative (min {value[negative].min().item():.4g})")
     return value
 

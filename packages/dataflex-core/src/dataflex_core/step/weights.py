@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import torch
 
+from ..blockwise import row_counts
 from ..errors import InvalidOutputError
 
 TOKEN_UNIT = "token"
@@ -51,8 +52,8 @@ def unit_mean(
     zero = torch.zeros((), dtype=token_weights.dtype, device=token_weights.device)
     w = token_weights if masked else torch.where(valid_tokens, token_weights, zero)
     if unit == TOKEN_UNIT:
-        return w.sum() / valid_tokens.sum().clamp(min=1)
-    per_seq_count = valid_tokens.sum(-1)
+        return w.sum() / torch.count_nonzero(valid_tokens).clamp(min=1)
+    per_seq_count = row_counts(valid_tokens)  # a bool mask's sum(-1) copies it to int64 first
     per_seq = w.sum(-1) / per_seq_count.clamp(min=1)
     return per_seq.sum() / (per_seq_count > 0).sum().clamp(min=1)
 
@@ -107,7 +108,7 @@ def finalize(
     if unit not in LOSS_UNITS:
         raise ValueError(f"unit must be one of {', '.join(LOSS_UNITS)}, got {unit!r}")
     if dataflex_weights.dim() == 1 and importance_weights is None:
-        factor = finalize_samples(dataflex_weights, valid_tokens.sum(-1), unit)
+        factor = finalize_samples(dataflex_weights, row_counts(valid_tokens), unit)
         return factor, factor
     factor = to_token_weights(dataflex_weights, valid_tokens)
     if not valid_tokens.any():
@@ -116,7 +117,7 @@ def finalize(
         denominator = unit_mean(factor, valid_tokens, unit, masked=True)
         if not denominator > 0:
             raise InvalidOutputError("every valid token got weight 0; at least one must be positive")
-        factor = factor / denominator
+        factor = factor.div_(denominator)  # our own tensor (to_token_weights)
         return factor, factor
     base = importance_weights.to(torch.float32)
     product = factor * base
@@ -136,5 +137,5 @@ def finalize(
 def applied_unit_mean(weights: torch.Tensor, valid_tokens: torch.Tensor, unit: str) -> float:
     """The mean of applied weights (``(bs,)`` per sample or ``(bs, L)``) in ``unit``: 1 when normalised."""
     if weights.dim() == 1:
-        return float(sample_unit_mean(weights, valid_tokens.sum(-1), unit))
+        return float(sample_unit_mean(weights, row_counts(valid_tokens), unit))
     return float(unit_mean(weights.to(torch.float32), valid_tokens, unit))
