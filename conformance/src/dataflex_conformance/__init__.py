@@ -33,15 +33,30 @@ from .checks_output import (
     check_output_shape,
     check_permutation_equivariant,
 )
+from .checks_prompts import (
+    check_candidate_order_free,
+    check_constant_scores_uniform_probabilities,
+    check_no_prompt_starved,
+    check_probabilities_nonnegative,
+    check_probabilities_sum_to_one,
+    check_prompt_fields_declared,
+    check_prompt_scores_in_declared_range,
+    check_prompts_deterministic,
+    check_prompts_not_mutated,
+    check_sampler_rejects_out_of_range,
+    check_state_round_trip,
+)
 from .checks_scaling import check_scales_linearly
 from .fields import KNOWN_FIELDS, FieldContext, FieldSynthesiser, MissingFieldError
 from .guarded import GuardedBatch, UndeclaredFieldError
 from .parametrize import ENV_DEVICE, check_calls, parametrize_with_checks
 from .probe import Blocked, CheckFailure, Probe
+from .prompt_batches import PromptBatchFactory, PromptCase, PromptSample
+from .prompt_probe import PromptProbe
 from .report import Report, print_summary
 from .runner import BLOCKED, EXPECTED_FAILURE, FAILED, PASSED, CheckResult, run_call
 from .subjects import Subject
-from .suite import ALL_CHECK_NAMES, CHECKS, CheckCall, iter_check_calls
+from .suite import ALL_CHECK_NAMES, CHECKS, PROMPT_CHECKS, CheckCall, checks_for, iter_check_calls
 from .version import __version__
 
 __all__ = [
@@ -63,6 +78,11 @@ __all__ = [
     "KNOWN_FIELDS",
     "MissingFieldError",
     "PASSED",
+    "PROMPT_CHECKS",
+    "PromptBatchFactory",
+    "PromptCase",
+    "PromptProbe",
+    "PromptSample",
     "Probe",
     "Report",
     "Sample",
@@ -72,6 +92,18 @@ __all__ = [
     "certify",
     "certify_subjects",
     "check_calls",
+    "check_candidate_order_free",
+    "check_constant_scores_uniform_probabilities",
+    "check_no_prompt_starved",
+    "check_probabilities_nonnegative",
+    "check_probabilities_sum_to_one",
+    "check_prompt_fields_declared",
+    "check_prompt_scores_in_declared_range",
+    "check_prompts_deterministic",
+    "check_prompts_not_mutated",
+    "check_sampler_rejects_out_of_range",
+    "check_state_round_trip",
+    "checks_for",
     "check_constant_scores_uniform",
     "check_deterministic",
     "check_invalid_units_zero",

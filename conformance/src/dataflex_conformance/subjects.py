@@ -16,6 +16,7 @@ from dataflex_core import Component, ComponentSpec, Registry, accepted_params
 from dataflex_core.distributions import canonical_name
 
 from .batches import score_range_of
+from .prompt_batches import is_prompt_world
 
 #: Synthetic score sources: label -> the granularity whose shape they take.
 SYNTHETIC_SOURCES = {"sample_scores": "prompt", "token_scores": "token", "domain_scores": "domain"}
@@ -162,6 +163,9 @@ def expand_subjects(components: list[Subject], scorers: list[Subject]) -> tuple[
         for scorer in scorers:
             if scorer.cls.granularity not in subject.cls.accepts_granularity:
                 continue
+            if is_prompt_world(subject.cls) != is_prompt_world(scorer.cls):
+                continue  # samplers take pre_rollout scores of candidate prompts; the other actuators, rollouts'
+
             problem = pairing_problem(subject.cls, scorer.cls)
             if problem is None:
                 out.append(subject.with_source(scorer))

@@ -16,10 +16,13 @@ import torch
 from . import checks_actuator as act
 from . import checks_common as common
 from . import checks_output as output
+from . import checks_prompts as prompts
 from . import checks_scaling as scaling
 from .batches import BatchFactory, Case, is_bounded, score_range_of
 from .fields import FieldSynthesiser
 from .probe import Probe
+from .prompt_batches import PromptBatchFactory, PromptCase, is_prompt_world
+from .prompt_probe import PromptProbe
 from .subjects import Subject
 
 F16 = torch.float16
@@ -209,8 +212,84 @@ CHECKS: dict[str, list[CheckDef]] = {
     ],
 }
 
+# -- the curriculum's components: candidate prompts instead of rollouts ------------------------------
+
+P_DEFAULT = PromptCase("n=8")
+P_OBSERVED = PromptCase("n=8-observed", observed=3, seed=1)
+P_37 = PromptCase("n=37-observed", bs=37, observed=2, seed=2)
+#: Candidate batches: fresh and after observing a few steps (all solved, all failed, fractional outcomes).
+PROMPT_LAYOUTS = [
+    P_DEFAULT,
+    PromptCase("n=1", bs=1),
+    P_OBSERVED,
+    P_37,
+    PromptCase("n=512-observed", bs=512, observed=4, seed=3),
+]
+PROMPT_SCALING = [PromptCase("rows=n-vs-2n")]
+
+
+def _prompt_actuator_cases(subject: Subject) -> list[Case]:
+    """Candidate layouts for a real scorer source; layouts plus score distributions for a synthetic one."""
+    if not isinstance(subject.source, str):
+        return list(PROMPT_LAYOUTS)
+    cases = BOUNDED_SCORE_CASES if _bounded(subject) else DISTRIBUTIONS[1:]
+    return PROMPT_LAYOUTS + [PromptCase(c.label, scores=c.scores, seed=c.seed) for c in cases]
+
+
+def _prompt_constant_cases(subject: Subject) -> list[Case]:
+    """Equal scores (synthetic sources only)."""
+    if not isinstance(subject.source, str):
+        return []
+    cases = [c for c in _prompt_actuator_cases(subject) if c.scores in ("constant", "zeros", "low", "high")]
+    return [PromptCase(c.label, bs=12, scores=c.scores, seed=c.seed) for c in cases]
+
+
+def _prompt_scaling_cases(subject: Subject) -> list[Case]:
+    return list(PROMPT_SCALING) if subject.source is None or isinstance(subject.source, str) else []
+
+
+_PROMPT_PURITY = [
+    CheckDef(prompts.check_prompt_fields_declared, _fixed([P_DEFAULT, P_OBSERVED])),
+    CheckDef(prompts.check_prompts_not_mutated, _fixed(PROMPT_LAYOUTS)),
+    CheckDef(common.check_no_autograd_graph, _fixed([P_OBSERVED])),
+    CheckDef(prompts.check_prompts_deterministic, _fixed([P_DEFAULT, P_OBSERVED])),
+    CheckDef(prompts.check_candidate_order_free, _fixed([P_OBSERVED, P_37])),
+    CheckDef(scaling.check_scales_linearly, _prompt_scaling_cases),
+]
+
+#: kind -> the checks a ``pre_rollout`` scorer or a sampler must pass (they see candidate prompts).
+PROMPT_CHECKS: dict[str, list[CheckDef]] = {
+    "scorer": [
+        CheckDef(output.check_output_shape, _fixed(PROMPT_LAYOUTS)),
+        CheckDef(output.check_output_dtype, _fixed(PROMPT_LAYOUTS)),
+        CheckDef(common.check_output_device, _fixed(PROMPT_LAYOUTS)),
+        CheckDef(output.check_output_finite, _fixed(PROMPT_LAYOUTS)),
+        CheckDef(prompts.check_state_round_trip, _fixed([P_OBSERVED, P_37])),
+        CheckDef(prompts.check_prompt_scores_in_declared_range, _range_declared(PROMPT_LAYOUTS)),
+        *_PROMPT_PURITY,
+    ],
+    "sampler": [
+        CheckDef(output.check_output_shape, _prompt_actuator_cases),
+        CheckDef(output.check_output_dtype, _prompt_actuator_cases),
+        CheckDef(common.check_output_device, _prompt_actuator_cases),
+        CheckDef(output.check_output_finite, _prompt_actuator_cases),
+        CheckDef(prompts.check_probabilities_nonnegative, _prompt_actuator_cases),
+        CheckDef(prompts.check_probabilities_sum_to_one, _prompt_actuator_cases),
+        CheckDef(prompts.check_no_prompt_starved, _prompt_actuator_cases),
+        CheckDef(prompts.check_constant_scores_uniform_probabilities, _prompt_constant_cases),
+        CheckDef(prompts.check_sampler_rejects_out_of_range, _range_declared([P_DEFAULT])),
+        *_PROMPT_PURITY,
+    ],
+}
+
+
+def checks_for(subject: Subject) -> list[CheckDef]:
+    """The checks ``subject`` must pass: on candidate prompts for the curriculum's components, else on rollouts."""
+    return PROMPT_CHECKS[subject.kind] if is_prompt_world(subject.cls) else CHECKS[subject.kind]
+
+
 #: Every check name, for validating ``--xfail`` keys.
-ALL_CHECK_NAMES = sorted({c.name for defs in CHECKS.values() for c in defs})
+ALL_CHECK_NAMES = sorted({c.name for table in (CHECKS, PROMPT_CHECKS) for defs in table.values() for c in defs})
 
 
 @dataclass
@@ -231,14 +310,17 @@ class CheckCall:
     def id(self) -> str:
         return f"{self.subject.id}-{self.check_name}[{self.device}-{self.case.label}]"
 
-    def factory(self) -> BatchFactory:
+    def factory(self) -> BatchFactory | PromptBatchFactory:
         who = f"{self.subject.kind} {self.subject.name!r}"
+        if is_prompt_world(self.subject.cls):
+            return PromptBatchFactory(self.subject.requires, self.fields, who)
         return BatchFactory(self.subject.requires, self.fields, who)
 
     def __call__(self, fields: Mapping[str, FieldSynthesiser] | None = None) -> None:
         """Run the check; raises CheckFailure / Blocked (AssertionError) when it does not hold."""
         call = self if fields is None else CheckCall(self.subject, self.check, self.case, self.device, fields)
-        call.check.func(Probe(call.subject, call.case, call.device, call.factory()))
+        probe = PromptProbe if is_prompt_world(call.subject.cls) else Probe
+        call.check.func(probe(call.subject, call.case, call.device, call.factory()))
 
     def __repr__(self) -> str:
         return f"CheckCall({self.id})"
@@ -251,7 +333,7 @@ def iter_check_calls(
     calls = []
     for subject in subjects:
         for device in devices:
-            for check in CHECKS[subject.kind]:
+            for check in checks_for(subject):
                 for case in check.cases(subject):
                     calls.append(CheckCall(subject, check, case, device, fields))
     return calls

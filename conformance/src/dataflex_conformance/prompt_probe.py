@@ -1,0 +1,93 @@
+"""A check's view of a ``pre_rollout`` scorer or a sampler: candidate prompts instead of rollouts.
+
+The checks shared with the other kinds (shape, dtype, device, finiteness,
+no autograd graph, linear cost) run unchanged on this probe; it builds
+candidate batches (:mod:`.prompt_batches`), feeds a scorer the case's
+outcomes through ``observe`` before it scores (once per instance and
+sample, as a host does between steps), and gives a sampler the scores of its
+``pre_rollout`` scorer or of the case's distribution.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from .batches import Case, score_range_of
+from .probe import STEP_ID, Blocked, Probe
+from .prompt_batches import PromptBatchFactory, PromptSample, prompt_scores
+from .subjects import Subject
+
+
+class PromptProbe(Probe):
+    """:class:`~dataflex_conformance.probe.Probe` over candidate prompts."""
+
+    factory: PromptBatchFactory
+
+    def __init__(self, subject: Subject, case: Case, device: torch.device | str, factory: PromptBatchFactory) -> None:
+        super().__init__(subject, case, device, factory)
+        #: (component, sample) pairs whose outcomes were observed already: a host feeds each step once.
+        self._fed: list[tuple[Any, PromptSample]] = []
+
+    def sample(self, case: Case | None = None) -> PromptSample:
+        return self.factory.build(case or self.case, self.device)
+
+    def observe(self, component: Any, sample: PromptSample) -> None:
+        """Feed ``component`` the sample's outcomes (once for this instance and sample)."""
+        if any(c is component and s is sample for c, s in self._fed):
+            return
+        self._fed.append((component, sample))
+        for step, outcomes in sample.outcomes:
+            try:
+                component.observe(outcomes, step)
+            except Exception as exc:  # noqa: BLE001
+                raise self.fail(f"observe() of step {step}'s outcomes raised {type(exc).__name__}: {exc}") from exc
+
+    def scores(self, sample: PromptSample, case: Case | None = None) -> torch.Tensor:
+        """The scores a sampler receives: its ``pre_rollout`` scorer's or the case's distribution, made once per
+        sample (clones and reorderings carry them, so every call sees the same scores for the same prompt)."""
+        if sample.scores is None:
+            source = self.subject.source
+            if isinstance(source, Subject):
+                sample.scores = self._source_scores(source, sample)
+            else:
+                sample.scores = prompt_scores(case or self.case, sample, score_range_of(self.subject.cls))
+        return sample.scores.clone()
+
+    def _source_scores(self, source: Subject, sample: PromptSample) -> torch.Tensor:
+        def blocked(message: str) -> Blocked:
+            return self.blocked(
+                f"{source.component_id} (scorer)", f"scorer {source.label} {message}", source.component_id
+            )
+
+        try:
+            scorer = source.make()
+            for step, outcomes in sample.outcomes:
+                scorer.observe(outcomes, step)
+            out = scorer.score(sample.batch, STEP_ID, **sample.ctx())
+        except Exception as exc:  # noqa: BLE001
+            raise blocked(f"raised {type(exc).__name__}: {exc}") from exc
+        if not isinstance(out, torch.Tensor):
+            raise blocked(f"returned {type(out).__name__}, not a tensor")
+        if tuple(out.shape) != (len(sample),) or out.device != sample.device or not out.is_floating_point():
+            raise blocked(f"returned a {tuple(out.shape)} {out.dtype} tensor on {out.device}")
+        if not torch.isfinite(out.detach()).all():
+            raise blocked("returned non-finite scores")
+        return out.detach()
+
+    def call(self, component: Any, sample: PromptSample, scores: torch.Tensor | None = None, batch: Any = None) -> Any:
+        """``score`` (after observing the sample's outcomes) or ``act`` on the candidates; a raise is a failure."""
+        batch = sample.batch if batch is None else batch
+        if self.subject.kind == "scorer":
+            self.observe(component, sample)
+        try:
+            if self.subject.kind == "scorer":
+                return component.score(batch, STEP_ID, **sample.ctx())
+            return component.act(scores, batch, step_id=STEP_ID, **sample.ctx())
+        except Exception as exc:  # noqa: BLE001
+            method = "score" if self.subject.kind == "scorer" else "act"
+            raise self.fail(f"{method}() raised {type(exc).__name__}: {exc}") from exc
+
+    def expected_shape(self, sample: PromptSample) -> tuple[int, ...]:
+        return (len(sample),)
