@@ -57,7 +57,13 @@ LABELS = {
         "local": "(not from an installed package)",
         "empty": "No dataflex plugins are installed in the environment that built this page.",
         "built_with": "Built from the plugins installed with dataflex-core {core}: {count} components in {dists} packages.",
-        "kinds": {"scorer": "Scorers", "reweighter": "Reweighters", "selector": "Selectors", "mixer": "Mixers"},
+        "kinds": {
+            "scorer": "Scorers",
+            "reweighter": "Reweighters",
+            "selector": "Selectors",
+            "mixer": "Mixers",
+            "sampler": "Samplers",
+        },
     },
     "zh": {
         "name": "名称",
@@ -88,7 +94,13 @@ LABELS = {
         "local": "（不来自已安装的包）",
         "empty": "构建本页的环境中没有安装任何 dataflex 插件。",
         "built_with": "由 dataflex-core {core} 环境中已安装的插件生成：{dists} 个包，共 {count} 个组件。",
-        "kinds": {"scorer": "Scorer", "reweighter": "Reweighter", "selector": "Selector", "mixer": "Mixer"},
+        "kinds": {
+            "scorer": "Scorer",
+            "reweighter": "Reweighter",
+            "selector": "Selector",
+            "mixer": "Mixer",
+            "sampler": "Sampler",
+        },
     },
 }
 
@@ -314,7 +326,7 @@ def _granularity(record: dict[str, Any]) -> str:
 
 
 #: The ``dataflex.mechanism`` that drives each actuator kind.
-MECHANISM_OF = {"reweighter": "reweight", "selector": "select", "mixer": "mix"}
+MECHANISM_OF = {"reweighter": "reweight", "selector": "select", "mixer": "mix", "sampler": "curriculum"}
 
 
 def yaml_value(value: Any) -> str:
