@@ -92,7 +92,11 @@ def progress_line(arm: str, seed: int, steps: int, record: dict[str, Any], names
             f"prompts seen {m.get('dataflex/curriculum/seen_fraction', 0):.0%}, "
             f"draw spread {m.get('dataflex/curriculum/draw/effective_fraction', 1):.0%}"
         )
-    validation = [value for name, value in m.items() if name.startswith("val-") and "/reward/mean@" in name]
+    validation = [
+        value
+        for name, value in m.items()
+        if (name.startswith("val-") and "/reward/mean@" in name) or name == "eval_reward"  # verl's, TRL's
+    ]
     if validation:
         line += f"  validation {fmt(validation[0])}"
     return line

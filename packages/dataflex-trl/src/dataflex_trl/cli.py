@@ -32,6 +32,8 @@ def _demo(args: argparse.Namespace) -> int:
             workdir=Path(args.workdir),
             json_path=Path(args.json) if args.json else None,
             plot_path=Path(args.plot) if args.plot else None,
+            task=args.task,
+            val_every=args.val_every,
         )
         run_training_demo(settings)
     except (ValueError, DataFlexError, RuntimeError) as exc:
@@ -56,7 +58,7 @@ def build_parser() -> argparse.ArgumentParser:
             "--json, every logged metric. A toy run shows the mechanics and a direction, not a benchmark result."
         ),
     )
-    demo.add_argument("--mechanism", choices=["reweight", "select", "mix"], default="reweight")
+    demo.add_argument("--mechanism", choices=["reweight", "select", "mix", "curriculum"], default="reweight")
     demo.add_argument("--scorer", metavar="NAME", help="scorer of the DataFlex arm (default per mechanism)")
     demo.add_argument("--actuator", metavar="NAME", help="reweighter/selector/mixer of the DataFlex arm")
     demo.add_argument("--params", metavar="JSON", help='component params, e.g. \'{"actuator": {"temperature": 0.5}}\'')
@@ -68,6 +70,19 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--workdir", default="dataflex_trl_demo", help="folder for TRL's output and the plot")
     demo.add_argument("--json", metavar="PATH", help="write every step's metrics here (format dataflex-demo/1)")
     demo.add_argument("--plot", metavar="PATH", help="the PNG plot (default WORKDIR/demo.png)")
+    demo.add_argument(
+        "--task",
+        choices=["echo", "mixed"],
+        help="toy task: echo, or mixed (echo prompts beside solved and unsolvable ones); default mixed for "
+        "curriculum, echo otherwise",
+    )
+    demo.add_argument(
+        "--val-every",
+        type=int,
+        metavar="N",
+        help="evaluate on echo prompts every N steps and compare the arms on it (0: never; default 3 for "
+        "curriculum, else 0)",
+    )
     demo.set_defaults(handler=_demo)
     return parser
 

@@ -37,9 +37,14 @@ DEFAULT_PAIRS: dict[str, tuple[str, dict[str, Any], str, dict[str, Any]]] = {
     "reweight": ("advantage_magnitude", {}, "softmax", {"temperature": 1.0}),
     "select": ("advantage_magnitude", {}, "topk_fraction", {"fraction": 0.5}),
     "mix": ("reward_difficulty", {}, "reward_gap", {}),
+    "curriculum": ("solve_rate_ema", {"alpha": 0.8}, "learnability", {}),
 }
 #: Prompts per step and completions per prompt (a generation batch of 32 completions).
 PROMPTS_PER_STEP, GENERATIONS = 8, 4
+#: The curriculum demo's task and its number of train prompts (few enough that each recurs within a run).
+CURRICULUM_TASK, CURRICULUM_TRAIN_ROWS = "mixed", 48
+#: TRL's name for the evaluation reward (on echo prompts, ``GENERATIONS`` completions each).
+EVAL_REWARD = "eval_reward"
 
 
 @dataclass
@@ -60,6 +65,18 @@ class DemoSettings:
     json_path: Path | None = None
     plot_path: Path | None = None
     warmup_step: int = 0
+    #: ``echo`` or ``mixed``; ``None``: mixed for mechanism curriculum, echo otherwise.
+    task: str | None = None
+    #: Evaluate on echo prompts every N steps (and compare the arms on it); 0 never; ``None``: 3 for curriculum.
+    val_every: int | None = None
+
+    @property
+    def toy_task(self) -> str:
+        return self.task or (CURRICULUM_TASK if self.mechanism == "curriculum" else "echo")
+
+    @property
+    def validation_interval(self) -> int:
+        return self.val_every if self.val_every is not None else (3 if self.mechanism == "curriculum" else 0)
 
     def block(self) -> dict[str, Any]:
         """The ``dataflex`` block of the DataFlex arm."""
@@ -82,6 +99,8 @@ class DemoSettings:
         }
         if self.mechanism == "mix":
             block.update({"domains": list(toy_task.DOMAINS), "domain_key": "domain"})
+        if self.mechanism == "curriculum":
+            block["prompt_key"] = "index"  # the toy dataset's row id
         return block
 
     def seed_list(self) -> list[int]:
@@ -100,10 +119,16 @@ def train_arm(settings: DemoSettings, arm: str, seed: int, on_step: Any) -> list
 
     class Record(TrainerCallback):
         def on_log(self, args, state, control, logs=None, **kwargs):
-            if logs and METRICS.reward in logs:
-                numbers = {k: float(v) for k, v in logs.items() if isinstance(v, (int, float))}
+            numbers = {k: float(v) for k, v in (logs or {}).items() if isinstance(v, (int, float))}
+            if METRICS.reward in numbers:
                 records.append({"step": int(state.global_step), "metrics": numbers})
                 on_step(records[-1])
+            elif EVAL_REWARD in numbers:  # TRL logs an evaluation after the step's own log
+                if records and records[-1]["step"] == int(state.global_step):
+                    records[-1]["metrics"].update(numbers)
+                else:
+                    records.append({"step": int(state.global_step), "metrics": numbers})
+                on_step({"step": int(state.global_step), "metrics": numbers})
 
     tokenizer = char_tokenizer()
     args = GRPOConfig(
@@ -120,12 +145,27 @@ def train_arm(settings: DemoSettings, arm: str, seed: int, on_step: Any) -> list
         use_cpu=True,
         disable_tqdm=True,
         seed=seed,
+        **(
+            {
+                "eval_strategy": "steps",
+                "eval_steps": settings.validation_interval,
+                "eval_on_start": True,
+                "per_device_eval_batch_size": PROMPTS_PER_STEP * GENERATIONS,
+            }
+            if settings.validation_interval
+            else {}
+        ),
     )
+    mixed = settings.toy_task == "mixed"
     kwargs = dict(
         model=tiny_model(tokenizer, seed=seed),
         reward_funcs=echo_reward,
         args=args,
-        train_dataset=toy_dataset(PROMPTS_PER_STEP * settings.steps, seed=seed),
+        train_dataset=toy_dataset(
+            CURRICULUM_TRAIN_ROWS if mixed else PROMPTS_PER_STEP * settings.steps, seed=seed, task=settings.toy_task
+        ),
+        # evaluation on echo prompts only: the skill the mixed task's constant prompts cannot teach
+        eval_dataset=toy_dataset(4 * PROMPTS_PER_STEP, seed=seed + 1) if settings.validation_interval else None,
         processing_class=tokenizer,
         callbacks=[Record()],
     )
@@ -160,6 +200,13 @@ def run_training_demo(settings: DemoSettings, out: TextIO = sys.stdout) -> dict[
         f"loss_type={settings.loss_type}, {PROMPTS_PER_STEP} prompts x {GENERATIONS} completions per step"
     )
     say(f"DataFlex arm: {json.dumps(block)}")
+    if settings.toy_task == "mixed":
+        say(
+            f"task: {CURRICULUM_TRAIN_ROWS} prompts, half echo prompts, a quarter already solved (reward 1 whatever the "
+            "answer), a quarter unsolvable (reward 0): uniform sampling spends half its rollouts on zero advantages"
+        )
+    if settings.validation_interval:
+        say(f"evaluation every {settings.validation_interval} steps on echo prompts, {GENERATIONS} completions each")
     say(demo_report.TOY_RUN_NOTE)
     runs: list[dict[str, Any]] = []
     for seed in settings.seed_list():
@@ -184,6 +231,8 @@ def run_training_demo(settings: DemoSettings, out: TextIO = sys.stdout) -> dict[
             "lr": settings.lr,
             "prompts_per_step": PROMPTS_PER_STEP,
             "num_generations": GENERATIONS,
+            "task": settings.toy_task,
+            "validation_every": settings.validation_interval,
             "trl": trl.__version__,
             "dataflex_trl": __version__,
             "wall_s": round(time.perf_counter() - started, 1),
@@ -193,14 +242,17 @@ def run_training_demo(settings: DemoSettings, out: TextIO = sys.stdout) -> dict[
         f"TRL GRPO on the CPU, toy echo task: {block['mechanism']} "
         f"{block['scorer']['name']} -> {block['actuator']['name']} (loss_type={settings.loss_type})"
     )
+    validated = settings.validation_interval > 0
     demo_report.finish(
         document,
-        names=METRICS,
+        # with evaluation, the arms are judged on it: a curriculum's batch reward is of other prompts
+        names=demo_report.HostMetrics(reward=EVAL_REWARD, step_time=METRICS.step_time) if validated else METRICS,
         baseline="baseline",
         title=title,
         json_path=settings.json_path,
         plot_path=Path(settings.plot_path or settings.workdir / "demo.png"),
         say=say,
+        rollouts_per_step=PROMPTS_PER_STEP * GENERATIONS if validated else None,
     )
     say(f"\n{demo_report.TOY_RUN_NOTE}\nwall time {time.perf_counter() - started:.0f} s")
     return document
