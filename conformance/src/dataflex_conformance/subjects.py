@@ -127,6 +127,11 @@ def synthetic_sources_for(actuator_cls: type) -> list[str]:
     return out
 
 
+def same_stage(actuator_cls: type, scorer_cls: type) -> bool:
+    """True when both act on candidate prompts (a sampler and a ``pre_rollout`` scorer) or both on rollouts."""
+    return is_prompt_world(actuator_cls) == is_prompt_world(scorer_cls)
+
+
 def _range_text(score_range: tuple[float, float]) -> str:
     return f"[{score_range[0]:g}, {score_range[1]:g}]"
 
@@ -135,8 +140,11 @@ def pairing_problem(actuator_cls: type, scorer_cls: type) -> str | None:
     """Why ``scorer_cls`` cannot feed ``actuator_cls``, or ``None`` when it can.
 
     An actuator that declares ``score_range`` accepts only scorers whose own
-    declared range lies inside it (a scorer without one may return any value).
+    declared range lies inside it (a scorer without one may return any value);
+    a sampler takes the scores of ``pre_rollout`` scorers, and no other actuator does.
     """
+    if not same_stage(actuator_cls, scorer_cls):
+        return "a sampler takes pre_rollout scores of candidate prompts, the other actuators scores of rollouts"
     if scorer_cls.granularity not in actuator_cls.accepts_granularity:
         return f"granularity {scorer_cls.granularity!r} not in accepts_granularity {actuator_cls.accepts_granularity}"
     accepted, produced = score_range_of(actuator_cls), score_range_of(scorer_cls)
@@ -163,8 +171,8 @@ def expand_subjects(components: list[Subject], scorers: list[Subject]) -> tuple[
         for scorer in scorers:
             if scorer.cls.granularity not in subject.cls.accepts_granularity:
                 continue
-            if is_prompt_world(subject.cls) != is_prompt_world(scorer.cls):
-                continue  # samplers take pre_rollout scores of candidate prompts; the other actuators, rollouts'
+            if not same_stage(subject.cls, scorer.cls):
+                continue  # not a pair to report as missing: they act at different points of the step
 
             problem = pairing_problem(subject.cls, scorer.cls)
             if problem is None:
