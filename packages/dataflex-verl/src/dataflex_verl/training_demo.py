@@ -17,7 +17,7 @@ rollouts teach nothing; :func:`dataflex_core.toy_task.mixed_prompts`) and
 validates on echo prompts every few steps: the batch reward of a curriculum
 arm is not comparable with uniform sampling's (it draws other prompts), the
 validation reward is. The summary then says how many steps and rollouts each
-arm needed to reach the baseline's final validation reward.
+arm needed to reach 3/4 of the baseline's improvement of it.
 """
 
 from __future__ import annotations
