@@ -215,7 +215,7 @@ def run_training_demo(settings: DemoSettings, out: TextIO = sys.stdout) -> dict[
     )
     title = (
         f"verl GRPO on the CPU, toy echo task: {block['mechanism']} "
-        f"{block['scorer']['name']} -> {block['actuator']['name']} (loss_agg_mode={settings.loss_agg_mode})"
+        f"{block['scorer']['name']} -> {block['actuator']['name']}\n(loss_agg_mode={settings.loss_agg_mode}, {settings.steps} steps, seed {settings.seed})"
     )
     validated = settings.validation_interval > 0
     spec = runner.RunSpec()
