@@ -61,7 +61,7 @@ def host_stacks(dists: list[Path]) -> list[str]:
 
 #: The hosts' test environments. verl 0.9.1's FSDP engine imports trl's PPO value-head model whenever trl is
 #: installed, and trl >= 1.13 no longer has it, so verl's fit loop cannot run beside trl 1.16: each host is
-#: tested in its own virtualenv (users install them apart too, see docs/trl.md).
+#: tested in its own virtualenv (users install them apart too, see docs/host-trl.md).
 TEST_ENVS = ("verl", "trl")
 #: verl's own fit loop runs in a pytest process of its own: it starts Ray with logical GPUs and a
 #: TransferQueue per run, while the host's other tests share one queue started by the driver.
