@@ -16,7 +16,15 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from dataflex_core import Scorer, Selector, register_scorer, register_selector, valid_sample_mask
+from dataflex_core import (
+    Sampler,
+    Scorer,
+    Selector,
+    register_sampler,
+    register_scorer,
+    register_selector,
+    valid_sample_mask,
+)
 
 #: Folder where the components write what they saw (set by the tests).
 PROBE_ENV = "DATAFLEX_FIT_PROBE_DIR"
@@ -88,3 +96,49 @@ class DropHalfGroups(Selector):
             {"rows": len(uid), "kept_rows": int(keep.sum()), "groups": len(names), "kept_groups": len(keep_groups)},
         )
         return keep
+
+
+@register_scorer("fittest_vowels_only")
+class VowelsOnly(Scorer):
+    """pre_rollout: 1 for candidates of the ``vowel`` domain, 0 for the others; records the history it sees.
+
+    Stateful: counts the steps it observed, so a resumed run that restores component state continues the count.
+    """
+
+    timing = "pre_rollout"
+    requires = ["domain", "rollouts", "times_sampled"]
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.observed = 0
+
+    def score(self, batch, step_id, **ctx):
+        _record(
+            "vowels_only",
+            {
+                "step": int(step_id),
+                "candidates": len(batch),
+                "rollouts": int(batch.batch["rollouts"].sum()),
+                "seen": int((batch.batch["times_sampled"] > 0).sum()),
+                "observed": self.observed,
+            },
+        )
+        domain = np.asarray(batch.non_tensor_batch["domain"], dtype=object)
+        return torch.from_numpy(np.where(domain == "vowel", 1.0, 0.0))
+
+    def observe(self, outcomes, step_id, **ctx):
+        self.observed += 1
+
+    def state_dict(self):
+        return {"observed": self.observed}
+
+    def load_state_dict(self, state):
+        self.observed = int(state["observed"])
+
+
+@register_sampler("fittest_proportional")
+class Proportional(Sampler):
+    """Probabilities proportional to the (non-negative) scores: prompts scored 0 are never drawn."""
+
+    def act(self, scores, batch, **ctx):
+        return scores.double() / scores.double().sum()
