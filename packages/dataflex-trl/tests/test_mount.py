@@ -67,7 +67,7 @@ def test_the_block_is_required(make_trainer, tokenizer):
         ({**ADV_SOFTMAX, "scorer": {"name": "trltest_needs_ref"}}, {}, IncompatibleComponentError,
          "'ref_log_prob'.*set beta > 0"),
         ({**ADV_SOFTMAX, "scorer": {"name": "trltest_needs_column"}}, {}, IncompatibleComponentError,
-         r"dataset column\(s\) \['difficulty'\].*columns \['prompt', 'answer', 'domain'\]"),
+         r"dataset column\(s\) \['difficulty'\].*columns \['prompt', 'answer', 'domain', 'index'\]"),
         ({**ADV_SOFTMAX, "scorer": {"name": "trltest_needs_column"}}, {"remove_unused_columns": True},
          IncompatibleComponentError, "passes no dataset columns"),
         ({"mechanism": "mix", "scorer": {"name": "reward_difficulty"}, "actuator": {"name": "static"},
