@@ -37,7 +37,7 @@ DEFAULT_PAIRS: dict[str, tuple[str, dict[str, Any], str, dict[str, Any]]] = {
     "reweight": ("advantage_magnitude", {}, "softmax", {"temperature": 1.0}),
     "select": ("advantage_magnitude", {}, "topk_fraction", {"fraction": 0.5}),
     "mix": ("reward_difficulty", {}, "reward_gap", {}),
-    "curriculum": ("solve_rate_ema", {"alpha": 0.8}, "learnability", {}),
+    "curriculum": ("solve_rate_ema", {"alpha": 1.0}, "learnability", {}),
 }
 #: Prompts per step and completions per prompt (a generation batch of 32 completions).
 PROMPTS_PER_STEP, GENERATIONS = 8, 4

@@ -40,7 +40,7 @@ DEFAULT_PAIRS: dict[str, tuple[str, dict[str, Any], str, dict[str, Any]]] = {
     "reweight": ("advantage_magnitude", {}, "softmax", {"temperature": 1.0}),
     "select": ("advantage_magnitude", {}, "topk_fraction", {"fraction": 0.5}),
     "mix": ("reward_difficulty", {}, "reward_gap", {}),
-    "curriculum": ("solve_rate_ema", {"alpha": 0.8}, "learnability", {}),
+    "curriculum": ("solve_rate_ema", {"alpha": 1.0}, "learnability", {}),
 }
 #: verl's names for the step's mean reward and step time.
 METRICS = demo_report.HostMetrics(reward="critic/score/mean", step_time="timing_s/step")
