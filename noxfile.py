@@ -81,6 +81,9 @@ def tests(session: nox.Session, env: str) -> None:
         # the cross-host test builds verl's host step on the same batch, without verl's FSDP engine
         session.install(*host_stacks(dists))
     session.install(*(f"./{rel(d)}" for d in dists), "pytest>=8", "omegaconf", "hydra-core")
+    if env == "verl" and TRL_HOST.is_dir():
+        # for the docs tests only (the CLI reference renders its --help, which imports no TRL); trl stays absent
+        session.install("--no-deps", f"./{rel(TRL_HOST)}")
     if env == "trl":
         # plus the test that runs one pair through both hosts (it skips where TRL is absent)
         session.run("pytest", rel(TRL_HOST / "tests"), rel(HOST / "tests" / "test_cross_host.py"), *session.posargs)
