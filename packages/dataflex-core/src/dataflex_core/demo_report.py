@@ -32,6 +32,139 @@ TOY_RUN_NOTE = (
 )
 
 
+#: Default scorer and actuator (with their params) of the DataFlex arm, per mechanism.
+DEFAULT_PAIRS: dict[str, tuple[str, dict[str, Any], str, dict[str, Any]]] = {
+    "reweight": ("advantage_magnitude", {}, "softmax", {"temperature": 1.0}),
+    "select": ("advantage_magnitude", {}, "topk_fraction", {"fraction": 0.5}),
+    "mix": ("reward_difficulty", {}, "reward_gap", {}),
+    "curriculum": ("solve_rate_ema", {"alpha": 1.0}, "learnability", {}),
+}
+#: The curriculum demo's task and its number of train prompts (few enough that each recurs within a run).
+CURRICULUM_TASK, CURRICULUM_TRAIN_ROWS = "mixed", 48
+
+
+@dataclass
+class DemoOptions:
+    """What both hosts' training demos run (their common command-line options); hosts add their loss settings."""
+
+    mechanism: str = "reweight"
+    scorer: str | None = None
+    actuator: str | None = None
+    scorer_params: dict[str, Any] | None = None
+    actuator_params: dict[str, Any] | None = None
+    steps: int = 30
+    seed: int = 0
+    seeds: int = 1
+    lr: float = 1e-2
+    workdir: Path = Path("dataflex_demo")
+    json_path: Path | None = None
+    plot_path: Path | None = None
+    warmup_step: int = 0
+    #: ``echo`` or ``mixed``; ``None``: mixed for mechanism curriculum, echo otherwise.
+    task: str | None = None
+    #: Validate on echo prompts every N steps (and compare the arms on it); 0 never; ``None``: 3 for curriculum.
+    val_every: int | None = None
+
+    @property
+    def toy_task(self) -> str:
+        return self.task or (CURRICULUM_TASK if self.mechanism == "curriculum" else "echo")
+
+    @property
+    def validation_interval(self) -> int:
+        return self.val_every if self.val_every is not None else (3 if self.mechanism == "curriculum" else 0)
+
+    def block(self) -> dict[str, Any]:
+        """The ``dataflex`` block of the DataFlex arm: the mechanism's default pair unless a component is named."""
+        if self.mechanism not in DEFAULT_PAIRS:
+            raise ValueError(f"--mechanism {self.mechanism!r} is not one of {', '.join(DEFAULT_PAIRS)}")
+        default_scorer, default_scorer_params, default_actuator, default_actuator_params = DEFAULT_PAIRS[self.mechanism]
+        scorer = self.scorer or default_scorer
+        actuator = self.actuator or default_actuator
+        scorer_params = self.scorer_params
+        if scorer_params is None:
+            scorer_params = default_scorer_params if scorer == default_scorer else {}
+        actuator_params = self.actuator_params
+        if actuator_params is None:
+            actuator_params = default_actuator_params if actuator == default_actuator else {}
+        block: dict[str, Any] = {
+            "mechanism": self.mechanism,
+            "scorer": {"name": scorer, "params": dict(scorer_params)},
+            "actuator": {"name": actuator, "params": dict(actuator_params)},
+            "warmup_step": self.warmup_step,
+        }
+        if self.mechanism == "mix":
+            from . import toy_task
+
+            block.update({"domains": list(toy_task.DOMAINS), "domain_key": "domain"})
+        if self.mechanism == "curriculum":
+            block["prompt_key"] = "index"  # each toy row's id (verl copies extra_info.index into it)
+        return block
+
+    def seed_list(self) -> list[int]:
+        return [self.seed + i for i in range(self.seeds)]
+
+
+def add_demo_arguments(parser: Any, *, workdir: str) -> None:
+    """The options both demos take (``--mechanism`` ... ``--val-every``), on an ``argparse`` parser."""
+    parser.add_argument("--mechanism", default="reweight", choices=list(DEFAULT_PAIRS))
+    scorers = ", ".join(f"{pair[0]} for {m}" for m, pair in DEFAULT_PAIRS.items())
+    actuators = ", ".join(f"{pair[2]} for {m}" for m, pair in DEFAULT_PAIRS.items())
+    parser.add_argument("--scorer", metavar="NAME", help=f"scorer of the DataFlex arm (default: {scorers})")
+    parser.add_argument("--actuator", metavar="NAME", help=f"reweighter/selector/mixer/sampler (default: {actuators})")
+    parser.add_argument("--params", metavar="JSON", help='component params: \'{"scorer": {...}, "actuator": {...}}\'')
+    parser.add_argument("--steps", type=int, default=30, help="training steps per arm (default 30)")
+    parser.add_argument("--seed", type=int, default=0, help="first seed: the model, the prompts, the sampling")
+    parser.add_argument("--seeds", type=int, default=1, metavar="K", help="seeds per arm; K > 1 ends with a comparison")
+    parser.add_argument("--lr", type=float, default=1e-2, help="learning rate (default 1e-2, for the tiny model)")
+    parser.add_argument("--workdir", default=workdir, help=f"runs, logs and metrics (default ./{workdir})")
+    parser.add_argument("--json", metavar="PATH", help="every step's metrics per arm and seed (format dataflex-demo/1)")
+    parser.add_argument("--plot", metavar="PATH", help="the PNG plot (default WORKDIR/demo.png)")
+    parser.add_argument(
+        "--task",
+        choices=["echo", "mixed"],
+        help="toy task: echo, or mixed (echo prompts beside solved and unsolvable ones); default mixed for "
+        "curriculum, echo otherwise",
+    )
+    parser.add_argument(
+        "--val-every",
+        type=int,
+        metavar="N",
+        help="validate on echo prompts every N steps and compare the arms on it (0: never; default 3 for "
+        "curriculum, else 0)",
+    )
+
+
+def demo_options(args: Any) -> dict[str, Any]:
+    """The :class:`DemoOptions` fields from parsed :func:`add_demo_arguments` (raises ``ValueError`` on bad --params)."""
+    scorer_params, actuator_params = parse_params(args.params)
+    return {
+        "mechanism": args.mechanism,
+        "scorer": args.scorer,
+        "actuator": args.actuator,
+        "scorer_params": scorer_params,
+        "actuator_params": actuator_params,
+        "steps": args.steps,
+        "seed": args.seed,
+        "seeds": args.seeds,
+        "lr": args.lr,
+        "workdir": Path(args.workdir),
+        "json_path": Path(args.json) if args.json else None,
+        "plot_path": Path(args.plot) if args.plot else None,
+        "task": args.task,
+        "val_every": args.val_every,
+    }
+
+
+def check_components(block: dict[str, Any]) -> None:
+    """Build the block against the installed registry now, so a typo fails before any run starts.
+
+    The host's trainer checks it again against the run's own config (mount-time checks).
+    """
+    from .config import CORE_KEYS, build_from_config
+
+    build_from_config(block, extra_keys=[key for key in block if key not in CORE_KEYS])
+
+
 @dataclass(frozen=True)
 class HostMetrics:
     """The framework's names for the step's mean reward and its step time (seconds)."""

@@ -32,79 +32,18 @@ from .version import __version__
 ARMS = ("baseline", "dataflex")
 #: TRL's names for the step's mean reward and step time.
 METRICS = demo_report.HostMetrics(reward="reward", step_time="step_time")
-#: Default scorer and actuator (with params) per mechanism.
-DEFAULT_PAIRS: dict[str, tuple[str, dict[str, Any], str, dict[str, Any]]] = {
-    "reweight": ("advantage_magnitude", {}, "softmax", {"temperature": 1.0}),
-    "select": ("advantage_magnitude", {}, "topk_fraction", {"fraction": 0.5}),
-    "mix": ("reward_difficulty", {}, "reward_gap", {}),
-    "curriculum": ("solve_rate_ema", {"alpha": 1.0}, "learnability", {}),
-}
 #: Prompts per step and completions per prompt (a generation batch of 32 completions).
 PROMPTS_PER_STEP, GENERATIONS = 8, 4
-#: The curriculum demo's task and its number of train prompts (few enough that each recurs within a run).
-CURRICULUM_TASK, CURRICULUM_TRAIN_ROWS = "mixed", 48
 #: TRL's name for the evaluation reward (on echo prompts, ``GENERATIONS`` completions each).
 EVAL_REWARD = "eval_reward"
 
 
 @dataclass
-class DemoSettings:
-    """What ``dataflex-trl demo`` runs (the command-line options)."""
+class DemoSettings(demo_report.DemoOptions):
+    """What ``dataflex-trl demo`` runs: the demos' common options plus TRL's ``loss_type``."""
 
-    mechanism: str = "reweight"
-    scorer: str | None = None
-    actuator: str | None = None
-    scorer_params: dict[str, Any] | None = None
-    actuator_params: dict[str, Any] | None = None
-    steps: int = 30
-    seed: int = 0
-    seeds: int = 1
-    loss_type: str = "dapo"
-    lr: float = 1e-2
     workdir: Path = Path("dataflex_trl_demo")
-    json_path: Path | None = None
-    plot_path: Path | None = None
-    warmup_step: int = 0
-    #: ``echo`` or ``mixed``; ``None``: mixed for mechanism curriculum, echo otherwise.
-    task: str | None = None
-    #: Evaluate on echo prompts every N steps (and compare the arms on it); 0 never; ``None``: 3 for curriculum.
-    val_every: int | None = None
-
-    @property
-    def toy_task(self) -> str:
-        return self.task or (CURRICULUM_TASK if self.mechanism == "curriculum" else "echo")
-
-    @property
-    def validation_interval(self) -> int:
-        return self.val_every if self.val_every is not None else (3 if self.mechanism == "curriculum" else 0)
-
-    def block(self) -> dict[str, Any]:
-        """The ``dataflex`` block of the DataFlex arm."""
-        if self.mechanism not in DEFAULT_PAIRS:
-            raise ValueError(f"--mechanism {self.mechanism!r} is not one of {', '.join(DEFAULT_PAIRS)}")
-        default = DEFAULT_PAIRS[self.mechanism]
-        scorer = self.scorer or default[0]
-        actuator = self.actuator or default[2]
-        scorer_params = (
-            self.scorer_params if self.scorer_params is not None else (default[1] if scorer == default[0] else {})
-        )
-        actuator_params = (
-            self.actuator_params if self.actuator_params is not None else (default[3] if actuator == default[2] else {})
-        )
-        block: dict[str, Any] = {
-            "mechanism": self.mechanism,
-            "scorer": {"name": scorer, "params": dict(scorer_params)},
-            "actuator": {"name": actuator, "params": dict(actuator_params)},
-            "warmup_step": self.warmup_step,
-        }
-        if self.mechanism == "mix":
-            block.update({"domains": list(toy_task.DOMAINS), "domain_key": "domain"})
-        if self.mechanism == "curriculum":
-            block["prompt_key"] = "index"  # the toy dataset's row id
-        return block
-
-    def seed_list(self) -> list[int]:
-        return [self.seed + i for i in range(self.seeds)]
+    loss_type: str = "dapo"
 
 
 def train_arm(settings: DemoSettings, arm: str, seed: int, on_step: Any) -> list[dict[str, Any]]:
@@ -162,7 +101,9 @@ def train_arm(settings: DemoSettings, arm: str, seed: int, on_step: Any) -> list
         reward_funcs=echo_reward,
         args=args,
         train_dataset=toy_dataset(
-            CURRICULUM_TRAIN_ROWS if mixed else PROMPTS_PER_STEP * settings.steps, seed=seed, task=settings.toy_task
+            demo_report.CURRICULUM_TRAIN_ROWS if mixed else PROMPTS_PER_STEP * settings.steps,
+            seed=seed,
+            task=settings.toy_task,
         ),
         # evaluation on echo prompts only: the skill the mixed task's constant prompts cannot teach
         eval_dataset=toy_dataset(4 * PROMPTS_PER_STEP, seed=seed + 1) if settings.validation_interval else None,
@@ -183,16 +124,13 @@ def run_training_demo(settings: DemoSettings, out: TextIO = sys.stdout) -> dict[
     import trl
     from transformers.utils import logging as hf_logging
 
-    from dataflex_core import build_from_config
-    from dataflex_core.config import CORE_KEYS
-
     def say(message: str = "") -> None:
         print(message, file=out, flush=True)
 
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     hf_logging.set_verbosity_error()
     block = settings.block()
-    build_from_config(block, extra_keys=[key for key in block if key not in CORE_KEYS])  # a typo fails now
+    demo_report.check_components(block)  # a typo fails now, not after the first arm
     started = time.perf_counter()
     say(
         f"dataflex-trl {__version__} training demo: TRL {trl.__version__} GRPOTrainer on the CPU, tiny random "
@@ -202,7 +140,7 @@ def run_training_demo(settings: DemoSettings, out: TextIO = sys.stdout) -> dict[
     say(f"DataFlex arm: {json.dumps(block)}")
     if settings.toy_task == "mixed":
         say(
-            f"task: {CURRICULUM_TRAIN_ROWS} prompts, half echo prompts, a quarter already solved (reward 1 whatever the "
+            f"task: {demo_report.CURRICULUM_TRAIN_ROWS} prompts, half echo prompts, a quarter already solved (reward 1 whatever the "
             "answer), a quarter unsolvable (reward 0): uniform sampling spends half its rollouts on zero advantages"
         )
     if settings.validation_interval:

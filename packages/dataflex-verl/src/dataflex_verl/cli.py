@@ -12,32 +12,13 @@ from .version import __version__
 
 
 def _demo(args: argparse.Namespace) -> int:
-    from pathlib import Path
-
     from dataflex_core import DataFlexError
-    from dataflex_core.demo_report import parse_params
+    from dataflex_core.demo_report import demo_options
 
     from .training_demo import DemoSettings, run_training_demo
 
     try:
-        scorer_params, actuator_params = parse_params(args.params)
-        settings = DemoSettings(
-            mechanism=args.mechanism,
-            scorer=args.scorer,
-            actuator=args.actuator,
-            scorer_params=scorer_params,
-            actuator_params=actuator_params,
-            steps=args.steps,
-            seed=args.seed,
-            seeds=args.seeds,
-            loss_agg_mode=args.loss_agg_mode,
-            lr=args.lr,
-            workdir=Path(args.workdir),
-            json_path=Path(args.json) if args.json else None,
-            plot_path=Path(args.plot) if args.plot else None,
-            task=args.task,
-            val_every=args.val_every,
-        )
+        settings = DemoSettings(**demo_options(args), loss_agg_mode=args.loss_agg_mode)
         run_training_demo(settings)
     except (ValueError, DataFlexError, RuntimeError) as exc:
         print(f"dataflex-verl demo: {exc}", file=sys.stderr)
@@ -72,6 +53,8 @@ def _trainers(args: argparse.Namespace) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     """The ``dataflex-verl`` argument parser (also rendered into the CLI reference)."""
+    from dataflex_core.demo_report import add_demo_arguments
+
     parser = argparse.ArgumentParser(prog="dataflex-verl", description="DataFlex inside verl's v1 trainers.")
     parser.add_argument("--version", action="version", version=f"dataflex-verl {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -86,38 +69,8 @@ def build_parser() -> argparse.ArgumentParser:
             "a toy run shows the mechanics and a direction, not a benchmark result."
         ),
     )
-    demo.add_argument("--mechanism", default="reweight", choices=["reweight", "select", "mix", "curriculum"])
-    demo.add_argument(
-        "--scorer",
-        help="scorer name (default: advantage_magnitude; reward_difficulty for mix, solve_rate_ema for curriculum)",
-    )
-    demo.add_argument(
-        "--actuator",
-        help="reweighter/selector/mixer/sampler name (default: softmax, topk_fraction, reward_gap, learnability)",
-    )
-    demo.add_argument("--params", help='component params as JSON: \'{"scorer": {...}, "actuator": {...}}\'')
-    demo.add_argument("--steps", type=int, default=30, help="training steps per arm (default 30)")
-    demo.add_argument("--seed", type=int, default=0, help="first seed (default 0)")
-    demo.add_argument("--seeds", type=int, default=1, help="seeds per arm; K > 1 ends with `dataflex compare`'s table")
+    add_demo_arguments(demo, workdir="dataflex_demo")
     demo.add_argument("--loss-agg-mode", default="token-mean", choices=loss_modes, help="verl's actor loss_agg_mode")
-    demo.add_argument("--lr", type=float, default=1e-2, help="actor learning rate (default 1e-2, for the tiny model)")
-    demo.add_argument(
-        "--workdir", default="dataflex_demo", help="model, data, verl logs and metrics (default ./dataflex_demo)"
-    )
-    demo.add_argument("--json", help="write every metric verl logged, per arm, seed and step, to this file")
-    demo.add_argument("--plot", help="where to write the PNG plot (default WORKDIR/demo.png)")
-    demo.add_argument(
-        "--task",
-        choices=["echo", "mixed"],
-        help="toy task: echo, or mixed (echo prompts beside solved and unsolvable ones); default mixed for "
-        "curriculum, echo otherwise",
-    )
-    demo.add_argument(
-        "--val-every",
-        type=int,
-        help="validate on echo prompts every N steps and compare the arms on it (0: never; default 3 for "
-        "curriculum, else 0)",
-    )
     demo.set_defaults(func=_demo)
 
     step = sub.add_parser(

@@ -35,17 +35,8 @@ from .version import __version__
 
 #: The baseline arm and the DataFlex arm, as verl trainer modes.
 ARMS = ("sync", "dataflex_sync")
-#: Default scorer and actuator (with params) per mechanism.
-DEFAULT_PAIRS: dict[str, tuple[str, dict[str, Any], str, dict[str, Any]]] = {
-    "reweight": ("advantage_magnitude", {}, "softmax", {"temperature": 1.0}),
-    "select": ("advantage_magnitude", {}, "topk_fraction", {"fraction": 0.5}),
-    "mix": ("reward_difficulty", {}, "reward_gap", {}),
-    "curriculum": ("solve_rate_ema", {"alpha": 1.0}, "learnability", {}),
-}
 #: verl's names for the step's mean reward and step time.
 METRICS = demo_report.HostMetrics(reward="critic/score/mean", step_time="timing_s/step")
-#: The curriculum demo's task and its number of train prompts (few enough that each recurs within a run).
-CURRICULUM_TASK, CURRICULUM_TRAIN_ROWS = "mixed", 48
 #: Responses per validation prompt (sampled at temperature 1, so the validation reward moves smoothly).
 VAL_SAMPLES = 4
 #: verl's validation reward of the toy task's prompts (``val-aux/<data_source>/reward/mean@<n>``; verl files the
@@ -54,36 +45,12 @@ VAL_REWARD = f"val-aux/dataflex_echo/reward/mean@{VAL_SAMPLES}"
 
 
 @dataclass
-class DemoSettings:
-    """What ``dataflex-verl demo`` runs (the command-line options)."""
+class DemoSettings(demo_report.DemoOptions):
+    """What ``dataflex-verl demo`` runs: the demos' common options plus verl's loss mode and extra overrides."""
 
-    mechanism: str = "reweight"
-    scorer: str | None = None
-    actuator: str | None = None
-    scorer_params: dict[str, Any] | None = None
-    actuator_params: dict[str, Any] | None = None
-    steps: int = 30
-    seed: int = 0
-    seeds: int = 1
-    loss_agg_mode: str = "token-mean"
-    lr: float = 1e-2
     workdir: Path = Path("dataflex_demo")
-    json_path: Path | None = None
-    plot_path: Path | None = None
-    warmup_step: int = 0
+    loss_agg_mode: str = "token-mean"
     extra_overrides: list[str] = field(default_factory=list)
-    #: ``echo`` or ``mixed``; ``None``: mixed for mechanism curriculum, echo otherwise.
-    task: str | None = None
-    #: Validate every N steps (and before training); 0 never; ``None``: every 3 steps for curriculum, else 0.
-    val_every: int | None = None
-
-    @property
-    def toy_task(self) -> str:
-        return self.task or (CURRICULUM_TASK if self.mechanism == "curriculum" else "echo")
-
-    @property
-    def validation_interval(self) -> int:
-        return self.val_every if self.val_every is not None else (3 if self.mechanism == "curriculum" else 0)
 
     def overrides(self) -> list[str]:
         """verl overrides of both arms: validation (when on), then ``extra_overrides``."""
@@ -98,45 +65,6 @@ class DemoSettings:
             ]
         return out + list(self.extra_overrides)
 
-    def block(self) -> dict[str, Any]:
-        """The ``dataflex:`` block of the DataFlex arm."""
-        default = DEFAULT_PAIRS[self.mechanism]
-        scorer = self.scorer or default[0]
-        actuator = self.actuator or default[2]
-        scorer_params = (
-            self.scorer_params if self.scorer_params is not None else (default[1] if scorer == default[0] else {})
-        )
-        actuator_params = (
-            self.actuator_params if self.actuator_params is not None else (default[3] if actuator == default[2] else {})
-        )
-        block: dict[str, Any] = {
-            "mechanism": self.mechanism,
-            "scorer": {"name": scorer, "params": dict(scorer_params)},
-            "actuator": {"name": actuator, "params": dict(actuator_params)},
-            "warmup_step": self.warmup_step,
-        }
-        if self.mechanism == "mix":
-            from dataflex_core import toy_task
-
-            block.update({"domains": list(toy_task.DOMAINS), "domain_key": "domain"})
-        if self.mechanism == "curriculum":
-            block["prompt_key"] = "index"  # verl copies each row's extra_info.index into it
-        return block
-
-    def seed_list(self) -> list[int]:
-        return [self.seed + i for i in range(self.seeds)]
-
-
-def check_components(block: dict[str, Any]) -> None:
-    """Build the block against the installed registry now, so a typo fails before any run starts.
-
-    The trainer's constructor checks it again against the run's verl config (mount-time checks).
-    """
-    from dataflex_core import build_from_config
-    from dataflex_core.config import CORE_KEYS
-
-    build_from_config(block, extra_keys=[key for key in block if key not in CORE_KEYS])
-
 
 def run_training_demo(settings: DemoSettings, out: TextIO = sys.stdout) -> dict[str, Any]:
     """Train every arm for every seed; print progress, the summary table (and the comparison); return the document."""
@@ -146,7 +74,7 @@ def run_training_demo(settings: DemoSettings, out: TextIO = sys.stdout) -> dict[
         print(message, file=out, flush=True)
 
     block = settings.block()
-    check_components(block)
+    demo_report.check_components(block)
     started = time.perf_counter()
     workdir = Path(settings.workdir).resolve()
     say(
@@ -154,7 +82,7 @@ def run_training_demo(settings: DemoSettings, out: TextIO = sys.stdout) -> dict[
         f"{settings.steps} steps x {len(ARMS)} arms x {settings.seeds} seed(s), loss_agg_mode={settings.loss_agg_mode}"
     )
     say(f"DataFlex arm: {json.dumps(block)}")
-    task, train_rows = settings.toy_task, CURRICULUM_TRAIN_ROWS if settings.toy_task == "mixed" else 256
+    task, train_rows = settings.toy_task, demo_report.CURRICULUM_TRAIN_ROWS if settings.toy_task == "mixed" else 256
     if task == "mixed":
         say(
             f"task: {train_rows} prompts, half echo prompts, a quarter already solved (reward 1 whatever the answer), "
@@ -164,15 +92,16 @@ def run_training_demo(settings: DemoSettings, out: TextIO = sys.stdout) -> dict[
     if settings.validation_interval:
         say(f"validation every {settings.validation_interval} steps on echo prompts, {VAL_SAMPLES} samples each")
     say(demo_report.TOY_RUN_NOTE)
-    workspace = runner.prepare_workspace(
-        workdir / f"workspace_{task}" if task != "echo" else workdir / "workspace",
-        model_seed=settings.seed,
-        data_seed=settings.seed,
-        task=task,
-        train_rows=train_rows,
-    )
     runs: list[dict[str, Any]] = []
     for seed in settings.seed_list():
+        # each seed starts from its own random model; both arms of a seed from the same one, on the same prompts
+        workspace = runner.prepare_workspace(
+            workdir / f"workspace_{task}_seed{seed}",
+            model_seed=seed,
+            data_seed=settings.seed,
+            task=task,
+            train_rows=train_rows,
+        )
         for arm in ARMS:
             spec = runner.RunSpec(
                 trainer_mode=arm,
