@@ -24,12 +24,11 @@ with the components' state.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
-from torch.utils.data import Sampler as TorchSampler
 
 from ..errors import ConfigError, InvalidOutputError
 from .curriculum import (
@@ -41,7 +40,7 @@ from .curriculum import (
 )
 from .history import PromptHistory
 from .outputs import component_label
-from .sampler import systematic_counts
+from .sampler import BlockSampler, systematic_counts
 
 if TYPE_CHECKING:
     from .core import DataFlexStep
@@ -49,7 +48,7 @@ if TYPE_CHECKING:
 logger = logging.getLogger("dataflex_core.step")
 
 
-class CurriculumSampler(TorchSampler[int]):
+class CurriculumSampler(BlockSampler):
     """Yields dataset rows drawn block by block with the curriculum's probabilities.
 
     :param step: the mounted step (its pipeline's scorer and sampler, ``on_invalid``, the components' ctx).
@@ -72,8 +71,8 @@ class CurriculumSampler(TorchSampler[int]):
     ) -> None:
         self.step = step
         self.history = history
-        self.batch_size = int(batch_size)
         rows = len(history)
+        super().__init__(rows, batch_size, seed)
         self.columns = {name: np.asarray(list(values), dtype=object) for name, values in columns.items()}
         for name, values in self.columns.items():
             if len(values) != rows:
@@ -85,11 +84,8 @@ class CurriculumSampler(TorchSampler[int]):
             )
         self.num_candidates = candidates or rows
         self.fields = candidate_fields(step.pipeline)
-        self.generator = torch.Generator().manual_seed(int(seed))
         self._pass = torch.randperm(rows, generator=self.generator) if candidates else torch.arange(rows)
         self._cursor = 0
-        self._block: list[int] = []
-        self._yielded = 0
         #: How many times each dataset row has been drawn.
         self.draws = torch.zeros(rows, dtype=torch.long)
         #: The last block's ``dataflex/curriculum/draw/...`` metrics (hosts log them with the step).
@@ -163,27 +159,12 @@ class CurriculumSampler(TorchSampler[int]):
         }
         return picks[torch.randperm(len(picks), generator=self.generator)].tolist()
 
-    # -- the dataloader's view ------------------------------------------------------------
-    def __len__(self) -> int:
-        # whole blocks only: a last partial batch is dropped by the dataloader
-        return (len(self.history) // self.batch_size) * self.batch_size
-
-    def __iter__(self) -> Iterator[int]:
-        while self._yielded < len(self):
-            if not self._block:
-                self._block = self.next_block()[::-1]  # reversed: pop() from the end is O(1)
-            self._yielded += 1
-            yield self._block.pop()
-        self._yielded = 0
-
     # -- checkpoint state ------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:
         return {
-            "generator": self.generator.get_state().tolist(),
+            **self.block_state(),
             "pass": self._pass.tolist(),
             "cursor": self._cursor,
-            "block": list(self._block),
-            "yielded": self._yielded,
             "draws": self.draws.tolist(),
         }
 
@@ -193,9 +174,7 @@ class CurriculumSampler(TorchSampler[int]):
                 f"the checkpoint's curriculum sampler drew from {len(state['draws'])} prompts, but this run's train "
                 f"dataset has {len(self.history)}; resume with the same train files"
             )
-        self.generator.set_state(torch.tensor(state["generator"], dtype=torch.uint8))
+        self.load_block_state(state)
         self._pass = torch.tensor(state["pass"], dtype=torch.long)
         self._cursor = int(state["cursor"])
-        self._block = list(state["block"])
-        self._yielded = int(state["yielded"])
         self.draws = torch.tensor(state["draws"], dtype=torch.long)

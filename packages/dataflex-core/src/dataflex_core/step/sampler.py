@@ -37,7 +37,51 @@ def systematic_counts(proportions: torch.Tensor, total: int, generator: torch.Ge
     return edges.diff().to(torch.long)
 
 
-class DomainMixtureSampler(Sampler[int]):
+class BlockSampler(Sampler[int]):
+    """Yields dataset indices one batch-sized block at a time; a subclass says how a block is drawn.
+
+    What the mixture and the curriculum samplers share: their own seeded generator, whole blocks only (a
+    dataloader drops a last partial batch, and prompts drawn for it would be consumed without being
+    trained on), and the position inside the current block in their checkpoint state.
+
+    :param population: dataset rows the sampler draws from.
+    :param batch_size: indices per block (the dataloader's batch size).
+    :param seed: seed of the sampler's own generator.
+    """
+
+    def __init__(self, population: int, batch_size: int, seed: int = 0) -> None:
+        self.batch_size = int(batch_size)
+        self.population = int(population)
+        self.generator = torch.Generator().manual_seed(int(seed))
+        self._block: list[int] = []
+        self._yielded = 0
+
+    def next_block(self) -> list[int]:
+        """The next ``batch_size`` dataset indices."""
+        raise NotImplementedError(f"{type(self).__qualname__} must implement next_block()")
+
+    def __len__(self) -> int:
+        return (self.population // self.batch_size) * self.batch_size
+
+    def __iter__(self) -> Iterator[int]:
+        while self._yielded < len(self):
+            if not self._block:
+                self._block = self.next_block()[::-1]  # reversed: pop() from the end is O(1)
+            self._yielded += 1
+            yield self._block.pop()
+        self._yielded = 0
+
+    def block_state(self) -> dict[str, Any]:
+        """The generator and the position in the current block (part of a subclass's ``state_dict``)."""
+        return {"generator": self.generator.get_state().tolist(), "block": list(self._block), "yielded": self._yielded}
+
+    def load_block_state(self, state: dict[str, Any]) -> None:
+        self.generator.set_state(torch.tensor(state["generator"], dtype=torch.uint8))
+        self._block = list(state["block"])
+        self._yielded = int(state["yielded"])
+
+
+class DomainMixtureSampler(BlockSampler):
     """Yields dataset indices whose domains follow the current proportions, one batch block at a time.
 
     :param domain_of_row: domain id (``0..D-1``) of every dataset row.
@@ -59,15 +103,12 @@ class DomainMixtureSampler(Sampler[int]):
     ) -> None:
         self.domains = list(domains)
         self.domain_of_row = torch.as_tensor(domain_of_row, dtype=torch.long)
-        self.batch_size = int(batch_size)
+        super().__init__(len(self.domain_of_row), batch_size, seed)
         self.mixer = mixer
-        self.generator = torch.Generator().manual_seed(int(seed))
         self.pools = [torch.nonzero(self.domain_of_row == d).flatten() for d in range(len(self.domains))]
         self.pool_sizes = torch.tensor([len(p) for p in self.pools], dtype=torch.long)
         self._perms = [self._shuffle(pool) for pool in self.pools]
         self._cursor = [0] * len(self.domains)
-        self._block: list[int] = []
-        self._yielded = 0
         self.drawn = torch.zeros(len(self.domains), dtype=torch.long)
         self.proportions = torch.zeros(len(self.domains), dtype=torch.float64)
         self.set_proportions(proportions)
@@ -113,39 +154,22 @@ class DomainMixtureSampler(Sampler[int]):
         self.drawn += counts
         return picks[torch.randperm(len(picks), generator=self.generator)].tolist()
 
-    def __len__(self) -> int:
-        # Whole blocks only: the dataloader drops a last partial batch, and prompts drawn
-        # for it would be consumed from their domain's pool without ever being trained on.
-        return (len(self.domain_of_row) // self.batch_size) * self.batch_size
-
-    def __iter__(self) -> Iterator[int]:
-        while self._yielded < len(self):
-            if not self._block:
-                self._block = self.next_block()[::-1]  # reversed: pop() from the end is O(1)
-            self._yielded += 1
-            yield self._block.pop()
-        self._yielded = 0
-
     # -- checkpoint state ------------------------------------------------------------
 
     def state_dict(self) -> dict[str, Any]:
         return {
-            "generator": self.generator.get_state().tolist(),
+            **self.block_state(),
             "perms": [p.tolist() for p in self._perms],
             "cursor": list(self._cursor),
-            "block": list(self._block),
-            "yielded": self._yielded,
             "drawn": self.drawn.tolist(),
             "proportions": self.proportions.tolist(),
             "mixer": self.mixer.state_dict() if self.mixer is not None else None,
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        self.generator.set_state(torch.tensor(state["generator"], dtype=torch.uint8))
+        self.load_block_state(state)
         self._perms = [torch.tensor(p, dtype=torch.long) for p in state["perms"]]
         self._cursor = list(state["cursor"])
-        self._block = list(state["block"])
-        self._yielded = int(state["yielded"])
         self.drawn = torch.tensor(state["drawn"], dtype=torch.long)
         self.set_proportions(torch.tensor(state["proportions"], dtype=torch.float64))
         if self.mixer is not None and state.get("mixer") is not None:
