@@ -8,60 +8,28 @@ benchmark use these helpers; nothing here runs in a user's training.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
-from dataflex_core import toy_task
+from dataflex_core import toy_model, toy_task
+from dataflex_core.toy_model import TinyModelSpec
 
 #: Characters the tokenizer knows, one token each.
 ALPHABET = toy_task.LETTERS + " :"
 PAD, EOS = "<pad>", "<eos>"
 
 
-@dataclass(frozen=True)
-class TinyModelSpec:
-    """Size of the random Qwen2 (defaults: ~70k parameters; a step of 32 completions in about a second)."""
-
-    hidden_size: int = 64
-    intermediate_size: int = 128
-    num_hidden_layers: int = 2
-    num_attention_heads: int = 4
-    num_key_value_heads: int = 2
-    max_position_embeddings: int = 32
+#: The TRL demo's model: ~70k parameters; a step of 32 completions in about a second.
+TRL_MODEL = TinyModelSpec(hidden_size=64, intermediate_size=128, max_position_embeddings=32)
 
 
 def char_tokenizer():
     """A ``PreTrainedTokenizerFast`` with one token per character of :data:`ALPHABET` (decoding joins them)."""
-    from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers
-    from transformers import PreTrainedTokenizerFast
-
-    vocab = {token: index for index, token in enumerate([PAD, EOS, *ALPHABET])}
-    core = Tokenizer(models.WordLevel(vocab=vocab, unk_token=PAD))
-    core.pre_tokenizer = pre_tokenizers.Split(Regex("[\\s\\S]"), behavior="isolated")
-    core.decoder = decoders.Fuse()
-    return PreTrainedTokenizerFast(tokenizer_object=core, pad_token=PAD, eos_token=EOS, unk_token=PAD)
+    return toy_model.char_tokenizer(ALPHABET, pad=PAD, eos=EOS)
 
 
-def tiny_model(tokenizer: Any, seed: int, spec: TinyModelSpec = TinyModelSpec()):
+def tiny_model(tokenizer: Any, seed: int, spec: TinyModelSpec = TRL_MODEL):
     """A randomly initialised (seeded) ``Qwen2ForCausalLM`` for ``tokenizer``'s vocabulary."""
-    import torch
-    from transformers import Qwen2Config, Qwen2ForCausalLM
-
-    config = Qwen2Config(
-        vocab_size=len(tokenizer),
-        hidden_size=spec.hidden_size,
-        intermediate_size=spec.intermediate_size,
-        num_hidden_layers=spec.num_hidden_layers,
-        num_attention_heads=spec.num_attention_heads,
-        num_key_value_heads=spec.num_key_value_heads,
-        max_position_embeddings=spec.max_position_embeddings,
-        tie_word_embeddings=True,
-        bos_token_id=tokenizer.eos_token_id,
-        eos_token_id=tokenizer.eos_token_id,
-        pad_token_id=tokenizer.pad_token_id,
-    )
-    torch.manual_seed(seed)
-    return Qwen2ForCausalLM(config)
+    return toy_model.tiny_qwen2(tokenizer, seed, spec)
 
 
 def toy_dataset(count: int, seed: int, domain_share: dict[str, float] | None = None, task: str = "echo"):
