@@ -5,7 +5,7 @@ file a run needs; :func:`overrides` turns a :class:`RunSpec` into verl's hydra
 overrides; :func:`harness_env` is the environment that makes every verl
 process load the harness. :func:`run_entry_point` runs ``python -m
 verl.trainer.main_ppo`` in a subprocess (what a user runs);
-:func:`run_in_process` calls verl's ``run_ppo`` with ``TaskRunnerV1`` in this
+:func:`run_in_process` runs verl's ``TaskRunnerV1`` from this
 process, on an already started Ray, so tests share one cluster. Both return
 the metrics verl's file logger wrote, one record per step.
 """
@@ -317,11 +317,14 @@ def run_in_process(
 ) -> list[dict[str, Any]]:
     """What ``python -m verl.trainer.main_ppo`` does, on the Ray this process already started (:func:`local_ray`).
 
-    The run's own environment (metrics file, loss probe) goes to verl's task runner as its Ray
-    ``runtime_env``; the actors it creates inherit it. Raises whatever verl raised.
+    verl's ``TaskRunnerV1`` runs the config, as ``main_ppo``'s ``run_ppo`` would start it; the run's own
+    environment (metrics file, loss probe) is its Ray ``runtime_env``, which the actors it creates inherit.
+    The task runner is killed when the run ends, with every actor it owns (workers, rollout server, verl's
+    named reward and agent-loop workers): a failed run's exception keeps the runner's handle alive in its
+    traceback, and its named actors would block the next run. Raises whatever verl raised.
     """
     import ray
-    from verl.trainer.main_ppo import TaskRunnerV1, run_ppo
+    from verl.trainer.main_ppo import TaskRunnerV1
     from verl.trainer.ppo.utils import need_critic, need_reference_policy
     from verl.utils.config import validate_config
     from verl.utils.device import auto_set_device
@@ -336,11 +339,25 @@ def run_in_process(
     auto_set_device(config)
     validate_config(config=config, use_reference_policy=need_reference_policy(config), use_critic=need_critic(config))
     env = {**run_env(metrics_file, loss_probe_dir), **(extra_env or {})}
+    task_runner = TaskRunnerV1.options(runtime_env={"env_vars": env}).remote()
     try:
-        run_ppo(config, task_runner_class=TaskRunnerV1.options(runtime_env={"env_vars": env}))
+        ray.get(task_runner.run.remote(config))
     finally:
+        ray.kill(task_runner)
         release_placement_groups()
+        wait_for_named_actors_to_exit()
     return read_metrics(metrics_file)
+
+
+def wait_for_named_actors_to_exit(timeout_s: float = 60.0) -> None:
+    """Block until a finished run's named actors are gone (their names would be taken for the next run)."""
+    import ray
+
+    deadline = time.monotonic() + timeout_s
+    while names := [a["name"] for a in ray.util.list_named_actors(all_namespaces=True)]:
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"verl's named actors {names} still exist {timeout_s:.0f} s after their run ended")
+        time.sleep(0.2)
 
 
 def release_placement_groups() -> None:
