@@ -309,7 +309,9 @@ def build(session: nox.Session) -> None:
     session.run("twine", "check", "--strict", *(str(p) for p in built))
     if session.posargs:
         session.log("built a subset: skipping the fresh-virtualenv install test (it needs every distribution)")
-        session.run("pytest", "-p", "no:cacheprovider", "tests/release/test_metadata.py")
+        session.run(
+            "pytest", "-p", "no:cacheprovider", "tests/release/test_metadata.py", "tests/release/test_core_floors.py"
+        )
     else:
         # The wheels' third-party requirements (torch first, as a CPU build), resolved from the index into this
         # session; the install test links exactly those into its fresh virtualenv. The host's verl stack is not
