@@ -12,13 +12,15 @@ from dataflex_trl.demo import DemoSettings, run_training_demo
 from dataflex_core.demo_report import JSON_FORMAT, TOY_RUN_NOTE
 
 
-def test_the_demo_trains_both_arms_and_writes_the_shared_format(tmp_path):
+def test_the_demo_trains_both_arms_and_writes_the_shared_format(tmp_path, capsys):
     out = io.StringIO()
     settings = DemoSettings(
         steps=2, workdir=tmp_path, json_path=tmp_path / "demo.json", plot_path=tmp_path / "demo.png"
     )
     document = run_training_demo(settings, out=out)
     text = out.getvalue()
+    # one progress line per step, not also transformers' dict of every log
+    assert "'loss'" not in capsys.readouterr().out
     assert text.count("[baseline      seed 0] step") == 2 and text.count("[dataflex      seed 0] step") == 2
     assert "| dataflex |" in text and "hook share of step" in text and TOY_RUN_NOTE in text
     written = json.loads((tmp_path / "demo.json").read_text())

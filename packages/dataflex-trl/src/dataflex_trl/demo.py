@@ -49,6 +49,7 @@ class DemoSettings(demo_report.DemoOptions):
 def train_arm(settings: DemoSettings, arm: str, seed: int, on_step: Any) -> list[dict[str, Any]]:
     """One real TRL training run of ``arm``; every step's logged metrics as ``{"step", "metrics"}`` records."""
     from transformers import TrainerCallback
+    from transformers.trainer_callback import PrinterCallback
     from trl import GRPOConfig, GRPOTrainer
 
     from . import DataFlexGRPOTrainer
@@ -115,6 +116,8 @@ def train_arm(settings: DemoSettings, arm: str, seed: int, on_step: Any) -> list
         trainer = (
             GRPOTrainer(**kwargs) if arm == "baseline" else DataFlexGRPOTrainer(dataflex=settings.block(), **kwargs)
         )
+        # without tqdm, transformers prints every log dict; the demo's own progress line says what matters
+        trainer.remove_callback(PrinterCallback)
         trainer.train()
     return records
 
