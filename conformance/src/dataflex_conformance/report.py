@@ -210,8 +210,8 @@ def _table(rows: list[tuple[str, ...]]) -> list[str]:
     return format_table(rows, rule=True).splitlines()
 
 
-def summary_lines(report: Report, max_failures: int = 3) -> list[str]:
-    """The human-readable summary: one row per component, then the first failures of each check."""
+def summary_lines(report: Report) -> list[str]:
+    """The human-readable summary: one line per real problem, one row per component, then the verdict."""
     data = report.to_json()
     lines = [
         f"dataflex-conformance {__version__}  dataflex-core {data['dataflex_core']}  torch {data['torch']}  "
