@@ -76,22 +76,7 @@ def dataset_path(tmp_path_factory):
 
 
 def curriculum_trainer(make_config, dataset_path, block=BLOCK):
-    import verl  # noqa: F401  (the verl.plugins entry point registers the trainers)
-    from verl.trainer.ppo.v1 import get_trainer_cls
-
-    overrides = [
-        f"data.train_files={dataset_path}",
-        f"data.val_files={dataset_path}",
-        f"data.train_batch_size={BATCH}",
-        "data.filter_overlong_prompts=false",
-        "data.dataloader_num_workers=0",
-        "data.seed=3",
-    ]
-    trainer = get_trainer_cls("dataflex_sync")(make_config(overrides, block))
-    trainer.tokenizer = trainer.processor = None  # prompts are not tokenised when overlong filtering is off
-    trainer._init_dataloader()
-    trainer.global_steps = 1
-    return trainer
+    return sandbox.dataloader_trainer(make_config(sandbox.dataset_overrides(dataset_path, BATCH, seed=3), block))
 
 
 def test_the_sampler_decides_which_prompts_verl_draws(make_config, dataset_path):

@@ -42,9 +42,6 @@ def dataset_path(tmp_path_factory):
 
 
 def mix_trainer(make_config, dataset_path, actuator, *, scorer="reward_difficulty", **keys):
-    import verl  # noqa: F401  (the verl.plugins entry point registers the trainers)
-    from verl.trainer.ppo.v1 import get_trainer_cls
-
     dataflex = {
         "mechanism": "mix",
         "domains": ["math", "code"],
@@ -52,19 +49,7 @@ def mix_trainer(make_config, dataset_path, actuator, *, scorer="reward_difficult
         "actuator": actuator,
         **keys,
     }
-    overrides = [
-        f"data.train_files={dataset_path}",
-        f"data.val_files={dataset_path}",
-        f"data.train_batch_size={BATCH}",
-        "data.filter_overlong_prompts=false",
-        "data.dataloader_num_workers=0",
-        "data.seed=7",
-    ]
-    trainer = get_trainer_cls("dataflex_sync")(make_config(overrides, dataflex))
-    trainer.tokenizer = trainer.processor = None  # prompts are not tokenised when overlong filtering is off
-    trainer._init_dataloader()
-    trainer.global_steps = 1
-    return trainer
+    return sandbox.dataloader_trainer(make_config(sandbox.dataset_overrides(dataset_path, BATCH, seed=7), dataflex))
 
 
 def draw(trainer, steps):

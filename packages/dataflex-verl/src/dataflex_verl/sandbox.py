@@ -163,6 +163,33 @@ def clear(meta: Any) -> None:
     tq.kv_clear(keys=meta.keys, partition_id=meta.partition_id)
 
 
+def dataset_overrides(path: str, batch_size: int, seed: int) -> list[str]:
+    """Hydra overrides that make verl's dataloader read the parquet file ``path`` as is (no tokenising, no workers)."""
+    return [
+        f"data.train_files={path}",
+        f"data.val_files={path}",
+        f"data.train_batch_size={batch_size}",
+        "data.filter_overlong_prompts=false",
+        "data.dataloader_num_workers=0",
+        f"data.seed={seed}",
+    ]
+
+
+def dataloader_trainer(config: Any) -> Any:
+    """A ``dataflex_sync`` trainer with verl's real train dataloader (and DataFlex's sampler in it), at step 1.
+
+    Enough for ``_next_train_batch`` and ``_compute_advantage``: no workers, no model.
+    """
+    import verl  # noqa: F401  (the verl.plugins entry point registers the trainers)
+    from verl.trainer.ppo.v1 import get_trainer_cls
+
+    trainer = get_trainer_cls("dataflex_sync")(config)
+    trainer.tokenizer = trainer.processor = None  # prompts are not tokenised when overlong filtering is off
+    trainer._init_dataloader()
+    trainer.global_steps = 1
+    return trainer
+
+
 def actor_config(config: Any) -> Any:
     """verl's frozen ``ActorConfig`` with the loss settings of ``config`` (enough for ``ppo_loss`` on CPU)."""
     from verl.workers.config import ActorConfig, PolicyLossConfig
