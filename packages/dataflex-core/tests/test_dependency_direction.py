@@ -1,14 +1,28 @@
-"""Core and plugins stay framework-agnostic: they never import verl, ray or transfer_queue."""
+"""Core and plugins stay framework-agnostic: they never import a training framework or a model library.
+
+The core imports nothing but the standard library and the requirements it
+declares (torch, pluggy, numpy, the TOML and version parsers), as its
+docstring says; the demos, ``dataflex compare`` and the testing kit that need
+more live in ``dataflex-lab``.
+"""
 
 import ast
+import re
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+import tomllib
 
-FORBIDDEN = {"verl", "ray", "transfer_queue", "transferqueue"}
+#: Frameworks (and what they bring) that no framework-agnostic source may import.
+FORBIDDEN = {"verl", "ray", "transfer_queue", "transferqueue", "transformers", "tokenizers", "trl", "accelerate"}
 REPO = Path(__file__).resolve().parents[3]
+CORE = REPO / "packages" / "dataflex-core"
+#: Import names of requirements whose distribution name differs.
+IMPORT_NAMES = {"tomli-w": "tomli_w"}
+#: Imported when installed, never required: a host's OmegaConf config is read as plain dicts.
+OPTIONAL = {"omegaconf"}
 
 
 def _agnostic_sources():
@@ -48,3 +62,19 @@ def test_loading_every_installed_plugin_imports_no_framework():
 def test_core_imports_without_omegaconf(module):
     code = f"import sys; sys.modules['omegaconf'] = None; import {module}; print('ok')"
     assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True).stdout.strip() == "ok"
+
+
+def _declared_imports() -> set[str]:
+    requirements = tomllib.loads((CORE / "pyproject.toml").read_text())["project"]["dependencies"]
+    names = {re.match(r"[A-Za-z0-9_.-]+", r).group(0).lower() for r in requirements}
+    return {IMPORT_NAMES.get(name, name.replace("-", "_")) for name in names}
+
+
+def test_the_core_imports_only_the_standard_library_and_what_it_declares():
+    allowed = set(sys.stdlib_module_names) | _declared_imports() | OPTIONAL | {"dataflex_core", "__future__"}
+    sources = sorted((CORE / "src").rglob("*.py"))
+    offenders = {str(f.relative_to(REPO)): sorted(set(_imported_top_levels(f)) - allowed) for f in sources}
+    assert {k: v for k, v in offenders.items() if v} == {}, (
+        "dataflex-core imports something it does not declare; a demo, a comparison or a test helper belongs "
+        "in dataflex-lab"
+    )

@@ -1,19 +1,17 @@
 """Lock files: format, comparison rows, and enforcement of a lock at plugin load time.
 
 The plugins here are real wheels installed by pip into a throwaway virtualenv
-whose site-packages is the test's whole environment, so RECORD, INSTALLER and
-friends are what pip writes in production, and upgrades really uninstall.
+whose site-packages is the test's whole environment (the testing kit's
+``pip_site`` fixture), so RECORD, INSTALLER and friends are what pip writes in
+production, and upgrades really uninstall.
 """
 
 from __future__ import annotations
 
-import base64
 import hashlib
-import importlib
 import json
 import subprocess
 import sys
-import zipfile
 from pathlib import Path
 
 import pytest
@@ -38,128 +36,9 @@ from dataflex_core.lock import (
     scan_environment,
     write_lock,
 )
-
-GOOD = """
-import torch
-from dataflex_core import Scorer, register_scorer
-
-
-@register_scorer("lk_length")
-class LengthScorer(Scorer):
-    def score(self, batch, step_id, **ctx):
-        return batch.batch["response_mask"].sum(-1).float()
-"""
-
-EXTRA = """
-from dataflex_core import Scorer, register_scorer
-
-
-@register_scorer("lk_extra")
-class ExtraScorer(Scorer):
-    def score(self, batch, step_id, **ctx):
-        return batch.batch["response_mask"].sum(-1).float()
-"""
-
-#: Importing this plugin leaves a marker file next to it and then fails: proof it was imported.
-TRIPWIRE = """
-from pathlib import Path
-
-Path(__file__).with_name("IMPORTED").write_text("lk_tripwire was imported")
-raise RuntimeError("lk_tripwire must never be imported under a lock that does not list it")
-"""
-
-
-def build_wheel(out: Path, dist: str, version: str, modules: dict[str, str], entry_points: dict[str, str]) -> Path:
-    """A minimal pure-Python wheel, so pip performs a real install (RECORD, INSTALLER, ...)."""
-    stem = dist.replace("-", "_")
-    info = f"{stem}-{version}.dist-info"
-    files = {f"{m.replace('.', '/')}/__init__.py": src for m, src in modules.items()}
-    files[f"{info}/METADATA"] = f"Metadata-Version: 2.1\nName: {dist}\nVersion: {version}\n"
-    files[f"{info}/WHEEL"] = "Wheel-Version: 1.0\nGenerator: dataflex-tests\nRoot-Is-Purelib: true\nTag: py3-none-any\n"
-    files[f"{info}/entry_points.txt"] = "[dataflex]\n" + "".join(f"{k} = {v}\n" for k, v in entry_points.items())
-    record = []
-    for path, text in files.items():
-        data = text.encode()
-        digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
-        record.append(f"{path},sha256={digest},{len(data)}")
-    record.append(f"{info}/RECORD,,")
-    files[f"{info}/RECORD"] = "\n".join(record) + "\n"
-    out.mkdir(parents=True, exist_ok=True)
-    wheel = out / f"{stem}-{version}-py3-none-any.whl"
-    with zipfile.ZipFile(wheel, "w") as zf:
-        for path, text in files.items():
-            zf.writestr(path, text)
-    return wheel
-
-
-class PipSite:
-    """A throwaway virtualenv whose site-packages is put on ``sys.path``; pip installs and upgrades into it."""
-
-    def __init__(self, venv: Path, wheels: Path) -> None:
-        subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
-        self.python = venv / "bin" / "python"
-        (self.root,) = venv.glob("lib/python3*/site-packages")
-        self.wheels = wheels
-        self.modules: set[str] = set()
-
-    def install(self, dist: str, version: str, module: str, source: str) -> None:
-        wheel = build_wheel(self.wheels / f"{dist}-{version}", dist, version, {module: source}, {module: module})
-        self.pip("install", "--no-deps", "--no-index", str(wheel))
-
-    def uninstall(self, dist: str) -> None:
-        self.pip("uninstall", "--yes", dist)
-
-    def pip(self, *args: str) -> None:
-        subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "pip",
-                "--python",
-                str(self.python),
-                "--quiet",
-                "--disable-pip-version-check",
-                *args,
-            ],
-            check=True,
-        )
-        self.modules.update(p.name for p in self.root.iterdir() if p.is_dir() and "." not in p.name)
-        self.forget_modules()
-
-    def file(self, module: str) -> Path:
-        return self.root / module / "__init__.py"
-
-    def forget_modules(self) -> None:
-        for name in [m for m in sys.modules if m.split(".")[0] in self.modules]:
-            del sys.modules[name]
-        importlib.invalidate_caches()
-
-
-def _stdlib_path() -> list[str]:
-    base = Path(sys.base_prefix).resolve()
-    return [
-        p
-        for p in sys.path
-        if p and Path(p).resolve().is_relative_to(base) and not {"site-packages", "dist-packages"} & set(Path(p).parts)
-    ]
-
-
-@pytest.fixture
-def pip_site(tmp_path, monkeypatch):
-    """The test's whole environment: the throwaway venv plus the standard library.
-
-    Modules already imported (torch, pluggy, dataflex_core) stay usable from
-    ``sys.modules``, while the plugins installed beside this test run are out of
-    sight, so the lock covers exactly what the test installed.
-    """
-    site = PipSite(tmp_path / "venv", tmp_path / "wheels")
-    monkeypatch.setattr(sys, "path", [str(site.root), *_stdlib_path()])
-    importlib.invalidate_caches()
-    monkeypatch.delenv(dataflex_core.ENV_PLUGINS_LOCK, raising=False)
-    plugin_module.reset_plugin_manager()
-    yield site
-    site.forget_modules()
-    plugin_module.reset_plugin_manager()
+from dataflex_lab.testing.plugin_sites import EXTRA_PLUGIN as EXTRA
+from dataflex_lab.testing.plugin_sites import LENGTH_PLUGIN as GOOD
+from dataflex_lab.testing.plugin_sites import TRIPWIRE_PLUGIN as TRIPWIRE
 
 
 @pytest.fixture

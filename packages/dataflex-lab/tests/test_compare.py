@@ -8,7 +8,7 @@ import math
 import pytest
 import torch
 
-from dataflex_core.compare import CompareError, Run, compare_runs, summarize_curve
+from dataflex_lab.compare import CompareError, Run, compare_runs, summarize_curve
 
 REWARD = "critic/score/mean"
 

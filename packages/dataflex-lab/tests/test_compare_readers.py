@@ -14,8 +14,9 @@ import sys
 
 import pytest
 
-from dataflex_core.cli import EXIT_COMPARE_ERROR, main
-from dataflex_core.compare import CompareError, RunSpec, read_path, read_runs
+from dataflex_core.cli import main
+from dataflex_lab.cli import EXIT_COMPARE_ERROR
+from dataflex_lab.compare import CompareError, RunSpec, read_path, read_runs
 
 REWARD = "critic/score/mean"
 STEPS = range(1, 9)
@@ -78,7 +79,7 @@ def test_an_older_demo_file_without_runs_is_one_run_per_arm(tmp_path):
 def test_demo_format_errors(tmp_path):
     path = tmp_path / "demo.json"
     path.write_text(json.dumps({**demo_document(), "format": "dataflex-demo/2"}))
-    with pytest.raises(CompareError, match="newer DataFlex: upgrade dataflex-core"):
+    with pytest.raises(CompareError, match="newer DataFlex: upgrade dataflex-lab"):
         read_path(path)
     path.write_text(json.dumps(demo_document()))
     with pytest.raises(CompareError, match="names its own runs"):
@@ -115,7 +116,7 @@ def test_verl_writes_nan_as_null_and_compare_names_it(tmp_path, monkeypatch):
         paths.append(f"sync@{seed}={path}")
     assert "null" in (tmp_path / "sync1.jsonl").read_text()
     with pytest.raises(CompareError, match=r"not a finite number in sync@1 \(.*sync1.jsonl\) at step\(s\) 5"):
-        from dataflex_core.compare import compare_runs
+        from dataflex_lab.compare import compare_runs
 
         compare_runs(read_runs(paths))
 
@@ -222,7 +223,7 @@ def test_tensorboard_missing_names_the_extra(tmp_path, monkeypatch):
     (tmp_path / "events.out.tfevents.1.host").write_bytes(b"")
     monkeypatch.setitem(sys.modules, "tensorboard", None)
     monkeypatch.setitem(sys.modules, "tensorboard.backend.event_processing", None)
-    with pytest.raises(CompareError, match=r"pip install 'dataflex-core\[tensorboard\]'"):
+    with pytest.raises(CompareError, match=r"pip install 'dataflex-lab\[tensorboard\]'"):
         read_runs([f"a@0={tmp_path}"])
 
 
@@ -279,10 +280,12 @@ def test_cli_plot_writes_an_image(tmp_path, capsys):
     assert image.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
-def test_cli_plot_without_matplotlib_fails_first_and_names_the_extra(tmp_path, monkeypatch, capsys):
+def test_cli_plot_without_matplotlib_fails_first_and_says_what_to_install(tmp_path, monkeypatch, capsys):
     demo = tmp_path / "demo.json"
     demo.write_text(json.dumps(demo_document()))
     monkeypatch.setitem(sys.modules, "matplotlib", None)
     assert main(["compare", str(demo), "--plot", str(tmp_path / "c.png")]) == EXIT_COMPARE_ERROR
     captured = capsys.readouterr()
-    assert "pip install 'dataflex-core[plot]'" in captured.err and captured.out == ""
+    assert (
+        "--plot needs matplotlib, which is not installed: pip install matplotlib" in captured.err and captured.out == ""
+    )

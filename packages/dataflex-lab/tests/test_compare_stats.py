@@ -15,7 +15,7 @@ import math
 import pytest
 import torch
 
-from dataflex_core.compare import stats
+from dataflex_lab.compare import stats
 
 ALPHA = 0.05
 #: Binomial slack for a rate over TRIALS trials: three standard errors at the stated rate.

@@ -6,8 +6,8 @@ import argparse
 
 import pytest
 
-from dataflex_core import demo_report
-from dataflex_core.demo_report import DEFAULT_PAIRS, DemoOptions
+from dataflex_lab import demo_report
+from dataflex_lab.demo_report import DEFAULT_PAIRS, DemoOptions
 
 
 def test_each_mechanism_defaults_to_its_pair_with_its_params():

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataflex_core import demo_report
+from dataflex_lab import demo_report
 
 
 def run(arm, seed, curve):

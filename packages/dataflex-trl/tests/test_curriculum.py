@@ -8,11 +8,11 @@ import os
 import numpy as np
 import pytest
 import torch
-from dataflex_trl.toy import echo_reward
 from trl_testkit import NUM_GENERATIONS, PROMPTS_PER_STEP
 
-from dataflex_core import IncompatibleComponentError, Sampler, Scorer, register_sampler, register_scorer
+from dataflex_core import IncompatibleComponentError, Scorer, register_scorer
 from dataflex_core.step.state import CHECKPOINT_STATE
+from dataflex_lab.trl.toy import echo_reward
 
 
 @register_scorer("trltest_vowels_thrice")
@@ -40,12 +40,6 @@ class VowelsThrice(Scorer):
 
     def load_state_dict(self, state):
         self.observed = int(state["observed"])
-
-
-@register_sampler("trltest_proportional")
-class Proportional(Sampler):
-    def act(self, scores, batch, **ctx):
-        return scores.double() / scores.double().sum()
 
 
 BLOCK = {

@@ -7,11 +7,11 @@ import os
 
 import pytest
 import torch
-from dataflex_trl.toy import echo_reward
 
 from dataflex_core import ConfigError, Scorer, register_scorer
 from dataflex_core.step.pinning import CHECKPOINT_PINNING, CHECKPOINT_PLUGIN_SET
 from dataflex_core.step.state import CHECKPOINT_STATE
+from dataflex_lab.trl.toy import echo_reward
 
 
 @register_scorer("trltest_running_count")

@@ -14,7 +14,7 @@ import os
 import pytest
 import torch
 
-from dataflex_verl import sandbox
+from dataflex_lab.verl import sandbox
 
 pytestmark = pytest.mark.verl
 trl = pytest.importorskip("trl")
@@ -33,8 +33,9 @@ def trl_step(tmp_path):
     import warnings
 
     from dataflex_trl import DataFlexGRPOTrainer
-    from dataflex_trl.toy import char_tokenizer, echo_reward, tiny_model, toy_dataset
     from trl import GRPOConfig
+
+    from dataflex_lab.trl.toy import char_tokenizer, echo_reward, tiny_model, toy_dataset
 
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
     tokenizer = char_tokenizer()

@@ -10,59 +10,30 @@ No queue is needed: the steps call the host's own per-step component path.
 
 from __future__ import annotations
 
-import base64
 import copy
 import functools
-import hashlib
-import importlib
 import json
 import os
-import subprocess
 import sys
-import zipfile
 from pathlib import Path
 
 import pytest
 import torch
 
-from dataflex_core import Batch, ConfigError, Reweighter, Scorer, mean_one, register_reweighter, register_scorer
+from dataflex_core import Batch, ConfigError, Scorer, register_scorer
 from dataflex_core import plugins as plugin_module
 from dataflex_core.lock import PluginDriftWarning, PluginSetMismatch, lock_environment, read_lock, write_lock
 from dataflex_core.step.pinning import CHECKPOINT_PINNING, CHECKPOINT_PLUGIN_SET
 from dataflex_core.step.state import CHECKPOINT_STATE
-from dataflex_verl import sandbox
+from dataflex_lab.testing import mean_abs_advantage, plugin_sites, register_toy_components
+from dataflex_lab.testing.plugin_sites import EXTRA_PLUGIN as EXTRA
+from dataflex_lab.testing.plugin_sites import LENGTH_PLUGIN as GOOD
+from dataflex_lab.testing.plugin_sites import TRIPWIRE_PLUGIN as TRIPWIRE
+from dataflex_lab.verl import sandbox
 
 pytestmark = pytest.mark.verl
 
-GOOD = """
-from dataflex_core import Scorer, register_scorer
-
-
-@register_scorer("lk_length")
-class LengthScorer(Scorer):
-    requires = ["advantages"]
-
-    def score(self, batch, step_id, **ctx):
-        return batch.batch["response_mask"].sum(-1).float()
-"""
-
-EXTRA = """
-from dataflex_core import Scorer, register_scorer
-
-
-@register_scorer("lk_extra")
-class ExtraScorer(Scorer):
-    def score(self, batch, step_id, **ctx):
-        return batch.batch["response_mask"].sum(-1).float()
-"""
-
-#: Importing this plugin leaves a marker file and then fails: proof that it was imported.
-TRIPWIRE = """
-from pathlib import Path
-
-Path(__file__).with_name("IMPORTED").write_text("lk_tripwire was imported")
-raise RuntimeError("lk_tripwire must never be imported under a lock that does not list it")
-"""
+register_toy_components("pintest")
 
 
 @register_scorer("pintest_running_mean")
@@ -77,9 +48,7 @@ class RunningMeanScorer(Scorer):
         self.mean = 0.0
 
     def score(self, batch, step_id, **ctx):
-        mask = batch.batch["response_mask"].bool()
-        adv = torch.where(mask, batch.batch["advantages"].abs(), torch.zeros(()))
-        scores = adv.sum(-1) / mask.sum(-1).clamp(min=1)
+        scores = mean_abs_advantage(batch)
         total = self.mean * self.count + float(scores.sum())
         self.count += len(scores)
         self.mean = total / self.count
@@ -92,81 +61,11 @@ class RunningMeanScorer(Scorer):
         self.count, self.mean = state["count"], state["mean"]
 
 
-@register_scorer("pintest_constant")
-class ConstantScorer(Scorer):
-    requires = ["advantages"]
-
-    def score(self, batch, step_id, **ctx):
-        return torch.full((len(batch),), 0.5)
-
-
-@register_reweighter("pintest_proportional")
-class ProportionalReweighter(Reweighter):
-    def act(self, scores, batch, **ctx):
-        return mean_one(scores.float() + 0.1, batch)
-
-
-def build_wheel(out: Path, dist: str, version: str, module: str, source: str) -> Path:
-    """A minimal pure-Python wheel with one ``dataflex`` entry point."""
-    stem = dist.replace("-", "_")
-    info = f"{stem}-{version}.dist-info"
-    files = {
-        f"{module}/__init__.py": source,
-        f"{info}/METADATA": f"Metadata-Version: 2.1\nName: {dist}\nVersion: {version}\n",
-        f"{info}/WHEEL": "Wheel-Version: 1.0\nGenerator: dataflex-tests\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
-        f"{info}/entry_points.txt": f"[dataflex]\n{module} = {module}\n",
-    }
-    record = []
-    for path, text in files.items():
-        digest = base64.urlsafe_b64encode(hashlib.sha256(text.encode()).digest()).rstrip(b"=").decode()
-        record.append(f"{path},sha256={digest},{len(text.encode())}")
-    files[f"{info}/RECORD"] = "\n".join([*record, f"{info}/RECORD,,"]) + "\n"
-    out.mkdir(parents=True, exist_ok=True)
-    wheel = out / f"{stem}-{version}-py3-none-any.whl"
-    with zipfile.ZipFile(wheel, "w") as zf:
-        for path, text in files.items():
-            zf.writestr(path, text)
-    return wheel
-
-
-class PipSite:
-    """A throwaway virtualenv, its site-packages in front of ``sys.path``; pip installs and upgrades into it."""
-
-    def __init__(self, venv: Path, wheels: Path) -> None:
-        subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
-        self.python = venv / "bin" / "python"
-        (self.root,) = venv.glob("lib/python3*/site-packages")
-        self.wheels = wheels
-        self.modules: set[str] = set()
-
-    def install(self, dist: str, version: str, module: str, source: str) -> None:
-        wheel = build_wheel(self.wheels / f"{dist}-{version}", dist, version, module, source)
-        self.pip("install", "--no-deps", "--no-index", str(wheel))
-
-    def uninstall(self, dist: str) -> None:
-        self.pip("uninstall", "--yes", dist)
-
-    def pip(self, *args: str) -> None:
-        command = [sys.executable, "-m", "pip", "--python", str(self.python), "--quiet", "--disable-pip-version-check"]
-        subprocess.run([*command, *args], check=True)
-        self.modules.update(p.name for p in self.root.iterdir() if p.is_dir() and "." not in p.name)
-        self.forget_modules()
-
-    def forget_modules(self) -> None:
-        for name in [m for m in sys.modules if m.split(".")[0] in self.modules]:
-            del sys.modules[name]
-        importlib.invalidate_caches()
-
-
 @pytest.fixture
 def pip_site(tmp_path, monkeypatch):
-    site = PipSite(tmp_path / "venv", tmp_path / "wheels")
-    monkeypatch.syspath_prepend(str(site.root))
-    monkeypatch.delenv(plugin_module.ENV_PLUGINS_LOCK, raising=False)
-    plugin_module.reset_plugin_manager()
-    yield site
-    site.forget_modules()
-    plugin_module.reset_plugin_manager()
+    """The kit's pip site in front of what is installed (verl stays importable), not alone as core's lock tests."""
+    with plugin_sites.pip_site(tmp_path, monkeypatch, alone=False) as site:
+        yield site
 
 
 @pytest.fixture

@@ -1,6 +1,6 @@
 """What a host's training demo prints and writes: progress lines, the summary table, ``--json``, the plot.
 
-Both hosts' demos train a tiny model on the toy task (:mod:`dataflex_core.toy_task`)
+Both hosts' demos train a tiny model on the toy task (:mod:`dataflex_lab.toy_task`)
 in two arms, a baseline and DataFlex, and report them the same way; only the
 names of a few metrics differ between frameworks (:class:`HostMetrics`). The
 ``--json`` document has the format ``dataflex-demo/1`` that ``dataflex compare``
@@ -160,7 +160,7 @@ def check_components(block: dict[str, Any]) -> None:
 
     The host's trainer checks it again against the run's own config (mount-time checks).
     """
-    from .config import CORE_KEYS, build_from_config
+    from dataflex_core.config import CORE_KEYS, build_from_config
 
     build_from_config(block, extra_keys=[key for key in block if key not in CORE_KEYS])
 

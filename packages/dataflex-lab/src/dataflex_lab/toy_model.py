@@ -1,12 +1,12 @@
 """A character tokenizer and a tiny random Qwen2 for the toy task, built in memory: no hub, no download.
 
-Both hosts' CPU demos, tests and benchmarks train on :mod:`dataflex_core.toy_task`
+Both hosts' CPU demos, tests and benchmarks train on :mod:`dataflex_lab.toy_task`
 with a model of a few tens of thousands of parameters, so a step takes seconds
 on a CPU. Each host decides the vocabulary's extras (verl's agent loop wants
 ChatML's markers and role names as single tokens and a chat template; TRL
 takes plain-string prompts) and writes the objects where its framework reads
-them. Needs ``transformers`` and ``tokenizers`` (imported when called; both
-hosts have them): this module is for demos and tests, never for training.
+them. Needs ``transformers`` and ``tokenizers`` (requirements of ``dataflex-lab``, imported when
+called): this module is for demos and tests, never for training.
 """
 
 from __future__ import annotations

@@ -7,9 +7,9 @@ import json
 
 import pytest
 from dataflex_trl.cli import main
-from dataflex_trl.demo import DemoSettings, run_training_demo
 
-from dataflex_core.demo_report import JSON_FORMAT, TOY_RUN_NOTE
+from dataflex_lab.demo_report import JSON_FORMAT, TOY_RUN_NOTE
+from dataflex_lab.trl.training_demo import DemoSettings, run_training_demo
 
 
 def test_the_demo_trains_both_arms_and_writes_the_shared_format(tmp_path, capsys):

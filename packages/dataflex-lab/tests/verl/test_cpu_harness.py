@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 import torch
 
-from dataflex_verl.cpu_loop import model, verl_internals
-from dataflex_verl.cpu_loop.agent_loop import sample_key
-from dataflex_verl.cpu_loop.rollout import filter_logits, request_seed
-from dataflex_verl.cpu_loop.runner import dataflex_overrides, hydra_value
+from dataflex_lab.verl.cpu_loop import model, verl_internals
+from dataflex_lab.verl.cpu_loop.agent_loop import sample_key
+from dataflex_lab.verl.cpu_loop.rollout import filter_logits, request_seed
+from dataflex_lab.verl.cpu_loop.runner import dataflex_overrides, hydra_value
 
 
 def test_verl_still_has_what_the_harness_reaches_into():

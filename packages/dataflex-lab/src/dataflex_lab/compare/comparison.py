@@ -145,7 +145,7 @@ class ComparisonReport:
         Path(path).write_text(json.dumps(self.as_dict(), indent=2) + "\n", encoding="utf-8")
 
     def plot(self, path: str | Path) -> None:
-        """Mean curve of each arm with its bootstrap band, one panel per metric (needs ``dataflex-core[plot]``)."""
+        """Mean curve of each arm with its bootstrap band, one panel per metric (needs matplotlib)."""
         from .plot import plot_report
 
         plot_report(self, path)

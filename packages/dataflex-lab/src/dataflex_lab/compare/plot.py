@@ -1,7 +1,7 @@
 """Curves with bands: each arm's mean over seeds, step by step, inside its bootstrap interval.
 
-matplotlib is an optional dependency (``pip install 'dataflex-core[plot]'``);
-only this module imports it, and only when a plot is asked for.
+matplotlib is a requirement of ``dataflex-lab``; only this module imports it, and only when a
+plot is asked for (an environment that removed it gets a clear error).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from .runs import CompareError
 if TYPE_CHECKING:
     from .comparison import ComparisonReport
 
-INSTALL_PLOT = "pip install 'dataflex-core[plot]'"
+INSTALL_PLOT = "pip install matplotlib"
 #: Resamples per step for the bands (fewer than the table's: a band is read by eye).
 BAND_RESAMPLES = 2_000
 

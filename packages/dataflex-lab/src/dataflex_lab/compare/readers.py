@@ -10,7 +10,7 @@ Formats (the file's content decides, not its name):
   checkpoint): its ``log_history`` list of ``{..., "step": N}`` entries.
 * TensorBoard event files (verl's and transformers' ``tensorboard`` logger),
   read with the ``tensorboard`` package when it is installed
-  (``pip install 'dataflex-core[tensorboard]'``); TensorFlow is not needed.
+  (``pip install 'dataflex-lab[tensorboard]'``); TensorFlow is not needed.
 
 The last three do not record an arm or a seed: the caller names them
 (``ARM@SEED=PATH`` on the command line, or a ``--name-from`` pattern).
@@ -33,7 +33,7 @@ TRAINER_STATE = "trainer_state.json"
 TFEVENTS = "events.out.tfevents."
 #: ``ARM@SEED=PATH``: how the command line names a run whose file does not.
 LABELLED_PATH = re.compile(r"^(?P<arm>[^=@]+)@(?P<seed>-?\d+)=(?P<path>.+)$")
-INSTALL_TENSORBOARD = "pip install 'dataflex-core[tensorboard]'"
+INSTALL_TENSORBOARD = "pip install 'dataflex-lab[tensorboard]'"
 SUPPORTED = (
     "a demo's --json file (format dataflex-demo/1), verl's file-logger .jsonl, transformers/TRL's "
     "trainer_state.json (or an output directory holding it or checkpoint-*/trainer_state.json), "
@@ -111,7 +111,7 @@ def runs_from_demo(document: dict[str, Any], source: str = "<memory>") -> list[R
         newer = isinstance(found, str) and found.startswith("dataflex-demo/")
         raise CompareError(
             f"{source}: format {found!r} is not {DEMO_FORMAT!r}"
-            + ("; it was written by a newer DataFlex: upgrade dataflex-core" if newer else "")
+            + ("; it was written by a newer DataFlex: upgrade dataflex-lab" if newer else "")
         )
     if "runs" in document:
         records = document["runs"]

@@ -12,7 +12,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..errors import DataFlexError
+from dataflex_core import DataFlexError
 
 
 class CompareError(DataFlexError, ValueError):
@@ -69,7 +69,7 @@ class Run:
 
         This is the shape of each entry of the demos' ``"runs"`` list (format
         ``dataflex-demo/1``), so a demo can hand its in-memory records to
-        :func:`~dataflex_core.compare.compare_runs` directly.
+        :func:`~dataflex_lab.compare.compare_runs` directly.
         """
         if not isinstance(record, Mapping):
             raise CompareError(f"{source}: a run must be an object with arm, seed and steps, got {record!r:.80}")

@@ -1,7 +1,7 @@
 """Statistics over seeds: bootstrap intervals, permutation and t tests, Holm's adjustment.
 
-Built on torch and the standard library, so ``dataflex-core`` needs neither
-numpy nor scipy. Every random draw comes from a ``torch.Generator`` seeded by
+Built on torch and the standard library, so ``dataflex-lab`` needs no
+scipy. Every random draw comes from a ``torch.Generator`` seeded by
 the caller, so the same runs always give the same report.
 """
 

@@ -1,7 +1,7 @@
 """The toy task in TRL's terms: a character tokenizer, a tiny random Qwen2, plain-string prompts, a rule reward.
 
 Everything is built in memory, offline: no hub access, no download. The task
-is core's :mod:`dataflex_core.toy_task` (echo the letter of the prompt), so the
+is core's :mod:`dataflex_lab.toy_task` (echo the letter of the prompt), so the
 TRL and verl demos train on the same task. The demo, the tests and the
 benchmark use these helpers; nothing here runs in a user's training.
 """
@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from dataflex_core import toy_model, toy_task
-from dataflex_core.toy_model import TinyModelSpec
+from .. import toy_model, toy_task
+from ..toy_model import TinyModelSpec
 
 #: Characters the tokenizer knows, one token each.
 ALPHABET = toy_task.LETTERS + " :"
@@ -37,7 +37,7 @@ def toy_dataset(count: int, seed: int, domain_share: dict[str, float] | None = N
     ``mechanism: curriculum``'s ``prompt_key``).
 
     :param task: ``echo`` (the letter to echo) or ``mixed`` (echo prompts beside prompts that are already solved
-        or unsolvable, :func:`dataflex_core.toy_task.mixed_prompts`; rows carry their ``kind``).
+        or unsolvable, :func:`dataflex_lab.toy_task.mixed_prompts`; rows carry their ``kind``).
     """
     from datasets import Dataset
 
@@ -59,5 +59,5 @@ def toy_dataset(count: int, seed: int, domain_share: dict[str, float] | None = N
 
 
 def echo_reward(completions: list[str], answer: list[str], **_: Any) -> list[float]:
-    """TRL reward function: :func:`dataflex_core.toy_task.score` of each completion."""
+    """TRL reward function: :func:`dataflex_lab.toy_task.score` of each completion."""
     return [toy_task.score(completion, letter) for completion, letter in zip(completions, answer)]

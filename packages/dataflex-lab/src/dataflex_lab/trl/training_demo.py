@@ -2,7 +2,7 @@
 
 Each arm is a real ``trainer.train()`` of TRL's ``GRPOTrainer`` (generation,
 reward, advantages, loss, optimizer step) on a tiny random Qwen2 learning the
-toy echo task (:mod:`dataflex_trl.toy`). The arms share the seed, so they start
+toy echo task (:mod:`dataflex_lab.trl.toy`). The arms share the seed, so they start
 from the same model and draw the same prompts; ``baseline`` is TRL's plain
 trainer, ``dataflex`` is :class:`~dataflex_trl.DataFlexGRPOTrainer` with the
 configured scorer and actuator. Output: a line per step, a summary table, a
@@ -24,9 +24,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
-from dataflex_core import demo_report, toy_task
+from dataflex_trl import __version__ as host_version
 
-from .version import __version__
+from .. import demo_report, toy_task
+from ..version import __version__ as lab_version
 
 #: The baseline arm and the DataFlex arm.
 ARMS = ("baseline", "dataflex")
@@ -48,11 +49,11 @@ class DemoSettings(demo_report.DemoOptions):
 
 def train_arm(settings: DemoSettings, arm: str, seed: int, on_step: Any) -> list[dict[str, Any]]:
     """One real TRL training run of ``arm``; every step's logged metrics as ``{"step", "metrics"}`` records."""
+    from dataflex_trl import DataFlexGRPOTrainer
     from transformers import TrainerCallback
     from transformers.trainer_callback import PrinterCallback
     from trl import GRPOConfig, GRPOTrainer
 
-    from . import DataFlexGRPOTrainer
     from .toy import char_tokenizer, echo_reward, tiny_model, toy_dataset
 
     records: list[dict[str, Any]] = []
@@ -136,7 +137,7 @@ def run_training_demo(settings: DemoSettings, out: TextIO = sys.stdout) -> dict[
     demo_report.check_components(block)  # a typo fails now, not after the first arm
     started = time.perf_counter()
     say(
-        f"dataflex-trl {__version__} training demo: TRL {trl.__version__} GRPOTrainer on the CPU, tiny random "
+        f"dataflex-trl {host_version} training demo: TRL {trl.__version__} GRPOTrainer on the CPU, tiny random "
         f"Qwen2, toy echo task; {settings.steps} steps x {len(ARMS)} arms x {settings.seeds} seed(s), "
         f"loss_type={settings.loss_type}, {PROMPTS_PER_STEP} prompts x {GENERATIONS} completions per step"
     )
@@ -175,7 +176,8 @@ def run_training_demo(settings: DemoSettings, out: TextIO = sys.stdout) -> dict[
             "task": settings.toy_task,
             "validation_every": settings.validation_interval,
             "trl": trl.__version__,
-            "dataflex_trl": __version__,
+            "dataflex_trl": host_version,
+            "dataflex_lab": lab_version,
             "wall_s": round(time.perf_counter() - started, 1),
         },
     )

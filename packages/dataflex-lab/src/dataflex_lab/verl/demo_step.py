@@ -15,7 +15,9 @@ from contextlib import nullcontext
 from dataclasses import dataclass, field
 from typing import Any, TextIO
 
-from . import __version__, sandbox
+from dataflex_verl import __version__ as host_version
+
+from . import sandbox
 
 
 @dataclass(frozen=True)
@@ -95,7 +97,7 @@ def run_demo(
     def say(message: str) -> None:
         print(message, file=out, flush=True)
 
-    say(f"dataflex-verl {__version__} demo: verl {verl.__version__}, GRPO, {num_prompts} prompts x {n} responses, "
+    say(f"dataflex-verl {host_version} demo: verl {verl.__version__}, GRPO, {num_prompts} prompts x {n} responses, "
         f"responses up to {max_response_len} tokens, loss_agg_mode={loss_agg_mode}")  # fmt: skip
     overrides = [
         "algorithm.adv_estimator=grpo",
@@ -141,9 +143,3 @@ def run_demo(
     if not rows:
         say("\nno pair could run: install the plugin packages named above")
     return rows
-
-
-def main(argv: list[str] | None = None) -> int:
-    from .cli import main as cli_main
-
-    return cli_main(["demo-step", *(argv or [])])

@@ -1,6 +1,6 @@
 """A laptop-sized stand-in for a verl run: local Ray + TransferQueue, verl's real config and loss.
 
-The demo, the host's tests and the benchmarks use it to drive verl's real
+``dataflex-verl demo-step``, the host's tests and the benchmarks use it to drive verl's real
 ``_compute_advantage`` and ``ppo_loss`` on synthetic rollouts, without GPUs,
 models or datasets. Nothing here runs during training.
 """
@@ -48,13 +48,27 @@ def _say(progress: Callable[[str], None] | None, message: str) -> None:
         progress(message)
 
 
+#: How many :func:`local_queue` contexts are open in this process (only the outermost starts and closes).
+_open_queues = 0
+
+
 @contextmanager
 def local_queue(num_cpus: int = 4, progress: Callable[[str], None] | None = None) -> Iterator[None]:
     """Start a local Ray and TransferQueue, and close both on exit.
 
     TransferQueue's controller and two storage units each ask for one CPU, so
     Ray needs ``num_cpus >= 4`` (it hangs with 2) whatever the machine has.
+    Inside another ``local_queue`` of this process it reuses that one, so test
+    suites of several packages can each ask for a queue in one pytest run.
     """
+    global _open_queues
+    if _open_queues:
+        _open_queues += 1
+        try:
+            yield
+        finally:
+            _open_queues -= 1
+        return
     import ray
     import transfer_queue as tq
 
@@ -66,9 +80,11 @@ def local_queue(num_cpus: int = 4, progress: Callable[[str], None] | None = None
         _say(progress, f"Ray is up after {time.perf_counter() - start:.1f}s; starting TransferQueue ...")
     tq.init()
     _say(progress, f"TransferQueue is up after {time.perf_counter() - start:.1f}s")
+    _open_queues = 1
     try:
         yield
     finally:
+        _open_queues = 0
         tq.close()
         if started_ray:
             ray.shutdown()
@@ -96,32 +112,38 @@ def synthetic_rollout(
     rollout_log_probs: bool = True,
     seed: int = 0,
 ) -> SyntheticRollout:
-    """``num_prompts`` groups of ``n`` responses with 0/1 rewards on the last token.
+    """``num_prompts`` groups of ``n`` responses with 0/1 rewards on the last token (the testing kit's
+    :func:`~dataflex_lab.testing.batches.grpo_layout`), in the layout verl's agent loop writes.
 
-    Padding rows mimic verl's ``upsample_batch_to_divisible_size``: a shared
-    ``pad<hex>`` uid, an all-zero ``response_mask`` and the tag ``is_padding``.
+    Padding rows are verl's ``upsample_batch_to_divisible_size``'s: a shared
+    ``pad<hex>`` uid, a one-token response whose ``response_mask`` is zero, and
+    the tag ``is_padding``. Uids are fresh for every call, so rollouts of
+    different tests never share TransferQueue keys.
     """
     from tensordict import NonTensorStack, TensorDict
 
-    gen = torch.Generator().manual_seed(seed)
-    real = num_prompts * n
-    bs = real + padding_rows
-    uids = [uuid.uuid4().hex for _ in range(num_prompts)]
-    pad_uid = f"pad{uuid.uuid4().hex}"
-    row_uid = [uids[i // n] for i in range(real)] + [pad_uid] * padding_rows
-    lengths = torch.randint(max(1, max_response_len // 4), max_response_len + 1, (bs,), generator=gen)
-    lengths[real:] = 1
-    # Each group gets its own success rate so group statistics differ between prompts.
-    rate = torch.rand(num_prompts, generator=gen)
-    solved = (torch.rand(real, generator=gen) < rate.repeat_interleave(n)).float()
+    from ..testing.batches import grpo_layout
+
+    layout = grpo_layout(
+        num_prompts,
+        n,
+        width=max_response_len,
+        min_length=max(1, max_response_len // 4),
+        padding_rows=padding_rows,
+        uids=[uuid.uuid4().hex for _ in range(num_prompts)],
+        pad_uid=f"pad{uuid.uuid4().hex}",
+        seed=seed,
+    )
+    gen = torch.Generator().manual_seed(seed + 1)
+    real, bs = layout.real_rows, len(layout.uid)
+    lengths = layout.lengths.clamp(min=1)  # verl's padding rows have one (masked) response token
 
     def jagged(make: Callable[[int, int], torch.Tensor]) -> torch.Tensor:
         return torch.nested.as_nested_tensor([make(i, int(lengths[i])) for i in range(bs)], layout=torch.jagged)
 
     def last_token(i: int, length: int) -> torch.Tensor:
         out = torch.zeros(length)
-        if i < real:
-            out[-1] = solved[i]
+        out[-1] = layout.rewards[i]
         return out
 
     columns: dict[str, Any] = {
@@ -141,13 +163,13 @@ def synthetic_rollout(
         columns["values"] = jagged(lambda i, length: torch.randn(length, generator=gen) * 0.1)
     if ref_log_prob:
         columns["ref_log_prob"] = jagged(lambda i, length: -torch.rand(length, generator=gen) * 2)
-    columns["uid"] = NonTensorStack(*row_uid)
-    keys = [f"{row_uid[i]}_{i % n if i < real else i - real}_0" for i in range(bs)]
+    columns["uid"] = NonTensorStack(*layout.uid)
+    keys = [f"{layout.uid[i]}_{i % n if i < real else i - real}_0" for i in range(bs)]
     tags = [
         {"status": "finished", "response_len": int(lengths[i]), "is_padding": i >= real, "min_global_steps": 0}
         for i in range(bs)
     ]
-    return SyntheticRollout(keys, tags, TensorDict(columns, batch_size=bs), uids)
+    return SyntheticRollout(keys, tags, TensorDict(columns, batch_size=bs), layout.groups)
 
 
 def put_rollout(rollout: SyntheticRollout, partition_id: str = "train") -> Any:
@@ -243,7 +265,7 @@ def actor_loss(meta: Any, config: Any, *, seed: int = 1, weights: torch.Tensor |
     fields = [name for name in LOSS_FIELDS if name in (meta.fields or ())]
     data = tq.kv_batch_get(keys=meta.keys, partition_id=meta.partition_id, select_fields=fields)
     if weights is not None:
-        from .queue_io import padded_to_jagged
+        from dataflex_verl.queue_io import padded_to_jagged
 
         data["rollout_is_weights"] = padded_to_jagged(weights.to(torch.float32), data["response_mask"].offsets())
     data = TensorDict({name: data[name] for name in data.keys()}, batch_size=len(meta))

@@ -2,18 +2,18 @@
 
 Each arm is a real run of ``python -m verl.trainer.main_ppo`` (rollout,
 reward, old log-prob, advantage, actor update, weight sync) on the CPU
-harness (:mod:`dataflex_verl.cpu_loop`): a tiny random Qwen2 learning the toy
+harness (:mod:`dataflex_lab.verl.cpu_loop`): a tiny random Qwen2 learning the toy
 echo task. The arms share the seed, so they start from the same model and
 draw the same prompts; ``sync`` is verl's plain trainer, ``dataflex_sync``
 runs the configured scorer and actuator in ``_compute_advantage``.
 
 A toy run shows the mechanics (weights reach the loss, their statistics, what
 they cost) and a direction; it is not a benchmark result. With ``--seeds K``
-the arms are compared over K seeds with :func:`dataflex_core.compare.compare_runs`.
+the arms are compared over K seeds with :func:`dataflex_lab.compare.compare_runs`.
 
 ``--mechanism curriculum`` trains both arms on the toy task's mixed variant
 (echo prompts beside prompts that are already solved or unsolvable, whose
-rollouts teach nothing; :func:`dataflex_core.toy_task.mixed_prompts`) and
+rollouts teach nothing; :func:`dataflex_lab.toy_task.mixed_prompts`) and
 validates on echo prompts every few steps: the batch reward of a curriculum
 arm is not comparable with uniform sampling's (it draws other prompts), the
 validation reward is. The summary then says how many steps and rollouts each
@@ -29,9 +29,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
-from dataflex_core import demo_report
+from dataflex_verl import __version__ as host_version
 
-from .version import __version__
+from .. import demo_report
+from ..version import __version__ as lab_version
 
 #: The baseline arm and the DataFlex arm, as verl trainer modes.
 ARMS = ("sync", "dataflex_sync")
@@ -78,7 +79,7 @@ def run_training_demo(settings: DemoSettings, out: TextIO = sys.stdout) -> dict[
     started = time.perf_counter()
     workdir = Path(settings.workdir).resolve()
     say(
-        f"dataflex-verl {__version__} training demo: verl's GRPO fit loop on the CPU, tiny random Qwen2, toy echo task; "
+        f"dataflex-verl {host_version} training demo: verl's GRPO fit loop on the CPU, tiny random Qwen2, toy echo task; "
         f"{settings.steps} steps x {len(ARMS)} arms x {settings.seeds} seed(s), loss_agg_mode={settings.loss_agg_mode}"
     )
     say(f"DataFlex arm: {json.dumps(block)}")
@@ -138,7 +139,8 @@ def run_training_demo(settings: DemoSettings, out: TextIO = sys.stdout) -> dict[
             "task": task,
             "train_prompts": train_rows,
             "validation_every": settings.validation_interval,
-            "dataflex_verl": __version__,
+            "dataflex_verl": host_version,
+            "dataflex_lab": lab_version,
             "wall_s": round(time.perf_counter() - started, 1),
         },
     )

@@ -4,7 +4,7 @@ Two runs with the same seed must sample the same responses for the equality
 tests (``sync`` against ``dataflex_sync`` with uniform weights), but the
 requests reach the rollout server in whatever order the asyncio tasks run.
 This loop names each request by ``(step, dataset index, sample index)`` and
-hands that key to the server (:mod:`dataflex_verl.cpu_loop.rollout`), which
+hands that key to the server (:mod:`dataflex_lab.verl.cpu_loop.rollout`), which
 seeds the sample's generator with it. The runner declares it in an agent-loop
 config file (``actor_rollout_ref.rollout.agent.agent_loop_config_path``, a
 public verl option) and selects it with ``...agent.default_agent_loop``.

@@ -25,7 +25,7 @@ def _noop(*args: Any, **kwargs: Any) -> None:
 
 def _cpu_device_module() -> types.ModuleType:
     """``torch.cpu`` plus the ``torch.cuda`` functions verl calls that mean nothing on a CPU (no-ops or zeros)."""
-    module = types.ModuleType("dataflex_verl_cpu_device")
+    module = types.ModuleType("dataflex_lab_cpu_device")
     for name in ("current_device", "device_count", "is_available", "synchronize", "Stream", "current_stream", "stream"):
         setattr(module, name, getattr(torch.cpu, name))
     module.Event = getattr(torch.cpu, "Event", None)

@@ -1,7 +1,7 @@
 """A tiny random causal LM and a character tokenizer, built on the spot: no hub, no download.
 
 verl loads a model and a tokenizer from local folders like any HF checkpoint.
-The model is core's tiny Qwen2 (:mod:`dataflex_core.toy_model`, ~20k
+The model is core's tiny Qwen2 (:mod:`dataflex_lab.toy_model`, ~20k
 parameters; verl's agent loop picks its Qwen chat-token handling from
 ``model_type: qwen2``); the tokenizer maps each character of a small alphabet
 to one token, with ChatML's markers and the role names as single tokens, so a
@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from dataflex_core.toy_model import TinyModelSpec, char_tokenizer, tiny_qwen2
+from ...toy_model import TinyModelSpec, char_tokenizer, tiny_qwen2
 
 #: Characters the tokenizer knows, one token each (``"\n"`` must be one token for verl's Qwen handling).
 ALPHABET = "abcdefgh :\n"

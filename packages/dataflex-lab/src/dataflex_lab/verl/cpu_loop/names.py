@@ -1,8 +1,8 @@
 """Names the harness registers with verl, in a module that imports nothing.
 
-verl imports :mod:`dataflex_verl.cpu_loop.plugin` from inside ``import verl``;
+verl imports :mod:`dataflex_lab.verl.cpu_loop.plugin` from inside ``import verl``;
 when a process's first import is one of the harness's own modules (a Ray actor
-of :mod:`~dataflex_verl.cpu_loop.rollout`), that module is only half-built at
+of :mod:`~dataflex_lab.verl.cpu_loop.rollout`), that module is only half-built at
 that moment, so the plugin takes the names from here.
 """
 

@@ -32,7 +32,7 @@ from verl.workers.rollout.replica import RolloutReplica, TokenOutput
 
 from .names import ROLLOUT_NAME, server_actor_name
 
-logger = logging.getLogger("dataflex_verl.cpu_loop")
+logger = logging.getLogger("dataflex_lab.verl.cpu_loop")
 
 
 def request_seed(base_seed: int, sample_key: str) -> int:

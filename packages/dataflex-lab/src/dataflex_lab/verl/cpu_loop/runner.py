@@ -28,7 +28,7 @@ from . import verl_internals
 from .names import AGENT_LOOP_NAME, ROLLOUT_NAME
 
 #: The module every verl process imports (``VERL_USE_EXTERNAL_MODULES``).
-PLUGIN_MODULE = "dataflex_verl.cpu_loop.plugin"
+PLUGIN_MODULE = "dataflex_lab.verl.cpu_loop.plugin"
 #: Logical GPUs Ray advertises; each stands for one CPU worker slot of verl's resource pool.
 RAY_GPUS = 1
 #: Ray CPUs advertised (TransferQueue, reward, agent loop and task runner actors each ask for some).
@@ -71,7 +71,7 @@ def prepare_workspace(
         build_model_and_tokenizer(root, model_seed)
         task_module.write_dataset(root / "data", seed=data_seed, task=task, train_rows=train_rows)
         agent_loops.write_text(
-            f"- name: {AGENT_LOOP_NAME}\n  _target_: dataflex_verl.cpu_loop.agent_loop.KeyedSingleTurnAgentLoop\n"
+            f"- name: {AGENT_LOOP_NAME}\n  _target_: dataflex_lab.verl.cpu_loop.agent_loop.KeyedSingleTurnAgentLoop\n"
         )
         marker.write_text(json.dumps(wanted))
     return Workspace(root, model_dir, tokenizer_dir, train, val, agent_loops)

@@ -1,13 +1,13 @@
 """The toy verifiable task of the CPU runs in verl's dataset layout, with the rule reward verl loads by path.
 
-The task itself (letters, domains, the score) is :mod:`dataflex_core.toy_task`,
+The task itself (letters, domains, the score) is :mod:`dataflex_lab.toy_task`,
 shared with the TRL host's demo; this module renders it as verl's RLHF parquet
 rows and provides :func:`compute_score`, which verl's reward workers load from
 this file (``reward.custom_reward_function``). Each row carries a ``domain``
 column (``vowel`` / ``consonant``) for ``mechanism: mix``, and
 ``extra_info.index``, which the harness's agent loop uses to key deterministic
 sampling and ``mechanism: curriculum`` uses as the prompt id (verl copies it
-into ``index``). The ``mixed`` task (:func:`dataflex_core.toy_task.mixed_prompts`)
+into ``index``). The ``mixed`` task (:func:`dataflex_lab.toy_task.mixed_prompts`)
 adds prompts that are already solved or unsolvable, for the curriculum; its
 rows carry their ``kind``, and its validation set holds echo prompts only (the
 skill the other prompts cannot teach).
@@ -18,7 +18,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from dataflex_core import toy_task
+from ... import toy_task
 
 #: ``data_source`` of every row (verl routes rewards and logs per-source metrics by it).
 DATA_SOURCE = "dataflex_echo"
@@ -27,7 +27,7 @@ SCORED_CHARS = toy_task.SCORED_CHARS
 
 
 def compute_score(data_source: str, solution_str: str, ground_truth: str, extra_info: Any = None, **_: Any) -> float:
-    """verl's custom-reward signature over :func:`dataflex_core.toy_task.score`."""
+    """verl's custom-reward signature over :func:`dataflex_lab.toy_task.score`."""
     return toy_task.score(solution_str, ground_truth)
 
 

@@ -34,11 +34,11 @@ CHECKED_VERL = ">=0.9.1,<0.10"
 #: Set to a folder to record, in every actor process, what each ``ppo_loss`` call received.
 LOSS_PROBE_ENV = "DATAFLEX_CPU_LOSS_PROBE_DIR"
 
-ADAPTER_CLASS = "dataflex_verl.cpu_loop.rollout.CpuServerAdapter"
+ADAPTER_CLASS = "dataflex_lab.verl.cpu_loop.rollout.CpuServerAdapter"
 
 
 def register_rollout_adapter(rollout_name: str) -> None:
-    """Map ``(rollout_name, "async")`` to :class:`~dataflex_verl.cpu_loop.rollout.CpuServerAdapter`."""
+    """Map ``(rollout_name, "async")`` to :class:`~dataflex_lab.verl.cpu_loop.rollout.CpuServerAdapter`."""
     from verl.workers.rollout import base
 
     base._ROLLOUT_REGISTRY[(rollout_name, "async")] = ADAPTER_CLASS
