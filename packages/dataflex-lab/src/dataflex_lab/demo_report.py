@@ -19,7 +19,8 @@ from __future__ import annotations
 
 import json
 import statistics
-from collections.abc import Sequence
+import sys
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -153,6 +154,18 @@ def demo_options(args: Any) -> dict[str, Any]:
         "task": args.task,
         "val_every": args.val_every,
     }
+
+
+def run_command(program: str, run: Callable[[], object]) -> int:
+    """Run a demo for its console command: bad options or a failed run are one line on stderr and exit 2."""
+    from dataflex_core import DataFlexError
+
+    try:
+        run()
+    except (ValueError, DataFlexError, RuntimeError) as exc:
+        print(f"{program} demo: {exc}", file=sys.stderr)
+        return 2
+    return 0
 
 
 def check_components(block: dict[str, Any]) -> None:

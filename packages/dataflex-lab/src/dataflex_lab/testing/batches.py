@@ -118,6 +118,9 @@ class GrpoLayout:
     #: Distinct uids of the real groups, in row order.
     groups: list[str]
     order: torch.Tensor
+    #: The longest response a row may have, and the seed the step was drawn with.
+    width: int
+    seed: int
 
     @property
     def real_rows(self) -> int:
@@ -183,43 +186,23 @@ def grpo_layout(
         padding=torch.arange(total) >= real,
         groups=names,
         order=order,
+        width=width,
+        seed=seed,
     )
 
 
-def grpo_batch(
-    groups: int = 4,
-    group_size: int = 4,
-    *,
-    width: int = 8,
-    min_length: int = 1,
-    empty_rows: int = 0,
-    singleton_groups: int = 0,
-    padding_rows: int = 0,
-    shuffle: bool = False,
-    policy_fields: bool = False,
-    seed: int = 0,
-) -> Batch:
-    """A random GRPO step (:func:`grpo_layout`) as the verl host hands it to components.
+def grpo_batch(groups: int = 4, group_size: int = 4, *, policy_fields: bool = False, **options: Any) -> Batch:
+    """A random GRPO step (:func:`grpo_layout`, which takes the ``options``) as the verl host hands it over.
 
     Fields: ``response_mask``, ``rm_scores`` (reward on the last token), ``token_level_rewards`` (the same),
     verl's GRPO ``advantages`` (:func:`grpo_advantages`) and ``uid``, ``is_padding`` where there are padding
     rows; with ``policy_fields`` also ``old_log_probs`` (in ``[-2, 0]``) and ``entropy`` (in ``[0, 3]``) on
     response tokens.
     """
-    layout = grpo_layout(
-        groups,
-        group_size,
-        width=width,
-        min_length=min_length,
-        empty_rows=empty_rows,
-        singleton_groups=singleton_groups,
-        padding_rows=padding_rows,
-        shuffle=shuffle,
-        seed=seed,
-    )
+    layout = grpo_layout(groups, group_size, **options)
     order = layout.order
     uid = [layout.uid[i] for i in order.tolist()]
-    mask = response_mask(layout.lengths[order], width)
+    mask = response_mask(layout.lengths[order], layout.width)
     rewards = layout.rewards[order]
     scores = on_last_token(rewards, mask)
     tensors = {
@@ -228,10 +211,10 @@ def grpo_batch(
         "token_level_rewards": scores.clone(),
         "advantages": grpo_advantages(rewards, uid, mask),
     }
-    if padding_rows:
+    if layout.padding.any():
         tensors["is_padding"] = layout.padding[order]
     if policy_fields:
-        gen = torch.Generator().manual_seed(seed + 1)
+        gen = torch.Generator().manual_seed(layout.seed + 1)
         tensors["old_log_probs"] = -torch.rand(mask.shape, generator=gen) * 2 * mask
         tensors["entropy"] = torch.rand(mask.shape, generator=gen) * 3 * mask
     return Batch(tensors, {"uid": np.asarray(uid, dtype=object)})

@@ -127,6 +127,17 @@ class PipSite:
 
 
 @contextmanager
+def _fresh_discovery(site: PipSite | FakeSite) -> Iterator[None]:
+    """A fresh plugin manager while ``site`` is installed; its modules forgotten afterwards."""
+    reset_plugin_manager()
+    try:
+        yield
+    finally:
+        site.forget_modules()
+        reset_plugin_manager()
+
+
+@contextmanager
 def pip_site(root: Path, monkeypatch: Any, *, alone: bool) -> Iterator[PipSite]:
     """A :class:`PipSite` under ``root`` on ``sys.path``, with a fresh plugin manager before and after.
 
@@ -141,12 +152,8 @@ def pip_site(root: Path, monkeypatch: Any, *, alone: bool) -> Iterator[PipSite]:
     else:
         monkeypatch.syspath_prepend(str(site.root))
     monkeypatch.delenv(ENV_PLUGINS_LOCK, raising=False)
-    reset_plugin_manager()
-    try:
+    with _fresh_discovery(site):
         yield site
-    finally:
-        site.forget_modules()
-        reset_plugin_manager()
 
 
 class FakeSite:
@@ -189,9 +196,5 @@ def fake_site(root: Path, monkeypatch: Any) -> Iterator[FakeSite]:
     site = FakeSite(root)
     site.root.mkdir(parents=True)
     monkeypatch.syspath_prepend(str(site.root))
-    reset_plugin_manager()
-    try:
+    with _fresh_discovery(site):
         yield site
-    finally:
-        site.forget_modules()
-        reset_plugin_manager()

@@ -7,23 +7,16 @@ reference work where TRL is not installed.
 from __future__ import annotations
 
 import argparse
-import sys
 
-from ..demo_report import add_demo_arguments, demo_options
+from ..demo_report import add_demo_arguments, demo_options, run_command
 
 
 def _demo(args: argparse.Namespace) -> int:
-    from dataflex_core import DataFlexError
-
     from .training_demo import DemoSettings, run_training_demo
 
-    try:
-        settings = DemoSettings(**demo_options(args), loss_type=args.loss_type)
-        run_training_demo(settings)
-    except (ValueError, DataFlexError, RuntimeError) as exc:
-        print(f"dataflex-trl demo: {exc}", file=sys.stderr)
-        return 2
-    return 0
+    return run_command(
+        "dataflex-trl", lambda: run_training_demo(DemoSettings(**demo_options(args), loss_type=args.loss_type))
+    )
 
 
 def add_demo(subparsers: argparse._SubParsersAction, name: str = "demo") -> argparse.ArgumentParser:

@@ -8,26 +8,20 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 
-from ..demo_report import add_demo_arguments, demo_options
+from ..demo_report import add_demo_arguments, demo_options, run_command
 
 #: verl's actor ``loss_agg_mode`` values the demos offer.
 LOSS_AGG_MODES = ["token-mean", "seq-mean-token-mean", "seq-mean-token-sum", "seq-mean-token-sum-norm"]
 
 
 def _demo(args: argparse.Namespace) -> int:
-    from dataflex_core import DataFlexError
-
     from .training_demo import DemoSettings, run_training_demo
 
-    try:
-        settings = DemoSettings(**demo_options(args), loss_agg_mode=args.loss_agg_mode)
-        run_training_demo(settings)
-    except (ValueError, DataFlexError, RuntimeError) as exc:
-        print(f"dataflex-verl demo: {exc}", file=sys.stderr)
-        return 2
-    return 0
+    return run_command(
+        "dataflex-verl",
+        lambda: run_training_demo(DemoSettings(**demo_options(args), loss_agg_mode=args.loss_agg_mode)),
+    )
 
 
 def _demo_step(args: argparse.Namespace) -> int:
