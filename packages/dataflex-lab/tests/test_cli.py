@@ -71,3 +71,11 @@ def test_without_the_lab_each_command_names_what_to_install(monkeypatch, capsys,
     err = capsys.readouterr().err
     assert f"{program} {command}: this command comes with dataflex-lab, which is not installed here" in err
     assert f"pip install {requirement}" in err
+
+
+def test_a_demo_without_its_framework_names_the_extra_to_install(monkeypatch, capsys):
+    from dataflex_trl.cli import main
+
+    monkeypatch.setitem(sys.modules, "trl", None)  # importing TRL now fails as where it is not installed
+    assert main(["demo", "--steps", "1"]) == 2
+    assert capsys.readouterr().err == "dataflex-trl demo: trl is not installed: pip install 'dataflex-lab[trl]'\n"

@@ -156,12 +156,16 @@ def demo_options(args: Any) -> dict[str, Any]:
     }
 
 
-def run_command(program: str, run: Callable[[], object]) -> int:
-    """Run a demo for its console command: bad options or a failed run are one line on stderr and exit 2."""
+def run_command(program: str, extra: str, run: Callable[[], object]) -> int:
+    """Run a demo for its console command: bad options, a missing framework or a failed run are one line on
+    stderr and exit 2 (a missing framework names ``pip install 'dataflex-lab[<extra>]'``)."""
     from dataflex_core import DataFlexError
 
     try:
         run()
+    except ModuleNotFoundError as exc:
+        print(f"{program} demo: {exc.name} is not installed: pip install 'dataflex-lab[{extra}]'", file=sys.stderr)
+        return 2
     except (ValueError, DataFlexError, RuntimeError) as exc:
         print(f"{program} demo: {exc}", file=sys.stderr)
         return 2

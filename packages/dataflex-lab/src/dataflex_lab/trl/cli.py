@@ -15,7 +15,7 @@ def _demo(args: argparse.Namespace) -> int:
     from .training_demo import DemoSettings, run_training_demo
 
     return run_command(
-        "dataflex-trl", lambda: run_training_demo(DemoSettings(**demo_options(args), loss_type=args.loss_type))
+        "dataflex-trl", "trl", lambda: run_training_demo(DemoSettings(**demo_options(args), loss_type=args.loss_type))
     )
 
 

@@ -20,6 +20,7 @@ def _demo(args: argparse.Namespace) -> int:
 
     return run_command(
         "dataflex-verl",
+        "verl",
         lambda: run_training_demo(DemoSettings(**demo_options(args), loss_agg_mode=args.loss_agg_mode)),
     )
 
