@@ -61,3 +61,14 @@ def test_the_tokenizer_is_what_verls_qwen_agent_loop_needs(tmp_path):
     assert tokens == ["<|im_start|>", "user", "\n", "c", "<|im_end|>", "\n", "<|im_start|>", "assistant", "\n"]
     assert tokenizer.decode(tokenizer.encode("abc", add_special_tokens=False)) == "abc"
     assert tokenizer.eos_token == "<|im_end|>"
+
+
+def test_the_reward_file_loads_by_path_as_verls_reward_workers_load_it():
+    """verl imports ``reward.custom_reward_function.path`` as a file outside its package (no relative imports)."""
+    from verl.utils.import_utils import load_extern_object
+
+    from dataflex_lab.verl.cpu_loop import task
+
+    compute_score = load_extern_object(module_path=task.__file__, object_name="compute_score")
+    assert compute_score(task.DATA_SOURCE, "eeee", "e") == 1.0
+    assert compute_score(task.DATA_SOURCE, "bbbb", "e") == 0.5  # letters of the task, not the echo

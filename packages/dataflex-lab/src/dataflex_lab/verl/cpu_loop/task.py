@@ -18,7 +18,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ... import toy_task
+# verl loads this file by path (reward.custom_reward_function.path), outside its package: absolute imports only
+from dataflex_lab import toy_task
 
 #: ``data_source`` of every row (verl routes rewards and logs per-source metrics by it).
 DATA_SOURCE = "dataflex_echo"
