@@ -8,7 +8,14 @@ import pytest
 import torch
 
 from dataflex_core import build_from_config, get_registry, valid_sample_mask
-from dataflex_lab.testing import grpo_advantages, grpo_batch, grpo_layout, register_toy_components, rows_batch
+from dataflex_lab.testing import (
+    DomainPreferenceScorer,
+    grpo_advantages,
+    grpo_batch,
+    grpo_layout,
+    register_toy_components,
+    rows_batch,
+)
 from dataflex_lab.testing.plugin_sites import LENGTH_PLUGIN, TRIPWIRE_PLUGIN
 
 
@@ -99,6 +106,20 @@ def test_toy_components_register_under_the_prefix_and_behave_as_documented():
     torch.testing.assert_close(reward.scorer.score(batch, 0), batch.batch["rm_scores"].sum(-1))
     with pytest.raises(ValueError, match="must be a non-empty identifier"):
         register_toy_components("bad-prefix")
+
+
+def test_the_domain_preference_scorer_scores_by_domain_and_keeps_its_count_across_a_resume():
+    class PreferMath(DomainPreferenceScorer):
+        domain_scores, other_score = {"math": 2.0}, 0.5
+
+    candidates = rows_batch([1, 1, 1], columns={"domain": ["math", "code", "math"]})
+    scorer = PreferMath()
+    assert scorer.score(candidates, 1).tolist() == [2.0, 0.5, 2.0]
+    scorer.observe(candidates, 1)
+    scorer.observe(candidates, 2)
+    resumed = PreferMath()
+    resumed.load_state_dict(scorer.state_dict())
+    assert resumed.observed == 2
 
 
 def test_pip_site_installs_a_real_wheel_that_discovery_finds(pip_site):

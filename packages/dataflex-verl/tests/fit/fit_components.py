@@ -25,6 +25,7 @@ from dataflex_core import (
     valid_sample_mask,
 )
 from dataflex_lab.testing import mean_abs_advantage, register_toy_components
+from dataflex_lab.testing.components import DomainPreferenceScorer
 
 #: Folder where the components write what they saw (set by the tests).
 PROBE_ENV = "DATAFLEX_FIT_PROBE_DIR"
@@ -90,18 +91,14 @@ class DropHalfGroups(Selector):
 
 
 @register_scorer("fittest_vowels_only")
-class VowelsOnly(Scorer):
+class VowelsOnly(DomainPreferenceScorer):
     """pre_rollout: 1 for candidates of the ``vowel`` domain, 0 for the others; records the history it sees.
 
     Stateful: counts the steps it observed, so a resumed run that restores component state continues the count.
     """
 
-    timing = "pre_rollout"
     requires = ["domain", "rollouts", "times_sampled"]
-
-    def __init__(self, **kwargs):
-        super().__init__(**kwargs)
-        self.observed = 0
+    domain_scores = {"vowel": 1.0}
 
     def score(self, batch, step_id, **ctx):
         _record(
@@ -114,14 +111,4 @@ class VowelsOnly(Scorer):
                 "observed": self.observed,
             },
         )
-        domain = np.asarray(batch.non_tensor_batch["domain"], dtype=object)
-        return torch.from_numpy(np.where(domain == "vowel", 1.0, 0.0))
-
-    def observe(self, outcomes, step_id, **ctx):
-        self.observed += 1
-
-    def state_dict(self):
-        return {"observed": self.observed}
-
-    def load_state_dict(self, state):
-        self.observed = int(state["observed"])
+        return super().score(batch, step_id, **ctx)

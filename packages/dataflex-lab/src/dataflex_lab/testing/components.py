@@ -38,6 +38,35 @@ def mean_abs_advantage(batch: Batch) -> torch.Tensor:
     return adv.sum(-1) / mask.sum(-1).clamp(min=1)
 
 
+class DomainPreferenceScorer(Scorer):
+    """A ``pre_rollout`` scorer for curriculum tests: each candidate scores ``domain_scores[its domain]``
+    (``other_score`` for the other domains); it counts the steps it observed (its state), so a resumed run that
+    restores component state continues the count. Subclass it with the scores a test wants and register it.
+    """
+
+    timing = "pre_rollout"
+    requires = ["domain"]
+    domain_scores: dict[str, float] = {}
+    other_score = 0.0
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.observed = 0
+
+    def score(self, batch, step_id, **ctx):
+        domains = batch.non_tensor_batch["domain"]
+        return torch.tensor([self.domain_scores.get(d, self.other_score) for d in domains], dtype=torch.float64)
+
+    def observe(self, outcomes, step_id, **ctx):
+        self.observed += 1
+
+    def state_dict(self):
+        return {"observed": self.observed}
+
+    def load_state_dict(self, state):
+        self.observed = int(state["observed"])
+
+
 def register_toy_components(prefix: str) -> dict[str, str]:
     """Register the toy components as ``<prefix>_<suffix>``; returns ``suffix -> name``.
 
