@@ -10,7 +10,7 @@ import torch
 from dataflex_trl.toy import echo_reward
 
 from dataflex_core import ConfigError, Scorer, register_scorer
-from dataflex_core.step.pinning import CHECKPOINT_PINNING, CHECKPOINT_PLUGIN_SET
+from dataflex_core.lock.pinning import CHECKPOINT_PINNING, CHECKPOINT_PLUGIN_SET
 from dataflex_core.step.state import CHECKPOINT_STATE
 
 

@@ -45,7 +45,7 @@ from dataflex_core.step import (
     initial_proportions,
 )
 from dataflex_core.step.mix import domain_ids
-from dataflex_core.step.pinning import resolve_plugins
+from dataflex_core.lock.pinning import resolve_plugins
 
 from . import distributed
 from .advantages import completion_rewards, grpo_advantages

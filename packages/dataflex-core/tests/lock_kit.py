@@ -1,0 +1,99 @@
+"""Real plugin distributions for lock tests: wheels pip installs into a throwaway virtualenv.
+
+RECORD, INSTALLER and the compiled ``__pycache__`` are what pip writes in
+production, and upgrades really uninstall. The core's lock tests make the
+throwaway site-packages the test's whole environment; a host's tests put it
+in front of ``sys.path`` beside the framework (the hosts import this module
+from here).
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import importlib
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+
+def build_wheel(out: Path, dist: str, version: str, files: dict[str, str], entry_points: dict[str, str]) -> Path:
+    """A minimal pure-Python wheel with ``files`` (path -> text) and ``dataflex`` entry points."""
+    stem = dist.replace("-", "_")
+    info = f"{stem}-{version}.dist-info"
+    files = dict(files)
+    files[f"{info}/METADATA"] = f"Metadata-Version: 2.1\nName: {dist}\nVersion: {version}\n"
+    files[f"{info}/WHEEL"] = "Wheel-Version: 1.0\nGenerator: dataflex-tests\nRoot-Is-Purelib: true\nTag: py3-none-any\n"
+    files[f"{info}/entry_points.txt"] = "[dataflex]\n" + "".join(f"{k} = {v}\n" for k, v in entry_points.items())
+    record = []
+    for path, text in files.items():
+        data = text.encode()
+        digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+        record.append(f"{path},sha256={digest},{len(data)}")
+    record.append(f"{info}/RECORD,,")
+    files[f"{info}/RECORD"] = "\n".join(record) + "\n"
+    out.mkdir(parents=True, exist_ok=True)
+    wheel = out / f"{stem}-{version}-py3-none-any.whl"
+    with zipfile.ZipFile(wheel, "w") as zf:
+        for path, text in files.items():
+            zf.writestr(path, text)
+    return wheel
+
+
+def stdlib_path() -> list[str]:
+    """The entries of ``sys.path`` that belong to the standard library."""
+    base = Path(sys.base_prefix).resolve()
+    return [
+        p
+        for p in sys.path
+        if p and Path(p).resolve().is_relative_to(base) and not {"site-packages", "dist-packages"} & set(Path(p).parts)
+    ]
+
+
+class PipSite:
+    """A throwaway virtualenv's site-packages; pip installs and upgrades into it."""
+
+    def __init__(self, venv: Path, wheels: Path) -> None:
+        subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+        self.python = venv / "bin" / "python"
+        (self.root,) = venv.glob("lib/python3*/site-packages")
+        self.wheels = wheels
+        self.modules: set[str] = set()
+
+    def install(self, dist: str, version: str, module: str, source: str) -> None:
+        """A distribution of one package ``module`` (its ``__init__.py`` is ``source``), entry point ``module``."""
+        self.install_files(dist, version, {f"{module.replace('.', '/')}/__init__.py": source}, {module: module})
+
+    def install_files(self, dist: str, version: str, files: dict[str, str], entry_points: dict[str, str]) -> None:
+        wheel = build_wheel(self.wheels / f"{dist}-{version}", dist, version, files, entry_points)
+        self.pip("install", "--no-deps", "--no-index", str(wheel))
+
+    def uninstall(self, dist: str) -> None:
+        self.pip("uninstall", "--yes", dist)
+
+    def pip(self, *args: str) -> None:
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "pip",
+                "--python",
+                str(self.python),
+                "--quiet",
+                "--disable-pip-version-check",
+                *args,
+            ],
+            check=True,
+        )
+        self.modules.update(p.name.removesuffix(".py") for p in self.root.iterdir() if "." not in p.stem)
+        self.forget_modules()
+
+    def file(self, module: str) -> Path:
+        return self.root / module / "__init__.py"
+
+    def forget_modules(self) -> None:
+        """Drop this site's modules from ``sys.modules``, as a fresh process would not have them."""
+        for name in [m for m in sys.modules if m.split(".")[0] in self.modules]:
+            del sys.modules[name]
+        importlib.invalidate_caches()
