@@ -12,10 +12,24 @@ from __future__ import annotations
 import base64
 import hashlib
 import importlib
+import importlib.metadata
+import importlib.util
+import marshal
 import subprocess
 import sys
 import zipfile
 from pathlib import Path
+
+from dataflex_core import ENTRY_POINT_GROUP, reset_plugin_manager
+
+#: Code an attacker gets to run: it leaves the marker file ``$HS_MARKER``, so a test sees that it ran.
+HOSTILE = """
+import os
+from pathlib import Path
+
+Path(os.environ["HS_MARKER"]).write_text(__name__ + " ran code that is not in the lock")
+BEHAVIOUR = "hostile"
+"""
 
 
 def build_wheel(out: Path, dist: str, version: str, files: dict[str, str], entry_points: dict[str, str]) -> Path:
@@ -97,3 +111,25 @@ class PipSite:
         for name in [m for m in sys.modules if m.split(".")[0] in self.modules]:
             del sys.modules[name]
         importlib.invalidate_caches()
+
+
+def plant_bytecode(source: Path, code: str) -> Path:
+    """A ``.pyc`` for ``source`` whose header matches it (mtime and size), holding other code: CPython runs it."""
+    stat = source.stat()
+    header = importlib.util.MAGIC_NUMBER + (0).to_bytes(4, "little")
+    header += (int(stat.st_mtime) & 0xFFFFFFFF).to_bytes(4, "little") + (stat.st_size & 0xFFFFFFFF).to_bytes(
+        4, "little"
+    )
+    cache = Path(importlib.util.cache_from_source(str(source)))
+    cache.parent.mkdir(exist_ok=True)
+    cache.write_bytes(header + marshal.dumps(compile(code, str(source), "exec")))
+    return cache
+
+
+def forget_installed_plugins() -> None:
+    """Drop every installed plugin's modules and the loaded manager: the state of a job's fresh process."""
+    tops = {ep.value.split(":")[0].split(".")[0] for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP)}
+    for name in [m for m in sys.modules if m.split(".")[0] in tops]:
+        del sys.modules[name]
+    reset_plugin_manager()
+    importlib.invalidate_caches()

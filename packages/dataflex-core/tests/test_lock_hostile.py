@@ -14,7 +14,6 @@ import importlib.machinery
 import importlib.util
 import inspect
 import json
-import marshal
 import os
 import shutil
 import subprocess
@@ -23,6 +22,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
+from lock_kit import HOSTILE, plant_bytecode
 
 from dataflex_core import PluginLoadError, get_plugin_manager, use_plugin_lock
 from dataflex_core import discovery as plugin_module
@@ -39,14 +39,6 @@ BEHAVIOUR = "locked"
 class LengthScorer(Scorer):
     def score(self, batch, step_id, **ctx):
         return batch.batch["response_mask"].sum(-1).float()
-"""
-#: Code an attacker gets to run: it leaves a marker file, so a test sees that it ran.
-HOSTILE = """
-import os
-from pathlib import Path
-
-Path(os.environ["HS_MARKER"]).write_text(__name__ + " ran code that is not in the lock")
-BEHAVIOUR = "hostile"
 """
 PACKAGE = {
     "hs_good/__init__.py": "from . import scorers  # noqa: F401\n",
@@ -88,19 +80,6 @@ def plain_python(code: str, *, path: list[Path], cwd: Path | None = None, script
     else:
         args = [sys.executable, "-c", code]
     subprocess.run(args, env=env, cwd=cwd, check=False, capture_output=True)
-
-
-def plant_bytecode(source: Path, code: str) -> Path:
-    """A ``.pyc`` for ``source`` whose header matches it (mtime and size), holding other code: CPython runs it."""
-    stat = source.stat()
-    header = importlib.util.MAGIC_NUMBER + (0).to_bytes(4, "little")
-    header += (int(stat.st_mtime) & 0xFFFFFFFF).to_bytes(4, "little") + (stat.st_size & 0xFFFFFFFF).to_bytes(
-        4, "little"
-    )
-    cache = Path(importlib.util.cache_from_source(str(source)))
-    cache.parent.mkdir(exist_ok=True)
-    cache.write_bytes(header + marshal.dumps(compile(code, str(source), "exec")))
-    return cache
 
 
 def verify_json(lock: Path, capsys, *extra: str) -> tuple[int, dict]:
