@@ -116,7 +116,7 @@ def _lock(args: argparse.Namespace) -> int:
         for name in record.startup_files:
             print(
                 f"note: {record.name} installs {name}, which Python runs at every start-up, before any lock is "
-                "checked; see 'What a lock cannot cover' in the production guide",
+                "checked; see section 6 of the production guide (what a lock guarantees, and what it cannot)",
                 file=sys.stderr,
             )
     if args.requirements:
