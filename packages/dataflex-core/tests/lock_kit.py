@@ -20,6 +20,8 @@ import sys
 import zipfile
 from pathlib import Path
 
+import pytest
+
 from dataflex_core import ENTRY_POINT_GROUP, reset_plugin_manager
 
 #: Code an attacker gets to run: it leaves the marker file ``$HS_MARKER``, so a test sees that it ran.
@@ -30,6 +32,24 @@ from pathlib import Path
 Path(os.environ["HS_MARKER"]).write_text(__name__ + " ran code that is not in the lock")
 BEHAVIOUR = "hostile"
 """
+
+
+@pytest.fixture(name="marker")
+def marker_fixture(tmp_path, monkeypatch) -> Path:
+    """``marker``: where :data:`HOSTILE` code and :class:`RunsCode` leave their mark (import this into a test module)."""
+    path = tmp_path / "HOSTILE-CODE-RAN"
+    monkeypatch.setenv("HS_MARKER", str(path))
+    return path
+
+
+class RunsCode:
+    """Pickles as a call of ``open(marker, "w")``: unpickled by anything but a data-only loader, it creates ``marker``."""
+
+    def __init__(self, marker: Path) -> None:
+        self.marker = marker
+
+    def __reduce__(self):
+        return (open, (str(self.marker), "w"))
 
 
 def build_wheel(out: Path, dist: str, version: str, files: dict[str, str], entry_points: dict[str, str]) -> Path:

@@ -22,7 +22,11 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from lock_kit import HOSTILE, plant_bytecode
+from lock_kit import (
+    HOSTILE,
+    marker_fixture,  # noqa: F401 - pytest finds the fixture ``marker``
+    plant_bytecode,
+)
 
 from dataflex_core import PluginLoadError, get_plugin_manager, use_plugin_lock
 from dataflex_core import discovery as plugin_module
@@ -45,13 +49,6 @@ PACKAGE = {
     "hs_good/scorers.py": SCORERS,
     "hs_good/lazy.py": "VALUE = 1\n",
 }
-
-
-@pytest.fixture
-def marker(tmp_path, monkeypatch) -> Path:
-    path = tmp_path / "HOSTILE-CODE-RAN"
-    monkeypatch.setenv("HS_MARKER", str(path))
-    return path
 
 
 @pytest.fixture

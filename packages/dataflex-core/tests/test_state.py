@@ -15,6 +15,10 @@ import threading
 import numpy as np
 import pytest
 import torch
+from lock_kit import (
+    RunsCode,
+    marker_fixture,  # noqa: F401 - pytest finds the fixture ``marker``
+)
 
 from dataflex_core import ComponentSpec, PluginInfo, Scorer
 from dataflex_core.step import PromptHistory, PromptIds
@@ -126,18 +130,9 @@ def test_the_state_file_is_replaced_whole_or_not_at_all(tmp_path, monkeypatch):
     assert sorted(os.listdir(tmp_path)) == [CHECKPOINT_STATE]  # no temporary file left behind
 
 
-class _RunsCode:
-    def __init__(self, marker):
-        self.marker = marker
-
-    def __reduce__(self):
-        return (open, (str(self.marker), "w"))
-
-
-def test_a_crafted_state_file_is_refused_and_runs_no_code(tmp_path):
-    marker = tmp_path / "CODE-RAN"
+def test_a_crafted_state_file_is_refused_and_runs_no_code(tmp_path, marker):
     payload = {"format": STATE_FORMAT, "global_steps": 2, "components": {"scorer": {"kind": "scorer",
-               "name": "running_mean", "state": {"x": _RunsCode(marker)}}}}  # fmt: skip
+               "name": "running_mean", "state": {"x": RunsCode(marker)}}}}  # fmt: skip
     torch.save(payload, tmp_path / CHECKPOINT_STATE)
     with pytest.raises(ComponentStateError) as info:
         load_component_state(tmp_path, {"scorer": RunningMean()})

@@ -22,7 +22,14 @@ from dataflex_core.step.state import CHECKPOINT_STATE, ComponentStateError
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "dataflex-core" / "tests"))
 
-from lock_kit import HOSTILE, PipSite, forget_installed_plugins, plant_bytecode  # noqa: E402
+from lock_kit import (  # noqa: E402
+    HOSTILE,
+    PipSite,
+    RunsCode,
+    forget_installed_plugins,
+    marker_fixture,  # noqa: F401, E402 - pytest finds the fixture ``marker``
+    plant_bytecode,
+)
 
 SCORERS = """
 from dataflex_core import Scorer, register_scorer
@@ -47,13 +54,6 @@ BLOCK = {"scorer": {"name": "trltest_running_count"}, "actuator": {"name": "trlt
 
 
 @pytest.fixture
-def marker(tmp_path, monkeypatch) -> Path:
-    path = tmp_path / "HOSTILE-CODE-RAN"
-    monkeypatch.setenv("HS_MARKER", str(path))
-    return path
-
-
-@pytest.fixture
 def site(tmp_path, monkeypatch):
     """A throwaway site-packages in front of ``sys.path``, in a fresh process's state before and after."""
     pip_site = PipSite(tmp_path / "venv", tmp_path / "wheels")
@@ -70,18 +70,10 @@ def _saved_run(make_trainer) -> str:
     return os.path.join(first.args.output_dir, "checkpoint-2")
 
 
-class _RunsCode:
-    def __init__(self, marker):
-        self.marker = marker
-
-    def __reduce__(self):
-        return (open, (str(self.marker), "w"))
-
-
 def test_a_crafted_state_file_in_a_shared_checkpoint_runs_no_code_on_resume(make_trainer, marker):
     folder = _saved_run(make_trainer)
     payload = {"format": 1, "global_steps": 2, "components": {"scorer": {"kind": "scorer",
-               "name": "trltest_running_count", "state": {"count": _RunsCode(marker)}}}}  # fmt: skip
+               "name": "trltest_running_count", "state": {"count": RunsCode(marker)}}}}  # fmt: skip
     torch.save(payload, os.path.join(folder, CHECKPOINT_STATE))
     resumed = make_trainer("dapo", BLOCK, max_steps=3, save_strategy="no")
     with pytest.raises(ComponentStateError, match="holds Python objects other than tensors and plain data"):

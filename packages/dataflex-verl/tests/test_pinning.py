@@ -30,7 +30,14 @@ from dataflex_verl import sandbox
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "dataflex-core" / "tests"))
 
-from lock_kit import HOSTILE, PipSite, forget_installed_plugins, plant_bytecode  # noqa: E402
+from lock_kit import (  # noqa: E402
+    HOSTILE,
+    PipSite,
+    RunsCode,
+    forget_installed_plugins,
+    marker_fixture,  # noqa: F401, E402 - pytest finds the fixture ``marker``
+    plant_bytecode,
+)
 
 pytestmark = pytest.mark.verl
 
@@ -194,10 +201,8 @@ def test_an_edited_installed_file_fails_mount_through_the_environment_variable(
 
 
 def test_under_a_lock_verl_runs_the_locked_bytes_not_planted_bytecode_or_a_copy_on_sys_path(
-    tmp_path, lock_path, pip_site, monkeypatch
+    tmp_path, lock_path, pip_site, marker, monkeypatch
 ):
-    marker = tmp_path / "HOSTILE-CODE-RAN"
-    monkeypatch.setenv("HS_MARKER", str(marker))
     copy = tmp_path / "job" / "lk_good" / "__init__.py"  # a modified copy in the job's folder, ahead of site-packages
     copy.parent.mkdir(parents=True)
     copy.write_text(HOSTILE + GOOD)
@@ -345,23 +350,14 @@ def test_allow_drift_resumes_a_drifted_set_and_the_next_checkpoint_records_the_d
     assert lk_good == {"version changed", "content changed"}
 
 
-class _RunsCode:
-    def __init__(self, marker):
-        self.marker = marker
-
-    def __reduce__(self):
-        return (open, (str(self.marker), "w"))
-
-
-def test_a_crafted_state_file_in_a_checkpoint_runs_no_code_on_resume(tmp_path):
+def test_a_crafted_state_file_in_a_checkpoint_runs_no_code_on_resume(tmp_path, marker):
     first = attach_workers(trainer_for(tmp_path, scorer="pintest_running_mean"))
     first.global_steps = 1
     step(first, 1)
     first._save_checkpoint()
-    marker = tmp_path / "CODE-RAN"
     state = tmp_path / "checkpoints" / "global_step_1" / CHECKPOINT_STATE
     torch.save({"format": 1, "global_steps": 1, "components": {"scorer": {"kind": "scorer",
-                "name": "pintest_running_mean", "state": {"count": _RunsCode(marker)}}}}, state)  # fmt: skip
+                "name": "pintest_running_mean", "state": {"count": RunsCode(marker)}}}}, state)  # fmt: skip
     resumed = attach_workers(trainer_for(tmp_path, scorer="pintest_running_mean"))
     with pytest.raises(ComponentStateError, match=f"{state} holds Python objects other than tensors and plain data"):
         resumed._load_checkpoint()
