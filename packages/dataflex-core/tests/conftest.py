@@ -1,4 +1,4 @@
-"""Fixtures: throwaway plugin distributions on sys.path and an isolated plugin manager."""
+"""Fixtures: throwaway plugin distributions on sys.path (metadata only, or pip-installed) and an isolated plugin manager."""
 
 from __future__ import annotations
 
@@ -10,7 +10,11 @@ from pathlib import Path
 import pytest
 
 import dataflex_core
-from dataflex_core import plugins as plugin_module
+from dataflex_core import discovery as plugin_module
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+from lock_kit import PipSite, stdlib_path  # noqa: E402
 
 
 class FakeSite:
@@ -57,3 +61,21 @@ def only_plugins(monkeypatch):
         plugin_module.reset_plugin_manager()
 
     return restrict
+
+
+@pytest.fixture
+def pip_site(tmp_path, monkeypatch):
+    """The test's whole environment: a throwaway venv pip installs into, plus the standard library.
+
+    Modules already imported (torch, pluggy, dataflex_core) stay usable from
+    ``sys.modules``, while the plugins installed beside this test run are out of
+    sight, so a lock covers exactly what the test installed.
+    """
+    site = PipSite(tmp_path / "venv", tmp_path / "wheels")
+    monkeypatch.setattr(sys, "path", [str(site.root), *stdlib_path()])
+    importlib.invalidate_caches()
+    monkeypatch.delenv(dataflex_core.ENV_PLUGINS_LOCK, raising=False)
+    plugin_module.reset_plugin_manager()
+    yield site
+    site.forget_modules()
+    plugin_module.reset_plugin_manager()

@@ -1,26 +1,23 @@
 """Lock files: format, comparison rows, and enforcement of a lock at plugin load time.
 
 The plugins here are real wheels installed by pip into a throwaway virtualenv
-whose site-packages is the test's whole environment, so RECORD, INSTALLER and
-friends are what pip writes in production, and upgrades really uninstall.
+whose site-packages is the test's whole environment (``pip_site``, ``locked``:
+see ``conftest.py`` and ``lock_kit.py``).
 """
 
 from __future__ import annotations
 
-import base64
 import hashlib
-import importlib
 import json
 import subprocess
 import sys
-import zipfile
 from pathlib import Path
 
 import pytest
 
 import dataflex_core
 from dataflex_core import PluginLoadError, get_plugin_manager, use_plugin_lock
-from dataflex_core import plugins as plugin_module
+from dataflex_core import discovery as plugin_module
 from dataflex_core.cli import main as cli_main
 from dataflex_core.lock import (
     CORE_DIST,
@@ -69,105 +66,15 @@ raise RuntimeError("lk_tripwire must never be imported under a lock that does no
 """
 
 
-def build_wheel(out: Path, dist: str, version: str, modules: dict[str, str], entry_points: dict[str, str]) -> Path:
-    """A minimal pure-Python wheel, so pip performs a real install (RECORD, INSTALLER, ...)."""
-    stem = dist.replace("-", "_")
-    info = f"{stem}-{version}.dist-info"
-    files = {f"{m.replace('.', '/')}/__init__.py": src for m, src in modules.items()}
-    files[f"{info}/METADATA"] = f"Metadata-Version: 2.1\nName: {dist}\nVersion: {version}\n"
-    files[f"{info}/WHEEL"] = "Wheel-Version: 1.0\nGenerator: dataflex-tests\nRoot-Is-Purelib: true\nTag: py3-none-any\n"
-    files[f"{info}/entry_points.txt"] = "[dataflex]\n" + "".join(f"{k} = {v}\n" for k, v in entry_points.items())
-    record = []
-    for path, text in files.items():
-        data = text.encode()
-        digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
-        record.append(f"{path},sha256={digest},{len(data)}")
-    record.append(f"{info}/RECORD,,")
-    files[f"{info}/RECORD"] = "\n".join(record) + "\n"
-    out.mkdir(parents=True, exist_ok=True)
-    wheel = out / f"{stem}-{version}-py3-none-any.whl"
-    with zipfile.ZipFile(wheel, "w") as zf:
-        for path, text in files.items():
-            zf.writestr(path, text)
-    return wheel
-
-
-class PipSite:
-    """A throwaway virtualenv whose site-packages is put on ``sys.path``; pip installs and upgrades into it."""
-
-    def __init__(self, venv: Path, wheels: Path) -> None:
-        subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
-        self.python = venv / "bin" / "python"
-        (self.root,) = venv.glob("lib/python3*/site-packages")
-        self.wheels = wheels
-        self.modules: set[str] = set()
-
-    def install(self, dist: str, version: str, module: str, source: str) -> None:
-        wheel = build_wheel(self.wheels / f"{dist}-{version}", dist, version, {module: source}, {module: module})
-        self.pip("install", "--no-deps", "--no-index", str(wheel))
-
-    def uninstall(self, dist: str) -> None:
-        self.pip("uninstall", "--yes", dist)
-
-    def pip(self, *args: str) -> None:
-        subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "pip",
-                "--python",
-                str(self.python),
-                "--quiet",
-                "--disable-pip-version-check",
-                *args,
-            ],
-            check=True,
-        )
-        self.modules.update(p.name for p in self.root.iterdir() if p.is_dir() and "." not in p.name)
-        self.forget_modules()
-
-    def file(self, module: str) -> Path:
-        return self.root / module / "__init__.py"
-
-    def forget_modules(self) -> None:
-        for name in [m for m in sys.modules if m.split(".")[0] in self.modules]:
-            del sys.modules[name]
-        importlib.invalidate_caches()
-
-
-def _stdlib_path() -> list[str]:
-    base = Path(sys.base_prefix).resolve()
-    return [
-        p
-        for p in sys.path
-        if p and Path(p).resolve().is_relative_to(base) and not {"site-packages", "dist-packages"} & set(Path(p).parts)
-    ]
-
-
-@pytest.fixture
-def pip_site(tmp_path, monkeypatch):
-    """The test's whole environment: the throwaway venv plus the standard library.
-
-    Modules already imported (torch, pluggy, dataflex_core) stay usable from
-    ``sys.modules``, while the plugins installed beside this test run are out of
-    sight, so the lock covers exactly what the test installed.
-    """
-    site = PipSite(tmp_path / "venv", tmp_path / "wheels")
-    monkeypatch.setattr(sys, "path", [str(site.root), *_stdlib_path()])
-    importlib.invalidate_caches()
-    monkeypatch.delenv(dataflex_core.ENV_PLUGINS_LOCK, raising=False)
-    plugin_module.reset_plugin_manager()
-    yield site
-    site.forget_modules()
-    plugin_module.reset_plugin_manager()
-
-
 @pytest.fixture
 def locked(pip_site, tmp_path):
     """``lk-good 0.1.0`` installed and the environment locked into ``dataflex.lock``."""
     pip_site.install("lk-good", "0.1.0", "lk_good", GOOD)
     path = tmp_path / "dataflex.lock"
     assert cli_main(["lock", "-o", str(path)]) == 0
+    # a job runs in a process of its own, not in the one that wrote the lock
+    pip_site.forget_modules()
+    plugin_module.reset_plugin_manager()
     return path
 
 
@@ -565,11 +472,15 @@ def test_one_name_for_the_lock_file_everywhere(pip_site, tmp_path, monkeypatch, 
     assert f"dataflex lock -o missing-{DEFAULT_LOCK_FILE}" in capsys.readouterr().err
 
 
-def test_the_plugin_manager_does_not_import_the_lock_workflow():
-    """plugins.py uses the lock file and the pre-import check; lock.py builds on plugins.py, never the reverse."""
-    code = (
-        "import sys, dataflex_core.plugins; "
-        "assert 'dataflex_core.lock' not in sys.modules, 'plugins imports dataflex_core.lock'; "
-        "import dataflex_core.lock"
-    )
-    subprocess.run([sys.executable, "-c", code], check=True)
+def test_the_lock_builds_on_discovery_and_discovery_reaches_the_lock_only_when_one_is_in_force():
+    """No import cycle: discovery imports nothing from ``dataflex_core.lock`` at module level, and each module
+    imports on its own in a fresh process."""
+    import ast
+
+    from dataflex_core import discovery
+
+    tree = ast.parse(Path(discovery.__file__).read_text(encoding="utf-8"))
+    top_level = [(n.module or "") for n in tree.body if isinstance(n, ast.ImportFrom)]
+    assert not [m for m in top_level if m.split(".")[0] == "lock"], top_level
+    for module in ("dataflex_core.discovery", "dataflex_core.lock", "dataflex_core.lock.pinning", "dataflex_core.cli"):
+        subprocess.run([sys.executable, "-c", f"import {module}"], check=True)

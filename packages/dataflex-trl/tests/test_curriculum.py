@@ -86,7 +86,7 @@ def test_the_history_is_fed_by_every_generation_batch_and_survives_a_resume(make
     scorer = first.dataflex.pipeline.scorer
     # accelerate fetches one batch ahead: the prompts of step 2 were drawn before step 1's rewards existed
     assert scorer.rollouts_seen == [0, 0, PROMPTS_PER_STEP * NUM_GENERATIONS]
-    saved = torch.load(os.path.join(first.args.output_dir, "checkpoint-2", CHECKPOINT_STATE), weights_only=False)
+    saved = torch.load(os.path.join(first.args.output_dir, "checkpoint-2", CHECKPOINT_STATE), weights_only=True)
     assert int(saved["components"]["history"]["state"]["rollouts"].sum()) == 32
 
     resumed = make_trainer("dapo", BLOCK, max_steps=3, save_strategy="no")

@@ -62,6 +62,27 @@ class ProportionalReweighter(Reweighter):
         return mean_one(scores.float() + 0.1, batch)
 
 
+@register_scorer("trltest_running_count")
+class RunningCount(Scorer):
+    """Counts the rows it has scored: state that must survive a resume."""
+
+    requires = ["advantages"]
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.count = 0
+
+    def score(self, batch, step_id, **ctx):
+        self.count += len(batch)
+        return torch.ones(len(batch))
+
+    def state_dict(self):
+        return {"count": self.count}
+
+    def load_state_dict(self, state):
+        self.count = int(state["count"])
+
+
 UNIFORM = {
     "mechanism": "reweight",
     "scorer": {"name": "trltest_constant"},

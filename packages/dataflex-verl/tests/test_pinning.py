@@ -1,7 +1,7 @@
 """Pinned plugin sets in the verl host: enforcement at mount and the record kept with verl checkpoints.
 
 Plugins are real wheels pip installs into a throwaway virtualenv whose
-site-packages is put in front of ``sys.path``; the lock covers them plus every
+site-packages is put in front of ``sys.path`` (core's ``lock_kit``); the lock covers them plus every
 plugin installed beside this test run. The trainer is the one
 ``get_trainer_cls("dataflex_sync")`` returns, built from verl's real config;
 checkpoints go through verl's real ``_save_checkpoint`` / ``_load_checkpoint``.
@@ -10,27 +10,34 @@ No queue is needed: the steps call the host's own per-step component path.
 
 from __future__ import annotations
 
-import base64
 import copy
 import functools
-import hashlib
-import importlib
+import inspect
 import json
 import os
-import subprocess
 import sys
-import zipfile
 from pathlib import Path
 
 import pytest
 import torch
 
 from dataflex_core import Batch, ConfigError, Reweighter, Scorer, mean_one, register_reweighter, register_scorer
-from dataflex_core import plugins as plugin_module
+from dataflex_core import discovery as plugin_module
 from dataflex_core.lock import PluginDriftWarning, PluginSetMismatch, lock_environment, read_lock, write_lock
-from dataflex_core.step.pinning import CHECKPOINT_PINNING, CHECKPOINT_PLUGIN_SET
-from dataflex_core.step.state import CHECKPOINT_STATE
+from dataflex_core.lock.pinning import CHECKPOINT_PINNING, CHECKPOINT_PLUGIN_SET
+from dataflex_core.step.state import CHECKPOINT_STATE, ComponentStateError
 from dataflex_verl import sandbox
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "dataflex-core" / "tests"))
+
+from lock_kit import (  # noqa: E402
+    HOSTILE,
+    PipSite,
+    RunsCode,
+    forget_installed_plugins,
+    marker_fixture,  # noqa: F401, E402 - pytest finds the fixture ``marker``
+    plant_bytecode,
+)
 
 pytestmark = pytest.mark.verl
 
@@ -106,67 +113,15 @@ class ProportionalReweighter(Reweighter):
         return mean_one(scores.float() + 0.1, batch)
 
 
-def build_wheel(out: Path, dist: str, version: str, module: str, source: str) -> Path:
-    """A minimal pure-Python wheel with one ``dataflex`` entry point."""
-    stem = dist.replace("-", "_")
-    info = f"{stem}-{version}.dist-info"
-    files = {
-        f"{module}/__init__.py": source,
-        f"{info}/METADATA": f"Metadata-Version: 2.1\nName: {dist}\nVersion: {version}\n",
-        f"{info}/WHEEL": "Wheel-Version: 1.0\nGenerator: dataflex-tests\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
-        f"{info}/entry_points.txt": f"[dataflex]\n{module} = {module}\n",
-    }
-    record = []
-    for path, text in files.items():
-        digest = base64.urlsafe_b64encode(hashlib.sha256(text.encode()).digest()).rstrip(b"=").decode()
-        record.append(f"{path},sha256={digest},{len(text.encode())}")
-    files[f"{info}/RECORD"] = "\n".join([*record, f"{info}/RECORD,,"]) + "\n"
-    out.mkdir(parents=True, exist_ok=True)
-    wheel = out / f"{stem}-{version}-py3-none-any.whl"
-    with zipfile.ZipFile(wheel, "w") as zf:
-        for path, text in files.items():
-            zf.writestr(path, text)
-    return wheel
-
-
-class PipSite:
-    """A throwaway virtualenv, its site-packages in front of ``sys.path``; pip installs and upgrades into it."""
-
-    def __init__(self, venv: Path, wheels: Path) -> None:
-        subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
-        self.python = venv / "bin" / "python"
-        (self.root,) = venv.glob("lib/python3*/site-packages")
-        self.wheels = wheels
-        self.modules: set[str] = set()
-
-    def install(self, dist: str, version: str, module: str, source: str) -> None:
-        wheel = build_wheel(self.wheels / f"{dist}-{version}", dist, version, module, source)
-        self.pip("install", "--no-deps", "--no-index", str(wheel))
-
-    def uninstall(self, dist: str) -> None:
-        self.pip("uninstall", "--yes", dist)
-
-    def pip(self, *args: str) -> None:
-        command = [sys.executable, "-m", "pip", "--python", str(self.python), "--quiet", "--disable-pip-version-check"]
-        subprocess.run([*command, *args], check=True)
-        self.modules.update(p.name for p in self.root.iterdir() if p.is_dir() and "." not in p.name)
-        self.forget_modules()
-
-    def forget_modules(self) -> None:
-        for name in [m for m in sys.modules if m.split(".")[0] in self.modules]:
-            del sys.modules[name]
-        importlib.invalidate_caches()
-
-
 @pytest.fixture
 def pip_site(tmp_path, monkeypatch):
     site = PipSite(tmp_path / "venv", tmp_path / "wheels")
-    monkeypatch.syspath_prepend(str(site.root))
+    monkeypatch.setattr(sys, "path", [str(site.root), *sys.path])
     monkeypatch.delenv(plugin_module.ENV_PLUGINS_LOCK, raising=False)
-    plugin_module.reset_plugin_manager()
+    forget_installed_plugins()
     yield site
     site.forget_modules()
-    plugin_module.reset_plugin_manager()
+    forget_installed_plugins()
 
 
 @pytest.fixture
@@ -175,8 +130,7 @@ def lock_path(pip_site, tmp_path):
     pip_site.install("lk-good", "0.1.0", "lk_good", GOOD)
     path = tmp_path / "dataflex.lock"
     write_lock(lock_environment(), path)
-    pip_site.forget_modules()
-    plugin_module.reset_plugin_manager()
+    forget_installed_plugins()  # a job runs in a process of its own, not in the one that wrote the lock
     return path
 
 
@@ -244,6 +198,34 @@ def test_an_edited_installed_file_fails_mount_through_the_environment_variable(
     (row,) = [d for d in info.value.differences if d.dist == "lk-good"]
     assert (row.label, row.detail) == ("content changed", "modified lk_good/__init__.py")
     assert "$DATAFLEX_PLUGINS_LOCK" in str(info.value)
+
+
+def test_under_a_lock_verl_runs_the_locked_bytes_not_planted_bytecode_or_a_copy_on_sys_path(
+    tmp_path, lock_path, pip_site, marker, monkeypatch
+):
+    copy = tmp_path / "job" / "lk_good" / "__init__.py"  # a modified copy in the job's folder, ahead of site-packages
+    copy.parent.mkdir(parents=True)
+    copy.write_text(HOSTILE + GOOD)
+    monkeypatch.setattr(sys, "path", [str(copy.parent.parent), *sys.path])
+    plant_bytecode(pip_site.root / "lk_good" / "__init__.py", HOSTILE + GOOD)  # bytecode CPython would run
+    with pytest.raises(PluginSetMismatch, match="bytecode not compiled from its source"):
+        trainer_for(tmp_path, plugins={"lock": str(lock_path)})
+    forget_installed_plugins()
+    with pytest.warns(PluginDriftWarning):
+        trainer = trainer_for(tmp_path, plugins={"lock": str(lock_path), "allow_drift": True})
+    assert Path(inspect.getfile(trainer.dataflex.pipeline.scorer_spec.cls)).is_relative_to(pip_site.root)
+    assert not marker.exists()
+
+
+def test_a_dataflex_block_written_as_a_list_is_a_config_error(tmp_path):
+    from omegaconf import OmegaConf, open_dict
+    from verl.trainer.ppo.v1 import get_trainer_cls
+
+    config = copy.deepcopy(_base_config())
+    with open_dict(config):
+        config.dataflex = OmegaConf.create([{"scorer": "pintest_constant"}])
+    with pytest.raises(ConfigError, match="the dataflex block must be a mapping"):
+        get_trainer_cls("dataflex_sync")(config)
 
 
 @pytest.mark.parametrize(
@@ -366,6 +348,20 @@ def test_allow_drift_resumes_a_drifted_set_and_the_next_checkpoint_records_the_d
     record = json.loads((tmp_path / "checkpoints" / "global_step_6" / CHECKPOINT_PINNING).read_text())
     lk_good = {d["difference"] for d in record["resume_drift"] if d["distribution"] == "lk-good"}
     assert lk_good == {"version changed", "content changed"}
+
+
+def test_a_crafted_state_file_in_a_checkpoint_runs_no_code_on_resume(tmp_path, marker):
+    first = attach_workers(trainer_for(tmp_path, scorer="pintest_running_mean"))
+    first.global_steps = 1
+    step(first, 1)
+    first._save_checkpoint()
+    state = tmp_path / "checkpoints" / "global_step_1" / CHECKPOINT_STATE
+    torch.save({"format": 1, "global_steps": 1, "components": {"scorer": {"kind": "scorer",
+                "name": "pintest_running_mean", "state": {"count": RunsCode(marker)}}}}, state)  # fmt: skip
+    resumed = attach_workers(trainer_for(tmp_path, scorer="pintest_running_mean"))
+    with pytest.raises(ComponentStateError, match=f"{state} holds Python objects other than tensors and plain data"):
+        resumed._load_checkpoint()
+    assert not marker.exists()
 
 
 def test_resuming_with_a_different_component_in_a_role_is_an_error(tmp_path):

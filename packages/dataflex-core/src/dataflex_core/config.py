@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .components import Actuator, Scorer, accepted_params, declared_fields
+from .discovery import get_plugin_manager
 from .errors import (
     ConfigError,
     IncompatibleComponentError,
@@ -24,7 +25,6 @@ from .errors import (
     UnknownComponentError,
     UnknownParamError,
 )
-from .plugins import get_plugin_manager
 from .registry import ComponentSpec, Registry
 
 
@@ -51,6 +51,20 @@ def to_plain(cfg: Any) -> Any:
     if isinstance(cfg, (list, tuple)):
         return [to_plain(v) for v in cfg]
     return cfg
+
+
+def dataflex_block(cfg: Any) -> dict[str, Any]:
+    """The ``dataflex:`` block as a plain dict (``None``: empty); anything but a mapping is a :class:`ConfigError`."""
+    block = to_plain(cfg)
+    if block is None:
+        return {}
+    if not isinstance(block, Mapping):
+        raise ConfigError(
+            f"the dataflex block must be a mapping of keys such as mechanism, scorer and actuator, got "
+            f"{type(block).__name__} {block!r}; write it as `dataflex: {{mechanism: reweight, scorer: {{name: ...}}, "
+            "actuator: {name: ...}}`, not as a list"
+        )
+    return block
 
 
 @dataclass
@@ -210,9 +224,9 @@ def build_from_config(
     :param extra_keys: block keys the host reads itself (kept in ``.extra``).
     :param registry: components to build from; defaults to the installed plugins.
     """
-    block = to_plain(dataflex_cfg)
-    if not isinstance(block, Mapping):
-        raise ConfigError(f"the dataflex block must be a mapping, got {block!r}")
+    if dataflex_cfg is None:
+        raise ConfigError("the dataflex block is empty; give at least scorer and actuator")
+    block = dataflex_block(dataflex_cfg)
     known_keys = (*CORE_KEYS, *extra_keys)
     unknown = sorted(set(block) - set(known_keys))
     if unknown:

@@ -19,8 +19,8 @@ from typing import Any
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, get_last_checkpoint
 
 from dataflex_core import ConfigError
+from dataflex_core.lock.pinning import ResolvedPlugins, check_plugin_record, save_plugin_record
 from dataflex_core.step import initial_proportions
-from dataflex_core.step.pinning import ResolvedPlugins, check_plugin_record, save_plugin_record
 from dataflex_core.step.state import Stateful, load_component_state, save_component_state
 
 logger = logging.getLogger("dataflex_trl")

@@ -34,6 +34,7 @@ import torch
 from trl import GRPOTrainer
 
 from dataflex_core import Batch
+from dataflex_core.lock.pinning import resolve_plugins
 from dataflex_core.step import (
     CurriculumSampler,
     DataFlexStep,
@@ -45,7 +46,6 @@ from dataflex_core.step import (
     initial_proportions,
 )
 from dataflex_core.step.mix import domain_ids
-from dataflex_core.step.pinning import resolve_plugins
 
 from . import distributed
 from .advantages import completion_rewards, grpo_advantages

@@ -17,7 +17,7 @@ import logging
 import os
 from typing import Any
 
-from dataflex_core.step.pinning import ResolvedPlugins, check_plugin_record, save_plugin_record
+from dataflex_core.lock.pinning import ResolvedPlugins, check_plugin_record, save_plugin_record
 from dataflex_core.step.state import Stateful, load_component_state, save_component_state
 
 logger = logging.getLogger("dataflex_verl")
@@ -49,7 +49,7 @@ class DataFlexCheckpointMixin:
     """Saves and restores the DataFlex plugin set and component state with verl's checkpoints.
 
     Expects ``self.dataflex`` (the mounted pipeline), ``self.dataflex_plugins``
-    (:class:`~dataflex_core.step.pinning.ResolvedPlugins`) and ``self.dataflex_curriculum_sampler``
+    (:class:`~dataflex_core.lock.pinning.ResolvedPlugins`) and ``self.dataflex_curriculum_sampler``
     (``None`` unless ``mechanism: curriculum``), all set in the constructor.
     """
 

@@ -32,8 +32,8 @@ from tensordict import TensorDict
 from transfer_queue import KVBatchMeta
 
 from dataflex_core import Batch
+from dataflex_core.lock.pinning import resolve_plugins
 from dataflex_core.step import DataFlexStep
-from dataflex_core.step.pinning import resolve_plugins
 
 from . import curriculum as dataflex_curriculum
 from . import mix as dataflex_mix

@@ -38,7 +38,7 @@ from typing import Any
 import torch
 
 from ..batch import Batch
-from ..config import DataFlexPipeline, build_from_config, to_plain
+from ..config import DataFlexPipeline, build_from_config, dataflex_block
 from ..errors import ConfigError, InvalidOutputError
 from ..inputs import nonfinite_mask
 from ..normalize import valid_token_mask
@@ -98,7 +98,7 @@ class MountedStep:
 
 def host_settings(block: Any) -> dict[str, Any]:
     """The :data:`HOST_KEYS` of a ``dataflex:`` block, checked."""
-    plain = to_plain(block) or {}
+    plain = dataflex_block(block)
     settings = {key: plain.get(key, default) for key, default in HOST_KEYS.items()}
     if settings["on_invalid"] not in ON_INVALID:
         raise ConfigError(
