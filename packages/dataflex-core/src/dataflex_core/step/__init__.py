@@ -14,7 +14,6 @@ from .curriculum import (
     candidate_batch,
     candidate_columns,
     candidate_fields,
-    check_probabilities,
     curriculum_settings,
     curriculum_step,
 )
@@ -22,12 +21,12 @@ from .fields import CANONICAL_FIELDS, OUTCOME_FIELDS, PROMPT_FIELDS, CanonicalFi
 from .history import PromptHistory, PromptIds, StepOutcomes
 from .host import FieldSupport, HostCapabilities, check_curriculum, check_fields, check_pipeline
 from .metrics import weight_metrics
-from .mix import MIX_KEYS, MixSettings, check_proportions, domain_ids, initial_proportions, mix_settings, mix_step
-from .outputs import check_output, checked_scores, component_label, expected_shape
+from .mix import MIX_KEYS, MixSettings, domain_ids, initial_proportions, mix_settings, mix_step
+from .outputs import checked_scores, component_label
 from .prompt_sampler import CurriculumSampler
 from .runners import RUNNERS, WEIGHTLESS_MECHANISMS, run_reweight, run_select
 from .sampler import DomainMixtureSampler, systematic_counts
-from .selection import INDEX_DTYPES, kept_rows, selection_mask, selection_metrics
+from .selection import selection_metrics
 from .weights import (
     LOSS_UNITS,
     SEQUENCE_UNIT,
@@ -43,7 +42,6 @@ __all__ = [
     "CANONICAL_FIELDS",
     "CURRICULUM_KEYS",
     "HOST_KEYS",
-    "INDEX_DTYPES",
     "LOSS_UNITS",
     "MIX_KEYS",
     "ON_INVALID",
@@ -72,29 +70,23 @@ __all__ = [
     "candidate_fields",
     "check_curriculum",
     "check_fields",
-    "check_output",
     "check_pipeline",
-    "check_probabilities",
-    "check_proportions",
     "checked_scores",
     "component_label",
     "curriculum_settings",
     "curriculum_step",
     "domain_ids",
-    "expected_shape",
     "finalize",
     "finalize_samples",
     "host_settings",
     "initial_proportions",
     "is_canonical",
     "is_prompt_field",
-    "kept_rows",
     "mix_settings",
     "mix_step",
     "mount_step",
     "run_reweight",
     "run_select",
-    "selection_mask",
     "selection_metrics",
     "step_fields",
     "systematic_counts",

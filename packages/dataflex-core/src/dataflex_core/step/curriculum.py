@@ -33,7 +33,7 @@ import torch
 
 from ..batch import Batch
 from ..config import DataFlexPipeline, to_plain
-from ..errors import ConfigError, IncompatibleComponentError, InvalidOutputError
+from ..errors import ConfigError, IncompatibleComponentError
 from ..normalize import valid_sample_mask
 from .fields import is_canonical, is_prompt_field
 from .history import PromptHistory
@@ -42,8 +42,6 @@ logger = logging.getLogger("dataflex_core.step")
 
 #: Keys of the ``dataflex:`` block that only ``mechanism: curriculum`` reads, with their defaults.
 CURRICULUM_KEYS = {"prompt_key": "index", "candidates": 0, "success_threshold": None}
-#: How far from one the sampler's probabilities may sum (float32 rounding of a softmax over many prompts).
-PROBABILITY_SUM_TOLERANCE = 1e-4
 #: The field of the step's rows that carries the outcome reward (on the last response token).
 REWARD_FIELD = "rm_scores"
 METRIC_PREFIX = "dataflex/curriculum/"
@@ -125,43 +123,6 @@ def candidate_batch(
     for name, column in columns.items():
         objects[name] = np.asarray(column[index], dtype=object)
     return Batch(tensors, objects)
-
-
-def check_probabilities(value: Any, num_candidates: int, owner: str, step: int) -> torch.Tensor:
-    """A sampler's probabilities as float64 ``(n,)`` on the CPU, renormalised, or :class:`InvalidOutputError`."""
-    if not isinstance(value, torch.Tensor) or tuple(value.shape) != (num_candidates,):
-        shape = tuple(value.shape) if isinstance(value, torch.Tensor) else type(value).__name__
-        raise InvalidOutputError(
-            f"{owner} returned probabilities of shape {shape} at step {step}; expected ({num_candidates},), one per "
-            "candidate prompt"
-        )
-    p = value.detach().to(torch.float64).cpu()
-    total = float(p.sum()) if torch.isfinite(p).all() else float("nan")
-    if not torch.isfinite(p).all() or (p < 0).any() or not abs(total - 1.0) <= PROBABILITY_SUM_TOLERANCE:
-        bad = "non-finite" if not torch.isfinite(p).all() else "negative" if (p < 0).any() else f"sum {total:.6g}"
-        raise InvalidOutputError(
-            f"{owner} returned probabilities over {num_candidates} candidates at step {step} that are not a "
-            f"distribution ({bad}); they must be finite, non-negative and sum to one"
-        )
-    return p / p.sum()
-
-
-def checked_prompt_scores(value: Any, num_candidates: int, owner: str, step: int) -> torch.Tensor:
-    """A ``pre_rollout`` scorer's scores: a finite tensor of shape ``(n,)``, or :class:`InvalidOutputError`."""
-    if not isinstance(value, torch.Tensor) or tuple(value.shape) != (num_candidates,):
-        shape = tuple(value.shape) if isinstance(value, torch.Tensor) else type(value).__name__
-        raise InvalidOutputError(
-            f"{owner} returned scores of shape {shape} at step {step}; expected ({num_candidates},), one per "
-            "candidate prompt"
-        )
-    if not (value.is_floating_point() or value.dtype in (torch.int32, torch.int64, torch.bool)):
-        raise InvalidOutputError(f"{owner} returned scores of dtype {value.dtype} at step {step}; expected numbers")
-    bad = ~torch.isfinite(value.detach().to(torch.float64))
-    if bad.any():
-        raise InvalidOutputError(
-            f"{owner} returned {int(bad.sum())} non-finite scores of {num_candidates} candidates at step {step}"
-        )
-    return value
 
 
 def outcomes_batch(history: PromptHistory, outcomes: Any) -> Batch:

@@ -23,7 +23,8 @@ import numpy as np
 import torch
 
 from ..config import DataFlexPipeline, to_plain
-from ..errors import ConfigError, InvalidOutputError
+from ..contracts import check_proportions
+from ..errors import ConfigError
 from .outputs import checked_scores, component_label
 
 #: Keys of the ``dataflex:`` block that only ``mechanism: mix`` reads, with their defaults.
@@ -80,25 +81,11 @@ def domain_ids(values: Any, domains: list[str], where: str) -> torch.Tensor:
     return torch.from_numpy(table[inverse.reshape(-1)]) if len(names) else torch.zeros(0, dtype=torch.long)
 
 
-def check_proportions(value: Any, num_domains: int, owner: str, step: int) -> torch.Tensor:
-    """A mixer's proposal as float64 ``(D,)`` on the CPU, or :class:`InvalidOutputError` naming ``owner``."""
-    if not isinstance(value, torch.Tensor) or tuple(value.shape) != (num_domains,):
-        shape = tuple(value.shape) if isinstance(value, torch.Tensor) else type(value).__name__
-        raise InvalidOutputError(
-            f"{owner} returned proportions of shape {shape} at step {step}; expected ({num_domains},)"
-        )
-    p = value.detach().to(torch.float64).cpu()
-    if not torch.isfinite(p).all() or (p < 0).any() or abs(float(p.sum()) - 1.0) > 1e-4:
-        raise InvalidOutputError(
-            f"{owner} returned proportions {p.tolist()} at step {step}; they must be finite, non-negative "
-            "and sum to one"
-        )
-    return p
-
-
-def initial_proportions(mixer: Any, domains: list[str]) -> torch.Tensor:
-    """The mixer's proportions before any update, float64 ``(D,)``."""
-    return torch.as_tensor(mixer.current_proportions(domains), dtype=torch.float64)
+def initial_proportions(mixer: Any, domains: list[str], owner: str | None = None) -> torch.Tensor:
+    """The mixer's proportions before any update, float64 ``(D,)``, checked by the proportions contract."""
+    owner = owner or f"mixer {mixer.name or type(mixer).__name__}"
+    proposed = torch.as_tensor(mixer.current_proportions(domains))
+    return check_proportions(proposed, len(domains), owner=f"{owner} (current_proportions)", step=None)
 
 
 def mix_step(
@@ -130,7 +117,7 @@ def mix_step(
         if updates:
             proposed = mixer.act(scores, batch, step_id=step, **ctx)
             owner = component_label(pipeline, "actuator")
-            sampler.set_proportions(check_proportions(proposed, len(domains), owner, step))
+            sampler.set_proportions(check_proportions(proposed, len(domains), owner=owner, step=step))
         else:
             mixer.observe(scores, batch, step_id=step, **ctx)
     metrics["dataflex/mix/updated"] = 1.0 if updates else 0.0

@@ -30,14 +30,9 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import torch
 
+from ..contracts import check_probabilities, check_prompt_scores
 from ..errors import ConfigError, InvalidOutputError
-from .curriculum import (
-    METRIC_PREFIX,
-    candidate_batch,
-    candidate_fields,
-    check_probabilities,
-    checked_prompt_scores,
-)
+from .curriculum import METRIC_PREFIX, candidate_batch, candidate_fields
 from .history import PromptHistory
 from .outputs import component_label
 from .sampler import BlockSampler, systematic_counts
@@ -124,9 +119,9 @@ class CurriculumSampler(BlockSampler):
         try:
             with torch.no_grad():
                 scores = pipeline.scorer.score(batch, step, **ctx)
-                scores = checked_prompt_scores(scores, n, component_label(pipeline, "scorer"), step)
+                scores = check_prompt_scores(scores, n, owner=component_label(pipeline, "scorer"), step=step)
                 proposed = pipeline.actuator.act(scores, batch, step_id=step, **ctx)
-            return check_probabilities(proposed, n, component_label(pipeline, "actuator"), step), False
+            return check_probabilities(proposed, n, owner=component_label(pipeline, "actuator"), step=step), False
         except InvalidOutputError as exc:
             if self.step.mounted.on_invalid == "raise":
                 raise

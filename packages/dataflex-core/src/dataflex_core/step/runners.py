@@ -19,10 +19,10 @@ from typing import Any
 import torch
 
 from ..config import DataFlexPipeline
+from ..contracts import check_selection, check_weights, expected_shape, valid_for
 from ..errors import InvalidOutputError
 from ..normalize import valid_sample_mask
-from .outputs import check_output, checked_scores, component_label, expected_shape, valid_for
-from .selection import kept_rows
+from .outputs import checked_scores, component_label
 
 Runner = Callable[[DataFlexPipeline, Any, int, dict[str, Any]], torch.Tensor]
 
@@ -34,15 +34,8 @@ def run_reweight(pipeline: DataFlexPipeline, batch: Any, step: int, ctx: dict[st
     scores = checked_scores(pipeline, batch, step, ctx, valid=valid)
     with torch.no_grad():
         weights = pipeline.actuator.act(scores, batch, step_id=step, **ctx)
-    return check_output(
-        weights,
-        what="weights",
-        owner=component_label(pipeline, "actuator"),
-        step=step,
-        granularity=granularity,
-        batch=batch,
-        non_negative=True,
-        valid=valid,
+    return check_weights(
+        weights, batch, granularity=granularity, owner=component_label(pipeline, "actuator"), step=step, valid=valid
     )
 
 
@@ -52,7 +45,7 @@ def run_select(pipeline: DataFlexPipeline, batch: Any, step: int, ctx: dict[str,
     with torch.no_grad():
         output = pipeline.actuator.act(scores, batch, step_id=step, **ctx)
     selector = component_label(pipeline, "actuator")
-    keep = kept_rows(output, batch, owner=selector, step=step)
+    keep = check_selection(output, batch, owner=selector, step=step)
     if not keep.any() and valid_sample_mask(batch).any():
         raise InvalidOutputError(
             f"{selector} kept no sample at step {step}; a step needs at least one kept sample "

@@ -25,7 +25,8 @@ from typing import Any
 import torch
 from torch.utils.data import Sampler
 
-from ..errors import ConfigError, InvalidOutputError
+from ..contracts import check_proportions
+from ..errors import ConfigError
 
 
 def systematic_counts(proportions: torch.Tensor, total: int, generator: torch.Generator) -> torch.Tensor:
@@ -118,13 +119,12 @@ class DomainMixtureSampler(BlockSampler):
 
     def set_proportions(self, proportions: torch.Tensor) -> None:
         """Use ``proportions`` from the next block on; they must put no mass on an empty domain."""
-        p = torch.as_tensor(proportions, dtype=torch.float64).detach().cpu().flatten()
-        if p.shape != (len(self.domains),) or not torch.isfinite(p).all() or (p < 0).any() or not p.sum() > 0:
-            raise InvalidOutputError(
-                f"domain proportions must be {len(self.domains)} finite non-negative numbers with a positive sum "
-                f"(one per domain {self.domains}), got {p.tolist()}"
-            )
-        p = p / p.sum()
+        p = check_proportions(
+            torch.as_tensor(proportions, dtype=torch.float64),
+            len(self.domains),
+            owner=f"the mixture over {self.domains}",
+            step=None,
+        )
         starved = (p > 0) & (self.pool_sizes == 0)
         if starved.any():
             names = [self.domains[i] for i in starved.nonzero().flatten().tolist()]
