@@ -216,15 +216,15 @@ def test_mix_updates_the_sampler_on_update_steps_and_observes_in_between():
         loss_unit="token",
     )
     assert mounted.fields[-1] == "domain"
-    step = DataFlexStep(mounted)
     sampler = DomainMixtureSampler([0, 1, 0, 1], ["x", "y"], 2, torch.tensor([0.5, 0.5]))
+    step = DataFlexStep(mounted, sampler)
     batch = rollout([1.0, 0.0, 1.0], [1, 1, 1], padding=[False, False, True])
     batch.non_tensor_batch["domain"] = np.asarray(["x", "y", "not-a-domain"], dtype=object)  # padding may hold anything
     PreferFirst.observed.clear()
-    metrics = step.mix(batch, step=1, sampler=sampler)
+    metrics = step.run(batch, step=1).metrics
     assert metrics["dataflex/mix/updated"] == 0.0 and PreferFirst.observed == [1]
     assert sampler.proportions.tolist() == [0.5, 0.5]
-    metrics = step.mix(batch, step=2, sampler=sampler)
+    metrics = step.run(batch, step=2).metrics
     assert metrics["dataflex/mix/updated"] == 1.0 and sampler.proportions.tolist() == [0.75, 0.25]
     assert metrics["dataflex/mix/batch_fraction/x"] == 0.5
 
