@@ -288,3 +288,19 @@ def test_components_get_the_loss_unit_and_the_hosts_context():
     mounted = mount_step(block("steptest_reward", "steptest_ctx"), HOST, loss_unit="token", ctx={"loss_type": "x"})
     DataFlexStep(mounted).run(rollout([1.0], [1]), step=4)
     assert seen == {"step_id": 4, "loss_type": "x", "loss_unit": "token"}
+
+
+def test_a_mechanism_name_is_held_once_and_the_builtins_stay():
+    from dataflex_core.mechanisms import LossMechanism, mechanism_names, register_mechanism, unregister_mechanism
+
+    class Twice(LossMechanism):
+        name = "reweight"
+        actuator_kind = "reweighter"
+
+    with pytest.raises(ConfigError, match="mechanism 'reweight' is already registered by dataflex_core.mechanisms"):
+        register_mechanism(Twice)
+    with pytest.raises(ConfigError, match="built in"):
+        unregister_mechanism("select")
+    assert mechanism_names()[:4] == ("reweight", "select", "mix", "curriculum")
+    with pytest.raises(ConfigError, match="mechanism='filterr' is not one of reweight, select, mix, curriculum"):
+        mount_step(block("steptest_reward", "steptest_plus", "filterr"), HOST, loss_unit="token")
