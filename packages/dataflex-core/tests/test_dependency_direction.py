@@ -1,4 +1,4 @@
-"""Core and plugins stay framework-agnostic: they never import verl, ray or transfer_queue."""
+"""Core and plugins stay framework-agnostic: they never import a training framework or its data plane."""
 
 import ast
 import subprocess
@@ -7,8 +7,18 @@ from pathlib import Path
 
 import pytest
 
-FORBIDDEN = {"verl", "ray", "transfer_queue", "transferqueue"}
+#: Why each import is forbidden in core, plugins and conformance; extend a group, or add one, as hosts arrive.
+FORBIDDEN_BY_HOST = {
+    "verl and its data plane": {"verl", "ray", "transfer_queue", "transferqueue"},
+    "TRL and the stack under it": {"trl", "transformers", "accelerate"},
+}
+FORBIDDEN = set().union(*FORBIDDEN_BY_HOST.values())
 REPO = Path(__file__).resolve().parents[3]
+#: Files that still import a forbidden framework while they move out of core, with where they go. An entry
+#: whose file is gone is ignored; delete it once the move is merged.
+MOVING_OUT = {
+    "packages/dataflex-core/src/dataflex_core/toy_model.py": "packages/dataflex-lab (the toy model, issue 23)",
+}
 
 
 def _agnostic_sources():
@@ -31,7 +41,7 @@ def test_no_agnostic_source_file_imports_a_framework():
     sources = _agnostic_sources()
     assert sources, f"no sources found under {REPO}"
     offenders = {str(f.relative_to(REPO)): sorted(set(_imported_top_levels(f)) & FORBIDDEN) for f in sources}
-    assert {k: v for k, v in offenders.items() if v} == {}
+    assert {k: v for k, v in offenders.items() if v and k not in MOVING_OUT} == {}
 
 
 def test_loading_every_installed_plugin_imports_no_framework():

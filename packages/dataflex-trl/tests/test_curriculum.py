@@ -80,7 +80,7 @@ def test_each_generation_batch_is_drawn_by_the_samplers_probabilities(make_train
 def test_the_history_is_fed_by_every_generation_batch_and_survives_a_resume(make_trainer):
     first = make_trainer("dapo", BLOCK, max_steps=2, save_strategy="steps", save_steps=2)
     first.train()
-    history = first.dataflex_curriculum_sampler.history
+    history = first.dataflex.sampler.history
     assert int(history.rollouts.sum()) == 2 * PROMPTS_PER_STEP * NUM_GENERATIONS
     assert history.last_step == 2
     scorer = first.dataflex.pipeline.scorer
@@ -91,8 +91,8 @@ def test_the_history_is_fed_by_every_generation_batch_and_survives_a_resume(make
 
     resumed = make_trainer("dapo", BLOCK, max_steps=3, save_strategy="no")
     resumed.train(resume_from_checkpoint=True)
-    assert resumed.dataflex_curriculum_sampler.history.last_step == 3
-    assert int(resumed.dataflex_curriculum_sampler.history.rollouts.sum()) == 3 * 16  # continued, one more step
+    assert resumed.dataflex.sampler.history.last_step == 3
+    assert int(resumed.dataflex.sampler.history.rollouts.sum()) == 3 * 16  # continued, one more step
     assert resumed.dataflex.pipeline.scorer.observed == 3
 
 

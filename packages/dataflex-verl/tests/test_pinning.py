@@ -161,8 +161,8 @@ def rows(error: PluginSetMismatch, dist: str) -> list[tuple[str, str, str]]:
 def test_a_locked_trainer_mounts_with_the_locked_plugins(tmp_path, lock_path):
     trainer = trainer_for(tmp_path, plugins={"lock": str(lock_path)})
     assert trainer.dataflex.pipeline.scorer_spec.dist == "lk-good"
-    assert trainer.dataflex_plugins.plugin_set.plugins["lk-good"].components == {"scorer": ("lk_length",)}
-    assert trainer.dataflex_plugins.drift == []
+    assert trainer.dataflex.plugins.plugin_set.plugins["lk-good"].components == {"scorer": ("lk_length",)}
+    assert trainer.dataflex.plugins.drift == []
 
 
 def test_an_unlisted_plugin_fails_mount_without_ever_being_imported(tmp_path, lock_path, pip_site):
@@ -183,7 +183,7 @@ def test_a_changed_version_fails_mount_and_allow_drift_accepts_and_records_it(tm
     plugin_module.reset_plugin_manager()
     with pytest.warns(PluginDriftWarning, match="lk-good"):
         trainer = trainer_for(tmp_path, plugins={"lock": str(lock_path), "allow_drift": True})
-    assert [(d.label, d.dist) for d in trainer.dataflex_plugins.drift] == [("version changed", "lk-good")]
+    assert [(d.label, d.dist) for d in trainer.dataflex.plugins.drift] == [("version changed", "lk-good")]
     assert trainer.dataflex.pipeline.scorer_spec.version == "0.2.0"
 
 
@@ -279,7 +279,7 @@ def step(trainer, seed):
             "is_padding": torch.zeros(16, dtype=torch.bool),
         }
     )
-    trainer._dataflex_weights(batch, trainer.global_steps)
+    trainer.dataflex.run(batch, trainer.global_steps)
 
 
 def test_a_checkpoint_round_trips_the_plugin_set_and_component_state(tmp_path, pip_site):

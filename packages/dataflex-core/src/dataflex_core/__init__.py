@@ -20,7 +20,7 @@ from .components import (
     Selector,
     accepted_params,
 )
-from .config import MECHANISMS, DataFlexPipeline, build_from_config
+from .config import DataFlexPipeline, build_from_config
 from .decorators import register_mixer, register_reweighter, register_sampler, register_scorer, register_selector
 from .discovery import (
     ENTRY_POINT_GROUP,
@@ -96,7 +96,6 @@ __all__ = [
     "IncompatibleComponentError",
     "InvalidOutputError",
     "KINDS",
-    "MECHANISMS",
     "Mixer",
     "ParamTypeError",
     "PluginInfo",

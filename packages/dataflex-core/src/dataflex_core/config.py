@@ -32,8 +32,6 @@ class GroupsUncheckedWarning(UserWarning):
     """A component needs ``uid`` groups, but the estimator is unknown or not given, so it was not checked."""
 
 
-#: mechanism -> the actuator kind it drives.
-MECHANISMS = {"reweight": "reweighter", "select": "selector", "mix": "mixer", "curriculum": "sampler"}
 #: Keys of the ``dataflex:`` block that the core reads.
 CORE_KEYS = ("mechanism", "scorer", "actuator", "warmup_step")
 
@@ -234,9 +232,10 @@ def build_from_config(
         hints = "".join(f"; did you mean {v[0]!r} for {k!r}?" for k, v in close.items() if v)
         raise ConfigError(f"dataflex block has unknown key(s) {unknown}{hints} accepted keys: {', '.join(known_keys)}")
 
+    from .mechanisms.registry import get_mechanism  # the mechanisms build on the step, which builds on this module
+
     mechanism = block.get("mechanism", "reweight")
-    if mechanism not in MECHANISMS:
-        raise ConfigError(f"dataflex.mechanism={mechanism!r} is not one of {', '.join(MECHANISMS)}")
+    actuator_kind = get_mechanism(mechanism).actuator_kind  # an unknown name lists the registered ones
     warmup_step = block.get("warmup_step", 0)
     if isinstance(warmup_step, bool) or not isinstance(warmup_step, int) or warmup_step < 0:
         raise ConfigError(f"dataflex.warmup_step must be an integer >= 0, got {warmup_step!r}")
@@ -245,7 +244,6 @@ def build_from_config(
     registry = registry if registry is not None else manager.registry()
     failures = manager.all_failures if manager is not None else []
     lock_note = manager.locked_out_note() if manager is not None else None
-    actuator_kind = MECHANISMS[mechanism]
 
     scorer_name, scorer_params = _component_entry(block, "scorer")
     actuator_name, actuator_params = _component_entry(block, "actuator")
