@@ -157,7 +157,7 @@ def mount_step(
             f"{pipeline.mechanism!r}; remove {[k for k in stray if owners[k] == owners[stray[0]]]} or set "
             f"mechanism: {owners[stray[0]][0]}"
         )
-    mechanism = get_mechanism(pipeline.mechanism)(to_plain(block) or {})
+    mechanism = get_mechanism(pipeline.mechanism)(dataflex_block(block))
     check_pipeline(pipeline, host, loss_unit=loss_unit)
     grouped = None
     if adv_estimator is not None and is_group_estimator is not None:
