@@ -13,12 +13,17 @@ then for each pair resets the process's peak resident size (``5`` written to
 the peak (``VmHWM`` in ``/proc/self/status``). The child runs with glibc's
 mmap threshold fixed at 64 KiB, so every buffer above that is mapped when
 allocated and unmapped when freed: the resident size then follows the live
-bytes, not what the allocator happens to keep for reuse. torch's CPU
-allocator caches nothing, so a freed tensor leaves at once.
+bytes, not what the allocator happens to keep for reuse. glibc still serves a
+request from free heap it already holds (the threshold only decides how the
+heap grows), so before each measurement the free heap is handed back to the
+kernel (``malloc_trim(0)``): a buffer the step allocates there is then counted
+when it is touched. torch's CPU allocator caches nothing, so a freed tensor
+leaves at once.
 """
 
 from __future__ import annotations
 
+import ctypes
 import gc
 import json
 import os
@@ -58,11 +63,20 @@ def unsupported() -> str | None:
     return None
 
 
+def _trim_heap() -> None:
+    """Hand glibc's free heap pages back to the kernel (no-op without glibc)."""
+    try:
+        ctypes.CDLL(None).malloc_trim(0)
+    except (OSError, AttributeError):
+        pass
+
+
 class PeakMeter:
     """Peak resident bytes added since :meth:`reset`."""
 
     def reset(self) -> None:
         gc.collect()
+        _trim_heap()  # free heap the earlier calls left would otherwise serve the step without being counted
         CLEAR_REFS.write_text("5")  # VmHWM := VmRSS
         self.start_kib = _status_kib("VmRSS")
 

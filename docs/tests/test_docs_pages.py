@@ -10,7 +10,7 @@ import pytest
 import tomllib
 
 from dataflex_core import DataFlexPluginManager
-from dataflex_core.config import MECHANISMS
+from dataflex_core.mechanisms import get_mechanism
 
 DOCS = Path(__file__).resolve().parents[1]
 ROOT = DOCS.parent
@@ -103,7 +103,7 @@ def test_every_recipe_names_installed_components_and_the_packages_that_ship_them
     block = config_of(text)["dataflex"]
     registry = installed()
     scorer = registry.get("scorer", block["scorer"]["name"])
-    actuator = registry.get(MECHANISMS[block["mechanism"]], block["actuator"]["name"])
+    actuator = registry.get(get_mechanism(block["mechanism"]).actuator_kind, block["actuator"]["name"])
     assert scorer is not None, f"{recipe}: scorer {block['scorer']['name']!r} is not installed"
     assert actuator is not None, (
         f"{recipe}: {block['mechanism']} actuator {block['actuator']['name']!r} is not installed"

@@ -13,14 +13,18 @@ import math
 import torch
 
 from dataflex_core import InvalidOutputError, valid_mask_for
-from dataflex_core.step import selection_mask
+from dataflex_core.contracts import (
+    MEAN_ONE_TOLERANCE,
+    SUM_TOLERANCE,
+    mean_one_problem,
+    nearly_uniform,
+    selection_mask,
+    sums_to_one,
+    tolerance_text,
+)
 
 from .batches import Sample, score_range_of
 from .probe import STEP_ID, CheckFailure, Probe
-
-#: Relative tolerance of "mean one" and "sums to one".
-MEAN_ONE_RTOL = 1e-4
-_TOL = "1e-4"
 
 
 def _weights(probe: Probe) -> tuple[torch.Tensor, Sample]:
@@ -59,12 +63,9 @@ def check_mean_one(probe: Probe) -> None:
     w, sample = _weights(probe)
     probe.finite(w, "check_output_finite", "weight")
     valid = _valid_units(probe, w, sample)
-    count = int(valid.sum())
-    if count == 0:
-        return  # no valid unit: nothing to average (check_invalid_units_zero wants all zeros)
-    mean = w[valid].double().mean().item()
-    if not abs(mean - 1.0) <= MEAN_ONE_RTOL:
-        raise probe.fail(f"weights mean={mean:.6g} over {count} valid {_units(w)}, expected 1 ± {_TOL}")
+    problem = mean_one_problem(w, valid)  # no valid unit passes: check_invalid_units_zero wants all zeros there
+    if problem is not None:
+        raise probe.fail(problem.replace("valid units", f"valid {_units(w)}"))
 
 
 def check_invalid_units_zero(probe: Probe) -> None:
@@ -91,7 +92,7 @@ def check_constant_scores_uniform(probe: Probe) -> None:
         return
     values = w[valid].double()
     low, high = values.min().item(), values.max().item()
-    if high - low > MEAN_ONE_RTOL * max(abs(high), 1.0):
+    if not nearly_uniform(values, MEAN_ONE_TOLERANCE):
         raise probe.fail(
             f"weights range [{low:.4g}, {high:.4g}] over {int(valid.sum())} valid {_units(w)} for constant scores, "
             "expected uniform weights"
@@ -145,9 +146,11 @@ def check_proportions_sum_to_one(probe: Probe) -> None:
     """Domain proportions sum to one."""
     p, _ = _weights(probe)
     probe.finite(p, "check_output_finite", "proportion")
-    total = p.double().sum().item()
-    if not abs(total - 1.0) <= MEAN_ONE_RTOL:
-        raise probe.fail(f"proportions sum={total:.6g} over {p.numel()} domains, expected 1 ± {_TOL}")
+    if not sums_to_one(p):
+        total = p.double().sum().item()
+        raise probe.fail(
+            f"proportions sum={total:.6g} over {p.numel()} domains, expected 1 ± {tolerance_text(SUM_TOLERANCE)}"
+        )
 
 
 # -- declared score ranges ----------------------------------------------------------------------

@@ -11,6 +11,8 @@ from typing import Any
 import numpy as np
 import torch
 
+from dataflex_core.contracts import GROUPS_RULE
+
 from .batches import Sample, clone_sample, subset_sample
 from .guarded import FieldGuard, GuardedBatch
 from .probe import STEP_ID, Probe
@@ -94,7 +96,7 @@ def check_needs_groups_declared(probe: Probe) -> None:
     if "uid" in declared.requires and not declared.needs_groups:
         raise probe.fail(
             f"requires={declared.requires!r} lists 'uid' with needs_groups=False, expected needs_groups=True "
-            "for a component that reads groups (hosts hand uid only to those)"
+            f"for a component that reads groups ({GROUPS_RULE})"
         )
     if declared.needs_groups:
         return

@@ -17,7 +17,7 @@ import io
 
 import torch
 
-from dataflex_core.step.curriculum import PROBABILITY_SUM_TOLERANCE
+from dataflex_core.contracts import SUM_TOLERANCE, below_floor, nearly_uniform, sums_to_one, tolerance_text
 
 from .batches import score_range_of
 from .checks_common import _guarded_call, close, max_difference
@@ -25,8 +25,6 @@ from .guarded import FieldGuard
 from .probe import STEP_ID, Probe
 from .prompt_batches import PromptSample
 from .prompt_probe import PromptProbe
-
-_TOL = f"{PROBABILITY_SUM_TOLERANCE:g}"
 
 
 def _who(probe: Probe) -> str:
@@ -176,9 +174,11 @@ def check_probabilities_nonnegative(probe: PromptProbe) -> None:
 def check_probabilities_sum_to_one(probe: PromptProbe) -> None:
     """The probabilities over the candidates sum to one."""
     p, _ = _probabilities(probe)
-    total = p.double().sum().item()
-    if not abs(total - 1.0) <= PROBABILITY_SUM_TOLERANCE:
-        raise probe.fail(f"probabilities sum={total:.6g} over {len(p)} candidates, expected 1 ± {_TOL}")
+    if not sums_to_one(p):
+        total = p.double().sum().item()
+        raise probe.fail(
+            f"probabilities sum={total:.6g} over {len(p)} candidates, expected 1 ± {tolerance_text(SUM_TOLERANCE)}"
+        )
 
 
 def check_no_prompt_starved(probe: PromptProbe) -> None:
@@ -195,7 +195,7 @@ def check_no_prompt_starved(probe: PromptProbe) -> None:
             f"min_probability({n}) = {floor:g} with default params, expected a positive floor: a curriculum must "
             "not starve a prompt forever unless asked (mix in a uniform share and declare it in min_probability)"
         )
-    starved = p.double() < floor * (1 - 1e-6) - 1e-12
+    starved = below_floor(p, floor)
     if starved.any():
         first = int(starved.nonzero()[0])
         raise probe.fail(
@@ -208,7 +208,7 @@ def check_constant_scores_uniform_probabilities(probe: PromptProbe) -> None:
     """Equal scores give every candidate the same probability."""
     p, _ = _probabilities(probe)
     low, high = p.min().item(), p.max().item()
-    if high - low > PROBABILITY_SUM_TOLERANCE * max(high, 1e-12):
+    if not nearly_uniform(p, SUM_TOLERANCE):
         raise probe.fail(f"probabilities range [{low:.4g}, {high:.4g}] for equal scores, expected a uniform draw")
 
 

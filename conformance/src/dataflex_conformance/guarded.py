@@ -1,7 +1,8 @@
 """A batch that refuses to hand out fields the component did not declare.
 
 Hosts fetch only the fields a component lists in ``requires`` (plus
-``response_mask``, ``is_padding`` and, for ``needs_groups``, ``uid``), so a
+``response_mask``, ``is_padding`` and ``uid`` as
+:data:`dataflex_core.contracts.GROUPS_RULE` says), so a
 component that reads anything else works in a test and breaks, or silently
 changes behaviour, in production. The guarded batch holds only the allowed
 fields and records every attempt to read another one, even when the
@@ -16,6 +17,7 @@ from typing import Any
 import torch
 
 from dataflex_core import Batch
+from dataflex_core.contracts import GROUPS_RULE
 
 _MISSING = object()
 
@@ -43,8 +45,8 @@ class FieldGuard:
     def error(self, where: str, key: Any) -> UndeclaredFieldError:
         if key == "uid":
             message = (
-                f"{self.who} read {where}['uid'] with needs_groups=False, expected uid to be read only by "
-                "components declaring needs_groups = True (hosts hand it to no other); set needs_groups = True"
+                f"{self.who} read {where}['uid'] with needs_groups=False, expected no read of it: {GROUPS_RULE}; "
+                "set needs_groups = True"
             )
         else:
             message = (

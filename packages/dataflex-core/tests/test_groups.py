@@ -25,6 +25,14 @@ def test_group_index_maps_equal_uids_to_equal_dense_ids():
     assert len({index[0].item(), index[1].item(), index[3].item()}) == 3
 
 
+def test_object_ids_are_grouped_by_their_text_numeric_ids_by_value():
+    """The documented rule: an id's text is its identity in an object array (as after a JSON round trip)."""
+    index, n = group_index(np.array([1, "1", 2, 1.0], dtype=object))
+    assert n == 3 and index[0] == index[1] and index[0] != index[3]
+    index, n = group_index(np.array([1, 2, 1], dtype=np.int64))
+    assert n == 2 and index.tolist() == [0, 1, 0]
+
+
 def test_group_index_accepts_tensors():
     index, n = group_index(torch.tensor([7, 3, 7]))
     assert n == 2 and index.tolist() == [1, 0, 1]

@@ -18,7 +18,7 @@ import pytest
 
 import dataflex_core
 from dataflex_core import PluginLoadError, get_plugin_manager, use_plugin_lock
-from dataflex_core import plugins as plugin_module
+from dataflex_core import discovery as plugin_module
 from dataflex_core.cli import main as cli_main
 from dataflex_core.lock import (
     CORE_DIST,
@@ -47,6 +47,9 @@ def locked(pip_site, tmp_path):
     pip_site.install("lk-good", "0.1.0", "lk_good", GOOD)
     path = tmp_path / "dataflex.lock"
     assert cli_main(["lock", "-o", str(path)]) == 0
+    # a job runs in a process of its own, not in the one that wrote the lock
+    pip_site.forget_modules()
+    plugin_module.reset_plugin_manager()
     return path
 
 
@@ -444,11 +447,15 @@ def test_one_name_for_the_lock_file_everywhere(pip_site, tmp_path, monkeypatch, 
     assert f"dataflex lock -o missing-{DEFAULT_LOCK_FILE}" in capsys.readouterr().err
 
 
-def test_the_plugin_manager_does_not_import_the_lock_workflow():
-    """plugins.py uses the lock file and the pre-import check; lock.py builds on plugins.py, never the reverse."""
-    code = (
-        "import sys, dataflex_core.plugins; "
-        "assert 'dataflex_core.lock' not in sys.modules, 'plugins imports dataflex_core.lock'; "
-        "import dataflex_core.lock"
-    )
-    subprocess.run([sys.executable, "-c", code], check=True)
+def test_the_lock_builds_on_discovery_and_discovery_reaches_the_lock_only_when_one_is_in_force():
+    """No import cycle: discovery imports nothing from ``dataflex_core.lock`` at module level, and each module
+    imports on its own in a fresh process."""
+    import ast
+
+    from dataflex_core import discovery
+
+    tree = ast.parse(Path(discovery.__file__).read_text(encoding="utf-8"))
+    top_level = [(n.module or "") for n in tree.body if isinstance(n, ast.ImportFrom)]
+    assert not [m for m in top_level if m.split(".")[0] == "lock"], top_level
+    for module in ("dataflex_core.discovery", "dataflex_core.lock", "dataflex_core.lock.pinning", "dataflex_core.cli"):
+        subprocess.run([sys.executable, "-c", f"import {module}"], check=True)

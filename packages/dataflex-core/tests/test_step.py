@@ -210,15 +210,15 @@ def test_mix_updates_the_sampler_on_update_steps_and_observes_in_between():
         loss_unit="token",
     )
     assert mounted.fields[-1] == "domain"
-    step = DataFlexStep(mounted)
     sampler = DomainMixtureSampler([0, 1, 0, 1], ["x", "y"], 2, torch.tensor([0.5, 0.5]))
+    step = DataFlexStep(mounted, sampler)
     batch = rollout([1.0, 0.0, 1.0], [1, 1, 1], padding=[False, False, True])
     batch.non_tensor_batch["domain"] = np.asarray(["x", "y", "not-a-domain"], dtype=object)  # padding may hold anything
     PreferFirst.observed.clear()
-    metrics = step.mix(batch, step=1, sampler=sampler)
+    metrics = step.run(batch, step=1).metrics
     assert metrics["dataflex/mix/updated"] == 0.0 and PreferFirst.observed == [1]
     assert sampler.proportions.tolist() == [0.5, 0.5]
-    metrics = step.mix(batch, step=2, sampler=sampler)
+    metrics = step.run(batch, step=2).metrics
     assert metrics["dataflex/mix/updated"] == 1.0 and sampler.proportions.tolist() == [0.75, 0.25]
     assert metrics["dataflex/mix/batch_fraction/x"] == 0.5
 
@@ -282,3 +282,19 @@ def test_components_get_the_loss_unit_and_the_hosts_context():
     mounted = mount_step(block("steptest_reward", "steptest_ctx"), HOST, loss_unit="token", ctx={"loss_type": "x"})
     DataFlexStep(mounted).run(rollout([1.0], [1]), step=4)
     assert seen == {"step_id": 4, "loss_type": "x", "loss_unit": "token"}
+
+
+def test_a_mechanism_name_is_held_once_and_the_builtins_stay():
+    from dataflex_core.mechanisms import LossMechanism, mechanism_names, register_mechanism, unregister_mechanism
+
+    class Twice(LossMechanism):
+        name = "reweight"
+        actuator_kind = "reweighter"
+
+    with pytest.raises(ConfigError, match="mechanism 'reweight' is already registered by dataflex_core.mechanisms"):
+        register_mechanism(Twice)
+    with pytest.raises(ConfigError, match="built in"):
+        unregister_mechanism("select")
+    assert mechanism_names()[:4] == ("reweight", "select", "mix", "curriculum")
+    with pytest.raises(ConfigError, match="mechanism='filterr' is not one of reweight, select, mix, curriculum"):
+        mount_step(block("steptest_reward", "steptest_plus", "filterr"), HOST, loss_unit="token")

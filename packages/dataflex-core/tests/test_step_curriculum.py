@@ -93,8 +93,9 @@ def curriculum(weights, *, batch_size=4, candidates=0, seed=0, **extra):
     """A mounted curriculum over ``len(weights)`` prompts with ids 100, 101, ... and a ``weight`` column."""
     step = DataFlexStep(mount_step(block(**extra), HOST, loss_unit="token"))
     ids = PromptIds([100 + i for i in range(len(weights))], "index")
-    history = PromptHistory(ids, step.mounted.curriculum.success_threshold)
+    history = PromptHistory(ids, step.mounted.settings.success_threshold)
     sampler = CurriculumSampler(step, history, {"weight": list(weights)}, batch_size, seed=seed, candidates=candidates)
+    step.sampler = sampler
     return step, sampler
 
 
@@ -163,8 +164,8 @@ class OnesReweighter(Reweighter):
 def test_mount_reads_the_rewards_and_the_prompt_id_only():
     mounted = mount_step(block(prompt_key="uid_col", candidates=16, success_threshold=1), HOST, loss_unit="token")
     assert mounted.fields == ["response_mask", "rm_scores", "uid_col"]
-    assert (mounted.curriculum.prompt_key, mounted.curriculum.candidates) == ("uid_col", 16)
-    assert mounted.curriculum.success_threshold == 1.0
+    assert (mounted.settings.prompt_key, mounted.settings.candidates) == ("uid_col", 16)
+    assert mounted.settings.success_threshold == 1.0
 
 
 # -- prompt ids and history ------------------------------------------------------------------
@@ -317,7 +318,7 @@ def test_the_step_feeds_real_rows_to_the_history_and_the_scorers_observe():
         lengths=[3, 3, 3, 3, 0, 3],  # prompt 102's only response is empty: it stays out
         padding=[False, False, False, False, False, True],  # the last row is framework padding
     )
-    metrics = step.curriculum(batch, 1, sampler)
+    metrics = step.run(batch, 1).metrics
     assert sampler.history.rollouts.tolist() == [0, 2, 0, 2]
     assert sampler.history.successes.tolist() == [0.0, 1.0, 0.0, 2.0]
     ((seen_step, outcomes),) = OBSERVED
@@ -342,4 +343,4 @@ def test_the_step_names_a_missing_prompt_id_column():
     batch = rollout([100], [1.0])
     batch.non_tensor_batch = {"other": batch.non_tensor_batch["index"]}
     with pytest.raises(ConfigError, match="prompt_key='index', but the step's rows do not carry it"):
-        step.curriculum(batch, 1, sampler)
+        step.run(batch, 1)

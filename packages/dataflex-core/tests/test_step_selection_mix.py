@@ -7,14 +7,10 @@ import pytest
 import torch
 
 from dataflex_core import ConfigError, InvalidOutputError
-from dataflex_core.step import (
-    DomainMixtureSampler,
-    domain_ids,
-    kept_rows,
-    selection_mask,
-    selection_metrics,
-    systematic_counts,
-)
+from dataflex_core.contracts import check_selection as kept_rows
+from dataflex_core.contracts import selection_mask
+from dataflex_core.mechanisms.mix import domain_ids
+from dataflex_core.step import DomainMixtureSampler, selection_metrics, systematic_counts
 from dataflex_lab.testing import rows_batch
 
 

@@ -63,19 +63,19 @@ def test_each_generation_batch_is_drawn_by_the_samplers_probabilities(make_train
 def test_the_history_is_fed_by_every_generation_batch_and_survives_a_resume(make_trainer):
     first = make_trainer("dapo", BLOCK, max_steps=2, save_strategy="steps", save_steps=2)
     first.train()
-    history = first.dataflex_curriculum_sampler.history
+    history = first.dataflex.sampler.history
     assert int(history.rollouts.sum()) == 2 * PROMPTS_PER_STEP * NUM_GENERATIONS
     assert history.last_step == 2
     scorer = first.dataflex.pipeline.scorer
     # accelerate fetches one batch ahead: the prompts of step 2 were drawn before step 1's rewards existed
     assert scorer.rollouts_seen == [0, 0, PROMPTS_PER_STEP * NUM_GENERATIONS]
-    saved = torch.load(os.path.join(first.args.output_dir, "checkpoint-2", CHECKPOINT_STATE), weights_only=False)
+    saved = torch.load(os.path.join(first.args.output_dir, "checkpoint-2", CHECKPOINT_STATE), weights_only=True)
     assert int(saved["components"]["history"]["state"]["rollouts"].sum()) == 32
 
     resumed = make_trainer("dapo", BLOCK, max_steps=3, save_strategy="no")
     resumed.train(resume_from_checkpoint=True)
-    assert resumed.dataflex_curriculum_sampler.history.last_step == 3
-    assert int(resumed.dataflex_curriculum_sampler.history.rollouts.sum()) == 3 * 16  # continued, one more step
+    assert resumed.dataflex.sampler.history.last_step == 3
+    assert int(resumed.dataflex.sampler.history.rollouts.sum()) == 3 * 16  # continued, one more step
     assert resumed.dataflex.pipeline.scorer.observed == 3
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 from dataflex_trl.advantages import grpo_advantages
+from dataflex_trl.mount import ROW_DENOMINATOR_LOSSES
 from trl_testkit import LOSS_TYPES, NUM_GENERATIONS, generate, loss_and_grads
 
 KEEP = 2
@@ -105,3 +106,8 @@ def test_hard_drop_equals_trls_loss_on_the_kept_rows(make_trainer, generation_in
     for name, grad in grads.items():
         assert torch.allclose(grad, expected_grads[name], rtol=1e-4, atol=1e-7), name
     assert flex._metrics["train"]["dataflex/advantage_recomputed"] == [1.0]
+    # the metrics describe the factor TRL's loss really applies: 1 on each kept row where the loss recounts its
+    # tokens, rows / kept rows where it divides by a row count the drop leaves as it was
+    applied = len(kept) / int(kept.sum()) if loss_type in ROW_DENOMINATOR_LOSSES else 1.0
+    assert flex._metrics["train"]["dataflex/weight/max"] == [pytest.approx(applied)]
+    assert flex._metrics["train"]["dataflex/hard_drop"] == [1.0]

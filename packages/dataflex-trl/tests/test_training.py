@@ -6,33 +6,11 @@ import collections
 import os
 
 import pytest
-import torch
 
-from dataflex_core import ConfigError, Scorer, register_scorer
-from dataflex_core.step.pinning import CHECKPOINT_PINNING, CHECKPOINT_PLUGIN_SET
+from dataflex_core import ConfigError
+from dataflex_core.lock.pinning import CHECKPOINT_PINNING, CHECKPOINT_PLUGIN_SET
 from dataflex_core.step.state import CHECKPOINT_STATE
 from dataflex_lab.trl.toy import echo_reward
-
-
-@register_scorer("trltest_running_count")
-class RunningCount(Scorer):
-    """Counts the rows it has scored: state that must survive a resume."""
-
-    requires = ["advantages"]
-
-    def __init__(self, **kwargs):
-        super().__init__(**kwargs)
-        self.count = 0
-
-    def score(self, batch, step_id, **ctx):
-        self.count += len(batch)
-        return torch.ones(len(batch))
-
-    def state_dict(self):
-        return {"count": self.count}
-
-    def load_state_dict(self, state):
-        self.count = int(state["count"])
 
 
 def test_mix_draws_each_generation_batch_by_the_mixers_proportions(make_trainer):

@@ -4,7 +4,8 @@ A generation batch comes out of TRL's real ``GRPOTrainer`` (DataFlex's TRL
 host), the same rows go into a real TransferQueue and through verl's real
 ``_compute_advantage`` (DataFlex's verl host), and the weights each host hands
 its framework's loss are compared: per token, with mean one over valid tokens
-(TRL ``dapo``, verl ``token-mean``).
+(TRL ``dapo``, verl ``token-mean``). A mechanism registered by this module
+alone, with no change to core or either host, runs through both the same way.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import os
 import pytest
 import torch
 
+from dataflex_core.mechanisms import LossMechanism, check_rollout_time, register_mechanism, unregister_mechanism
 from dataflex_lab.verl import sandbox
 
 pytestmark = pytest.mark.verl
@@ -28,7 +30,7 @@ PAIR = {
 }
 
 
-def trl_step(tmp_path):
+def trl_step(tmp_path, block=PAIR):
     """One real TRL generation batch through DataFlex's TRL host: the batch the step saw and its weights."""
     import warnings
 
@@ -61,16 +63,16 @@ def trl_step(tmp_path):
         warnings.simplefilter("ignore")
         trainer = DataFlexGRPOTrainer(model=tiny_model(tokenizer, seed=0), reward_funcs=echo_reward, args=args,
                                       train_dataset=toy_dataset(16, seed=0), processing_class=tokenizer,
-                                      rollout_func=rollout, dataflex=PAIR)  # fmt: skip
+                                      rollout_func=rollout, dataflex=block)  # fmt: skip
     trainer.model.train()
     seen = {}
-    run = trainer.dataflex_step.run
+    run = trainer.dataflex.step.run
 
     def recording(batch, step, **kwargs):
         seen["batch"], seen["result"] = batch, run(batch, step, **kwargs)
         return seen["result"]
 
-    trainer.dataflex_step.run = recording
+    trainer.dataflex.step.run = recording  # the session's own step, observed
     dataset = trainer.train_dataset
     output = trainer._generate_and_score_completions([dict(dataset[i]) for i in range(4) for _ in range(GENERATIONS)])
     return seen["batch"], seen["result"], output
@@ -102,22 +104,71 @@ def verl_rollout(batch, output):
     return sandbox.SyntheticRollout(keys, tags, TensorDict(columns, batch_size=len(keys)), sorted(set(uids)))
 
 
-def test_one_pair_gives_the_same_weights_in_verl_and_in_trl(make_config, queue, tmp_path):
+def verl_weights(make_config, block, batch, output):
+    """The same rows through verl's real ``_compute_advantage`` on a real TransferQueue: ``rollout_is_weights``."""
     import transfer_queue as tq
     from verl.trainer.ppo.v1 import get_trainer_cls
 
+    config = make_config(["actor_rollout_ref.actor.loss_agg_mode=token-mean"], dataflex=block)
+    trainer = get_trainer_cls("dataflex_sync")(config)
+    trainer.global_steps = 1
+    meta = sandbox.put_rollout(verl_rollout(batch, output))
+    out = trainer._compute_advantage(meta, {})
+    got = tq.kv_batch_get(keys=out.keys, partition_id=out.partition_id, select_fields=["rollout_is_weights"])
+    sandbox.clear(out)
+    return got["rollout_is_weights"].to_padded_tensor(0)
+
+
+def test_one_pair_gives_the_same_weights_in_verl_and_in_trl(make_config, queue, tmp_path):
     batch, result, output = trl_step(tmp_path)
     mask = batch.batch["response_mask"].bool()
     assert mask.sum(-1).min() > 0
     trl_weights = result.factor.unsqueeze(-1) * mask  # one weight per valid token of each row
     assert trl_weights[mask].std() > 0.1  # a pair that actually moves weight between rows
 
-    config = make_config(["actor_rollout_ref.actor.loss_agg_mode=token-mean"], dataflex=PAIR)
-    trainer = get_trainer_cls("dataflex_sync")(config)
-    trainer.global_steps = 1
-    meta = sandbox.put_rollout(verl_rollout(batch, output))
-    out = trainer._compute_advantage(meta, {})
-    got = tq.kv_batch_get(keys=out.keys, partition_id=out.partition_id, select_fields=["rollout_is_weights"])
-    verl_weights = got["rollout_is_weights"].to_padded_tensor(0)
-    sandbox.clear(out)
-    torch.testing.assert_close(verl_weights, trl_weights[:, : verl_weights.shape[1]], rtol=1e-6, atol=1e-6)
+    verl = verl_weights(make_config, PAIR, batch, output)
+    torch.testing.assert_close(verl, trl_weights[:, : verl.shape[1]], rtol=1e-6, atol=1e-6)
+
+
+class ScoresPlusOne(LossMechanism):
+    """Test-only mechanism: each row weighs its score plus one (the configured reweighter is never called)."""
+
+    name = "crosstest_scores_plus_one"
+    actuator_kind = "reweighter"
+
+    @classmethod
+    def check(cls, pipeline, host, loss_unit):
+        check_rollout_time(pipeline, host, cls.name)
+
+    def weights(self, step, batch, step_id):
+        return step.pipeline.scorer.score(batch, step_id, **step.mounted.ctx).to(torch.float32) + 1.0
+
+
+@pytest.fixture
+def scores_plus_one():
+    register_mechanism(ScoresPlusOne)
+    yield {**PAIR, "mechanism": ScoresPlusOne.name}
+    unregister_mechanism(ScoresPlusOne.name)
+
+
+def test_a_mechanism_registered_by_a_test_runs_through_both_hosts(make_config, queue, tmp_path, scores_plus_one):
+    batch, result, output = trl_step(tmp_path, scores_plus_one)
+    mask = batch.batch["response_mask"].bool()
+    # group g answers right g times of 4: solve rates 0, 1/4, 1/2, 3/4, so weights 1, 5/4, 3/2, 7/4 before
+    # normalisation to mean one per valid token (TRL dapo)
+    raw = (torch.arange(len(mask)) // GENERATIONS).to(torch.float32) / GENERATIONS + 1.0
+    expected = raw / ((raw * mask.sum(-1)).sum() / mask.sum())
+    torch.testing.assert_close(result.factor, expected)
+    assert result.metrics["dataflex/weight/mean"] == pytest.approx(1.0)
+    # TRL's loss gets it: each row's advantage times its weight on every valid token, TRL's own group
+    # advantages (zero-mean in each group) once the weight is divided out
+    trl_weights = expected.unsqueeze(-1) * mask
+    applied = output["advantages"][:, : mask.shape[1]]
+    per_row = (applied * mask).sum(-1) / mask.sum(-1)
+    torch.testing.assert_close(applied, per_row.unsqueeze(-1) * mask)
+    plain = per_row / expected
+    assert plain.abs().max() > 0.1
+    torch.testing.assert_close(plain.view(-1, GENERATIONS).sum(-1), torch.zeros(len(mask) // GENERATIONS))
+
+    verl = verl_weights(make_config, scores_plus_one, batch, output)
+    torch.testing.assert_close(verl, trl_weights[:, : verl.shape[1]], rtol=1e-6, atol=1e-6)

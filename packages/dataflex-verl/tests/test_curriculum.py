@@ -85,7 +85,7 @@ def test_the_sampler_decides_which_prompts_verl_draws(make_config, dataset_path)
         assert set(batch["domain"]) == {"math"}  # code prompts have probability 0
         ids = [info["index"] for info in batch["extra_info"]]
         assert len(set(ids)) == BATCH  # 1/20 each: never twice in a batch of 8
-    sampler = trainer.dataflex_curriculum_sampler
+    sampler = trainer.dataflex.sampler
     assert sampler.draw_metrics["dataflex/curriculum/draw/max_probability"] == pytest.approx(1 / 20)
     assert int(sampler.draws[1::2].sum()) == 0 and int(sampler.draws.sum()) == 5 * BATCH
 
@@ -104,7 +104,7 @@ def test_verls_compute_advantage_feeds_the_history(queue, make_config, dataset_p
     metrics: dict = {}
     out = trainer._compute_advantage(meta, metrics)
     sandbox.clear(out)
-    history = trainer.dataflex_curriculum_sampler.history
+    history = trainer.dataflex.sampler.history
     rows = [i - 1000 for i in ids]
     assert sorted(history.times_sampled.nonzero().flatten().tolist()) == sorted(rows)
     assert int(history.rollouts.sum()) == BATCH * n  # the padding row is not a rollout

@@ -273,7 +273,7 @@ def test_seq_mean_token_mean_normalises_per_sequence(make_config, queue):
 
 def test_sapo_policy_loss_forces_the_sequence_unit(make_config):
     trainer = trainer_for(make_config, ["actor_rollout_ref.actor.policy_loss.loss_mode=sapo"])
-    assert trainer.dataflex.loss_agg_mode == "token-mean"
+    assert trainer.dataflex.ctx["loss_agg_mode"] == "token-mean"
     assert trainer.dataflex.loss_unit == "sequence"
 
 

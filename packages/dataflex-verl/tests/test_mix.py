@@ -104,7 +104,7 @@ def test_reward_gap_moves_sampling_to_the_domain_that_fails(queue, make_config, 
     actuator = {"name": "reward_gap", "params": {"target": 1.0, "min_share": 0.05}}
     trainer = mix_trainer(make_config, dataset_path, actuator)
     first = draw(trainer, 1)
-    assert trainer.dataflex_sampler.proportions.tolist() == [0.5, 0.5]
+    assert trainer.dataflex.sampler.proportions.tolist() == [0.5, 0.5]
     # Math is always solved, code never: reward_gap gives math only its floor share.
     _, metrics = advantage_step(trainer, rollout_for([d for d, _ in first], {"math": 1.0, "code": 0.0}))
     assert metrics["dataflex/mix/proportion/math"] == pytest.approx(0.05)
@@ -123,7 +123,7 @@ def test_updates_follow_warmup_step_and_update_step(queue, make_config, dataset_
         trainer.global_steps = step
         domains = [d for d, _ in draw(trainer, 1)]
         _, metrics = advantage_step(trainer, rollout_for(domains, {"math": 0.0, "code": code_reward}, seed=step))
-        history.append((metrics.get("dataflex/mix/updated"), trainer.dataflex_sampler.proportions[1].item()))
+        history.append((metrics.get("dataflex/mix/updated"), trainer.dataflex.sampler.proportions[1].item()))
     # step 1: before warmup, nothing observed; step 2: update (gaps 1 and 0.5);
     # step 3: observed only; step 4: update from the last step alone (window 1): gaps 1 and 0.25.
     assert history[0] == (None, 0.5)
@@ -140,13 +140,13 @@ def test_dataloader_checkpoint_resumes_mixture_mixer_and_draws(queue, make_confi
         domains = [d for d, _ in draw(original, 1)]
         # Math groups have mixed outcomes (|A| > 0), code groups all fail (|A| = 0).
         advantage_step(original, rollout_for(domains, {"math": None, "code": 0.0}, seed=step))
-    assert original.dataflex_sampler.proportions[0] > 0.5
+    assert original.dataflex.sampler.proportions[0] > 0.5
     state = original.train_dataloader.state_dict()  # what verl saves in its checkpoint
     resumed = mix_trainer(make_config, dataset_path, actuator, scorer="advantage_magnitude")
     resumed.train_dataloader.load_state_dict(state)  # applied when the next iterator starts
     assert draw(resumed, 3) == draw(original, 3)
     assert resumed.dataflex.pipeline.actuator.state_dict() == original.dataflex.pipeline.actuator.state_dict()
-    assert resumed.dataflex_sampler.proportions.tolist() == original.dataflex_sampler.proportions.tolist()
+    assert resumed.dataflex.sampler.proportions.tolist() == original.dataflex.sampler.proportions.tolist()
     follow_up = rollout_for(["math"] * 4 + ["code"] * 4, {"math": None, "code": 0.0}, seed=9)
     resumed.global_steps = original.global_steps = 4
     _, a = advantage_step(original, follow_up)

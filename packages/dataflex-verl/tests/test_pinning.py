@@ -1,7 +1,7 @@
 """Pinned plugin sets in the verl host: enforcement at mount and the record kept with verl checkpoints.
 
 Plugins are real wheels pip installs into a throwaway virtualenv whose
-site-packages is put in front of ``sys.path``; the lock covers them plus every
+site-packages is put in front of ``sys.path`` (core's ``lock_kit``); the lock covers them plus every
 plugin installed beside this test run. The trainer is the one
 ``get_trainer_cls("dataflex_sync")`` returns, built from verl's real config;
 checkpoints go through verl's real ``_save_checkpoint`` / ``_load_checkpoint``.
@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import copy
 import functools
+import inspect
 import json
 import os
 import sys
@@ -20,20 +21,55 @@ from pathlib import Path
 import pytest
 import torch
 
-from dataflex_core import Batch, ConfigError, Scorer, register_scorer
-from dataflex_core import plugins as plugin_module
+from dataflex_core import Batch, ConfigError, Reweighter, Scorer, mean_one, register_reweighter, register_scorer
+from dataflex_core import discovery as plugin_module
 from dataflex_core.lock import PluginDriftWarning, PluginSetMismatch, lock_environment, read_lock, write_lock
-from dataflex_core.step.pinning import CHECKPOINT_PINNING, CHECKPOINT_PLUGIN_SET
-from dataflex_core.step.state import CHECKPOINT_STATE
-from dataflex_lab.testing import mean_abs_advantage, plugin_sites, register_toy_components
-from dataflex_lab.testing.plugin_sites import EXTRA_PLUGIN as EXTRA
-from dataflex_lab.testing.plugin_sites import LENGTH_PLUGIN as GOOD
-from dataflex_lab.testing.plugin_sites import TRIPWIRE_PLUGIN as TRIPWIRE
+from dataflex_core.lock.pinning import CHECKPOINT_PINNING, CHECKPOINT_PLUGIN_SET
+from dataflex_core.step.state import CHECKPOINT_STATE, ComponentStateError
 from dataflex_lab.verl import sandbox
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "dataflex-core" / "tests"))
+
+from lock_kit import (  # noqa: E402
+    HOSTILE,
+    PipSite,
+    RunsCode,
+    forget_installed_plugins,
+    marker_fixture,  # noqa: F401, E402 - pytest finds the fixture ``marker``
+    plant_bytecode,
+)
 
 pytestmark = pytest.mark.verl
 
-register_toy_components("pintest")
+GOOD = """
+from dataflex_core import Scorer, register_scorer
+
+
+@register_scorer("lk_length")
+class LengthScorer(Scorer):
+    requires = ["advantages"]
+
+    def score(self, batch, step_id, **ctx):
+        return batch.batch["response_mask"].sum(-1).float()
+"""
+
+EXTRA = """
+from dataflex_core import Scorer, register_scorer
+
+
+@register_scorer("lk_extra")
+class ExtraScorer(Scorer):
+    def score(self, batch, step_id, **ctx):
+        return batch.batch["response_mask"].sum(-1).float()
+"""
+
+#: Importing this plugin leaves a marker file and then fails: proof that it was imported.
+TRIPWIRE = """
+from pathlib import Path
+
+Path(__file__).with_name("IMPORTED").write_text("lk_tripwire was imported")
+raise RuntimeError("lk_tripwire must never be imported under a lock that does not list it")
+"""
 
 
 @register_scorer("pintest_running_mean")
@@ -48,7 +84,9 @@ class RunningMeanScorer(Scorer):
         self.mean = 0.0
 
     def score(self, batch, step_id, **ctx):
-        scores = mean_abs_advantage(batch)
+        mask = batch.batch["response_mask"].bool()
+        adv = torch.where(mask, batch.batch["advantages"].abs(), torch.zeros(()))
+        scores = adv.sum(-1) / mask.sum(-1).clamp(min=1)
         total = self.mean * self.count + float(scores.sum())
         self.count += len(scores)
         self.mean = total / self.count
@@ -61,11 +99,29 @@ class RunningMeanScorer(Scorer):
         self.count, self.mean = state["count"], state["mean"]
 
 
+@register_scorer("pintest_constant")
+class ConstantScorer(Scorer):
+    requires = ["advantages"]
+
+    def score(self, batch, step_id, **ctx):
+        return torch.full((len(batch),), 0.5)
+
+
+@register_reweighter("pintest_proportional")
+class ProportionalReweighter(Reweighter):
+    def act(self, scores, batch, **ctx):
+        return mean_one(scores.float() + 0.1, batch)
+
+
 @pytest.fixture
 def pip_site(tmp_path, monkeypatch):
-    """The kit's pip site in front of what is installed (verl stays importable), not alone as core's lock tests."""
-    with plugin_sites.pip_site(tmp_path, monkeypatch, alone=False) as site:
-        yield site
+    site = PipSite(tmp_path / "venv", tmp_path / "wheels")
+    monkeypatch.setattr(sys, "path", [str(site.root), *sys.path])
+    monkeypatch.delenv(plugin_module.ENV_PLUGINS_LOCK, raising=False)
+    forget_installed_plugins()
+    yield site
+    site.forget_modules()
+    forget_installed_plugins()
 
 
 @pytest.fixture
@@ -74,8 +130,7 @@ def lock_path(pip_site, tmp_path):
     pip_site.install("lk-good", "0.1.0", "lk_good", GOOD)
     path = tmp_path / "dataflex.lock"
     write_lock(lock_environment(), path)
-    pip_site.forget_modules()
-    plugin_module.reset_plugin_manager()
+    forget_installed_plugins()  # a job runs in a process of its own, not in the one that wrote the lock
     return path
 
 
@@ -106,8 +161,8 @@ def rows(error: PluginSetMismatch, dist: str) -> list[tuple[str, str, str]]:
 def test_a_locked_trainer_mounts_with_the_locked_plugins(tmp_path, lock_path):
     trainer = trainer_for(tmp_path, plugins={"lock": str(lock_path)})
     assert trainer.dataflex.pipeline.scorer_spec.dist == "lk-good"
-    assert trainer.dataflex_plugins.plugin_set.plugins["lk-good"].components == {"scorer": ("lk_length",)}
-    assert trainer.dataflex_plugins.drift == []
+    assert trainer.dataflex.plugins.plugin_set.plugins["lk-good"].components == {"scorer": ("lk_length",)}
+    assert trainer.dataflex.plugins.drift == []
 
 
 def test_an_unlisted_plugin_fails_mount_without_ever_being_imported(tmp_path, lock_path, pip_site):
@@ -128,7 +183,7 @@ def test_a_changed_version_fails_mount_and_allow_drift_accepts_and_records_it(tm
     plugin_module.reset_plugin_manager()
     with pytest.warns(PluginDriftWarning, match="lk-good"):
         trainer = trainer_for(tmp_path, plugins={"lock": str(lock_path), "allow_drift": True})
-    assert [(d.label, d.dist) for d in trainer.dataflex_plugins.drift] == [("version changed", "lk-good")]
+    assert [(d.label, d.dist) for d in trainer.dataflex.plugins.drift] == [("version changed", "lk-good")]
     assert trainer.dataflex.pipeline.scorer_spec.version == "0.2.0"
 
 
@@ -143,6 +198,34 @@ def test_an_edited_installed_file_fails_mount_through_the_environment_variable(
     (row,) = [d for d in info.value.differences if d.dist == "lk-good"]
     assert (row.label, row.detail) == ("content changed", "modified lk_good/__init__.py")
     assert "$DATAFLEX_PLUGINS_LOCK" in str(info.value)
+
+
+def test_under_a_lock_verl_runs_the_locked_bytes_not_planted_bytecode_or_a_copy_on_sys_path(
+    tmp_path, lock_path, pip_site, marker, monkeypatch
+):
+    copy = tmp_path / "job" / "lk_good" / "__init__.py"  # a modified copy in the job's folder, ahead of site-packages
+    copy.parent.mkdir(parents=True)
+    copy.write_text(HOSTILE + GOOD)
+    monkeypatch.setattr(sys, "path", [str(copy.parent.parent), *sys.path])
+    plant_bytecode(pip_site.root / "lk_good" / "__init__.py", HOSTILE + GOOD)  # bytecode CPython would run
+    with pytest.raises(PluginSetMismatch, match="bytecode not compiled from its source"):
+        trainer_for(tmp_path, plugins={"lock": str(lock_path)})
+    forget_installed_plugins()
+    with pytest.warns(PluginDriftWarning):
+        trainer = trainer_for(tmp_path, plugins={"lock": str(lock_path), "allow_drift": True})
+    assert Path(inspect.getfile(trainer.dataflex.pipeline.scorer_spec.cls)).is_relative_to(pip_site.root)
+    assert not marker.exists()
+
+
+def test_a_dataflex_block_written_as_a_list_is_a_config_error(tmp_path):
+    from omegaconf import OmegaConf, open_dict
+    from verl.trainer.ppo.v1 import get_trainer_cls
+
+    config = copy.deepcopy(_base_config())
+    with open_dict(config):
+        config.dataflex = OmegaConf.create([{"scorer": "pintest_constant"}])
+    with pytest.raises(ConfigError, match="the dataflex block must be a mapping"):
+        get_trainer_cls("dataflex_sync")(config)
 
 
 @pytest.mark.parametrize(
@@ -196,7 +279,7 @@ def step(trainer, seed):
             "is_padding": torch.zeros(16, dtype=torch.bool),
         }
     )
-    trainer._dataflex_weights(batch, trainer.global_steps)
+    trainer.dataflex.run(batch, trainer.global_steps)
 
 
 def test_a_checkpoint_round_trips_the_plugin_set_and_component_state(tmp_path, pip_site):
@@ -265,6 +348,20 @@ def test_allow_drift_resumes_a_drifted_set_and_the_next_checkpoint_records_the_d
     record = json.loads((tmp_path / "checkpoints" / "global_step_6" / CHECKPOINT_PINNING).read_text())
     lk_good = {d["difference"] for d in record["resume_drift"] if d["distribution"] == "lk-good"}
     assert lk_good == {"version changed", "content changed"}
+
+
+def test_a_crafted_state_file_in_a_checkpoint_runs_no_code_on_resume(tmp_path, marker):
+    first = attach_workers(trainer_for(tmp_path, scorer="pintest_running_mean"))
+    first.global_steps = 1
+    step(first, 1)
+    first._save_checkpoint()
+    state = tmp_path / "checkpoints" / "global_step_1" / CHECKPOINT_STATE
+    torch.save({"format": 1, "global_steps": 1, "components": {"scorer": {"kind": "scorer",
+                "name": "pintest_running_mean", "state": {"count": RunsCode(marker)}}}}, state)  # fmt: skip
+    resumed = attach_workers(trainer_for(tmp_path, scorer="pintest_running_mean"))
+    with pytest.raises(ComponentStateError, match=f"{state} holds Python objects other than tensors and plain data"):
+        resumed._load_checkpoint()
+    assert not marker.exists()
 
 
 def test_resuming_with_a_different_component_in_a_role_is_an_error(tmp_path):

@@ -38,6 +38,7 @@ def simulate(scorer: dict, sampler: dict, steps: int, seed: int = 0) -> torch.Te
     step = DataFlexStep(mount_step(block, HOST, loss_unit="token"))
     history = PromptHistory(PromptIds(list(range(1000, 1000 + PROMPTS)), "index"))
     curriculum = CurriculumSampler(step, history, {}, BATCH, seed=seed)
+    step.sampler = curriculum
     generator = torch.Generator().manual_seed(seed)
     drawn = []
     for t in range(1, steps + 1):
@@ -51,7 +52,7 @@ def simulate(scorer: dict, sampler: dict, steps: int, seed: int = 0) -> torch.Te
             {"response_mask": torch.ones(len(per_row), 2, dtype=torch.long), "rm_scores": scores},
             {"index": np.asarray((per_row + 1000).tolist(), dtype=object)},
         )
-        step.curriculum(batch, t, curriculum)
+        step.run(batch, t)
     return torch.stack(drawn)
 
 

@@ -23,8 +23,21 @@ from .components import (
     Selector,
     accepted_params,
 )
-from .config import MECHANISMS, DataFlexPipeline, build_from_config
+from .config import DataFlexPipeline, build_from_config
 from .decorators import register_mixer, register_reweighter, register_sampler, register_scorer, register_selector
+from .discovery import (
+    ENTRY_POINT_GROUP,
+    ENV_ALLOW_PLUGINS,
+    ENV_BLOCK_PLUGINS,
+    ENV_DISABLE_AUTOLOAD,
+    ENV_PLUGINS_LOCK,
+    ENV_STRICT,
+    DataFlexPluginManager,
+    PluginLoadWarning,
+    get_plugin_manager,
+    get_registry,
+    reset_plugin_manager,
+)
 from .errors import (
     ConfigError,
     DataFlexError,
@@ -51,6 +64,7 @@ from .groups import (
 )
 from .hookspecs import hookimpl
 from .inputs import actuator_scores, negative_mask, nonfinite_mask
+from .lock.enforce import use_plugin_lock
 from .normalize import (
     mean_one,
     normalize_mean_one,
@@ -59,20 +73,6 @@ from .normalize import (
     valid_sample_mask,
     valid_token_counts,
     valid_token_mask,
-)
-from .plugins import (
-    ENTRY_POINT_GROUP,
-    ENV_ALLOW_PLUGINS,
-    ENV_BLOCK_PLUGINS,
-    ENV_DISABLE_AUTOLOAD,
-    ENV_PLUGINS_LOCK,
-    ENV_STRICT,
-    DataFlexPluginManager,
-    PluginLoadWarning,
-    get_plugin_manager,
-    get_registry,
-    reset_plugin_manager,
-    use_plugin_lock,
 )
 from .precomputed import STEP_INPUTS_KEY, StepInputs, prepare_batch
 from .registry import ComponentSpec, PluginInfo, Registry
@@ -99,7 +99,6 @@ __all__ = [
     "IncompatibleComponentError",
     "InvalidOutputError",
     "KINDS",
-    "MECHANISMS",
     "Mixer",
     "ParamTypeError",
     "PluginInfo",

@@ -1,21 +1,26 @@
 """``dataflex`` console script: inspect and pin the installed plugin set.
 
-Other distributions add sub-commands through the entry-point group ``dataflex.cli``
+``plugins``, ``lock`` and ``verify`` import plugins, which may print; their
+standard output carries only what the command prints (a table, JSON, a lock),
+so tools can parse it: while plugins load, anything written to standard
+output, by Python or by C code, goes to stderr. Other distributions add
+sub-commands through the entry-point group ``dataflex.cli``
 (:mod:`.cli_extensions`): ``dataflex-lab`` adds ``dataflex compare``.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import ctypes
 import json
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 from .cli_extensions import add_extension_commands
-from .lock_file import DEFAULT_LOCK_FILE
-from .plugins import ENV_PLUGINS_LOCK, get_plugin_manager
-from .text_table import format_table
+from .discovery import ENV_PLUGINS_LOCK, get_plugin_manager
+from .lock.file import DEFAULT_LOCK_FILE
 from .version import __version__
 
 #: Exit status of ``dataflex verify`` when the environment differs from the lock.
@@ -26,34 +31,51 @@ EXIT_LOCK_ERROR = 2
 EXTENSION_COMMANDS = {"compare": "dataflex-lab"}
 
 
+def _flush_c_stdout() -> None:
+    """Flush C stdio buffers, so what C code printed while stdout was redirected is not written after it."""
+    try:
+        ctypes.CDLL(None).fflush(None)
+    except (OSError, AttributeError, TypeError):  # no C library to ask (not POSIX): nothing buffered there
+        pass
+
+
+@contextlib.contextmanager
+def _stdout_to_stderr() -> Iterator[None]:
+    """Send what is written to standard output meanwhile to stderr: ``sys.stdout``, and file descriptor 1 for C code."""
+    sys.stdout.flush()
+    try:
+        os.fstat(1), os.fstat(2)
+        saved = os.dup(1)
+    except OSError:  # no standard streams to redirect: only the Python-level one
+        saved = None
+    if saved is not None:
+        os.dup2(2, 1)
+    try:
+        with contextlib.redirect_stdout(sys.stderr):
+            yield
+    finally:
+        sys.stderr.flush()
+        if saved is not None:
+            _flush_c_stdout()
+            os.dup2(saved, 1)
+            os.close(saved)
+
+
 def _plugins(args: argparse.Namespace) -> int:
     from .errors import DataFlexError
     from .lock import LockFileError
+    from .plugin_report import plugin_table
 
     try:
-        # Never strict here: listing every plugin, broken ones included, is the point.
-        manager = _loaded_manager()
+        with _stdout_to_stderr():
+            # Never strict here: listing every plugin, broken ones included, is the point.
+            manager = _loaded_manager()
+            rows = manager.describe_plugins()
+            problems = manager.problems()
     except (LockFileError, DataFlexError) as exc:
         print(f"dataflex plugins: {exc}", file=sys.stderr)
         return EXIT_LOCK_ERROR if isinstance(exc, LockFileError) else EXIT_MISMATCH
-    rows = manager.describe_plugins()
-    problems = manager.problems()
-    if args.json:
-        print(json.dumps(rows, indent=2, sort_keys=True))
-    elif not rows:
-        print("no dataflex plugins installed (entry-point group 'dataflex')")
-    else:
-        table = [("entry point", "distribution", "version", "status", "components")]
-        for row in rows:
-            comps = "; ".join(f"{kind}: {', '.join(names)}" for kind, names in sorted(row["components"].items()))
-            clashed = ", ".join(f"{c['kind']} {c['name']!r}" for c in row.get("clashes", []))
-            if clashed:
-                comps = f"{comps}; clash: {clashed}" if comps else f"clash: {clashed}"
-            status_text = comps if row["status"] != "failed" else row.get("error", "")
-            table.append(
-                (row["entry_point"], row["distribution"] or "-", row["version"] or "-", row["status"], status_text)
-            )
-        print(format_table(table))
+    print(json.dumps(rows, indent=2, sort_keys=True) if args.json else plugin_table(rows))
     for line in problems:
         print(f"error: {line}", file=sys.stderr)
     if args.verbose:
@@ -68,7 +90,7 @@ def _loaded_manager():
     """The process-wide manager, loaded without strict mode so every failure is listed."""
     import warnings
 
-    from .plugins import ENV_STRICT, PluginLoadWarning
+    from .discovery import ENV_STRICT, PluginLoadWarning
 
     saved = os.environ.pop(ENV_STRICT, None)
     try:
@@ -88,10 +110,18 @@ def _lock(args: argparse.Namespace) -> int:
         if args.from_lock:
             plugin_set, source = read_lock(args.from_lock), args.from_lock
         else:
-            plugin_set, source = lock_environment(), "the installed environment"
+            with _stdout_to_stderr():
+                plugin_set, source = lock_environment(), "the installed environment"
     except LockFileError as exc:
         print(f"dataflex lock: {exc}", file=sys.stderr)
         return EXIT_LOCK_ERROR
+    for record in plugin_set.plugins.values():
+        for name in record.startup_files:
+            print(
+                f"note: {record.name} installs {name}, which Python runs at every start-up, before any lock is "
+                "checked; see section 6 of the production guide (what a lock guarantees, and what it cannot)",
+                file=sys.stderr,
+            )
     if args.requirements:
         text = plugin_set.requirements(source=args.from_lock or "")
         if args.output in (None, "-"):
@@ -132,7 +162,8 @@ def _verify(args: argparse.Namespace) -> int:
     # Only locked distributions whose files match the lock are imported (to list their components):
     # a changed one is reported from its metadata and hashes, never run.
     unchanged = [] if args.no_import else _unchanged_dists(locked, installed_plugin_set(only=locked.dist_names))
-    actual = scan_environment(load=unchanged)
+    with _stdout_to_stderr():
+        actual = scan_environment(load=unchanged)
     differences = compare(locked, actual)
     refused = [d for d in differences if not (args.allow_drift and d.is_drift)]
     if args.json:

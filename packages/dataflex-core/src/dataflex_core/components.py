@@ -124,7 +124,12 @@ class Component:
             )
 
     def state_dict(self) -> dict[str, Any]:
-        """State to save with a checkpoint; stateless components return ``{}``."""
+        """State to save with a checkpoint; stateless components return ``{}``.
+
+        Data only: tensors, numbers, strings, bytes, ``None`` and lists, tuples, dicts or
+        sets of them, since checkpoints are read back with ``torch.load(weights_only=True)``
+        (:mod:`dataflex_core.step.state`). A numpy array goes in as ``.tolist()`` or a tensor.
+        """
         return {}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .components import Actuator, Scorer, accepted_params, declared_fields
+from .discovery import get_plugin_manager
 from .errors import (
     ConfigError,
     IncompatibleComponentError,
@@ -24,7 +25,6 @@ from .errors import (
     UnknownComponentError,
     UnknownParamError,
 )
-from .plugins import get_plugin_manager
 from .registry import ComponentSpec, Registry
 
 
@@ -32,8 +32,6 @@ class GroupsUncheckedWarning(UserWarning):
     """A component needs ``uid`` groups, but the estimator is unknown or not given, so it was not checked."""
 
 
-#: mechanism -> the actuator kind it drives.
-MECHANISMS = {"reweight": "reweighter", "select": "selector", "mix": "mixer", "curriculum": "sampler"}
 #: Keys of the ``dataflex:`` block that the core reads.
 CORE_KEYS = ("mechanism", "scorer", "actuator", "warmup_step")
 
@@ -51,6 +49,20 @@ def to_plain(cfg: Any) -> Any:
     if isinstance(cfg, (list, tuple)):
         return [to_plain(v) for v in cfg]
     return cfg
+
+
+def dataflex_block(cfg: Any) -> dict[str, Any]:
+    """The ``dataflex:`` block as a plain dict (``None``: empty); anything but a mapping is a :class:`ConfigError`."""
+    block = to_plain(cfg)
+    if block is None:
+        return {}
+    if not isinstance(block, Mapping):
+        raise ConfigError(
+            f"the dataflex block must be a mapping of keys such as mechanism, scorer and actuator, got "
+            f"{type(block).__name__} {block!r}; write it as `dataflex: {{mechanism: reweight, scorer: {{name: ...}}, "
+            "actuator: {name: ...}}`, not as a list"
+        )
+    return block
 
 
 @dataclass
@@ -210,9 +222,9 @@ def build_from_config(
     :param extra_keys: block keys the host reads itself (kept in ``.extra``).
     :param registry: components to build from; defaults to the installed plugins.
     """
-    block = to_plain(dataflex_cfg)
-    if not isinstance(block, Mapping):
-        raise ConfigError(f"the dataflex block must be a mapping, got {block!r}")
+    if dataflex_cfg is None:
+        raise ConfigError("the dataflex block is empty; give at least scorer and actuator")
+    block = dataflex_block(dataflex_cfg)
     known_keys = (*CORE_KEYS, *extra_keys)
     unknown = sorted(set(block) - set(known_keys))
     if unknown:
@@ -220,9 +232,10 @@ def build_from_config(
         hints = "".join(f"; did you mean {v[0]!r} for {k!r}?" for k, v in close.items() if v)
         raise ConfigError(f"dataflex block has unknown key(s) {unknown}{hints} accepted keys: {', '.join(known_keys)}")
 
+    from .mechanisms.registry import get_mechanism  # the mechanisms build on the step, which builds on this module
+
     mechanism = block.get("mechanism", "reweight")
-    if mechanism not in MECHANISMS:
-        raise ConfigError(f"dataflex.mechanism={mechanism!r} is not one of {', '.join(MECHANISMS)}")
+    actuator_kind = get_mechanism(mechanism).actuator_kind  # an unknown name lists the registered ones
     warmup_step = block.get("warmup_step", 0)
     if isinstance(warmup_step, bool) or not isinstance(warmup_step, int) or warmup_step < 0:
         raise ConfigError(f"dataflex.warmup_step must be an integer >= 0, got {warmup_step!r}")
@@ -231,7 +244,6 @@ def build_from_config(
     registry = registry if registry is not None else manager.registry()
     failures = manager.all_failures if manager is not None else []
     lock_note = manager.locked_out_note() if manager is not None else None
-    actuator_kind = MECHANISMS[mechanism]
 
     scorer_name, scorer_params = _component_entry(block, "scorer")
     actuator_name, actuator_params = _component_entry(block, "actuator")

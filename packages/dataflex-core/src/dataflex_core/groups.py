@@ -24,6 +24,9 @@ from .precomputed import dense_group_index, inputs_for_mask, inputs_for_uid
 def group_index(uid: Any, device: torch.device | str | None = None) -> tuple[torch.Tensor, int]:
     """Map group ids (any hashable per sample) to dense ``0..G-1`` indices.
 
+    Ids compare the way they arrive: a numeric array or tensor by value, an object
+    or string array by text (``str(id)``), so there ``1`` and ``"1"`` are one group,
+    as they are after a JSON or parquet round trip, while ``1`` and ``1.0`` are two.
     Indices follow the sorted order of the ids. The index of a prepared
     batch's ``uid`` array is computed once per step and shared: treat it as read-only.
 

@@ -10,17 +10,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from dataflex_core import ConfigError, IncompatibleComponentError
-from dataflex_core.step import (
-    SEQUENCE_UNIT,
-    TOKEN_UNIT,
-    FieldSupport,
-    HostCapabilities,
-    MountedStep,
-    candidate_columns,
-    is_canonical,
-    mount_step,
-)
+from dataflex_core import ConfigError
+from dataflex_core.session import DataFlexSession
+from dataflex_core.step import SEQUENCE_UNIT, TOKEN_UNIT, FieldSupport, HostCapabilities
 
 #: ``loss_type`` -> the unit its policy term averages over (checked against TRL 1.16's ``_compute_loss``):
 #: grpo and sapo take each sequence's token-mean, then the mean over sequences; the others divide
@@ -37,7 +29,7 @@ LOSS_UNITS = {
     "luspo": TOKEN_UNIT,
 }
 #: Loss types whose denominator counts rows (or rows x max length), not the tokens in the loss mask;
-#: a hard drop rescales the kept rows by rows / kept rows there.
+#: a hard drop rescales the kept rows by rows / kept rows there (core's ``drop_denominator="rows"``).
 ROW_DENOMINATOR_LOSSES = frozenset({"grpo", "sapo", "luspo", "dr_grpo"})
 #: Loss types whose denominator is ``num_items_in_batch``, counted at generation time; a hard drop recounts it.
 NUM_ITEMS_LOSSES = frozenset({"dapo", "cispo", "vespo"})
@@ -73,6 +65,7 @@ def capabilities(args: Any, train_dataset: Any) -> HostCapabilities:
     import trl
 
     vllm = bool(getattr(args, "use_vllm", False))
+    loss_type = str(getattr(args, "loss_type", "dapo"))
     beta = float(getattr(args, "beta", 0.0) or 0.0)
     fields = {
         "response_mask": FieldSupport(True),
@@ -100,8 +93,12 @@ def capabilities(args: Any, train_dataset: Any) -> HostCapabilities:
         loss_units=(TOKEN_UNIT, SEQUENCE_UNIT),
         token_weights=True,
         hard_drop=True,
+        # bnpo counts the micro-batch's mask, dapo/cispo/vespo recount num_items_in_batch; the others divide by rows
+        drop_denominator="rows" if loss_type in ROW_DENOMINATOR_LOSSES else "tokens",
         recompute_advantage=True,
         resampling=is_map_dataset(train_dataset),
+        # TRL's dataloader is rebuilt on resume (transformers skips the trained batches), not restored
+        checkpoints_sampler=False,
         complete_groups=True,
         fields=fields,
         dataset_columns=not bool(getattr(args, "remove_unused_columns", False)),
@@ -116,41 +113,36 @@ def dataset_columns(dataset: Any) -> list[str] | None:
     return list(names) if isinstance(names, (list, tuple)) else None
 
 
-def check_dataset_columns(mounted: MountedStep, dataset: Any) -> None:
-    """Every dataset column the step reads (outside the vocabulary) is a column of ``dataset``, and so is every
-    column a curriculum's components read from the candidate prompts."""
-    wanted = [name for name in mounted.fields if not is_canonical(name)]
-    if mounted.curriculum is not None:
-        wanted += [name for name in candidate_columns(mounted.pipeline) if name not in wanted]
-    columns = dataset_columns(dataset)
-    if not wanted or columns is None:
-        return
-    missing = [name for name in wanted if name not in columns]
-    if missing:
-        raise IncompatibleComponentError(
-            f"dataflex reads the dataset column(s) {missing}, but the train dataset has columns {columns}; add "
-            "them to the dataset (one value per prompt) or configure components that do not read them"
-        )
+class TrlTrainDataset:
+    """A ``datasets`` train dataset as the session's train sampler reads it."""
+
+    def __init__(self, dataset: Any) -> None:
+        self.dataset = dataset
+
+    def __len__(self) -> int:
+        return len(self.dataset)
+
+    def columns(self) -> list[str] | None:
+        return dataset_columns(self.dataset)
+
+    def column(self, name: str) -> Any:
+        return self.dataset[name]
 
 
-def mount(block: Any, args: Any, train_dataset: Any) -> MountedStep:
-    """Build and check the ``dataflex`` block for this TRL run; one clear error on the first problem."""
-    if block is None:
+def mount(session: DataFlexSession, args: Any, train_dataset: Any) -> None:
+    """Build and check the session's ``dataflex`` block for this TRL run; one clear error on the first problem."""
+    if session.block is None:
         raise ConfigError(
             "DataFlexGRPOTrainer needs dataflex={...}, e.g. dataflex={'mechanism': 'reweight', "
             "'scorer': {'name': 'advantage_magnitude'}, 'actuator': {'name': 'softmax'}}; without DataFlex use "
             "trl.GRPOTrainer"
         )
     loss_type = str(getattr(args, "loss_type", "dapo"))
-    unit = loss_unit(loss_type)
-    host = capabilities(args, train_dataset)
-    mounted = mount_step(
-        block,
-        host,
-        loss_unit=unit,
+    session.mount(
+        capabilities(args, train_dataset),
+        loss_unit=loss_unit(loss_type),
         ctx={"loss_type": loss_type, "adv_estimator": "grpo"},
         adv_estimator="grpo",
         is_group_estimator=lambda name: True,
     )
-    check_dataset_columns(mounted, train_dataset)
-    return mounted
+    session.check_dataset_columns(dataset_columns(train_dataset))

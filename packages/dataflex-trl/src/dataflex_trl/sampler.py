@@ -4,10 +4,10 @@ TRL's ``RepeatSampler`` takes ``generation_batch_size / num_generations``
 prompts at a time, yields that chunk ``num_iterations * steps_per_generation``
 times and each prompt ``num_generations`` times in a row, so that a prompt's
 completions form one group across processes. :class:`MixtureRepeatSampler`
-keeps exactly that structure and draws each chunk from core's
-:class:`~dataflex_core.step.DomainMixtureSampler` (mix) or
-:class:`~dataflex_core.step.CurriculumSampler` (curriculum) instead of a
-shuffled pass over the dataset: new proportions or a new history apply from
+keeps exactly that structure and draws each chunk from the sampler the
+session built (core's :class:`~dataflex_core.step.BlockSampler`s: the domain
+mixture for mix, the curriculum's for curriculum) instead of a shuffled pass
+over the dataset: new proportions or a new history apply from
 the next chunk it draws. Every process builds the same sampler with the same
 seed and receives the same proportions (or feeds its history the same gathered
 rewards), so all processes draw the same chunks, as TRL requires.
@@ -19,21 +19,18 @@ from collections.abc import Iterator
 
 from torch.utils.data import Sampler
 
-from dataflex_core.step import CurriculumSampler, DomainMixtureSampler
+from dataflex_core.step import BlockSampler
 
 
 class MixtureRepeatSampler(Sampler[int]):
-    """TRL's ``RepeatSampler`` layout over chunks drawn by a :class:`DomainMixtureSampler` or a
-    :class:`CurriculumSampler`.
+    """TRL's ``RepeatSampler`` layout over chunks drawn by one of core's block samplers.
 
     :param mixture: draws chunks of ``mixture.batch_size`` prompts (one generation batch's prompts).
     :param mini_repeat_count: ``num_generations``.
     :param repeat_count: ``num_iterations * steps_per_generation``.
     """
 
-    def __init__(
-        self, mixture: DomainMixtureSampler | CurriculumSampler, mini_repeat_count: int, repeat_count: int
-    ) -> None:
+    def __init__(self, mixture: BlockSampler, mini_repeat_count: int, repeat_count: int) -> None:
         self.mixture = mixture
         self.mini_repeat_count = int(mini_repeat_count)
         self.repeat_count = int(repeat_count)

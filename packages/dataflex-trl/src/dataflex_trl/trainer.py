@@ -12,13 +12,18 @@ own experimental trainers are:
   linear in the advantage of its policy term (``-min(c1 w A, c2 w A) =
   -w min(c1 A, c2 A)``), so this is exactly a per-token weight on the policy
   term; the KL and entropy terms stay unweighted;
-- ``_get_train_sampler``: for ``mechanism: mix``, TRL's prompt order drawn by
-  domain proportions; for ``mechanism: curriculum``, by a ``pre_rollout``
-  scorer and a sampler over a per-prompt history that each generation batch's
-  rewards feed (:mod:`dataflex_trl.sampler`);
+- ``_get_train_sampler``: for a mechanism that draws the prompts (``mix``:
+  by domain proportions; ``curriculum``: by a ``pre_rollout`` scorer and a
+  sampler over a per-prompt history that each generation batch's rewards
+  feed), TRL's prompt order over the session's sampler
+  (:mod:`dataflex_trl.sampler`);
 - ``_save_checkpoint`` / ``_load_optimizer_and_scheduler``: the plugin set and
   the components' state travel with TRL's checkpoints
   (:mod:`dataflex_trl.checkpoint`).
+
+The lifecycle itself (plugin pinning, mounting, the mechanism, the train
+sampler, component state, metrics) is core's
+:class:`~dataflex_core.session.DataFlexSession`; this module is TRL's I/O.
 
 Evaluation batches are left as TRL computes them.
 """
@@ -34,23 +39,12 @@ import torch
 from trl import GRPOTrainer
 
 from dataflex_core import Batch
-from dataflex_core.step import (
-    CurriculumSampler,
-    DataFlexStep,
-    DomainMixtureSampler,
-    MountedStep,
-    PromptHistory,
-    PromptIds,
-    candidate_columns,
-    initial_proportions,
-)
-from dataflex_core.step.mix import domain_ids
-from dataflex_core.step.pinning import resolve_plugins
+from dataflex_core.session import DataFlexSession
 
 from . import distributed
 from .advantages import completion_rewards, grpo_advantages
 from .checkpoint import DataFlexCheckpointMixin
-from .mount import ROW_DENOMINATOR_LOSSES, mount
+from .mount import TrlTrainDataset, mount
 from .sampler import MixtureRepeatSampler
 from .version import __version__
 
@@ -98,14 +92,12 @@ class DataFlexGRPOTrainer(DataFlexCheckpointMixin, GRPOTrainer):
         **kwargs: Any,
     ) -> None:
         # first: with plugins.lock only locked plugins are imported, and any drift stops the run here
-        self.dataflex_plugins = resolve_plugins(dataflex)
-        mounted = mount(dataflex, args, train_dataset) if args is not None else None
+        self.dataflex = DataFlexSession(dataflex)
+        if args is not None:  # mounted before TRL builds anything; without args, once TRL made its default
+            mount(self.dataflex, args, train_dataset)
         super().__init__(model, reward_funcs, args, train_dataset, *more, **kwargs)
-        self.dataflex: MountedStep = mounted if mounted is not None else mount(dataflex, self.args, train_dataset)
-        self.dataflex_step = DataFlexStep(self.dataflex)
-        self.dataflex_sampler: MixtureRepeatSampler | None = None
-        #: mechanism curriculum: the sampler drawing each generation batch's prompts, with the prompt history
-        self.dataflex_curriculum_sampler: CurriculumSampler | None = None
+        if args is None:
+            mount(self.dataflex, self.args, train_dataset)
         self._dataflex_rewards_per_func: torch.Tensor | None = None
         logger.info("dataflex-trl %s mounted: %s", __version__, self.dataflex.describe())
 
@@ -127,65 +119,36 @@ class DataFlexGRPOTrainer(DataFlexCheckpointMixin, GRPOTrainer):
         return output
 
     def _get_train_sampler(self, dataset=None):
-        if self.dataflex.curriculum is not None:
-            return self._dataflex_curriculum_sampler(self.train_dataset if dataset is None else dataset)
-        if self.dataflex.mix is None:
-            return super()._get_train_sampler(dataset)
         dataset = self.train_dataset if dataset is None else dataset
-        settings = self.dataflex.mix
-        rows = domain_ids(
-            dataset[settings.domain_key], settings.domains, f"train dataset column {settings.domain_key!r}"
-        )
-        mixer = self.dataflex.pipeline.actuator
-        mixture = DomainMixtureSampler(
-            rows,
-            settings.domains,
-            self.args.generation_batch_size // self.num_generations,
-            initial_proportions(mixer, settings.domains),
+        block = self.dataflex.train_sampler(
+            TrlTrainDataset(dataset), batch_size=self.args.generation_batch_size // self.num_generations,
             seed=self.args.seed,
-            mixer=mixer,
-        )
-        self.dataflex_sampler = MixtureRepeatSampler(
-            mixture, self.num_generations, self.num_iterations * self.args.steps_per_generation
-        )
-        return self.dataflex_sampler
-
-    def _dataflex_curriculum_sampler(self, dataset) -> MixtureRepeatSampler:
-        """TRL's prompt layout over a :class:`CurriculumSampler` keyed by the dataset column ``prompt_key``."""
-        settings = self.dataflex.curriculum
-        columns = {name: dataset[name] for name in candidate_columns(self.dataflex.pipeline)}
-        history = PromptHistory(
-            PromptIds(dataset[settings.prompt_key], settings.prompt_key), settings.success_threshold
-        )
-        self.dataflex_curriculum_sampler = CurriculumSampler(
-            self.dataflex_step,
-            history,
-            columns,
-            self.args.generation_batch_size // self.num_generations,
-            seed=self.args.seed,
-            candidates=settings.candidates,
-        )
-        return MixtureRepeatSampler(
-            self.dataflex_curriculum_sampler, self.num_generations, self.num_iterations * self.args.steps_per_generation
-        )
+        )  # fmt: skip
+        if block is None:  # the mechanism leaves the prompts to TRL
+            return super()._get_train_sampler(dataset)
+        return MixtureRepeatSampler(block, self.num_generations, self.num_iterations * self.args.steps_per_generation)
 
     # -- the step ------------------------------------------------------------------------
     def _dataflex_on_generation(self, inputs: list[dict], output: dict, step: int, start: float) -> dict[str, float]:
-        """Run the core step on the gathered generation batch and apply its result to this process's ``output``."""
-        if self.dataflex.curriculum is not None:  # fed in warm-up too; every process feeds the same gathered batch
-            batch, _ = self._dataflex_batch(inputs, output)
-            return self.dataflex_step.curriculum(batch, step, self.dataflex_curriculum_sampler, start=start)
-        if not self.dataflex_step.active(step):
-            return {"dataflex/active": 0.0}
+        """Run the session's step on the gathered generation batch and apply its result to this process's ``output``."""
+        idle = self.dataflex.idle(step)
+        if idle is not None:
+            return idle
         accelerator = self.accelerator
         batch, loss_mask = self._dataflex_batch(inputs, output)
-        if self.dataflex.mix is not None:
-            return self._dataflex_mix(batch, step, start)
-        importance = self._dataflex_importance_weights(output)
-        result = distributed.from_main(
-            accelerator, lambda: self._dataflex_result(batch, loss_mask, step, importance, start)
-        )
-        if result["factor"] is None:  # inactive or a uniform fallback: TRL's loss as it is
+        mechanism = self.dataflex.mechanism
+        importance = self._dataflex_importance_weights(output) if mechanism.writes_weights else None
+
+        def compute() -> dict[str, Any]:
+            return self._dataflex_result(batch, loss_mask, step, importance, start)
+
+        if mechanism.runs_on_every_process:  # every process feeds its replica the same gathered batch
+            result = compute()
+        else:  # the main process runs the components; the others take its result and what it shares
+            result = distributed.from_main(accelerator, lambda: {**compute(), "shared": self.dataflex.shared_state()})
+            if not accelerator.is_main_process:
+                self.dataflex.load_shared_state(result["shared"])
+        if result["factor"] is None:  # inactive, a uniform fallback, or a mechanism on the sampler: TRL's loss
             return result["metrics"]
         rows = distributed.local_rows(accelerator, len(output["advantages"]))
         device = output["advantages"].device
@@ -211,29 +174,30 @@ class DataFlexGRPOTrainer(DataFlexCheckpointMixin, GRPOTrainer):
     def _dataflex_result(
         self, batch: Batch, loss_mask: torch.Tensor, step: int, importance: torch.Tensor | None, start: float
     ) -> dict[str, Any]:
-        """On the main process: the step's weights (and, for a hard drop, kept rows and new advantages)."""
-        result = self.dataflex_step.run(batch, step, importance_weights=importance, start=start)
+        """The session's step: the factor to apply (and, for a hard drop, kept rows, new advantages, token count)."""
+        result = self.dataflex.run(batch, step, importance_weights=importance, start=start)
         out: dict[str, Any] = {"metrics": result.metrics, "factor": None, "kept": None, "advantages": None}
         if result.factor is None:
             return out
-        out["factor"] = result.factor.cpu()
-        if result.kept is not None and self.dataflex.hard_drop:
-            out.update(self._dataflex_hard_drop(loss_mask, result.kept.cpu()))
-            out["metrics"]["dataflex/advantage_recomputed"] = 1.0
-        elif result.kept is not None:
-            out["metrics"]["dataflex/advantage_recomputed"] = 0.0
-        out["metrics"]["dataflex/hook_time_s"] = time.perf_counter() - start
+        out["factor"] = result.factor.cpu()  # TRL's loss applies its own importance ratio: the factor alone
+        if result.recompute_advantage:
+            out["advantages"] = self._dataflex_advantages(result.kept.cpu())
+        if result.hard_drop:
+            kept = result.kept.cpu()
+            out["kept"] = kept
+            out["num_items"] = int((loss_mask * kept.unsqueeze(1).to(loss_mask.dtype)).sum())
+        result.timed(start)
         return out
 
-    def _dataflex_hard_drop(self, loss_mask: torch.Tensor, kept: torch.Tensor) -> dict[str, Any]:
-        """Advantages on the kept rows, the kept rows' weights, and the token count TRL divides by.
+    def _dataflex_advantages(self, kept: torch.Tensor) -> torch.Tensor:
+        """TRL's group advantages on the kept rows alone (dropped rows get 0), from the gathered rewards.
 
-        Denominators that count the loss mask's tokens (bnpo per micro-batch, dapo/cispo/vespo through
-        ``num_items_in_batch``) shrink with the mask, so the kept rows weigh 1; denominators that count
-        rows (grpo, sapo, luspo, dr_grpo) do not, so the kept rows weigh ``rows / kept rows``. Either way
-        the policy term is the one TRL computes on a batch of the kept rows alone.
+        With the hard drop the policy term is the one TRL computes on a batch of the kept rows alone: the
+        session's factor weighs each kept row 1 where the loss recounts its tokens (bnpo per micro-batch,
+        dapo/cispo/vespo through ``num_items_in_batch``) and ``rows / kept rows`` where it counts rows (grpo,
+        sapo, luspo, dr_grpo).
         """
-        advantages = grpo_advantages(
+        return grpo_advantages(
             self._dataflex_rewards_per_func.cpu(),
             self.reward_weights.cpu(),
             self.num_generations,
@@ -241,30 +205,6 @@ class DataFlexGRPOTrainer(DataFlexCheckpointMixin, GRPOTrainer):
             aggregation=self.multi_objective_aggregation,
             kept=kept,
         )
-        loss_type = self.dataflex.ctx["loss_type"]
-        scale = len(kept) / max(int(kept.sum()), 1) if loss_type in ROW_DENOMINATOR_LOSSES else 1.0
-        num_items = int((loss_mask * kept.unsqueeze(1).to(loss_mask.dtype)).sum())
-        return {
-            "kept": kept,
-            "factor": kept.to(torch.float32) * scale,
-            "advantages": advantages,
-            "num_items": num_items,
-        }
-
-    def _dataflex_mix(self, batch: Batch, step: int, start: float) -> dict[str, float]:
-        """Feed the mixer on the main process; every process's sampler gets the same proportions."""
-        sampler = self.dataflex_sampler
-        if sampler is None:
-            raise RuntimeError("dataflex mechanism mix needs the trainer's train sampler; it was never built")
-
-        def compute() -> dict[str, Any]:
-            metrics = self.dataflex_step.mix(batch, step, sampler.mixture, start=start)
-            return {"metrics": metrics, "proportions": sampler.mixture.proportions.clone()}
-
-        result = distributed.from_main(self.accelerator, compute)
-        if not self.accelerator.is_main_process:
-            sampler.mixture.set_proportions(result["proportions"])
-        return result["metrics"]
 
     # -- TRL's fields in the canonical vocabulary -----------------------------------------
     def _dataflex_loss_mask(self, output: dict) -> torch.Tensor:

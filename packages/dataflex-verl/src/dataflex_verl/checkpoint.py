@@ -1,11 +1,14 @@
-"""DataFlex state in verl checkpoints: the plugin set and each stateful component's ``state_dict``.
+"""DataFlex state in verl checkpoints: where verl 0.9 writes and resumes, and the mixin that hooks both.
 
 verl's v1 trainer writes ``global_step_N/`` (actor, critic, ``data.pt``) in
 ``_save_checkpoint`` and reads it back in ``_load_checkpoint`` (called from
-``init``). The mixin here wraps both: DataFlex files are written into the same
-folder *before* verl writes ``latest_checkpointed_iteration.txt``, so a folder
-the tracker points at always has them; on resume the plugin set is checked
-*before* verl loads the model weights, so a mismatch fails fast.
+``init``). The session's files (plugin set, component state) are written into
+the same folder *before* verl's own: verl writes
+``latest_checkpointed_iteration.txt`` last, so a save that fails anywhere
+leaves no folder the tracker points at, and a folder it points at always has
+them. On resume the plugin set is checked *before* verl loads the model
+weights, so a mismatch fails fast, and the state is restored after verl's
+load (the train sampler comes back with ``data.pt``).
 
 Files are written on the driver's local disk next to verl's ``data.pt``;
 like ``data.pt`` they are not copied to ``trainer.default_hdfs_dir``.
@@ -13,14 +16,10 @@ like ``data.pt`` they are not copied to ``trainer.default_hdfs_dir``.
 
 from __future__ import annotations
 
-import logging
 import os
 from typing import Any
 
-from dataflex_core.step.pinning import ResolvedPlugins, check_plugin_record, save_plugin_record
-from dataflex_core.step.state import Stateful, load_component_state, save_component_state
-
-logger = logging.getLogger("dataflex_verl")
+from dataflex_core.session import DataFlexSession
 
 
 def checkpoint_folder(config: Any, global_steps: int) -> str:
@@ -46,35 +45,19 @@ def resume_folder(config: Any) -> str | None:
 
 
 class DataFlexCheckpointMixin:
-    """Saves and restores the DataFlex plugin set and component state with verl's checkpoints.
+    """Saves and restores the session's state with verl's checkpoints (expects ``self.dataflex``, the session)."""
 
-    Expects ``self.dataflex`` (the mounted pipeline), ``self.dataflex_plugins``
-    (:class:`~dataflex_core.step.pinning.ResolvedPlugins`) and ``self.dataflex_curriculum_sampler``
-    (``None`` unless ``mechanism: curriculum``), all set in the constructor.
-    """
-
-    dataflex_plugins: ResolvedPlugins
-
-    def _dataflex_stateful(self) -> dict[str, Stateful]:
-        """What travels with checkpoints, by role: the components, and a curriculum's prompt history."""
-        pipeline = self.dataflex.pipeline  # type: ignore[attr-defined]
-        stateful: dict[str, Stateful] = {"scorer": pipeline.scorer, "actuator": pipeline.actuator}
-        sampler = self.dataflex_curriculum_sampler  # type: ignore[attr-defined]
-        if sampler is not None:
-            stateful["history"] = sampler.history
-        return stateful
+    dataflex: DataFlexSession
 
     def _save_checkpoint(self) -> None:
         folder = checkpoint_folder(self.config, self.global_steps)  # type: ignore[attr-defined]
-        save_plugin_record(folder, self.dataflex_plugins)
-        save_component_state(folder, self._dataflex_stateful(), self.global_steps)  # type: ignore[attr-defined]
+        self.dataflex.save(folder, self.global_steps)  # type: ignore[attr-defined]
         super()._save_checkpoint()  # type: ignore[misc]
 
     def _load_checkpoint(self) -> None:
         folder = resume_folder(self.config)  # type: ignore[attr-defined]
         if folder is not None:
-            check_plugin_record(folder, self.dataflex_plugins)
+            self.dataflex.check_resume(folder)
         super()._load_checkpoint()  # type: ignore[misc]
         if folder is not None:
-            load_component_state(folder, self._dataflex_stateful())
-            logger.info("dataflex state restored from %s", folder)
+            self.dataflex.restore(folder)

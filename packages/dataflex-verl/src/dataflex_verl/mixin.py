@@ -1,9 +1,9 @@
 """The DataFlex trainer mixin: mount in the constructor, run core's step in ``_compute_advantage``.
 
-Mixed in front of a verl v1 trainer class. The step itself (components on
-the real rows, output checks, normalisation in the loss unit, composition with
-verl's rollout-correction weights, metrics) is core's
-(:class:`dataflex_core.step.DataFlexStep`); this module is verl's side of it.
+Mixed in front of a verl v1 trainer class. The lifecycle (plugin pinning,
+mounting, the step with its mechanism, the train sampler, component state,
+metrics) is core's :class:`~dataflex_core.session.DataFlexSession`; this
+module is verl's side of it: its queue I/O, field names and padding.
 Four pitfalls of verl 0.9 shape it:
 
 - verl compares ``trainer_mode`` with ``"sync"`` in several places, so the
@@ -32,15 +32,13 @@ from tensordict import TensorDict
 from transfer_queue import KVBatchMeta
 
 from dataflex_core import Batch
-from dataflex_core.step import DataFlexStep
-from dataflex_core.step.pinning import resolve_plugins
+from dataflex_core.session import DataFlexSession
 
-from . import curriculum as dataflex_curriculum
-from . import mix as dataflex_mix
 from . import queue_io
 from . import select as dataflex_select
 from .checkpoint import DataFlexCheckpointMixin
-from .mount import MountedDataFlex, config_value, is_group_estimator, mount
+from .mount import field_hints, mount
+from .sampling import VerlTrainDataset, data_seed, replace_train_sampler
 from .version import __version__
 
 logger = logging.getLogger("dataflex_verl")
@@ -77,12 +75,10 @@ class DataFlexTrainerMixin(DataFlexCheckpointMixin):
     def __init__(self, config: Any, *args: Any, **kwargs: Any) -> None:
         with open_dict(config):
             config.trainer.v1.trainer_mode = self.base_trainer_mode
-        # first: with dataflex.plugins.lock only locked plugins are imported, and any drift stops the run here
-        self.dataflex_plugins = resolve_plugins(config_value(config, "dataflex", None))
-        self.dataflex: MountedDataFlex = mount(config)
-        self.dataflex_step = DataFlexStep(self.dataflex)
-        #: mechanism curriculum: the train sampler, with the prompt history (set in _init_dataloader)
-        self.dataflex_curriculum_sampler: dataflex_curriculum.CurriculumSampler | None = None
+        #: the plugin set (pinned first), the mounted pipeline, the train sampler and component state
+        self.dataflex: DataFlexSession = mount(config)
+        #: field -> what in the verl config writes it, for run-time "missing field" errors
+        self.dataflex_field_hints = field_hints(self.dataflex.host)
         #: steps whose weights went through the fallback's own read and write (verl's put was not seen)
         self.dataflex_separate_io_steps = 0
         logger.info("dataflex-verl %s mounted on %s: %s", __version__, self.base_trainer_mode, self.dataflex.describe())
@@ -91,9 +87,9 @@ class DataFlexTrainerMixin(DataFlexCheckpointMixin):
     # -- the step hook ---------------------------------------------------
     def _compute_advantage(self, batch: KVBatchMeta, metrics: dict) -> KVBatchMeta:
         step = int(getattr(self, "global_steps", 0) or 0)
-        # a curriculum's history is fed during warm-up too (its draws are uniform until warmup_step)
-        if not self.dataflex.pipeline.active(step) and self.dataflex.curriculum is None:
-            metrics["dataflex/active"] = 0.0
+        idle = self.dataflex.idle(step)
+        if idle is not None:  # before warmup_step: verl's step as it is, without DataFlex's reads
+            metrics.update(idle)
             return super()._compute_advantage(batch, metrics)
 
         def on_put(got: TensorDict, put: TensorDict) -> TensorDict:
@@ -130,9 +126,9 @@ class DataFlexTrainerMixin(DataFlexCheckpointMixin):
         data = {name: got.get(name) for name in got.keys()}
         data.update({name: put.get(name) for name in put.keys()})  # verl's outputs win (e.g. a rejection-sampled mask)
         # compose exactly when verl's put carries its own weights (verl decides from the rollout, not the config)
-        fields, reads, compose, recompute = self._dataflex_plan(data.keys(), verl_weights=WEIGHTS_FIELD in put.keys())
-        read = queue_io.queue_batch(data, reads, meta, held=list(data), producers=self.dataflex.field_hints)
-        out = self._dataflex_step(meta, read, fields, compose, recompute, metrics, step, start)
+        fields, reads, compose = self._dataflex_plan(data.keys(), verl_weights=WEIGHTS_FIELD in put.keys())
+        read = queue_io.queue_batch(data, reads, meta, held=list(data), producers=self.dataflex_field_hints)
+        out = self._dataflex_step(meta, read, fields, compose, metrics, step, start)
         if out is None:
             return put
         merged = put.copy()
@@ -152,26 +148,25 @@ class DataFlexTrainerMixin(DataFlexCheckpointMixin):
         metrics["dataflex/separate_io"] = 1.0
         metrics["dataflex/separate_io_total"] = float(self.dataflex_separate_io_steps)
         held = meta.fields or ()  # the meta of verl's put lists every field the queue holds for these keys
-        fields, reads, compose, recompute = self._dataflex_plan(held, verl_weights=WEIGHTS_FIELD in held)
-        read = queue_io.read_fields(meta, reads, producers=self.dataflex.field_hints)
-        out = self._dataflex_step(meta, read, fields, compose, recompute, metrics, step, start)
+        fields, reads, compose = self._dataflex_plan(held, verl_weights=WEIGHTS_FIELD in held)
+        read = queue_io.read_fields(meta, reads, producers=self.dataflex_field_hints)
+        out = self._dataflex_step(meta, read, fields, compose, metrics, step, start)
         return meta if out is None else self._dataflex_write(meta, out, read)
 
-    def _dataflex_plan(self, held: Iterable[str], *, verl_weights: bool) -> tuple[list[str], list[str], bool, bool]:
-        """``(fields the components see, fields to read, compose, recompute)``.
+    def _dataflex_plan(self, held: Iterable[str], *, verl_weights: bool) -> tuple[list[str], list[str], bool]:
+        """``(fields the components see, fields to read, compose)``.
 
         :param held: the fields available for the step's keys.
         :param verl_weights: whether verl's put this step carried its own ``rollout_is_weights``.
         """
         held = set(held)
         fields = list(self.dataflex.fields)
-        compose = verl_weights
+        compose = verl_weights and self.dataflex.mechanism.writes_weights
         if compose and WEIGHTS_FIELD not in fields:
             fields.append(WEIGHTS_FIELD)
-        recompute = self._dataflex_recomputes_advantage()
         # with recomputed advantages the read also carries verl's estimator inputs
-        estimator = dataflex_select.estimator_fields(self.config, held) if recompute else []
-        return fields, list(dict.fromkeys(fields + estimator)), compose, recompute
+        estimator = dataflex_select.estimator_fields(self.config, held) if self.dataflex.recompute_advantage else []
+        return fields, list(dict.fromkeys(fields + estimator)), compose
 
     def _dataflex_step(
         self,
@@ -179,52 +174,31 @@ class DataFlexTrainerMixin(DataFlexCheckpointMixin):
         read: queue_io.QueueBatch,
         fields: list[str],
         compose: bool,
-        recompute: bool,
         metrics: dict,
         step: int,
         start: float,
     ) -> dict[str, torch.Tensor] | None:
-        """Core's step on ``read``; the fields to write (``rollout_is_weights``, maybe advantages), or None."""
+        """The session's step on ``read``; the fields to write (``rollout_is_weights``, maybe advantages), or None."""
         batch = only_fields(read.batch, fields)  # components see what they declared, as without recomputation
         batch.batch["is_padding"] = padding_rows(meta)
-        if self.dataflex.mix is not None:  # mix acts on the sampler, not on the loss
-            metrics.update(self.dataflex_step.mix(batch, step, self.dataflex_sampler, start=start))
-            return None
-        if self.dataflex.curriculum is not None:  # so does curriculum: the step's rewards feed its history
-            metrics.update(self.dataflex_step.curriculum(batch, step, self.dataflex_curriculum_sampler, start=start))
-            return None
         verl_weights = batch.batch.get(WEIGHTS_FIELD) if compose else None
-        result = self.dataflex_step.run(batch, step, importance_weights=verl_weights, start=start)
-        if result.applied is None:  # a uniform fallback: verl's loss as it is
-            metrics.update(result.metrics)
-            return None
+        result = self.dataflex.run(batch, step, importance_weights=verl_weights, start=start)
         advantages: dict[str, torch.Tensor] = {}
-        if self.dataflex.mechanism == "select":
-            result.metrics["dataflex/advantage_recomputed"] = 1.0 if recompute else 0.0
-            if recompute:
-                advantages = dataflex_select.recompute_advantages(self.config, read.batch, meta.keys, result.kept)
-                result.metrics["dataflex/hook_time_s"] = time.perf_counter() - start
+        if result.recompute_advantage:  # the selector's kept rows, through verl's own estimator
+            advantages = dataflex_select.recompute_advantages(self.config, read.batch, meta.keys, result.kept)
+            result.timed(start)
         metrics.update(result.metrics)
+        if result.applied is None:  # a uniform fallback, or a mechanism that acts on the sampler: verl's loss
+            return None
         return {**advantages, WEIGHTS_FIELD: result.applied}
-
-    def _dataflex_recomputes_advantage(self) -> bool:
-        """True when a selector asks for advantages on its kept rows and verl's estimator is group-based."""
-        return (
-            self.dataflex.mechanism == "select"
-            and bool(self.dataflex.pipeline.actuator.recompute_advantage)
-            and bool(is_group_estimator(self.dataflex.adv_estimator))
-        )
-
-    def _dataflex_weights(self, batch: Batch, step: int) -> torch.Tensor:
-        """The mechanism on non-padding rows; raw weights scattered back to every row (0 on padding)."""
-        return self.dataflex_step.raw_weights(batch, step)
 
     def _init_dataloader(self) -> None:
         super()._init_dataloader()
-        if self.dataflex.mix is not None:
-            self.dataflex_sampler = dataflex_mix.install_sampler(self)
-        if self.dataflex.curriculum is not None:
-            self.dataflex_curriculum_sampler = dataflex_curriculum.install_sampler(self)
+        sampler = self.dataflex.train_sampler(
+            VerlTrainDataset(self.train_dataset), batch_size=self.train_dataloader.batch_size, seed=data_seed(self)
+        )
+        if sampler is not None:  # mix, curriculum: verl draws its prompts through DataFlex's sampler
+            replace_train_sampler(self, sampler)
 
     def _dataflex_write(
         self, meta: KVBatchMeta, values: dict[str, torch.Tensor], read: queue_io.QueueBatch

@@ -6,28 +6,20 @@ policy loss that ignores ``rollout_is_weights``, a distillation run without the
 task policy loss) fails in seconds with one clear error instead of training
 silently without DataFlex. What verl can do in this configuration is declared
 as core's :class:`~dataflex_core.step.HostCapabilities` (:func:`capabilities`);
-core's :func:`~dataflex_core.step.mount_step` builds the block and checks it
-against that declaration.
+core's :class:`~dataflex_core.session.DataFlexSession` pins the plugin set,
+builds the block and checks it against that declaration.
 """
 
 from __future__ import annotations
 
 import inspect
 import logging
-from dataclasses import dataclass, field, fields
 from typing import Any
 
-from dataflex_core import ConfigError, DataFlexPipeline, IncompatibleComponentError
-from dataflex_core.step import (
-    SEQUENCE_UNIT,
-    TOKEN_UNIT,
-    WEIGHTLESS_MECHANISMS,
-    FieldSupport,
-    HostCapabilities,
-    MountedStep,
-    mount_step,
-)
-from dataflex_core.step import check_fields as check_pipeline_fields
+from dataflex_core import ConfigError, IncompatibleComponentError
+from dataflex_core.mechanisms import Mechanism
+from dataflex_core.session import DataFlexSession
+from dataflex_core.step import SEQUENCE_UNIT, TOKEN_UNIT, FieldSupport, HostCapabilities
 
 from .estimators import known_group_estimator
 from .weights import loss_unit
@@ -146,8 +138,8 @@ def capabilities(config: Any) -> HostCapabilities:
     rows are never removed from verl's loss (a selector's drops are weight 0),
     but verl's own estimator can recompute group advantages on the kept rows;
     mix and curriculum (``pre_rollout`` scorers) act on the train dataloader's
-    sampler; the hook sees the whole global
-    batch, so groups are complete. Fields a config may not produce are listed
+    sampler, whose state verl's ``StatefulDataLoader`` checkpoints in ``data.pt``;
+    the hook sees the whole global batch, so groups are complete. Fields a config may not produce are listed
     with the setting that produces them; names outside the vocabulary are
     dataset columns carried into the queue with the prompt.
     """
@@ -158,30 +150,12 @@ def capabilities(config: Any) -> HostCapabilities:
         hard_drop=False,
         recompute_advantage=True,
         resampling=True,
+        checkpoints_sampler=True,
         complete_groups=True,
         fields=field_sources(config),
         dataset_columns=True,
         timings=RUNNABLE_TIMINGS,
     )
-
-
-@dataclass
-class MountedDataFlex(MountedStep):
-    """Core's mounted step plus what the verl hook needs from the verl config."""
-
-    adv_estimator: str = ""
-    loss_agg_mode: str = ""
-    policy_loss: str = ""
-    #: field -> what in the verl config writes it, for run-time "missing field" errors.
-    field_hints: dict[str, str] = field(default_factory=dict)
-
-    def describe(self) -> str:
-        p = self.pipeline
-        return (
-            f"{p.mechanism}: scorer {p.scorer_spec.label} -> {p.actuator_spec.kind} {p.actuator_spec.label}; "
-            f"loss_agg_mode={self.loss_agg_mode} (mean one per {self.loss_unit}), warmup_step={p.warmup_step}, "
-            f"on_invalid={self.on_invalid}, reads {self.fields}"
-        )
 
 
 def dataflex_block(config: Any) -> Any:
@@ -196,12 +170,12 @@ def dataflex_block(config: Any) -> Any:
     return block
 
 
-def check_task_policy_loss(config: Any, mechanism: str) -> None:
+def check_task_policy_loss(config: Any, mechanism: Mechanism) -> None:
     """Refuse distillation without task rewards: verl's task policy loss, which carries the weights, is zeroed.
 
-    ``mix`` acts on sampling, not on the loss, and stays allowed.
+    A mechanism that writes no weights (``mix``, ``curriculum``: they act on sampling) stays allowed.
     """
-    if mechanism in WEIGHTLESS_MECHANISMS or not bool(config_value(config, "distillation.enabled", False)):
+    if not mechanism.writes_weights or not bool(config_value(config, "distillation.enabled", False)):
         return
     if bool(config_value(config, "distillation.distillation_loss.use_task_rewards", True)):
         return
@@ -213,7 +187,7 @@ def check_task_policy_loss(config: Any, mechanism: str) -> None:
     else:
         where = "skips the task policy loss altogether, so no loss multiplies rollout_is_weights"
     raise IncompatibleComponentError(
-        f"dataflex.mechanism={mechanism!r} writes weights that verl's task policy loss multiplies in, but "
+        f"dataflex.mechanism={mechanism.name!r} writes weights that verl's task policy loss multiplies in, but "
         "distillation.enabled=true with distillation.distillation_loss.use_task_rewards=false "
         f"{where} (verl/trainer/distillation/losses.py): dataflex would run and log without changing the "
         "training. Set distillation.distillation_loss.use_task_rewards=true, or use mechanism: mix (it acts on "
@@ -239,35 +213,31 @@ def check_policy_loss(config: Any) -> tuple[str, str]:
     return loss_mode, loss_agg_mode
 
 
-def check_fields(config: Any, pipeline: DataFlexPipeline) -> None:
-    """Every field the configured scorer and actuator read must be one this verl configuration produces."""
-    check_pipeline_fields(pipeline, capabilities(config))
-
-
-def mount(config: Any) -> MountedDataFlex:
-    """Build and validate the ``dataflex:`` block of a verl config; raise one clear error on the first problem."""
-    block = dataflex_block(config)
-    adv_estimator = str(config_value(config, "algorithm.adv_estimator", "gae"))
-    policy_loss, loss_agg_mode = check_policy_loss(config)
-    unit = loss_unit(loss_agg_mode, policy_loss)
-    host = capabilities(config)
-    step = mount_step(
-        block,
-        host,
-        loss_unit=unit,
-        ctx={"loss_agg_mode": loss_agg_mode, "adv_estimator": adv_estimator},
-        adv_estimator=adv_estimator,
-        is_group_estimator=is_group_estimator,
-    )
-    check_task_policy_loss(config, step.mechanism)
+def field_hints(host: HostCapabilities) -> dict[str, str]:
+    """Field -> what in the verl config writes it, for the run-time "missing field" error."""
     hints = {name: source.fix for name, source in host.fields.items() if source.fix}
     hints["rollout_is_weights"] = (
         "verl's rollout correction writes it in _compute_advantage; " + hints["rollout_is_weights"]
     )
-    return MountedDataFlex(
-        **{f.name: getattr(step, f.name) for f in fields(MountedStep)},
+    return hints
+
+
+def mount(config: Any) -> DataFlexSession:
+    """The DataFlex session of a verl config: plugins pinned, the ``dataflex:`` block built and validated.
+
+    One clear error on the first problem, before the first rollout.
+    """
+    # first: with dataflex.plugins.lock only locked plugins are imported, and any drift stops the run here
+    session = DataFlexSession(config_value(config, "dataflex", None))
+    dataflex_block(config)
+    adv_estimator = str(config_value(config, "algorithm.adv_estimator", "gae"))
+    policy_loss, loss_agg_mode = check_policy_loss(config)
+    session.mount(
+        capabilities(config),
+        loss_unit=loss_unit(loss_agg_mode, policy_loss),
+        ctx={"loss_agg_mode": loss_agg_mode, "adv_estimator": adv_estimator},
         adv_estimator=adv_estimator,
-        loss_agg_mode=loss_agg_mode,
-        policy_loss=policy_loss,
-        field_hints=hints,
+        is_group_estimator=is_group_estimator,
     )
+    check_task_policy_loss(config, session.mechanism)
+    return session

@@ -167,11 +167,6 @@ def write_response_fields(meta: KVBatchMeta, values: dict[str, torch.Tensor], re
     return written
 
 
-def write_response_field(meta: KVBatchMeta, name: str, weights: torch.Tensor, read: QueueBatch) -> KVBatchMeta:
-    """Write one per-response-token field (see :func:`write_response_fields`); the meta of that write."""
-    return write_response_fields(meta, {name: weights}, read)
-
-
 # -- riding on verl's own get and put ---------------------------------------------
 
 #: The module whose global ``tq`` verl's ``_compute_advantage`` calls.

@@ -8,8 +8,8 @@ import shutil
 import pytest
 from fit_helpers import reweight
 
-from dataflex_core.lock_file import read_lock, write_lock
-from dataflex_core.step.pinning import CHECKPOINT_PLUGIN_SET
+from dataflex_core.lock import read_lock, write_lock
+from dataflex_core.lock.pinning import CHECKPOINT_PLUGIN_SET
 from dataflex_core.step.state import CHECKPOINT_STATE
 from dataflex_lab.verl.cpu_loop.runner import RunSpec
 

@@ -79,7 +79,7 @@ def test_the_history_is_fed_from_each_step_and_checkpointed(fits):
     assert [r["observed"] for r in seen] == [0, 1, 2]
     assert seen[1]["seen"] == PROMPTS  # a block never repeats a prompt at these probabilities
     assert run.metric("dataflex/curriculum/prompts", step=1) == PROMPTS
-    state = torch.load(run.checkpoints / "global_step_2" / CHECKPOINT_STATE, weights_only=False)["components"]
+    state = torch.load(run.checkpoints / "global_step_2" / CHECKPOINT_STATE, weights_only=True)["components"]
     assert state["history"]["name"] == "prompt_history"
     assert int(state["history"]["state"]["rollouts"].sum()) == 2 * PROMPTS * SAMPLES
     assert state["scorer"]["state"] == {"observed": 2}

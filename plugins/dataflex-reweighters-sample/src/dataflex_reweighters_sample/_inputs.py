@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import torch
 
-from dataflex_core import group_index, masked_seq_sum, normalize_mean_one, segment_mean
+from dataflex_core import masked_seq_sum, normalize_mean_one, segment_mean
+from dataflex_core.contracts import require_groups
 
 
 def unit_interval_scores(name: str, s: torch.Tensor, valid: torch.Tensor) -> None:
@@ -34,15 +35,7 @@ def group_solve_rates(name: str, s: torch.Tensor, valid: torch.Tensor, batch) ->
     group's solve rate, so binary rewards get a real middle to band on.
     """
     unit_interval_scores(name, s, valid)
-    uid = batch.non_tensor_batch.get("uid")
-    if uid is None:
-        raise KeyError(
-            f"{name} needs GRPO group ids in non_tensor_batch['uid'] (it declares needs_groups=True); "
-            "use a group-based advantage estimator (grpo, rloo, ...)"
-        )
-    if len(uid) != s.shape[0]:
-        raise ValueError(f"{name}: non_tensor_batch['uid'] has {len(uid)} entries for {s.shape[0]} rows")
-    index, num_groups = group_index(uid, device=s.device)
+    index, num_groups = require_groups(batch, name, device=s.device)
     return segment_mean(s, index, num_groups, valid)[index]
 
 

@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import torch
 
-from dataflex_core import group_index, masked_seq_sum
+from dataflex_core import masked_seq_sum
+from dataflex_core.contracts import require_groups
 
 #: Default reward field of verl 0.9's v1 trainer.
 DEFAULT_REWARD_KEY = "rm_scores"
@@ -50,14 +51,5 @@ def sequence_reward(batch, reward_key: str, component: str) -> torch.Tensor:
 
 
 def group_ids(batch, component: str, device: torch.device) -> tuple[torch.Tensor, int]:
-    """Dense group index ``(bs,)`` and group count from ``non_tensor_batch['uid']``."""
-    uid = batch.non_tensor_batch.get("uid")
-    if uid is None:
-        raise KeyError(
-            f"{component} needs GRPO group ids in non_tensor_batch['uid'] (it declares needs_groups=True); "
-            "the host must pass them, and the advantage estimator must be group-based (grpo, rloo, ...)"
-        )
-    rows = batch.batch["response_mask"].shape[0]
-    if len(uid) != rows:
-        raise ValueError(f"{component}: non_tensor_batch['uid'] has {len(uid)} entries for {rows} rows")
-    return group_index(uid, device=device)
+    """Dense group index ``(bs,)`` and group count from ``non_tensor_batch['uid']`` (the contract's guard)."""
+    return require_groups(batch, component, device=device)

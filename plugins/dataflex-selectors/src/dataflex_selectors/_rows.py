@@ -11,7 +11,7 @@ from typing import Any
 
 import torch
 
-from dataflex_core import group_index
+from dataflex_core.contracts import require_groups
 
 
 def positive_int(owner: str, name: str, value: Any) -> int:
@@ -20,12 +20,9 @@ def positive_int(owner: str, name: str, value: Any) -> int:
     return value
 
 
-def dense_groups(batch: Any, valid: torch.Tensor) -> tuple[torch.Tensor, int]:
+def dense_groups(batch: Any, valid: torch.Tensor, owner: str) -> tuple[torch.Tensor, int]:
     """Group index per row with invalid rows moved to an extra group ``G`` that is never kept."""
-    uid = batch.non_tensor_batch.get("uid")
-    if uid is None:
-        raise KeyError("this selector needs GRPO group ids: batch.non_tensor_batch['uid'] is missing")
-    index, num_groups = group_index(uid, device=valid.device)
+    index, num_groups = require_groups(batch, owner, device=valid.device)
     index = torch.where(valid, index, torch.full_like(index, num_groups))
     return index, num_groups + 1
 

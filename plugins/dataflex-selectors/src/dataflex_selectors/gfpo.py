@@ -70,7 +70,7 @@ class GFPOSelector(Selector):
     def act(self, scores, batch, **ctx) -> torch.Tensor:
         reward, valid = actuator_scores(scores, batch, owner=self.describe(), granularity="sample", dtype=torch.float64)
         length = torch.count_nonzero(batch.batch["response_mask"].to(reward.device), dim=-1)
-        group, num_groups = dense_groups(batch, valid)
+        group, num_groups = dense_groups(batch, valid, self.describe())
         if self.metric == "length":
             keys = [(length.to(torch.float64), False), (reward, True)]
         else:

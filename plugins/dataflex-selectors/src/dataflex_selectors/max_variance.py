@@ -50,7 +50,7 @@ class MaxVarianceSelector(Selector):
 
     def act(self, scores, batch, **ctx) -> torch.Tensor:
         reward, valid = actuator_scores(scores, batch, owner=self.describe(), granularity="sample", dtype=torch.float64)
-        group, num_groups = dense_groups(batch, valid)
+        group, num_groups = dense_groups(batch, valid, self.describe())
         m = self.keep_per_group
         # Ascending rank inside each group: rank 0 is the lowest reward.
         rank, size = rank_in_group([(reward, False)], group, num_groups)

@@ -1,33 +1,25 @@
 """The per-step pipeline every host runs, and what a host declares about itself.
 
 A host maps its framework's names to the canonical vocabulary
-(:mod:`.fields`), declares its capabilities (:class:`HostCapabilities`),
-mounts the ``dataflex:`` block with :func:`mount_step` (all checks before the
-first rollout) and calls :meth:`DataFlexStep.run` (or :meth:`DataFlexStep.mix`,
-:meth:`DataFlexStep.curriculum`) once per training step. See :mod:`.core` for the order of the work.
+(:mod:`.fields`), declares its capabilities (:class:`HostCapabilities`) and
+holds a :class:`~dataflex_core.session.DataFlexSession`, which mounts the
+``dataflex:`` block with :func:`mount_step` (all checks before the first
+rollout) and calls :meth:`DataFlexStep.run` once per training step. See
+:mod:`.core` for the order of the work and :mod:`dataflex_core.mechanisms`
+for what each mechanism does in it.
 """
 
-from .core import HOST_KEYS, ON_INVALID, DataFlexStep, MountedStep, StepResult, host_settings, mount_step, step_fields
-from .curriculum import (
-    CURRICULUM_KEYS,
-    CurriculumSettings,
-    candidate_batch,
-    candidate_columns,
-    candidate_fields,
-    check_probabilities,
-    curriculum_settings,
-    curriculum_step,
-)
+from .blocks import BlockSampler, systematic_counts
+from .core import HOST_KEYS, ON_INVALID, DataFlexStep, InvalidOutputPolicy, MountedStep, host_settings, mount_step
 from .fields import CANONICAL_FIELDS, OUTCOME_FIELDS, PROMPT_FIELDS, CanonicalField, is_canonical, is_prompt_field
 from .history import PromptHistory, PromptIds, StepOutcomes
-from .host import FieldSupport, HostCapabilities, check_curriculum, check_fields, check_pipeline
+from .host import FieldSupport, HostCapabilities, check_pipeline
 from .metrics import weight_metrics
-from .mix import MIX_KEYS, MixSettings, check_proportions, domain_ids, initial_proportions, mix_settings, mix_step
-from .outputs import check_output, checked_scores, component_label, expected_shape
-from .prompt_sampler import CurriculumSampler
-from .runners import RUNNERS, WEIGHTLESS_MECHANISMS, run_reweight, run_select
-from .sampler import DomainMixtureSampler, systematic_counts
-from .selection import INDEX_DTYPES, kept_rows, selection_mask, selection_metrics
+from .mixture import DomainMixtureSampler
+from .outputs import checked_scores, component_label
+from .prompt_sampler import CurriculumSampler, candidate_batch, candidate_columns, candidate_fields
+from .result import StepResult
+from .selection import selection_metrics
 from .weights import (
     LOSS_UNITS,
     SEQUENCE_UNIT,
@@ -41,27 +33,22 @@ from .weights import (
 
 __all__ = [
     "CANONICAL_FIELDS",
-    "CURRICULUM_KEYS",
     "HOST_KEYS",
-    "INDEX_DTYPES",
     "LOSS_UNITS",
-    "MIX_KEYS",
     "ON_INVALID",
-    "RUNNERS",
+    "OUTCOME_FIELDS",
+    "PROMPT_FIELDS",
     "SEQUENCE_UNIT",
     "TOKEN_UNIT",
-    "WEIGHTLESS_MECHANISMS",
+    "BlockSampler",
     "CanonicalField",
     "CurriculumSampler",
-    "CurriculumSettings",
     "DataFlexStep",
     "DomainMixtureSampler",
     "FieldSupport",
     "HostCapabilities",
-    "MixSettings",
+    "InvalidOutputPolicy",
     "MountedStep",
-    "OUTCOME_FIELDS",
-    "PROMPT_FIELDS",
     "PromptHistory",
     "PromptIds",
     "StepOutcomes",
@@ -70,33 +57,16 @@ __all__ = [
     "candidate_batch",
     "candidate_columns",
     "candidate_fields",
-    "check_curriculum",
-    "check_fields",
-    "check_output",
     "check_pipeline",
-    "check_probabilities",
-    "check_proportions",
     "checked_scores",
     "component_label",
-    "curriculum_settings",
-    "curriculum_step",
-    "domain_ids",
-    "expected_shape",
     "finalize",
     "finalize_samples",
     "host_settings",
-    "initial_proportions",
     "is_canonical",
     "is_prompt_field",
-    "kept_rows",
-    "mix_settings",
-    "mix_step",
     "mount_step",
-    "run_reweight",
-    "run_select",
-    "selection_mask",
     "selection_metrics",
-    "step_fields",
     "systematic_counts",
     "to_token_weights",
     "unit_mean",

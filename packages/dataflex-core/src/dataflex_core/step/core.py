@@ -1,26 +1,28 @@
-"""The host-agnostic step: real rows in, checked and normalised weights (or a kept mask) and metrics out.
+"""The host-agnostic step: mount the ``dataflex:`` block against a host, then run its mechanism once per step.
 
 Every host runs the same step once per training step, on the whole step's
 batch in the canonical vocabulary (:mod:`dataflex_core.step.fields`):
 
-1. prepare the batch's shared values once (:func:`~dataflex_core.prepare_batch`:
-   valid masks, token counts, the ``uid`` group index) and drop the rows the
-   framework added as padding (``is_padding``), so components see only real
-   rows;
-2. run the mechanism (scorer -> reweighter / selector, :mod:`.runners`) and
-   check its output (:mod:`.outputs`, :mod:`.selection`);
-3. normalise in the loss's unit and compose with any importance weights the
-   framework already applies (:mod:`.weights`);
-4. emit the ``dataflex/*`` metrics (:mod:`.metrics`).
+1. the warm-up rule: before ``warmup_step`` the step does nothing (a
+   mechanism that records history meanwhile says so: ``runs_in_warmup``);
+2. prepare the batch's shared values once (:func:`~dataflex_core.prepare_batch`:
+   valid masks, token counts, the ``uid`` group index); components see only
+   the real rows (the framework's ``is_padding`` rows removed);
+3. run the mechanism (:mod:`dataflex_core.mechanisms`): scorer -> actuator,
+   output checked by :mod:`dataflex_core.contracts`; a mechanism that weighs
+   the loss normalises in the loss's unit and composes with any importance
+   weights the framework already applies (:mod:`.weights`);
+4. ``on_invalid``: invalid plugin output raises, or with ``on_invalid:
+   uniform`` leaves the step as the framework would run it (a counted
+   fallback, :class:`InvalidOutputPolicy`);
+5. stamp the ``dataflex/*`` metrics every step carries (active, fallbacks,
+   hook time).
 
-Invalid plugin output raises, or with ``on_invalid: uniform`` leaves the
-step's loss as the framework would compute it (a counted fallback). The host
-does the rest: reading its framework's fields, writing the weights where its
-loss multiplies them in (verl: ``rollout_is_weights``; TRL: the advantages).
-``mechanism: mix`` acts on the host's sampler through :meth:`DataFlexStep.mix`;
-``mechanism: curriculum`` draws prompts in the host's sampler
-(:class:`~dataflex_core.step.prompt_sampler.CurriculumSampler`) and feeds its
-history through :meth:`DataFlexStep.curriculum`.
+The host does the rest: reading its framework's fields, writing the weights
+where its loss multiplies them in (verl: ``rollout_is_weights``; TRL: the
+advantages). :class:`~dataflex_core.session.DataFlexSession` is the one object
+a host holds: it pins the plugins, mounts, builds the train sampler and
+carries the state around this step.
 
 Components get ``ctx`` keyword arguments: ``loss_unit`` in every host plus the
 host's own (verl: ``loss_agg_mode``, ``adv_estimator``; TRL: ``loss_type``,
@@ -31,27 +33,26 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import torch
 
 from ..batch import Batch
-from ..config import DataFlexPipeline, build_from_config, to_plain
+from ..config import DataFlexPipeline, build_from_config, dataflex_block
 from ..errors import ConfigError, InvalidOutputError
-from ..inputs import nonfinite_mask
-from ..normalize import valid_token_mask
+from ..mechanisms.registry import get_mechanism, mechanisms
 from ..precomputed import prepare_batch
-from . import curriculum as curriculum_mechanism
-from . import mix as mix_mechanism
 from .host import HostCapabilities, check_pipeline
-from .metrics import PREFIX, weight_metrics
-from .runners import RUNNERS
-from .selection import selection_metrics
-from .weights import finalize
+from .result import PREFIX, StepResult
+
+if TYPE_CHECKING:
+    from ..mechanisms.base import Mechanism
 
 logger = logging.getLogger("dataflex_core.step")
+
+T = TypeVar("T")
 
 #: Keys of the ``dataflex:`` block every host reads besides the core's, with their defaults
 #: (``plugins`` holds ``lock`` / ``allow_drift``, read by the host's plugin pinning).
@@ -65,40 +66,45 @@ class MountedStep:
 
     pipeline: DataFlexPipeline
     host: HostCapabilities
+    #: The mechanism, with its parsed block keys (``settings``) and its mount-time decisions.
+    mechanism: Mechanism
     on_invalid: str
     #: ``token`` or ``sequence``: the unit the weights have mean one in.
     loss_unit: str
-    #: Fields the step reads each time: ``response_mask`` first, the components' fields, ``uid`` when groups
-    #: are needed (and for select's group metrics), the domain column for mix.
+    #: Fields the step reads each time: ``response_mask`` first, the components' fields, and what the mechanism
+    #: reads itself (``uid`` for select's group metrics, the domain column for mix, ...).
     fields: list[str] = field(default_factory=list)
     #: Keyword context every component call gets (besides ``step_id`` for actuators).
     ctx: dict[str, Any] = field(default_factory=dict)
-    #: ``mechanism: mix`` settings; ``None`` for the other mechanisms.
-    mix: mix_mechanism.MixSettings | None = None
-    #: ``mechanism: curriculum`` settings; ``None`` for the other mechanisms.
-    curriculum: curriculum_mechanism.CurriculumSettings | None = None
 
     @property
-    def mechanism(self) -> str:
-        return self.pipeline.mechanism
+    def settings(self) -> Any:
+        """The mechanism's parsed block keys (e.g. ``MixSettings``), ``None`` for mechanisms without keys."""
+        return self.mechanism.settings
+
+    @property
+    def recompute_advantage(self) -> bool:
+        """The host recomputes group advantages on a selector's kept rows (decided once, at mount)."""
+        return self.mechanism.recompute_advantage
 
     @property
     def hard_drop(self) -> bool:
-        """Select whose selector asks for advantages on its kept rows, on a host that can drop rows."""
-        return self.mechanism == "select" and self.host.hard_drop and bool(self.pipeline.actuator.recompute_advantage)
+        """The host removes a selector's dropped rows from its loss mask and denominator."""
+        return self.mechanism.hard_drop
 
     def describe(self) -> str:
         p = self.pipeline
+        host_ctx = ", ".join(f"{k}={v}" for k, v in self.ctx.items() if k != "loss_unit")
+        unit = f"mean one per {self.loss_unit}" + (f" ({host_ctx})" if host_ctx else "")
         return (
             f"{p.mechanism}: scorer {p.scorer_spec.label} -> {p.actuator_spec.kind} {p.actuator_spec.label}; "
-            f"mean one per {self.loss_unit}, warmup_step={p.warmup_step}, on_invalid={self.on_invalid}, "
-            f"reads {self.fields}"
+            f"{unit}, warmup_step={p.warmup_step}, on_invalid={self.on_invalid}, reads {self.fields}"
         )
 
 
 def host_settings(block: Any) -> dict[str, Any]:
     """The :data:`HOST_KEYS` of a ``dataflex:`` block, checked."""
-    plain = to_plain(block) or {}
+    plain = dataflex_block(block)
     settings = {key: plain.get(key, default) for key, default in HOST_KEYS.items()}
     if settings["on_invalid"] not in ON_INVALID:
         raise ConfigError(
@@ -108,24 +114,13 @@ def host_settings(block: Any) -> dict[str, Any]:
     return settings
 
 
-def step_fields(
-    pipeline: DataFlexPipeline,
-    mix: mix_mechanism.MixSettings | None,
-    curriculum: curriculum_mechanism.CurriculumSettings | None = None,
-) -> list[str]:
-    """Fields the step reads: the components' fields plus what the mechanism needs.
-
-    ``select`` reads ``uid`` for its group metrics; ``mix`` reads the domain column; ``curriculum`` reads the
-    rewards and the prompt id of each row (its components read candidate prompts, in the host's sampler).
-    """
-    if curriculum is not None:
-        return ["response_mask", curriculum_mechanism.REWARD_FIELD, curriculum.prompt_key]
-    fields = list(pipeline.requires)
-    if pipeline.mechanism == "select":
-        fields.append("uid")
-    if mix is not None:
-        fields.append(mix.domain_key)
-    return list(dict.fromkeys(fields))
+def mechanism_keys() -> dict[str, tuple[str, ...]]:
+    """Every block key a registered mechanism reads -> the mechanisms that read it."""
+    owners: dict[str, tuple[str, ...]] = {}
+    for cls in mechanisms():
+        for key in cls.keys:
+            owners[key] = (*owners.get(key, ()), cls.name)
+    return owners
 
 
 def mount_step(
@@ -147,69 +142,97 @@ def mount_step(
     :param extra_keys: further block keys the host reads itself.
     """
     settings = host_settings(block)
+    owners = mechanism_keys()
     pipeline = build_from_config(
         block,
         adv_estimator=adv_estimator,
         is_group_estimator=is_group_estimator,
-        extra_keys=(*HOST_KEYS, *mix_mechanism.MIX_KEYS, *curriculum_mechanism.CURRICULUM_KEYS, *extra_keys),
+        extra_keys=(*HOST_KEYS, *owners, *extra_keys),
     )
-    mix = mix_mechanism.mix_settings(block) if pipeline.mechanism == "mix" else None
-    curriculum = curriculum_mechanism.curriculum_settings(block) if pipeline.mechanism == "curriculum" else None
-    for name, keys, chosen in (
-        ("mix", mix_mechanism.MIX_KEYS, mix),
-        ("curriculum", curriculum_mechanism.CURRICULUM_KEYS, curriculum),
-    ):
-        stray = sorted(k for k in keys if k in pipeline.extra) if chosen is None else []
-        if stray:
-            raise ConfigError(
-                f"dataflex.{stray[0]} is read only by mechanism: {name}, but dataflex.mechanism="
-                f"{pipeline.mechanism!r}; remove {stray} or set mechanism: {name}"
-            )
+    stray = sorted(k for k, names in owners.items() if k in pipeline.extra and pipeline.mechanism not in names)
+    if stray:
+        readers = " or ".join(owners[stray[0]])
+        raise ConfigError(
+            f"dataflex.{stray[0]} is read only by mechanism: {readers}, but dataflex.mechanism="
+            f"{pipeline.mechanism!r}; remove {[k for k in stray if owners[k] == owners[stray[0]]]} or set "
+            f"mechanism: {owners[stray[0]][0]}"
+        )
+    mechanism = get_mechanism(pipeline.mechanism)(dataflex_block(block))
     check_pipeline(pipeline, host, loss_unit=loss_unit)
+    grouped = None
+    if adv_estimator is not None and is_group_estimator is not None:
+        grouped = is_group_estimator(adv_estimator)
+    mechanism.mount(pipeline, host, grouped=grouped)
     return MountedStep(
         pipeline=pipeline,
         host=host,
+        mechanism=mechanism,
         on_invalid=settings["on_invalid"],
         loss_unit=loss_unit,
-        fields=step_fields(pipeline, mix, curriculum),
+        fields=list(dict.fromkeys(mechanism.fields(pipeline))),
         ctx={**(ctx or {}), "loss_unit": loss_unit},
-        mix=mix,
-        curriculum=curriculum,
     )
 
 
-@dataclass
-class StepResult:
-    """What one step gives the host.
+class InvalidOutputPolicy:
+    """``dataflex.on_invalid`` for every mechanism: invalid plugin output raises, or is counted and replaced.
 
-    ``applied`` is what the framework's loss must multiply in: ``(bs,)`` (one weight for each of a row's
-    valid tokens) or ``(bs, L)``, float32, 0 on invalid tokens; with importance weights it already
-    contains them. ``factor`` is the DataFlex part alone. Both are ``None`` when the step leaves the
-    loss as it is (inactive before ``warmup_step``, a uniform fallback, mix).
+    :param mode: ``raise`` or ``uniform``.
     """
 
-    metrics: dict[str, float]
-    applied: torch.Tensor | None = None
-    factor: torch.Tensor | None = None
-    #: select: bool ``(bs,)`` of kept rows over every row of the batch (padding never kept).
-    kept: torch.Tensor | None = None
-    #: True when ``on_invalid: uniform`` replaced invalid output by the framework's own loss.
-    fallback: bool = False
+    def __init__(self, mode: str) -> None:
+        self.mode = mode
+        #: Steps (and draws) whose invalid output was replaced, over the run.
+        self.fallbacks = 0
+
+    def attempt(self, compute: Callable[[], T], *, step: int, instead: str) -> tuple[T | None, bool]:
+        """``(compute(), False)``, or ``(None, True)`` when it raised :class:`InvalidOutputError` under ``uniform``.
+
+        :param instead: what the caller does instead, for the warning (``"using uniform weights"``).
+        """
+        try:
+            return compute(), False
+        except InvalidOutputError as exc:
+            if self.mode == "raise":
+                raise
+            self.fallbacks += 1
+            logger.warning("dataflex: %s; %s for step %d (dataflex.on_invalid=uniform)", exc, instead, step)
+            return None, True
 
 
 class DataFlexStep:
-    """Runs a :class:`MountedStep` once per training step; counts uniform fallbacks across steps."""
+    """Runs a :class:`MountedStep` once per training step.
 
-    def __init__(self, mounted: MountedStep) -> None:
+    :param mounted: the mounted pipeline.
+    :param sampler: the train sampler its mechanism drives (mix, curriculum), when the host built one.
+    """
+
+    def __init__(self, mounted: MountedStep, sampler: Any = None) -> None:
         self.mounted = mounted
-        self.uniform_fallbacks = 0
+        self.on_invalid = InvalidOutputPolicy(mounted.on_invalid)
+        #: The train sampler of a mechanism that draws the prompts (set by the session or the host).
+        self.sampler = sampler
 
     @property
     def pipeline(self) -> DataFlexPipeline:
         return self.mounted.pipeline
 
+    @property
+    def mechanism(self) -> Mechanism:
+        return self.mounted.mechanism
+
+    @property
+    def uniform_fallbacks(self) -> int:
+        return self.on_invalid.fallbacks
+
     def active(self, step: int) -> bool:
         return self.pipeline.active(step)
+
+    def idle(self, step: int) -> dict[str, float] | None:
+        """The metrics of a step that does nothing (before ``warmup_step``), or ``None`` when the step runs."""
+        if self.active(step) or self.mechanism.runs_in_warmup:
+            return None
+        return {f"{PREFIX}active": 0.0}
 
     def components_batch(self, batch: Batch) -> tuple[Batch, torch.Tensor | None]:
         """``batch`` without framework padding rows, and the kept-row mask (``None`` when nothing was removed)."""
@@ -219,6 +242,17 @@ class DataFlexStep:
         real = ~padding.bool()
         return _without_padding_field(batch.select_rows(real)), real
 
+    def on_real_rows(self, batch: Batch, compute: Callable[[Batch], torch.Tensor]) -> torch.Tensor:
+        """``compute`` on the real rows of ``batch``; its ``(n, ...)`` output scattered back to every row (0 on
+        padding)."""
+        sub, real = self.components_batch(batch)
+        values = compute(sub)
+        if real is None:
+            return values
+        full = torch.zeros((len(batch), *values.shape[1:]), dtype=torch.float32, device=values.device)
+        full[real.to(values.device)] = values.to(torch.float32)
+        return full
+
     def run(
         self,
         batch: Batch,
@@ -227,134 +261,31 @@ class DataFlexStep:
         importance_weights: torch.Tensor | None = None,
         start: float | None = None,
     ) -> StepResult:
-        """Weights (or a kept mask) for ``batch``, normalised in the mounted loss unit.
+        """The mechanism on ``batch``: weights (or a kept mask) for the loss, or an update of the train sampler.
 
         :param batch: the step's fields (:attr:`MountedStep.fields`) plus ``response_mask`` and optionally a
             bool ``is_padding`` ``(bs,)``; components see only the non-padding rows.
-        :param importance_weights: ``(bs, L)`` weights the framework already applies; the result composes
+        :param importance_weights: ``(bs, L)`` weights the framework already applies; loss weights compose
             with them (:func:`~dataflex_core.step.weights.finalize`).
         :param start: ``time.perf_counter()`` when the host's hook began, so ``dataflex/hook_time_s`` counts
             the host's own I/O too.
         :raises InvalidOutputError: invalid plugin output, with ``on_invalid: raise``.
         """
         start = time.perf_counter() if start is None else start
-        if not self.active(step):
-            return StepResult({f"{PREFIX}active": 0.0})
+        idle = self.idle(step)
+        if idle is not None:
+            return StepResult(idle)
         prepare_batch(batch)  # masks, token counts and uid groups: computed once for the whole step
-        valid_tokens = valid_token_mask(batch)
-        try:
-            raw = self.raw_weights(batch, step)
-            applied, factor = self._finalize(raw, valid_tokens, importance_weights, step)
-        except InvalidOutputError as exc:
-            if self.mounted.on_invalid == "raise":
-                raise
-            self.uniform_fallbacks += 1
-            logger.warning("dataflex: %s; using uniform weights for step %d (dataflex.on_invalid=uniform)", exc, step)
-            return StepResult(self._metrics(None, None, valid_tokens, None, start, fallback=True), fallback=True)
-        metrics = {}
-        kept = None
-        if self.mounted.mechanism == "select":
-            kept = raw > 0
-            metrics.update(selection_metrics(kept, batch))
-        metrics.update(self._metrics(factor, applied, valid_tokens, importance_weights, start, fallback=False))
-        return StepResult(metrics, applied=applied, factor=factor, kept=kept)
-
-    def mix(
-        self, batch: Batch, step: int, sampler: mix_mechanism.ProportionSink, *, start: float | None = None
-    ) -> dict:
-        """``mechanism: mix``: feed the step's per-domain signal to the mixer; ``sampler`` gets new proportions.
-
-        :returns: the step's ``dataflex/`` metrics (``dataflex/mix/...``, ``dataflex/active``, ...).
-        """
-        start = time.perf_counter() if start is None else start
-        if not self.active(step):
-            return {f"{PREFIX}active": 0.0}
-        prepare_batch(batch)
-        sub, _ = self.components_batch(batch)
-        try:
-            metrics = mix_mechanism.mix_step(self.pipeline, self.mounted.mix, sub, step, self.mounted.ctx, sampler)
-        except InvalidOutputError as exc:
-            if self.mounted.on_invalid == "raise":
-                raise
-            self.uniform_fallbacks += 1
-            logger.warning(
-                "dataflex: %s; keeping the current mixture for step %d (dataflex.on_invalid=uniform)", exc, step
-            )
-            return {f"{PREFIX}active": 1.0, f"{PREFIX}uniform_fallback": 1.0}
-        metrics[f"{PREFIX}active"] = 1.0
-        metrics[f"{PREFIX}hook_time_s"] = time.perf_counter() - start
-        return metrics
-
-    def curriculum(self, batch: Batch, step: int, sampler: Any, *, start: float | None = None) -> dict:
-        """``mechanism: curriculum``: feed the step's rewards to ``sampler.history`` and the scorer's ``observe``.
-
-        :param sampler: the host's :class:`~dataflex_core.step.prompt_sampler.CurriculumSampler` (its
-            ``history``, and the metrics of the draw that chose this step's prompts).
-        :returns: the step's ``dataflex/`` metrics (``dataflex/curriculum/...``, ``dataflex/active``, ...).
-
-        The history is fed at every step, warm-up included, so the curriculum starts from everything seen.
-        """
-        start = time.perf_counter() if start is None else start
-        prepare_batch(batch)
-        sub, _ = self.components_batch(batch)
-        metrics = curriculum_mechanism.curriculum_step(
-            self.pipeline, self.mounted.curriculum, sub, step, self.mounted.ctx, sampler.history
+        mechanism = self.mechanism
+        result, fell_back = self.on_invalid.attempt(
+            lambda: mechanism.run(self, batch, step, importance_weights), step=step, instead=mechanism.fallback
         )
-        metrics.update(sampler.draw_metrics)
-        metrics[f"{PREFIX}active"] = 1.0 if self.active(step) else 0.0
-        metrics[f"{PREFIX}uniform_fallback_total"] = float(self.uniform_fallbacks)
-        metrics[f"{PREFIX}hook_time_s"] = time.perf_counter() - start
-        return metrics
-
-    # -- the parts ---------------------------------------------------------------------
-    def raw_weights(self, batch: Batch, step: int) -> torch.Tensor:
-        """The mechanism on the real rows; its checked raw weights scattered back to every row (0 on padding)."""
-        runner = RUNNERS[self.mounted.mechanism]
-        sub, real = self.components_batch(batch)
-        weights = runner(self.pipeline, sub, step, self.mounted.ctx)
-        if real is None:
-            return weights
-        full = torch.zeros((len(batch), *weights.shape[1:]), dtype=torch.float32, device=weights.device)
-        full[real.to(weights.device)] = weights.to(torch.float32)
-        return full
-
-    def _finalize(
-        self, raw: torch.Tensor, valid_tokens: torch.Tensor, importance_weights: torch.Tensor | None, step: int
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        spec = self.pipeline.actuator_spec
-        try:
-            applied, factor = finalize(raw, valid_tokens, self.mounted.loss_unit, importance_weights)
-        except InvalidOutputError as exc:
-            raise InvalidOutputError(
-                f"{spec.kind} {spec.label} returned invalid weights at step {step}: {exc}"
-            ) from exc
-        if nonfinite_mask(applied, torch.ones((), dtype=torch.bool, device=applied.device)) is not None:
-            raise InvalidOutputError(
-                f"{spec.kind} {spec.label} at step {step}: the normalised weights are not finite "
-                "(weights too extreme to scale to mean one)"
-            )
-        return applied, factor
-
-    def _metrics(
-        self,
-        factor: torch.Tensor | None,
-        applied: torch.Tensor | None,
-        valid_tokens: torch.Tensor,
-        importance_weights: torch.Tensor | None,
-        start: float,
-        *,
-        fallback: bool,
-    ) -> dict[str, float]:
-        out = {}
-        if factor is not None:
-            out = weight_metrics(
-                factor, valid_tokens, self.mounted.loss_unit, applied=applied, importance_weights=importance_weights
-            )
-        out[f"{PREFIX}active"] = 1.0
-        out[f"{PREFIX}uniform_fallback"] = 1.0 if fallback else 0.0
-        out[f"{PREFIX}uniform_fallback_total"] = float(self.uniform_fallbacks)
-        out[f"{PREFIX}hook_time_s"] = time.perf_counter() - start
-        return out
+        if result is None:
+            result = StepResult({}, fallback=fell_back)
+        result.metrics[f"{PREFIX}active"] = 1.0 if self.active(step) else 0.0
+        result.metrics[f"{PREFIX}uniform_fallback"] = 1.0 if result.fallback else 0.0
+        result.metrics[f"{PREFIX}uniform_fallback_total"] = float(self.uniform_fallbacks)
+        return result.timed(start)
 
 
 def _without_padding_field(batch: Batch) -> Batch:

@@ -16,8 +16,10 @@ What a component sees, in every host:
 - a real row may have an empty response (``response_mask`` all 0); validity is
   ``response_mask``: such rows get weight 0 and stay out of every statistic
   and group;
-- ``uid`` is present when the scorer or actuator sets ``needs_groups`` (or the
-  mechanism needs groups, e.g. select's group metrics).
+- ``uid`` follows :data:`dataflex_core.contracts.GROUPS_RULE`: only a
+  component that sets ``needs_groups`` may read it, and every host hands it
+  to such a component (a step whose mechanism reads groups itself, select's
+  group metrics, may hand it to the others too).
 """
 
 from __future__ import annotations

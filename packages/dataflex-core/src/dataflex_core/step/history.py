@@ -92,8 +92,9 @@ class PromptIds:
             )
         return torch.from_numpy(self._order[position].astype(np.int64))
 
-    def state(self) -> np.ndarray:
-        return self.values.copy()
+    def state(self) -> list[Any]:
+        """The ids as a list: checkpoint state holds plain data only (:mod:`.state`)."""
+        return self.values.tolist()
 
 
 @dataclass(frozen=True)

@@ -17,10 +17,18 @@ from dataclasses import dataclass, field
 
 from ..config import DataFlexPipeline
 from ..errors import ConfigError, IncompatibleComponentError
-from .curriculum import check_components
-from .fields import is_canonical
-from .runners import RUNNERS, WEIGHTLESS_MECHANISMS
+from ..mechanisms.registry import get_mechanism, mechanisms
 from .weights import LOSS_UNITS
+
+#: What a scorer of each timing needs, for the message that refuses it in a mechanism that does not run it.
+TIMING_NEEDS = {
+    "pre_rollout": "it scores candidate prompts before any rollout",
+    "post_reward": "it needs the step's rollouts and their rewards",
+    "post_advantage": "it needs the step's rollouts and their advantages",
+    "in_loss": "it runs inside the framework's loss",
+}
+#: ``HostCapabilities.drop_denominator`` values: the loss recounts the tokens of its mask, or divides by rows.
+DROP_DENOMINATORS = ("tokens", "rows")
 
 
 @dataclass(frozen=True)
@@ -40,8 +48,13 @@ class HostCapabilities:
     :param token_weights: per-token weights reach the loss (token-granularity reweighting).
     :param hard_drop: rows can be removed from the loss, mask and denominator (select with
         ``recompute_advantage``).
-    :param recompute_advantage: group advantages can be recomputed on a selector's kept rows.
+    :param drop_denominator: with ``hard_drop``, what the loss divides by once rows leave its mask: ``tokens``
+        (it recounts the mask's tokens) or ``rows`` (a row count the drop does not change).
+    :param recompute_advantage: group advantages can be recomputed on a selector's kept rows (the host
+        does it when a step's result asks: ``StepResult.recompute_advantage``).
     :param resampling: the prompts sampled next can be changed (``mechanism: mix``, ``mechanism: curriculum``).
+    :param checkpoints_sampler: the framework saves and restores the train sampler's state with its own
+        checkpoints (verl's ``StatefulDataLoader``); otherwise the sampler restarts from the restored components.
     :param complete_groups: every ``uid`` group is whole in the batch handed to components.
     :param fields: canonical field -> :class:`FieldSupport` for this run. A canonical field not listed
         is one this host never provides.
@@ -54,99 +67,44 @@ class HostCapabilities:
     loss_units: tuple[str, ...] = LOSS_UNITS
     token_weights: bool = True
     hard_drop: bool = False
+    drop_denominator: str = "tokens"
     recompute_advantage: bool = False
     resampling: bool = False
+    checkpoints_sampler: bool = False
     complete_groups: bool = True
     fields: Mapping[str, FieldSupport] = field(default_factory=dict)
     dataset_columns: bool = True
     timings: tuple[str, ...] = ("post_reward", "post_advantage")
 
+    def __post_init__(self) -> None:
+        if self.drop_denominator not in DROP_DENOMINATORS:
+            raise ValueError(
+                f"HostCapabilities(name={self.name!r}).drop_denominator={self.drop_denominator!r}; expected one of "
+                f"{', '.join(DROP_DENOMINATORS)}"
+            )
+
 
 def check_pipeline(pipeline: DataFlexPipeline, host: HostCapabilities, *, loss_unit: str | None = None) -> None:
     """Raise one clear error if ``pipeline`` cannot run on ``host`` as configured.
+
+    The checks every mechanism shares (the loss unit of one that weighs the loss, the scorer's timing), then
+    the mechanism's own (:meth:`~dataflex_core.mechanisms.Mechanism.check`).
 
     :param loss_unit: the unit of this run's loss, when the mechanism writes weights.
     :raises ConfigError: an unsupported mechanism or loss unit.
     :raises IncompatibleComponentError: a capability or field the pipeline needs and this run lacks.
     """
-    mechanism = pipeline.mechanism
-    if mechanism not in RUNNERS and mechanism not in WEIGHTLESS_MECHANISMS:
-        raise ConfigError(
-            f"dataflex.mechanism={mechanism!r} is not supported by {host.name}; "
-            f"supported: {', '.join((*RUNNERS, *WEIGHTLESS_MECHANISMS))}"
-        )
-    if mechanism == "mix" and not host.resampling:
-        raise IncompatibleComponentError(
-            f"dataflex.mechanism=mix changes which prompts are sampled, but {host.name} cannot resample in this "
-            "configuration; use mechanism reweight or select"
-        )
-    if mechanism in RUNNERS and loss_unit is not None and loss_unit not in host.loss_units:
+    mechanism = get_mechanism(pipeline.mechanism)
+    if mechanism.writes_weights and loss_unit is not None and loss_unit not in host.loss_units:
         raise ConfigError(f"{host.name} has no loss unit {loss_unit!r}; its units: {', '.join(host.loss_units)}")
     timing = pipeline.scorer.timing
-    if mechanism == "curriculum" or timing == "pre_rollout":
-        check_curriculum(pipeline, host)
-        return
-    if timing not in host.timings:
+    if timing not in mechanism.timings:
+        takers = [m.name for m in mechanisms() if timing in m.timings]
+        where = f"only mechanism {' or '.join(map(repr, takers))} runs it" if takers else "no mechanism runs it"
+        fix = f"Set mechanism: {takers[0]}, or pick" if takers else "Pick"
         raise IncompatibleComponentError(
-            f"scorer {pipeline.scorer_spec.label} has timing={timing!r}, but {host.name} runs scorers once the "
-            f"rewards and advantages exist ({', '.join(t for t in host.timings if t != 'pre_rollout')}); a {timing} "
-            f"scorer cannot run in mechanism {mechanism!r}. Pick a scorer with one of those timings"
+            f"scorer {pipeline.scorer_spec.label} has timing={timing!r} ({TIMING_NEEDS.get(timing, timing)}), so it "
+            f"cannot run in mechanism {pipeline.mechanism!r}, which takes scorers with timing "
+            f"{' or '.join(mechanism.timings)}; {where}. {fix} a scorer with one of those timings"
         )
-    if mechanism == "reweight" and pipeline.scorer.granularity == "token" and not host.token_weights:
-        raise IncompatibleComponentError(
-            f"scorer {pipeline.scorer_spec.label} gives token-level scores, but {host.name} applies one weight per "
-            "sample; pick a prompt- or response-level scorer"
-        )
-    if pipeline.needs_groups and not host.complete_groups:
-        owner = pipeline.scorer_spec if pipeline.scorer.needs_groups else pipeline.actuator_spec
-        raise IncompatibleComponentError(
-            f"{owner.kind} {owner.label} needs whole GRPO groups (needs_groups=True), but {host.name} hands "
-            "components partial groups in this configuration"
-        )
-    check_fields(pipeline, host)
-
-
-def check_curriculum(pipeline: DataFlexPipeline, host: HostCapabilities) -> None:
-    """``mechanism: curriculum`` and ``pre_rollout`` scorers go together, on a host that can run them."""
-    spec, timing = pipeline.scorer_spec, pipeline.scorer.timing
-    if pipeline.mechanism != "curriculum":
-        raise IncompatibleComponentError(
-            f"scorer {spec.label} has timing='pre_rollout': it scores candidate prompts before rollout, which only "
-            f"mechanism 'curriculum' does, not {pipeline.mechanism!r}; set mechanism: curriculum with a sampler, or "
-            "pick a scorer with timing post_reward or post_advantage"
-        )
-    if timing != "pre_rollout":
-        raise IncompatibleComponentError(
-            f"mechanism curriculum scores candidate prompts before rollout, but scorer {spec.label} has "
-            f"timing={timing!r} (it needs the step's rollouts); pick a scorer with timing='pre_rollout'"
-        )
-    if "pre_rollout" not in host.timings or not host.resampling:
-        raise IncompatibleComponentError(
-            f"mechanism curriculum chooses which prompts are sampled, but {host.name} cannot run pre_rollout "
-            "scorers in its train sampler in this configuration; use mechanism reweight, select or mix"
-        )
-    check_components(pipeline, host.name)
-
-
-def check_fields(pipeline: DataFlexPipeline, host: HostCapabilities) -> None:
-    """Every field the configured scorer and actuator read must be one this run provides."""
-    owners = [(pipeline.scorer_spec, pipeline.scorer), (pipeline.actuator_spec, pipeline.actuator)]
-    for spec, component in owners:
-        for name in component.requires:  # the configured instance: a param may change what it reads
-            support = host.fields.get(name)
-            if support is not None:
-                if not support.provided:
-                    raise IncompatibleComponentError(
-                        f"{spec.kind} {spec.label} requires the field {name!r}, which this {host.name} "
-                        f"configuration does not provide: {support.fix}"
-                    )
-            elif is_canonical(name):
-                raise IncompatibleComponentError(
-                    f"{spec.kind} {spec.label} requires the field {name!r}, which {host.name} never provides; "
-                    f"it provides {', '.join(sorted(n for n, s in host.fields.items() if s.provided))}"
-                )
-            elif not host.dataset_columns:
-                raise IncompatibleComponentError(
-                    f"{spec.kind} {spec.label} requires {name!r}, which is not a canonical field, and {host.name} "
-                    "passes no dataset columns to components"
-                )
+    mechanism.check(pipeline, host, loss_unit)

@@ -16,9 +16,8 @@ from __future__ import annotations
 import torch
 
 from ..blockwise import blockwise, row_counts, row_slices
+from .result import PREFIX
 from .weights import SEQUENCE_UNIT, TOKEN_UNIT, unit_mean
-
-PREFIX = "dataflex/"
 
 
 def weight_metrics(

@@ -23,29 +23,56 @@ with the components' state.
 
 from __future__ import annotations
 
-import logging
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
 
-from ..errors import ConfigError, InvalidOutputError
-from .curriculum import (
-    METRIC_PREFIX,
-    candidate_batch,
-    candidate_fields,
-    check_probabilities,
-    checked_prompt_scores,
-)
+from ..batch import Batch
+from ..config import DataFlexPipeline
+from ..contracts import check_probabilities, check_prompt_scores
+from ..errors import ConfigError
+from .blocks import BlockSampler, systematic_counts
+from .fields import is_prompt_field
 from .history import PromptHistory
 from .outputs import component_label
-from .sampler import BlockSampler, systematic_counts
 
 if TYPE_CHECKING:
     from .core import DataFlexStep
 
-logger = logging.getLogger("dataflex_core.step")
+#: Prefix of the curriculum's metrics (the draw's are under ``draw/``).
+METRIC_PREFIX = "dataflex/curriculum/"
+
+
+def candidate_fields(pipeline: DataFlexPipeline) -> list[str]:
+    """The history fields (:data:`PROMPT_FIELDS`) the scorer and the sampler read from the candidates."""
+    names = [*pipeline.scorer.requires, *pipeline.actuator.requires]
+    return list(dict.fromkeys(name for name in names if is_prompt_field(name)))
+
+
+def candidate_columns(pipeline: DataFlexPipeline) -> list[str]:
+    """The dataset columns the scorer and the sampler read from the candidates (every other name they require)."""
+    names = [*pipeline.scorer.requires, *pipeline.actuator.requires]
+    return list(dict.fromkeys(name for name in names if not is_prompt_field(name) and name != "response_mask"))
+
+
+def candidate_batch(
+    history: PromptHistory,
+    rows: torch.Tensor,
+    fields: Sequence[str],
+    columns: Mapping[str, np.ndarray],
+) -> Batch:
+    """The candidates ``rows`` as a batch: ``prompt_index`` (always, as ``response_mask`` is in a step's batch)
+    and the history ``fields`` in ``.batch``/``.non_tensor_batch``, the dataset ``columns`` (each a numpy
+    array over every dataset row) in ``.non_tensor_batch``."""
+    values = history.fields(rows, list(dict.fromkeys(["prompt_index", *fields])))
+    tensors = {k: v for k, v in values.items() if isinstance(v, torch.Tensor)}
+    objects: dict[str, np.ndarray] = {k: v for k, v in values.items() if not isinstance(v, torch.Tensor)}
+    index = rows.numpy()
+    for name, column in columns.items():
+        objects[name] = np.asarray(column[index], dtype=object)
+    return Batch(tensors, objects)
 
 
 class CurriculumSampler(BlockSampler):
@@ -121,18 +148,16 @@ class CurriculumSampler(BlockSampler):
             return uniform, True
         batch = candidate_batch(self.history, rows, self.fields, self.columns)
         ctx = self.step.mounted.ctx
-        try:
+
+        def draw() -> torch.Tensor:
             with torch.no_grad():
                 scores = pipeline.scorer.score(batch, step, **ctx)
-                scores = checked_prompt_scores(scores, n, component_label(pipeline, "scorer"), step)
+                scores = check_prompt_scores(scores, n, owner=component_label(pipeline, "scorer"), step=step)
                 proposed = pipeline.actuator.act(scores, batch, step_id=step, **ctx)
-            return check_probabilities(proposed, n, component_label(pipeline, "actuator"), step), False
-        except InvalidOutputError as exc:
-            if self.step.mounted.on_invalid == "raise":
-                raise
-            self.step.uniform_fallbacks += 1
-            logger.warning("dataflex: %s; drawing uniformly for step %d (dataflex.on_invalid=uniform)", exc, step)
-            return uniform, True
+            return check_probabilities(proposed, n, owner=component_label(pipeline, "actuator"), step=step)
+
+        p, fell_back = self.step.on_invalid.attempt(draw, step=step, instead="drawing uniformly")
+        return (uniform, True) if fell_back else (p, False)
 
     def next_block(self) -> list[int]:
         """Draw the next block of ``batch_size`` dataset rows for step ``history.last_step + 1``."""

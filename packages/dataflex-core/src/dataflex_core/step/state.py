@@ -5,25 +5,61 @@ stopped when a run resumes. Every host writes the same file into its
 checkpoint folder (verl's ``global_step_N/``, TRL's ``checkpoint-N/``) and
 reads it back on resume; a different component in a role is refused rather
 than fed another component's state.
+
+Component state is data, never code. The file is read with
+``torch.load(weights_only=True)``, which builds tensors, numbers, strings,
+bytes, ``None`` and lists, tuples, dicts and sets of them, and refuses any
+other object, so a crafted file in a shared checkpoint cannot run code on
+resume. A component whose state holds anything else (a numpy array, an
+object of its own class) is therefore refused, by name, at mount and at each
+save, before the framework writes its checkpoint.
+
+What a host calls, and when:
+
+- at mount: :func:`check_component_state`;
+- at each save, before the framework writes anything: :func:`encode_component_state`;
+  after the framework's own files: :func:`write_component_state` (temp file + rename);
+- on resume, before the framework loads anything: :func:`read_component_state`;
+  when the components exist: :func:`restore_component_state` with what it read.
 """
 
 from __future__ import annotations
 
+import io
 import logging
 import os
+import pickle
+import re
+import warnings
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
 import torch
 
-from ..errors import ConfigError
+from ..atomic_write import write_bytes_atomic
+from ..errors import ConfigError, DataFlexError
 
 logger = logging.getLogger("dataflex_core.step")
 
 #: Component state saved with each checkpoint.
 CHECKPOINT_STATE = "dataflex_state.pt"
+#: Format of that file; bumped only for changes older readers cannot understand.
 STATE_FORMAT = 1
+#: What ``state_dict`` may hold: exactly what ``torch.load(weights_only=True)`` reads back.
+STATE_RULE = (
+    "state_dict() must return a dict of tensors, numbers, strings, bytes, None and lists, tuples, dicts or "
+    "sets of them (a numpy array: .tolist() or torch.from_numpy(); an object: a dict of its fields)"
+)
+
+#: Exact types (a numpy float is a ``float`` subclass, and does not load back).
+_PLAIN_LEAVES = {bool, int, float, complex, str, bytes, type(None), torch.dtype, torch.device}
+_CONTAINERS = (list, tuple, set, frozenset)
+
+
+class ComponentStateError(DataFlexError):
+    """Component state that cannot be checkpointed, or a state file that cannot be resumed from."""
 
 
 class Stateful(Protocol):
@@ -37,26 +73,190 @@ class Stateful(Protocol):
     def load_state_dict(self, state: dict[str, Any]) -> None: ...
 
 
-def save_component_state(folder: str | os.PathLike[str], components: Mapping[str, Stateful], global_steps: int) -> None:
-    """``torch.save`` each component's ``state_dict`` with its kind and name (atomically)."""
+def _name(component: Stateful) -> str:
+    return component.name or type(component).__name__
+
+
+def _label(role: str, component: Stateful, labels: Mapping[str, str] | None) -> str:
+    if labels and role in labels:
+        return f"dataflex {role} {labels[role]}"
+    return f"dataflex {role} ({component.kind} {_name(component)!r})"
+
+
+def _first_foreign(value: Any, where: str) -> str | None:
+    """Where ``value`` holds something other than plain data, e.g. ``state['window'][2] is a numpy.ndarray``."""
+    if type(value) in _PLAIN_LEAVES or isinstance(value, torch.Tensor):
+        return None
+    if isinstance(value, dict):
+        for key, item in value.items():
+            found = _first_foreign(key, f"a key of {where}") or _first_foreign(item, f"{where}[{key!r}]")
+            if found:
+                return found
+        return None
+    if isinstance(value, _CONTAINERS):
+        for i, item in enumerate(value):
+            found = _first_foreign(item, f"{where}[{i}]")
+            if found:
+                return found
+        return None
+    kind = type(value)
+    return f"{where} is a {kind.__module__}.{kind.__qualname__}"
+
+
+def _reloaded(state: Any) -> Any:
+    buffer = io.BytesIO()
+    torch.save(state, buffer)
+    buffer.seek(0)
+    return torch.load(buffer, map_location="cpu", weights_only=True)
+
+
+def _checked_state(role: str, component: Stateful, labels: Mapping[str, str] | None) -> dict[str, Any]:
+    """The component's ``state_dict()``, proven to load back the way resume loads it."""
+    label = _label(role, component, labels)
+    try:
+        state = component.state_dict()
+    except Exception as exc:  # noqa: BLE001 - plugin code: name it
+        raise ComponentStateError(f"{label}: state_dict() raised {type(exc).__name__}: {exc}") from exc
+    if not isinstance(state, dict):
+        raise ComponentStateError(f"{label}: state_dict() returned a {type(state).__name__}; {STATE_RULE}")
+    try:
+        _reloaded(state)
+    except Exception as exc:  # noqa: BLE001 - pickling raises many types; each means the same here
+        try:
+            reason = _first_foreign(state, "state")
+        except RecursionError:  # a state that contains itself: torch's own message will do
+            reason = None
+        reason = reason or f"{type(exc).__name__}: {(str(exc).strip().splitlines() or [''])[0]}"
+        raise ComponentStateError(f"{label}: its state cannot be checkpointed ({reason}); {STATE_RULE}") from exc
+    return state
+
+
+def check_component_state(components: Mapping[str, Stateful], labels: Mapping[str, str] | None = None) -> None:
+    """At mount: every component's state round-trips through the file format, or :class:`ComponentStateError`.
+
+    :param labels: role -> how to name the component in errors, e.g. its
+        :attr:`~dataflex_core.ComponentSpec.label` ``"ema (acme-dataflex==1.2)"``.
+    """
+    for role, component in components.items():
+        _checked_state(role, component, labels)
+
+
+def encode_component_state(
+    components: Mapping[str, Stateful], global_steps: int, labels: Mapping[str, str] | None = None
+) -> bytes:
+    """The bytes of :data:`CHECKPOINT_STATE` for this step; a state that does not round-trip is refused first."""
     payload = {
         "format": STATE_FORMAT,
-        "global_steps": global_steps,
+        "global_steps": int(global_steps),
         "components": {
-            role: {"kind": c.kind, "name": c.name or type(c).__name__, "state": c.state_dict()}
+            role: {"kind": c.kind, "name": _name(c), "state": _checked_state(role, c, labels)}
             for role, c in components.items()
         },
     }
-    path = Path(folder) / CHECKPOINT_STATE
-    tmp = path.with_name(path.name + ".tmp")
-    torch.save(payload, tmp)
-    os.replace(tmp, path)
+    buffer = io.BytesIO()
+    torch.save(payload, buffer)
+    return buffer.getvalue()
 
 
-def load_component_state(folder: str | os.PathLike[str], components: Mapping[str, Stateful]) -> None:
-    """Give each component the state saved for its role; a different component in that role is an error."""
+def write_component_state(folder: str | os.PathLike[str], data: bytes) -> Path:
+    """Write encoded state into ``folder`` atomically: a reader finds the whole file or none."""
+    return write_bytes_atomic(Path(folder) / CHECKPOINT_STATE, data)
+
+
+def save_component_state(
+    folder: str | os.PathLike[str],
+    components: Mapping[str, Stateful],
+    global_steps: int,
+    labels: Mapping[str, str] | None = None,
+) -> Path:
+    """:func:`encode_component_state` then :func:`write_component_state`."""
+    return write_component_state(folder, encode_component_state(components, global_steps, labels))
+
+
+@dataclass(frozen=True)
+class SavedState:
+    """A checkpoint's component state, as read and checked."""
+
+    path: Path
+    global_steps: int
+    #: role -> ``{"kind", "name", "state"}``
+    components: Mapping[str, Mapping[str, Any]]
+
+
+def _unreadable(path: Path, what: str) -> ComponentStateError:
+    return ComponentStateError(
+        f"{path} {what}; resume from another checkpoint, or delete {path.name} from it to start the dataflex "
+        "components fresh"
+    )
+
+
+def _torch_reason(exc: BaseException) -> str:
+    """The short cause in torch's message (``GLOBAL posix.system``), without its advice to load it unsafely."""
+    text = str(exc)
+    found = re.search(r"GLOBAL [\w.]+", text) or re.search(r"Unsupported operand \d+", text)
+    if found:
+        return found.group(0)
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    return lines[0] if lines else type(exc).__name__
+
+
+def _load(path: Path) -> Any:
+    if path.stat().st_size == 0:
+        raise _unreadable(path, "is empty (the save that wrote it was interrupted)")
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)  # torch's notes on foreign pickles: the error says it
+            return torch.load(path, map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError as exc:
+        reason = _torch_reason(exc)
+        if reason.startswith("GLOBAL"):
+            raise _unreadable(
+                path,
+                f"holds Python objects other than tensors and plain data ({reason}), which DataFlex never writes: "
+                "it was not written by DataFlex or was altered, and loading it could run code, so it is not loaded",
+            ) from None
+        raise _unreadable(path, f"is not a state file torch.save wrote ({reason})") from None
+    except (EOFError, RuntimeError, ValueError, OSError, KeyError, TypeError) as exc:
+        raise _unreadable(path, f"is truncated or corrupt ({type(exc).__name__}: {_torch_reason(exc)})") from None
+
+
+def read_component_state(folder: str | os.PathLike[str]) -> SavedState | None:
+    """The component state a checkpoint holds (``None`` without the file), checked; call before resuming.
+
+    :raises ComponentStateError: one line naming the file, what is wrong (empty, truncated,
+        corrupt, not DataFlex's, another format) and the fix.
+    """
     path = Path(folder) / CHECKPOINT_STATE
     if not path.exists():
+        return None
+    payload = _load(path)
+    if not isinstance(payload, dict) or "format" not in payload:
+        raise _unreadable(path, f"is not a DataFlex state file (a {type(payload).__name__} without a format number)")
+    fmt = payload["format"]
+    if fmt != STATE_FORMAT:
+        newer = isinstance(fmt, int) and not isinstance(fmt, bool) and fmt > STATE_FORMAT
+        raise ComponentStateError(
+            f"{path} has state format {fmt!r}, but this dataflex-core reads format {STATE_FORMAT}; "
+            + ("upgrade dataflex-core to the version that wrote it" if newer else "it was not written by DataFlex")
+            + f", or delete {path.name} from the checkpoint to start the dataflex components fresh"
+        )
+    components = payload.get("components")
+    entries_ok = isinstance(components, dict) and all(
+        isinstance(e, dict) and isinstance(e.get("kind"), str) and isinstance(e.get("name"), str)
+        and isinstance(e.get("state"), dict)
+        for e in components.values()
+    )  # fmt: skip
+    steps = payload.get("global_steps")
+    if not entries_ok or isinstance(steps, bool) or not isinstance(steps, int):
+        raise _unreadable(path, "is malformed (expected components: {role: {kind, name, state}} and global_steps)")
+    return SavedState(path=path, global_steps=steps, components=components)
+
+
+def restore_component_state(
+    saved: SavedState | None, components: Mapping[str, Stateful], folder: str | os.PathLike[str]
+) -> None:
+    """Give each component the state saved for its role; a different component in that role is an error."""
+    if saved is None:
         stateful = [role for role, c in components.items() if c.state_dict()]
         logger.warning(
             "checkpoint %s has no %s; dataflex components start fresh%s",
@@ -65,11 +265,9 @@ def load_component_state(folder: str | os.PathLike[str], components: Mapping[str
             f" (stateful: {', '.join(stateful)})" if stateful else "",
         )
         return
-    payload = torch.load(path, map_location="cpu", weights_only=False)
-    saved = payload.get("components", {})
     for role, component in components.items():
-        entry = saved.get(role)
-        name = component.name or type(component).__name__
+        entry = saved.components.get(role)
+        name = _name(component)
         if entry is None:
             logger.warning("checkpoint %s has no state for the dataflex %s; it starts fresh", folder, role)
             continue
@@ -77,6 +275,11 @@ def load_component_state(folder: str | os.PathLike[str], components: Mapping[str
             raise ConfigError(
                 f"checkpoint {folder} holds the state of {entry['kind']} {entry['name']!r} as dataflex {role}, "
                 f"but this run configures {component.kind} {name!r}; resume with the same dataflex.{role}, or "
-                f"delete {path} to start the components fresh"
+                f"delete {saved.path} to start the components fresh"
             )
         component.load_state_dict(entry["state"])
+
+
+def load_component_state(folder: str | os.PathLike[str], components: Mapping[str, Stateful]) -> None:
+    """:func:`read_component_state` then :func:`restore_component_state`."""
+    restore_component_state(read_component_state(folder), components, folder)

@@ -1,12 +1,10 @@
-"""A dataloader sampler that draws prompts from the whole dataset by domain proportions.
+"""A dataloader sampler that draws prompts from the whole dataset by domain proportions (``mechanism: mix``).
 
-``mechanism: mix`` must change *which* prompts are rolled out, so the mixture
-acts where a framework picks prompts: the train dataloader's sampler. Each block
-of ``batch_size`` indices (one batch of prompts) gets a number of prompts per
-domain by systematic rounding of ``p_d * batch_size`` (unbiased, never more
-than one away from the target), and each domain serves its prompts from its
-own shuffled pool, reshuffled when exhausted. New proportions apply from the
-next block the sampler produces; a dataloader that prefetches (worker
+Each block of ``batch_size`` indices (one batch of prompts) gets a number of
+prompts per domain by systematic rounding of ``p_d * batch_size`` (unbiased,
+never more than one away from the target), and each domain serves its prompts
+from its own shuffled pool, reshuffled when exhausted. New proportions apply
+from the next block the sampler produces; a dataloader that prefetches (worker
 processes, accelerate's one-batch look-ahead) has already drawn a few blocks,
 which keep the old mixture.
 
@@ -19,66 +17,14 @@ generation) expand the blocks of :meth:`DomainMixtureSampler.next_block`.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import torch
-from torch.utils.data import Sampler
 
-from ..errors import ConfigError, InvalidOutputError
-
-
-def systematic_counts(proportions: torch.Tensor, total: int, generator: torch.Generator) -> torch.Tensor:
-    """Integer counts summing to ``total`` with ``E[count_d] = p_d * total`` and ``|count_d - p_d total| < 1``."""
-    expected = torch.cumsum(proportions.to(torch.float64) * total, 0)
-    expected[-1] = float(total)  # guard against rounding in the cumulative sum
-    offset = torch.rand((), generator=generator, dtype=torch.float64)
-    edges = torch.floor(torch.cat([expected.new_zeros(1), expected]) + offset)
-    return edges.diff().to(torch.long)
-
-
-class BlockSampler(Sampler[int]):
-    """Yields dataset indices one batch-sized block at a time; a subclass says how a block is drawn.
-
-    What the mixture and the curriculum samplers share: their own seeded generator, whole blocks only (a
-    dataloader drops a last partial batch, and prompts drawn for it would be consumed without being
-    trained on), and the position inside the current block in their checkpoint state.
-
-    :param population: dataset rows the sampler draws from.
-    :param batch_size: indices per block (the dataloader's batch size).
-    :param seed: seed of the sampler's own generator.
-    """
-
-    def __init__(self, population: int, batch_size: int, seed: int = 0) -> None:
-        self.batch_size = int(batch_size)
-        self.population = int(population)
-        self.generator = torch.Generator().manual_seed(int(seed))
-        self._block: list[int] = []
-        self._yielded = 0
-
-    def next_block(self) -> list[int]:
-        """The next ``batch_size`` dataset indices."""
-        raise NotImplementedError(f"{type(self).__qualname__} must implement next_block()")
-
-    def __len__(self) -> int:
-        return (self.population // self.batch_size) * self.batch_size
-
-    def __iter__(self) -> Iterator[int]:
-        while self._yielded < len(self):
-            if not self._block:
-                self._block = self.next_block()[::-1]  # reversed: pop() from the end is O(1)
-            self._yielded += 1
-            yield self._block.pop()
-        self._yielded = 0
-
-    def block_state(self) -> dict[str, Any]:
-        """The generator and the position in the current block (part of a subclass's ``state_dict``)."""
-        return {"generator": self.generator.get_state().tolist(), "block": list(self._block), "yielded": self._yielded}
-
-    def load_block_state(self, state: dict[str, Any]) -> None:
-        self.generator.set_state(torch.tensor(state["generator"], dtype=torch.uint8))
-        self._block = list(state["block"])
-        self._yielded = int(state["yielded"])
+from ..contracts import check_proportions
+from ..errors import ConfigError
+from .blocks import BlockSampler, systematic_counts
 
 
 class DomainMixtureSampler(BlockSampler):
@@ -118,13 +64,12 @@ class DomainMixtureSampler(BlockSampler):
 
     def set_proportions(self, proportions: torch.Tensor) -> None:
         """Use ``proportions`` from the next block on; they must put no mass on an empty domain."""
-        p = torch.as_tensor(proportions, dtype=torch.float64).detach().cpu().flatten()
-        if p.shape != (len(self.domains),) or not torch.isfinite(p).all() or (p < 0).any() or not p.sum() > 0:
-            raise InvalidOutputError(
-                f"domain proportions must be {len(self.domains)} finite non-negative numbers with a positive sum "
-                f"(one per domain {self.domains}), got {p.tolist()}"
-            )
-        p = p / p.sum()
+        p = check_proportions(
+            torch.as_tensor(proportions, dtype=torch.float64),
+            len(self.domains),
+            owner=f"the mixture over {self.domains}",
+            step=None,
+        )
         starved = (p > 0) & (self.pool_sizes == 0)
         if starved.any():
             names = [self.domains[i] for i in starved.nonzero().flatten().tolist()]

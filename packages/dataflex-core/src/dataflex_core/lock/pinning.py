@@ -24,21 +24,13 @@ from pathlib import Path
 from typing import Any
 
 from ..atomic_write import write_text_atomic
-from ..config import to_plain
+from ..config import dataflex_block
+from ..discovery import ENV_PLUGINS_LOCK, get_plugin_manager
 from ..errors import ConfigError
-from ..lock import (
-    DEFAULT_LOCK_FILE,
-    Difference,
-    PluginSet,
-    compare,
-    enforce,
-    format_differences,
-    read_lock,
-    remedies,
-    scan_environment,
-    write_lock,
-)
-from ..plugins import ENV_PLUGINS_LOCK, get_plugin_manager, use_plugin_lock
+from .compare import Difference, compare, format_differences, remedies
+from .enforce import enforce, use_plugin_lock
+from .file import DEFAULT_LOCK_FILE, PluginSet, read_lock, write_lock
+from .scan import scan_environment
 
 logger = logging.getLogger("dataflex_core.step")
 
@@ -74,8 +66,7 @@ class PluginSettings:
 
 def plugin_settings(block: Any) -> PluginSettings:
     """Read and check ``plugins`` of a ``dataflex`` block; ``$DATAFLEX_PLUGINS_LOCK`` supplies the lock when it has none."""
-    block = to_plain(block) or {}
-    raw = block.get(PLUGINS_KEY) if isinstance(block, Mapping) else None
+    raw = dataflex_block(block).get(PLUGINS_KEY)
     raw = {} if raw is None else raw
     if not isinstance(raw, Mapping):
         raise ConfigError(

@@ -3,13 +3,20 @@
 One plugin that fails to import must not take the others down, so each entry
 point is loaded on its own and a failure becomes a warning naming the entry
 point, its distribution and version (unless strict loading is asked for).
-The controls follow pytest's: disable autoload, block named plugins, or
-allow-list them, each through one environment variable.
+Whatever a plugin raises at import is such a failure, ``SystemExit`` from a
+module-level ``argparse`` included (``KeyboardInterrupt`` alone stops the
+process), and what it prints at import goes to stderr under its name, never
+into a tool's standard output. The controls follow pytest's: disable
+autoload, block named plugins, or allow-list them, each through one
+environment variable. What ``dataflex plugins`` shows of the result is
+:mod:`.plugin_report`; a lock in force is :mod:`.lock`.
 """
 
 from __future__ import annotations
 
+import contextlib
 import importlib.metadata as importlib_metadata
+import io
 import os
 import sys
 import traceback
@@ -25,10 +32,8 @@ from .components import Component
 from .decorators import DECORATED, DecoratedComponent
 from .distributions import ENTRY_POINT_GROUP as ENTRY_POINT_GROUP  # re-exported: plugins publish under it
 from .distributions import canonical_name, iter_entry_points
-from .environment import installed_plugin_set
 from .errors import PluginLoadError
-from .lock_enforce import enforce_before_import
-from .lock_file import PluginSet, read_lock
+from .plugin_report import plugin_problems, plugin_rows
 from .registry import LOCAL_PLUGIN, PluginInfo, Registry
 
 #: Set to ``1`` to load no entry points at all (only components defined in-process).
@@ -71,6 +76,31 @@ def _env_list(name: str) -> set[str]:
 
 def _env_flag(name: str) -> bool:
     return os.environ.get(name, "").strip().lower() in _TRUE
+
+
+def _contained(exc: BaseException) -> BaseException:
+    """What a plugin raised, as the error its failure reports: an exit attempt is named as one."""
+    if isinstance(exc, SystemExit):
+        error = PluginLoadError(
+            f"the plugin tried to exit the process (SystemExit({exc.code!r}), e.g. a module-level argparse "
+            "parse_args() or sys.exit()); a plugin must not read the command line or exit when it is imported"
+        )
+        error.__cause__ = exc
+        return error
+    return exc
+
+
+def _load_quietly(ep: importlib_metadata.EntryPoint, info: PluginInfo) -> Any:
+    """``ep.load()``, with what the plugin prints meanwhile sent to stderr under its name."""
+    output = io.StringIO()
+    try:
+        with contextlib.redirect_stdout(output), contextlib.redirect_stderr(output):
+            return ep.load()
+    finally:
+        text = output.getvalue()
+        if text:
+            prefix = f"[dataflex plugin {info.label}, at import] "
+            sys.stderr.write("".join(prefix + line for line in text.splitlines(keepends=True)).rstrip("\n") + "\n")
 
 
 def _has_hookimpls(obj: Any) -> bool:
@@ -207,11 +237,13 @@ class DataFlexPluginManager(pluggy.PluginManager):
             return
         start = len(DECORATED)
         try:
-            obj = ep.load()
+            obj = _load_quietly(ep, info)
             self._register_loaded(obj, ep.module, info, DECORATED[start:])
-        except Exception as exc:  # noqa: BLE001 - isolating plugins is the point
+        except KeyboardInterrupt:
+            raise
+        except BaseException as exc:  # noqa: BLE001 - isolating plugins is the point, SystemExit included
             self._unregister_plugin(self.plugin_key(info))
-            failure = PluginFailure(info, exc, traceback.format_exc())
+            failure = PluginFailure(info, _contained(exc), traceback.format_exc())
             self.failures.append(failure)
             if strict:
                 raise PluginLoadError(failure.message) from exc
@@ -278,8 +310,11 @@ class DataFlexPluginManager(pluggy.PluginManager):
 
                 try:
                     impl.function(**{arg: register for arg in impl.argnames})
-                except Exception as exc:  # noqa: BLE001 - one plugin's broken hook must not hide the others
-                    error = PluginLoadError(f"{hook_name} failed: {type(exc).__name__}: {exc}")
+                except KeyboardInterrupt:
+                    raise
+                except BaseException as exc:  # noqa: BLE001 - one plugin's broken hook must not hide the others
+                    cause = _contained(exc)
+                    error = PluginLoadError(f"{hook_name} failed: {type(cause).__name__}: {cause}")
                     error.__cause__ = exc
                     failed[plugin_name] = PluginFailure(info, error, traceback.format_exc(), phase="register")
                     by_plugin.pop(plugin_name, None)
@@ -317,61 +352,12 @@ class DataFlexPluginManager(pluggy.PluginManager):
         return registry
 
     def describe_plugins(self) -> list[dict[str, Any]]:
-        """One record per loaded or failed plugin, as printed by ``dataflex plugins --json``.
-
-        A plugin whose component name clashes with another plugin's lists the name under
-        ``clashes`` with the message saying why it cannot be used.
-        """
-        registry = self.registry()
-        by_plugin = registry.by_plugin()
-        clashes_of: dict[PluginInfo, list[dict[str, str]]] = {}
-        for clash in registry.clashes.values():
-            for spec in clash.providers:
-                clashes_of.setdefault(spec.plugin, []).append(
-                    {"kind": clash.kind, "name": clash.name, "error": clash.message}
-                )
-        failed = {self.plugin_key(f.plugin): f for f in self.register_failures}
-        rows = []
-        for key, info in sorted(self.plugin_infos.items(), key=lambda kv: (kv[1].dist or "", kv[1].name)):
-            components: dict[str, list[str]] = {}
-            for spec in by_plugin.get(info, []):
-                components.setdefault(spec.kind, []).append(spec.name)
-            row: dict[str, Any] = {
-                "entry_point": info.name,
-                "value": info.value,
-                "distribution": info.dist,
-                "version": info.version,
-                "status": "loaded",
-                "components": components,
-            }
-            if key in failed:
-                row["status"] = "failed"
-                row["error"] = f"{type(failed[key].error).__name__}: {failed[key].error}"
-            if info in clashes_of:
-                row["status"] = "clash" if row["status"] == "loaded" else row["status"]
-                row["clashes"] = clashes_of[info]
-            rows.append(row)
-        for failure in self.failures:
-            info = failure.plugin
-            rows.append(
-                {
-                    "entry_point": info.name,
-                    "value": info.value,
-                    "distribution": info.dist,
-                    "version": info.version,
-                    "status": "failed",
-                    "error": f"{type(failure.error).__name__}: {failure.error}",
-                    "components": {},
-                }
-            )
-        return rows
+        """One record per loaded or failed plugin, as printed by ``dataflex plugins --json``."""
+        return plugin_rows(self)
 
     def problems(self) -> list[str]:
         """One line per plugin that failed and per clashing name: what ``dataflex plugins`` exits non-zero for."""
-        registry = self.registry()
-        lines = [f.message for f in self.all_failures]
-        lines += [clash.message for clash in registry.clashes.values()]
-        return lines
+        return plugin_problems(self)
 
     def locked_out_note(self) -> str | None:
         """With a lock in force and plugins it leaves out, what to say when a component is not found."""
@@ -388,23 +374,6 @@ class DataFlexPluginManager(pluggy.PluginManager):
 _MANAGER: DataFlexPluginManager | None = None
 
 
-def _lock_manager(
-    lock_path: str | os.PathLike[str],
-    *,
-    allow_drift: bool,
-    expected_from: str | None,
-) -> tuple[DataFlexPluginManager, PluginSet]:
-    """A manager that loaded only the distributions locked in ``lock_path``, after checking their files."""
-    locked = read_lock(lock_path)
-    source = expected_from or f"the plugin lock {str(lock_path)!r}"
-    enforce_before_import(locked, installed_plugin_set(only=locked.dist_names), allow_drift=allow_drift,
-                          expected_from=source, lock=str(lock_path))  # fmt: skip
-    manager = DataFlexPluginManager()
-    manager.lock_path = str(lock_path)
-    manager.load_entrypoints(only_dists=locked.dist_names)
-    return manager, locked
-
-
 def get_plugin_manager() -> DataFlexPluginManager:
     """The process-wide plugin manager; entry points are loaded on the first call only.
 
@@ -416,7 +385,10 @@ def get_plugin_manager() -> DataFlexPluginManager:
     if _MANAGER is None:
         lock_path = os.environ.get(ENV_PLUGINS_LOCK, "").strip()
         if lock_path:
-            manager, _ = _lock_manager(lock_path, allow_drift=False, expected_from=f"${ENV_PLUGINS_LOCK}={lock_path}")
+            # the lock builds on discovery, so discovery reaches it only when one is in force
+            from .lock.enforce import locked_manager
+
+            manager = locked_manager(lock_path, allow_drift=False, expected_from=f"${ENV_PLUGINS_LOCK}={lock_path}")
         else:
             manager = DataFlexPluginManager()
             manager.load_entrypoints()
@@ -424,49 +396,24 @@ def get_plugin_manager() -> DataFlexPluginManager:
     return _MANAGER
 
 
-def use_plugin_lock(
-    lock_path: str | os.PathLike[str],
-    *,
-    allow_drift: bool = False,
-    expected_from: str | None = None,
-) -> DataFlexPluginManager:
-    """Put a plugin lock in force for this process: check the locked files, then import only them.
+def current_plugin_manager() -> DataFlexPluginManager | None:
+    """The process-wide manager if one was made, without loading anything."""
+    return _MANAGER
 
-    Hosts that read the lock path from their own config call this before building
-    components. Before any plugin code runs, each locked distribution as installed
-    (version, entry points, the sha256 of every file) is compared with the lock;
-    then only the locked distributions' entry points are imported.
 
-    :param allow_drift: accept version and content changes with a
-        :class:`~dataflex_core.lock.PluginDriftWarning` instead of refusing.
-    :param expected_from: how messages name the lock (e.g. the config key it came from).
-    :raises dataflex_core.lock.LockFileError: the lock is missing or malformed.
-    :raises dataflex_core.lock.PluginSetMismatch: a locked distribution is missing or changed,
-        with one row per difference and the commands that restore the locked set.
-    :raises PluginLoadError: plugins outside the lock were already imported in this process
-        (modules cannot be un-imported).
-    """
+def set_plugin_manager(manager: DataFlexPluginManager) -> None:
+    """Make ``manager`` the process-wide one (a lock put in force by :func:`~dataflex_core.use_plugin_lock`)."""
     global _MANAGER
-    allowed = {canonical_name(d) for d in read_lock(lock_path).dist_names}
-    if _MANAGER is not None:
-        loaded = {i.dist for i in _MANAGER.plugin_infos.values() if i.dist}
-        loaded |= {f.plugin.dist for f in _MANAGER.failures if f.plugin.dist}
-        outside = sorted(d for d in loaded if canonical_name(d) not in allowed)
-        if outside:
-            raise PluginLoadError(
-                f"plugins not in the lock {str(lock_path)!r} were already imported in this process: "
-                f"{', '.join(outside)}; apply the lock before anything loads plugins, e.g. set "
-                f"{ENV_PLUGINS_LOCK}={lock_path} in the environment"
-            )
-    manager, _ = _lock_manager(lock_path, allow_drift=allow_drift, expected_from=expected_from)
     _MANAGER = manager
-    return manager
 
 
 def reset_plugin_manager() -> None:
-    """Forget the loaded plugins, so the next :func:`get_plugin_manager` reloads them."""
+    """Forget the loaded plugins (and any checked-import finder), so the next :func:`get_plugin_manager` reloads."""
     global _MANAGER
     _MANAGER = None
+    from .lock.importer import uninstall
+
+    uninstall()
 
 
 def get_registry() -> Registry:

@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from .components import KINDS
-from .lock_file import CORE_DIST, MISSING_FILE, PluginSet
-from .text_table import format_table
+from ..components import KINDS
+from ..text_table import format_table
+from .file import BYTECODE_CACHE, CORE_DIST, MISSING_FILE, PluginSet
 
 #: Difference kinds, in the order rows are shown, with their labels.
 DIFFERENCE_LABELS = {
@@ -56,7 +56,9 @@ def _file_changes(locked: Mapping[str, str], installed: Mapping[str, str]) -> st
         before, after = locked.get(path), installed.get(path)
         if before == after:
             continue
-        if before is None:
+        if before is None and BYTECODE_CACHE in path.split("/"):
+            changes.append(f"bytecode not compiled from its source {path}")
+        elif before is None:
             changes.append(f"added {path}")
         elif after is None or after == MISSING_FILE:
             changes.append(f"removed {path}")

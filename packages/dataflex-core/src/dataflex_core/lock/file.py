@@ -19,11 +19,11 @@ from typing import Any
 
 import tomli_w
 
-from .atomic_write import write_text_atomic
-from .components import KINDS
-from .distributions import canonical_name
-from .errors import DataFlexError
-from .version import __version__
+from ..atomic_write import write_text_atomic
+from ..components import KINDS
+from ..distributions import canonical_name
+from ..errors import DataFlexError
+from ..version import __version__
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -39,6 +39,8 @@ DEFAULT_LOCK_FILE = "dataflex_plugins.lock"
 CORE_DIST = "dataflex-core"
 #: Marker hash of a file listed in RECORD but gone from disk.
 MISSING_FILE = "missing"
+#: The folder of cached bytecode: never locked, listed only when a cached file is not compiled from its source.
+BYTECODE_CACHE = "__pycache__"
 
 _HEADER = (
     "# dataflex plugin lock: the reviewed set of plugin distributions.\n"
@@ -65,6 +67,13 @@ class DistRecord:
     editable: bool = False
     #: Why importing its entry points failed (installed records only).
     load_error: str | None = None
+    #: Installed records only: path -> where the file is on this machine, so a lock in force imports those bytes.
+    locations: Mapping[str, str] = field(default_factory=dict, compare=False, repr=False)
+
+    @property
+    def startup_files(self) -> list[str]:
+        """Its ``.pth`` files in site-packages: Python runs them at every start-up, before any lock is checked."""
+        return sorted(rel for rel in self.files if "/" not in rel and rel.endswith(".pth"))
 
     @property
     def content_hash(self) -> str:
@@ -204,6 +213,11 @@ def read_lock(path: str | os.PathLike[str]) -> PluginSet:
         ) from None
     except OSError as exc:
         raise LockFileError(f"plugin lock {str(path)!r} cannot be read: {exc.strerror or exc}") from None
+    except UnicodeDecodeError as exc:
+        raise LockFileError(
+            f"plugin lock {str(path)!r} is not UTF-8 text (byte {exc.object[exc.start]:#04x} at offset {exc.start}), "
+            f"so it is not a file `dataflex lock` wrote; regenerate it with `dataflex lock -o {path}`"
+        ) from None
     return parse_lock(text, source=str(path))
 
 

@@ -1,11 +1,8 @@
-"""Pinned plugin sets: what ``dataflex lock`` records and what ``dataflex verify`` compares.
+"""The plugin set as installed, with the components each plugin registers: what ``dataflex lock`` records.
 
-The ideas live in their own modules: the lock file and its TOML form
-(:mod:`.lock_file`), what is installed and its file hashes
-(:mod:`.environment`), the comparison (:mod:`.lock_compare`) and holding a
-process to a lock (:mod:`.lock_enforce`). This module adds the one step that
-needs the plugin manager, listing the components of installed plugins by
-importing them, and is the public place to import all of it from.
+Listing components needs importing the plugins; they are imported through the
+checked-import finder (:mod:`.importer`) from the files just hashed, so the
+components a lock or ``dataflex verify`` lists come from the bytes it hashed.
 """
 
 from __future__ import annotations
@@ -13,66 +10,29 @@ from __future__ import annotations
 import warnings
 from collections.abc import Collection
 
-from .distributions import canonical_name, plugin_distributions
-from .environment import core_version, installed_files, installed_plugin_set
-from .lock_compare import DIFFERENCE_LABELS, DRIFT_KINDS, Difference, compare, format_differences, remedies
-from .lock_enforce import PluginDriftWarning, PluginSetMismatch, enforce, enforce_before_import, restrict_to
-from .lock_file import (
-    CORE_DIST,
-    DEFAULT_LOCK_FILE,
-    LOCK_FORMAT,
-    MISSING_FILE,
-    DistRecord,
-    LockFileError,
-    PluginSet,
-    parse_lock,
-    read_lock,
-    write_lock,
-)
-from .plugins import DataFlexPluginManager, PluginLoadWarning, iter_entry_points
-
-__all__ = [
-    "CORE_DIST",
-    "DEFAULT_LOCK_FILE",
-    "DIFFERENCE_LABELS",
-    "DRIFT_KINDS",
-    "Difference",
-    "DistRecord",
-    "LOCK_FORMAT",
-    "LockFileError",
-    "MISSING_FILE",
-    "PluginDriftWarning",
-    "PluginSet",
-    "PluginSetMismatch",
-    "canonical_name",
-    "compare",
-    "components_by_dist",
-    "core_version",
-    "enforce",
-    "enforce_before_import",
-    "format_differences",
-    "installed_files",
-    "installed_plugin_set",
-    "load_plugins",
-    "lock_environment",
-    "parse_lock",
-    "plugin_distributions",
-    "read_lock",
-    "remedies",
-    "restrict_to",
-    "scan_environment",
-    "write_lock",
-]
+from ..discovery import DataFlexPluginManager, PluginLoadWarning
+from ..distributions import canonical_name, iter_entry_points
+from .environment import installed_plugin_set
+from .file import DistRecord, LockFileError, PluginSet
+from .importer import CHECKED_IMPORTER
 
 
-def load_plugins(dists: Collection[str], manager: DataFlexPluginManager | None = None) -> DataFlexPluginManager:
+def load_plugins(
+    dists: Collection[str],
+    manager: DataFlexPluginManager | None = None,
+    *,
+    plugin_set: PluginSet | None = None,
+) -> DataFlexPluginManager:
     """Import the entry points of ``dists`` (canonical names) and of no other distribution.
 
-    Load failures are kept on ``manager.failures`` rather than warned about; the
-    caller reports them as differences.
+    Their modules come from the files ``plugin_set`` hashed (default: hashed now). Load
+    failures are kept on ``manager.failures`` rather than warned about; the caller reports
+    them as differences.
     """
     manager = manager if manager is not None else DataFlexPluginManager()
     wanted = {canonical_name(d) for d in dists}
+    plugin_set = plugin_set if plugin_set is not None else installed_plugin_set(only=wanted)
+    CHECKED_IMPORTER.add([r for n, r in plugin_set.plugins.items() if n in wanted], refuse_imported=False)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", PluginLoadWarning)
         for ep, info in iter_entry_points():
@@ -121,7 +81,7 @@ def scan_environment(
     installed = installed_plugin_set()
     if manager is None:
         names = installed.dist_names if load is None else [d for d in installed.dist_names if d in {canonical_name(n) for n in load}]  # fmt: skip
-        manager = load_plugins(names)
+        manager = load_plugins(names, plugin_set=installed)
     loaded = {canonical_name(i.dist) for i in manager.plugin_infos.values() if i.dist}
     errors = _load_errors(manager)
     components = components_by_dist(manager)

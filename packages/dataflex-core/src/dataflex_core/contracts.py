@@ -1,0 +1,321 @@
+"""Every rule on what a component returns, written once: the step, conformance and plugins all call these.
+
+A host checks each component output at run time, conformance certifies a
+component against the same rules, and plugins reach for the same guards, so a
+component certified by one is accepted by the others and no copy of a rule or
+a tolerance can drift from another:
+
+- scores (:func:`check_scores`) and weights (:func:`check_weights`): a tensor
+  of the granularity's shape, numeric, finite on valid units; weights also
+  non-negative. Weights average one over the valid units
+  (:func:`mean_one_problem`); the step renormalises them in the loss's unit
+  anyway, conformance certifies the mean;
+- a selection (:func:`selection_mask`, :func:`check_selection`): a 0/1 mask
+  or unique in-range row indices;
+- a mixer's proportions (:func:`check_proportions`) and a sampler's
+  probabilities (:func:`check_probabilities`): a distribution over the domains
+  or candidates, within :data:`SUM_TOLERANCE` of summing to one; a sampler
+  keeps every candidate at or above the floor it declares (:func:`below_floor`);
+- a ``pre_rollout`` scorer's scores (:func:`check_prompt_scores`): one finite
+  number per candidate prompt;
+- GRPO groups (:func:`require_groups`, :data:`GROUPS_RULE`): who gets ``uid``
+  and what a component that needs it raises when it is missing.
+
+Every check raises :class:`~dataflex_core.InvalidOutputError` naming the
+component (``owner``) and the step; callers outside a step pass ``step=None``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from .components import SAMPLE_GRANULARITIES
+from .errors import InvalidOutputError
+from .groups import group_index
+from .inputs import negative_mask, nonfinite_mask
+from .normalize import valid_sample_mask, valid_token_mask
+
+#: How far a mixer's proportions or a sampler's probabilities may sum from one (float32 rounding of a
+#: softmax over many prompts).
+SUM_TOLERANCE = 1e-4
+#: How far a reweighter's weights may average from one over the valid units.
+MEAN_ONE_TOLERANCE = 1e-4
+#: Relative slack when comparing a sampler's probabilities with the floor it declares.
+FLOOR_TOLERANCE = 1e-6
+#: Integer dtypes a selection is read as kept row indices in.
+INDEX_DTYPES = (torch.int64, torch.int32)
+#: Who gets the GRPO group ids, in every host and in conformance.
+GROUPS_RULE = (
+    "non_tensor_batch['uid'] (the GRPO group id) is read only by components that declare needs_groups = True; "
+    "every host hands it to them, and may hand it to the others of a step whose mechanism reads groups itself "
+    "(select's group metrics)"
+)
+
+
+def tolerance_text(tolerance: float) -> str:
+    """A tolerance as the messages write it: ``1e-4``."""
+    mantissa, exponent = f"{tolerance:.0e}".split("e")
+    return f"{mantissa}e{int(exponent)}"
+
+
+def _at(step: int | None) -> str:
+    return "" if step is None else f" at step {step}"
+
+
+# -- scores and weights -------------------------------------------------------------------------
+
+
+def expected_shape(granularity: str, batch: Any) -> tuple[int, ...]:
+    """``(bs,)`` for per-sample granularities, ``response_mask``'s shape for ``token``."""
+    mask = batch.batch["response_mask"]
+    return (mask.shape[0],) if granularity in SAMPLE_GRANULARITIES else tuple(mask.shape)
+
+
+def valid_for(shape: tuple[int, ...], batch: Any) -> torch.Tensor:
+    """The batch's validity mask for output of ``shape``: per sample ``(bs,)`` or per token ``(bs, L)``."""
+    return valid_sample_mask(batch) if len(shape) == 1 else valid_token_mask(batch)
+
+
+def _check_units(
+    value: Any,
+    *,
+    what: str,
+    owner: str,
+    step: int | None,
+    granularity: str,
+    batch: Any,
+    non_negative: bool,
+    valid: torch.Tensor | None,
+) -> torch.Tensor:
+    def fail(problem: str) -> InvalidOutputError:
+        return InvalidOutputError(f"{owner} returned invalid {what}{_at(step)}: {problem}")
+
+    if not isinstance(value, torch.Tensor):
+        raise fail(f"expected a torch.Tensor, got {type(value).__name__}")
+    shape = expected_shape(granularity, batch)
+    if tuple(value.shape) != shape:
+        raise fail(f"shape {tuple(value.shape)}, but {granularity} granularity on this batch needs {shape}")
+    if not (value.is_floating_point() or value.dtype in (torch.int32, torch.int64, torch.bool)):
+        raise fail(f"dtype {value.dtype} is not numeric")
+    valid = (valid_for(shape, batch) if valid is None else valid).to(value.device)
+    # One reduction each on the common path; the per-entry masks are built only to describe a failure.
+    bad = nonfinite_mask(value, valid)
+    if bad is not None:
+        raise fail(f"{int(bad.sum())} of {int(torch.count_nonzero(valid))} valid entries are NaN or inf")
+    if non_negative:
+        negative = negative_mask(value, valid)
+        if negative is not None:
+            raise fail(f"{int(negative.sum())} valid entries are negative (min {value[negative].min().item():.4g})")
+    return value
+
+
+def check_scores(
+    value: Any, batch: Any, *, granularity: str, owner: str, step: int | None, valid: torch.Tensor | None = None
+) -> torch.Tensor:
+    """A scorer's output: a numeric tensor of the granularity's shape, finite on valid units; returned as is.
+
+    :param valid: the batch's validity mask for this granularity, if already computed.
+    """
+    return _check_units(
+        value, what="scores", owner=owner, step=step, granularity=granularity, batch=batch, non_negative=False,
+        valid=valid,
+    )  # fmt: skip
+
+
+def check_weights(
+    value: Any, batch: Any, *, granularity: str, owner: str, step: int | None, valid: torch.Tensor | None = None
+) -> torch.Tensor:
+    """A reweighter's output: as :func:`check_scores`, and non-negative on valid units; returned as is."""
+    return _check_units(
+        value, what="weights", owner=owner, step=step, granularity=granularity, batch=batch, non_negative=True,
+        valid=valid,
+    )  # fmt: skip
+
+
+def mean_one_problem(weights: torch.Tensor, valid: torch.Tensor) -> str | None:
+    """What keeps ``weights`` from averaging one over ``valid`` units (within :data:`MEAN_ONE_TOLERANCE`), or None.
+
+    Weights on no valid unit have nothing to average and pass.
+    """
+    count = int(valid.sum())
+    if count == 0:
+        return None
+    mean = weights[valid].double().mean().item()
+    if abs(mean - 1.0) <= MEAN_ONE_TOLERANCE:
+        return None
+    return f"weights mean={mean:.6g} over {count} valid units, expected 1 ± {tolerance_text(MEAN_ONE_TOLERANCE)}"
+
+
+def nearly_uniform(values: torch.Tensor, tolerance: float) -> bool:
+    """True when ``values`` spread by at most ``tolerance`` relative to the largest (what "uniform" means here)."""
+    if values.numel() == 0:
+        return True
+    low, high = values.double().min().item(), values.double().max().item()
+    return high - low <= tolerance * max(abs(high), 1e-12)
+
+
+# -- selections ---------------------------------------------------------------------------------
+
+
+def selection_mask(output: Any, bs: int) -> torch.Tensor:
+    """A selector's output as a bool ``(bs,)`` mask on the output's device.
+
+    A selector returns either a 0/1 **mask** of shape ``(bs,)`` (``torch.bool``
+    or a float dtype), or kept row **indices**: a 1-D ``int64``/``int32``
+    tensor, each row at most once, every index in ``0..bs-1``. Other integer
+    dtypes are refused: ``uint8`` is what old PyTorch code used for masks, so
+    a ``uint8`` tensor of 0/1 values read as indices would keep rows 0 and 1
+    silently.
+
+    :param output: what ``Selector.act`` returned.
+    :param bs: rows in the batch the selector was given.
+    :raises InvalidOutputError: ``"<what was seen>, expected <the contract>"``; callers add the selector
+        and the step (hosts) or the case (conformance).
+    """
+    accepted = f"a bool or float 0/1 mask of shape ({bs},), or a 1-D int64/int32 tensor of kept row indices"
+    if not isinstance(output, torch.Tensor):
+        raise InvalidOutputError(f"got {type(output).__name__}, expected {accepted}")
+    if output.dtype == torch.bool or output.is_floating_point():
+        if tuple(output.shape) != (bs,):
+            raise InvalidOutputError(f"mask shape {tuple(output.shape)}, expected ({bs},)")
+        if output.dtype == torch.bool:
+            return output.detach()
+        values = output.detach()
+        if not bool(((values == 0) | (values == 1)).all()):
+            bad = values[(values != 0) & (values != 1)]
+            raise InvalidOutputError(f"mask holds {bad[:3].tolist()}, expected only 0 and 1")
+        return values == 1
+    if output.dtype not in INDEX_DTYPES:
+        hint = " (for a mask, return torch.bool)" if output.dtype == torch.uint8 else ""
+        raise InvalidOutputError(f"dtype {output.dtype}, expected {accepted}{hint}")
+    if output.dim() != 1:
+        raise InvalidOutputError(f"indices shape {tuple(output.shape)}, expected a 1-D tensor")
+    indices = output.detach().long()
+    if indices.numel() and (int(indices.min()) < 0 or int(indices.max()) >= bs):
+        raise InvalidOutputError(
+            f"indices span [{int(indices.min())}, {int(indices.max())}], expected them to lie in 0..{bs - 1}"
+        )
+    if torch.unique(indices).numel() != indices.numel():
+        hint = " (a 0/1 mask must be bool or float, not integer)" if indices.numel() == bs else ""
+        raise InvalidOutputError(f"indices repeat a row{hint}, expected unique indices, each kept row once")
+    keep = torch.zeros(bs, dtype=torch.bool, device=output.device)
+    keep[indices] = True
+    return keep
+
+
+def check_selection(output: Any, batch: Any, *, owner: str, step: int | None) -> torch.Tensor:
+    """:func:`selection_mask` restricted to valid rows (padding and empty rows are never kept), on the CPU.
+
+    :raises InvalidOutputError: ``"<owner> returned an invalid selection at step <step>: <problem>"``.
+    """
+    try:
+        keep = selection_mask(output, len(batch))
+    except InvalidOutputError as exc:
+        raise InvalidOutputError(f"{owner} returned an invalid selection{_at(step)}: {exc}") from None
+    return keep.cpu() & valid_sample_mask(batch).cpu()
+
+
+# -- distributions: a mixer's proportions, a sampler's probabilities ------------------------------
+
+
+def sums_to_one(p: torch.Tensor) -> bool:
+    """True when ``p`` sums to one within :data:`SUM_TOLERANCE`."""
+    return abs(float(p.detach().to(torch.float64).sum()) - 1.0) <= SUM_TOLERANCE
+
+
+def distribution_problem(p: torch.Tensor) -> str | None:
+    """Why ``p`` is not a distribution (``non-finite``, ``negative``, ``sum 1.2``), or None."""
+    p = p.detach().to(torch.float64)
+    if not torch.isfinite(p).all():
+        return "non-finite"
+    if (p < 0).any():
+        return "negative"
+    if not sums_to_one(p):
+        return f"sum {float(p.sum()):.6g}"
+    return None
+
+
+def _check_distribution(value: Any, n: int, *, what: str, over: str, owner: str, step: int | None) -> torch.Tensor:
+    if not isinstance(value, torch.Tensor) or tuple(value.shape) != (n,):
+        shape = tuple(value.shape) if isinstance(value, torch.Tensor) else type(value).__name__
+        raise InvalidOutputError(
+            f"{owner} returned {what} of shape {shape}{_at(step)}; expected ({n},), one per {over}"
+        )
+    p = value.detach().to(torch.float64).cpu()
+    problem = distribution_problem(p)
+    if problem is not None:
+        raise InvalidOutputError(
+            f"{owner} returned {what} over {n} {over}s{_at(step)} that are not a distribution ({problem}); they "
+            f"must be finite, non-negative and sum to one (± {tolerance_text(SUM_TOLERANCE)})"
+        )
+    return p / p.sum()
+
+
+def check_proportions(value: Any, num_domains: int, *, owner: str, step: int | None) -> torch.Tensor:
+    """A mixer's proportions as float64 ``(D,)`` on the CPU, renormalised, or :class:`InvalidOutputError`."""
+    return _check_distribution(value, num_domains, what="proportions", over="domain", owner=owner, step=step)
+
+
+def check_probabilities(value: Any, num_candidates: int, *, owner: str, step: int | None) -> torch.Tensor:
+    """A sampler's probabilities as float64 ``(n,)`` on the CPU, renormalised, or :class:`InvalidOutputError`."""
+    return _check_distribution(
+        value, num_candidates, what="probabilities", over="candidate prompt", owner=owner, step=step
+    )
+
+
+def below_floor(p: torch.Tensor, floor: float) -> torch.Tensor:
+    """Bool mask of the candidates whose probability lies under the sampler's declared ``min_probability``."""
+    return p.double() < floor * (1 - FLOOR_TOLERANCE) - 1e-12
+
+
+# -- pre-rollout scores -------------------------------------------------------------------------
+
+
+def check_prompt_scores(value: Any, num_candidates: int, *, owner: str, step: int | None) -> torch.Tensor:
+    """A ``pre_rollout`` scorer's scores: a finite numeric tensor of shape ``(n,)``; returned as is."""
+    if not isinstance(value, torch.Tensor) or tuple(value.shape) != (num_candidates,):
+        shape = tuple(value.shape) if isinstance(value, torch.Tensor) else type(value).__name__
+        raise InvalidOutputError(
+            f"{owner} returned scores of shape {shape}{_at(step)}; expected ({num_candidates},), one per "
+            "candidate prompt"
+        )
+    if not (value.is_floating_point() or value.dtype in (torch.int32, torch.int64, torch.bool)):
+        raise InvalidOutputError(f"{owner} returned scores of dtype {value.dtype}{_at(step)}; expected numbers")
+    bad = ~torch.isfinite(value.detach().to(torch.float64))
+    if bad.any():
+        raise InvalidOutputError(
+            f"{owner} returned {int(bad.sum())} non-finite scores of {num_candidates} candidates{_at(step)}"
+        )
+    return value
+
+
+# -- groups -------------------------------------------------------------------------------------
+
+
+class MissingGroupsError(KeyError):
+    """A component that needs GRPO groups got a batch without ``uid``."""
+
+    def __str__(self) -> str:  # KeyError would quote the message
+        return str(self.args[0])
+
+
+def require_groups(batch: Any, owner: str, *, device: torch.device | str | None = None) -> tuple[torch.Tensor, int]:
+    """The dense group index ``(bs,)`` and the group count from ``uid``, for a component with ``needs_groups``.
+
+    :param owner: the component as the message names it.
+    :raises MissingGroupsError: the batch has no ``uid`` (a ``KeyError``).
+    :raises ValueError: ``uid`` has another length than the batch.
+    """
+    uid = batch.non_tensor_batch.get("uid")
+    if uid is None:
+        raise MissingGroupsError(
+            f"{owner} needs GRPO group ids in non_tensor_batch['uid'] (it declares needs_groups=True), but the "
+            "batch has none; run it under a group-based advantage estimator (grpo, rloo, ...) in a host that "
+            f"passes them ({GROUPS_RULE})"
+        )
+    rows = batch.batch["response_mask"].shape[0]
+    if len(uid) != rows:
+        raise ValueError(f"{owner}: non_tensor_batch['uid'] has {len(uid)} entries for {rows} rows")
+    return group_index(uid, device=device)  # the uid array itself: a prepared batch's index is computed once

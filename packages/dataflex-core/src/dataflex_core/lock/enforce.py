@@ -1,0 +1,163 @@
+"""Holding a process to a lock: refuse any difference, or accept declared drift with a warning.
+
+A lock in force is checked twice where it can be: before any plugin is
+imported, the locked distributions' installed files against the lock
+(:func:`enforce_before_import`), so a modified plugin never runs; after
+loading, a host may also compare the components they registered
+(:func:`enforce`). Between the two, the locked distributions are imported
+through the checked-import finder (:mod:`.importer`), so what runs is the
+bytes that were checked. Every refusal names each difference and the
+commands that restore the locked set.
+"""
+
+from __future__ import annotations
+
+import os
+import warnings
+from collections.abc import Iterable
+from dataclasses import replace
+
+from ..discovery import ENV_PLUGINS_LOCK, DataFlexPluginManager, current_plugin_manager, set_plugin_manager
+from ..distributions import canonical_name
+from ..errors import DataFlexError, PluginLoadError
+from .compare import Difference, compare, format_differences, remedies
+from .environment import installed_plugin_set
+from .file import PluginSet, read_lock
+from .importer import CHECKED_IMPORTER
+
+
+class PluginSetMismatch(DataFlexError):
+    """The plugin set in use differs from the expected one (a lock or a checkpoint)."""
+
+    def __init__(self, differences: list[Difference], expected_from: str, hint: str = "") -> None:
+        self.differences = list(differences)
+        self.expected_from = expected_from
+        message = f"the dataflex plugin set differs from {expected_from}:\n{format_differences(self.differences)}"
+        if hint:
+            message += f"\n{hint}"
+        super().__init__(message)
+
+
+class PluginDriftWarning(UserWarning):
+    """Version or content drift that ``allow_drift`` accepted."""
+
+
+def enforce(
+    expected: PluginSet,
+    actual: PluginSet,
+    *,
+    allow_drift: bool = False,
+    expected_from: str = "the lock",
+    hint: str = "",
+) -> list[Difference]:
+    """Raise :class:`PluginSetMismatch` on any difference ``allow_drift`` does not accept.
+
+    With ``allow_drift``, version and content changes only warn
+    (:class:`PluginDriftWarning`); the accepted differences are returned so the
+    host can record them.
+    """
+    differences = compare(expected, actual)
+    refused = [d for d in differences if not (allow_drift and d.is_drift)]
+    if refused:
+        raise PluginSetMismatch(differences, expected_from, hint)
+    if differences:
+        warnings.warn(
+            f"dataflex plugin set drifted from {expected_from} (accepted by allow_drift):\n"
+            f"{format_differences(differences)}",
+            PluginDriftWarning,
+            stacklevel=2,
+        )
+    return differences
+
+
+def enforce_before_import(
+    locked: PluginSet,
+    installed: PluginSet,
+    *,
+    allow_drift: bool = False,
+    expected_from: str = "the lock",
+    lock: str = "LOCK",
+) -> list[Difference]:
+    """Check the locked distributions as installed (``installed``: hashed, nothing imported) against ``locked``.
+
+    Installed plugins the lock does not list are not part of this check: they are
+    never imported while the lock is in force.
+
+    :param lock: the lock's path, for the restore commands in the error.
+    :raises PluginSetMismatch: a locked distribution is missing, or its version, entry
+        points or files differ (version and content only warn with ``allow_drift``).
+    """
+    mine = restrict_to(installed, locked.dist_names)
+    differences = compare(locked, mine)
+    refused = [d for d in differences if not (allow_drift and d.is_drift)]
+    hint = "no plugin was imported. " + "; ".join(remedies(refused, lock)) if refused else ""
+    return enforce(locked, mine, allow_drift=allow_drift, expected_from=expected_from, hint=hint)
+
+
+def restrict_to(plugin_set: PluginSet, dists: Iterable[str]) -> PluginSet:
+    """The same set with only the named distributions (canonical names)."""
+    keep = {canonical_name(d) for d in dists}
+    return replace(plugin_set, plugins={n: r for n, r in plugin_set.plugins.items() if n in keep})
+
+
+def locked_manager(
+    lock_path: str | os.PathLike[str],
+    *,
+    allow_drift: bool,
+    expected_from: str | None,
+) -> DataFlexPluginManager:
+    """A manager that imported only the distributions locked in ``lock_path``, from the files it checked."""
+    locked = read_lock(lock_path)
+    source = expected_from or f"the plugin lock {str(lock_path)!r}"
+    installed = installed_plugin_set(only=locked.dist_names)
+    enforce_before_import(locked, installed, allow_drift=allow_drift, expected_from=source, lock=str(lock_path))
+    # only files the lock lists are ever imported; allow_drift lets their bytes differ, never adds files
+    listed = [
+        replace(record, files={p: d for p, d in record.files.items() if p in locked.plugins[name].files})
+        for name, record in installed.plugins.items()
+    ]
+    CHECKED_IMPORTER.add(listed, refuse_imported=True)
+    manager = DataFlexPluginManager()
+    manager.lock_path = str(lock_path)
+    manager.load_entrypoints(only_dists=locked.dist_names)
+    return manager
+
+
+def use_plugin_lock(
+    lock_path: str | os.PathLike[str],
+    *,
+    allow_drift: bool = False,
+    expected_from: str | None = None,
+) -> DataFlexPluginManager:
+    """Put a plugin lock in force for this process: check the locked files, then import only them.
+
+    Hosts that read the lock path from their own config call this before building
+    components. Before any plugin code runs, each locked distribution as installed
+    (version, entry points, the sha256 of every file) is compared with the lock;
+    then only the locked distributions' entry points are imported, each module
+    from the file that was checked (:mod:`dataflex_core.lock.importer`).
+
+    :param allow_drift: accept version and content changes with a
+        :class:`~dataflex_core.lock.PluginDriftWarning` instead of refusing.
+    :param expected_from: how messages name the lock (e.g. the config key it came from).
+    :raises dataflex_core.lock.LockFileError: the lock is missing or malformed.
+    :raises dataflex_core.lock.PluginSetMismatch: a locked distribution is missing or changed,
+        with one row per difference and the commands that restore the locked set.
+    :raises PluginLoadError: plugins outside the lock, or locked plugin modules from other files,
+        were already imported in this process (modules cannot be un-imported).
+    """
+    allowed = {canonical_name(d) for d in read_lock(lock_path).dist_names}
+    current = current_plugin_manager()
+    if current is not None:
+        loaded = {i.dist for i in current.plugin_infos.values() if i.dist}
+        loaded |= {f.plugin.dist for f in current.failures if f.plugin.dist}
+        outside = sorted(d for d in loaded if canonical_name(d) not in allowed)
+        if outside:
+            raise PluginLoadError(
+                f"plugins not in the lock {str(lock_path)!r} were already imported in this process: "
+                f"{', '.join(outside)}; apply the lock before anything loads plugins, e.g. set "
+                f"{ENV_PLUGINS_LOCK}={lock_path} in the environment"
+            )
+    manager = locked_manager(lock_path, allow_drift=allow_drift, expected_from=expected_from)
+    set_plugin_manager(manager)
+    return manager

@@ -1,0 +1,231 @@
+"""What is installed: each plugin distribution's version, entry points and file hashes.
+
+Nothing here imports a plugin, so the installed set can be checked against a
+lock before any plugin code runs. A distribution's files are:
+
+- what it installed into site-packages, as its RECORD lists them, minus the
+  ``*.dist-info`` folder, cached bytecode (``__pycache__``) and files outside
+  site-packages such as console-script wrappers, whose shebang names the local
+  interpreter;
+- every other file found inside its packages, and a package folder or an
+  extension module beside one of its modules: Python would import those in
+  place of, or beside, the files RECORD lists (``pkg/module/`` wins over
+  ``pkg/module.py``);
+- cached bytecode Python would run for one of its modules (the ``.pyc`` header
+  matches the source) that is not compiled from that module's source.
+
+A clean install has only the first kind, so its hash is the same on every
+machine. Editable installs have no code in their RECORD, so their files are the
+source trees of their top-level packages instead.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.machinery
+import importlib.metadata as importlib_metadata
+import importlib.util
+import json
+import marshal
+import os
+from collections.abc import Collection, Mapping
+from pathlib import Path, PurePosixPath
+
+from ..distributions import ENTRY_POINT_GROUP, canonical_name, dataflex_entry_points, plugin_distributions
+from ..version import __version__
+from .file import BYTECODE_CACHE, CORE_DIST, MISSING_FILE, DistRecord, PluginSet
+
+#: Optimization levels a cached ``.pyc`` may be written for (``python``, ``-O``, ``-OO``).
+_OPT_LEVELS = ("", 1, 2)
+
+
+def _is_editable(dist: importlib_metadata.Distribution) -> bool:
+    text = dist.read_text("direct_url.json")
+    if text:
+        try:
+            return bool(json.loads(text).get("dir_info", {}).get("editable", False))
+        except (ValueError, AttributeError):
+            return False
+    # no RECORD: a legacy develop install or an .egg-info in a source tree
+    return dist.read_text("RECORD") is None
+
+
+def file_digest(path: str | os.PathLike[str]) -> str:
+    """sha256 hex of a file's bytes, or :data:`MISSING_FILE` when it is gone."""
+    try:
+        return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+    except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
+        return MISSING_FILE
+
+
+def _record_locations(dist: importlib_metadata.Distribution) -> dict[str, Path]:
+    files = {}
+    for rel in dist.files or []:
+        parts = PurePosixPath(str(rel).replace("\\", "/")).parts
+        if not parts or parts[0] == ".." or parts[0].endswith((".dist-info", ".egg-info")) or BYTECODE_CACHE in parts:
+            continue
+        files["/".join(parts)] = Path(dist.locate_file(rel))
+    return files
+
+
+def _walk(root: Path, prefix: tuple[str, ...], *, hidden: bool = True) -> dict[str, Path]:
+    """Every file under ``root`` but cached bytecode (and dot-folders unless ``hidden``), keyed ``prefix/rel/path``."""
+    files = {}
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames[:] = sorted(d for d in dirnames if d != BYTECODE_CACHE and (hidden or not d.startswith(".")))
+        for filename in sorted(filenames):
+            rel = Path(dirpath, filename).relative_to(root)
+            files["/".join((*prefix, *rel.parts))] = Path(dirpath, filename)
+    return files
+
+
+def _shadowing_siblings(rel: str, path: Path) -> dict[str, Path]:
+    """What Python would import instead of the module ``rel``: a package folder or an extension of that name."""
+    if not rel.endswith(".py") or rel.endswith("/__init__.py") or rel == "__init__.py":
+        return {}
+    stem = path.name[: -len(".py")]
+    parent = rel.rpartition("/")[0]
+    key = f"{parent}/{stem}" if parent else stem
+    found = {}
+    package = path.with_name(stem)
+    for suffix in importlib.machinery.all_suffixes():
+        init = package / f"__init__{suffix}"
+        if init.is_file():
+            found[f"{key}/__init__{suffix}"] = init
+    for suffix in importlib.machinery.EXTENSION_SUFFIXES:
+        ext = path.with_name(stem + suffix)
+        if ext.is_file():
+            found[key + suffix] = ext
+    return found
+
+
+def _unlisted_files(listed: Mapping[str, Path]) -> dict[str, Path]:
+    """Files Python could import from the distribution's packages that its RECORD does not list."""
+    packages = {rel[: -len("/__init__.py")] for rel in listed if rel.endswith("/__init__.py")}
+    roots = {p for p in packages if p.rpartition("/")[0] not in packages}
+    found: dict[str, Path] = {}
+    for root in sorted(roots):
+        found.update(_walk(listed[f"{root}/__init__.py"].parent, tuple(root.split("/"))))
+    for rel, path in listed.items():
+        found.update(_shadowing_siblings(rel, path))
+    return {rel: path for rel, path in found.items() if rel not in listed}
+
+
+def _runs_instead_of(cache: Path, source: Path, level: str | int) -> bool:
+    """Whether Python would execute ``cache`` for ``source``, and it was not compiled from that source."""
+    try:
+        data = cache.read_bytes()
+        code = source.read_bytes()
+        stat = source.stat()
+    except OSError:
+        return False
+    if data[:4] != importlib.util.MAGIC_NUMBER or len(data) < 16:
+        return False  # Python ignores it and compiles the source
+    flags = int.from_bytes(data[4:8], "little")
+    if flags & 0b1:  # hash-based: used as is unless it asks for its source hash to be checked
+        if flags & 0b10 and data[8:16] != importlib.util.source_hash(code):
+            return False
+    elif (int.from_bytes(data[8:12], "little"), int.from_bytes(data[12:16], "little")) != (
+        int(stat.st_mtime) & 0xFFFFFFFF,
+        stat.st_size & 0xFFFFFFFF,
+    ):
+        return False  # stale: Python recompiles the source
+    try:
+        cached = marshal.loads(data[16:])
+    except (EOFError, ValueError, TypeError):
+        return True
+    try:
+        compiled = compile(code, str(source), "exec", dont_inherit=True, optimize=0 if level == "" else int(level))
+    except (SyntaxError, ValueError):
+        return True  # the source does not compile, yet the cache would run
+    return cached != compiled
+
+
+def _foreign_bytecode(listed: Mapping[str, Path]) -> dict[str, Path]:
+    """Cached bytecode Python would run for a listed module, keyed beside it under ``__pycache__/``."""
+    found = {}
+    for rel, source in listed.items():
+        if not rel.endswith(".py"):
+            continue
+        for level in _OPT_LEVELS:
+            cache = Path(importlib.util.cache_from_source(str(source), optimization=level))
+            if cache.is_file() and _runs_instead_of(cache, source, level):
+                parent = rel.rpartition("/")[0]
+                found[f"{parent}/{BYTECODE_CACHE}/{cache.name}" if parent else f"{BYTECODE_CACHE}/{cache.name}"] = cache
+    return found
+
+
+def _top_level_names(dist: importlib_metadata.Distribution) -> list[str]:
+    names = {ep.value.split(":")[0].split(".")[0].strip() for ep in dist.entry_points if ep.group == ENTRY_POINT_GROUP}
+    names.update(line.strip() for line in (dist.read_text("top_level.txt") or "").splitlines() if line.strip())
+    return sorted(n for n in names if n)
+
+
+def _source_locations(dist: importlib_metadata.Distribution) -> dict[str, Path | None]:
+    """Files of an editable install: its top-level packages' source trees, found without importing them."""
+    files: dict[str, Path | None] = {}
+    for top in _top_level_names(dist):
+        try:
+            spec = importlib.util.find_spec(top)
+        except (ImportError, ValueError):
+            spec = None
+        if spec is None:
+            files[f"{top}/"] = None
+            continue
+        if spec.submodule_search_locations:
+            for location in spec.submodule_search_locations:
+                files.update(_walk(Path(location), (top,), hidden=False))
+        elif spec.origin and os.path.isfile(spec.origin):
+            files[Path(spec.origin).name] = Path(spec.origin)
+    return files
+
+
+def installed_locations(dist: importlib_metadata.Distribution) -> tuple[dict[str, Path | None], bool]:
+    """``(path -> where it is, editable)`` for one distribution: every file its hash covers (``None``: gone)."""
+    if _is_editable(dist):
+        listed = _source_locations(dist)
+        present = {rel: p for rel, p in listed.items() if p is not None}
+        return {**listed, **_foreign_bytecode(present)}, True
+    listed = _record_locations(dist)
+    return {**listed, **_unlisted_files(listed), **_foreign_bytecode(listed)}, False
+
+
+def _digests(locations: Mapping[str, Path | None]) -> dict[str, str]:
+    return {rel: MISSING_FILE if p is None else file_digest(p) for rel, p in locations.items()}
+
+
+def installed_files(dist: importlib_metadata.Distribution) -> tuple[dict[str, str], bool]:
+    """``(path -> sha256 of its bytes, editable)`` for one distribution."""
+    locations, editable = installed_locations(dist)
+    return _digests(locations), editable
+
+
+def core_version() -> str:
+    """The installed dataflex-core version (the source tree's when not installed)."""
+    try:
+        return importlib_metadata.version(CORE_DIST)
+    except importlib_metadata.PackageNotFoundError:  # running from a source checkout
+        return __version__
+
+
+def installed_plugin_set(only: Collection[str] | None = None) -> PluginSet:
+    """Every installed plugin distribution (or those named in ``only``), hashed; nothing imported.
+
+    Records have ``components=None``: listing components needs an import.
+    """
+    wanted = None if only is None else {canonical_name(n) for n in only}
+    plugins = {}
+    for name, dist in plugin_distributions().items():
+        if wanted is not None and name not in wanted:
+            continue
+        locations, editable = installed_locations(dist)
+        plugins[name] = DistRecord(
+            name=name,
+            version=dist.version,
+            entry_points=dataflex_entry_points(dist),
+            components=None,
+            files=_digests(locations),
+            editable=editable,
+            locations={rel: str(p) for rel, p in locations.items() if p is not None},
+        )
+    return PluginSet(core_version=core_version(), plugins=plugins)

@@ -1,0 +1,23 @@
+"""The mechanisms: one module each behind one interface (:class:`Mechanism`), registered in one table.
+
+``reweight`` (:mod:`.reweight`) and ``select`` (:mod:`.select`) weigh the
+loss; ``mix`` (:mod:`.mix`) and ``curriculum`` (:mod:`.curriculum`) choose the
+prompts through the host's train sampler. A new mechanism is a module with a
+:class:`Mechanism` subclass decorated with :func:`register_mechanism`.
+"""
+
+from .base import ROLLOUT_TIMINGS, LossMechanism, Mechanism, check_fields, check_rollout_time
+from .registry import get_mechanism, mechanism_names, mechanisms, register_mechanism, unregister_mechanism
+
+__all__ = [
+    "ROLLOUT_TIMINGS",
+    "LossMechanism",
+    "Mechanism",
+    "check_fields",
+    "check_rollout_time",
+    "get_mechanism",
+    "mechanism_names",
+    "mechanisms",
+    "register_mechanism",
+    "unregister_mechanism",
+]

@@ -1,0 +1,241 @@
+"""The interface every mechanism implements, and the parts the mechanisms that weigh the loss share.
+
+A mechanism is one way DataFlex acts on training: ``reweight`` and ``select``
+weigh the loss, ``mix`` and ``curriculum`` choose the prompts. Each is one
+module: a :class:`Mechanism` subclass that says, in one place,
+
+- its ``name`` (the ``dataflex.mechanism`` value) and the ``actuator_kind`` it
+  drives;
+- its ``keys`` of the ``dataflex:`` block and how they are parsed
+  (:meth:`Mechanism.parse`, stored as ``settings``);
+- the scorer ``timings`` it takes and what it needs of a host
+  (:meth:`Mechanism.check`, against :class:`~dataflex_core.step.HostCapabilities`);
+- the fields the step reads for it (:meth:`Mechanism.fields`);
+- what it does each step (:meth:`Mechanism.run`, returning a
+  :class:`~dataflex_core.step.StepResult` the host applies);
+- and, when it draws the prompts, the train sampler it builds
+  (:meth:`Mechanism.train_sampler`), the state that travels with a checkpoint
+  (:meth:`Mechanism.stateful`) and what a host with several processes shares.
+
+The step (:class:`~dataflex_core.step.DataFlexStep`) does what every
+mechanism needs around ``run``: the warm-up rule, the batch's shared values,
+``on_invalid`` and the common metrics. Adding a mechanism is one module with
+a :func:`~dataflex_core.mechanisms.register_mechanism` class, plus a
+:class:`~dataflex_core.step.HostCapabilities` flag where a host must do
+something new.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, ClassVar
+
+import torch
+
+from ..contracts import check_weights, expected_shape, valid_for
+from ..errors import IncompatibleComponentError, InvalidOutputError
+from ..inputs import nonfinite_mask
+from ..normalize import valid_token_mask
+from ..step.fields import is_canonical
+from ..step.metrics import weight_metrics
+from ..step.outputs import checked_scores, component_label
+from ..step.result import StepResult
+from ..step.weights import finalize
+
+if TYPE_CHECKING:
+    from ..config import DataFlexPipeline
+    from ..step.core import DataFlexStep
+    from ..step.host import HostCapabilities
+
+#: The timings of scorers that run on a step's rollouts, once the rewards (and advantages) exist.
+ROLLOUT_TIMINGS = ("post_reward", "post_advantage")
+
+
+class Mechanism:
+    """One way DataFlex acts on training; subclass, set the class attributes, register with ``register_mechanism``.
+
+    An instance holds the mechanism's parsed block keys (``settings``) and the decisions taken at mount.
+    """
+
+    #: The ``dataflex.mechanism`` value.
+    name: ClassVar[str] = ""
+    #: The component kind its ``dataflex.actuator`` must be (``reweighter``, ``selector``, ``mixer``, ``sampler``).
+    actuator_kind: ClassVar[str] = ""
+    #: Keys of the ``dataflex:`` block only this mechanism reads, with their defaults.
+    keys: ClassVar[Mapping[str, Any]] = {}
+    #: The scorer timings it runs.
+    timings: ClassVar[tuple[str, ...]] = ROLLOUT_TIMINGS
+    #: True when its result carries loss weights (``StepResult.applied``) the host writes into the loss.
+    writes_weights: ClassVar[bool] = False
+    #: True when :meth:`run` runs before ``warmup_step`` too (it records what it needs while its components wait).
+    runs_in_warmup: ClassVar[bool] = False
+    #: A host with several processes runs the step on each of them with the same gathered batch (True: each
+    #: keeps a replica of the mechanism's state) or on the main process only, then hands the others
+    #: :meth:`shared_state` (False).
+    runs_on_every_process: ClassVar[bool] = False
+    #: What ``on_invalid: uniform`` does instead of the invalid output, for the log line.
+    fallback: ClassVar[str] = "using uniform weights"
+
+    def __init__(self, block: Mapping[str, Any]) -> None:
+        #: The parsed :attr:`keys` (``None`` for a mechanism without keys).
+        self.settings: Any = self.parse(block)
+        #: select: the host recomputes group advantages on the kept rows (decided in :meth:`mount`).
+        self.recompute_advantage = False
+        #: select: the host removes the dropped rows from its loss mask and denominator.
+        self.hard_drop = False
+
+    def parse(self, block: Mapping[str, Any]) -> Any:
+        """This mechanism's :attr:`keys` of the ``dataflex:`` block (a plain mapping), checked."""
+        return None
+
+    @classmethod
+    def check(cls, pipeline: DataFlexPipeline, host: HostCapabilities, loss_unit: str | None) -> None:
+        """Raise one clear error if ``pipeline`` cannot run on ``host``; the scorer's timing is checked already."""
+
+    def mount(self, pipeline: DataFlexPipeline, host: HostCapabilities, *, grouped: bool | None) -> None:
+        """Decisions taken once the pipeline and the host are known (``grouped``: the estimator uses ``uid``)."""
+
+    def fields(self, pipeline: DataFlexPipeline) -> list[str]:
+        """The fields the step reads each time (``response_mask`` first)."""
+        return list(pipeline.requires)
+
+    def run(self, step: DataFlexStep, batch: Any, step_id: int, importance_weights: torch.Tensor | None) -> StepResult:
+        """Act on one step's batch (every row, framework padding tagged ``is_padding``; ``prepare_batch`` done).
+
+        :param importance_weights: ``(bs, L)`` weights the framework already applies, if any.
+        :raises InvalidOutputError: invalid component output (the step applies ``on_invalid``).
+        """
+        raise NotImplementedError(f"mechanism {self.name!r} ({type(self).__qualname__}) must implement run()")
+
+    # -- the train sampler (mechanisms that draw the prompts) ---------------------------------------
+    def dataset_columns(self, pipeline: DataFlexPipeline) -> list[str]:
+        """The train dataset's columns its train sampler reads (a host that knows them checks at mount)."""
+        return []
+
+    def train_sampler(self, step: DataFlexStep, dataset: Any, batch_size: int, seed: int) -> Any:
+        """The dataloader sampler that draws the prompts (``None``: the host keeps its own).
+
+        :param dataset: the train dataset's columns (:class:`~dataflex_core.session.TrainDataset`).
+        :param batch_size: prompts per batch; :param seed: the run's data seed.
+        """
+        return None
+
+    def stateful(self, sampler: Any) -> dict[str, Any]:
+        """State besides the scorer's and the actuator's that travels with a checkpoint, by role."""
+        return {}
+
+    def restored(self, sampler: Any, host: HostCapabilities) -> None:
+        """After the components' state came back from a checkpoint (``host.checkpoints_sampler`` says whether
+        the framework restored the train sampler too)."""
+
+    def shared_state(self, sampler: Any) -> Any:
+        """What the main process hands the others after the step (:attr:`runs_on_every_process` False)."""
+        return None
+
+    def load_shared_state(self, sampler: Any, state: Any) -> None:
+        """Take what :meth:`shared_state` gave on the main process."""
+
+
+# -- checks shared by the mechanisms that run on a step's rollouts ---------------------------------------
+
+
+def check_rollout_time(pipeline: DataFlexPipeline, host: HostCapabilities, mechanism: str) -> None:
+    """A scorer of the step's rollouts on ``host``: its timing runs there, its groups are whole, its fields exist."""
+    timing = pipeline.scorer.timing
+    if timing not in host.timings:
+        raise IncompatibleComponentError(
+            f"scorer {pipeline.scorer_spec.label} has timing={timing!r}, but {host.name} runs scorers once the "
+            f"rewards and advantages exist ({', '.join(t for t in host.timings if t in ROLLOUT_TIMINGS)}); a "
+            f"{timing} scorer cannot run in mechanism {mechanism!r}. Pick a scorer with one of those timings"
+        )
+    if pipeline.needs_groups and not host.complete_groups:
+        owner = pipeline.scorer_spec if pipeline.scorer.needs_groups else pipeline.actuator_spec
+        raise IncompatibleComponentError(
+            f"{owner.kind} {owner.label} needs whole GRPO groups (needs_groups=True), but {host.name} hands "
+            "components partial groups in this configuration"
+        )
+    check_fields(pipeline, host)
+
+
+def check_fields(pipeline: DataFlexPipeline, host: HostCapabilities) -> None:
+    """Every field the configured scorer and actuator read must be one this run provides."""
+    owners = [(pipeline.scorer_spec, pipeline.scorer), (pipeline.actuator_spec, pipeline.actuator)]
+    for spec, component in owners:
+        for name in component.requires:  # the configured instance: a param may change what it reads
+            support = host.fields.get(name)
+            if support is not None:
+                if not support.provided:
+                    raise IncompatibleComponentError(
+                        f"{spec.kind} {spec.label} requires the field {name!r}, which this {host.name} "
+                        f"configuration does not provide: {support.fix}"
+                    )
+            elif is_canonical(name):
+                raise IncompatibleComponentError(
+                    f"{spec.kind} {spec.label} requires the field {name!r}, which {host.name} never provides; "
+                    f"it provides {', '.join(sorted(n for n, s in host.fields.items() if s.provided))}"
+                )
+            elif not host.dataset_columns:
+                raise IncompatibleComponentError(
+                    f"{spec.kind} {spec.label} requires {name!r}, which is not a canonical field, and {host.name} "
+                    "passes no dataset columns to components"
+                )
+
+
+# -- mechanisms that weigh the loss ---------------------------------------------------------------------
+
+
+class LossMechanism(Mechanism):
+    """A mechanism whose result is weights the framework's loss multiplies in, mean one in the loss's unit.
+
+    A subclass says how the raw weights of the real rows come about (:meth:`weights`); the rest (padding
+    rows back at weight 0, normalisation in the loss unit, composition with the framework's importance
+    weights, the ``dataflex/weight/*`` metrics) is shared.
+    """
+
+    writes_weights: ClassVar[bool] = True
+
+    def weights(self, step: DataFlexStep, batch: Any, step_id: int) -> torch.Tensor:
+        """Raw non-negative weights ``(n,)`` or ``(n, L)`` for the real rows in ``batch`` (padding removed)."""
+        raise NotImplementedError(f"mechanism {self.name!r} ({type(self).__qualname__}) must implement weights()")
+
+    def run(self, step: DataFlexStep, batch: Any, step_id: int, importance_weights: torch.Tensor | None) -> StepResult:
+        valid_tokens = valid_token_mask(batch)
+        raw = step.on_real_rows(batch, lambda rows: self.weights(step, rows, step_id))
+        applied, factor = normalised(step, raw, valid_tokens, importance_weights, step_id)
+        metrics = weight_metrics(
+            factor, valid_tokens, step.mounted.loss_unit, applied=applied, importance_weights=importance_weights
+        )
+        return StepResult(metrics, applied=applied, factor=factor)
+
+
+def scored_weights(step: DataFlexStep, batch: Any, step_id: int) -> torch.Tensor:
+    """``scorer.score`` then ``reweighter.act`` on ``batch``: the checked weights at the scorer's granularity."""
+    pipeline = step.pipeline
+    granularity = pipeline.scorer.granularity
+    valid = valid_for(expected_shape(granularity, batch), batch)
+    scores = checked_scores(pipeline, batch, step_id, step.mounted.ctx, valid=valid)
+    with torch.no_grad():
+        weights = pipeline.actuator.act(scores, batch, step_id=step_id, **step.mounted.ctx)
+    owner = component_label(pipeline, "actuator")
+    return check_weights(weights, batch, granularity=granularity, owner=owner, step=step_id, valid=valid)
+
+
+def normalised(
+    step: DataFlexStep,
+    raw: torch.Tensor,
+    valid_tokens: torch.Tensor,
+    importance_weights: torch.Tensor | None,
+    step_id: int,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(applied, factor)``: raw weights normalised in the mounted loss unit, composed with the framework's."""
+    spec = step.pipeline.actuator_spec
+    try:
+        applied, factor = finalize(raw, valid_tokens, step.mounted.loss_unit, importance_weights)
+    except InvalidOutputError as exc:
+        raise InvalidOutputError(f"{spec.kind} {spec.label} returned invalid weights at step {step_id}: {exc}") from exc
+    if nonfinite_mask(applied, torch.ones((), dtype=torch.bool, device=applied.device)) is not None:
+        raise InvalidOutputError(
+            f"{spec.kind} {spec.label} at step {step_id}: the normalised weights are not finite "
+            "(weights too extreme to scale to mean one)"
+        )
+    return applied, factor

@@ -1,0 +1,236 @@
+"""``mechanism: curriculum``: a ``pre_rollout`` scorer and a sampler choose the prompts worth rolling out.
+
+Reweighting and selection act after the rollouts exist; a curriculum spends
+the rollouts themselves better. Before each batch of prompts is drawn, the
+host's train sampler (:class:`~dataflex_core.step.prompt_sampler.CurriculumSampler`)
+builds a batch of *candidate prompts* (every row of the train dataset, or
+``candidates`` of them), with the dataset columns the components read and the
+per-prompt history the host keeps (:data:`~dataflex_core.step.fields.PROMPT_FIELDS`);
+the ``pre_rollout`` scorer scores them, the sampler (:class:`~dataflex_core.Sampler`)
+turns the scores into probabilities, and the batch is drawn by them. After the
+step's rewards exist, :meth:`Curriculum.run` feeds the history and the
+scorer's :meth:`~dataflex_core.Scorer.observe` from them, keyed by the prompt
+id the dataset carries (``prompt_key``), at every step, warm-up included. No
+loss weights are written: the loss is the framework's own.
+
+Config (``dataflex:`` block): ``prompt_key`` (dataset column identifying each
+prompt, default ``index``: verl copies ``extra_info.index`` into it),
+``candidates`` (prompts scored per draw; ``0``, the default, scores every
+prompt of the dataset), ``success_threshold`` (a response succeeds when its
+reward reaches it; unset: a reward in ``[0, 1]`` is that fraction of a
+success), ``warmup_step`` (draws are uniform before it).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, ClassVar
+
+import numpy as np
+import torch
+
+from ..batch import Batch
+from ..errors import ConfigError, IncompatibleComponentError
+from ..normalize import valid_sample_mask
+from ..step.fields import is_canonical
+from ..step.history import PromptHistory, PromptIds
+from ..step.prompt_sampler import METRIC_PREFIX, CurriculumSampler, candidate_columns
+from ..step.result import StepResult
+from .base import Mechanism
+from .registry import register_mechanism
+
+if TYPE_CHECKING:
+    from ..config import DataFlexPipeline
+    from ..step.core import DataFlexStep
+    from ..step.host import HostCapabilities
+
+logger = logging.getLogger("dataflex_core.step")
+
+#: Keys of the ``dataflex:`` block that only ``mechanism: curriculum`` reads, with their defaults.
+CURRICULUM_KEYS = {"prompt_key": "index", "candidates": 0, "success_threshold": None}
+#: The field of the step's rows that carries the outcome reward (on the last response token).
+REWARD_FIELD = "rm_scores"
+
+
+@dataclass(frozen=True)
+class CurriculumSettings:
+    prompt_key: str
+    candidates: int
+    success_threshold: float | None
+
+
+def curriculum_settings(block: Any) -> CurriculumSettings:
+    """The curriculum keys of the ``dataflex:`` block, checked; raises :class:`ConfigError` with the fix."""
+    plain = block or {}
+    key = plain.get("prompt_key", CURRICULUM_KEYS["prompt_key"])
+    if not isinstance(key, str) or not key:
+        raise ConfigError(
+            f"dataflex.prompt_key must name the dataset column that identifies each prompt, got {key!r}; "
+            "e.g. prompt_key: index (verl copies extra_info.index into it)"
+        )
+    candidates = plain.get("candidates", CURRICULUM_KEYS["candidates"])
+    if isinstance(candidates, bool) or not isinstance(candidates, int) or candidates < 0:
+        raise ConfigError(
+            f"dataflex.candidates must be an integer >= 0 (0 scores every prompt of the dataset), got {candidates!r}"
+        )
+    threshold = plain.get("success_threshold", CURRICULUM_KEYS["success_threshold"])
+    if threshold is not None and (isinstance(threshold, bool) or not isinstance(threshold, (int, float))):
+        raise ConfigError(
+            f"dataflex.success_threshold must be a number (a response succeeds when its reward reaches it) or "
+            f"unset (a reward in [0, 1] counts as that fraction of a success), got {threshold!r}"
+        )
+    return CurriculumSettings(key, candidates, None if threshold is None else float(threshold))
+
+
+def check_components(pipeline: DataFlexPipeline, host_name: str) -> None:
+    """A curriculum scorer and sampler read only what exists before rollout: history fields and dataset columns."""
+    owners = [(pipeline.scorer_spec, pipeline.scorer), (pipeline.actuator_spec, pipeline.actuator)]
+    for spec, component in owners:
+        early = [name for name in component.requires if is_canonical(name) and name != "response_mask"]
+        if early:
+            raise IncompatibleComponentError(
+                f"{spec.kind} {spec.label} requires {early}, but in mechanism curriculum it runs on candidate "
+                f"prompts before any rollout, when {host_name} has no responses yet; a pre_rollout component reads "
+                "the prompt history fields (prompt_index, times_sampled, rollouts, successes, ...) and dataset columns"
+            )
+        if component.needs_groups:
+            raise IncompatibleComponentError(
+                f"{spec.kind} {spec.label} needs GRPO groups (needs_groups=True), but candidate prompts have no "
+                "rollouts and no uid yet; mechanism curriculum takes components without needs_groups"
+            )
+
+
+def outcomes_batch(history: PromptHistory, outcomes: Any) -> Batch:
+    """The :data:`~dataflex_core.step.fields.OUTCOME_FIELDS` batch ``Scorer.observe`` receives."""
+    rows = outcomes.rows
+    return Batch(
+        {
+            "prompt_index": rows.clone(),
+            "rollouts": outcomes.rollouts.clone(),
+            "successes": outcomes.successes.clone(),
+            "reward_mean": outcomes.reward_mean.clone(),
+            "uniform_reward": outcomes.uniform_reward.clone(),
+        },
+        {"prompt_id": np.asarray(history.ids.values[rows.numpy()], dtype=object)},
+    )
+
+
+def row_rewards(batch: Any) -> torch.Tensor:
+    """Each row's outcome reward: ``rm_scores`` summed over its valid response tokens (float64 ``(bs,)``)."""
+    scores = batch.batch.get(REWARD_FIELD)
+    if scores is None:
+        raise ConfigError(
+            f"mechanism curriculum feeds its history from the step's rewards, but the batch has no {REWARD_FIELD!r}"
+        )
+    mask = batch.batch["response_mask"].to(torch.bool)
+    return torch.where(mask, scores.to(torch.float64), torch.zeros((), dtype=torch.float64)).sum(-1)
+
+
+@register_mechanism
+class Curriculum(Mechanism):
+    """A ``pre_rollout`` scorer and a sampler draw the prompts; each step's rewards feed their history."""
+
+    name: ClassVar[str] = "curriculum"
+    actuator_kind: ClassVar[str] = "sampler"
+    keys: ClassVar[Mapping[str, Any]] = CURRICULUM_KEYS
+    timings: ClassVar[tuple[str, ...]] = ("pre_rollout",)
+    #: the history is fed at every step, warm-up included, so the curriculum starts from everything seen
+    runs_in_warmup: ClassVar[bool] = True
+    #: every process keeps the same history, fed the same gathered rewards, so all draw the same prompts
+    runs_on_every_process: ClassVar[bool] = True
+    fallback: ClassVar[str] = "drawing uniformly"
+    settings: CurriculumSettings
+
+    def parse(self, block: Mapping[str, Any]) -> CurriculumSettings:
+        return curriculum_settings(block)
+
+    @classmethod
+    def check(cls, pipeline: DataFlexPipeline, host: HostCapabilities, loss_unit: str | None) -> None:
+        if "pre_rollout" not in host.timings or not host.resampling:
+            raise IncompatibleComponentError(
+                f"mechanism curriculum chooses which prompts are sampled, but {host.name} cannot run pre_rollout "
+                "scorers in its train sampler in this configuration; use mechanism reweight, select or mix"
+            )
+        check_components(pipeline, host.name)
+
+    def fields(self, pipeline: DataFlexPipeline) -> list[str]:
+        # its components read candidate prompts in the train sampler; the step reads the rewards and prompt ids
+        return ["response_mask", REWARD_FIELD, self.settings.prompt_key]
+
+    def dataset_columns(self, pipeline: DataFlexPipeline) -> list[str]:
+        return list(dict.fromkeys([self.settings.prompt_key, *candidate_columns(pipeline)]))
+
+    def train_sampler(self, step: DataFlexStep, dataset: Any, batch_size: int, seed: int) -> CurriculumSampler:
+        from ..session import dataset_column  # the session module imports the step, which imports this one
+
+        settings = self.settings
+        key = settings.prompt_key
+        ids = dataset_column(
+            dataset, key, what=f"dataflex.prompt_key={key!r}",
+            fix="give every row a unique id in a column and set dataflex.prompt_key to it",
+        )  # fmt: skip
+        history = PromptHistory(PromptIds(ids, key), settings.success_threshold)
+        columns = {
+            name: dataset_column(
+                dataset,
+                name,
+                what=f"the column {name!r} a curriculum component reads",
+                fix="add it to the dataset or configure components that do not read it",
+            )  # fmt: skip
+            for name in candidate_columns(step.pipeline)
+        }
+        return CurriculumSampler(step, history, columns, batch_size, seed=seed, candidates=settings.candidates)
+
+    def stateful(self, sampler: CurriculumSampler | None) -> dict[str, Any]:
+        return {} if sampler is None else {"history": sampler.history}
+
+    def run(self, step: DataFlexStep, batch: Any, step_id: int, importance_weights: torch.Tensor | None) -> StepResult:
+        """Feed the step's rewards to the prompt history and to the scorer's ``observe``; the step's metrics.
+
+        The real rows (framework padding removed) with ``response_mask``, ``rm_scores`` and the ``prompt_key``
+        column feed it; rows with an empty response stay out of the history.
+        """
+        sampler = step.sampler
+        if sampler is None:
+            raise RuntimeError(
+                "mechanism curriculum draws through the train sampler, but the host never built it "
+                "(DataFlexSession.train_sampler)"
+            )
+        pipeline, settings, history = step.pipeline, self.settings, sampler.history
+        batch, _ = step.components_batch(batch)
+        valid = valid_sample_mask(batch)
+        ids = batch.non_tensor_batch.get(settings.prompt_key)
+        if ids is None:
+            raise ConfigError(
+                f"mechanism curriculum keys its history by the dataset column dataflex.prompt_key="
+                f"{settings.prompt_key!r}, but the step's rows do not carry it; carry it into the rollouts or set "
+                "dataflex.prompt_key to a column that is carried"
+            )
+        keep = valid.cpu().numpy()
+        rows = history.ids.rows(np.asarray(ids, dtype=object)[keep], f"the rows of step {step_id}")
+        rewards = row_rewards(batch)[valid]
+        outcomes = history.record(rows, rewards.cpu(), step_id)
+        if outcomes.outside_unit and settings.success_threshold is None:
+            logger.warning(
+                "dataflex: %d rewards of step %d lie outside [0, 1] and were clipped into it to count successes; set "
+                "dataflex.success_threshold for rewards on another scale",
+                outcomes.outside_unit,
+                step_id,
+            )
+        with torch.no_grad():
+            pipeline.scorer.observe(outcomes_batch(history, outcomes), step_id, **step.mounted.ctx)
+        rollouts = outcomes.rollouts.to(torch.float64)
+        prompts = len(outcomes.rows)
+        metrics = {
+            f"{METRIC_PREFIX}prompts": float(prompts),
+            f"{METRIC_PREFIX}success_rate": float(outcomes.successes.sum() / rollouts.sum()) if prompts else 0.0,
+            f"{METRIC_PREFIX}uniform_reward_fraction": float(outcomes.uniform_reward.to(torch.float64).mean())
+            if prompts
+            else 0.0,
+            f"{METRIC_PREFIX}seen_fraction": history.seen_fraction,
+            f"{METRIC_PREFIX}rewards_outside_unit": float(outcomes.outside_unit),
+        }
+        metrics.update(sampler.draw_metrics)
+        return StepResult(metrics)

@@ -1,0 +1,187 @@
+"""``mechanism: mix``: per-domain signal after the advantage -> mixer -> which prompts are sampled next.
+
+The mixture acts before rollout, on the host's train sampler (a
+:class:`~dataflex_core.step.mixture.DomainMixtureSampler`, or a host's wrapper
+around one, built by :meth:`Mix.train_sampler`). After the advantages exist,
+the scorer runs on the step's rollouts, each row is mapped to its domain
+through the dataset column ``domain_key`` (carried with the prompt), and the
+mixer observes that step; every ``update_step`` steps (from ``warmup_step``
+on) it proposes new proportions (the proportions contract:
+:func:`~dataflex_core.contracts.check_proportions`), which the sampler uses
+from its next block. No loss weights are written: the loss is the framework's
+own.
+
+Config (``dataflex:`` block): ``domains`` (list of names, required),
+``domain_key`` (dataset column, default ``domain``; ``data_source`` stays free
+for verl's reward routing), ``update_step`` (default 1), ``warmup_step``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, ClassVar
+
+import numpy as np
+import torch
+
+from ..contracts import check_proportions
+from ..errors import ConfigError, IncompatibleComponentError
+from ..step.mixture import DomainMixtureSampler
+from ..step.outputs import checked_scores, component_label
+from ..step.result import StepResult
+from .base import Mechanism, check_rollout_time
+from .registry import register_mechanism
+
+if TYPE_CHECKING:
+    from ..config import DataFlexPipeline
+    from ..step.core import DataFlexStep
+    from ..step.host import HostCapabilities
+
+#: Keys of the ``dataflex:`` block that only ``mechanism: mix`` reads, with their defaults.
+MIX_KEYS = {"domains": None, "domain_key": "domain", "update_step": 1}
+
+
+@dataclass(frozen=True)
+class MixSettings:
+    domains: list[str]
+    domain_key: str
+    update_step: int
+
+
+def mix_settings(block: Any) -> MixSettings:
+    """The mix keys of the ``dataflex:`` block, checked; raises :class:`ConfigError` with the fix."""
+    plain = block or {}
+    domains = plain.get("domains")
+    if not isinstance(domains, (list, tuple)) or not domains or not all(isinstance(d, str) and d for d in domains):
+        raise ConfigError(
+            f"dataflex.mechanism=mix needs dataflex.domains, a non-empty list of domain names as they appear in "
+            f"the dataset column dataflex.domain_key; got {domains!r}, e.g. domains: [math, code]"
+        )
+    if len(set(domains)) != len(domains):
+        raise ConfigError(f"dataflex.domains must be unique, got {list(domains)}")
+    key = plain.get("domain_key", MIX_KEYS["domain_key"])
+    if not isinstance(key, str) or not key:
+        raise ConfigError(f"dataflex.domain_key must be a dataset column name, got {key!r}")
+    update_step = plain.get("update_step", MIX_KEYS["update_step"])
+    if isinstance(update_step, bool) or not isinstance(update_step, int) or update_step < 1:
+        raise ConfigError(f"dataflex.update_step must be an integer >= 1, got {update_step!r}")
+    return MixSettings(list(domains), key, update_step)
+
+
+def domain_ids(values: Any, domains: list[str], where: str) -> torch.Tensor:
+    """Map domain names to ``0..D-1``; a name outside ``domains`` is an error naming it."""
+    names = np.asarray(values, dtype=object).astype(str)
+    lookup = {d: i for i, d in enumerate(domains)}
+    uniq, inverse = np.unique(names, return_inverse=True)  # one lookup per distinct name, not per row
+    unknown = [u for u in uniq.tolist() if u not in lookup]
+    if unknown:
+        raise ConfigError(
+            f"{where} has domain value(s) {unknown[:10]} that are not in dataflex.domains={domains}; "
+            "add them to dataflex.domains or filter those rows out of the dataset"
+        )
+    table = np.array([lookup[u] for u in uniq.tolist()], dtype=np.int64)
+    return torch.from_numpy(table[inverse.reshape(-1)]) if len(names) else torch.zeros(0, dtype=torch.long)
+
+
+def initial_proportions(mixer: Any, domains: list[str], owner: str | None = None) -> torch.Tensor:
+    """The mixer's proportions before any update, float64 ``(D,)``, checked by the proportions contract."""
+    owner = owner or f"mixer {mixer.name or type(mixer).__name__}"
+    proposed = torch.as_tensor(mixer.current_proportions(domains))
+    return check_proportions(proposed, len(domains), owner=f"{owner} (current_proportions)", step=None)
+
+
+@register_mechanism
+class Mix(Mechanism):
+    """The mixer's proportions drive the train sampler; the loss stays the framework's."""
+
+    name: ClassVar[str] = "mix"
+    actuator_kind: ClassVar[str] = "mixer"
+    keys: ClassVar[Mapping[str, Any]] = MIX_KEYS
+    fallback: ClassVar[str] = "keeping the current mixture"
+    settings: MixSettings
+
+    def parse(self, block: Mapping[str, Any]) -> MixSettings:
+        return mix_settings(block)
+
+    @classmethod
+    def check(cls, pipeline: DataFlexPipeline, host: HostCapabilities, loss_unit: str | None) -> None:
+        if not host.resampling:
+            raise IncompatibleComponentError(
+                f"dataflex.mechanism=mix changes which prompts are sampled, but {host.name} cannot resample in "
+                "this configuration; use mechanism reweight or select"
+            )
+        check_rollout_time(pipeline, host, cls.name)
+
+    def fields(self, pipeline: DataFlexPipeline) -> list[str]:
+        return list(dict.fromkeys([*pipeline.requires, self.settings.domain_key]))
+
+    def dataset_columns(self, pipeline: DataFlexPipeline) -> list[str]:
+        return [self.settings.domain_key]
+
+    def train_sampler(self, step: DataFlexStep, dataset: Any, batch_size: int, seed: int) -> DomainMixtureSampler:
+        from ..session import dataset_column  # the session module imports the step, which imports this one
+
+        settings = self.settings
+        key = settings.domain_key
+        values = dataset_column(
+            dataset, key, what=f"dataflex.domain_key={key!r}",
+            fix="add a per-row domain column to the dataset or set dataflex.domain_key to an existing one",
+        )  # fmt: skip
+        rows = domain_ids(values, settings.domains, f"train dataset column {key!r}")
+        mixer = step.pipeline.actuator
+        proportions = initial_proportions(mixer, settings.domains, component_label(step.pipeline, "actuator"))
+        return DomainMixtureSampler(rows, settings.domains, batch_size, proportions, seed=seed, mixer=mixer)
+
+    def restored(self, sampler: DomainMixtureSampler | None, host: HostCapabilities) -> None:
+        if sampler is not None and not host.checkpoints_sampler:
+            # the framework rebuilt the sampler before the mixer's state came back: draw by the restored mixer
+            mixer = sampler.mixer
+            sampler.set_proportions(initial_proportions(mixer, sampler.domains))
+
+    def shared_state(self, sampler: DomainMixtureSampler | None) -> Any:
+        return None if sampler is None else sampler.proportions.clone()
+
+    def load_shared_state(self, sampler: DomainMixtureSampler | None, state: Any) -> None:
+        if sampler is not None and state is not None:
+            sampler.set_proportions(state)
+
+    def run(self, step: DataFlexStep, batch: Any, step_id: int, importance_weights: torch.Tensor | None) -> StepResult:
+        """Score the step's rollouts, feed the mixer, and hand new proportions to the sampler on update steps.
+
+        The components see the real rows (framework padding removed) with the scorer's fields,
+        ``response_mask`` and the ``domain_key`` column.
+        """
+        sampler = step.sampler
+        if sampler is None:
+            raise RuntimeError(
+                "mechanism mix drives the train sampler, but the host never built it (DataFlexSession.train_sampler)"
+            )
+        pipeline, settings = step.pipeline, self.settings
+        batch, _ = step.components_batch(batch)
+        domains = settings.domains
+        index = domain_ids(batch.non_tensor_batch[settings.domain_key], domains, f"field {settings.domain_key!r}")
+        ctx = {
+            **step.mounted.ctx,
+            "domains": domains,
+            "domain_index": index,
+            "granularity": pipeline.scorer.granularity,
+        }
+        metrics: dict[str, float] = {}
+        real = max(len(batch), 1)
+        for d, name in enumerate(domains):
+            metrics[f"dataflex/mix/batch_fraction/{name}"] = float((index == d).sum()) / real
+        updates = (step_id - pipeline.warmup_step) % settings.update_step == 0
+        scores = checked_scores(pipeline, batch, step_id, ctx)
+        mixer = pipeline.actuator
+        with torch.no_grad():
+            if updates:
+                proposed = mixer.act(scores, batch, step_id=step_id, **ctx)
+                owner = component_label(pipeline, "actuator")
+                sampler.set_proportions(check_proportions(proposed, len(domains), owner=owner, step=step_id))
+            else:
+                mixer.observe(scores, batch, step_id=step_id, **ctx)
+        metrics["dataflex/mix/updated"] = 1.0 if updates else 0.0
+        for d, name in enumerate(domains):
+            metrics[f"dataflex/mix/proportion/{name}"] = float(sampler.proportions[d])
+        return StepResult(metrics)

@@ -1,0 +1,123 @@
+"""``mechanism: select``: scorer -> selector -> the rows that count in the loss.
+
+The selector's kept rows (the selection contract:
+:func:`~dataflex_core.contracts.check_selection`) become 0/1 weights,
+renormalised like any other weights, so dropping half the batch does not halve
+the step. A selector that asks for advantages on its kept rows
+(``recompute_advantage``, as GFPO and PODS do) gets them from a host that can
+recompute them (``HostCapabilities.recompute_advantage``) under a group
+estimator: decided here once, at mount, and carried in every
+:class:`~dataflex_core.step.StepResult`. A host that can also remove rows from
+its loss (``HostCapabilities.hard_drop``) drops them there: the kept rows then
+weigh 1 on the smaller mask when the loss recounts its tokens, or ``rows /
+kept rows`` when it divides by a row count the drop does not change
+(``HostCapabilities.drop_denominator``); that factor is the result's ``factor``
+and what the ``dataflex/weight/*`` metrics describe.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, ClassVar
+
+import torch
+
+from ..contracts import check_selection
+from ..errors import IncompatibleComponentError, InvalidOutputError
+from ..normalize import valid_sample_mask, valid_token_mask
+from ..step.metrics import PREFIX, weight_metrics
+from ..step.outputs import checked_scores, component_label
+from ..step.result import StepResult
+from ..step.selection import selection_metrics
+from .base import LossMechanism, check_rollout_time, normalised
+from .registry import register_mechanism
+
+if TYPE_CHECKING:
+    from ..config import DataFlexPipeline
+    from ..step.core import DataFlexStep
+    from ..step.host import HostCapabilities
+
+
+@register_mechanism
+class Select(LossMechanism):
+    """A selector's kept rows, as renormalised 0/1 weights or (on a host that can) a hard drop."""
+
+    name: ClassVar[str] = "select"
+    actuator_kind: ClassVar[str] = "selector"
+
+    @classmethod
+    def check(cls, pipeline: DataFlexPipeline, host: HostCapabilities, loss_unit: str | None) -> None:
+        check_rollout_time(pipeline, host, cls.name)
+        if bool(pipeline.actuator.recompute_advantage) and not host.recompute_advantage:
+            raise IncompatibleComponentError(
+                f"{pipeline.actuator_spec.kind} {pipeline.actuator_spec.label} asks for group advantages "
+                f"recomputed on its kept rows (recompute_advantage=True), but {host.name} cannot recompute "
+                "advantages; set the selector's recompute_advantage param to false, or pick another selector"
+            )
+
+    def mount(self, pipeline: DataFlexPipeline, host: HostCapabilities, *, grouped: bool | None) -> None:
+        # group advantages exist only under a group estimator; without one there is nothing to recompute
+        self.recompute_advantage = bool(pipeline.actuator.recompute_advantage) and grouped is True
+        self.hard_drop = self.recompute_advantage and host.hard_drop
+
+    def fields(self, pipeline: DataFlexPipeline) -> list[str]:
+        return list(dict.fromkeys([*pipeline.requires, "uid"]))  # uid: the groups a selection drops whole
+
+    def weights(self, step: DataFlexStep, batch: Any, step_id: int) -> torch.Tensor:
+        """The kept rows as float32 0/1 ``(n,)``; keeping no valid row is invalid output."""
+        pipeline = step.pipeline
+        scores = checked_scores(pipeline, batch, step_id, step.mounted.ctx)
+        with torch.no_grad():
+            output = pipeline.actuator.act(scores, batch, step_id=step_id, **step.mounted.ctx)
+        selector = component_label(pipeline, "actuator")
+        keep = check_selection(output, batch, owner=selector, step=step_id)
+        if not keep.any() and valid_sample_mask(batch).any():
+            raise InvalidOutputError(
+                f"{selector} kept no sample at step {step_id}; a step needs at least one kept sample "
+                "(widen the selector's band/fraction, or set dataflex.on_invalid=uniform to train on all samples then)"
+            )
+        return keep.to(torch.float32)
+
+    def run(self, step: DataFlexStep, batch: Any, step_id: int, importance_weights: torch.Tensor | None) -> StepResult:
+        valid_tokens = valid_token_mask(batch)
+        raw = step.on_real_rows(batch, lambda rows: self.weights(step, rows, step_id))
+        kept = raw > 0
+        unit = step.mounted.loss_unit
+        if self.hard_drop:
+            factor, units = hard_drop_factor(kept, valid_tokens, batch, step.mounted.host.drop_denominator)
+            applied = factor if importance_weights is None else factor.unsqueeze(-1) * importance_weights
+            metrics = weight_metrics(
+                factor, units, unit, applied=None if importance_weights is None else applied,
+                importance_weights=importance_weights,
+            )  # fmt: skip
+            metrics[f"{PREFIX}hard_drop"] = 1.0
+        else:
+            applied, factor = normalised(step, raw, valid_tokens, importance_weights, step_id)
+            metrics = weight_metrics(factor, valid_tokens, unit, applied=applied, importance_weights=importance_weights)
+        metrics.update(selection_metrics(kept, batch))
+        metrics[f"{PREFIX}advantage_recomputed"] = 1.0 if self.recompute_advantage else 0.0
+        return StepResult(
+            metrics,
+            applied=applied,
+            factor=factor,
+            kept=kept,
+            recompute_advantage=self.recompute_advantage,
+            hard_drop=self.hard_drop,
+        )
+
+
+def hard_drop_factor(
+    kept: torch.Tensor, valid_tokens: torch.Tensor, batch: Any, denominator: str
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(factor, units)`` of a hard drop: each kept row's weight on the loss mask without the dropped rows, and
+    the valid tokens the loss's denominator still counts.
+
+    ``tokens``: the loss recounts the kept mask, so a kept row weighs 1 and the units are the kept rows' tokens.
+    ``rows``: the loss divides by a row count the drop does not change, so a kept row weighs ``rows / kept rows``
+    (the policy term of a batch of the kept rows alone) and the units stay every valid token.
+    """
+    padding = batch.batch.get("is_padding")
+    rows = len(kept) if padding is None else int((~padding.bool()).sum())
+    scale = rows / max(int(kept.sum()), 1) if denominator == "rows" else 1.0
+    factor = kept.to(torch.float32) * scale
+    units = valid_tokens & kept.to(valid_tokens.device).unsqueeze(-1) if denominator == "tokens" else valid_tokens
+    return factor, units

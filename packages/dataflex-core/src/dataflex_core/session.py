@@ -1,0 +1,236 @@
+"""DataFlex inside one training run: the one object a host creates and calls at its framework's seams.
+
+Every host runs the same lifecycle; only the framework's I/O differs. A host
+creates a :class:`DataFlexSession` from its ``dataflex:`` block and calls it,
+in this order:
+
+1. ``DataFlexSession(block)`` in its constructor, first: pins the plugin set
+   (with ``dataflex.plugins.lock`` only locked plugins are imported, and any
+   drift stops the run here);
+2. :meth:`~DataFlexSession.mount` with its :class:`~dataflex_core.step.HostCapabilities`,
+   loss unit and context: builds and checks the pipeline before the first
+   rollout (the mechanism's requirements, the recompute-advantage decision);
+3. :meth:`~DataFlexSession.train_sampler` where the framework builds its
+   train dataloader: the sampler of a mechanism that draws the prompts (mix,
+   curriculum), or ``None`` to keep the framework's;
+4. each training step: :meth:`~DataFlexSession.idle` (skip the host's own
+   I/O before ``warmup_step``), then :meth:`~DataFlexSession.run` on the
+   step's batch in the canonical fields; the host applies the
+   :class:`~dataflex_core.step.StepResult` (weights into its loss, recomputed
+   advantages, a hard drop); a host with several processes runs it where
+   :attr:`~dataflex_core.mechanisms.Mechanism.runs_on_every_process` says and
+   passes :meth:`~DataFlexSession.shared_state` on;
+5. checkpoints: :meth:`~DataFlexSession.save` into the framework's checkpoint
+   folder, at the point where a failure leaves no checkpoint the framework
+   would resume from; :meth:`~DataFlexSession.check_resume` before the
+   framework loads anything from a resumed folder;
+   :meth:`~DataFlexSession.restore` after it has.
+
+The session is what the BaseInstrumentor of OpenTelemetry is to an
+instrumentation: the lifecycle lives here once, a host is the framework's
+seams, field names, padding and capabilities.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Protocol
+
+from .errors import ConfigError, IncompatibleComponentError
+from .lock.pinning import ResolvedPlugins, check_plugin_record, resolve_plugins, save_plugin_record
+from .step.core import DataFlexStep, MountedStep, mount_step
+from .step.fields import is_canonical
+from .step.result import StepResult
+from .step.state import Stateful, load_component_state, save_component_state
+
+if TYPE_CHECKING:
+    import torch
+
+    from .config import DataFlexPipeline
+    from .mechanisms.base import Mechanism
+    from .step.host import HostCapabilities
+
+logger = logging.getLogger("dataflex_core.session")
+
+
+class TrainDataset(Protocol):
+    """The train dataset as a train sampler reads it: its columns, one value per row, in row order."""
+
+    def __len__(self) -> int: ...
+
+    def columns(self) -> list[str] | None:
+        """The column names, or ``None`` when they cannot be known up front."""
+
+    def column(self, name: str) -> Sequence[Any]:
+        """Every row's value of column ``name``."""
+
+
+def dataset_column(dataset: TrainDataset, name: str, *, what: str, fix: str) -> Sequence[Any]:
+    """Column ``name`` of the train dataset; a column it lacks is one error saying ``what`` needs it and the ``fix``."""
+    names = dataset.columns()
+    if names is not None and name not in names:
+        raise ConfigError(f"{what} is not a column of the train dataset (columns: {names}); {fix}")
+    return dataset.column(name)
+
+
+class DataFlexSession:
+    """One host run's DataFlex: plugin pinning, the mounted step, the train sampler, component state, metrics.
+
+    :param block: the run's ``dataflex:`` block (a mapping or an OmegaConf node; ``None`` pins the plugin set
+        from the environment only, and the host refuses the missing block with its own message).
+    """
+
+    def __init__(self, block: Any) -> None:
+        self.block = block
+        #: The plugin set this run uses; resolved before any component is built.
+        self.plugins: ResolvedPlugins = resolve_plugins(block)
+        self._step: DataFlexStep | None = None
+
+    # -- mount -----------------------------------------------------------------------------------
+    def mount(
+        self,
+        host: HostCapabilities,
+        *,
+        loss_unit: str,
+        ctx: Mapping[str, Any] | None = None,
+        adv_estimator: str | None = None,
+        is_group_estimator: Any = None,
+        extra_keys: Iterable[str] = (),
+    ) -> MountedStep:
+        """Build the block and check it against ``host`` (see :func:`~dataflex_core.step.mount_step`)."""
+        mounted = mount_step(
+            self.block,
+            host,
+            loss_unit=loss_unit,
+            ctx=ctx,
+            adv_estimator=adv_estimator,
+            is_group_estimator=is_group_estimator,
+            extra_keys=extra_keys,
+        )
+        self._step = DataFlexStep(mounted)
+        return mounted
+
+    @property
+    def step(self) -> DataFlexStep:
+        if self._step is None:
+            raise RuntimeError("the DataFlex session is not mounted yet: call DataFlexSession.mount(host, ...) first")
+        return self._step
+
+    @property
+    def mounted(self) -> MountedStep:
+        return self.step.mounted
+
+    @property
+    def pipeline(self) -> DataFlexPipeline:
+        return self.mounted.pipeline
+
+    @property
+    def mechanism(self) -> Mechanism:
+        return self.mounted.mechanism
+
+    @property
+    def host(self) -> HostCapabilities:
+        return self.mounted.host
+
+    @property
+    def fields(self) -> list[str]:
+        """The canonical fields and dataset columns the step reads each time."""
+        return self.mounted.fields
+
+    @property
+    def loss_unit(self) -> str:
+        return self.mounted.loss_unit
+
+    @property
+    def ctx(self) -> dict[str, Any]:
+        return self.mounted.ctx
+
+    @property
+    def recompute_advantage(self) -> bool:
+        """The host recomputes group advantages on a selector's kept rows (read its estimator's fields too)."""
+        return self.mounted.recompute_advantage
+
+    def describe(self) -> str:
+        return self.mounted.describe()
+
+    def check_dataset_columns(self, columns: list[str] | None) -> None:
+        """Every dataset column the step or the train sampler reads is one of ``columns`` (``None``: unknown)."""
+        wanted = [name for name in self.fields if not is_canonical(name)]
+        wanted += [name for name in self.mechanism.dataset_columns(self.pipeline) if name not in wanted]
+        if not wanted or columns is None:
+            return
+        missing = [name for name in wanted if name not in columns]
+        if missing:
+            raise IncompatibleComponentError(
+                f"dataflex reads the dataset column(s) {missing}, but the train dataset has columns {columns}; add "
+                "them to the dataset (one value per prompt) or configure components that do not read them"
+            )
+
+    # -- the train sampler ---------------------------------------------------------------------------
+    def train_sampler(self, dataset: TrainDataset, *, batch_size: int, seed: int) -> Any:
+        """The sampler of a mechanism that draws the prompts, for the host's train dataloader (``None``: keep yours).
+
+        :param dataset: the train dataset's columns; :param batch_size: prompts per batch (one step's);
+        :param seed: the run's data seed.
+        """
+        sampler = self.mechanism.train_sampler(self.step, dataset, batch_size, seed)
+        if sampler is not None:
+            self.step.sampler = sampler
+        return sampler
+
+    @property
+    def sampler(self) -> Any:
+        """The train sampler the mechanism drives (``None`` until built, or for reweight and select)."""
+        return self.step.sampler
+
+    # -- each step ------------------------------------------------------------------------------------
+    def idle(self, step: int) -> dict[str, float] | None:
+        """The metrics to log for a step that does nothing (before ``warmup_step``); ``None`` when it runs."""
+        return self.step.idle(step)
+
+    def run(
+        self,
+        batch: Any,
+        step: int,
+        *,
+        importance_weights: torch.Tensor | None = None,
+        start: float | None = None,
+    ) -> StepResult:
+        """The step on ``batch`` (see :meth:`~dataflex_core.step.DataFlexStep.run`)."""
+        return self.step.run(batch, step, importance_weights=importance_weights, start=start)
+
+    def shared_state(self) -> Any:
+        """What the main process of a host with several processes hands the others after :meth:`run`."""
+        return self.mechanism.shared_state(self.sampler)
+
+    def load_shared_state(self, state: Any) -> None:
+        """On the other processes: take :meth:`shared_state` of the main one."""
+        self.mechanism.load_shared_state(self.sampler, state)
+
+    # -- component state in checkpoints -------------------------------------------------------------------
+    def stateful(self) -> dict[str, Stateful]:
+        """What travels with checkpoints, by role: the components, and what the mechanism keeps (a history)."""
+        pipeline = self.pipeline
+        return {"scorer": pipeline.scorer, "actuator": pipeline.actuator, **self.mechanism.stateful(self.sampler)}
+
+    def save(self, folder: str | os.PathLike[str], global_steps: int) -> None:
+        """Write the plugin set and the component state into the checkpoint ``folder``.
+
+        The host calls it where a failure here leaves no checkpoint the framework would resume from: before the
+        framework marks the checkpoint complete (verl's tracker file), or after the framework's own files in a
+        folder the host removes from the framework's view when this raises (TRL).
+        """
+        save_plugin_record(folder, self.plugins)
+        save_component_state(folder, self.stateful(), global_steps)
+
+    def check_resume(self, folder: str | os.PathLike[str]) -> None:
+        """Refuse to resume ``folder`` with another plugin set; call before the framework loads anything from it."""
+        check_plugin_record(folder, self.plugins)
+
+    def restore(self, folder: str | os.PathLike[str]) -> None:
+        """Give each component (and the mechanism's state) what ``folder`` saved; call after the framework's load."""
+        load_component_state(folder, self.stateful())
+        self.mechanism.restored(self.sampler, self.host)
+        logger.info("dataflex state restored from %s", folder)

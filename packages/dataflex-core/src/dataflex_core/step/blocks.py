@@ -1,0 +1,71 @@
+"""Dataloader samplers that draw prompts one batch-sized block at a time: the base both train samplers share.
+
+``mechanism: mix`` and ``mechanism: curriculum`` change *which* prompts are
+rolled out, so they act where a framework picks prompts: the train
+dataloader's sampler. Both draw one block of ``batch_size`` indices (one batch
+of prompts) at a time with their own seeded generator, count whole blocks only,
+and checkpoint their position inside the current block
+(:class:`BlockSampler`); :func:`systematic_counts` turns a distribution into
+integer counts per block.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import torch
+from torch.utils.data import Sampler
+
+
+def systematic_counts(proportions: torch.Tensor, total: int, generator: torch.Generator) -> torch.Tensor:
+    """Integer counts summing to ``total`` with ``E[count_d] = p_d * total`` and ``|count_d - p_d total| < 1``."""
+    expected = torch.cumsum(proportions.to(torch.float64) * total, 0)
+    expected[-1] = float(total)  # guard against rounding in the cumulative sum
+    offset = torch.rand((), generator=generator, dtype=torch.float64)
+    edges = torch.floor(torch.cat([expected.new_zeros(1), expected]) + offset)
+    return edges.diff().to(torch.long)
+
+
+class BlockSampler(Sampler[int]):
+    """Yields dataset indices one batch-sized block at a time; a subclass says how a block is drawn.
+
+    What the mixture and the curriculum samplers share: their own seeded generator, whole blocks only (a
+    dataloader drops a last partial batch, and prompts drawn for it would be consumed without being
+    trained on), and the position inside the current block in their checkpoint state.
+
+    :param population: dataset rows the sampler draws from.
+    :param batch_size: indices per block (the dataloader's batch size).
+    :param seed: seed of the sampler's own generator.
+    """
+
+    def __init__(self, population: int, batch_size: int, seed: int = 0) -> None:
+        self.batch_size = int(batch_size)
+        self.population = int(population)
+        self.generator = torch.Generator().manual_seed(int(seed))
+        self._block: list[int] = []
+        self._yielded = 0
+
+    def next_block(self) -> list[int]:
+        """The next ``batch_size`` dataset indices."""
+        raise NotImplementedError(f"{type(self).__qualname__} must implement next_block()")
+
+    def __len__(self) -> int:
+        return (self.population // self.batch_size) * self.batch_size
+
+    def __iter__(self) -> Iterator[int]:
+        while self._yielded < len(self):
+            if not self._block:
+                self._block = self.next_block()[::-1]  # reversed: pop() from the end is O(1)
+            self._yielded += 1
+            yield self._block.pop()
+        self._yielded = 0
+
+    def block_state(self) -> dict[str, Any]:
+        """The generator and the position in the current block (part of a subclass's ``state_dict``)."""
+        return {"generator": self.generator.get_state().tolist(), "block": list(self._block), "yielded": self._yielded}
+
+    def load_block_state(self, state: dict[str, Any]) -> None:
+        self.generator.set_state(torch.tensor(state["generator"], dtype=torch.uint8))
+        self._block = list(state["block"])
+        self._yielded = int(state["yielded"])

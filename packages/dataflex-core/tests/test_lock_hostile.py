@@ -1,0 +1,403 @@
+"""The lock against an attacker: under a lock only the locked bytes run, whatever else Python could load.
+
+Each case first shows the attack working without a lock (a plain ``python``
+process imports the plugin and the planted code leaves a marker file), then
+that ``dataflex verify`` and a lock in force see or ignore it. The plugins are
+real wheels pip installed into a throwaway site-packages (``pip_site``).
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.abc
+import importlib.machinery
+import importlib.util
+import inspect
+import json
+import os
+import shutil
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+from lock_kit import (
+    HOSTILE,
+    marker_fixture,  # noqa: F401 - pytest finds the fixture ``marker``
+    plant_bytecode,
+)
+
+from dataflex_core import PluginLoadError, get_plugin_manager, use_plugin_lock
+from dataflex_core import discovery as plugin_module
+from dataflex_core.cli import main as cli_main
+from dataflex_core.lock import LockFileError, PluginDriftWarning, PluginSetMismatch, parse_lock
+
+SCORERS = """
+from dataflex_core import Scorer, register_scorer
+
+BEHAVIOUR = "locked"
+
+
+@register_scorer("hs_length")
+class LengthScorer(Scorer):
+    def score(self, batch, step_id, **ctx):
+        return batch.batch["response_mask"].sum(-1).float()
+"""
+PACKAGE = {
+    "hs_good/__init__.py": "from . import scorers  # noqa: F401\n",
+    "hs_good/scorers.py": SCORERS,
+    "hs_good/lazy.py": "VALUE = 1\n",
+}
+
+
+@pytest.fixture
+def hs_lock(pip_site, tmp_path, marker) -> Path:
+    """``hs-good`` (a package of three modules) installed and locked, in a fresh process's state."""
+    pip_site.install_files("hs-good", "0.1.0", PACKAGE, {"hs_good": "hs_good"})
+    path = tmp_path / "dataflex.lock"
+    assert cli_main(["lock", "-o", str(path)]) == 0
+    pip_site.forget_modules()
+    plugin_module.reset_plugin_manager()
+    return path
+
+
+def prepend(monkeypatch, entry: Path) -> None:
+    """Put ``entry`` in front of ``sys.path`` for this test (``setattr``, so the fixture's own path is restored)."""
+    monkeypatch.setattr(sys, "path", [str(entry), *sys.path])
+    importlib.invalidate_caches()
+
+
+def plain_python(code: str, *, path: list[Path], cwd: Path | None = None, script: Path | None = None) -> None:
+    """Run ``code`` in a new interpreter with ``path`` in front of ``sys.path``, as a job without a lock would."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(str(p) for p in path)}
+    if script is not None:
+        script.write_text(code)
+        args = [sys.executable, str(script)]
+    else:
+        args = [sys.executable, "-c", code]
+    subprocess.run(args, env=env, cwd=cwd, check=False, capture_output=True)
+
+
+def verify_json(lock: Path, capsys, *extra: str) -> tuple[int, dict]:
+    capsys.readouterr()
+    code = cli_main(["verify", str(lock), "--json", *extra])
+    return code, json.loads(capsys.readouterr().out)
+
+
+def content_detail(report: dict, dist: str) -> str:
+    (row,) = [d for d in report["differences"] if d["distribution"] == dist and d["difference"] == "content changed"]
+    return row["detail"]
+
+
+def locked_scorer_module(pip_site) -> object:
+    module = sys.modules["hs_good.scorers"]
+    assert Path(inspect.getfile(module)).is_relative_to(pip_site.root)
+    return module
+
+
+# -- 1. cached bytecode ---------------------------------------------------------------------------
+def test_planted_bytecode_is_reported_and_never_runs_under_the_lock(hs_lock, pip_site, marker, capsys):
+    source = pip_site.root / "hs_good" / "scorers.py"
+    cache = plant_bytecode(source, HOSTILE + SCORERS.replace('"locked"', '"hostile"'))
+    plain_python("import hs_good", path=[pip_site.root])
+    assert marker.exists(), "without a lock, CPython runs bytecode whose header matches its source"
+    marker.unlink()
+
+    code, report = verify_json(hs_lock, capsys)
+    assert code == 1
+    assert (
+        content_detail(report, "hs-good") == f"bytecode not compiled from its source hs_good/__pycache__/{cache.name}"
+    )
+    with pytest.raises(PluginSetMismatch, match="bytecode not compiled from its source"):
+        use_plugin_lock(hs_lock)
+    plugin_module.reset_plugin_manager()
+    with pytest.warns(PluginDriftWarning):
+        manager = use_plugin_lock(hs_lock, allow_drift=True)  # even accepted drift compiles the source
+    assert manager.registry().get("scorer", "hs_length") is not None
+    assert locked_scorer_module(pip_site).BEHAVIOUR == "locked"
+    assert not marker.exists()
+
+
+def test_bytecode_pip_compiled_from_the_source_is_not_a_difference(hs_lock, pip_site, capsys):
+    assert list((pip_site.root / "hs_good" / "__pycache__").glob("*.pyc")), "pip compiles at install"
+    assert verify_json(hs_lock, capsys)[0] == 0
+
+
+# -- 2. files inside a locked package that its RECORD does not list --------------------------------
+def test_a_package_folder_shadowing_a_locked_module_is_reported_and_never_runs(hs_lock, pip_site, marker, capsys):
+    shadow = pip_site.root / "hs_good" / "scorers" / "__init__.py"
+    shadow.parent.mkdir()
+    shadow.write_text(HOSTILE)
+    plain_python("import hs_good", path=[pip_site.root])
+    assert marker.exists(), "without a lock, the folder wins over the hashed hs_good/scorers.py"
+    marker.unlink()
+
+    code, report = verify_json(hs_lock, capsys)
+    assert (code, content_detail(report, "hs-good")) == (1, "added hs_good/scorers/__init__.py")
+    with pytest.raises(PluginSetMismatch, match="added hs_good/scorers/__init__.py"):
+        use_plugin_lock(hs_lock)
+    plugin_module.reset_plugin_manager()
+    with pytest.warns(PluginDriftWarning):
+        use_plugin_lock(hs_lock, allow_drift=True)  # drift changes locked bytes; it never adds files
+    assert locked_scorer_module(pip_site).BEHAVIOUR == "locked"
+    assert not marker.exists()
+
+
+def test_a_module_dropped_into_a_locked_package_cannot_be_imported(hs_lock, pip_site, marker):
+    use_plugin_lock(hs_lock)
+    (pip_site.root / "hs_good" / "extra.py").write_text(HOSTILE)
+    with pytest.raises(ModuleNotFoundError, match="among the checked files of hs-good"):
+        importlib.import_module("hs_good.extra")
+    assert not marker.exists()
+
+
+# -- 3. a modified copy earlier on sys.path ---------------------------------------------------------
+def _copy_with_hostile_scorers(folder: Path, pip_site) -> Path:
+    shutil.copytree(pip_site.root / "hs_good", folder / "hs_good", ignore=shutil.ignore_patterns("__pycache__"))
+    (folder / "hs_good" / "scorers.py").write_text(HOSTILE + SCORERS.replace('"locked"', '"hostile"'))
+    return folder
+
+
+@pytest.mark.parametrize("vector", ["PYTHONPATH", "working directory", "script folder", "zip archive"])
+def test_a_modified_copy_earlier_on_sys_path_never_runs_under_the_lock(
+    hs_lock, pip_site, marker, tmp_path, monkeypatch, capsys, vector
+):
+    copy = _copy_with_hostile_scorers(tmp_path / "job", pip_site)
+    entry = copy
+    if vector == "zip archive":
+        entry = tmp_path / "shadow.zip"
+        with zipfile.ZipFile(entry, "w") as zf:
+            for file in (copy / "hs_good").iterdir():
+                zf.write(file, f"hs_good/{file.name}")
+    if vector == "working directory":
+        plain_python("import hs_good", path=[pip_site.root], cwd=copy)
+    elif vector == "script folder":
+        plain_python("import hs_good", path=[pip_site.root], script=copy / "train.py")
+    else:
+        plain_python("import hs_good", path=[entry, pip_site.root])
+    assert marker.exists(), f"without a lock, the copy on the {vector} runs"
+    marker.unlink()
+
+    prepend(monkeypatch, entry)  # where each of those puts the copy: before site-packages
+    assert verify_json(hs_lock, capsys)[0] == 0  # the installed files are intact; the copy is never imported
+    manager = use_plugin_lock(hs_lock)
+    assert manager.registry().get("scorer", "hs_length") is not None
+    assert locked_scorer_module(pip_site).BEHAVIOUR == "locked"
+    assert importlib.import_module("hs_good.lazy").VALUE == 1  # later imports come from the locked files too
+    assert not marker.exists()
+
+
+def test_a_copy_with_its_own_metadata_is_hashed_where_it_is_and_refused(
+    hs_lock, pip_site, marker, tmp_path, monkeypatch
+):
+    copy = _copy_with_hostile_scorers(tmp_path / "job", pip_site)
+    (info,) = pip_site.root.glob("hs_good-*.dist-info")
+    shutil.copytree(info, copy / info.name)
+    prepend(monkeypatch, copy)
+    with pytest.raises(PluginSetMismatch, match="modified hs_good/scorers.py"):
+        use_plugin_lock(hs_lock)
+    assert not marker.exists()
+
+
+def test_plugin_modules_imported_before_the_lock_are_refused(hs_lock, pip_site, tmp_path, monkeypatch):
+    copy = _copy_with_hostile_scorers(tmp_path / "job", pip_site)
+    prepend(monkeypatch, copy)
+    importlib.import_module("hs_good")  # the job imported the plugin itself, before any lock
+    with pytest.raises(PluginLoadError, match=r"imported before the lock was in force.*hs_good \(hs-good\) from .*job"):
+        use_plugin_lock(hs_lock)
+
+
+def test_an_import_hook_installed_before_the_lock_does_not_serve_locked_modules(hs_lock, pip_site, marker, monkeypatch):
+    class HostileLoader(importlib.abc.Loader):
+        def create_module(self, spec):
+            return None
+
+        def exec_module(self, module):
+            exec(HOSTILE, module.__dict__)
+
+    class HostileFinder(importlib.abc.MetaPathFinder):
+        def find_spec(self, name, path=None, target=None):
+            return importlib.util.spec_from_loader(name, HostileLoader()) if name == "hs_good.scorers" else None
+
+    monkeypatch.setattr(sys, "meta_path", [HostileFinder(), *sys.meta_path])  # e.g. from a .pth or sitecustomize
+    importlib.import_module("hs_good")
+    assert marker.exists(), "without a lock, the hook serves the module"
+    marker.unlink()
+    pip_site.forget_modules()
+
+    use_plugin_lock(hs_lock)
+    assert locked_scorer_module(pip_site).BEHAVIOUR == "locked"
+    assert not marker.exists()
+
+
+# -- what changes after the check ---------------------------------------------------------------------
+def test_a_locked_file_changed_after_the_check_is_not_imported(hs_lock, pip_site, marker):
+    use_plugin_lock(hs_lock)
+    lazy = pip_site.root / "hs_good" / "lazy.py"
+    lazy.write_text(HOSTILE)
+    with pytest.raises(ImportError, match="changed after its files were checked"):
+        importlib.import_module("hs_good.lazy")
+    assert not marker.exists()
+
+
+def test_a_locked_extension_module_is_hashed_again_before_the_dynamic_loader_opens_it(pip_site, tmp_path):
+    suffix = importlib.machinery.EXTENSION_SUFFIXES[0]
+    files = {**PACKAGE, f"hs_good/fast{suffix}": "not really a shared object"}
+    pip_site.install_files("hs-good", "0.1.0", files, {"hs_good": "hs_good"})
+    lock = tmp_path / "dataflex.lock"
+    assert cli_main(["lock", "-o", str(lock)]) == 0
+    assert f"hs_good/fast{suffix}" in parse_lock(lock.read_text()).plugins["hs-good"].files
+    pip_site.forget_modules()
+    plugin_module.reset_plugin_manager()
+    use_plugin_lock(lock)
+    (pip_site.root / "hs_good" / f"fast{suffix}").write_bytes(b"\x7fELF replaced")
+    with pytest.raises(ImportError, match="changed after its files were checked"):
+        importlib.import_module("hs_good.fast")
+
+
+# -- namespace packages, editable installs, .pth files -------------------------------------------------
+def test_a_namespace_plugin_runs_no_init_found_elsewhere_and_keeps_other_portions(
+    pip_site, marker, tmp_path, monkeypatch
+):
+    pip_site.install_files(
+        "hs-ns", "0.1.0", {"hs_ns/plugin/__init__.py": SCORERS.replace("hs_length", "hs_ns_length")},
+        {"hs_ns": "hs_ns.plugin"},
+    )  # fmt: skip
+    lock = tmp_path / "dataflex.lock"
+    assert cli_main(["lock", "-o", str(lock)]) == 0
+    pip_site.forget_modules()
+    plugin_module.reset_plugin_manager()
+    shadow = tmp_path / "shadow" / "hs_ns" / "__init__.py"  # a regular package of the namespace's name
+    shadow.parent.mkdir(parents=True)
+    shadow.write_text(HOSTILE)
+    portion = tmp_path / "other" / "hs_ns" / "other_module.py"  # another distribution's portion
+    portion.parent.mkdir(parents=True)
+    portion.write_text("VALUE = 2\n")
+    plain_python("import hs_ns.plugin", path=[shadow.parent.parent, pip_site.root])
+    assert marker.exists()
+    marker.unlink()
+
+    prepend(monkeypatch, portion.parent.parent)
+    prepend(monkeypatch, shadow.parent.parent)
+    manager = use_plugin_lock(lock)
+    assert manager.registry().get("scorer", "hs_ns_length") is not None
+    assert getattr(sys.modules["hs_ns"], "__file__", None) is None  # a namespace: no __init__ ran
+    assert importlib.import_module("hs_ns.other_module").VALUE == 2
+    assert not marker.exists()
+
+
+def test_an_editable_plugin_under_a_lock_is_compiled_from_its_source_tree(pip_site, marker, tmp_path, monkeypatch):
+    src = tmp_path / "src"
+    for rel, text in PACKAGE.items():
+        (src / rel).parent.mkdir(parents=True, exist_ok=True)
+        (src / rel).write_text(text)
+    info = pip_site.root / "hs_good-0.1.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: hs-good\nVersion: 0.1.0\n")
+    (info / "entry_points.txt").write_text("[dataflex]\nhs_good = hs_good\n")
+    (info / "direct_url.json").write_text(json.dumps({"url": src.as_uri(), "dir_info": {"editable": True}}))
+    pip_site.modules.add("hs_good")
+    prepend(monkeypatch, src)  # what the editable install's .pth adds at start-up
+    lock = tmp_path / "dataflex.lock"
+    assert cli_main(["lock", "-o", str(lock)]) == 0
+    assert parse_lock(lock.read_text()).plugins["hs-good"].editable
+    pip_site.forget_modules()
+    plugin_module.reset_plugin_manager()
+
+    plant_bytecode(src / "hs_good" / "scorers.py", HOSTILE + SCORERS)
+    with pytest.warns(PluginDriftWarning, match="bytecode not compiled from its source"):
+        use_plugin_lock(lock, allow_drift=True)
+    assert sys.modules["hs_good.scorers"].BEHAVIOUR == "locked"
+    assert not marker.exists()
+
+
+def test_a_pth_file_of_a_locked_plugin_is_named_when_locking_and_hashed(pip_site, tmp_path, capsys):
+    files = {**PACKAGE, "hs_good_startup.pth": "# run by site.py at every start-up\n"}
+    pip_site.install_files("hs-good", "0.1.0", files, {"hs_good": "hs_good"})
+    lock = tmp_path / "dataflex.lock"
+    capsys.readouterr()
+    assert cli_main(["lock", "-o", str(lock)]) == 0
+    assert "hs-good installs hs_good_startup.pth, which Python runs at every start-up" in capsys.readouterr().err
+    (pip_site.root / "hs_good_startup.pth").write_text("import os; os.system('id')\n")
+    code, report = verify_json(lock, capsys)
+    assert (code, content_detail(report, "hs-good")) == (1, "modified hs_good_startup.pth")
+
+
+# -- the lock file itself ---------------------------------------------------------------------------
+def test_a_lock_that_is_not_utf8_exits_2_with_the_fix(hs_lock, monkeypatch, capsys):
+    hs_lock.write_bytes(b"lock_version = 1\n# \xff\xfe not text\n")
+    capsys.readouterr()
+    assert cli_main(["verify", str(hs_lock)]) == 2
+    err = capsys.readouterr().err
+    assert "is not UTF-8 text (byte 0xff at offset 19)" in err and f"dataflex lock -o {hs_lock}" in err
+    monkeypatch.setenv("DATAFLEX_PLUGINS_LOCK", str(hs_lock))
+    assert cli_main(["plugins"]) == 2
+    assert "is not UTF-8 text" in capsys.readouterr().err
+    monkeypatch.delenv("DATAFLEX_PLUGINS_LOCK")
+    with pytest.raises(LockFileError, match="is not UTF-8 text"):
+        use_plugin_lock(hs_lock)
+
+
+# -- what a plugin does at import -------------------------------------------------------------------
+EXITS = """
+import argparse
+
+parser = argparse.ArgumentParser(prog="train_my_scorer")
+parser.add_argument("--lr", type=float, default=1e-3)
+ARGS = parser.parse_args()  # module level: runs at import, on the host's command line
+"""
+NOISY = """
+import ctypes
+import os
+
+print("noise from print")
+os.write(1, b"noise from file descriptor 1\\n")
+ctypes.CDLL(None).printf(b"noise from C stdio\\n")
+""" + SCORERS.replace("hs_length", "hs_noisy")
+
+
+def dataflex(*args: str, site: Path) -> subprocess.CompletedProcess:
+    """The ``dataflex`` command in a process of its own (real file descriptors), the plugins of ``site`` installed."""
+    env = {**os.environ, "PYTHONPATH": str(site)}
+    return subprocess.run([sys.executable, "-m", "dataflex_core.cli", *args], env=env, capture_output=True, text=True)
+
+
+def test_a_plugin_exiting_at_import_is_a_failed_plugin_not_a_dead_process(pip_site, monkeypatch, capsys):
+    pip_site.install_files("hs-good", "0.1.0", PACKAGE, {"hs_good": "hs_good"})
+    pip_site.install("hs-exits", "0.1.0", "hs_exits", EXITS)
+    done = dataflex("plugins", "--json", site=pip_site.root)
+    assert done.returncode == 1, done.stderr  # a failed plugin, not argparse's exit 2
+    rows = {r["distribution"]: r for r in json.loads(done.stdout)}
+    assert rows["hs-good"]["status"] == "loaded"
+    assert rows["hs-exits"]["status"] == "failed"
+    assert "tried to exit the process (SystemExit(2)" in rows["hs-exits"]["error"]
+    # argparse's complaint is labelled as the plugin's, not read as dataflex rejecting its own subcommand
+    assert "[dataflex plugin hs_exits (hs-exits==0.1.0), at import] usage: train_my_scorer" in done.stderr
+
+    monkeypatch.setattr(sys, "argv", ["train.py", "--config", "job.yaml"])
+    with pytest.warns(UserWarning, match="skipping plugin hs_exits"):
+        registry = get_plugin_manager().registry()
+    assert registry.get("scorer", "hs_length") is not None  # the process and the other plugins carry on
+    plugin_module.reset_plugin_manager()
+    monkeypatch.setenv("DATAFLEX_STRICT_PLUGINS", "1")
+    with pytest.raises(PluginLoadError, match="tried to exit the process"):
+        get_plugin_manager()
+
+
+def test_what_a_plugin_prints_at_import_never_reaches_machine_readable_output(pip_site, tmp_path):
+    pip_site.install("hs-noisy", "0.1.0", "hs_noisy", NOISY)
+    listing = dataflex("plugins", "--json", site=pip_site.root)
+    assert any(r["distribution"] == "hs-noisy" and r["status"] == "loaded" for r in json.loads(listing.stdout))
+    for noise in ("noise from print", "noise from file descriptor 1", "noise from C stdio"):
+        assert noise in listing.stderr and noise not in listing.stdout
+    assert "[dataflex plugin hs_noisy (hs-noisy==0.1.0), at import] noise from print" in listing.stderr
+
+    locked = dataflex("lock", "-o", "-", site=pip_site.root)
+    assert locked.returncode == 0, locked.stderr
+    lock = tmp_path / "dataflex.lock"
+    lock.write_text(locked.stdout)
+    assert "hs-noisy" in parse_lock(locked.stdout).plugins
+    verified = dataflex("verify", str(lock), "--json", site=pip_site.root)
+    assert json.loads(verified.stdout)["ok"] is True
+    assert "noise from C stdio" in verified.stderr
