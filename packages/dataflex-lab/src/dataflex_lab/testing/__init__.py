@@ -5,9 +5,9 @@
 - :mod:`.components`: toy components registered under a suite's prefix (:func:`register_toy_components`), and
   :class:`DomainPreferenceScorer`, a stateful ``pre_rollout`` scorer by domain for curriculum tests;
 - :mod:`.plugin_sites`: plugin wheels really installed by pip, or installed-looking directories, for lock and
-  discovery tests;
+  discovery tests; :mod:`.hostile`: what a hostile plugin or checkpoint does, for the tests that it never runs;
 - :mod:`.pytest_plugin`: the fixtures (``batch_factory``, ``fake_site``, ``only_plugins``, ``pip_site``,
-  ``queue``), loaded by pytest wherever ``dataflex-lab`` is installed.
+  ``marker``, ``queue``), loaded by pytest wherever ``dataflex-lab`` is installed.
 
 A plugin's tests may use it as a test requirement (``pip install dataflex-lab``); a plugin never imports it.
 """

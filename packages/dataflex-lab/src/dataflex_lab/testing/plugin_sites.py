@@ -1,9 +1,11 @@
 """Plugin distributions installed for one test: lock, discovery and pinning tests see real installs.
 
 - :class:`PipSite`: a throwaway virtualenv into which pip really installs
-  minimal wheels (:func:`build_wheel`), so RECORD, INSTALLER and upgrades are
-  what pip writes in production; its site-packages goes on ``sys.path``, alone
-  (the test's whole environment) or in front of what is installed.
+  minimal wheels (:func:`build_wheel`), so RECORD, INSTALLER, the compiled
+  ``__pycache__`` and upgrades are what pip writes in production; its
+  site-packages goes on ``sys.path``, alone (the core's lock tests: the test's
+  whole environment) or in front of what is installed (a host's tests, beside
+  the framework).
 - :class:`FakeSite`: a directory of installed-looking distributions (a
   ``dist-info`` with metadata and entry points, and their modules), for
   discovery tests that need no pip.
@@ -14,11 +16,12 @@ from __future__ import annotations
 import base64
 import hashlib
 import importlib
+import importlib.metadata
 import subprocess
 import sys
 import textwrap
 import zipfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -56,12 +59,12 @@ raise RuntimeError("lk_tripwire must never be imported under a lock that does no
 """
 
 
-def build_wheel(out: Path, dist: str, version: str, modules: dict[str, str], entry_points: dict[str, str]) -> Path:
-    """A minimal pure-Python wheel: each of ``modules`` (a package ``name/__init__.py``) and ``dataflex`` entry
-    points, so pip performs a real install."""
+def build_wheel(out: Path, dist: str, version: str, files: dict[str, str], entry_points: dict[str, str]) -> Path:
+    """A minimal pure-Python wheel with ``files`` (path -> text) and ``dataflex`` entry points, so pip performs a
+    real install."""
     stem = dist.replace("-", "_")
     info = f"{stem}-{version}.dist-info"
-    files = {f"{m.replace('.', '/')}/__init__.py": src for m, src in modules.items()}
+    files = dict(files)
     files[f"{info}/METADATA"] = f"Metadata-Version: 2.1\nName: {dist}\nVersion: {version}\n"
     files[f"{info}/WHEEL"] = "Wheel-Version: 1.0\nGenerator: dataflex-lab\nRoot-Is-Purelib: true\nTag: py3-none-any\n"
     files[f"{info}/entry_points.txt"] = f"[{ENTRY_POINT_GROUP}]\n" + "".join(
@@ -103,8 +106,13 @@ class PipSite:
         self.modules: set[str] = set()
 
     def install(self, dist: str, version: str, module: str, source: str) -> None:
-        """Build and pip-install ``dist==version`` holding the package ``module`` and an entry point to it."""
-        wheel = build_wheel(self.wheels / f"{dist}-{version}", dist, version, {module: source}, {module: module})
+        """Build and pip-install ``dist==version``: one package ``module`` (its ``__init__.py`` is ``source``),
+        entry point ``module``."""
+        self.install_files(dist, version, {f"{module.replace('.', '/')}/__init__.py": source}, {module: module})
+
+    def install_files(self, dist: str, version: str, files: dict[str, str], entry_points: dict[str, str]) -> None:
+        """Build and pip-install ``dist==version`` holding ``files`` (path -> text) and ``entry_points``."""
+        wheel = build_wheel(self.wheels / f"{dist}-{version}", dist, version, files, entry_points)
         self.pip("install", "--no-deps", "--no-index", str(wheel))
 
     def uninstall(self, dist: str) -> None:
@@ -113,7 +121,7 @@ class PipSite:
     def pip(self, *args: str) -> None:
         command = [sys.executable, "-m", "pip", "--python", str(self.python), "--quiet", "--disable-pip-version-check"]
         subprocess.run([*command, *args], check=True)
-        self.modules.update(p.name for p in self.root.iterdir() if p.is_dir() and "." not in p.name)
+        self.modules.update(p.name.removesuffix(".py") for p in self.root.iterdir() if "." not in p.stem)
         self.forget_modules()
 
     def file(self, module: str) -> Path:
@@ -126,15 +134,24 @@ class PipSite:
         importlib.invalidate_caches()
 
 
-@contextmanager
-def _fresh_discovery(site: PipSite | FakeSite) -> Iterator[None]:
-    """A fresh plugin manager while ``site`` is installed; its modules forgotten afterwards."""
+def forget_installed_plugins() -> None:
+    """Drop every installed plugin's modules and the loaded manager: the state of a job's fresh process."""
+    tops = {ep.value.split(":")[0].split(".")[0] for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP)}
+    for name in [m for m in sys.modules if m.split(".")[0] in tops]:
+        del sys.modules[name]
     reset_plugin_manager()
+    importlib.invalidate_caches()
+
+
+@contextmanager
+def _fresh_discovery(site: PipSite | FakeSite, forget: Callable[[], None] = reset_plugin_manager) -> Iterator[None]:
+    """``forget`` (a fresh plugin manager) while ``site`` is installed, and again once its modules are dropped."""
+    forget()
     try:
         yield
     finally:
         site.forget_modules()
-        reset_plugin_manager()
+        forget()
 
 
 @contextmanager
@@ -143,16 +160,17 @@ def pip_site(root: Path, monkeypatch: Any, *, alone: bool) -> Iterator[PipSite]:
 
     :param alone: the site and the standard library are the whole ``sys.path`` (modules already imported, such
         as torch and dataflex_core, stay usable), so a lock covers exactly what the test installed; otherwise the
-        site goes in front of what is installed (a host's framework stays importable).
+        site goes in front of what is installed (a host's framework stays importable) and the installed plugins'
+        modules are forgotten before and after (:func:`forget_installed_plugins`), as in a job's fresh process.
     """
     site = PipSite(root / "venv", root / "wheels")
     if alone:
         monkeypatch.setattr(sys, "path", [str(site.root), *stdlib_path()])
         importlib.invalidate_caches()
     else:
-        monkeypatch.syspath_prepend(str(site.root))
+        monkeypatch.setattr(sys, "path", [str(site.root), *sys.path])
     monkeypatch.delenv(ENV_PLUGINS_LOCK, raising=False)
-    with _fresh_discovery(site):
+    with _fresh_discovery(site, reset_plugin_manager if alone else forget_installed_plugins):
         yield site
 
 

@@ -49,6 +49,16 @@ def pip_site(tmp_path, monkeypatch):
         yield site
 
 
+@pytest.fixture
+def marker(tmp_path, monkeypatch):
+    """Where :data:`~.hostile.HOSTILE` code and :class:`~.hostile.RunsCode` leave their mark (``$HS_MARKER``)."""
+    from .hostile import MARKER_ENV
+
+    path = tmp_path / "HOSTILE-CODE-RAN"
+    monkeypatch.setenv(MARKER_ENV, str(path))
+    return path
+
+
 @pytest.fixture(scope="session")
 def queue():
     """A local Ray + TransferQueue shared by every test of the session that asks for it (needs verl's stack)."""
