@@ -25,6 +25,8 @@ TRL_STACK = ["trl==1.16.0"]
 CORE = ROOT / "packages" / "dataflex-core"
 HOST = ROOT / "packages" / "dataflex-verl"
 TRL_HOST = ROOT / "packages" / "dataflex-trl"
+#: What is not production: ``dataflex compare``, the demos, verl's CPU harness and the testing kit every test uses.
+LAB = ROOT / "packages" / "dataflex-lab"
 CONFORMANCE = ROOT / "conformance"
 
 nox.options.sessions = ["tests"]
@@ -45,12 +47,12 @@ def rel(path: Path) -> str:
 
 
 def monorepo_dists(with_host: bool = True) -> list[Path]:
-    """Core, conformance, every plugin and (optionally) the verl and TRL hosts, as present in the tree."""
+    """Core, conformance, every plugin, the lab and (optionally) the verl and TRL hosts, as present in the tree."""
     dists = [CORE, *plugin_dirs()]
     if (CONFORMANCE / "pyproject.toml").exists():
         dists.append(CONFORMANCE)
     if with_host:
-        dists += [host for host in (HOST, TRL_HOST) if (host / "pyproject.toml").exists()]
+        dists += [host for host in (HOST, TRL_HOST, LAB) if (host / "pyproject.toml").exists()]
     return dists
 
 
@@ -64,8 +66,11 @@ def host_stacks(dists: list[Path]) -> list[str]:
 #: tested in its own virtualenv (users install them apart too, see docs/host-trl.md).
 TEST_ENVS = ("verl", "trl")
 #: verl's own fit loop runs in a pytest process of its own: it starts Ray with logical GPUs and a
-#: TransferQueue per run, while the host's other tests share one queue started by the driver.
-FIT_TESTS = HOST / "tests" / "fit"
+#: TransferQueue per run, while the host's other tests share one queue started by the driver. The lab's
+#: training-demo test runs there too (each arm is a ``main_ppo`` process with its own Ray).
+FIT_TESTS = [HOST / "tests" / "fit", LAB / "tests" / "fit"]
+#: The lab's tests of its TRL parts (they need TRL, so they run in the ``trl`` environment).
+LAB_TRL_TESTS = LAB / "tests" / "trl"
 
 
 @nox.session
@@ -85,15 +90,18 @@ def tests(session: nox.Session, env: str) -> None:
         # for the docs tests only (the CLI reference renders its --help, which imports no TRL); trl stays absent
         session.install("--no-deps", f"./{rel(TRL_HOST)}")
     if env == "trl":
-        # plus the test that runs one pair through both hosts (it skips where TRL is absent)
-        session.run("pytest", rel(TRL_HOST / "tests"), rel(HOST / "tests" / "test_cross_host.py"), *session.posargs)
+        # plus the test that runs one pair through both hosts (it skips where TRL is absent) and the lab's TRL parts
+        trl_tests = [TRL_HOST / "tests", HOST / "tests" / "test_cross_host.py", LAB_TRL_TESTS]
+        session.run("pytest", *(rel(p) for p in trl_tests if p.exists()), *session.posargs)
         return
     test_dirs = [rel(d / "tests") for d in dists if (d / "tests").is_dir()]
     # The docs' tutorial snippets and the benchmark harness's own logic run here too.
     test_dirs += [rel(p) for p in (ROOT / "docs" / "tests", ROOT / "benchmarks" / "tests") if p.is_dir()]
-    session.run("pytest", *test_dirs, f"--ignore={rel(FIT_TESTS)}", *session.posargs)
-    if FIT_TESTS.is_dir():
-        session.run("pytest", rel(FIT_TESTS), *session.posargs)
+    ignored = [f"--ignore={rel(p)}" for p in [*FIT_TESTS, LAB_TRL_TESTS]]
+    session.run("pytest", *test_dirs, *ignored, *session.posargs)
+    fit_dirs = [rel(p) for p in FIT_TESTS if p.is_dir()]
+    if fit_dirs:
+        session.run("pytest", *fit_dirs, *session.posargs)
 
 
 #: The benchmark cases each test environment runs (``trl`` needs TRL, ``fit`` needs verl without it).
@@ -131,9 +139,8 @@ def bench(session: nox.Session, env: str) -> None:
 def demo(session: nox.Session) -> None:
     """The main job: verl's own GRPO fit loop on the CPU, ``sync`` against ``dataflex_sync`` (``-- --help``)."""
     install_torch(session)
-    session.install(
-        *VERL_STACK, "hydra-core", "matplotlib", "pandas", "pyarrow", *(rel(d) for d in [CORE, *plugin_dirs(), HOST])
-    )
+    # the demo is dataflex-lab's, with its verl extra (hydra, pandas, pyarrow: the harness's dataset)
+    session.install(*VERL_STACK, *(rel(d) for d in [CORE, *plugin_dirs(), HOST]), f"{rel(LAB)}[verl]")
     session.run("dataflex-verl", "demo", *session.posargs)
 
 
@@ -141,7 +148,7 @@ def demo(session: nox.Session) -> None:
 def demo_trl(session: nox.Session) -> None:
     """DataFlex inside TRL's GRPOTrainer: a real GRPO run on the CPU, baseline against DataFlex (``-- --help``)."""
     install_torch(session)
-    session.install(*TRL_STACK, "matplotlib", *(rel(d) for d in [CORE, *plugin_dirs(), TRL_HOST]))
+    session.install(*TRL_STACK, *(rel(d) for d in [CORE, *plugin_dirs(), TRL_HOST]), f"{rel(LAB)}[trl]")
     session.run("dataflex-trl", "demo", *session.posargs)
 
 
@@ -369,6 +376,8 @@ def docs(session: nox.Session) -> None:
         session.install("--no-deps", f"./{rel(HOST)}")
     if TRL_HOST.is_dir():  # for its --help only: importing dataflex_trl.cli imports no TRL
         session.install("--no-deps", f"./{rel(TRL_HOST)}")
+    if LAB.is_dir():  # for the commands it adds to the hosts' --help (building their parsers imports no model library)
+        session.install("--no-deps", f"./{rel(LAB)}")
     session.env["NO_MKDOCS_2_WARNING"] = "1"
     if session.posargs[:1] == ["serve"]:
         session.run("mkdocs", "serve", *session.posargs[1:])

@@ -1,7 +1,7 @@
 """Case ``fit``: verl's own GRPO step with DataFlex over the same step without it.
 
 Runs ``python -m verl.trainer.main_ppo`` on the CPU harness
-(:mod:`dataflex_verl.cpu_loop`) for the ``sync`` and ``dataflex_sync``
+(:mod:`dataflex_lab.verl.cpu_loop`) for the ``sync`` and ``dataflex_sync``
 trainers in the order sync, dataflex, dataflex, sync, so drift in a shared
 machine's load falls on both alike. The learning rate is 0: the policy never
 moves, generation is keyed per (step, prompt, sample), so both trainers roll
@@ -62,7 +62,7 @@ def run_fit(*, quick: bool, unjudged: str | None = None, progress=print) -> list
     if reason:
         progress(f"  SKIP fit: {reason}")
         return [Result("fit", name, shape, status="skip", target=FIT_TARGET, note=reason)]
-    from dataflex_verl.cpu_loop import runner
+    from dataflex_lab.verl.cpu_loop import runner
 
     times: dict[str, list[float]] = {"sync": [], "dataflex_sync": []}
     hooks: list[float] = []

@@ -1,6 +1,6 @@
 """The host case proper: both trainers on one queued GRPO batch in a local Ray + TransferQueue.
 
-Reuses ``dataflex_verl.sandbox`` (the host's own harness for its tests and
+Reuses ``dataflex_lab.verl.sandbox`` (the host's own harness for its tests and
 demo) to compose verl's real config, start the queue and write the rollout.
 Both trainers run ``_compute_advantage`` on the same keys, alternately: each
 call recomputes and overwrites ``advantages`` (and, for DataFlex,
@@ -45,7 +45,7 @@ def run(*, name, shape, bs, length, group_size, reps, warmup, target, unjudged=N
     # TransferQueue warns once per client about thread counts on small machines; keep the progress readable.
     logging.getLogger("transfer_queue").setLevel(logging.ERROR)
 
-    from dataflex_verl import sandbox
+    from dataflex_lab.verl import sandbox
 
     overrides = [f"actor_rollout_ref.rollout.n={group_size}", "algorithm.adv_estimator=grpo"]
     plain = get_trainer_cls("sync")(sandbox.compose_config(overrides))

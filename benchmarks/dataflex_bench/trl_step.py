@@ -42,9 +42,10 @@ def _trainers(prompts: int, generations: int, length: int, out: str) -> tuple:
 
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     from dataflex_trl import DataFlexGRPOTrainer
-    from dataflex_trl.toy import char_tokenizer, echo_reward, tiny_model, toy_dataset
     from transformers.utils import logging as hf_logging
     from trl import GRPOConfig, GRPOTrainer
+
+    from dataflex_lab.trl.toy import char_tokenizer, echo_reward, tiny_model, toy_dataset
 
     hf_logging.set_verbosity_error()
     tokenizer = char_tokenizer()

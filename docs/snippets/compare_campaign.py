@@ -9,7 +9,7 @@ import math
 
 import torch
 
-from dataflex_core.compare import Run, compare_runs
+from dataflex_lab.compare import Run, compare_runs
 
 TRUE_EFFECT = {"sync": 0.0, "method_a": 0.8, "method_b": -0.5}
 SEEDS = [0, 1, 2]

@@ -290,6 +290,7 @@ def _defines(body: list[ast.stmt], name: str) -> ast.stmt | None:
 SOURCE_ROOTS = [
     ROOT / "packages" / "dataflex-core" / "src",
     ROOT / "packages" / "dataflex-verl" / "src",
+    ROOT / "packages" / "dataflex-lab" / "src",
     ROOT / "conformance" / "src",
 ]
 

@@ -124,8 +124,8 @@ def test_every_recipe_cites_its_paper_and_says_when_not_to_use_it(recipe):
 @pytest.mark.parametrize("recipe", list(RECIPES))
 def test_every_recipe_mounts_in_verls_real_config(recipe):
     pytest.importorskip("verl")
+    from dataflex_lab.verl.sandbox import compose_config
     from dataflex_verl.mount import mount
-    from dataflex_verl.sandbox import compose_config
 
     config = config_of(RECIPES[recipe])
     mounted = mount(compose_config(overrides(config), dataflex=config["dataflex"]))

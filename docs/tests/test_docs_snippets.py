@@ -5,7 +5,6 @@ from __future__ import annotations
 import runpy
 from pathlib import Path
 
-import numpy as np
 import pytest
 import torch
 
@@ -18,6 +17,7 @@ from dataflex_core import (
     build_from_config,
     valid_sample_mask,
 )
+from dataflex_lab.testing import grpo_batch
 
 DOCS = Path(__file__).resolve().parents[1]
 SNIPPETS = DOCS / "snippets"
@@ -30,15 +30,8 @@ def run_snippet(name: str, capsys) -> str:
 
 
 def ragged_group_batch(seed: int, groups: int = 5, size: int = 4, L: int = 12, padding: int = 2) -> Batch:
-    gen = torch.Generator().manual_seed(seed)
-    bs = groups * size + padding
-    lengths = torch.randint(0, L + 1, (bs,), generator=gen)  # some rows are empty
-    uid = np.array([f"g{i // size}" for i in range(groups * size)] + ["pad"] * padding, dtype=object)
-    is_padding = torch.arange(bs) >= groups * size
-    return Batch(
-        {"response_mask": (torch.arange(L) < lengths[:, None]).long(), "is_padding": is_padding},
-        {"uid": uid},
-    )
+    """GRPO groups with ragged responses (some empty) and verl's padding rows, from the testing kit."""
+    return grpo_batch(groups, size, width=L, min_length=0, padding_rows=padding, seed=seed)
 
 
 @pytest.mark.parametrize(

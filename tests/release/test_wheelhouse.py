@@ -18,6 +18,7 @@ from __future__ import annotations
 import email
 import json
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -34,6 +35,10 @@ DISTS = all_dists()
 #: The host needs verl, Ray and TransferQueue, which are not the wheelhouse's to provide: its
 #: wheel is installed without its requirements and only its command line (which imports no verl) is run.
 HOST = "dataflex-verl"
+#: The production wheels: what training needs, nothing of the lab.
+PRODUCTION = ("dataflex-core", "dataflex-verl", "dataflex-trl")
+#: What only dataflex-lab may ship: comparisons, demos, toys, verl's CPU harness and sandbox, the testing kit.
+LAB_MODULES = re.compile(r"/(compare|cpu_loop|testing)/|/(demo\w*|toy\w*|sandbox|training_demo)\.py$")
 
 
 def _pip_env() -> dict[str, str]:
@@ -96,6 +101,26 @@ def test_the_sdist_is_there_with_its_license(wheelhouse, dist):
         names = set(archive.getnames())
     top = f"{dist.wheel_stem}-{dist.version}"
     assert {f"{top}/LICENSE", f"{top}/pyproject.toml", f"{top}/README.md", f"{top}/PKG-INFO"} <= names
+
+
+@pytest.mark.parametrize("name", PRODUCTION)
+def test_a_production_wheel_holds_no_demo_toy_or_harness_module(wheelhouse, name):
+    dist = next(d for d in DISTS if d.name == name)
+    with zipfile.ZipFile(wheel_of(wheelhouse, dist)) as archive:
+        modules = [n for n in archive.namelist() if n.endswith(".py")]
+    assert modules, f"{name}'s wheel holds no module"
+    lab = [n for n in modules if LAB_MODULES.search(n)]
+    assert not lab, f"{name}'s wheel ships lab modules {lab}; they belong in packages/dataflex-lab"
+
+
+def test_the_lab_wheel_holds_what_the_production_wheels_do_not():
+    """The pattern above matches what really moved (so the check above can fail)."""
+    lab = next(d for d in DISTS if d.name == "dataflex-lab")
+    sources = [p.relative_to(lab.path / "src").as_posix() for p in (lab.path / "src").rglob("*.py")]
+    for module in ("dataflex_lab/compare/stats.py", "dataflex_lab/toy_model.py", "dataflex_lab/demo_report.py",
+                   "dataflex_lab/verl/cpu_loop/verl_internals.py", "dataflex_lab/verl/sandbox.py",
+                   "dataflex_lab/trl/toy.py", "dataflex_lab/testing/batches.py"):  # fmt: skip
+        assert module in sources and LAB_MODULES.search("/" + module), module
 
 
 def _requirements(requires: list[str] | None) -> list[Requirement]:
@@ -207,3 +232,10 @@ def test_a_scorer_and_reweighter_pair_runs_from_the_installed_wheels(fresh_venv)
 def test_the_host_wheel_installs_its_command_line(fresh_venv):
     out = venv_run(fresh_venv, ["dataflex-verl", "--help"]).stdout
     assert "usage: dataflex-verl" in out
+
+
+def test_the_lab_wheel_adds_its_commands_to_the_production_command_lines(fresh_venv):
+    assert venv_run(fresh_venv, ["dataflex", "compare", "--help"]).stdout.startswith("usage: dataflex compare")
+    for program, commands in (("dataflex-verl", ["demo", "demo-step"]), ("dataflex-trl", ["demo"])):
+        listing = venv_run(fresh_venv, [program, "--help"]).stdout
+        assert "not installed" not in listing and all(f"    {c} " in listing for c in commands), listing

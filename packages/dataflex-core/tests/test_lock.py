@@ -1,8 +1,9 @@
 """Lock files: format, comparison rows, and enforcement of a lock at plugin load time.
 
 The plugins here are real wheels installed by pip into a throwaway virtualenv
-whose site-packages is the test's whole environment (``pip_site``, ``locked``:
-see ``conftest.py`` and ``lock_kit.py``).
+whose site-packages is the test's whole environment (the testing kit's
+``pip_site`` fixture), so RECORD, INSTALLER and friends are what pip writes in
+production, and upgrades really uninstall.
 """
 
 from __future__ import annotations
@@ -35,35 +36,9 @@ from dataflex_core.lock import (
     scan_environment,
     write_lock,
 )
-
-GOOD = """
-import torch
-from dataflex_core import Scorer, register_scorer
-
-
-@register_scorer("lk_length")
-class LengthScorer(Scorer):
-    def score(self, batch, step_id, **ctx):
-        return batch.batch["response_mask"].sum(-1).float()
-"""
-
-EXTRA = """
-from dataflex_core import Scorer, register_scorer
-
-
-@register_scorer("lk_extra")
-class ExtraScorer(Scorer):
-    def score(self, batch, step_id, **ctx):
-        return batch.batch["response_mask"].sum(-1).float()
-"""
-
-#: Importing this plugin leaves a marker file next to it and then fails: proof it was imported.
-TRIPWIRE = """
-from pathlib import Path
-
-Path(__file__).with_name("IMPORTED").write_text("lk_tripwire was imported")
-raise RuntimeError("lk_tripwire must never be imported under a lock that does not list it")
-"""
+from dataflex_lab.testing.plugin_sites import EXTRA_PLUGIN as EXTRA
+from dataflex_lab.testing.plugin_sites import LENGTH_PLUGIN as GOOD
+from dataflex_lab.testing.plugin_sites import TRIPWIRE_PLUGIN as TRIPWIRE
 
 
 @pytest.fixture

@@ -3,7 +3,7 @@
 Each case first shows the attack working without a lock (a plain ``python``
 process imports the plugin and the planted code leaves a marker file), then
 that ``dataflex verify`` and a lock in force see or ignore it. The plugins are
-real wheels pip installed into a throwaway site-packages (``pip_site``).
+real wheels pip installed into a throwaway site-packages (the testing kit's ``pip_site``).
 """
 
 from __future__ import annotations
@@ -22,16 +22,12 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from lock_kit import (
-    HOSTILE,
-    marker_fixture,  # noqa: F401 - pytest finds the fixture ``marker``
-    plant_bytecode,
-)
 
 from dataflex_core import PluginLoadError, get_plugin_manager, use_plugin_lock
 from dataflex_core import discovery as plugin_module
 from dataflex_core.cli import main as cli_main
 from dataflex_core.lock import LockFileError, PluginDriftWarning, PluginSetMismatch, parse_lock
+from dataflex_lab.testing.hostile import HOSTILE, plant_bytecode
 
 SCORERS = """
 from dataflex_core import Scorer, register_scorer

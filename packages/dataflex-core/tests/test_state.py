@@ -15,10 +15,6 @@ import threading
 import numpy as np
 import pytest
 import torch
-from lock_kit import (
-    RunsCode,
-    marker_fixture,  # noqa: F401 - pytest finds the fixture ``marker``
-)
 
 from dataflex_core import ComponentSpec, PluginInfo, Scorer
 from dataflex_core.step import PromptHistory, PromptIds
@@ -33,6 +29,7 @@ from dataflex_core.step.state import (
     save_component_state,
     write_component_state,
 )
+from dataflex_lab.testing.hostile import RunsCode
 
 
 class RunningMean(Scorer):

@@ -29,6 +29,7 @@ from dataflex_core.step import (
     mount_step,
     unit_mean,
 )
+from dataflex_lab.testing import rows_batch
 
 SEEN: list[Batch] = []
 
@@ -136,14 +137,7 @@ def block(scorer, actuator, mechanism="reweight", **extra):
 
 def rollout(rewards, lengths, padding=None, uid=None):
     """Rows with ``lengths`` response tokens and their reward on the last one; optional verl-style padding rows."""
-    lengths = torch.as_tensor(lengths)
-    mask = (torch.arange(4).unsqueeze(0) < lengths.unsqueeze(1)).long()
-    last = torch.nn.functional.one_hot((lengths - 1).clamp(min=0), 4) * mask
-    tensors = {"response_mask": mask, "rm_scores": last * torch.as_tensor(rewards, dtype=torch.float32).unsqueeze(1)}
-    if padding is not None:
-        tensors["is_padding"] = torch.as_tensor(padding)
-    objects = {} if uid is None else {"uid": np.asarray(uid, dtype=object)}
-    return Batch(tensors, objects)
+    return rows_batch(lengths, width=4, rewards=rewards, padding=padding, uid=uid)
 
 
 def test_components_see_only_real_rows_and_padding_gets_weight_zero():

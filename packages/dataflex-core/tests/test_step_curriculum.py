@@ -17,7 +17,6 @@ from dataflex_core import (
     Scorer,
     get_registry,
     register_reweighter,
-    register_sampler,
     register_scorer,
 )
 from dataflex_core.step import (
@@ -29,6 +28,7 @@ from dataflex_core.step import (
     PromptIds,
     mount_step,
 )
+from dataflex_lab.testing import register_toy_components, rows_batch
 
 OBSERVED: list[tuple[int, dict]] = []
 
@@ -74,12 +74,7 @@ class TooEarlyScorer(Scorer):
     requires = ["advantages"]
 
 
-@register_sampler("curtest_proportional")
-class ProportionalSampler(Sampler):
-    """Probabilities proportional to the scores."""
-
-    def act(self, scores, batch, **ctx):
-        return scores.double() / scores.double().sum()
+register_toy_components("curtest")  # the sampler curtest_proportional
 
 
 HOST = HostCapabilities(
@@ -106,16 +101,8 @@ def curriculum(weights, *, batch_size=4, candidates=0, seed=0, **extra):
 
 def rollout(ids, rewards, lengths=None, padding=None):
     """A step's rows: ids per row (column ``index``), the reward on the last response token."""
-    n = len(ids)
-    lengths = torch.as_tensor(lengths if lengths is not None else [3] * n)
-    mask = (torch.arange(3).unsqueeze(0) < lengths.unsqueeze(1)).long()
-    scores = torch.zeros(n, 3)
-    last = (lengths - 1).clamp(min=0)
-    scores[torch.arange(n), last] = torch.as_tensor(rewards, dtype=torch.float32) * (lengths > 0)
-    tensors = {"response_mask": mask, "rm_scores": scores}
-    if padding is not None:
-        tensors["is_padding"] = torch.as_tensor(padding)
-    return Batch(tensors, {"index": np.asarray(ids, dtype=object)})
+    lengths = lengths if lengths is not None else [3] * len(ids)
+    return rows_batch(lengths, width=3, rewards=rewards, padding=padding, columns={"index": ids})
 
 
 # -- declarations and mount ----------------------------------------------------------------
@@ -130,7 +117,8 @@ def test_a_pre_rollout_scorer_scores_prompts_one_each():
 
 
 def test_samplers_register_and_promise_no_floor_by_default():
-    assert get_registry().get("sampler", "curtest_proportional").cls is ProportionalSampler
+    registered = get_registry().get("sampler", "curtest_proportional").cls
+    assert issubclass(registered, Sampler) and registered.name == "curtest_proportional"
     assert Sampler().min_probability(10) == 0.0
     assert Scorer().observe(Batch({}), 1) is None  # the default records nothing
 

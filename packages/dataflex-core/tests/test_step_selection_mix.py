@@ -6,20 +6,16 @@ import numpy as np
 import pytest
 import torch
 
-from dataflex_core import Batch, ConfigError, InvalidOutputError
+from dataflex_core import ConfigError, InvalidOutputError
 from dataflex_core.contracts import check_selection as kept_rows
 from dataflex_core.contracts import selection_mask
 from dataflex_core.mechanisms.mix import domain_ids
 from dataflex_core.step import DomainMixtureSampler, selection_metrics, systematic_counts
+from dataflex_lab.testing import rows_batch
 
 
 def batch(lengths, padding=None, uid=None):
-    lengths = torch.as_tensor(lengths)
-    mask = (torch.arange(4).unsqueeze(0) < lengths.unsqueeze(1)).long()
-    tensors = {"response_mask": mask}
-    if padding is not None:
-        tensors["is_padding"] = torch.as_tensor(padding)
-    return Batch(tensors, {} if uid is None else {"uid": np.asarray(uid, dtype=object)})
+    return rows_batch(lengths, width=4, padding=padding, uid=uid)
 
 
 @pytest.mark.parametrize(

@@ -16,14 +16,14 @@ from trl_testkit import NUM_GENERATIONS, PROMPTS_PER_STEP, grpo_config  # noqa: 
 
 @pytest.fixture(scope="session")
 def tokenizer():
-    from dataflex_trl.toy import char_tokenizer
+    from dataflex_lab.trl.toy import char_tokenizer
 
     return char_tokenizer()
 
 
 @pytest.fixture(scope="session")
 def dataset():
-    from dataflex_trl.toy import toy_dataset
+    from dataflex_lab.trl.toy import toy_dataset
 
     return toy_dataset(64, seed=0)
 
@@ -33,8 +33,9 @@ def make_trainer(tmp_path, tokenizer, dataset):
     """``make_trainer(loss_type, dataflex=None, **config)``: a fresh tiny model (same seed each time) in a
     ``DataFlexGRPOTrainer`` (or a plain ``GRPOTrainer`` without ``dataflex``), ready for ``_compute_loss``."""
     from dataflex_trl import DataFlexGRPOTrainer
-    from dataflex_trl.toy import echo_reward, tiny_model
     from trl import GRPOTrainer
+
+    from dataflex_lab.trl.toy import echo_reward, tiny_model
 
     def make(loss_type: str = "dapo", dataflex=None, *, model=None, train_dataset=None, reward=echo_reward, **config):
         args = grpo_config(tmp_path, loss_type, **config)

@@ -31,8 +31,9 @@ BLOCK = {
 def main(out: str) -> None:
     from accelerate.utils import gather, gather_object
     from dataflex_trl import DataFlexGRPOTrainer
-    from dataflex_trl.toy import char_tokenizer, echo_reward, tiny_model, toy_dataset
     from trl import GRPOConfig
+
+    from dataflex_lab.trl.toy import char_tokenizer, echo_reward, tiny_model, toy_dataset
 
     world = int(os.environ.get("WORLD_SIZE", "1"))
     rows_per_process = PROMPTS * GENERATIONS // world

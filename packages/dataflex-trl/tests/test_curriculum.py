@@ -5,47 +5,30 @@ from __future__ import annotations
 
 import os
 
-import numpy as np
 import pytest
 import torch
-from dataflex_trl.toy import echo_reward
 from trl_testkit import NUM_GENERATIONS, PROMPTS_PER_STEP
 
-from dataflex_core import IncompatibleComponentError, Sampler, Scorer, register_sampler, register_scorer
+from dataflex_core import IncompatibleComponentError, register_scorer
 from dataflex_core.step.state import CHECKPOINT_STATE
+from dataflex_lab.testing.components import DomainPreferenceScorer
+from dataflex_lab.trl.toy import echo_reward
 
 
 @register_scorer("trltest_vowels_thrice")
-class VowelsThrice(Scorer):
+class VowelsThrice(DomainPreferenceScorer):
     """pre_rollout: 3 for vowel prompts, 1 for the others; counts the steps it observed (state)."""
 
-    timing = "pre_rollout"
     requires = ["domain", "rollouts"]
+    domain_scores, other_score = {"vowel": 3.0}, 1.0
 
     def __init__(self, **kwargs):
         super().__init__(**kwargs)
-        self.observed = 0
         self.rollouts_seen: list[int] = []
 
     def score(self, batch, step_id, **ctx):
         self.rollouts_seen.append(int(batch.batch["rollouts"].sum()))
-        domain = np.asarray(batch.non_tensor_batch["domain"], dtype=object)
-        return torch.from_numpy(np.where(domain == "vowel", 3.0, 1.0))
-
-    def observe(self, outcomes, step_id, **ctx):
-        self.observed += 1
-
-    def state_dict(self):
-        return {"observed": self.observed}
-
-    def load_state_dict(self, state):
-        self.observed = int(state["observed"])
-
-
-@register_sampler("trltest_proportional")
-class Proportional(Sampler):
-    def act(self, scores, batch, **ctx):
-        return scores.double() / scores.double().sum()
+        return super().score(batch, step_id, **ctx)
 
 
 BLOCK = {

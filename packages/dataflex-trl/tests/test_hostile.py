@@ -1,7 +1,7 @@
 """TRL's real ``GRPOTrainer`` against hostile plugins and checkpoints: the lock holds, resume runs no code.
 
 Plugins are real wheels pip installs into a throwaway site-packages put in
-front of ``sys.path`` beside TRL (core's ``lock_kit``); the lock covers them
+front of ``sys.path`` beside TRL (the testing kit's ``plugin_sites``); the lock covers them
 and every plugin installed beside this test run. Planted code leaves a marker
 file, so each test sees whether it ran.
 """
@@ -19,17 +19,9 @@ import torch
 from dataflex_core import ConfigError, get_plugin_manager
 from dataflex_core.lock import PluginSetMismatch, lock_environment, write_lock
 from dataflex_core.step.state import CHECKPOINT_STATE, ComponentStateError
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "dataflex-core" / "tests"))
-
-from lock_kit import (  # noqa: E402
-    HOSTILE,
-    PipSite,
-    RunsCode,
-    forget_installed_plugins,
-    marker_fixture,  # noqa: F401, E402 - pytest finds the fixture ``marker``
-    plant_bytecode,
-)
+from dataflex_lab.testing import plugin_sites
+from dataflex_lab.testing.hostile import HOSTILE, RunsCode, plant_bytecode
+from dataflex_lab.testing.plugin_sites import forget_installed_plugins
 
 SCORERS = """
 from dataflex_core import Scorer, register_scorer
@@ -56,12 +48,8 @@ BLOCK = {"scorer": {"name": "trltest_running_count"}, "actuator": {"name": "trlt
 @pytest.fixture
 def site(tmp_path, monkeypatch):
     """A throwaway site-packages in front of ``sys.path``, in a fresh process's state before and after."""
-    pip_site = PipSite(tmp_path / "venv", tmp_path / "wheels")
-    monkeypatch.setattr(sys, "path", [str(pip_site.root), *sys.path])
-    forget_installed_plugins()
-    yield pip_site
-    pip_site.forget_modules()
-    forget_installed_plugins()
+    with plugin_sites.pip_site(tmp_path, monkeypatch, alone=False) as pip_site:
+        yield pip_site
 
 
 def _saved_run(make_trainer) -> str:

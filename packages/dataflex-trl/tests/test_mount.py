@@ -47,7 +47,8 @@ def test_every_loss_type_of_trl_has_a_unit():
 
 def test_the_block_is_required(make_trainer, tokenizer):
     from dataflex_trl import DataFlexGRPOTrainer
-    from dataflex_trl.toy import echo_reward, tiny_model
+
+    from dataflex_lab.trl.toy import echo_reward, tiny_model
 
     plain = make_trainer("dapo")
     with pytest.raises(ConfigError, match=r"needs dataflex=\{\.\.\.\}.*use trl.GRPOTrainer"):
@@ -84,7 +85,7 @@ def test_the_constructor_refuses_configs_that_cannot_work(make_trainer, block, c
 
 
 def test_reference_log_probs_are_provided_with_a_kl_term(make_trainer, tokenizer, tmp_path):
-    from dataflex_trl.toy import tiny_model
+    from dataflex_lab.trl.toy import tiny_model
 
     # beta > 0 makes TRL load a reference model from the policy's name: a local folder, offline
     tiny_model(tokenizer, seed=0).save_pretrained(tmp_path / "policy")

@@ -6,11 +6,11 @@ import collections
 import os
 
 import pytest
-from dataflex_trl.toy import echo_reward
 
 from dataflex_core import ConfigError
 from dataflex_core.lock.pinning import CHECKPOINT_PINNING, CHECKPOINT_PLUGIN_SET
 from dataflex_core.step.state import CHECKPOINT_STATE
+from dataflex_lab.trl.toy import echo_reward
 
 
 def test_mix_draws_each_generation_batch_by_the_mixers_proportions(make_trainer):

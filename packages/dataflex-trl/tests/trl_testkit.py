@@ -1,8 +1,8 @@
 """Helpers of the TRL host tests: real ``GRPOTrainer``s on a tiny model, offline, on the CPU.
 
-Small components defined here (names prefixed ``trltest_``) cover what no
-shipped plugin does on purpose: uniform weights, weights easy to recompute by
-hand. Users define components in their own code the same way.
+The testing kit's toy components, registered here as ``trltest_constant``,
+``trltest_reward`` and ``trltest_proportional``, cover what no shipped plugin
+does on purpose: uniform weights, weights easy to recompute by hand.
 """
 
 from __future__ import annotations
@@ -12,7 +12,8 @@ import os
 
 import torch
 
-from dataflex_core import Reweighter, Scorer, mean_one, register_reweighter, register_scorer
+from dataflex_core import Scorer, register_scorer
+from dataflex_lab.testing import register_toy_components
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
@@ -32,34 +33,7 @@ PROMPTS_PER_STEP = 4
 NUM_GENERATIONS = 4
 
 
-@register_scorer("trltest_constant")
-class ConstantScorer(Scorer):
-    """Every sample scores the same: a reweighter must then give uniform weights."""
-
-    requires = ["advantages"]
-
-    def score(self, batch, step_id, **ctx):
-        return torch.full((len(batch),), 0.5)
-
-
-@register_scorer("trltest_reward")
-class RewardScorer(Scorer):
-    """Each completion's reward (``rm_scores`` summed over the response)."""
-
-    requires = ["rm_scores"]
-
-    def score(self, batch, step_id, **ctx):
-        return batch.batch["rm_scores"].sum(-1)
-
-
-@register_reweighter("trltest_proportional")
-class ProportionalReweighter(Reweighter):
-    """Weights proportional to the scores plus 0.1, mean one: easy to recompute by hand in a test."""
-
-    accepts_granularity = ("prompt", "response", "token")
-
-    def act(self, scores, batch, **ctx):
-        return mean_one(scores.float() + 0.1, batch)
+register_toy_components("trltest")
 
 
 @register_scorer("trltest_running_count")

@@ -1,9 +1,10 @@
-"""Fixtures for the host tests: one local Ray + TransferQueue per session, verl configs, helpers.
+"""Fixtures for the host tests: verl configs and small components (the shared queue is the testing kit's ``queue``).
 
 Small components defined here (names prefixed ``hosttest_``) cover what no
 shipped plugin does on purpose: invalid output, fields verl may not produce,
-timings the host cannot run. Users define components in their own code the
-same way.
+timings the host cannot run; ``hosttest_constant`` and ``hosttest_proportional``
+are the testing kit's toy components. Users define components in their own code
+the same way.
 """
 
 from __future__ import annotations
@@ -15,18 +16,11 @@ import numpy as np
 import pytest
 import torch
 
-from dataflex_core import Reweighter, Scorer, mean_one, register_reweighter, register_scorer, valid_sample_mask
-from dataflex_verl import sandbox
+from dataflex_core import Reweighter, Scorer, register_reweighter, register_scorer, valid_sample_mask
+from dataflex_lab.testing import mean_abs_advantage, register_toy_components
+from dataflex_lab.verl import sandbox
 
-
-@register_scorer("hosttest_constant")
-class ConstantScorer(Scorer):
-    """Every sample scores the same: a reweighter must then give uniform weights."""
-
-    requires = ["advantages"]
-
-    def score(self, batch, step_id, **ctx):
-        return torch.full((len(batch),), 0.5)
+register_toy_components("hosttest")
 
 
 @register_scorer("hosttest_seen_rows")
@@ -39,9 +33,7 @@ class SeenRowsScorer(Scorer):
 
     def score(self, batch, step_id, **ctx):
         type(self).seen.append(batch.non_tensor_batch["uid"].copy())
-        mask = batch.batch["response_mask"].bool()
-        adv = torch.where(mask, batch.batch["advantages"].abs(), torch.zeros(()))
-        return adv.sum(-1) / mask.sum(-1).clamp(min=1)
+        return mean_abs_advantage(batch)
 
 
 @register_scorer("hosttest_mean_entropy")
@@ -66,16 +58,6 @@ class TokenPositionScorer(Scorer):
     def score(self, batch, step_id, **ctx):
         mask = batch.batch["response_mask"]
         return torch.arange(mask.shape[1], dtype=torch.float32).expand(mask.shape) + 1.0
-
-
-@register_reweighter("hosttest_proportional")
-class ProportionalReweighter(Reweighter):
-    """Weights proportional to the scores, mean one: easy to recompute by hand in a test."""
-
-    accepts_granularity = ("prompt", "response", "token")
-
-    def act(self, scores, batch, **ctx):
-        return mean_one(scores.float() + 0.1, batch)
 
 
 @register_scorer("hosttest_nan")
@@ -151,10 +133,3 @@ def make_config():
         return config
 
     return make
-
-
-@pytest.fixture(scope="session")
-def queue():
-    """A local Ray + TransferQueue shared by every test of the session."""
-    with sandbox.local_queue():
-        yield

@@ -16,7 +16,7 @@ import pytest
 import torch
 
 from dataflex_core.mechanisms import LossMechanism, check_rollout_time, register_mechanism, unregister_mechanism
-from dataflex_verl import sandbox
+from dataflex_lab.verl import sandbox
 
 pytestmark = pytest.mark.verl
 trl = pytest.importorskip("trl")
@@ -35,8 +35,9 @@ def trl_step(tmp_path, block=PAIR):
     import warnings
 
     from dataflex_trl import DataFlexGRPOTrainer
-    from dataflex_trl.toy import char_tokenizer, echo_reward, tiny_model, toy_dataset
     from trl import GRPOConfig
+
+    from dataflex_lab.trl.toy import char_tokenizer, echo_reward, tiny_model, toy_dataset
 
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
     tokenizer = char_tokenizer()

@@ -12,8 +12,9 @@ import numpy as np
 import pytest
 import torch
 
-from dataflex_core import ConfigError, Sampler, Scorer, register_sampler, register_scorer
-from dataflex_verl import sandbox
+from dataflex_core import ConfigError, Scorer, register_scorer
+from dataflex_lab.testing import register_toy_components
+from dataflex_lab.verl import sandbox
 
 pytestmark = pytest.mark.verl
 
@@ -39,10 +40,7 @@ class MathOnly(Scorer):
         self.observed.append({"step": step_id, "prompts": outcomes.batch["prompt_index"].tolist()})
 
 
-@register_sampler("curtest_verl_proportional")
-class Proportional(Sampler):
-    def act(self, scores, batch, **ctx):
-        return scores.double() / scores.double().sum()
+register_toy_components("curtest_verl")  # the sampler curtest_verl_proportional
 
 
 BLOCK = {

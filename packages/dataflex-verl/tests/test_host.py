@@ -22,7 +22,7 @@ from dataflex_core import (
     UnknownComponentError,
     get_registry,
 )
-from dataflex_verl import sandbox
+from dataflex_lab.verl import sandbox
 from dataflex_verl.queue_io import MissingFieldError
 
 pytestmark = pytest.mark.verl
@@ -587,23 +587,7 @@ def test_returning_the_pre_write_meta_would_drop_the_weights(make_config, queue)
     assert sandbox.actor_loss(out, trainer.config).item() != pytest.approx(unweighted.item(), rel=1e-4)
 
 
-# -- the demo and loud registration failures -----------------------------------------
-
-
-def test_demo_prints_weights_and_both_losses_per_pair(queue):
-    import io
-
-    from dataflex_verl.demo import PAIRS, run_demo
-
-    out = io.StringIO()
-    rows = run_demo(num_prompts=4, n=4, max_response_len=16, pairs=PAIRS[:2], out=out, start_queue=False)
-    text = out.getvalue()
-    assert [row["pair"] for row in rows] == [pair.label for pair in PAIRS[:2]]
-    for row in rows:
-        assert row["dataflex/weight/mean"] == pytest.approx(1.0, abs=1e-5)
-        assert row["loss_weighted"] != pytest.approx(row["loss_unweighted"], rel=1e-4)
-        assert f"without weights {row['loss_unweighted']:+.6f}" in text
-        assert f"with dataflex weights {row['loss_weighted']:+.6f}" in text
+# -- loud registration failures ---------------------------------------------------------
 
 
 def test_verls_cli_refuses_a_dataflex_config_on_the_legacy_trainer(tmp_path):

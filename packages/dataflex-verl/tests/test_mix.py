@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from dataflex_core import ConfigError
-from dataflex_verl import sandbox
+from dataflex_lab.verl import sandbox
 
 pytestmark = pytest.mark.verl
 

@@ -1,7 +1,7 @@
 """Pinned plugin sets in the verl host: enforcement at mount and the record kept with verl checkpoints.
 
 Plugins are real wheels pip installs into a throwaway virtualenv whose
-site-packages is put in front of ``sys.path`` (core's ``lock_kit``); the lock covers them plus every
+site-packages is put in front of ``sys.path`` (the testing kit's ``plugin_sites``); the lock covers them plus every
 plugin installed beside this test run. The trainer is the one
 ``get_trainer_cls("dataflex_sync")`` returns, built from verl's real config;
 checkpoints go through verl's real ``_save_checkpoint`` / ``_load_checkpoint``.
@@ -21,55 +21,22 @@ from pathlib import Path
 import pytest
 import torch
 
-from dataflex_core import Batch, ConfigError, Reweighter, Scorer, mean_one, register_reweighter, register_scorer
+from dataflex_core import Batch, ConfigError, Scorer, register_scorer
 from dataflex_core import discovery as plugin_module
 from dataflex_core.lock import PluginDriftWarning, PluginSetMismatch, lock_environment, read_lock, write_lock
 from dataflex_core.lock.pinning import CHECKPOINT_PINNING, CHECKPOINT_PLUGIN_SET
 from dataflex_core.step.state import CHECKPOINT_STATE, ComponentStateError
-from dataflex_verl import sandbox
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "dataflex-core" / "tests"))
-
-from lock_kit import (  # noqa: E402
-    HOSTILE,
-    PipSite,
-    RunsCode,
-    forget_installed_plugins,
-    marker_fixture,  # noqa: F401, E402 - pytest finds the fixture ``marker``
-    plant_bytecode,
-)
+from dataflex_lab.testing import mean_abs_advantage, plugin_sites, register_toy_components
+from dataflex_lab.testing.hostile import HOSTILE, RunsCode, plant_bytecode
+from dataflex_lab.testing.plugin_sites import EXTRA_PLUGIN as EXTRA
+from dataflex_lab.testing.plugin_sites import LENGTH_PLUGIN as GOOD
+from dataflex_lab.testing.plugin_sites import TRIPWIRE_PLUGIN as TRIPWIRE
+from dataflex_lab.testing.plugin_sites import forget_installed_plugins
+from dataflex_lab.verl import sandbox
 
 pytestmark = pytest.mark.verl
 
-GOOD = """
-from dataflex_core import Scorer, register_scorer
-
-
-@register_scorer("lk_length")
-class LengthScorer(Scorer):
-    requires = ["advantages"]
-
-    def score(self, batch, step_id, **ctx):
-        return batch.batch["response_mask"].sum(-1).float()
-"""
-
-EXTRA = """
-from dataflex_core import Scorer, register_scorer
-
-
-@register_scorer("lk_extra")
-class ExtraScorer(Scorer):
-    def score(self, batch, step_id, **ctx):
-        return batch.batch["response_mask"].sum(-1).float()
-"""
-
-#: Importing this plugin leaves a marker file and then fails: proof that it was imported.
-TRIPWIRE = """
-from pathlib import Path
-
-Path(__file__).with_name("IMPORTED").write_text("lk_tripwire was imported")
-raise RuntimeError("lk_tripwire must never be imported under a lock that does not list it")
-"""
+register_toy_components("pintest")
 
 
 @register_scorer("pintest_running_mean")
@@ -84,9 +51,7 @@ class RunningMeanScorer(Scorer):
         self.mean = 0.0
 
     def score(self, batch, step_id, **ctx):
-        mask = batch.batch["response_mask"].bool()
-        adv = torch.where(mask, batch.batch["advantages"].abs(), torch.zeros(()))
-        scores = adv.sum(-1) / mask.sum(-1).clamp(min=1)
+        scores = mean_abs_advantage(batch)
         total = self.mean * self.count + float(scores.sum())
         self.count += len(scores)
         self.mean = total / self.count
@@ -99,29 +64,11 @@ class RunningMeanScorer(Scorer):
         self.count, self.mean = state["count"], state["mean"]
 
 
-@register_scorer("pintest_constant")
-class ConstantScorer(Scorer):
-    requires = ["advantages"]
-
-    def score(self, batch, step_id, **ctx):
-        return torch.full((len(batch),), 0.5)
-
-
-@register_reweighter("pintest_proportional")
-class ProportionalReweighter(Reweighter):
-    def act(self, scores, batch, **ctx):
-        return mean_one(scores.float() + 0.1, batch)
-
-
 @pytest.fixture
 def pip_site(tmp_path, monkeypatch):
-    site = PipSite(tmp_path / "venv", tmp_path / "wheels")
-    monkeypatch.setattr(sys, "path", [str(site.root), *sys.path])
-    monkeypatch.delenv(plugin_module.ENV_PLUGINS_LOCK, raising=False)
-    forget_installed_plugins()
-    yield site
-    site.forget_modules()
-    forget_installed_plugins()
+    """The kit's pip site in front of what is installed (verl stays importable), not alone as core's lock tests."""
+    with plugin_sites.pip_site(tmp_path, monkeypatch, alone=False) as site:
+        yield site
 
 
 @pytest.fixture

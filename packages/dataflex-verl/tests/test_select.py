@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import torch
 
-from dataflex_verl import sandbox
+from dataflex_lab.verl import sandbox
 
 pytestmark = pytest.mark.verl
 

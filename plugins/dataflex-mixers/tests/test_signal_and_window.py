@@ -23,7 +23,7 @@ def test_domain_signal_matches_a_per_domain_loop(batch_factory, seed):
     lengths = torch.randint(0, 4, (bs,), generator=gen)
     padding = torch.rand(bs, generator=gen) < 0.2
     scores[padding] = float("nan")  # padding rows never enter a statistic
-    batch = batch_factory(lengths, padding=padding, max_len=4)
+    batch = batch_factory(lengths, padding=padding, width=4)
     mean, count = RewardGapMixer().domain_signal(scores, batch, ctx(index, domains))
     valid = (lengths > 0) & ~padding
     for d in range(4):

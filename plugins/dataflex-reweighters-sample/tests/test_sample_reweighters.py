@@ -2,7 +2,6 @@
 
 import math
 
-import numpy as np
 import pytest
 import torch
 from dataflex_reweighters_sample import (
@@ -14,19 +13,18 @@ from dataflex_reweighters_sample import (
     SoftmaxReweighter,
 )
 
-from dataflex_core import Batch
+from dataflex_lab.testing import rows_batch
 
 
 def make_batch(bs, L=4, lengths=None, is_padding=None, uid=None, adv_sign=None):
     """``bs`` rows; row i has ``lengths[i]`` response tokens and advantage ``adv_sign[i]`` on them."""
-    lengths = [L] * bs if lengths is None else lengths
-    mask = (torch.arange(L).expand(bs, L) < torch.tensor(lengths).reshape(-1, 1)).long()
-    sign = torch.ones(bs) if adv_sign is None else torch.tensor(adv_sign, dtype=torch.float32)
-    tensors = {"response_mask": mask, "advantages": sign.reshape(-1, 1) * mask}
-    if is_padding is not None:
-        tensors["is_padding"] = torch.tensor(is_padding)
-    uid = [f"g{i}" for i in range(bs)] if uid is None else uid
-    return Batch(tensors, {"uid": np.array(uid, dtype=object)})
+    return rows_batch(
+        [L] * bs if lengths is None else lengths,
+        width=L,
+        advantages=[1.0] * bs if adv_sign is None else adv_sign,
+        uid=[f"g{i}" for i in range(bs)] if uid is None else uid,
+        padding=is_padding,
+    )
 
 
 def tensor(values):

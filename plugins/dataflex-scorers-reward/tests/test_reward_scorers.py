@@ -8,21 +8,12 @@ import torch
 from dataflex_scorers_reward import GroupRewardVarianceScorer, GroupSolveRateScorer, RewardDifficultyScorer
 
 from dataflex_core import Batch, build_from_config
+from dataflex_lab.testing import rows_batch
 
 
 def reward_batch(rewards, lengths, uid=None, is_padding=None, key="rm_scores", L=5, dtype=torch.float32):
     """Rows with ``lengths[i]`` response tokens and reward ``rewards[i]`` on the last one."""
-    bs = len(rewards)
-    mask = (torch.arange(L).expand(bs, L) < torch.tensor(lengths).reshape(-1, 1)).long()
-    field = torch.zeros(bs, L, dtype=dtype)
-    for i, (r, n) in enumerate(zip(rewards, lengths)):
-        if n:
-            field[i, n - 1] = r
-    tensors = {key: field, "response_mask": mask}
-    if is_padding is not None:
-        tensors["is_padding"] = torch.tensor(is_padding)
-    non_tensor = {"uid": np.array(uid, dtype=object)} if uid is not None else {}
-    return Batch(tensors, non_tensor)
+    return rows_batch(lengths, width=L, rewards=rewards, reward_key=key, dtype=dtype, uid=uid, padding=is_padding)
 
 
 # -- reward_difficulty ---------------------------------------------------------

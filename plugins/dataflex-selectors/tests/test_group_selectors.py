@@ -15,20 +15,17 @@ from dataflex_selectors import (
     wants_recomputed_advantage,
 )
 
+from dataflex_lab.testing import grpo_batch
 
-def random_group_batch(batch_factory, seed, groups=7, size=6, binary=False):
-    gen = torch.Generator().manual_seed(seed)
-    bs = groups * size
-    lengths = torch.randint(0, 9, (bs,), generator=gen)  # some rows empty
-    padding = torch.rand(bs, generator=gen) < 0.1
-    uid = np.repeat([f"g{i}" for i in range(groups)], size)
-    perm = torch.randperm(bs, generator=gen)  # groups interleaved, as after balancing
+
+def random_group_batch(seed, groups=7, size=6, binary=False):
+    """A GRPO step as verl hands it over (groups interleaved, empty responses, a singleton group, verl's padding
+    rows) and a reward per row: its 0/1 reward, or integers in [-3, 3] with many ties."""
+    batch = grpo_batch(groups, size, width=8, min_length=0, singleton_groups=1, padding_rows=3, shuffle=True, seed=seed)
     if binary:
-        reward = (torch.rand(bs, generator=gen) < 0.5).float()
-    else:
-        reward = torch.randint(-3, 4, (bs,), generator=gen).float()  # many ties
-    batch = batch_factory(lengths[perm], uid=uid[perm.numpy()], padding=padding[perm], max_len=9)
-    return batch, reward[perm]
+        return batch, batch.batch["rm_scores"].sum(-1)
+    gen = torch.Generator().manual_seed(seed)
+    return batch, torch.randint(-3, 4, (len(batch),), generator=gen).float()
 
 
 def valid_rows_by_group(batch):
@@ -82,8 +79,8 @@ def test_token_efficiency_is_monotone_in_reward_and_length():
 
 @pytest.mark.parametrize("metric", ["length", "reward_per_length"])
 @pytest.mark.parametrize("seed", range(4))
-def test_gfpo_matches_a_per_group_reference(batch_factory, metric, seed):
-    batch, reward = random_group_batch(batch_factory, seed)
+def test_gfpo_matches_a_per_group_reference(metric, seed):
+    batch, reward = random_group_batch(seed)
     k = 3
     keep = GFPOSelector(keep_per_group=k, metric=metric).act(reward, batch)
     lengths = batch.batch["response_mask"].sum(-1)
@@ -150,8 +147,8 @@ def test_max_variance_large_rewards_stay_exact(batch_factory):
 
 @pytest.mark.parametrize("binary", [False, True])
 @pytest.mark.parametrize("seed", range(4))
-def test_max_variance_matches_brute_force_per_group(batch_factory, seed, binary):
-    batch, reward = random_group_batch(batch_factory, seed, binary=binary)
+def test_max_variance_matches_brute_force_per_group(seed, binary):
+    batch, reward = random_group_batch(seed, binary=binary)
     m = 3
     keep = MaxVarianceSelector(keep_per_group=m).act(reward, batch)
     padding = batch.batch["is_padding"]
@@ -192,8 +189,8 @@ def test_group_advantage_on_subset_hand_case():
 
 
 @pytest.mark.parametrize("seed", range(3))
-def test_group_advantage_on_subset_matches_a_per_group_loop(batch_factory, seed):
-    batch, reward = random_group_batch(batch_factory, seed, binary=seed == 0)
+def test_group_advantage_on_subset_matches_a_per_group_loop(seed):
+    batch, reward = random_group_batch(seed, binary=seed == 0)
     kept = MaxVarianceSelector(keep_per_group=3).act(reward, batch)
     adv = group_advantage_on_subset(reward, batch.non_tensor_batch["uid"], kept)
     expected = torch.zeros_like(adv)

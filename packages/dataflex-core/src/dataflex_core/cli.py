@@ -1,9 +1,11 @@
-"""``dataflex`` console script: inspect the installed plugin set.
+"""``dataflex`` console script: inspect and pin the installed plugin set.
 
 ``plugins``, ``lock`` and ``verify`` import plugins, which may print; their
 standard output carries only what the command prints (a table, JSON, a lock),
 so tools can parse it: while plugins load, anything written to standard
-output, by Python or by C code, goes to stderr.
+output, by Python or by C code, goes to stderr. Other distributions add
+sub-commands through the entry-point group ``dataflex.cli``
+(:mod:`.cli_extensions`): ``dataflex-lab`` adds ``dataflex compare``.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import os
 import sys
 from collections.abc import Iterator, Sequence
 
+from .cli_extensions import add_extension_commands
 from .discovery import ENV_PLUGINS_LOCK, get_plugin_manager
 from .lock.file import DEFAULT_LOCK_FILE
 from .version import __version__
@@ -24,8 +27,8 @@ from .version import __version__
 EXIT_MISMATCH = 1
 #: Exit status when the lock file cannot be read or written.
 EXIT_LOCK_ERROR = 2
-#: Exit status of ``dataflex compare`` when the runs cannot be read or compared.
-EXIT_COMPARE_ERROR = 2
+#: Sub-commands of ``dataflex`` that other distributions provide, with what to install for each.
+EXTENSION_COMMANDS = {"compare": "dataflex-lab"}
 
 
 def _flush_c_stdout() -> None:
@@ -188,73 +191,7 @@ def _unchanged_dists(locked, installed) -> list[str]:
     return [name for name in locked.dist_names if name not in changed]
 
 
-def _compare(args: argparse.Namespace) -> int:
-    from .compare import CompareError, compare_runs, read_runs
-
-    try:
-        if args.plot:
-            from .compare.plot import require_matplotlib
-
-            require_matplotlib()
-        runs = read_runs(args.runs, name_from=args.name_from)
-        if args.list_metrics:
-            print(_metric_listing(runs))
-            return 0
-        report = compare_runs(
-            runs,
-            baseline=args.baseline,
-            metrics=args.metrics,
-            window=args.window,
-            max_step=args.max_step,
-            arms=args.arms,
-            seeds=args.seeds,
-            test=args.test,
-            pairing=args.pairing,
-            alpha=args.alpha,
-            n_boot=args.bootstrap,
-            rng_seed=args.rng_seed,
-        )
-        if args.json == "-":
-            print(json.dumps(report.as_dict(), indent=2))
-        else:
-            sys.stdout.write(report.markdown())
-        if args.json not in (None, "-"):
-            report.write_json(args.json)
-            print(f"wrote {args.json}", file=sys.stderr)
-        if args.plot:
-            report.plot(args.plot)
-            print(f"wrote {args.plot}", file=sys.stderr)
-    except CompareError as exc:
-        print(f"dataflex compare: {exc}", file=sys.stderr)
-        return EXIT_COMPARE_ERROR
-    return 0
-
-
-def _metric_listing(runs) -> str:
-    counts: dict[str, int] = {}
-    for run in runs:
-        for name in run.metric_names():
-            counts[name] = counts.get(name, 0) + 1
-    lines = [
-        f"{name}" + ("" if n == len(runs) else f"  (only {n} of {len(runs)} runs)")
-        for name, n in sorted(counts.items())
-    ]
-    return "\n".join(lines) if lines else "no numeric metrics in these runs"
-
-
-def _comma_list(kind):
-    def parse(text: str) -> list:
-        try:
-            return [kind(part) for part in text.split(",") if part.strip()]
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"expected a comma-separated list, got {text!r}") from None
-
-    return parse
-
-
 def build_parser() -> argparse.ArgumentParser:
-    from .compare.stats import N_BOOTSTRAP, RNG_SEED
-
     parser = argparse.ArgumentParser(prog="dataflex", description="DataFlex plugin tools")
     parser.add_argument("--version", action="version", version=f"dataflex-core {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -277,41 +214,7 @@ def build_parser() -> argparse.ArgumentParser:
     verify.add_argument("--json", action="store_true", help="print the differences as JSON")
     verify.set_defaults(func=_verify)
 
-    compare = sub.add_parser(
-        "compare",
-        help="does an arm beat the baseline? mean, 95%% CI and p-value over seeds, per metric",
-        description="Compare training runs over seeds: per arm and metric, the mean of the final window and the "
-        "area under the curve with bootstrap intervals, and the difference to the baseline with a p-value "
-        "(paired by seed when the arms share their seeds). Prints a Markdown table.",
-    )
-    compare.add_argument("runs", nargs="+", metavar="RUN", help="a demo's --json file (names its runs), or one "
-                         "run's log as ARM@SEED=PATH: verl's file-logger .jsonl, a trainer_state.json or the output "
-                         "directory holding it, or a TensorBoard event directory")  # fmt: skip
-    compare.add_argument("--baseline", metavar="ARM", help="the arm the others are compared with; default the first")
-    compare.add_argument("--metric", dest="metrics", action="extend", nargs="+", metavar="M", help="metric(s) to "
-                         "compare; default the reward (verl's critic/score/mean, TRL's reward)")  # fmt: skip
-    compare.add_argument("--window", type=int, metavar="K", help="final window: the last K logged points "
-                         "(default 10, or all points of a shorter run)")  # fmt: skip
-    compare.add_argument("--max-step", type=int, metavar="N", help="ignore steps after N (runs of unequal length)")
-    compare.add_argument("--arms", type=_comma_list(str), metavar="A,B", help="compare only these arms")
-    compare.add_argument("--seeds", type=_comma_list(int), metavar="S,S", help="compare only these seeds")
-    compare.add_argument("--test", choices=["permutation", "t"], default="permutation", help="permutation (exact "
-                         "or Monte-Carlo, default) or t (paired t / Welch, assumes normal seeds)")  # fmt: skip
-    compare.add_argument("--unpaired", dest="pairing", action="store_const", const="unpaired", default="auto",
-                         help="do not pair by seed, even where the arms share their seeds")  # fmt: skip
-    compare.add_argument("--alpha", type=float, default=0.05, help="verdict threshold on the Holm-adjusted p "
-                         "(default 0.05)")  # fmt: skip
-    compare.add_argument("--bootstrap", type=int, default=N_BOOTSTRAP, metavar="N", help="bootstrap resamples "
-                         f"(default {N_BOOTSTRAP})")  # fmt: skip
-    compare.add_argument("--rng-seed", type=int, default=RNG_SEED, metavar="S", help="seed of the resampling, so "
-                         f"the report is reproducible (default {RNG_SEED})")  # fmt: skip
-    compare.add_argument("--name-from", metavar="REGEX", help="name single-run logs from their path with the "
-                         "groups (?P<arm>...) and (?P<seed>...), e.g. 'runs/(?P<arm>[^/]+)/seed(?P<seed>\\d+)'")  # fmt: skip
-    compare.add_argument("--json", metavar="PATH", help="also write the report as JSON ('-': print JSON, no table)")
-    compare.add_argument("--plot", metavar="PATH", help="write the curves with bands (.png/.pdf/.svg; needs "
-                         "dataflex-core[plot])")  # fmt: skip
-    compare.add_argument("--list-metrics", action="store_true", help="print the metrics the runs log, then exit")
-    compare.set_defaults(func=_compare)
+    add_extension_commands(sub, "dataflex", EXTENSION_COMMANDS)
     return parser
 
 

@@ -39,9 +39,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 from .errors import ConfigError, IncompatibleComponentError
+from .lock.pinning import ResolvedPlugins, check_plugin_record, resolve_plugins, save_plugin_record
 from .step.core import DataFlexStep, MountedStep, mount_step
 from .step.fields import is_canonical
-from .lock.pinning import ResolvedPlugins, check_plugin_record, resolve_plugins, save_plugin_record
 from .step.result import StepResult
 from .step.state import Stateful, load_component_state, save_component_state
 

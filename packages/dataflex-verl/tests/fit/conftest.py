@@ -28,7 +28,7 @@ def fits(tmp_path_factory: pytest.TempPathFactory):
     import ray
     from fit_helpers import FitSession
 
-    from dataflex_verl.cpu_loop import runner
+    from dataflex_lab.verl.cpu_loop import runner
 
     if ray.is_initialized() and ray.cluster_resources().get("GPU", 0) < runner.RAY_GPUS:
         pytest.skip(

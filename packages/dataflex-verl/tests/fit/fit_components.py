@@ -4,7 +4,8 @@ The trainer runs in verl's task runner, a Ray actor, so a component defined in
 a test's own module would not exist there. The fixtures put this folder on
 ``PYTHONPATH`` and name this module in ``VERL_USE_EXTERNAL_MODULES``; its
 decorators register the components in each process, as a user's own plugin
-module would.
+module would; ``fittest_constant`` and ``fittest_proportional`` (a sampler) are
+the testing kit's toy components.
 """
 
 from __future__ import annotations
@@ -17,14 +18,14 @@ import numpy as np
 import torch
 
 from dataflex_core import (
-    Sampler,
     Scorer,
     Selector,
-    register_sampler,
     register_scorer,
     register_selector,
     valid_sample_mask,
 )
+from dataflex_lab.testing import mean_abs_advantage, register_toy_components
+from dataflex_lab.testing.components import DomainPreferenceScorer
 
 #: Folder where the components write what they saw (set by the tests).
 PROBE_ENV = "DATAFLEX_FIT_PROBE_DIR"
@@ -39,14 +40,7 @@ def _record(name: str, payload: dict) -> None:
             out.write(json.dumps(payload) + "\n")
 
 
-@register_scorer("fittest_constant")
-class ConstantScorer(Scorer):
-    """The same score for every sample: any reweighter then gives uniform weights."""
-
-    requires = ["advantages"]
-
-    def score(self, batch, step_id, **ctx):
-        return torch.full((len(batch),), 0.5)
+register_toy_components("fittest")
 
 
 @register_scorer("fittest_counting")
@@ -65,9 +59,7 @@ class CountingScorer(Scorer):
     def score(self, batch, step_id, **ctx):
         self.calls += 1
         _record("counting", {"step": int(step_id), "calls": self.calls})
-        mask = batch.batch["response_mask"].bool()
-        adv = torch.where(mask, batch.batch["advantages"].abs(), torch.zeros(()))
-        return adv.sum(-1) / mask.sum(-1).clamp(min=1)
+        return mean_abs_advantage(batch)
 
     def state_dict(self):
         return {"calls": self.calls}
@@ -99,18 +91,14 @@ class DropHalfGroups(Selector):
 
 
 @register_scorer("fittest_vowels_only")
-class VowelsOnly(Scorer):
+class VowelsOnly(DomainPreferenceScorer):
     """pre_rollout: 1 for candidates of the ``vowel`` domain, 0 for the others; records the history it sees.
 
     Stateful: counts the steps it observed, so a resumed run that restores component state continues the count.
     """
 
-    timing = "pre_rollout"
     requires = ["domain", "rollouts", "times_sampled"]
-
-    def __init__(self, **kwargs):
-        super().__init__(**kwargs)
-        self.observed = 0
+    domain_scores = {"vowel": 1.0}
 
     def score(self, batch, step_id, **ctx):
         _record(
@@ -123,22 +111,4 @@ class VowelsOnly(Scorer):
                 "observed": self.observed,
             },
         )
-        domain = np.asarray(batch.non_tensor_batch["domain"], dtype=object)
-        return torch.from_numpy(np.where(domain == "vowel", 1.0, 0.0))
-
-    def observe(self, outcomes, step_id, **ctx):
-        self.observed += 1
-
-    def state_dict(self):
-        return {"observed": self.observed}
-
-    def load_state_dict(self, state):
-        self.observed = int(state["observed"])
-
-
-@register_sampler("fittest_proportional")
-class Proportional(Sampler):
-    """Probabilities proportional to the (non-negative) scores: prompts scored 0 are never drawn."""
-
-    def act(self, scores, batch, **ctx):
-        return scores.double() / scores.double().sum()
+        return super().score(batch, step_id, **ctx)

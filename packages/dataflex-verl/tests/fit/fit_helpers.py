@@ -47,7 +47,7 @@ class FitSession:
     """Runs verl's fit loop in this process on the shared Ray; caches runs by name."""
 
     def __init__(self, root: Path) -> None:
-        from dataflex_verl.cpu_loop import runner
+        from dataflex_lab.verl.cpu_loop import runner
 
         self.root = root
         self.runner = runner

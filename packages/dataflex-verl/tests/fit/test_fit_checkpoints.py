@@ -11,7 +11,7 @@ from fit_helpers import reweight
 from dataflex_core.lock import read_lock, write_lock
 from dataflex_core.lock.pinning import CHECKPOINT_PLUGIN_SET
 from dataflex_core.step.state import CHECKPOINT_STATE
-from dataflex_verl.cpu_loop.runner import RunSpec
+from dataflex_lab.verl.cpu_loop.runner import RunSpec
 
 pytestmark = pytest.mark.fit
 

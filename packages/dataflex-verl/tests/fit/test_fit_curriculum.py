@@ -15,9 +15,9 @@ import shutil
 import pytest
 import torch
 
-from dataflex_core import toy_task
 from dataflex_core.step.state import CHECKPOINT_STATE
-from dataflex_verl.cpu_loop.runner import RunSpec
+from dataflex_lab import toy_task
+from dataflex_lab.verl.cpu_loop.runner import RunSpec
 
 pytestmark = pytest.mark.fit
 

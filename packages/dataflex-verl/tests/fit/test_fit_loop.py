@@ -17,8 +17,8 @@ import pytest
 import torch
 from fit_helpers import reweight, unit_mean
 
-from dataflex_core import toy_task
-from dataflex_verl.cpu_loop.runner import RunSpec
+from dataflex_lab import toy_task
+from dataflex_lab.verl.cpu_loop.runner import RunSpec
 
 pytestmark = pytest.mark.fit
 

@@ -1,0 +1,535 @@
+"""Does an arm beat the baseline? Per-seed summaries of each run, compared over seeds.
+
+Each run's curve of a metric is reduced to two numbers per seed, the mean of
+its final window and its area under the curve, and the seeds of each arm are
+then compared with the baseline's: a bootstrap interval for each mean and for
+the difference, and a two-sided test (paired by seed when the arms share their
+seeds), Holm-adjusted over the arms compared with the baseline.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import math
+import statistics
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any, Literal
+
+from . import stats
+from .readers import runs_from_demo
+from .runs import CompareError, Run, by_arm
+
+#: Report format of ``as_dict``/``--json``; bumped only for changes older readers cannot understand.
+REPORT_FORMAT = "dataflex-compare/1"
+#: Tried in order when no metric is named: verl's reward, TRL's reward, TRL's reward as TensorBoard tags it.
+DEFAULT_METRICS = ("critic/score/mean", "reward", "train/reward")
+#: Final window when none is given: the last 10 logged points, or every point of a shorter run.
+DEFAULT_WINDOW = 10
+#: The two per-seed summaries of a curve, in report order.
+SUMMARIES = ("final", "auc")
+TESTS = ("permutation", "t")
+PAIRINGS = ("auto", "paired", "unpaired")
+#: Verdicts of a difference (Holm-adjusted p below alpha, by the sign of the difference).
+HIGHER, LOWER, NOT_SEPARATED = "higher", "lower", "not separated"
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """One arm's per-seed values of one summary, their mean, spread (sd over seeds) and bootstrap interval."""
+
+    per_seed: dict[int, float]
+    mean: float
+    sd: float
+    ci: tuple[float, float]
+
+
+@dataclass(frozen=True)
+class Difference:
+    """``mean(arm) - mean(baseline)`` of one summary, its bootstrap interval, p-value and verdict.
+
+    ``p_holm`` is ``p`` adjusted over every arm compared with the baseline on
+    the same metric and summary; the verdict uses it. ``min_p`` is the
+    smallest p the test can give with these seeds. ``sd`` is the spread of
+    one seed's difference (sd of the per-seed differences when paired, else
+    ``sqrt(sd_arm**2 + sd_baseline**2)``): the number that decides how many
+    seeds a given effect needs (see the docs' "How many seeds").
+    """
+
+    estimate: float
+    ci: tuple[float, float]
+    sd: float
+    p: float
+    p_holm: float
+    paired: bool
+    test: str
+    min_p: float
+    verdict: str
+
+
+@dataclass(frozen=True)
+class ArmResult:
+    """One arm on one metric: an :class:`Estimate` per summary, and a :class:`Difference` unless it is the baseline."""
+
+    arm: str
+    seeds: tuple[int, ...]
+    estimates: dict[str, Estimate]
+    differences: dict[str, Difference] | None
+
+
+@dataclass(frozen=True)
+class MetricResult:
+    """Every arm on one metric, the steps compared, and the curves (arm -> seed -> value per step) for plots."""
+
+    metric: str
+    steps: tuple[int, ...]
+    window: int
+    arms: tuple[ArmResult, ...]
+    curves: dict[str, dict[int, tuple[float, ...]]]
+
+    @property
+    def window_steps(self) -> tuple[int, ...]:
+        return self.steps[-self.window :]
+
+
+@dataclass(frozen=True)
+class ComparisonReport:
+    """What :func:`compare_runs` found: per metric, each arm against the baseline.
+
+    ``markdown()`` is the table ``dataflex compare`` prints, ``as_dict()``
+    what ``--json`` writes, ``plot(path)`` the curves with bands.
+    """
+
+    baseline: str
+    arms: tuple[str, ...]
+    metrics: tuple[MetricResult, ...]
+    runs: tuple[Run, ...]
+    test: str
+    alpha: float
+    confidence: float
+    n_boot: int
+    rng_seed: int
+
+    def markdown(self) -> str:
+        from .table import render_markdown
+
+        return render_markdown(self)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "format": REPORT_FORMAT,
+            "baseline": self.baseline,
+            "arms": list(self.arms),
+            "settings": {
+                "test": self.test,
+                "alpha": self.alpha,
+                "confidence": self.confidence,
+                "bootstrap_resamples": self.n_boot,
+                "rng_seed": self.rng_seed,
+            },
+            "runs": [{"arm": r.arm, "seed": r.seed, "source": r.source} for r in self.runs],
+            "metrics": {
+                m.metric: {
+                    "steps": [m.steps[0], m.steps[-1]],
+                    "n_steps": len(m.steps),
+                    "window": {"points": m.window, "steps": [m.window_steps[0], m.window_steps[-1]]},
+                    "arms": {a.arm: _arm_dict(a) for a in m.arms},
+                }
+                for m in self.metrics
+            },
+        }
+
+    def write_json(self, path: str | Path) -> None:
+        Path(path).write_text(json.dumps(self.as_dict(), indent=2) + "\n", encoding="utf-8")
+
+    def plot(self, path: str | Path) -> None:
+        """Mean curve of each arm with its bootstrap band, one panel per metric (needs matplotlib)."""
+        from .plot import plot_report
+
+        plot_report(self, path)
+
+
+def compare_runs(
+    runs: Iterable[Run | Mapping[str, Any]] | Mapping[str, Any],
+    *,
+    baseline: str | None = None,
+    metrics: Sequence[str] | None = None,
+    window: int | None = None,
+    max_step: int | None = None,
+    arms: Sequence[str] | None = None,
+    seeds: Sequence[int] | None = None,
+    test: Literal["permutation", "t"] = "permutation",
+    pairing: Literal["auto", "paired", "unpaired"] = "auto",
+    alpha: float = 0.05,
+    confidence: float = stats.CONFIDENCE,
+    n_boot: int = stats.N_BOOTSTRAP,
+    rng_seed: int = stats.RNG_SEED,
+) -> ComparisonReport:
+    """Compare every arm with ``baseline`` over seeds, per metric, on the final window and the area under the curve.
+
+    :param runs: :class:`Run` objects, records shaped like the demo format's
+        ``"runs"`` entries (``{"arm", "seed", "steps": [{"step", "metrics"}]}``),
+        or a whole ``dataflex-demo/1`` document.
+    :param baseline: the arm the others are compared with; default the first arm.
+    :param metrics: metric names; default the first of :data:`DEFAULT_METRICS` every run logs.
+    :param window: the final window, in logged points; default ``min(10, points logged)``.
+    :param max_step: ignore steps after this one (to compare runs of different lengths on their common part).
+    :param arms: keep only these arms, in this order.
+    :param seeds: keep only these seeds.
+    :param test: ``"permutation"`` (exact or Monte-Carlo; no normality assumed) or ``"t"`` (paired t / Welch).
+    :param pairing: ``"auto"`` pairs by seed when an arm has exactly the baseline's seeds, compares
+        unpaired when they share none, and refuses a partial overlap; ``"paired"`` / ``"unpaired"`` force it.
+    :param alpha: the verdict's threshold on the Holm-adjusted p-value.
+    :param confidence: the level of every bootstrap interval.
+    :param n_boot: bootstrap resamples per interval.
+    :param rng_seed: seed of every random draw (bootstrap, Monte-Carlo permutations): same runs, same report.
+    :returns: a :class:`ComparisonReport`; ``.markdown()`` gives the table.
+    :raises CompareError: unknown metric or arm, missing steps, unequal seeds, fewer than 2 seeds in an arm.
+    """
+    if test not in TESTS:
+        raise CompareError(f"test {test!r} is not one of {TESTS}")
+    if pairing not in PAIRINGS:
+        raise CompareError(f"pairing {pairing!r} is not one of {PAIRINGS}")
+    if not 0.0 < alpha < 1.0 or not 0.0 < confidence < 1.0:
+        raise CompareError(f"alpha ({alpha}) and confidence ({confidence}) must lie strictly between 0 and 1")
+    if isinstance(n_boot, bool) or not isinstance(n_boot, int) or n_boot < 1:
+        raise CompareError(f"n_boot {n_boot!r} must be a positive number of bootstrap resamples (default 10000)")
+    selected = _select(_as_runs(runs), arms, seeds)
+    grouped = by_arm(selected)
+    baseline = _resolve_baseline(grouped, baseline)
+    grouped = {baseline: grouped[baseline], **grouped}  # the baseline leads every table
+    _require_seeds(grouped)
+    paired = {arm: _paired(arm, grouped[arm], baseline, grouped[baseline], pairing) for arm in grouped}
+    names = resolve_metrics(selected, metrics)
+    results = []
+    for metric in names:
+        steps, curves = aligned_curves(grouped, metric, max_step)
+        width = _window(window, steps, metric)
+        results.append(
+            _compare_metric(metric, steps, width, curves, baseline, paired, test, alpha, confidence, n_boot, rng_seed)
+        )
+    return ComparisonReport(
+        baseline=baseline,
+        arms=tuple(grouped),
+        metrics=tuple(results),
+        runs=tuple(selected),
+        test=test,
+        alpha=alpha,
+        confidence=confidence,
+        n_boot=n_boot,
+        rng_seed=rng_seed,
+    )
+
+
+# -- which runs, which arms, which seeds ------------------------------------------------------------------
+
+
+def _as_runs(runs: Iterable[Run | Mapping[str, Any]] | Mapping[str, Any]) -> list[Run]:
+    if isinstance(runs, Mapping):
+        return runs_from_demo(dict(runs))
+    out = [run if isinstance(run, Run) else Run.from_record(run) for run in runs]
+    if not out:
+        raise CompareError("no runs to compare")
+    return out
+
+
+def _select(runs: list[Run], arms: Sequence[str] | None, seeds: Sequence[int] | None) -> list[Run]:
+    present_arms = list(dict.fromkeys(r.arm for r in runs))
+    if arms is not None:
+        unknown = [a for a in arms if a not in present_arms]
+        if unknown:
+            raise CompareError(f"arm(s) {unknown} not among the runs; arms present: {present_arms}")
+        runs = sorted((r for r in runs if r.arm in arms), key=lambda r: list(arms).index(r.arm))
+    if seeds is not None:
+        present = {r.seed for r in runs}
+        unknown = [s for s in seeds if s not in present]
+        if unknown:
+            raise CompareError(f"seed(s) {unknown} not among the runs; seeds present: {sorted(present)}")
+        runs = [r for r in runs if r.seed in seeds]
+    return runs
+
+
+def _resolve_baseline(grouped: dict[str, dict[int, Run]], baseline: str | None) -> str:
+    if baseline is None:
+        return next(iter(grouped))
+    if baseline not in grouped:
+        close = difflib.get_close_matches(baseline, list(grouped), n=3)
+        hint = f"; did you mean {close[0]!r}?" if close else ""
+        raise CompareError(f"baseline arm {baseline!r} is not among the runs (arms: {list(grouped)}){hint}")
+    return baseline
+
+
+def _require_seeds(grouped: dict[str, dict[int, Run]]) -> None:
+    single = {arm: sorted(seeds) for arm, seeds in grouped.items() if len(seeds) < 2}
+    if not single:
+        return
+    which = "every arm has" if len(single) == len(grouped) else f"arm(s) {list(single)} have"
+    raise CompareError(
+        f"{which} a single seed ({', '.join(f'{a}@{s[0]}' for a, s in single.items())}): a confidence interval "
+        "or a p-value over seeds needs at least 2 seeds per arm, and telling a method from the baseline usually "
+        "needs many more (see 'How many seeds' in the compare docs). Run more seeds (the demos: --seeds K)."
+    )
+
+
+def _paired(arm: str, seeds: Mapping[int, Run], baseline: str, base_seeds: Mapping[int, Run], pairing: str) -> bool:
+    mine, theirs = set(seeds), set(base_seeds)
+    if pairing == "unpaired":
+        return False
+    if mine == theirs:
+        return True
+    if pairing == "auto" and not mine & theirs:
+        return False  # separately seeded runs: nothing to pair
+    missing_here, missing_there = sorted(theirs - mine), sorted(mine - theirs)
+    detail = []
+    if missing_here:
+        detail.append(f"seed(s) {missing_here} of the baseline are missing from {arm!r}")
+    if missing_there:
+        detail.append(f"seed(s) {missing_there} of {arm!r} are missing from the baseline")
+    common = sorted(mine & theirs)
+    keep = f"keep only the common seeds with --seeds {','.join(map(str, common))}, " if len(common) >= 2 else ""
+    raise CompareError(
+        f"unequal seeds: arm {arm!r} has seeds {sorted(mine)} and the baseline {baseline!r} has {sorted(theirs)} "
+        f"({'; '.join(detail)}). Runs are compared seed by seed, so every arm needs the baseline's seeds: rerun "
+        f"the missing seeds, {keep}or compare without pairing with --unpaired."
+    )
+
+
+# -- which metrics, which steps ---------------------------------------------------------------------------
+
+
+def resolve_metrics(runs: Sequence[Run], metrics: Sequence[str] | None) -> list[str]:
+    """The metric names to compare, checked against what every run logged (close matches on a typo)."""
+    common = set.intersection(*(r.metric_names() for r in runs))
+    anywhere = set.union(*(r.metric_names() for r in runs))
+    if metrics is None:
+        for name in DEFAULT_METRICS:
+            if name in common:
+                return [name]
+        raise CompareError(
+            f"no metric named and none of the reward metrics {list(DEFAULT_METRICS)} is logged by every run; "
+            f"name one with --metric. {_available(common)}"
+        )
+    if not metrics:
+        raise CompareError("an empty list of metrics; name at least one (or pass None for the reward metric)")
+    for name in metrics:
+        if name in common:
+            continue
+        if name in anywhere:
+            lacking = [r.describe() for r in runs if name not in r.metric_names()]
+            raise CompareError(
+                f"metric {name!r} is not logged by every run; it is missing from {_listing(lacking, 10)}"
+            )
+        if any(name in r.non_numeric for r in runs):
+            raise CompareError(f"metric {name!r} is logged with values that are not numbers (e.g. lists)")
+        close = difflib.get_close_matches(name, sorted(anywhere), n=3, cutoff=0.6)
+        hint = f" Did you mean {', '.join(map(repr, close))}?" if close else ""
+        raise CompareError(f"unknown metric {name!r}: no run logs it.{hint} {_available(common)}")
+    return list(dict.fromkeys(metrics))
+
+
+def aligned_curves(
+    grouped: Mapping[str, Mapping[int, Run]], metric: str, max_step: int | None = None
+) -> tuple[tuple[int, ...], dict[str, dict[int, tuple[float, ...]]]]:
+    """The steps every run logged ``metric`` at, and each run's values there; runs that differ are an error."""
+    per_run = {
+        run: [(s, v) for s, v in run.curve(metric) if max_step is None or s <= max_step]
+        for seeds in grouped.values()
+        for run in seeds.values()
+    }
+    empty = [run.describe() for run, curve in per_run.items() if not curve]
+    if empty:
+        raise CompareError(f"metric {metric!r}: no value at or before --max-step {max_step} in {_listing(empty, 5)}")
+    step_sets = {run: {s for s, _ in curve} for run, curve in per_run.items()}
+    union = sorted(set.union(*step_sets.values()))
+    short = {run: sorted(set(union) - got) for run, got in step_sets.items() if len(got) < len(union)}
+    if short:
+        lines = [
+            f"  {run.describe()}: missing step(s) {_listing(missing, 8)} (logs {len(step_sets[run])} of {len(union)})"
+            for run, missing in short.items()
+        ]
+        last = min(max(got) for got in step_sets.values())
+        truncated = {frozenset(s for s in got if s <= last) for got in step_sets.values()}
+        fix = (
+            f"every run logs the steps up to {last}: compare those with --max-step {last}, or rerun the short runs"
+            if len(truncated) == 1
+            else "fix or rerun those runs (the final window and the area need the same steps in every run)"
+        )
+        raise CompareError(f"metric {metric!r}: runs log different steps:\n" + "\n".join(lines) + f"\n{fix}")
+    not_finite = {
+        run: [s for s, v in curve if math.isnan(v)]
+        for run, curve in per_run.items()
+        if any(math.isnan(v) for _, v in curve)
+    }
+    if not_finite:
+        where = "; ".join(f"{run.describe()} at step(s) {_listing(s, 8)}" for run, s in not_finite.items())
+        raise CompareError(
+            f"metric {metric!r} is not a finite number in {where} (NaN, inf, or null, which is how verl's file "
+            "logger writes NaN): the run diverged or the metric was undefined there; use --max-step to stop before it"
+        )
+    curves = {
+        arm: {seed: tuple(v for _, v in per_run[run]) for seed, run in sorted(seeds.items())}
+        for arm, seeds in grouped.items()
+    }
+    return tuple(union), curves
+
+
+def _window(window: int | None, steps: Sequence[int], metric: str) -> int:
+    if window is None:
+        return min(DEFAULT_WINDOW, len(steps))
+    if isinstance(window, bool) or not isinstance(window, int) or window < 1:
+        raise CompareError(f"window {window!r} must be a positive number of logged points")
+    if window > len(steps):
+        raise CompareError(
+            f"window {window} is longer than the {len(steps)} points metric {metric!r} is logged at "
+            f"(steps {steps[0]}-{steps[-1]}); pass --window {len(steps)} or less"
+        )
+    return window
+
+
+# -- the numbers ------------------------------------------------------------------------------------------
+
+
+def summarize_curve(steps: Sequence[int], values: Sequence[float], window: int) -> dict[str, float]:
+    """A curve's two summaries: ``final`` (mean of its last ``window`` points) and ``auc``.
+
+    ``auc`` is the trapezoid area under the curve divided by the span of
+    steps, so it is in the metric's own units: the curve's average height
+    over training (a single point is its own value).
+    """
+    final = sum(values[-window:]) / window
+    if len(steps) == 1:
+        return {"final": final, "auc": values[0]}
+    area = sum((steps[i + 1] - steps[i]) * (values[i] + values[i + 1]) / 2 for i in range(len(steps) - 1))
+    return {"final": final, "auc": area / (steps[-1] - steps[0])}
+
+
+def _compare_metric(
+    metric: str,
+    steps: tuple[int, ...],
+    window: int,
+    curves: dict[str, dict[int, tuple[float, ...]]],
+    baseline: str,
+    paired: Mapping[str, bool],
+    test: str,
+    alpha: float,
+    confidence: float,
+    n_boot: int,
+    rng_seed: int,
+) -> MetricResult:
+    values = {
+        arm: {seed: summarize_curve(steps, curve, window) for seed, curve in seeds.items()}
+        for arm, seeds in curves.items()
+    }
+    estimates = {
+        arm: {
+            kind: _estimate({s: v[kind] for s, v in per_seed.items()}, confidence, n_boot, rng_seed)
+            for kind in SUMMARIES
+        }
+        for arm, per_seed in values.items()
+    }
+    others = [arm for arm in curves if arm != baseline]
+    unadjusted = {
+        (arm, kind): _difference(
+            estimates[arm][kind].per_seed,
+            estimates[baseline][kind].per_seed,
+            paired[arm],
+            test,
+            confidence,
+            n_boot,
+            rng_seed,
+        )
+        for arm in others
+        for kind in SUMMARIES
+    }
+    differences: dict[str, dict[str, Difference]] = {arm: {} for arm in others}
+    for kind in SUMMARIES:
+        adjusted = stats.holm_adjusted([unadjusted[arm, kind].p for arm in others]) if others else []
+        for arm, p_holm in zip(others, adjusted):
+            d = unadjusted[arm, kind]
+            verdict = NOT_SEPARATED if p_holm >= alpha or d.estimate == 0 else HIGHER if d.estimate > 0 else LOWER
+            differences[arm][kind] = replace(d, p_holm=p_holm, verdict=verdict)
+    arm_results = tuple(ArmResult(arm, tuple(curves[arm]), estimates[arm], differences.get(arm)) for arm in curves)
+    return MetricResult(metric, steps, window, arm_results, curves)
+
+
+def _estimate(per_seed: dict[int, float], confidence: float, n_boot: int, rng_seed: int) -> Estimate:
+    values = list(per_seed.values())
+    ci = stats.bootstrap_mean_interval(values, confidence=confidence, n_boot=n_boot, rng_seed=rng_seed)
+    return Estimate(per_seed, statistics.fmean(values), statistics.stdev(values), ci)
+
+
+def _difference(
+    arm: dict[int, float],
+    base: dict[int, float],
+    paired: bool,
+    test: str,
+    confidence: float,
+    n_boot: int,
+    rng_seed: int,
+) -> Difference:
+    """The difference before Holm's adjustment (``p_holm`` is ``p`` and the verdict is pending)."""
+    if paired:
+        a = [arm[s] for s in sorted(base)]
+        b = [base[s] for s in sorted(base)]
+        d = [x - y for x, y in zip(a, b)]
+        spread = statistics.stdev(d)
+        result = (
+            stats.paired_permutation_test(d, rng_seed=rng_seed) if test == "permutation" else stats.paired_t_test(d)
+        )
+    else:
+        a, b = list(arm.values()), list(base.values())
+        spread = math.sqrt(statistics.variance(a) + statistics.variance(b))
+        result = (
+            stats.unpaired_permutation_test(a, b, rng_seed=rng_seed)
+            if test == "permutation"
+            else stats.welch_t_test(a, b)
+        )
+    ci = stats.bootstrap_difference_interval(
+        a, b, paired=paired, confidence=confidence, n_boot=n_boot, rng_seed=rng_seed
+    )
+    estimate = statistics.fmean(a) - statistics.fmean(b)
+    return Difference(estimate, ci, spread, result.p, result.p, paired, result.method, result.min_p, NOT_SEPARATED)
+
+
+# -- output helpers ---------------------------------------------------------------------------------------
+
+
+def _arm_dict(result: ArmResult) -> dict[str, Any]:
+    out: dict[str, Any] = {"seeds": list(result.seeds)}
+    for kind in SUMMARIES:
+        e = result.estimates[kind]
+        entry: dict[str, Any] = {
+            "per_seed": {str(s): v for s, v in e.per_seed.items()},
+            "mean": e.mean,
+            "sd": e.sd,
+            "ci": list(e.ci),
+        }
+        if result.differences is not None:
+            d = result.differences[kind]
+            entry["vs_baseline"] = {
+                "difference": d.estimate,
+                "ci": list(d.ci),
+                "sd": d.sd,
+                "p": d.p,
+                "p_holm": d.p_holm,
+                "paired": d.paired,
+                "test": d.test,
+                "min_p": d.min_p,
+                "verdict": d.verdict,
+            }
+        out[kind] = entry
+    return out
+
+
+def _listing(items: Sequence[Any], limit: int) -> str:
+    shown = ", ".join(map(str, items[:limit]))
+    return shown + (f", ... ({len(items) - limit} more)" if len(items) > limit else "")
+
+
+def _available(common: set[str]) -> str:
+    if not common:
+        return "No metric is logged by every run."
+    names = sorted(common)
+    return f"Metrics every run logs ({len(names)}): {_listing(names, 40)} (all of them: --list-metrics)."

@@ -1,0 +1,55 @@
+"""Curves with bands: each arm's mean over seeds, step by step, inside its bootstrap interval.
+
+matplotlib is a requirement of ``dataflex-lab``; only this module imports it, and only when a
+plot is asked for (an environment that removed it gets a clear error).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from . import stats
+from .runs import CompareError
+
+if TYPE_CHECKING:
+    from .comparison import ComparisonReport
+
+INSTALL_PLOT = "pip install matplotlib"
+#: Resamples per step for the bands (fewer than the table's: a band is read by eye).
+BAND_RESAMPLES = 2_000
+
+
+def require_matplotlib() -> None:
+    """Fail before any work is done when a plot is asked for and matplotlib is missing."""
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        raise CompareError(f"--plot needs matplotlib, which is not installed: {INSTALL_PLOT}") from None
+
+
+def plot_report(report: ComparisonReport, path: str | Path) -> None:
+    """Write one panel per metric to ``path`` (the format follows its suffix: .png, .pdf, .svg)."""
+    require_matplotlib()
+    from matplotlib.figure import Figure
+
+    panels = len(report.metrics)
+    figure = Figure(figsize=(8, 3.4 * panels), layout="constrained")
+    axes = figure.subplots(panels, 1, squeeze=False)[:, 0]
+    for ax, metric in zip(axes, report.metrics):
+        steps = list(metric.steps)
+        for arm, seeds in metric.curves.items():
+            values = stats.as_values(list(seeds.values()))  # (seeds, steps)
+            low, high = stats.bootstrap_mean_interval(
+                values, confidence=report.confidence, n_boot=BAND_RESAMPLES, rng_seed=report.rng_seed
+            )
+            label = f"{arm} (baseline)" if arm == report.baseline else arm
+            (line,) = ax.plot(steps, values.mean(0).tolist(), label=f"{label}, {len(seeds)} seeds")
+            ax.fill_between(steps, low.tolist(), high.tolist(), color=line.get_color(), alpha=0.2, linewidth=0)
+        window = metric.window_steps
+        ax.axvspan(window[0], window[-1], color="grey", alpha=0.08, label=f"final window ({metric.window} points)")
+        ax.set_title(metric.metric)
+        ax.set_xlabel("step")
+        ax.legend(fontsize="small")
+    figure.suptitle(f"mean over seeds, {report.confidence * 100:g}% bootstrap band")
+    figure.savefig(path)

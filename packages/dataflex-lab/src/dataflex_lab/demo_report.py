@@ -1,0 +1,486 @@
+"""What a host's training demo prints and writes: progress lines, the summary table, ``--json``, the plot.
+
+Both hosts' demos train a tiny model on the toy task (:mod:`dataflex_lab.toy_task`)
+in two arms, a baseline and DataFlex, and report them the same way; only the
+names of a few metrics differ between frameworks (:class:`HostMetrics`). The
+``--json`` document has the format ``dataflex-demo/1`` that ``dataflex compare``
+reads::
+
+    {"format": "dataflex-demo/1", "host": ..., "seed": first seed, "seeds": [...],
+     "arms": {ARM: [{"step": N, "metrics": {...}}, ...]},        # the first seed
+     "runs": [{"arm": ARM, "seed": S, "steps": [...]}, ...],     # every arm and seed
+     "settings": {...}, "summary": {ARM: {...}}}
+
+A toy run shows the mechanics and a direction, not a benchmark result; every
+output says so (:data:`TOY_RUN_NOTE`).
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+JSON_FORMAT = "dataflex-demo/1"
+#: What the summary says a toy run is, in every output.
+TOY_RUN_NOTE = (
+    "A toy run on a tiny random model shows the mechanics and a direction, not a benchmark result: "
+    "compare methods over seeds on your own task (dataflex compare) before believing a curve."
+)
+
+
+#: Default scorer and actuator (with their params) of the DataFlex arm, per mechanism.
+DEFAULT_PAIRS: dict[str, tuple[str, dict[str, Any], str, dict[str, Any]]] = {
+    "reweight": ("advantage_magnitude", {}, "softmax", {"temperature": 1.0}),
+    "select": ("advantage_magnitude", {}, "topk_fraction", {"fraction": 0.5}),
+    "mix": ("reward_difficulty", {}, "reward_gap", {}),
+    "curriculum": ("solve_rate_ema", {"alpha": 1.0}, "learnability", {}),
+}
+#: The curriculum demo's task and its number of train prompts (few enough that each recurs within a run).
+CURRICULUM_TASK, CURRICULUM_TRAIN_ROWS = "mixed", 48
+
+
+@dataclass
+class DemoOptions:
+    """What both hosts' training demos run (their common command-line options); hosts add their loss settings."""
+
+    mechanism: str = "reweight"
+    scorer: str | None = None
+    actuator: str | None = None
+    scorer_params: dict[str, Any] | None = None
+    actuator_params: dict[str, Any] | None = None
+    steps: int = 30
+    seed: int = 0
+    seeds: int = 1
+    lr: float = 1e-2
+    workdir: Path = Path("dataflex_demo")
+    json_path: Path | None = None
+    plot_path: Path | None = None
+    warmup_step: int = 0
+    #: ``echo`` or ``mixed``; ``None``: mixed for mechanism curriculum, echo otherwise.
+    task: str | None = None
+    #: Validate on echo prompts every N steps (and compare the arms on it); 0 never; ``None``: 3 for curriculum.
+    val_every: int | None = None
+
+    @property
+    def toy_task(self) -> str:
+        return self.task or (CURRICULUM_TASK if self.mechanism == "curriculum" else "echo")
+
+    @property
+    def validation_interval(self) -> int:
+        return self.val_every if self.val_every is not None else (3 if self.mechanism == "curriculum" else 0)
+
+    def block(self) -> dict[str, Any]:
+        """The ``dataflex`` block of the DataFlex arm: the mechanism's default pair unless a component is named."""
+        if self.mechanism not in DEFAULT_PAIRS:
+            raise ValueError(f"--mechanism {self.mechanism!r} is not one of {', '.join(DEFAULT_PAIRS)}")
+        default_scorer, default_scorer_params, default_actuator, default_actuator_params = DEFAULT_PAIRS[self.mechanism]
+        scorer = self.scorer or default_scorer
+        actuator = self.actuator or default_actuator
+        scorer_params = self.scorer_params
+        if scorer_params is None:
+            scorer_params = default_scorer_params if scorer == default_scorer else {}
+        actuator_params = self.actuator_params
+        if actuator_params is None:
+            actuator_params = default_actuator_params if actuator == default_actuator else {}
+        block: dict[str, Any] = {
+            "mechanism": self.mechanism,
+            "scorer": {"name": scorer, "params": dict(scorer_params)},
+            "actuator": {"name": actuator, "params": dict(actuator_params)},
+            "warmup_step": self.warmup_step,
+        }
+        if self.mechanism == "mix":
+            from . import toy_task
+
+            block.update({"domains": list(toy_task.DOMAINS), "domain_key": "domain"})
+        if self.mechanism == "curriculum":
+            block["prompt_key"] = "index"  # each toy row's id (verl copies extra_info.index into it)
+        return block
+
+    def seed_list(self) -> list[int]:
+        return [self.seed + i for i in range(self.seeds)]
+
+
+def add_demo_arguments(parser: Any, *, workdir: str) -> None:
+    """The options both demos take (``--mechanism`` ... ``--val-every``), on an ``argparse`` parser."""
+    parser.add_argument("--mechanism", default="reweight", choices=list(DEFAULT_PAIRS))
+    scorers = ", ".join(f"{pair[0]} for {m}" for m, pair in DEFAULT_PAIRS.items())
+    actuators = ", ".join(f"{pair[2]} for {m}" for m, pair in DEFAULT_PAIRS.items())
+    parser.add_argument("--scorer", metavar="NAME", help=f"scorer of the DataFlex arm (default: {scorers})")
+    parser.add_argument("--actuator", metavar="NAME", help=f"reweighter/selector/mixer/sampler (default: {actuators})")
+    parser.add_argument("--params", metavar="JSON", help='component params: \'{"scorer": {...}, "actuator": {...}}\'')
+    parser.add_argument("--steps", type=int, default=30, help="training steps per arm (default 30)")
+    parser.add_argument("--seed", type=int, default=0, help="first seed: the model, the prompts, the sampling")
+    parser.add_argument("--seeds", type=int, default=1, metavar="K", help="seeds per arm; K > 1 ends with a comparison")
+    parser.add_argument("--lr", type=float, default=1e-2, help="learning rate (default 1e-2, for the tiny model)")
+    parser.add_argument("--workdir", default=workdir, help=f"runs, logs and metrics (default ./{workdir})")
+    parser.add_argument("--json", metavar="PATH", help="every step's metrics per arm and seed (format dataflex-demo/1)")
+    parser.add_argument("--plot", metavar="PATH", help="the PNG plot (default WORKDIR/demo.png)")
+    parser.add_argument(
+        "--task",
+        choices=["echo", "mixed"],
+        help="toy task: echo, or mixed (echo prompts beside solved and unsolvable ones); default mixed for "
+        "curriculum, echo otherwise",
+    )
+    parser.add_argument(
+        "--val-every",
+        type=int,
+        metavar="N",
+        help="validate on echo prompts every N steps and compare the arms on it (0: never; default 3 for "
+        "curriculum, else 0)",
+    )
+
+
+def demo_options(args: Any) -> dict[str, Any]:
+    """The :class:`DemoOptions` fields from parsed :func:`add_demo_arguments` (raises ``ValueError`` on bad --params)."""
+    scorer_params, actuator_params = parse_params(args.params)
+    return {
+        "mechanism": args.mechanism,
+        "scorer": args.scorer,
+        "actuator": args.actuator,
+        "scorer_params": scorer_params,
+        "actuator_params": actuator_params,
+        "steps": args.steps,
+        "seed": args.seed,
+        "seeds": args.seeds,
+        "lr": args.lr,
+        "workdir": Path(args.workdir),
+        "json_path": Path(args.json) if args.json else None,
+        "plot_path": Path(args.plot) if args.plot else None,
+        "task": args.task,
+        "val_every": args.val_every,
+    }
+
+
+def run_command(program: str, extra: str, run: Callable[[], object]) -> int:
+    """Run a demo for its console command: bad options, a missing framework or a failed run are one line on
+    stderr and exit 2 (a missing framework names ``pip install 'dataflex-lab[<extra>]'``)."""
+    from dataflex_core import DataFlexError
+
+    try:
+        run()
+    except ModuleNotFoundError as exc:
+        print(f"{program} demo: {exc.name} is not installed: pip install 'dataflex-lab[{extra}]'", file=sys.stderr)
+        return 2
+    except (ValueError, DataFlexError, RuntimeError) as exc:
+        print(f"{program} demo: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+def check_components(block: dict[str, Any]) -> None:
+    """Build the block against the installed registry now, so a typo fails before any run starts.
+
+    The host's trainer checks it again against the run's own config (mount-time checks).
+    """
+    from dataflex_core.config import CORE_KEYS, build_from_config
+
+    build_from_config(block, extra_keys=[key for key in block if key not in CORE_KEYS])
+
+
+@dataclass(frozen=True)
+class HostMetrics:
+    """The framework's names for the step's mean reward and its step time (seconds)."""
+
+    reward: str
+    step_time: str
+
+
+def parse_params(text: str | None) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
+    """``--params '{"scorer": {...}, "actuator": {...}}'`` -> (scorer params, actuator params)."""
+    if text is None:
+        return None, None
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"--params is not valid JSON ({exc}): {text!r}") from None
+    if not isinstance(value, dict) or set(value) - {"scorer", "actuator"}:
+        raise ValueError(
+            f"--params must be a JSON object with the keys scorer and/or actuator, each holding that component's "
+            f'params, e.g. \'{{"actuator": {{"temperature": 0.5}}}}\'; got {text!r}'
+        )
+    for role in ("scorer", "actuator"):
+        if role in value and not isinstance(value[role], dict):
+            raise ValueError(f"--params {role} must be a JSON object of params, got {value[role]!r}")
+    return value.get("scorer"), value.get("actuator")
+
+
+def fmt(value: Any, digits: int = 3) -> str:
+    return "-" if value is None else f"{value:.{digits}f}"
+
+
+def progress_line(arm: str, seed: int, steps: int, record: dict[str, Any], names: HostMetrics) -> str:
+    """One line per step: reward, step time and, for DataFlex, the weights' health (or a validation alone)."""
+    m = record["metrics"]
+    validation = [
+        value
+        for name, value in m.items()
+        if (name.startswith("val-") and "/reward/mean@" in name) or name == "eval_reward"  # verl's, TRL's
+    ]
+    if validation and names.reward not in m:  # a validation logged on its own (before training, TRL's eval)
+        return f"[{arm:<13} seed {seed}] step {record['step']:>3}/{steps}  validation {fmt(validation[0])}"
+    line = (
+        f"[{arm:<13} seed {seed}] step {record['step']:>3}/{steps}  reward {fmt(m.get(names.reward))}  "
+        f"step {fmt(m.get(names.step_time), 2)}s"
+    )
+    if "dataflex/weight/mean" in m:
+        unit = "sequence" if m.get("dataflex/weight/unit_is_sequence") else "token"
+        line += (
+            f"  weights: mean {fmt(m['dataflex/weight/mean'])} per {unit}, std {fmt(m.get('dataflex/weight/std'))}, "
+            f"ESS {m.get('dataflex/ess_fraction', 0):.0%}, zero {m.get('dataflex/zero_weight_fraction', 0):.0%}, "
+            f"hook {1000 * m.get('dataflex/hook_time_s', 0):.1f} ms"
+        )
+    if "dataflex/kept_fraction" in m:
+        line += f"  kept {m['dataflex/kept_fraction']:.0%}"
+    if any(name.startswith("dataflex/mix/proportion/") for name in m):
+        shares = ", ".join(
+            f"{name.rsplit('/', 1)[1]} {value:.0%}"
+            for name, value in m.items()
+            if name.startswith("dataflex/mix/proportion/")
+        )
+        line += f"  mixture: {shares}"
+    if "dataflex/curriculum/uniform_reward_fraction" in m:
+        line += (
+            f"  curriculum: groups without signal {m['dataflex/curriculum/uniform_reward_fraction']:.0%}, "
+            f"prompts seen {m.get('dataflex/curriculum/seen_fraction', 0):.0%}, "
+            f"draw spread {m.get('dataflex/curriculum/draw/effective_fraction', 1):.0%}"
+        )
+    if validation:
+        line += f"  validation {fmt(validation[0])}"
+    return line
+
+
+def values(steps: list[dict[str, Any]], name: str, skip_first: bool = False) -> list[float]:
+    """The numeric values of metric ``name`` over ``steps`` (optionally without the first, warm-up step)."""
+    rows = steps[1:] if skip_first else steps
+    return [float(r["metrics"][name]) for r in rows if isinstance(r["metrics"].get(name), (int, float))]
+
+
+def _mean(xs: list[float]) -> float | None:
+    return statistics.fmean(xs) if xs else None
+
+
+def _median(xs: list[float]) -> float | None:
+    return statistics.median(xs) if xs else None
+
+
+def summarize_arm(runs: list[list[dict[str, Any]]], window: int, names: HostMetrics) -> dict[str, Any]:
+    """Per-arm figures averaged over seeds: reward at the start and end, step time, weight statistics."""
+
+    def over_seeds(fn: Any) -> float | None:
+        found = [v for v in (fn(steps) for steps in runs) if v is not None]
+        return _mean(found)
+
+    summary = {
+        "reward_first": over_seeds(lambda s: _mean(values(s[:window], names.reward))),
+        "reward_last": over_seeds(lambda s: _mean(values(s[-window:], names.reward))),
+        # step 1 includes the framework's warm-up (first forward passes, lazy initialisation)
+        "step_s_median": over_seeds(lambda s: _median(values(s, names.step_time, skip_first=True))),
+        "hook_s_median": over_seeds(lambda s: _median(values(s, "dataflex/hook_time_s", skip_first=True))),
+        "weight_mean": over_seeds(lambda s: _mean(values(s, "dataflex/weight/mean"))),
+        "weight_std": over_seeds(lambda s: _mean(values(s, "dataflex/weight/std"))),
+        "ess_fraction": over_seeds(lambda s: _mean(values(s, "dataflex/ess_fraction"))),
+        "zero_weight_fraction": over_seeds(lambda s: _mean(values(s, "dataflex/zero_weight_fraction"))),
+        "kept_fraction": over_seeds(lambda s: _mean(values(s, "dataflex/kept_fraction"))),
+    }
+    if summary["hook_s_median"] is not None and summary["step_s_median"]:
+        summary["hook_share"] = summary["hook_s_median"] / summary["step_s_median"]
+    return summary
+
+
+def summary_table(summaries: dict[str, dict[str, Any]], window: int) -> str:
+    """A Markdown table: one row per arm."""
+    header = (
+        f"| arm | reward, first {window} steps | reward, last {window} steps | step time (median) | "
+        "weight mean (loss unit) | weight std | ESS | zero-weight | hook share of step |"
+    )
+    lines = [header, "|" + " --- |" * 9]
+    for arm, s in summaries.items():
+
+        def pct(key: str, s: dict[str, Any] = s) -> str:
+            return "-" if s.get(key) is None else f"{s[key]:.0%}"
+
+        hook = "-" if s.get("hook_share") is None else f"{100 * s['hook_share']:.2f}%"
+        lines.append(
+            f"| {arm} | {fmt(s['reward_first'])} | {fmt(s['reward_last'])} | {fmt(s['step_s_median'], 2)} s | "
+            f"{fmt(s['weight_mean'])} | {fmt(s['weight_std'])} | {pct('ess_fraction')} | "
+            f"{pct('zero_weight_fraction')} | {hook} |"
+        )
+    return "\n".join(lines)
+
+
+def demo_document(
+    host: str, seeds: Sequence[int], runs: list[dict[str, Any]], settings: dict[str, Any]
+) -> dict[str, Any]:
+    """The ``--json`` document (format :data:`JSON_FORMAT`) of every arm and seed."""
+    first = seeds[0]
+    return {
+        "format": JSON_FORMAT,
+        "host": host,
+        "seed": first,
+        "seeds": list(seeds),
+        "arms": {run["arm"]: run["steps"] for run in runs if run["seed"] == first},
+        "runs": runs,
+        "settings": settings,
+    }
+
+
+def comparison(document: dict[str, Any], baseline: str, metric: str | None = None) -> str:
+    """``dataflex compare``'s Markdown table for a multi-seed demo (on ``metric``, default the reward), or why it
+    could not be made.
+
+    A comparison that cannot be made (a seed that logged no step, ...) is reported, not raised:
+    the runs are done by then and their ``--json`` is still worth writing.
+    """
+    from .compare import CompareError, compare_runs
+
+    try:
+        return compare_runs(document, baseline=baseline, metrics=[metric] if metric else None).markdown()
+    except CompareError as exc:
+        return f"no comparison over seeds: {exc}"
+
+
+def first_step_reaching(steps: list[dict[str, Any]], metric: str, level: float) -> int | None:
+    """The first logged step whose ``metric`` is at least ``level``, or ``None`` if none is."""
+    for record in steps:
+        value = record["metrics"].get(metric)
+        if isinstance(value, (int, float)) and value >= level:
+            return int(record["step"])
+    return None
+
+
+def reach_table(
+    document: dict[str, Any], metric: str, baseline: str, rollouts_per_step: int, fraction: float = 0.75
+) -> str:
+    """Steps and rollouts each arm needed to reach ``fraction`` of the baseline's improvement of ``metric``.
+
+    The level is ``start + fraction * (final - start)``, with ``start`` and ``final`` the baseline's first and
+    last logged values (means over its seeds): where the learning curves are still steep, so the steps to it
+    say how fast an arm learns, not which seed ended highest. A seed that never reaches it counts as needing
+    more than its last step (shown ``> N``).
+    """
+    curves = [values(r["steps"], metric) for r in document["runs"] if r["arm"] == baseline]
+    curves = [c for c in curves if c]
+    if not curves:
+        return f"no {metric} logged by the {baseline} arm: no level to reach"
+    start, final = statistics.fmean(c[0] for c in curves), statistics.fmean(c[-1] for c in curves)
+    level = start + fraction * (final - start)
+    lines = [
+        f"steps to reach {metric} >= {level:.3f} ({fraction:.0%} of the way from the {baseline} arm's first value "
+        f"{start:.3f} to its last {final:.3f}, means over seeds); {rollouts_per_step} rollouts per step",
+        "",
+        "| arm | steps, per seed | mean steps | mean rollouts |",
+        "| --- | --- | --- | --- |",
+    ]
+    for arm in dict.fromkeys(run["arm"] for run in document["runs"]):
+        reached = []
+        shown = []
+        for run in (r for r in document["runs"] if r["arm"] == arm):
+            step = first_step_reaching(run["steps"], metric, level)
+            last = max((r["step"] for r in run["steps"]), default=0)
+            reached.append(step if step is not None else last)
+            shown.append(str(step) if step is not None else f"> {last}")
+        mean = statistics.fmean(reached)
+        never = any(s.startswith(">") for s in shown)
+        prefix = ">= " if never else ""
+        lines.append(f"| {arm} | {', '.join(shown)} | {prefix}{mean:.1f} | {prefix}{mean * rollouts_per_step:.0f} |")
+    return "\n".join(lines)
+
+
+def _at(steps: list[dict[str, Any]], step: int, metric: str) -> float | None:
+    for record in steps:
+        if record["step"] == step:
+            value = record["metrics"].get(metric)
+            return float(value) if isinstance(value, (int, float)) else None
+    return None
+
+
+def plot(document: dict[str, Any], path: Path, names: HostMetrics, *, baseline: str, title: str) -> None:
+    """Reward per step per arm (mean over seeds, band = min..max) and the DataFlex arm's weight std and ESS.
+
+    :raises ImportError: matplotlib is not installed.
+    """
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (ax_reward, ax_weights) = plt.subplots(2, 1, figsize=(8, 7), sharex=True)
+    palette = ["#555555", "#1f77b4", "#d62728", "#2ca02c"]
+    for index, arm in enumerate(dict.fromkeys(run["arm"] for run in document["runs"])):
+        curves = [run["steps"] for run in document["runs"] if run["arm"] == arm]
+        steps = [r["step"] for r in curves[0]]
+        per_step = [[_at(curve, step, names.reward) for curve in curves] for step in steps]
+        mean = [statistics.fmean([v for v in vals if v is not None] or [float("nan")]) for vals in per_step]
+        color = palette[index % len(palette)]
+        label = f"{arm} (mean of {len(curves)} seeds)" if len(curves) > 1 else arm
+        ax_reward.plot(steps, mean, label=label, color=color, linewidth=1.8)
+        if len(curves) > 1:
+            low = [min((v for v in vals if v is not None), default=float("nan")) for vals in per_step]
+            high = [max((v for v in vals if v is not None), default=float("nan")) for vals in per_step]
+            ax_reward.fill_between(steps, low, high, color=color, alpha=0.15)
+        if arm != baseline:
+            for metric, style, name in (
+                ("dataflex/weight/std", "-", "weight std"),
+                ("dataflex/ess_fraction", "--", "ESS fraction"),
+            ):
+                points = [[v for v in (_at(c, s, metric) for c in curves) if v is not None] for s in steps]
+                ax_weights.plot(steps, [statistics.fmean(p) if p else float("nan") for p in points], style,
+                                color=color, label=f"{arm}: {name}")  # fmt: skip
+    ax_reward.set_title(title, fontsize=10)
+    ax_reward.set_ylabel(f"reward ({names.reward})")
+    ax_reward.legend(loc="lower right", fontsize=8)
+    ax_reward.grid(alpha=0.3)
+    ax_weights.set_ylabel("DataFlex weights")
+    ax_weights.set_xlabel("training step")
+    ax_weights.legend(loc="best", fontsize=8)
+    ax_weights.grid(alpha=0.3)
+    fig.text(0.01, 0.005, "Toy run: mechanics and a direction, not a benchmark result.", fontsize=7, color="#666666")
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def finish(
+    document: dict[str, Any],
+    *,
+    names: HostMetrics,
+    baseline: str,
+    title: str,
+    json_path: Path | None,
+    plot_path: Path,
+    say: Any,
+    rollouts_per_step: int | None = None,
+) -> dict[str, Any]:
+    """The end of a demo: the summary table (and, over several seeds, the comparison), ``--json``, the plot.
+
+    With ``rollouts_per_step``, also the steps and rollouts each arm needed to reach 3/4 of the baseline's
+    improvement of the reward (:func:`reach_table`). Adds the per-arm ``summary`` to ``document`` and returns it.
+    """
+    arms = list(dict.fromkeys(run["arm"] for run in document["runs"]))
+    steps = max((len(run["steps"]) for run in document["runs"]), default=0)
+    window = max(1, min(5, steps // 3))
+    summaries = {
+        arm: summarize_arm([r["steps"] for r in document["runs"] if r["arm"] == arm], window, names) for arm in arms
+    }
+    document["summary"] = summaries
+    say("\n" + summary_table(summaries, window))
+    if len(document["seeds"]) > 1:
+        say("\n" + comparison(document, baseline=baseline, metric=names.reward))
+    if rollouts_per_step is not None:
+        say("\n" + reach_table(document, names.reward, baseline, rollouts_per_step))
+    if json_path is not None:
+        json_path.parent.mkdir(parents=True, exist_ok=True)
+        json_path.write_text(json.dumps(document, indent=1) + "\n")
+        say(f"\nmetrics of every step: {json_path}")
+    try:
+        plot(document, Path(plot_path), names, baseline=baseline, title=title)
+        say(f"plot: {plot_path}")
+    except ImportError:
+        say("plot skipped: matplotlib is not installed (pip install matplotlib)")
+    return document

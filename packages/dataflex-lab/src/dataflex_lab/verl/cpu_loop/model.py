@@ -1,0 +1,73 @@
+"""A tiny random causal LM and a character tokenizer, built on the spot: no hub, no download.
+
+verl loads a model and a tokenizer from local folders like any HF checkpoint.
+The model is core's tiny Qwen2 (:mod:`dataflex_lab.toy_model`, ~20k
+parameters; verl's agent loop picks its Qwen chat-token handling from
+``model_type: qwen2``); the tokenizer maps each character of a small alphabet
+to one token, with ChatML's markers and the role names as single tokens, so a
+prompt is a handful of tokens and a step takes seconds on a CPU.
+
+The tokenizer lives in its own folder: transformers rebuilds a tokenizer that
+sits next to a ``config.json`` of ``model_type: qwen2`` as a Qwen2Tokenizer,
+which does not know this vocabulary.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from ...toy_model import TinyModelSpec, char_tokenizer, tiny_qwen2
+
+#: Characters the tokenizer knows, one token each (``"\n"`` must be one token for verl's Qwen handling).
+ALPHABET = "abcdefgh :\n"
+#: Special tokens: padding, ChatML's turn markers (``<|im_end|>`` ends a response).
+PAD, IM_START, IM_END = "<|endoftext|>", "<|im_start|>", "<|im_end|>"
+#: Role names rendered by the chat template, one token each.
+ROLES = ("system", "user", "assistant")
+#: ChatML without a system prompt: ``<|im_start|>user\n{content}<|im_end|>\n<|im_start|>assistant\n``.
+CHAT_TEMPLATE = (
+    "{% for message in messages %}"
+    "{{ '<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>' + '\n' }}"
+    "{% endfor %}"
+    "{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}"
+)
+
+
+def vocabulary() -> dict[str, int]:
+    """Token -> id of :func:`build_tokenizer`'s tokenizer."""
+    return dict(build_tokenizer().get_vocab())
+
+
+def build_tokenizer(folder: str | Path | None = None):
+    """The character tokenizer with ChatML's markers, the role names and the template; written to ``folder`` if given."""
+    tokenizer = char_tokenizer(
+        ALPHABET, pad=PAD, eos=IM_END, specials=[IM_START], words=ROLES, chat_template=CHAT_TEMPLATE
+    )
+    if folder is not None:
+        folder = Path(folder)
+        folder.mkdir(parents=True, exist_ok=True)
+        tokenizer.save_pretrained(folder)
+    return tokenizer
+
+
+def build_model(folder: str | Path, seed: int, spec: TinyModelSpec = TinyModelSpec()) -> Path:
+    """Write a randomly initialised Qwen2 (seeded) for this vocabulary to ``folder``; return the folder."""
+    from transformers import GenerationConfig
+
+    tokenizer = build_tokenizer()
+    model = tiny_qwen2(tokenizer, seed, spec, bos=IM_START)
+    folder = Path(folder)
+    model.save_pretrained(folder)
+    GenerationConfig(eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id).save_pretrained(folder)
+    return folder
+
+
+def build_model_and_tokenizer(root: str | Path, seed: int, spec: TinyModelSpec = TinyModelSpec()) -> tuple[Path, Path]:
+    """``(model folder, tokenizer folder)`` under ``root``; the tokenizer in a folder of its own (see module doc)."""
+    root = Path(root)
+    model_dir, tokenizer_dir = root / "model", root / "tokenizer"
+    build_tokenizer(tokenizer_dir)
+    build_model(model_dir, seed, spec)
+    (root / "spec.json").write_text(json.dumps({"seed": seed, **spec.__dict__}, indent=2))
+    return model_dir, tokenizer_dir

@@ -1,0 +1,393 @@
+"""Run verl's own GRPO entry point on the CPU with the tiny model and the toy task.
+
+:func:`prepare_workspace` writes the model, tokenizer, dataset and agent-loop
+file a run needs; :func:`overrides` turns a :class:`RunSpec` into verl's hydra
+overrides; :func:`harness_env` is the environment that makes every verl
+process load the harness. :func:`run_entry_point` runs ``python -m
+verl.trainer.main_ppo`` in a subprocess (what a user runs);
+:func:`run_in_process` runs verl's ``TaskRunnerV1`` from this
+process, on an already started Ray, so tests share one cluster. Both return
+the metrics verl's file logger wrote, one record per step.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from . import task as task_module
+from . import verl_internals
+from .names import AGENT_LOOP_NAME, ROLLOUT_NAME
+
+#: The module every verl process imports (``VERL_USE_EXTERNAL_MODULES``).
+PLUGIN_MODULE = "dataflex_lab.verl.cpu_loop.plugin"
+#: Logical GPUs Ray advertises; each stands for one CPU worker slot of verl's resource pool.
+RAY_GPUS = 1
+#: Ray CPUs advertised (TransferQueue, reward, agent loop and task runner actors each ask for some).
+RAY_CPUS = 32
+
+
+@dataclass
+class Workspace:
+    """Files a run reads: the model and tokenizer folders, the dataset and the agent-loop declaration."""
+
+    root: Path
+    model: Path
+    tokenizer: Path
+    train_files: Path
+    val_files: Path
+    agent_loop_config: Path
+
+
+def prepare_workspace(
+    root: str | Path, *, model_seed: int = 0, data_seed: int = 0, task: str = "echo", train_rows: int = 256
+) -> Workspace:
+    """Write everything a run needs under ``root`` (reused when already there for the same settings).
+
+    :param task: ``echo`` (the plain toy task) or ``mixed`` (echo prompts with solved and unsolvable ones,
+        for ``mechanism: curriculum``; :mod:`.task`).
+    :param train_rows: prompts in the train set.
+    """
+    from .model import build_model_and_tokenizer
+
+    root = Path(root).resolve()
+    marker = root / "workspace.json"
+    wanted = {"model_seed": model_seed, "data_seed": data_seed, "format": 1}
+    if (task, train_rows) != ("echo", 256):  # the plain workspace's marker stays as it was
+        wanted.update(task=task, train_rows=train_rows)
+    model_dir, tokenizer_dir = root / "model", root / "tokenizer"
+    train, val = root / "data" / "train.parquet", root / "data" / "val.parquet"
+    agent_loops = root / "agent_loops.yaml"
+    if not (marker.exists() and json.loads(marker.read_text()) == wanted):
+        root.mkdir(parents=True, exist_ok=True)
+        build_model_and_tokenizer(root, model_seed)
+        task_module.write_dataset(root / "data", seed=data_seed, task=task, train_rows=train_rows)
+        agent_loops.write_text(
+            f"- name: {AGENT_LOOP_NAME}\n  _target_: dataflex_lab.verl.cpu_loop.agent_loop.KeyedSingleTurnAgentLoop\n"
+        )
+        marker.write_text(json.dumps(wanted))
+    return Workspace(root, model_dir, tokenizer_dir, train, val, agent_loops)
+
+
+@dataclass
+class RunSpec:
+    """One training run: which trainer, the ``dataflex:`` block (if any), its size and its seed."""
+
+    trainer_mode: str = "sync"
+    dataflex: dict[str, Any] | None = None
+    steps: int = 2
+    seed: int = 0
+    prompts_per_step: int = 8
+    samples_per_prompt: int = 4
+    loss_agg_mode: str = "token-mean"
+    lr: float = 1e-2
+    #: ``torch.optim`` class of the actor (``SGD`` makes equality tests well conditioned: an Adam
+    #: first step moves each weight by about ``lr`` whatever the gradient's size, float noise included).
+    optimizer: str = "AdamW"
+    experiment: str = "run"
+    #: Where checkpoints go (``trainer.default_local_dir``); ``None``: under the workspace.
+    checkpoint_dir: Path | None = None
+    save_freq: int = -1
+    resume_mode: str = "disable"
+    #: Extra hydra overrides, appended last (they win).
+    extra: list[str] = field(default_factory=list)
+
+
+def hydra_value(value: Any) -> str:
+    """A Python value in hydra's override grammar (bare dict keys, quoted strings, ``null``)."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return repr(value)
+    if isinstance(value, str):
+        return json.dumps(value)
+    if isinstance(value, dict):
+        return "{" + ",".join(f"{key}:{hydra_value(inner)}" for key, inner in value.items()) + "}"
+    if isinstance(value, (list, tuple)):
+        return "[" + ",".join(hydra_value(inner) for inner in value) + "]"
+    raise TypeError(f"cannot write {type(value).__name__} {value!r} as a hydra override value")
+
+
+def dataflex_overrides(block: dict[str, Any] | None) -> list[str]:
+    """The ``dataflex:`` block as ``+dataflex.KEY=VALUE`` overrides (verl's config is in struct mode)."""
+    return [f"+dataflex.{key}={hydra_value(value)}" for key, value in (block or {}).items()]
+
+
+def overrides(spec: RunSpec, workspace: Workspace) -> list[str]:
+    """verl hydra overrides for ``spec`` on the CPU harness (everything offline, one CPU worker)."""
+    bs = spec.prompts_per_step
+    checkpoints = spec.checkpoint_dir or workspace.root / "checkpoints" / spec.experiment
+    return [
+        "algorithm.adv_estimator=grpo",
+        f"data.train_files={workspace.train_files}",
+        f"data.val_files={workspace.val_files}",
+        f"data.train_batch_size={bs}",
+        "data.max_prompt_length=16",
+        f"data.max_response_length={task_module.SCORED_CHARS + 4}",
+        "data.dataloader_num_workers=0",
+        f"data.seed={spec.seed}",
+        f"actor_rollout_ref.model.path={workspace.model}",
+        f"actor_rollout_ref.model.tokenizer_path={workspace.tokenizer}",
+        "actor_rollout_ref.model.use_remove_padding=false",
+        "+actor_rollout_ref.model.override_config.attn_implementation=eager",
+        "actor_rollout_ref.actor.strategy=fsdp2",
+        # FSDP computes in bf16 unless told otherwise: on a CPU that is slower, and its rounding makes two
+        # identical runs differ by a few percent of an update (embedding gradients summed in batch order)
+        "+actor_rollout_ref.actor.fsdp_config.mixed_precision={param_dtype:fp32,reduce_dtype:fp32,buffer_dtype:fp32}",
+        "actor_rollout_ref.actor.fsdp_config.use_torch_compile=false",
+        "actor_rollout_ref.actor.use_torch_compile=false",
+        f"actor_rollout_ref.actor.fsdp_config.seed={spec.seed}",
+        f"actor_rollout_ref.actor.optim.lr={spec.lr}",
+        f"actor_rollout_ref.actor.optim.optimizer={spec.optimizer}",
+        *(["actor_rollout_ref.actor.optim.weight_decay=0.0"] if spec.optimizer == "SGD" else []),
+        f"actor_rollout_ref.actor.ppo_mini_batch_size={bs}",
+        f"actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu={bs * spec.samples_per_prompt}",
+        f"actor_rollout_ref.actor.loss_agg_mode={spec.loss_agg_mode}",
+        f"actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu={bs * spec.samples_per_prompt}",
+        f"actor_rollout_ref.rollout.name={ROLLOUT_NAME}",
+        "actor_rollout_ref.rollout.tensor_model_parallel_size=1",
+        f"actor_rollout_ref.rollout.n={spec.samples_per_prompt}",
+        f"actor_rollout_ref.rollout.seed={spec.seed}",
+        "actor_rollout_ref.rollout.agent.num_workers=1",
+        f"actor_rollout_ref.rollout.agent.default_agent_loop={AGENT_LOOP_NAME}",
+        f"actor_rollout_ref.rollout.agent.agent_loop_config_path={workspace.agent_loop_config}",
+        "reward.num_workers=1",
+        f"reward.custom_reward_function.path={Path(task_module.__file__).resolve()}",
+        "reward.custom_reward_function.name=compute_score",
+        "trainer.device=cpu",
+        "trainer.nnodes=1",
+        f"trainer.n_gpus_per_node={RAY_GPUS}",
+        "trainer.logger=[file]",
+        "trainer.project_name=dataflex_cpu",
+        f"trainer.experiment_name={spec.experiment}",
+        f"trainer.total_training_steps={spec.steps}",
+        "trainer.total_epochs=1000",
+        "trainer.val_before_train=false",
+        "trainer.test_freq=-1",
+        f"trainer.save_freq={spec.save_freq}",
+        f"trainer.resume_mode={spec.resume_mode}",
+        f"trainer.default_local_dir={checkpoints}",
+        f"trainer.v1.trainer_mode={spec.trainer_mode}",
+        "transfer_queue.backend.SimpleStorage.num_data_storage_units=1",
+        f"ray_kwargs.ray_init.num_cpus={RAY_CPUS}",
+        f"+ray_kwargs.ray_init.num_gpus={RAY_GPUS}",
+        *dataflex_overrides(spec.dataflex),
+        *spec.extra,
+    ]
+
+
+def harness_env(modules: Sequence[str] = ()) -> dict[str, str]:
+    """Environment every verl process of a harness run needs; ``modules`` are imported beside the harness."""
+    return {
+        "VERL_USE_EXTERNAL_MODULES": ",".join([PLUGIN_MODULE, *modules]),
+        "VERL_PLATFORM": "cpu",
+        # verl registers its FSDP engine for cuda/npu only; the CPU platform reuses the cuda entry
+        "VERL_ENGINE_DEVICE": "cuda",
+        "HF_HUB_OFFLINE": "1",
+        "TRANSFORMERS_OFFLINE": "1",
+        "TOKENIZERS_PARALLELISM": "false",
+        "OMP_NUM_THREADS": "1",
+        "RAY_DEDUP_LOGS": "0",
+        "WANDB_MODE": "disabled",
+        # TransferQueue warns on every request that 2 cores are fewer than its default thread count
+        "TQ_LOGGING_LEVEL": "ERROR",
+    }
+
+
+def run_env(metrics_file: str | Path, loss_probe_dir: str | Path | None = None) -> dict[str, str]:
+    """Environment of one run: where verl's file logger writes and, for tests, where the loss probe records."""
+    env = {"VERL_FILE_LOGGER_PATH": str(Path(metrics_file).resolve())}
+    if loss_probe_dir is not None:
+        env[verl_internals.LOSS_PROBE_ENV] = str(Path(loss_probe_dir).resolve())
+    return env
+
+
+def read_metrics(path: str | Path) -> list[dict[str, Any]]:
+    """verl's file-logger JSON lines -> ``[{"step": N, "metrics": {...}}, ...]`` in step order."""
+    path = Path(path)
+    if not path.exists():
+        return []
+    records = []
+    for line in path.read_text().splitlines():
+        if line.strip():
+            item = json.loads(line)
+            records.append({"step": int(item["step"]), "metrics": item["data"]})
+    return sorted(records, key=lambda r: r["step"])
+
+
+def run_entry_point(
+    spec: RunSpec,
+    workspace: Workspace,
+    metrics_file: str | Path,
+    *,
+    on_step: Callable[[dict[str, Any]], None] | None = None,
+    log_file: str | Path | None = None,
+    poll_s: float = 0.5,
+    extra_env: dict[str, str] | None = None,
+) -> list[dict[str, Any]]:
+    """``python -m verl.trainer.main_ppo`` with the harness; calls ``on_step`` as each step's metrics land.
+
+    verl's own output goes to ``log_file`` (or is discarded). Raises :class:`RuntimeError`
+    with the tail of that log when verl exits non-zero.
+    """
+    metrics_file = Path(metrics_file)
+    metrics_file.parent.mkdir(parents=True, exist_ok=True)
+    metrics_file.unlink(missing_ok=True)
+    env = {**os.environ, **harness_env(), **run_env(metrics_file), **(extra_env or {})}
+    log_path = Path(log_file) if log_file is not None else metrics_file.with_suffix(".log")
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    # hydra would otherwise write its run folder under the caller's working directory
+    hydra_dir = log_path.parent / "hydra" / spec.experiment
+    command = [
+        sys.executable,
+        "-m",
+        "verl.trainer.main_ppo",
+        *overrides(spec, workspace),
+        f"hydra.run.dir={hydra_dir}",
+        "hydra.output_subdir=null",
+    ]
+    seen = 0
+    with open(log_path, "w") as log:
+        process = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT)
+        while True:
+            finished = process.poll() is not None
+            records = read_metrics(metrics_file)
+            for record in records[seen:]:
+                if on_step is not None:
+                    on_step(record)
+            seen = len(records)
+            if finished:
+                break
+            time.sleep(poll_s)
+    if process.returncode != 0:
+        tail = "\n".join(log_path.read_text(errors="replace").splitlines()[-40:])
+        raise RuntimeError(f"verl exited with code {process.returncode}; last lines of {log_path}:\n{tail}")
+    return read_metrics(metrics_file)
+
+
+def compose(spec: RunSpec, workspace: Workspace) -> Any:
+    """verl's ``ppo_trainer`` config with the harness overrides for ``spec`` (as ``main_ppo`` would build it)."""
+    from hydra import compose as hydra_compose
+    from hydra import initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+
+    from ..sandbox import verl_config_dir
+
+    GlobalHydra.instance().clear()
+    with initialize_config_dir(config_dir=verl_config_dir(), version_base=None):
+        return hydra_compose(config_name="ppo_trainer", overrides=overrides(spec, workspace))
+
+
+@contextmanager
+def local_ray(modules: Sequence[str] = (), num_cpus: int = RAY_CPUS, num_gpus: int = RAY_GPUS) -> Iterator[None]:
+    """A local Ray for in-process runs: the harness environment set first, so every worker inherits it.
+
+    :param modules: more modules every verl process imports (e.g. a test's own components).
+    """
+    import ray
+
+    os.environ.update(harness_env(modules))
+    started = not ray.is_initialized()
+    if started:
+        ray.init(num_cpus=num_cpus, num_gpus=num_gpus, include_dashboard=False, log_to_driver=False)
+    try:
+        yield
+    finally:
+        if started:
+            ray.shutdown()
+
+
+def run_in_process(
+    spec: RunSpec,
+    workspace: Workspace,
+    metrics_file: str | Path,
+    *,
+    loss_probe_dir: str | Path | None = None,
+    extra_env: dict[str, str] | None = None,
+) -> list[dict[str, Any]]:
+    """What ``python -m verl.trainer.main_ppo`` does, on the Ray this process already started (:func:`local_ray`).
+
+    verl's ``TaskRunnerV1`` runs the config, as ``main_ppo``'s ``run_ppo`` would start it; the run's own
+    environment (metrics file, loss probe) is its Ray ``runtime_env``, which the actors it creates inherit.
+    The task runner is killed when the run ends, with every actor it owns (workers, rollout server, verl's
+    named reward and agent-loop workers): a failed run's exception keeps the runner's handle alive in its
+    traceback, and its named actors would block the next run. Raises whatever verl raised.
+    """
+    import ray
+    from verl.trainer.main_ppo import TaskRunnerV1
+    from verl.trainer.ppo.utils import need_critic, need_reference_policy
+    from verl.utils.config import validate_config
+    from verl.utils.device import auto_set_device
+
+    if not ray.is_initialized():
+        raise RuntimeError("run_in_process needs a running Ray; start one with cpu_loop.runner.local_ray()")
+    metrics_file = Path(metrics_file)
+    metrics_file.parent.mkdir(parents=True, exist_ok=True)
+    metrics_file.unlink(missing_ok=True)
+    wait_for_free_gpus()
+    config = compose(spec, workspace)
+    auto_set_device(config)
+    validate_config(config=config, use_reference_policy=need_reference_policy(config), use_critic=need_critic(config))
+    env = {**run_env(metrics_file, loss_probe_dir), **(extra_env or {})}
+    task_runner = TaskRunnerV1.options(runtime_env={"env_vars": env}).remote()
+    try:
+        ray.get(task_runner.run.remote(config))
+    finally:
+        ray.kill(task_runner)
+        release_placement_groups()
+        wait_for_named_actors_to_exit()
+    return read_metrics(metrics_file)
+
+
+def wait_for_named_actors_to_exit(timeout_s: float = 60.0) -> None:
+    """Block until a finished run's named actors are gone (their names would be taken for the next run)."""
+    import ray
+
+    deadline = time.monotonic() + timeout_s
+    while names := [a["name"] for a in ray.util.list_named_actors(all_namespaces=True)]:
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"verl's named actors {names} still exist {timeout_s:.0f} s after their run ended")
+        time.sleep(0.2)
+
+
+def release_placement_groups() -> None:
+    """Remove the placement groups a finished run left behind.
+
+    verl's task runner reserves its workers' logical GPUs in placement groups, which outlive the
+    task runner actor and are only reclaimed when the driver exits (as after ``main_ppo``). An
+    in-process run ends without the driver exiting, so it releases them here.
+    """
+    from ray._raylet import PlacementGroupID
+    from ray.util.placement_group import PlacementGroup, placement_group_table, remove_placement_group
+
+    for pg_id, info in placement_group_table().items():
+        if info.get("state") != "REMOVED":
+            remove_placement_group(PlacementGroup(PlacementGroupID(bytes.fromhex(pg_id))))
+
+
+def wait_for_free_gpus(timeout_s: float = 120.0) -> None:
+    """Block until the previous run's placement groups have released Ray's logical GPUs.
+
+    verl's actors of a finished run die asynchronously after its task runner returns; a run
+    started before then finds no free GPU and fails in its resource-pool check.
+    """
+    import ray
+
+    deadline = time.monotonic() + timeout_s
+    while ray.available_resources().get("GPU", 0) < RAY_GPUS:
+        if time.monotonic() > deadline:
+            raise RuntimeError(
+                f"Ray still has {ray.available_resources().get('GPU', 0)} of {RAY_GPUS} logical GPU(s) free "
+                f"{timeout_s:.0f} s after the previous run; its actors did not exit"
+            )
+        time.sleep(0.5)

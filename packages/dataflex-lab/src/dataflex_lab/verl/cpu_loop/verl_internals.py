@@ -1,0 +1,138 @@
+"""Every place the CPU harness reaches into verl's private parts, in one module.
+
+Checked against verl 0.9.1 (:data:`CHECKED_VERL`). The rest of the harness
+uses verl's public seams (``PlatformRegistry.register``,
+``RolloutReplicaRegistry.register``, the agent-loop ``register`` decorator,
+``VERL_USE_EXTERNAL_MODULES``, ``VERL_ENGINE_DEVICE``). What is private:
+
+- ``verl.workers.rollout.base._ROLLOUT_REGISTRY``, a module dict with no
+  register function, maps ``(rollout name, "async")`` to the adapter class
+  that the trainer's worker builds;
+- ``verl.utils.distributed.initialize_global_process_group_ray`` builds the
+  backend string ``"cpu:gloo,<device>:<backend>"``, which torch refuses on a
+  CPU platform (``Duplicate device type cpu``); the harness makes plain
+  ``gloo`` its default;
+- for the end-to-end tests only, ``verl.workers.utils.losses.ppo_loss`` is
+  wrapped to record the ``rollout_is_weights`` the actor's loss receives
+  (:data:`LOSS_PROBE_ENV`).
+
+:func:`problems` lists what no longer holds in the installed verl; a test runs
+it, so a verl release that moves any of these fails loudly there.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import itertools
+import os
+from pathlib import Path
+from typing import Any
+
+#: The verl range these internals were checked against.
+CHECKED_VERL = ">=0.9.1,<0.10"
+#: Set to a folder to record, in every actor process, what each ``ppo_loss`` call received.
+LOSS_PROBE_ENV = "DATAFLEX_CPU_LOSS_PROBE_DIR"
+
+ADAPTER_CLASS = "dataflex_lab.verl.cpu_loop.rollout.CpuServerAdapter"
+
+
+def register_rollout_adapter(rollout_name: str) -> None:
+    """Map ``(rollout_name, "async")`` to :class:`~dataflex_lab.verl.cpu_loop.rollout.CpuServerAdapter`."""
+    from verl.workers.rollout import base
+
+    base._ROLLOUT_REGISTRY[(rollout_name, "async")] = ADAPTER_CLASS
+
+
+def use_plain_gloo_process_group() -> None:
+    """Make ``backend="gloo"`` the default of verl's ``initialize_global_process_group_ray``."""
+    import sys
+
+    from verl.utils import distributed
+
+    original = distributed.initialize_global_process_group_ray
+    if getattr(original, "_dataflex_gloo", False):
+        return
+
+    @functools.wraps(original)
+    def initialize(timeout_second: Any = None, backend: Any = None) -> Any:
+        return original(timeout_second=timeout_second, backend=backend or "gloo")
+
+    initialize._dataflex_gloo = True  # type: ignore[attr-defined]
+    distributed.initialize_global_process_group_ray = initialize
+    # modules that imported the name before this ran keep the old binding; rebind it there too
+    for name in ("verl.workers.engine_workers", "verl.checkpoint_engine.base"):
+        module = sys.modules.get(name)
+        if module is not None and getattr(module, "initialize_global_process_group_ray", None) is original:
+            module.initialize_global_process_group_ray = initialize
+
+
+def install_loss_probe(folder: str) -> None:
+    """Wrap ``ppo_loss`` so each call saves the weights, mask and aggregation it received under ``folder``.
+
+    Must run before ``verl.workers.engine_workers`` imports ``ppo_loss`` (the
+    harness plugin is imported from inside ``import verl``, which is early enough).
+    """
+    import torch
+    from verl.workers.utils import losses
+
+    original = losses.ppo_loss
+    if getattr(original, "_dataflex_probe", False):
+        return
+    counter = itertools.count()
+    out = Path(folder)
+    out.mkdir(parents=True, exist_ok=True)
+
+    @functools.wraps(original)
+    def probed(config: Any, model_output: Any, data: Any, dp_group: Any = None) -> Any:
+        fields = ["response_mask", "advantages"] + (["rollout_is_weights"] if "rollout_is_weights" in data else [])
+        padded = data.select(*fields).to_padded_tensor()
+        record = {name: padded[name].detach().cpu().clone() for name in fields}
+        record["loss_agg_mode"] = config.loss_agg_mode
+        record["pid"] = os.getpid()
+        torch.save(record, out / f"loss_{os.getpid()}_{next(counter):05d}.pt")
+        return original(config, model_output, data, dp_group)
+
+    probed._dataflex_probe = True  # type: ignore[attr-defined]
+    losses.ppo_loss = probed
+
+
+def problems() -> list[str]:
+    """What this module relies on that the installed verl no longer provides (empty when all holds)."""
+    found: list[str] = []
+    try:
+        from verl.workers.rollout import base
+
+        registry = getattr(base, "_ROLLOUT_REGISTRY", None)
+        if not isinstance(registry, dict) or ("vllm", "async") not in registry:
+            found.append("verl.workers.rollout.base._ROLLOUT_REGISTRY is no longer a dict keyed by (name, mode)")
+        if "_ROLLOUT_REGISTRY" not in inspect.getsource(base.get_rollout_class):
+            found.append("verl.workers.rollout.base.get_rollout_class no longer reads _ROLLOUT_REGISTRY")
+    except Exception as exc:  # noqa: BLE001 - report, do not crash the check
+        found.append(f"verl.workers.rollout.base: {exc!r}")
+    try:
+        from verl.utils import distributed
+
+        params = inspect.signature(distributed.initialize_global_process_group_ray).parameters
+        if "backend" not in params or "timeout_second" not in params:
+            found.append("initialize_global_process_group_ray(timeout_second, backend) changed its signature")
+        from verl.workers import engine_workers
+
+        if "initialize_global_process_group_ray" not in inspect.getsource(engine_workers):
+            found.append(
+                "verl.workers.engine_workers no longer builds its process group with initialize_global_process_group_ray"
+            )
+        if "ppo_loss" not in vars(engine_workers):
+            found.append(
+                "verl.workers.engine_workers no longer imports ppo_loss by name (the loss probe would miss it)"
+            )
+    except Exception as exc:  # noqa: BLE001
+        found.append(f"verl.utils.distributed / verl.workers.engine_workers: {exc!r}")
+    try:
+        from verl.workers.utils import losses
+
+        if list(inspect.signature(losses.ppo_loss).parameters)[:3] != ["config", "model_output", "data"]:
+            found.append("verl.workers.utils.losses.ppo_loss(config, model_output, data, ...) changed its signature")
+    except Exception as exc:  # noqa: BLE001
+        found.append(f"verl.workers.utils.losses: {exc!r}")
+    return found

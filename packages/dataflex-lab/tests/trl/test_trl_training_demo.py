@@ -1,0 +1,46 @@
+"""``dataflex-trl demo``: both arms train with TRL's real loop; the table, the JSON document and the plot."""
+
+from __future__ import annotations
+
+import io
+import json
+
+import pytest
+from dataflex_trl.cli import main
+
+from dataflex_lab.demo_report import JSON_FORMAT, TOY_RUN_NOTE
+from dataflex_lab.trl.training_demo import DemoSettings, run_training_demo
+
+
+def test_the_demo_trains_both_arms_and_writes_the_shared_format(tmp_path, capsys):
+    out = io.StringIO()
+    settings = DemoSettings(
+        steps=2, workdir=tmp_path, json_path=tmp_path / "demo.json", plot_path=tmp_path / "demo.png"
+    )
+    document = run_training_demo(settings, out=out)
+    text = out.getvalue()
+    # one progress line per step, not also transformers' dict of every log
+    assert "'loss'" not in capsys.readouterr().out
+    assert text.count("[baseline      seed 0] step") == 2 and text.count("[dataflex      seed 0] step") == 2
+    assert "| dataflex |" in text and "hook share of step" in text and TOY_RUN_NOTE in text
+    written = json.loads((tmp_path / "demo.json").read_text())
+    assert written["format"] == JSON_FORMAT and written["host"] == "trl" and written["seeds"] == [0]
+    assert set(written["arms"]) == {"baseline", "dataflex"}
+    assert [run["arm"] for run in written["runs"]] == ["baseline", "dataflex"]
+    dataflex_steps = written["arms"]["dataflex"]
+    assert [r["step"] for r in dataflex_steps] == [1, 2]
+    assert dataflex_steps[0]["metrics"]["dataflex/weight/mean"] == pytest.approx(1.0)
+    assert "dataflex/weight/mean" not in written["arms"]["baseline"][0]["metrics"]
+    # the same seed gives both arms the same first generation batch
+    assert written["arms"]["baseline"][0]["metrics"]["reward"] == dataflex_steps[0]["metrics"]["reward"]
+    assert written["settings"]["dataflex"]["scorer"]["name"] == "advantage_magnitude"
+    assert document["summary"]["dataflex"]["weight_mean"] == pytest.approx(1.0)
+    pytest.importorskip("matplotlib")
+    assert (tmp_path / "demo.png").stat().st_size > 10_000
+
+
+def test_bad_options_are_one_line_errors(capsys):
+    assert main(["demo", "--params", "{not json"]) == 2
+    assert "--params is not valid JSON" in capsys.readouterr().err
+    assert main(["demo", "--scorer", "advantage_magnitud", "--steps", "1"]) == 2
+    assert "did you mean 'advantage_magnitude'" in capsys.readouterr().err

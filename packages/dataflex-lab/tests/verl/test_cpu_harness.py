@@ -1,0 +1,74 @@
+"""The CPU harness's own parts, without Ray: verl's private seams still hold, overrides parse, sampling is keyed."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from dataflex_lab.verl.cpu_loop import model, verl_internals
+from dataflex_lab.verl.cpu_loop.agent_loop import sample_key
+from dataflex_lab.verl.cpu_loop.rollout import filter_logits, request_seed
+from dataflex_lab.verl.cpu_loop.runner import dataflex_overrides, hydra_value
+
+
+def test_verl_still_has_what_the_harness_reaches_into():
+    """Fails loudly when a verl release moves a private part the harness relies on (see verl_internals.py)."""
+    assert verl_internals.problems() == []
+
+
+def test_dataflex_blocks_become_overrides_hydra_reads_back_exactly():
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    block = {
+        "mechanism": "mix",
+        "domains": ["vowel", "consonant"],
+        "scorer": {"name": "reward_difficulty", "params": {}},
+        "actuator": {"name": "static", "params": {"proportions": [0.75, 0.25], "note": 'it\'s "quoted"', "x": None}},
+        "warmup_step": 2,
+    }
+    parsed = OverridesParser.create().parse_overrides(dataflex_overrides(block))
+    assert {o.key_or_group: o.value() for o in parsed} == {f"dataflex.{k}": v for k, v in block.items()}
+    assert all(o.is_add() for o in parsed)  # '+': verl's config is in struct mode
+
+
+def test_hydra_value_refuses_what_it_cannot_write():
+    with pytest.raises(TypeError, match="set"):
+        hydra_value({1, 2})
+
+
+def test_sampling_is_keyed_by_step_prompt_and_sample_not_by_request_order():
+    assert request_seed(0, "3:17:2") == request_seed(0, "3:17:2")
+    assert len({request_seed(0, "3:17:2"), request_seed(0, "3:17:1"), request_seed(1, "3:17:2")}) == 3
+    assert sample_key({"global_steps": 3, "index": 17, "session_id": 2, "raw_prompt": []}) == "3:17:2"
+    with pytest.raises(KeyError, match="extra_info.index"):
+        sample_key({"global_steps": 3, "session_id": 0})
+
+
+def test_filter_logits_keeps_top_k_and_the_top_p_nucleus():
+    logits = torch.log(torch.tensor([0.5, 0.3, 0.15, 0.05]))
+    assert torch.isinf(filter_logits(logits, top_k=2, top_p=1.0)).tolist() == [False, False, True, True]
+    # the nucleus of 0.7 needs the first two tokens (0.5 + 0.3); the rest are cut
+    assert torch.isinf(filter_logits(logits, top_k=-1, top_p=0.7)).tolist() == [False, False, True, True]
+    assert not torch.isinf(filter_logits(logits, top_k=-1, top_p=1.0)).any()
+
+
+def test_the_tokenizer_is_what_verls_qwen_agent_loop_needs(tmp_path):
+    tokenizer = model.build_tokenizer(tmp_path / "tokenizer")
+    assert tokenizer.encode("\n", add_special_tokens=False) == [model.vocabulary()["\n"]]  # one token
+    ids = tokenizer.apply_chat_template([{"role": "user", "content": "c"}], add_generation_prompt=True, tokenize=True)
+    ids = ids["input_ids"] if isinstance(ids, dict) or hasattr(ids, "keys") else ids
+    tokens = tokenizer.convert_ids_to_tokens(ids)
+    assert tokens == ["<|im_start|>", "user", "\n", "c", "<|im_end|>", "\n", "<|im_start|>", "assistant", "\n"]
+    assert tokenizer.decode(tokenizer.encode("abc", add_special_tokens=False)) == "abc"
+    assert tokenizer.eos_token == "<|im_end|>"
+
+
+def test_the_reward_file_loads_by_path_as_verls_reward_workers_load_it():
+    """verl imports ``reward.custom_reward_function.path`` as a file outside its package (no relative imports)."""
+    from verl.utils.import_utils import load_extern_object
+
+    from dataflex_lab.verl.cpu_loop import task
+
+    compute_score = load_extern_object(module_path=task.__file__, object_name="compute_score")
+    assert compute_score(task.DATA_SOURCE, "eeee", "e") == 1.0
+    assert compute_score(task.DATA_SOURCE, "bbbb", "e") == 0.5  # letters of the task, not the echo
