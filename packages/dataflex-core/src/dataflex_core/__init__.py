@@ -36,6 +36,7 @@ from .discovery import (
     reset_plugin_manager,
 )
 from .errors import (
+    ComponentError,
     ConfigError,
     DataFlexError,
     DeclarationError,
@@ -44,6 +45,7 @@ from .errors import (
     InvalidOutputError,
     ParamTypeError,
     PluginLoadError,
+    UncheckedModuleError,
     UnknownComponentError,
     UnknownParamError,
 )
@@ -79,6 +81,7 @@ __all__ = [
     "Actuator",
     "Batch",
     "Component",
+    "ComponentError",
     "ComponentSpec",
     "ConfigError",
     "DataFlexError",
@@ -110,6 +113,7 @@ __all__ = [
     "Selector",
     "StepInputs",
     "TIMINGS",
+    "UncheckedModuleError",
     "UnknownComponentError",
     "UnknownParamError",
     "__version__",
