@@ -30,6 +30,7 @@ from dataflex_verl import sandbox
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "dataflex-core" / "tests"))
 
+import hostile_suite  # noqa: E402 - the hostile components
 from lock_kit import (  # noqa: E402
     HOSTILE,
     PipSite,
@@ -372,3 +373,31 @@ def test_resuming_with_a_different_component_in_a_role_is_an_error(tmp_path):
     other = attach_workers(trainer_for(tmp_path, scorer="pintest_constant"))
     with pytest.raises(ConfigError, match=r"scorer 'pintest_running_mean'.*configures scorer 'pintest_constant'"):
         other._load_checkpoint()
+
+
+def test_state_that_cannot_be_saved_stops_the_save_before_verl_writes_anything(tmp_path):
+    trainer = attach_workers(trainer_for(tmp_path, scorer="hostile_unpicklable"))
+    trainer.global_steps = 1
+    step(trainer, 1)  # its state is a numpy array from now on
+    with pytest.raises(ComponentStateError, match=hostile_suite.UNPICKLABLE_MATCH):
+        trainer._save_checkpoint()
+    checkpoints = tmp_path / "checkpoints"
+    assert not checkpoints.exists() or not any(checkpoints.iterdir())  # no global_step_1, no tracker file
+
+
+def test_state_that_cannot_be_saved_from_the_start_stops_the_trainers_constructor(tmp_path):
+    with pytest.raises(ComponentStateError, match=r"dataflex scorer hostile_unpicklable_at_mount: its state cannot"):
+        trainer_for(tmp_path, scorer="hostile_unpicklable_at_mount")
+
+
+def test_a_damaged_state_file_is_refused_before_verl_loads_the_weights(tmp_path):
+    first = attach_workers(trainer_for(tmp_path, scorer="pintest_running_mean"))
+    first.global_steps = 1
+    step(first, 1)
+    first._save_checkpoint()
+    state = tmp_path / "checkpoints" / "global_step_1" / CHECKPOINT_STATE
+    state.write_bytes(state.read_bytes()[:40])
+    resumed = attach_workers(trainer_for(tmp_path, scorer="pintest_running_mean"))
+    with pytest.raises(ComponentStateError, match=f"{state} is truncated or corrupt"):
+        resumed._load_checkpoint()
+    assert resumed.actor_rollout_wg.loaded == []  # refused before verl touched the weights
