@@ -1,4 +1,8 @@
-"""TRL's real ``GRPOTrainer`` against hostile plugins and checkpoints: the lock holds, resume runs no code.
+"""TRL's real ``GRPOTrainer`` against hostile plugins and checkpoints: named, isolated, never training wrong.
+
+The hostile-plugin suite (the testing kit's ``hostile_suite``) runs on TRL's real
+``_generate_and_score_completions``; the degenerate steps are TRL's own tests'
+scenarios; saves, resumes and locks go through TRL's real training loop.
 
 Plugins are real wheels pip installs into a throwaway site-packages put in
 front of ``sys.path`` beside TRL (the testing kit's ``plugin_sites``); the lock covers them
@@ -15,11 +19,13 @@ from pathlib import Path
 
 import pytest
 import torch
+from transformers.trainer_utils import get_last_checkpoint
+from trl_testkit import generate
 
-from dataflex_core import ConfigError, get_plugin_manager
+from dataflex_core import ConfigError, PluginLoadError, Reweighter, get_plugin_manager, register_reweighter
 from dataflex_core.lock import PluginSetMismatch, lock_environment, write_lock
 from dataflex_core.step.state import CHECKPOINT_STATE, ComponentStateError
-from dataflex_lab.testing import plugin_sites
+from dataflex_lab.testing import hostile_suite, plugin_sites
 from dataflex_lab.testing.hostile import HOSTILE, RunsCode, plant_bytecode
 from dataflex_lab.testing.plugin_sites import forget_installed_plugins
 
@@ -122,3 +128,140 @@ def test_under_a_lock_the_trainer_runs_the_locked_bytes_not_planted_bytecode_or_
     assert Path(scorer.__file__).is_relative_to(site.root) and scorer.BEHAVIOUR == "locked"
     assert any("dataflex/weight/max" in h for h in trainer.state.log_history)
     assert not marker.exists()
+
+
+# -- the hostile-plugin suite on TRL's step path (core's hostile_suite) ----------------------------------
+
+
+def _per_token(advantages: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    return advantages.unsqueeze(1) * mask if advantages.dim() == 1 else advantages * mask
+
+
+@pytest.mark.parametrize("on_invalid", ["raise", "uniform"])
+@pytest.mark.parametrize("case", hostile_suite.STEP_CASES, ids=lambda c: f"{c.fault_class}-{c.id}")
+def test_a_hostile_plugin_on_trls_step_is_named_falls_back_or_weighs_right(
+    make_trainer, generation_inputs, case, on_invalid
+):
+    config = {"num_iterations": 2}  # TRL computes old_per_token_logps itself: the tensor a component could change
+    plain = generate(make_trainer("dapo", **config), generation_inputs)
+    trainer = make_trainer("dapo", case.block(on_invalid), **config)
+    try:
+        output, error = generate(trainer, generation_inputs), None
+    except Exception as exc:  # noqa: BLE001 - the suite checks what it is
+        output, error = None, exc
+    metrics = {name: values[-1] for name, values in trainer._metrics["train"].items() if name.startswith("dataflex/")}
+    if output is None:  # nothing reached TRL's loss
+        outcome = hostile_suite.StepOutcome(error, metrics, False, True, False)
+    else:
+        mask = plain["completion_mask"]
+        outcome = hostile_suite.StepOutcome(
+            error,
+            metrics,
+            framework_loss=torch.allclose(
+                _per_token(output["advantages"], mask), _per_token(plain["advantages"], mask)
+            ),
+            framework_tensors_unchanged=torch.equal(output["old_per_token_logps"], plain["old_per_token_logps"])
+            and torch.equal(output["completion_mask"], mask),
+            weights_have_graph=output["advantages"].requires_grad or output["advantages"].grad_fn is not None,
+        )
+    hostile_suite.check_outcome(case, on_invalid, outcome)
+
+
+# -- a step with no valid token: TRL's own degenerate-step tests, with DataFlex ---------------------------
+
+
+CALLED: list[int] = []
+
+
+@register_reweighter("trltest_counting")
+class CountingReweighter(Reweighter):
+    """Uniform weights, counting its calls: on a step with no valid token it must not be called."""
+
+    def act(self, scores, batch, **ctx):
+        CALLED.append(ctx["step_id"])
+        return torch.ones(len(batch))
+
+
+NO_TOKEN_BLOCK = {"scorer": {"name": "advantage_magnitude"}, "actuator": {"name": "trltest_counting"}}
+
+
+def _empty_steps(trainer) -> list[float]:
+    return [h["dataflex/empty_step"] for h in trainer.state.log_history if "dataflex/empty_step" in h]
+
+
+def test_a_reward_function_that_returns_none_for_a_whole_step_trains_through_as_in_trl(make_trainer, caplog):
+    def always_none(completions, **kwargs):  # TRL's test_warning_raised_all_rewards_none
+        return [None] * len(completions)
+
+    CALLED.clear()
+    trainer = make_trainer("dapo", NO_TOKEN_BLOCK, reward=always_none, max_steps=2)
+    with caplog.at_level("WARNING", logger="trl.trainer.grpo_trainer"):
+        trainer.train()
+    assert "All reward functions returned None for the following kwargs:" in caplog.text
+    assert _empty_steps(trainer) == [1.0, 1.0] and CALLED == []
+    assert trainer.state.log_history[-1]["train_loss"] is not None
+
+
+def test_every_completion_masked_as_truncated_trains_through_without_an_update_as_in_trl(make_trainer, tokenizer):
+    # TRL's test_training_with_mask_truncated_completions_all_masked: no completion ends, so all are masked
+    CALLED.clear()
+    trainer = make_trainer(
+        "dapo", NO_TOKEN_BLOCK, max_steps=2, mask_truncated_completions=True, learning_rate=0.1,
+        generation_kwargs={"suppress_tokens": [tokenizer.eos_token_id, tokenizer.pad_token_id]},
+    )  # fmt: skip
+    before = {name: p.detach().clone() for name, p in trainer.model.named_parameters()}
+    trainer.train()
+    assert _empty_steps(trainer) == [1.0, 1.0] and CALLED == []
+    assert trainer.state.log_history[-1]["train_loss"] is not None
+    for name, param in trainer.model.named_parameters():
+        assert torch.equal(before[name], param.detach()), f"{name} changed on steps without a valid token"
+
+
+# -- component state that cannot be checkpointed ----------------------------------------------------------
+
+
+def test_state_that_cannot_be_saved_stops_the_save_before_trl_writes_a_checkpoint(make_trainer):
+    block = {"scorer": {"name": "hostile_unpicklable"}, "actuator": {"name": "trltest_proportional"}}
+    trainer = make_trainer("dapo", block, max_steps=2, save_strategy="steps", save_steps=1)
+    with pytest.raises(ComponentStateError, match=hostile_suite.UNPICKLABLE_MATCH):
+        trainer.train()
+    out = trainer.args.output_dir
+    assert get_last_checkpoint(out) is None and not [p for p in os.listdir(out) if p.startswith("checkpoint-")]
+
+
+def test_state_that_cannot_be_saved_from_the_start_stops_the_trainers_constructor(make_trainer):
+    block = {"scorer": {"name": "hostile_unpicklable_at_mount"}, "actuator": {"name": "trltest_proportional"}}
+    with pytest.raises(ComponentStateError, match=r"dataflex scorer hostile_unpicklable_at_mount: its state cannot"):
+        make_trainer("dapo", block)
+
+
+def test_a_failed_write_after_trls_files_leaves_no_checkpoint_trl_would_resume_from(make_trainer, monkeypatch):
+    import dataflex_core.session
+
+    def disk_full(folder, data):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(dataflex_core.session, "write_component_state", disk_full)
+    trainer = make_trainer("dapo", BLOCK, max_steps=1, save_strategy="steps", save_steps=1)
+    with pytest.raises(OSError, match="No space left on device"):
+        trainer.train()
+    out = trainer.args.output_dir
+    assert get_last_checkpoint(out) is None
+    assert [p for p in os.listdir(out) if p.startswith("checkpoint-")] == ["checkpoint-1.incomplete"]
+
+
+# -- security: a module planted in a locked package while the job runs -----------------------------------
+
+
+def test_a_module_planted_in_a_locked_package_never_runs_at_step_time(make_trainer, site, marker, tmp_path):
+    site.install_files("hs-lazy", "0.1.0", hostile_suite.LAZY_PLUGIN, {"hs_lazy": "hs_lazy"})
+    lock = tmp_path / "dataflex_plugins.lock"
+    write_lock(lock_environment(), lock)
+    forget_installed_plugins()
+    block = {**hostile_suite.LAZY_BLOCK, "on_invalid": "uniform", "plugins": {"lock": str(lock)}}
+    trainer = make_trainer("dapo", block, max_steps=1)
+    (site.root / hostile_suite.PLANTED).write_text(HOSTILE + hostile_suite.PLANTED_TAIL)  # while the job runs
+    with pytest.raises(PluginLoadError, match=hostile_suite.LOCK_REFUSAL):
+        trainer.train()
+    assert not marker.exists()
+    assert trainer.dataflex.step.uniform_fallbacks == 0

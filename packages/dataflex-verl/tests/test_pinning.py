@@ -26,7 +26,7 @@ from dataflex_core import discovery as plugin_module
 from dataflex_core.lock import PluginDriftWarning, PluginSetMismatch, lock_environment, read_lock, write_lock
 from dataflex_core.lock.pinning import CHECKPOINT_PINNING, CHECKPOINT_PLUGIN_SET
 from dataflex_core.step.state import CHECKPOINT_STATE, ComponentStateError
-from dataflex_lab.testing import mean_abs_advantage, plugin_sites, register_toy_components
+from dataflex_lab.testing import hostile_suite, mean_abs_advantage, plugin_sites, register_toy_components
 from dataflex_lab.testing.hostile import HOSTILE, RunsCode, plant_bytecode
 from dataflex_lab.testing.plugin_sites import EXTRA_PLUGIN as EXTRA
 from dataflex_lab.testing.plugin_sites import LENGTH_PLUGIN as GOOD
@@ -319,3 +319,31 @@ def test_resuming_with_a_different_component_in_a_role_is_an_error(tmp_path):
     other = attach_workers(trainer_for(tmp_path, scorer="pintest_constant"))
     with pytest.raises(ConfigError, match=r"scorer 'pintest_running_mean'.*configures scorer 'pintest_constant'"):
         other._load_checkpoint()
+
+
+def test_state_that_cannot_be_saved_stops_the_save_before_verl_writes_anything(tmp_path):
+    trainer = attach_workers(trainer_for(tmp_path, scorer="hostile_unpicklable"))
+    trainer.global_steps = 1
+    step(trainer, 1)  # its state is a numpy array from now on
+    with pytest.raises(ComponentStateError, match=hostile_suite.UNPICKLABLE_MATCH):
+        trainer._save_checkpoint()
+    checkpoints = tmp_path / "checkpoints"
+    assert not checkpoints.exists() or not any(checkpoints.iterdir())  # no global_step_1, no tracker file
+
+
+def test_state_that_cannot_be_saved_from_the_start_stops_the_trainers_constructor(tmp_path):
+    with pytest.raises(ComponentStateError, match=r"dataflex scorer hostile_unpicklable_at_mount: its state cannot"):
+        trainer_for(tmp_path, scorer="hostile_unpicklable_at_mount")
+
+
+def test_a_damaged_state_file_is_refused_before_verl_loads_the_weights(tmp_path):
+    first = attach_workers(trainer_for(tmp_path, scorer="pintest_running_mean"))
+    first.global_steps = 1
+    step(first, 1)
+    first._save_checkpoint()
+    state = tmp_path / "checkpoints" / "global_step_1" / CHECKPOINT_STATE
+    state.write_bytes(state.read_bytes()[:40])
+    resumed = attach_workers(trainer_for(tmp_path, scorer="pintest_running_mean"))
+    with pytest.raises(ComponentStateError, match=f"{state} is truncated or corrupt"):
+        resumed._load_checkpoint()
+    assert resumed.actor_rollout_wg.loaded == []  # refused before verl touched the weights

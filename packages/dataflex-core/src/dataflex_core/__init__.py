@@ -39,6 +39,7 @@ from .discovery import (
     reset_plugin_manager,
 )
 from .errors import (
+    ComponentError,
     ConfigError,
     DataFlexError,
     DeclarationError,
@@ -47,6 +48,7 @@ from .errors import (
     InvalidOutputError,
     ParamTypeError,
     PluginLoadError,
+    UncheckedModuleError,
     UnknownComponentError,
     UnknownParamError,
 )
@@ -82,6 +84,7 @@ __all__ = [
     "Actuator",
     "Batch",
     "Component",
+    "ComponentError",
     "ComponentSpec",
     "ConfigError",
     "DataFlexError",
@@ -113,6 +116,7 @@ __all__ = [
     "Selector",
     "StepInputs",
     "TIMINGS",
+    "UncheckedModuleError",
     "UnknownComponentError",
     "UnknownParamError",
     "__version__",

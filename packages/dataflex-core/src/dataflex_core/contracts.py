@@ -6,8 +6,10 @@ component certified by one is accepted by the others and no copy of a rule or
 a tolerance can drift from another:
 
 - scores (:func:`check_scores`) and weights (:func:`check_weights`): a tensor
-  of the granularity's shape, numeric, finite on valid units; weights also
-  non-negative. Weights average one over the valid units
+  of the granularity's shape on the batch's device, numeric, finite on valid
+  units; weights also non-negative. Outputs are data: what passes is returned
+  detached from any autograd graph (an ``nn.Parameter``, a tensor that
+  requires grad), so no graph reaches a framework's loss. Weights average one over the valid units
   (:func:`mean_one_problem`); the step renormalises them in the loss's unit
   anyway, conformance certifies the mean;
 - a selection (:func:`selection_mask`, :func:`check_selection`): a 0/1 mask
@@ -99,6 +101,10 @@ def _check_units(
         raise fail(f"shape {tuple(value.shape)}, but {granularity} granularity on this batch needs {shape}")
     if not (value.is_floating_point() or value.dtype in (torch.int32, torch.int64, torch.bool)):
         raise fail(f"dtype {value.dtype} is not numeric")
+    device = batch.batch["response_mask"].device
+    if value.device != device:
+        raise fail(f"it is on device {value.device}, but the batch is on {device}; return it on the batch's device")
+    value = value.detach()
     valid = (valid_for(shape, batch) if valid is None else valid).to(value.device)
     # One reduction each on the common path; the per-entry masks are built only to describe a failure.
     bad = nonfinite_mask(value, valid)
@@ -114,7 +120,7 @@ def _check_units(
 def check_scores(
     value: Any, batch: Any, *, granularity: str, owner: str, step: int | None, valid: torch.Tensor | None = None
 ) -> torch.Tensor:
-    """A scorer's output: a numeric tensor of the granularity's shape, finite on valid units; returned as is.
+    """A scorer's output: a numeric tensor of the granularity's shape, finite on valid units; returned detached.
 
     :param valid: the batch's validity mask for this granularity, if already computed.
     """
@@ -127,7 +133,7 @@ def check_scores(
 def check_weights(
     value: Any, batch: Any, *, granularity: str, owner: str, step: int | None, valid: torch.Tensor | None = None
 ) -> torch.Tensor:
-    """A reweighter's output: as :func:`check_scores`, and non-negative on valid units; returned as is."""
+    """A reweighter's output: as :func:`check_scores`, and non-negative on valid units; returned detached."""
     return _check_units(
         value, what="weights", owner=owner, step=step, granularity=granularity, batch=batch, non_negative=True,
         valid=valid,
@@ -274,7 +280,7 @@ def below_floor(p: torch.Tensor, floor: float) -> torch.Tensor:
 
 
 def check_prompt_scores(value: Any, num_candidates: int, *, owner: str, step: int | None) -> torch.Tensor:
-    """A ``pre_rollout`` scorer's scores: a finite numeric tensor of shape ``(n,)``; returned as is."""
+    """A ``pre_rollout`` scorer's scores: a finite numeric tensor of shape ``(n,)``; returned detached."""
     if not isinstance(value, torch.Tensor) or tuple(value.shape) != (num_candidates,):
         shape = tuple(value.shape) if isinstance(value, torch.Tensor) else type(value).__name__
         raise InvalidOutputError(
@@ -288,7 +294,7 @@ def check_prompt_scores(value: Any, num_candidates: int, *, owner: str, step: in
         raise InvalidOutputError(
             f"{owner} returned {int(bad.sum())} non-finite scores of {num_candidates} candidates{_at(step)}"
         )
-    return value
+    return value.detach()
 
 
 # -- groups -------------------------------------------------------------------------------------

@@ -39,3 +39,23 @@ class PluginLoadError(DataFlexError):
 
 class InvalidOutputError(DataFlexError, ValueError):
     """A component returned scores or weights that break its contract."""
+
+
+class ComponentError(InvalidOutputError):
+    """A component raised, or changed its inputs, during a step; named with its distribution and the step.
+
+    It is invalid output, so ``dataflex.on_invalid: uniform`` replaces it; the plugin's exception is the cause.
+    """
+
+    def __init__(self, message: str, component: str = "") -> None:
+        super().__init__(message)
+        #: The component as messages name it: ``scorer <name> (<dist>==<version>)``.
+        self.component = component
+
+
+class UncheckedModuleError(PluginLoadError, ModuleNotFoundError):
+    """Under a lock, an import of a module inside a locked package that the lock does not list.
+
+    A ``ModuleNotFoundError``, so a plugin's optional import (``try: import pkg.fast``) still falls back; one
+    that reaches the step stops the run whatever ``dataflex.on_invalid`` says.
+    """

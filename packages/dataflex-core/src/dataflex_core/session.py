@@ -9,7 +9,8 @@ in this order:
    drift stops the run here);
 2. :meth:`~DataFlexSession.mount` with its :class:`~dataflex_core.step.HostCapabilities`,
    loss unit and context: builds and checks the pipeline before the first
-   rollout (the mechanism's requirements, the recompute-advantage decision);
+   rollout (the mechanism's requirements, the recompute-advantage decision,
+   the components' state through the checkpoint format);
 3. :meth:`~DataFlexSession.train_sampler` where the framework builds its
    train dataloader: the sampler of a mechanism that draws the prompts (mix,
    curriculum), or ``None`` to keep the framework's;
@@ -20,11 +21,14 @@ in this order:
    advantages, a hard drop); a host with several processes runs it where
    :attr:`~dataflex_core.mechanisms.Mechanism.runs_on_every_process` says and
    passes :meth:`~DataFlexSession.shared_state` on;
-5. checkpoints: :meth:`~DataFlexSession.save` into the framework's checkpoint
-   folder, at the point where a failure leaves no checkpoint the framework
-   would resume from; :meth:`~DataFlexSession.check_resume` before the
-   framework loads anything from a resumed folder;
-   :meth:`~DataFlexSession.restore` after it has.
+5. checkpoints: :meth:`~DataFlexSession.encode_state` before the framework
+   writes anything (a state that cannot be saved stops the save there, naming
+   the component) and :meth:`~DataFlexSession.write_state` into the
+   framework's checkpoint folder where a failure leaves no checkpoint the
+   framework would resume from (:meth:`~DataFlexSession.save` does both at
+   once); :meth:`~DataFlexSession.check_resume` before the framework loads
+   anything from a resumed folder (the plugin set, and the state file read and
+   checked); :meth:`~DataFlexSession.restore` after it has.
 
 The session is what the BaseInstrumentor of OpenTelemetry is to an
 instrumentation: the lifecycle lives here once, a host is the framework's
@@ -43,7 +47,15 @@ from .lock.pinning import ResolvedPlugins, check_plugin_record, resolve_plugins,
 from .step.core import DataFlexStep, MountedStep, mount_step
 from .step.fields import is_canonical
 from .step.result import StepResult
-from .step.state import Stateful, load_component_state, save_component_state
+from .step.state import (
+    SavedState,
+    Stateful,
+    check_component_state,
+    encode_component_state,
+    read_component_state,
+    restore_component_state,
+    write_component_state,
+)
 
 if TYPE_CHECKING:
     import torch
@@ -87,6 +99,8 @@ class DataFlexSession:
         #: The plugin set this run uses; resolved before any component is built.
         self.plugins: ResolvedPlugins = resolve_plugins(block)
         self._step: DataFlexStep | None = None
+        #: The resumed folder and the state read from it by :meth:`check_resume`, for :meth:`restore`.
+        self._resumed: tuple[str, SavedState | None] | None = None
 
     # -- mount -----------------------------------------------------------------------------------
     def mount(
@@ -110,6 +124,8 @@ class DataFlexSession:
             extra_keys=extra_keys,
         )
         self._step = DataFlexStep(mounted)
+        pipeline = mounted.pipeline
+        check_component_state({"scorer": pipeline.scorer, "actuator": pipeline.actuator}, self.state_labels())
         return mounted
 
     @property
@@ -215,22 +231,43 @@ class DataFlexSession:
         pipeline = self.pipeline
         return {"scorer": pipeline.scorer, "actuator": pipeline.actuator, **self.mechanism.stateful(self.sampler)}
 
-    def save(self, folder: str | os.PathLike[str], global_steps: int) -> None:
-        """Write the plugin set and the component state into the checkpoint ``folder``.
+    def state_labels(self) -> dict[str, str]:
+        """How state errors name each component: ``name (dist==version)``."""
+        pipeline = self.pipeline
+        return {"scorer": pipeline.scorer_spec.label, "actuator": pipeline.actuator_spec.label}
+
+    def encode_state(self, global_steps: int) -> bytes:
+        """The component state of this step as the bytes of its file; call before the framework writes anything.
+
+        :raises ComponentStateError: a component's state cannot be saved (named, with its distribution).
+        """
+        return encode_component_state(self.stateful(), global_steps, self.state_labels())
+
+    def write_state(self, folder: str | os.PathLike[str], data: bytes) -> None:
+        """Write the plugin set and the encoded component state into the checkpoint ``folder`` (atomically each).
 
         The host calls it where a failure here leaves no checkpoint the framework would resume from: before the
         framework marks the checkpoint complete (verl's tracker file), or after the framework's own files in a
         folder the host removes from the framework's view when this raises (TRL).
         """
         save_plugin_record(folder, self.plugins)
-        save_component_state(folder, self.stateful(), global_steps)
+        write_component_state(folder, data)
+
+    def save(self, folder: str | os.PathLike[str], global_steps: int) -> None:
+        """:meth:`encode_state` then :meth:`write_state`, for a host that writes before the framework does."""
+        self.write_state(folder, self.encode_state(global_steps))
 
     def check_resume(self, folder: str | os.PathLike[str]) -> None:
-        """Refuse to resume ``folder`` with another plugin set; call before the framework loads anything from it."""
+        """Before the framework loads anything from ``folder``: refuse another plugin set, and read and check the
+        component state (an unreadable file stops the resume here, in one line naming it)."""
         check_plugin_record(folder, self.plugins)
+        self._resumed = (os.fspath(folder), read_component_state(folder))
 
     def restore(self, folder: str | os.PathLike[str]) -> None:
         """Give each component (and the mechanism's state) what ``folder`` saved; call after the framework's load."""
-        load_component_state(folder, self.stateful())
+        resumed = self._resumed
+        saved = resumed[1] if resumed is not None and resumed[0] == os.fspath(folder) else read_component_state(folder)
+        self._resumed = None
+        restore_component_state(saved, self.stateful(), folder)
         self.mechanism.restored(self.sampler, self.host)
         logger.info("dataflex state restored from %s", folder)

@@ -3,12 +3,14 @@
 TRL (through transformers' ``Trainer``) writes ``checkpoint-N/`` in
 ``_save_checkpoint`` and, on ``train(resume_from_checkpoint=...)``, restores
 the optimizer in ``_load_optimizer_and_scheduler`` (TRL restores its own
-entropy controller there too). The session's files (plugin set, component
-state) are written into the same folder *after* the trainer's own: transformers
-picks the newest ``checkpoint-N`` folder by its name alone, so if DataFlex's
-save fails the folder is renamed out of its view (``checkpoint-N.incomplete``)
-before the error propagates, and a resume never starts from a checkpoint
-without DataFlex's state. The recorded plugin set is checked before any
+entropy controller there too). transformers picks the newest ``checkpoint-N``
+folder by its name alone, so a save must never leave one without DataFlex's
+state: the component state is encoded (and proven to load back) *before* the
+trainer writes anything, so a state that cannot be saved stops the save with
+no ``checkpoint-N`` on disk, naming the component; the session's files (plugin
+set, component state) are written into the folder *after* the trainer's own,
+and if that write fails the folder is renamed out of transformers' view
+(``checkpoint-N.incomplete``) before the error propagates. The recorded plugin set is checked before any
 training state is loaded, and the components get their state back with the
 optimizer's. Components run on the main process, whose state is the one saved.
 """
@@ -48,13 +50,16 @@ class DataFlexCheckpointMixin:
     dataflex: DataFlexSession
 
     def _save_checkpoint(self, model: Any, trial: Any) -> None:
+        should_save = self.args.should_save  # type: ignore[attr-defined]
+        # before the trainer writes: a state that cannot be saved leaves no checkpoint-N behind
+        state = self.dataflex.encode_state(self.state.global_step) if should_save else None  # type: ignore[attr-defined]
         super()._save_checkpoint(model, trial)  # type: ignore[misc]
-        if not self.args.should_save:  # type: ignore[attr-defined]
+        if state is None:
             return
         name = f"{PREFIX_CHECKPOINT_DIR}-{self.state.global_step}"  # type: ignore[attr-defined]
         folder = os.path.join(self._get_output_dir(trial=trial), name)  # type: ignore[attr-defined]
         try:
-            self.dataflex.save(folder, self.state.global_step)  # type: ignore[attr-defined]
+            self.dataflex.write_state(folder, state)
         except BaseException:
             incomplete, n = folder + INCOMPLETE_SUFFIX, 1
             while os.path.exists(incomplete):

@@ -275,7 +275,7 @@ class DataFlexGRPOTrainer(DataFlexCheckpointMixin, GRPOTrainer):
             tensors["advantages"] = advantages.to(torch.float32).unsqueeze(1) * response_mask
         for name in ("old_log_probs", "entropy", "ref_log_prob", "rollout_log_probs"):
             if name in gathered and name in fields:
-                tensors[name] = gathered[name].to(torch.float32)
+                tensors[name] = own_copy(gathered[name].to(torch.float32), output.get(TRL_FIELDS.get(name, "")))
         if fields & {"rm_scores", "token_level_scores"}:
             scores = last_token_values(reward, response_mask)
             for name in ("rm_scores", "token_level_scores"):
@@ -291,6 +291,20 @@ class DataFlexGRPOTrainer(DataFlexCheckpointMixin, GRPOTrainer):
             column[:] = values
             objects[name] = column
         return Batch(tensors, objects), mask
+
+
+def own_copy(value: torch.Tensor, trl_value: Any) -> torch.Tensor:
+    """``value``, cloned when it shares memory with TRL's ``trl_value`` (one CPU process: no gather, no move).
+
+    Components get read-only inputs, and the step refuses one that changed them; TRL's own tensors
+    (``old_per_token_logps`` is its importance ratio's denominator) must stay as TRL computed them even then.
+    """
+    if (
+        isinstance(trl_value, torch.Tensor)
+        and value.untyped_storage().data_ptr() == trl_value.untyped_storage().data_ptr()
+    ):
+        return value.clone()
+    return value
 
 
 def last_token_values(values: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:

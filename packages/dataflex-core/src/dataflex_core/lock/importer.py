@@ -34,7 +34,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from ..errors import PluginLoadError
+from ..errors import PluginLoadError, UncheckedModuleError
 from .file import BYTECODE_CACHE, MISSING_FILE, DistRecord
 
 _SOURCE, _EXTENSION, _BYTECODE = "source", "extension", "bytecode"
@@ -168,6 +168,9 @@ class CheckedImporter(importlib.abc.MetaPathFinder):
         self.packages: dict[str, str] = {}
         #: Namespace packages holding checked modules: name -> ``(dist, folder)`` per distribution.
         self.namespaces: dict[str, list[tuple[str, str]]] = {}
+        #: Every refused import, in order: ``(module, distribution)`` (``from pkg import mod`` turns the refusal
+        #: into a plain ``ImportError`` without its cause, so whoever needs to know looks here).
+        self.refused: list[tuple[str, str]] = []
 
     def _enclosing_package(self, fullname: str) -> str | None:
         parts = fullname.split(".")
@@ -207,7 +210,8 @@ class CheckedImporter(importlib.abc.MetaPathFinder):
             dist = self.owner(fullname)
             if dist is None:
                 return None  # not a checked distribution's: the usual finders answer
-            raise ModuleNotFoundError(
+            self.refused.append((fullname, dist))
+            raise UncheckedModuleError(
                 f"No module named {fullname!r} among the checked files of {dist} (a file dropped into its package "
                 "after installation is never imported while its files are locked)",
                 name=fullname,

@@ -107,6 +107,11 @@ class Mechanism:
         """
         raise NotImplementedError(f"mechanism {self.name!r} ({type(self).__qualname__}) must implement run()")
 
+    def skip(self, step: DataFlexStep, batch: Any, step_id: int) -> dict[str, float]:
+        """A step with no valid token, which the step leaves to the framework: what the mechanism notes of it
+        without calling a component (a history's step count), and its metrics. The default notes nothing."""
+        return {}
+
     # -- the train sampler (mechanisms that draw the prompts) ---------------------------------------
     def dataset_columns(self, pipeline: DataFlexPipeline) -> list[str]:
         """The train dataset's columns its train sampler reads (a host that knows them checks at mount)."""
@@ -213,9 +218,8 @@ def scored_weights(step: DataFlexStep, batch: Any, step_id: int) -> torch.Tensor
     pipeline = step.pipeline
     granularity = pipeline.scorer.granularity
     valid = valid_for(expected_shape(granularity, batch), batch)
-    scores = checked_scores(pipeline, batch, step_id, step.mounted.ctx, valid=valid)
-    with torch.no_grad():
-        weights = pipeline.actuator.act(scores, batch, step_id=step_id, **step.mounted.ctx)
+    scores = checked_scores(step.calls, batch, step_id, step.mounted.ctx, valid=valid)
+    weights = step.calls.call("actuator", "act", scores, batch, at_step=step_id, step_id=step_id, **step.mounted.ctx)
     owner = component_label(pipeline, "actuator")
     return check_weights(weights, batch, granularity=granularity, owner=owner, step=step_id, valid=valid)
 

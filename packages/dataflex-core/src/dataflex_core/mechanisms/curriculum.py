@@ -186,6 +186,13 @@ class Curriculum(Mechanism):
     def stateful(self, sampler: CurriculumSampler | None) -> dict[str, Any]:
         return {} if sampler is None else {"history": sampler.history}
 
+    def skip(self, step: DataFlexStep, batch: Any, step_id: int) -> dict[str, float]:
+        # the next draw is for the step after this one, though nothing of this one enters the history
+        sampler = step.sampler
+        if sampler is not None:
+            sampler.history.last_step = max(sampler.history.last_step, int(step_id))
+        return {f"{METRIC_PREFIX}prompts": 0.0}
+
     def run(self, step: DataFlexStep, batch: Any, step_id: int, importance_weights: torch.Tensor | None) -> StepResult:
         """Feed the step's rewards to the prompt history and to the scorer's ``observe``; the step's metrics.
 
@@ -198,7 +205,7 @@ class Curriculum(Mechanism):
                 "mechanism curriculum draws through the train sampler, but the host never built it "
                 "(DataFlexSession.train_sampler)"
             )
-        pipeline, settings, history = step.pipeline, self.settings, sampler.history
+        settings, history = self.settings, sampler.history
         batch, _ = step.components_batch(batch)
         valid = valid_sample_mask(batch)
         ids = batch.non_tensor_batch.get(settings.prompt_key)
@@ -219,8 +226,8 @@ class Curriculum(Mechanism):
                 outcomes.outside_unit,
                 step_id,
             )
-        with torch.no_grad():
-            pipeline.scorer.observe(outcomes_batch(history, outcomes), step_id, **step.mounted.ctx)
+        observed = outcomes_batch(history, outcomes)
+        step.calls.call("scorer", "observe", observed, step_id, at_step=step_id, **step.mounted.ctx)
         rollouts = outcomes.rollouts.to(torch.float64)
         prompts = len(outcomes.rows)
         metrics = {

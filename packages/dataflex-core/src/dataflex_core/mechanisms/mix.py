@@ -172,15 +172,13 @@ class Mix(Mechanism):
         for d, name in enumerate(domains):
             metrics[f"dataflex/mix/batch_fraction/{name}"] = float((index == d).sum()) / real
         updates = (step_id - pipeline.warmup_step) % settings.update_step == 0
-        scores = checked_scores(pipeline, batch, step_id, ctx)
-        mixer = pipeline.actuator
-        with torch.no_grad():
-            if updates:
-                proposed = mixer.act(scores, batch, step_id=step_id, **ctx)
-                owner = component_label(pipeline, "actuator")
-                sampler.set_proportions(check_proportions(proposed, len(domains), owner=owner, step=step_id))
-            else:
-                mixer.observe(scores, batch, step_id=step_id, **ctx)
+        scores = checked_scores(step.calls, batch, step_id, ctx)
+        if updates:
+            proposed = step.calls.call("actuator", "act", scores, batch, at_step=step_id, step_id=step_id, **ctx)
+            owner = component_label(pipeline, "actuator")
+            sampler.set_proportions(check_proportions(proposed, len(domains), owner=owner, step=step_id))
+        else:
+            step.calls.call("actuator", "observe", scores, batch, at_step=step_id, step_id=step_id, **ctx)
         metrics["dataflex/mix/updated"] = 1.0 if updates else 0.0
         for d, name in enumerate(domains):
             metrics[f"dataflex/mix/proportion/{name}"] = float(sampler.proportions[d])

@@ -65,9 +65,8 @@ class Select(LossMechanism):
     def weights(self, step: DataFlexStep, batch: Any, step_id: int) -> torch.Tensor:
         """The kept rows as float32 0/1 ``(n,)``; keeping no valid row is invalid output."""
         pipeline = step.pipeline
-        scores = checked_scores(pipeline, batch, step_id, step.mounted.ctx)
-        with torch.no_grad():
-            output = pipeline.actuator.act(scores, batch, step_id=step_id, **step.mounted.ctx)
+        scores = checked_scores(step.calls, batch, step_id, step.mounted.ctx)
+        output = step.calls.call("actuator", "act", scores, batch, at_step=step_id, step_id=step_id, **step.mounted.ctx)
         selector = component_label(pipeline, "actuator")
         keep = check_selection(output, batch, owner=selector, step=step_id)
         if not keep.any() and valid_sample_mask(batch).any():

@@ -8,15 +8,22 @@ batch in the canonical vocabulary (:mod:`dataflex_core.step.fields`):
 2. prepare the batch's shared values once (:func:`~dataflex_core.prepare_batch`:
    valid masks, token counts, the ``uid`` group index); components see only
    the real rows (the framework's ``is_padding`` rows removed);
-3. run the mechanism (:mod:`dataflex_core.mechanisms`): scorer -> actuator,
-   output checked by :mod:`dataflex_core.contracts`; a mechanism that weighs
-   the loss normalises in the loss's unit and composes with any importance
-   weights the framework already applies (:mod:`.weights`);
-4. ``on_invalid``: invalid plugin output raises, or with ``on_invalid:
-   uniform`` leaves the step as the framework would run it (a counted
-   fallback, :class:`InvalidOutputPolicy`);
-5. stamp the ``dataflex/*`` metrics every step carries (active, fallbacks,
-   hook time).
+3. a step with no valid token (every row padding or an empty response: a
+   reward function that scored nothing, every completion masked) is left to
+   the framework as it is: no component is called, nothing is written, and
+   ``dataflex/empty_step`` counts it (:meth:`~dataflex_core.mechanisms.Mechanism.skip`
+   notes the step for a mechanism that keeps history);
+4. run the mechanism (:mod:`dataflex_core.mechanisms`): scorer -> actuator,
+   each call under the rules of :mod:`.calls` (read-only inputs, named
+   exceptions, the framework's process-wide settings kept, a budget), output
+   checked by :mod:`dataflex_core.contracts`; a mechanism that weighs the loss
+   normalises in the loss's unit and composes with any importance weights the
+   framework already applies (:mod:`.weights`);
+5. ``on_invalid``: invalid plugin output (a component's exception included)
+   raises, or with ``on_invalid: uniform`` leaves the step as the framework
+   would run it (a counted fallback, :class:`InvalidOutputPolicy`);
+6. stamp the ``dataflex/*`` metrics every step carries (active, fallbacks,
+   empty steps, hook time).
 
 The host does the rest: reading its framework's fields, writing the weights
 where its loss multiplies them in (verl: ``rollout_is_weights``; TRL: the
@@ -41,9 +48,11 @@ import torch
 
 from ..batch import Batch
 from ..config import DataFlexPipeline, build_from_config, dataflex_block
-from ..errors import ConfigError, InvalidOutputError
+from ..errors import ComponentError, ConfigError, InvalidOutputError
 from ..mechanisms.registry import get_mechanism, mechanisms
+from ..normalize import valid_token_mask
 from ..precomputed import prepare_batch
+from .calls import ComponentCalls
 from .host import HostCapabilities, check_pipeline
 from .result import PREFIX, StepResult
 
@@ -55,8 +64,9 @@ logger = logging.getLogger("dataflex_core.step")
 T = TypeVar("T")
 
 #: Keys of the ``dataflex:`` block every host reads besides the core's, with their defaults
-#: (``plugins`` holds ``lock`` / ``allow_drift``, read by the host's plugin pinning).
-HOST_KEYS = {"on_invalid": "raise", "plugins": None}
+#: (``plugins`` holds ``lock`` / ``allow_drift``, read by the host's plugin pinning; ``call_budget_s``: seconds
+#: after which a component call still running is warned about, ``null`` for never).
+HOST_KEYS = {"on_invalid": "raise", "plugins": None, "call_budget_s": 60.0}
 ON_INVALID = ("raise", "uniform")
 
 
@@ -76,6 +86,8 @@ class MountedStep:
     fields: list[str] = field(default_factory=list)
     #: Keyword context every component call gets (besides ``step_id`` for actuators).
     ctx: dict[str, Any] = field(default_factory=dict)
+    #: Seconds after which a component call still running is warned about (``None``: never).
+    call_budget_s: float | None = HOST_KEYS["call_budget_s"]
 
     @property
     def settings(self) -> Any:
@@ -111,6 +123,13 @@ def host_settings(block: Any) -> dict[str, Any]:
             f"dataflex.on_invalid={settings['on_invalid']!r} is not one of {', '.join(ON_INVALID)}; "
             "raise (default) stops the run on invalid plugin output, uniform uses weights 1 for that step"
         )
+    budget = settings["call_budget_s"]
+    if budget is not None and (isinstance(budget, bool) or not isinstance(budget, (int, float)) or not budget > 0):
+        raise ConfigError(
+            f"dataflex.call_budget_s={budget!r} must be a number of seconds > 0 (a component call running longer "
+            "is warned about, naming it) or null to never warn"
+        )
+    settings["call_budget_s"] = None if budget is None else float(budget)
     return settings
 
 
@@ -171,6 +190,7 @@ def mount_step(
         loss_unit=loss_unit,
         fields=list(dict.fromkeys(mechanism.fields(pipeline))),
         ctx={**(ctx or {}), "loss_unit": loss_unit},
+        call_budget_s=settings["call_budget_s"],
     )
 
 
@@ -184,9 +204,14 @@ class InvalidOutputPolicy:
         self.mode = mode
         #: Steps (and draws) whose invalid output was replaced, over the run.
         self.fallbacks = 0
+        #: Components whose exception was logged with its traceback (once each).
+        self._traced: set[str] = set()
 
     def attempt(self, compute: Callable[[], T], *, step: int, instead: str) -> tuple[T | None, bool]:
         """``(compute(), False)``, or ``(None, True)`` when it raised :class:`InvalidOutputError` under ``uniform``.
+
+        A component's exception (:class:`~dataflex_core.ComponentError`) is such output too; its traceback is
+        logged the first time for each component.
 
         :param instead: what the caller does instead, for the warning (``"using uniform weights"``).
         """
@@ -196,7 +221,13 @@ class InvalidOutputPolicy:
             if self.mode == "raise":
                 raise
             self.fallbacks += 1
-            logger.warning("dataflex: %s; %s for step %d (dataflex.on_invalid=uniform)", exc, instead, step)
+            trace = isinstance(exc, ComponentError) and exc.__cause__ is not None and exc.component not in self._traced
+            if trace:
+                self._traced.add(exc.component)
+            logger.warning(
+                "dataflex: %s; %s for step %d (dataflex.on_invalid=uniform)", exc, instead, step,
+                exc_info=exc.__cause__ if trace else None,
+            )  # fmt: skip
             return None, True
 
 
@@ -210,8 +241,12 @@ class DataFlexStep:
     def __init__(self, mounted: MountedStep, sampler: Any = None) -> None:
         self.mounted = mounted
         self.on_invalid = InvalidOutputPolicy(mounted.on_invalid)
+        #: Every call into the pipeline's components goes through these (:mod:`.calls`).
+        self.calls = ComponentCalls(mounted.pipeline, budget_s=mounted.call_budget_s)
         #: The train sampler of a mechanism that draws the prompts (set by the session or the host).
         self.sampler = sampler
+        #: Steps that had no valid token, over the run.
+        self.empty_steps = 0
 
     @property
     def pipeline(self) -> DataFlexPipeline:
@@ -277,14 +312,21 @@ class DataFlexStep:
             return StepResult(idle)
         prepare_batch(batch)  # masks, token counts and uid groups: computed once for the whole step
         mechanism = self.mechanism
-        result, fell_back = self.on_invalid.attempt(
-            lambda: mechanism.run(self, batch, step, importance_weights), step=step, instead=mechanism.fallback
-        )
-        if result is None:
-            result = StepResult({}, fallback=fell_back)
+        empty = not bool(valid_token_mask(batch).any())
+        if empty:  # nothing to score or weigh: the framework's step as it is, no component called
+            self.empty_steps += 1
+            result = StepResult(mechanism.skip(self, batch, step))
+        else:
+            result, fell_back = self.on_invalid.attempt(
+                lambda: mechanism.run(self, batch, step, importance_weights), step=step, instead=mechanism.fallback
+            )
+            if result is None:
+                result = StepResult({}, fallback=fell_back)
         result.metrics[f"{PREFIX}active"] = 1.0 if self.active(step) else 0.0
         result.metrics[f"{PREFIX}uniform_fallback"] = 1.0 if result.fallback else 0.0
         result.metrics[f"{PREFIX}uniform_fallback_total"] = float(self.uniform_fallbacks)
+        result.metrics[f"{PREFIX}empty_step"] = 1.0 if empty else 0.0
+        result.metrics[f"{PREFIX}empty_step_total"] = float(self.empty_steps)
         return result.timed(start)
 
 

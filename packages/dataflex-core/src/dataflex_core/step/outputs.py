@@ -1,6 +1,6 @@
-"""Calling components inside the step: their scores checked by the contract, their labels for errors.
+"""Component output inside the step: the scorer's scores checked by the contract, the labels errors use.
 
-Component output is never trusted: wrong type, wrong shape, NaN/inf or negative
+The call itself follows :mod:`.calls`. Component output is never trusted: wrong type, wrong shape, NaN/inf or negative
 values on valid units raise :class:`~dataflex_core.InvalidOutputError` naming
 the plugin, its version and the step (the rules are
 :mod:`dataflex_core.contracts`), before anything reaches a framework's loss.
@@ -8,12 +8,15 @@ the plugin, its version and the step (the rules are
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
 from ..config import DataFlexPipeline
 from ..contracts import check_scores
+
+if TYPE_CHECKING:
+    from .calls import ComponentCalls
 
 
 def component_label(pipeline: DataFlexPipeline, role: str) -> str:
@@ -23,28 +26,23 @@ def component_label(pipeline: DataFlexPipeline, role: str) -> str:
 
 
 def checked_scores(
-    pipeline: DataFlexPipeline,
+    calls: ComponentCalls,
     batch: Any,
     step: int,
     ctx: dict[str, Any],
     *,
     valid: torch.Tensor | None = None,
 ) -> Any:
-    """``scorer.score`` with the host's ``ctx``, checked at the scorer's granularity (no autograd graph).
+    """``scorer.score`` with the host's ``ctx`` (through ``calls``), checked at the scorer's granularity.
 
     :param ctx: keyword context for the scorer (the step goes positionally, so no ``step_id`` here).
     :param valid: the batch's validity mask for the scorer's granularity, if already computed.
     Domain-granularity scores have no per-row shape to check; the mixer that reads them checks its output.
     """
-    with torch.no_grad():
-        scores = pipeline.scorer.score(batch, step, **ctx)
-    if pipeline.scorer.granularity == "domain":
+    scores = calls.call("scorer", "score", batch, step, at_step=step, **ctx)
+    granularity = calls.pipeline.scorer.granularity
+    if granularity == "domain":
         return scores
     return check_scores(
-        scores,
-        batch,
-        granularity=pipeline.scorer.granularity,
-        owner=component_label(pipeline, "scorer"),
-        step=step,
-        valid=valid,
-    )
+        scores, batch, granularity=granularity, owner=calls.label("scorer"), step=step, valid=valid
+    )  # fmt: skip

@@ -149,11 +149,12 @@ class CurriculumSampler(BlockSampler):
         batch = candidate_batch(self.history, rows, self.fields, self.columns)
         ctx = self.step.mounted.ctx
 
+        calls = self.step.calls
+
         def draw() -> torch.Tensor:
-            with torch.no_grad():
-                scores = pipeline.scorer.score(batch, step, **ctx)
-                scores = check_prompt_scores(scores, n, owner=component_label(pipeline, "scorer"), step=step)
-                proposed = pipeline.actuator.act(scores, batch, step_id=step, **ctx)
+            scores = calls.call("scorer", "score", batch, step, at_step=step, **ctx)
+            scores = check_prompt_scores(scores, n, owner=component_label(pipeline, "scorer"), step=step)
+            proposed = calls.call("actuator", "act", scores, batch, at_step=step, step_id=step, **ctx)
             return check_probabilities(proposed, n, owner=component_label(pipeline, "actuator"), step=step)
 
         p, fell_back = self.step.on_invalid.attempt(draw, step=step, instead="drawing uniformly")

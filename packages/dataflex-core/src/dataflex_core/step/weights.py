@@ -17,6 +17,11 @@ between tokens and sequences but never changes the step size the framework
 would have taken. Without such weights that target is 1.
 
 Invalid tokens (padding rows, positions outside ``response_mask``) get 0.
+
+Means are accumulated in float64 and scaled through float64 where a float32
+scale would overflow or underflow: weights near float32's largest value (all
+``1e38``, or one ``3e38`` among ones) have a float32 sum of ``inf``, which
+would scale every weight to 0, a step without policy gradient.
 """
 
 from __future__ import annotations
@@ -32,9 +37,30 @@ SEQUENCE_UNIT = "sequence"
 LOSS_UNITS = (TOKEN_UNIT, SEQUENCE_UNIT)
 
 
+#: float32's smallest normal and largest finite value: a scale outside them is applied in float64.
+_FLOAT32 = torch.finfo(torch.float32)
+
+
+def _working(weights: torch.Tensor) -> torch.Tensor:
+    """float32 and float64 weights as they are; lower precisions, integers and bools as float32."""
+    return weights if weights.dtype in (torch.float32, torch.float64) else weights.to(torch.float32)
+
+
+def _divide_(weights: torch.Tensor, denominator: float) -> torch.Tensor:
+    """``weights / denominator`` in place on our own tensor, float32 out; exact where the denominator is
+    outside float32's range (the division then goes through float64)."""
+    if weights.dtype == torch.float32 and _FLOAT32.tiny <= denominator <= _FLOAT32.max:
+        return weights.div_(denominator)
+    return weights.to(torch.float64).div_(denominator).to(torch.float32)
+
+
 def to_token_weights(weights: torch.Tensor, valid_tokens: torch.Tensor) -> torch.Tensor:
-    """``(bs,)`` per-sample or ``(bs, L)`` per-token weights -> float32 ``(bs, L)``, 0 on invalid tokens."""
-    w = weights.to(torch.float32)
+    """``(bs,)`` per-sample or ``(bs, L)`` per-token weights -> ``(bs, L)``, 0 on invalid tokens.
+
+    float32 (float64 weights stay float64 until they are normalised, so values beyond float32's range
+    survive the normalisation).
+    """
+    w = _working(weights)
     if w.dim() == 1:
         w = w.unsqueeze(-1)
     return torch.where(valid_tokens, w, torch.zeros((), dtype=w.dtype, device=w.device))
@@ -43,7 +69,7 @@ def to_token_weights(weights: torch.Tensor, valid_tokens: torch.Tensor) -> torch
 def unit_mean(
     token_weights: torch.Tensor, valid_tokens: torch.Tensor, unit: str, *, masked: bool = False
 ) -> torch.Tensor:
-    """Mean of ``token_weights`` over valid tokens (``token``) or over valid sequences (``sequence``).
+    """Mean of ``token_weights`` over valid tokens (``token``) or over valid sequences (``sequence``), float64.
 
     In the ``sequence`` unit a sequence counts with the token-mean of its
     weights, as a sequence-mean-of-token-means loss aggregates it.
@@ -52,9 +78,9 @@ def unit_mean(
     zero = torch.zeros((), dtype=token_weights.dtype, device=token_weights.device)
     w = token_weights if masked else torch.where(valid_tokens, token_weights, zero)
     if unit == TOKEN_UNIT:
-        return w.sum() / torch.count_nonzero(valid_tokens).clamp(min=1)
+        return w.sum(dtype=torch.float64) / torch.count_nonzero(valid_tokens).clamp(min=1)
     per_seq_count = row_counts(valid_tokens)  # a bool mask's sum(-1) copies it to int64 first
-    per_seq = w.sum(-1) / per_seq_count.clamp(min=1)
+    per_seq = w.sum(-1, dtype=torch.float64) / per_seq_count.to(w.device).clamp(min=1)
     return per_seq.sum() / (per_seq_count > 0).sum().clamp(min=1)
 
 
@@ -64,9 +90,9 @@ def sample_unit_mean(weights: torch.Tensor, token_counts: torch.Tensor, unit: st
     :param token_counts: ``(bs,)`` valid tokens per row (0 for padding and empty rows).
     """
     rows = token_counts > 0
-    w = torch.where(rows, weights.to(torch.float32), torch.zeros((), dtype=torch.float32, device=weights.device))
+    w = torch.where(rows, weights.to(torch.float64), torch.zeros((), dtype=torch.float64, device=weights.device))
     if unit == TOKEN_UNIT:
-        counts = token_counts.to(torch.float32)
+        counts = token_counts.to(torch.float64)
         return (w * counts).sum() / counts.sum().clamp(min=1)
     return w.sum() / rows.sum().clamp(min=1)
 
@@ -80,11 +106,11 @@ def finalize_samples(weights: torch.Tensor, token_counts: torch.Tensor, unit: st
         they have mean one in ``unit``.
     """
     rows = token_counts > 0
-    w = torch.where(rows, weights.to(torch.float32), torch.zeros((), dtype=torch.float32, device=weights.device))
+    w = torch.where(rows, weights.to(torch.float64), torch.zeros((), dtype=torch.float64, device=weights.device))
     denominator = sample_unit_mean(w, token_counts, unit)
     if not denominator > 0:
         raise InvalidOutputError("every valid token got weight 0; at least one must be positive")
-    return w / denominator
+    return (w / denominator).to(torch.float32)
 
 
 def finalize(
@@ -112,17 +138,18 @@ def finalize(
         return factor, factor
     factor = to_token_weights(dataflex_weights, valid_tokens)
     if not valid_tokens.any():
+        factor = factor.to(torch.float32)
         return factor, factor
+    denominator = float(unit_mean(factor, valid_tokens, unit, masked=True))
+    if not denominator > 0:
+        raise InvalidOutputError("every valid token got weight 0; at least one must be positive")
+    factor = _divide_(factor, denominator)  # our own tensor (to_token_weights): mean one, bounded by the units
     if importance_weights is None:
-        denominator = unit_mean(factor, valid_tokens, unit, masked=True)
-        if not denominator > 0:
-            raise InvalidOutputError("every valid token got weight 0; at least one must be positive")
-        factor = factor.div_(denominator)  # our own tensor (to_token_weights)
         return factor, factor
     base = importance_weights.to(torch.float32)
     product = factor * base
-    target = unit_mean(base, valid_tokens, unit)
-    denominator = unit_mean(product, valid_tokens, unit, masked=True)
+    target = float(unit_mean(base, valid_tokens, unit))
+    denominator = float(unit_mean(product, valid_tokens, unit, masked=True))
     if not denominator > 0:
         if target > 0:
             raise InvalidOutputError(
@@ -130,12 +157,14 @@ def finalize(
                 "product leaves no valid token with positive weight"
             )
         return product, factor
-    scale = target / denominator
-    return product * scale, factor * scale
+    if not target > 0:  # the framework's own weights have no positive mean to keep
+        return product, factor
+    scale = denominator / target
+    return _divide_(product, scale), _divide_(factor, scale)
 
 
 def applied_unit_mean(weights: torch.Tensor, valid_tokens: torch.Tensor, unit: str) -> float:
     """The mean of applied weights (``(bs,)`` per sample or ``(bs, L)``) in ``unit``: 1 when normalised."""
     if weights.dim() == 1:
         return float(sample_unit_mean(weights, row_counts(valid_tokens), unit))
-    return float(unit_mean(weights.to(torch.float32), valid_tokens, unit))
+    return float(unit_mean(_working(weights), valid_tokens, unit))

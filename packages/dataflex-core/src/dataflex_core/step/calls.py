@@ -1,0 +1,212 @@
+"""Every call the step makes into plugin code, and the rules each follows, in one place for every host.
+
+Components are untrusted code running inside the framework's training
+process. The step calls them (``score``, ``act``, ``observe``) only through
+:meth:`ComponentCalls.call`, which enforces:
+
+- **Inputs are read-only.** A component gets the batch in a container of its
+  own (replacing an entry changes nothing outside the call) holding the
+  step's tensors and arrays, and must not change them: the version counter of
+  every tensor handed over (the batch's, the scores, tensors in ``ctx``) is
+  compared after the call, and numpy arrays are write-protected during it. A
+  change in place is a :class:`~dataflex_core.ComponentError` naming the
+  field, since the step's metrics and weights would otherwise disagree. Hosts
+  hand the step tensors their framework does not read again, or copies, so a
+  fallback after such a change is still the framework's own step. A write
+  through ``tensor.data`` or a numpy view of a tensor does not move the
+  counter and is not seen.
+- **No autograd.** The call runs under ``torch.no_grad()``; the contracts
+  detach what it returns.
+- **Exceptions are named.** Whatever a call raises (``KeyboardInterrupt``
+  aside; ``SystemExit`` included) becomes a :class:`~dataflex_core.ComponentError`
+  naming the component, its distribution, the method and the step, with the
+  plugin's exception as its cause. It is invalid output, so ``dataflex.on_invalid:
+  uniform`` covers it: a user who keeps a long run alive that way gets the
+  step as the framework would run it, counted and logged with the traceback.
+  The one exception is the plugin lock's refusal of a module it did not
+  check (a file planted in a locked package): a call that fails after such a
+  refusal stops the run whatever ``on_invalid`` says, and one that goes on
+  without the module (an optional import) is named in a warning.
+- **Process-wide settings stay the framework's** (:mod:`.process_state`):
+  what a call changed is put back and named in a warning, once per component
+  and setting.
+- **A slow call is named while it runs** (:mod:`.watchdog`), past
+  ``dataflex.call_budget_s``.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import torch
+
+from ..batch import Batch
+from ..errors import ComponentError, PluginLoadError, UncheckedModuleError
+from ..lock.importer import CHECKED_IMPORTER
+from .outputs import component_label
+from .process_state import ProcessState
+from .watchdog import WATCHDOG
+
+if TYPE_CHECKING:
+    from ..config import DataFlexPipeline
+
+logger = logging.getLogger("dataflex_core.step")
+
+#: What each setting of :mod:`.process_state` is called in the warning.
+SETTING_NAMES = {
+    "default_dtype": "torch's default dtype",
+    "matmul_precision": "torch's float32 matmul precision",
+    "deterministic": "torch's deterministic-algorithms mode (enabled, warn_only)",
+    "threads": "torch's CPU thread count",
+    "lock_finder": "the plugin lock's import finder",
+}
+INPUT_RULE = "components get read-only inputs: clone a tensor or copy an array before changing it"
+
+
+def _at(step: int | None) -> str:
+    return "" if step is None else f" at step {step}"
+
+
+def _tensors(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Iterator[tuple[str, torch.Tensor]]:
+    """``(where, tensor)`` for every tensor a call is handed: the batch's fields, tensor arguments, tensors in ctx."""
+    for i, arg in enumerate(args):
+        if isinstance(arg, Batch):
+            for name, value in arg.batch.items():
+                if isinstance(value, torch.Tensor):
+                    yield f"batch.batch[{name!r}]", value
+        elif isinstance(arg, torch.Tensor):
+            yield ("scores" if i == 0 else f"argument {i}"), arg
+    for name, value in kwargs.items():
+        if isinstance(value, torch.Tensor):
+            yield f"{name}=", value
+
+
+def _freeze(args: tuple[Any, ...]) -> list[np.ndarray]:
+    """Write-protect the writable numpy arrays of the batches in ``args``; the ones to unprotect after."""
+    frozen = []
+    for arg in args:
+        if isinstance(arg, Batch):
+            for value in arg.non_tensor_batch.values():
+                if isinstance(value, np.ndarray) and value.flags.writeable:
+                    value.flags.writeable = False
+                    frozen.append(value)
+    return frozen
+
+
+def _refused_by_lock(exc: BaseException) -> UncheckedModuleError | None:
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        if isinstance(current, UncheckedModuleError):
+            return current
+        seen.add(id(current))
+        current = current.__cause__ or current.__context__
+    return None
+
+
+def _refusals_text(refused: list[tuple[str, str]]) -> str:
+    return "; ".join(f"{module!r} is not among the checked files of {dist}" for module, dist in dict.fromkeys(refused))
+
+
+class ComponentCalls:
+    """The step's calls into its pipeline's scorer and actuator.
+
+    :param pipeline: the mounted pipeline (its components and their labels).
+    :param budget_s: seconds after which a call still running is warned about (``None``: never).
+    """
+
+    def __init__(self, pipeline: DataFlexPipeline, *, budget_s: float | None) -> None:
+        self.pipeline = pipeline
+        self.budget_s = budget_s
+        #: ``(component, setting)`` pairs already warned about.
+        self._warned: set[tuple[str, str]] = set()
+
+    def label(self, role: str) -> str:
+        return component_label(self.pipeline, role)
+
+    def call(self, role: str, method: str, *args: Any, at_step: int | None, **kwargs: Any) -> Any:
+        """``<role component>.<method>(*args, **kwargs)`` under the rules of this module.
+
+        :param role: ``scorer`` or ``actuator``.
+        :param at_step: the training step, for messages (``None`` outside a step).
+        :raises ComponentError: the call raised, or changed an input in place.
+        :raises PluginLoadError: the call imported a module the plugin lock refuses.
+        """
+        component = self.pipeline.scorer if role == "scorer" else self.pipeline.actuator
+        label = self.label(role)
+        args = tuple(Batch(a.batch, a.non_tensor_batch, a.meta_info) if isinstance(a, Batch) else a for a in args)
+        watched = [(where, tensor, tensor._version) for where, tensor in _tensors(args, kwargs)]
+        frozen = _freeze(args)
+        before = ProcessState.capture()
+        refusals = len(CHECKED_IMPORTER.refused)
+        token = WATCHDOG.begin(f"{label}: {method}()", at_step, self.budget_s) if self.budget_s else None
+        try:
+            with torch.no_grad():
+                out = getattr(component, method)(*args, **kwargs)
+        except (Exception, SystemExit) as exc:
+            raise self._named(label, method, at_step, exc, CHECKED_IMPORTER.refused[refusals:]) from exc
+        finally:
+            if token is not None:
+                WATCHDOG.end(token)
+            for array in frozen:
+                array.flags.writeable = True
+            self._put_back(before, label, method, at_step)
+        refused = CHECKED_IMPORTER.refused[refusals:]
+        if refused and (label, "lock") not in self._warned:
+            self._warned.add((label, "lock"))
+            logger.warning(
+                "dataflex: %s went on in %s()%s without a module the plugin lock refused to import (%s): a file in a "
+                "locked package that the lock does not list. Warned once per component",
+                label, method, _at(at_step), _refusals_text(refused),
+            )  # fmt: skip
+        changed = [where for where, tensor, version in watched if tensor._version != version]
+        if changed:
+            raise ComponentError(
+                f"{label} changed its input {changed[0]} in place in {method}(){_at(at_step)}; {INPUT_RULE}",
+                label,
+            )
+        return out
+
+    def _named(
+        self, label: str, method: str, step: int | None, exc: BaseException, refused: list[tuple[str, str]]
+    ) -> Exception:
+        in_chain = _refused_by_lock(exc)
+        if refused or in_chain is not None:
+            return PluginLoadError(
+                f"{label}: {method}(){_at(step)} imported a module the plugin lock did not check "
+                f"({_refusals_text(refused) if refused else in_chain}) and failed ({type(exc).__name__}: {exc}); the "
+                "run stops whatever dataflex.on_invalid says. Reinstall the plugin as locked, or lock it again "
+                "(`dataflex lock`) if the file is meant to be there"
+            )
+        text = str(exc).strip()
+        if isinstance(exc, ValueError) and "read-only" in text:
+            text += f" ({INPUT_RULE})"
+        what = type(exc).__name__ + (f": {text}" if text else "")
+        return ComponentError(f"{label} raised in {method}(){_at(step)}: {what}", label)
+
+    def _put_back(self, before: ProcessState, label: str, method: str, step: int | None) -> None:
+        changed = before.changes(ProcessState.capture())
+        if not changed:
+            return
+        before.restore(changed)
+        for setting, change in changed.items():
+            if (label, setting) in self._warned:
+                continue
+            self._warned.add((label, setting))
+            if setting == "rng":
+                logger.warning(
+                    "dataflex: %s drew from the global random number generator(s) of %s in %s()%s; DataFlex put "
+                    "them back, so the framework's random stream is unchanged and the component's draws repeat the "
+                    "framework's next ones. A component that needs randomness keeps its own torch.Generator "
+                    "(seeded, in its state_dict). Warned once per component",
+                    label, change, method, _at(step),
+                )  # fmt: skip
+            else:
+                logger.warning(
+                    "dataflex: %s changed %s (%s) in %s()%s; DataFlex put it back (a component leaves process-wide "
+                    "settings as it found them). Warned once per component",
+                    label, SETTING_NAMES[setting], change, method, _at(step),
+                )  # fmt: skip

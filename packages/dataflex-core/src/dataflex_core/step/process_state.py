@@ -1,0 +1,120 @@
+"""Process-wide settings that belong to the framework, taken before a component call and put back after it.
+
+A component runs inside the framework's training process, where a few
+settings are global: torch's default dtype, its float32 matmul precision
+(TF32), its deterministic-algorithms mode and CPU thread count, the lock's
+import finder first on ``sys.meta_path``, and the global random number
+generators (torch's CPU generator and the current CUDA device's, numpy's
+legacy one, Python's ``random``). A plugin that sets one would change the
+framework's numerics, its random stream or what it imports, for the rest of
+the run and far from the plugin. So each call is bracketed: what it changed
+is named (:meth:`ProcessState.changes`) and put back (:meth:`ProcessState.restore`).
+
+Putting back the random generators means a component's own draws repeat the
+draws the framework makes next; a component that needs randomness keeps its
+own seeded ``torch.Generator`` (in its ``state_dict``, so a resume continues it).
+"""
+
+from __future__ import annotations
+
+import random
+import sys
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+
+from ..lock.importer import CHECKED_IMPORTER, install
+
+
+def _numpy_state_equal(a: Any, b: Any) -> bool:
+    return a[0] == b[0] and np.array_equal(a[1], b[1]) and tuple(a[2:]) == tuple(b[2:])
+
+
+def _cuda_rng() -> torch.Tensor | None:
+    return torch.cuda.get_rng_state() if torch.cuda.is_available() and torch.cuda.is_initialized() else None
+
+
+def _lock_finder_first() -> bool | None:
+    """Whether the lock's finder leads ``sys.meta_path``; ``None`` when no lock registered any module."""
+    if not (CHECKED_IMPORTER.modules or CHECKED_IMPORTER.namespaces):
+        return None
+    return bool(sys.meta_path) and sys.meta_path[0] is CHECKED_IMPORTER
+
+
+@dataclass
+class ProcessState:
+    """The framework's process-wide settings at one moment."""
+
+    default_dtype: torch.dtype
+    matmul_precision: str
+    deterministic: tuple[bool, bool]
+    threads: int
+    lock_finder_first: bool | None
+    torch_rng: torch.Tensor
+    cuda_rng: torch.Tensor | None
+    numpy_rng: Any
+    python_rng: Any
+
+    @classmethod
+    def capture(cls) -> ProcessState:
+        return cls(
+            default_dtype=torch.get_default_dtype(),
+            matmul_precision=torch.get_float32_matmul_precision(),
+            deterministic=(
+                torch.are_deterministic_algorithms_enabled(),
+                torch.is_deterministic_algorithms_warn_only_enabled(),
+            ),
+            threads=torch.get_num_threads(),
+            lock_finder_first=_lock_finder_first(),
+            torch_rng=torch.get_rng_state(),
+            cuda_rng=_cuda_rng(),
+            numpy_rng=np.random.get_state(),
+            python_rng=random.getstate(),
+        )
+
+    def changes(self, now: ProcessState) -> dict[str, str]:
+        """What differs in ``now``: setting -> ``"before -> after"`` (``"drawn from"`` for a generator)."""
+        out: dict[str, str] = {}
+        for name in ("default_dtype", "matmul_precision", "deterministic", "threads"):
+            before, after = getattr(self, name), getattr(now, name)
+            if before != after:
+                out[name] = f"{before} -> {after}"
+        if self.lock_finder_first and not now.lock_finder_first:
+            out["lock_finder"] = "first on sys.meta_path -> displaced"
+        drawn = [
+            name
+            for name, same in (
+                ("torch", torch.equal(self.torch_rng, now.torch_rng)),
+                (
+                    "torch.cuda",
+                    self.cuda_rng is None or now.cuda_rng is None or torch.equal(self.cuda_rng, now.cuda_rng),
+                ),
+                ("numpy", _numpy_state_equal(self.numpy_rng, now.numpy_rng)),
+                ("random", self.python_rng == now.python_rng),
+            )
+            if not same
+        ]
+        if drawn:
+            out["rng"] = ", ".join(drawn)
+        return out
+
+    def restore(self, changed: dict[str, str]) -> None:
+        """Put back what :meth:`changes` found changed."""
+        if "default_dtype" in changed:
+            torch.set_default_dtype(self.default_dtype)
+        if "matmul_precision" in changed:
+            torch.set_float32_matmul_precision(self.matmul_precision)
+        if "deterministic" in changed:
+            torch.use_deterministic_algorithms(self.deterministic[0], warn_only=self.deterministic[1])
+        if "threads" in changed:
+            torch.set_num_threads(self.threads)
+        if "lock_finder" in changed:
+            install()
+        if "rng" in changed:
+            torch.set_rng_state(self.torch_rng)
+            if self.cuda_rng is not None:
+                torch.cuda.set_rng_state(self.cuda_rng)
+            np.random.set_state(self.numpy_rng)
+            random.setstate(self.python_rng)
