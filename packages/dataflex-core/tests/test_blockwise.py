@@ -121,3 +121,13 @@ def test_nonfinite_and_negative_masks_look_at_valid_entries_only():
     assert negative_mask(values, valid).tolist() == [[False, False, True], [False, False, False]]
     assert nonfinite_mask(torch.tensor([3e38, 3e38]), torch.tensor([True, True])) is None  # the sum overflows
     assert nonfinite_mask(torch.arange(3), torch.ones(3, dtype=torch.bool)) is None
+
+
+def test_bool_counts_on_the_cpu_match_torch_for_every_layout():
+    gen = torch.Generator().manual_seed(4)
+    mask = torch.rand(13, 9, generator=gen) > 0.5
+    for m in (mask, mask.t(), mask[:, ::2], mask[3], torch.zeros(0, 4, dtype=torch.bool)):
+        assert blockwise.count_set(m) == int(torch.count_nonzero(m))
+        counts = row_counts(m)
+        assert counts.dtype == torch.int64 and torch.equal(counts, torch.count_nonzero(m, dim=-1))
+    assert blockwise.count_set(mask.to(torch.int64) * 3) == int(mask.sum())  # nonzero of any dtype is set

@@ -6,6 +6,7 @@ Framework-agnostic: it depends on torch and pluggy only. Hosts such as
 """
 
 from .batch import Batch
+from .blockwise import count_set
 from .components import (
     GRANULARITIES,
     KINDS,
@@ -117,6 +118,7 @@ __all__ = [
     "accepted_params",
     "actuator_scores",
     "build_from_config",
+    "count_set",
     "get_plugin_manager",
     "get_registry",
     "group_index",
