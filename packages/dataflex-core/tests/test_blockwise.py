@@ -131,3 +131,24 @@ def test_bool_counts_on_the_cpu_match_torch_for_every_layout():
         counts = row_counts(m)
         assert counts.dtype == torch.int64 and torch.equal(counts, torch.count_nonzero(m, dim=-1))
     assert blockwise.count_set(mask.to(torch.int64) * 3) == int(mask.sum())  # nonzero of any dtype is set
+
+
+@pytest.mark.parametrize("layout", ["contiguous", "transposed", "float64"])
+def test_mean_one_on_the_numpy_path_and_off_it_agree(monkeypatch, layout):
+    # Contiguous float32/float64 CPU weights go through numpy chunks (3 of them here); others through torch.
+    monkeypatch.setattr(blockwise, "NUMPY_CHUNK", 29)
+    gen = torch.Generator().manual_seed(5)
+    weights = torch.rand(13, 7, generator=gen) * 2
+    valid = torch.rand(13, 7, generator=gen) > 0.3
+    weights[~valid] = float("nan")
+    if layout == "transposed":
+        weights, valid = weights.t(), valid.t()
+    if layout == "float64":
+        weights = weights.double()
+    got = normalize_mean_one(weights.clone(), valid)
+    want = torch.where(valid, weights, 0.0)
+    want = want * (int(valid.sum()) / want.sum())
+    torch.testing.assert_close(got, want.to(got.dtype), rtol=1e-6, atol=0)
+    assert got.dtype == weights.dtype and (got[~valid] == 0).all()
+    given = weights.clone()
+    assert normalize_mean_one(given, valid, inplace=True) is given and torch.equal(given, got)

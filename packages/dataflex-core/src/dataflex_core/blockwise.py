@@ -50,6 +50,23 @@ def row_slices(rows: int, length: int) -> Iterator[slice]:
         yield slice(start, min(start + step, rows))
 
 
+#: Elements per chunk of the numpy passes on the CPU: a float32 chunk and two masks (1.5 MiB) stay in L2.
+NUMPY_CHUNK = 1 << 18
+
+
+def flat_numpy(x: torch.Tensor) -> np.ndarray | None:
+    """``x``'s memory as a 1-D numpy array (a view), or None: not a contiguous CPU tensor numpy can read."""
+    if x.device.type != "cpu" or x.dtype == torch.bfloat16 or x.requires_grad or not x.is_contiguous():
+        return None
+    return x.numpy().reshape(-1)
+
+
+def numpy_chunks(n: int) -> Iterator[slice]:
+    """Consecutive ranges of :data:`NUMPY_CHUNK` covering ``0..n``."""
+    for start in range(0, n, NUMPY_CHUNK):
+        yield slice(start, min(start + NUMPY_CHUNK, n))
+
+
 def count_set(mask: torch.Tensor) -> int:
     """Set positions of a mask (any dtype, nonzero = set), as an int."""
     if mask.device.type == "cpu" and mask.dtype == torch.bool:
