@@ -152,3 +152,17 @@ def test_mean_one_on_the_numpy_path_and_off_it_agree(monkeypatch, layout):
     assert got.dtype == weights.dtype and (got[~valid] == 0).all()
     given = weights.clone()
     assert normalize_mean_one(given, valid, inplace=True) is given and torch.equal(given, got)
+
+
+def test_blocks_stay_under_torchs_parallel_grain_with_several_threads():
+    threads = torch.get_num_threads()
+    try:
+        torch.set_num_threads(1)
+        assert blockwise.block_rows(256) * 256 == blockwise.BLOCK_ELEMENTS
+        torch.set_num_threads(2)
+        assert blockwise.block_rows(256) * 256 < 32768 and blockwise.block_rows(1 << 16) == 1
+        x, mask = torch.randn(300, 256), torch.rand(300, 256) > 0.5
+        want = torch.where(mask, x, 0.0).sum(-1)
+        assert torch.equal(blockwise.masked_row_reduce(x, mask, 0.0, lambda v: v.sum(-1)), want)
+    finally:
+        torch.set_num_threads(threads)

@@ -4,8 +4,9 @@ A full-size temporary costs a fresh allocation (page faults when glibc maps
 it), a write and a read: at ``(bs, L)`` as much as the reduction itself, and
 it raises the step's peak memory by its size. Some costs hide in plain
 torch: ``mask.sum(-1)`` on a bool mask first copies it to int64, eight bytes
-per token. Here blocks of rows go through one buffer of a few MiB that the
-cache holds. On other devices (and for tensors autograd tracks) the plain
+per token. Here blocks of rows go through one buffer that the cache holds (4 MiB
+with one torch thread; under torch's parallel grain with several, see
+:data:`SERIAL_ELEMENTS`). On other devices (and for tensors autograd tracks) the plain
 full-size expression is used: the GPU caching allocator makes temporaries
 cheap and a Python loop would cost a kernel launch per block.
 
@@ -22,15 +23,19 @@ from collections.abc import Callable, Iterator
 import numpy as np
 import torch
 
-#: Elements per block of rows: 4 MiB of float32, held by the last-level cache. Smaller blocks stay in
-#: L2 but each op on a block is a parallel region, and on an oversubscribed machine every region waits
-#: for all of torch's threads to be scheduled.
+#: Elements per block of rows with one torch thread: 4 MiB of float32, held by the last-level cache.
 BLOCK_ELEMENTS = 1 << 20
+#: With several torch threads, blocks stay under torch's parallel grain (``at::internal::GRAIN_SIZE``,
+#: 32768 elements), so each op on a block runs on the calling thread: an op on more elements is an
+#: OpenMP parallel region, and on oversubscribed cores every region waits until all of torch's threads
+#: get a core (with 2 threads at load 4, each op on a 4 MiB block took 10-28 ms instead of under 1).
+SERIAL_ELEMENTS = (1 << 15) - 1
 
 
 def block_rows(length: int) -> int:
-    """Rows per block for rows of ``length`` elements."""
-    return max(1, BLOCK_ELEMENTS // max(1, length))
+    """Rows per block for rows of ``length`` elements (fewer with several torch threads, see above)."""
+    elements = BLOCK_ELEMENTS if torch.get_num_threads() == 1 else min(BLOCK_ELEMENTS, SERIAL_ELEMENTS)
+    return max(1, elements // max(1, length))
 
 
 def blockwise(x: torch.Tensor) -> bool:
