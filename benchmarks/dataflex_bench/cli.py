@@ -67,6 +67,8 @@ class Plan:
     allocator: str = "both"
     #: Status of rows measured at shapes other than the targets' (None: judge them).
     unjudged: str | None = None
+    #: Torch thread counts the pairs run with (0: torch's default), when ``--threads`` is not given.
+    threads: tuple[int, ...] = (1, 0)
 
 
 FULL = Plan(
@@ -96,6 +98,7 @@ QUICK = Plan(
     memory_shapes=(Shape(16, 8, 256),),
     allocator="default",
     unjudged="smoke",
+    threads=(1,),
 )
 
 
@@ -123,9 +126,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--threads",
-        type=int,
-        default=1,
-        help="torch intra-op threads (default 1: steady ratios of the work on a shared machine; 0: torch's choice)",
+        type=thread_settings,
+        help="comma-separated torch intra-op thread counts the pairs run with, 0 meaning torch's default "
+        "(full mode: 1,0, both judged; quick mode: 1); the other cases run with the first",
     )
     parser.add_argument(
         "--allocator",
@@ -138,9 +141,36 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--fail-on-miss", action="store_true", help="exit 2 when a target is missed")
     parser.add_argument("--markdown", action="store_true", help="print the final table as Markdown")
     parser.add_argument(
-        "--summarize", metavar="JSON", help="print a compact Markdown summary of a results file and exit (no run)"
+        "--summarize",
+        metavar="JSON",
+        nargs="+",
+        help="print a compact Markdown summary of results files and exit (no run); with several files (repeated "
+        "runs) each figure is their median with the range",
     )
     return parser
+
+
+def thread_settings(text: str) -> tuple[int, ...]:
+    """``"1,0"`` -> ``(1, 0)``: thread counts, 0 for torch's default."""
+    try:
+        values = tuple(int(part) for part in text.split(",") if part.strip())
+    except ValueError:
+        values = ()
+    if not values or any(v < 0 for v in values):
+        raise argparse.ArgumentTypeError(f"--threads takes thread counts >= 0 separated by commas, got {text!r}")
+    return values
+
+
+def resolve_threads(settings: Sequence[int], default: int) -> list[int]:
+    """The distinct thread counts ``settings`` name (0: torch's ``default``), in order."""
+    return list(dict.fromkeys(n or default for n in settings))
+
+
+def _load_average() -> list[float] | None:
+    try:
+        return [round(x, 2) for x in os.getloadavg()]
+    except OSError:  # not available on this platform
+        return None
 
 
 def _log(message: str) -> None:
@@ -172,35 +202,37 @@ def run_case(name: str, fn: Callable[[], list[Result]]) -> list[Result]:
 def main(argv: Sequence[str] | None = None, registry=None) -> int:
     args = build_parser().parse_args(argv)
     if args.summarize:
-        payload = json.loads(Path(args.summarize).read_text(encoding="utf-8"))
-        print(summary_markdown(payload))
+        payloads = [json.loads(Path(path).read_text(encoding="utf-8")) for path in args.summarize]
+        print(summary_markdown(payloads))
         return 0
     threads = torch.get_num_threads()
     try:
-        return _run(args, registry)
+        return _run(args, registry, default_threads=threads)
     finally:
         torch.set_num_threads(threads)  # main() may run inside another program (the harness's tests)
 
 
-def _run(args: argparse.Namespace, registry) -> int:
+def _run(args: argparse.Namespace, registry, default_threads: int) -> int:
     plan = QUICK if args.quick else FULL
     if args.fixed_child:
         plan = dataclasses.replace(plan, pair_shapes=plan.pair_shapes[:1], pair_reps=plan.pair_reps[:1])
     chosen_allocator = args.allocator or plan.allocator
     reps = args.reps or plan.reps
     pair_reps = [args.reps] * len(plan.pair_shapes) if args.reps else list(plan.pair_reps)
-    if args.threads > 0:
-        torch.set_num_threads(args.threads)
+    threads = resolve_threads(args.threads or plan.threads, default_threads)
+    torch.set_num_threads(threads[0])
     wanted = [c.strip() for c in args.cases.split(",") if c.strip()]
     unknown = sorted(set(wanted) - set(CASES))
     if unknown:
         print(f"unknown case(s) {unknown}; choose from {', '.join(CASES)}", file=sys.stderr)
         return 1
     started = _dt.datetime.now(_dt.timezone.utc)
+    load_start = _load_average()
     _log(
         f"DataFlex benchmarks, {plan.mode} mode, {reps} timed repetitions ({'/'.join(map(str, pair_reps))} "
         f"per pair shape) after {plan.warmup} warm-up round, "
-        f"torch {torch.__version__} with {torch.get_num_threads()} threads"
+        f"torch {torch.__version__}, pairs with {' and '.join(map(str, threads))} thread(s) "
+        f"(torch's default here: {default_threads})"
     )
 
     if registry is None and ({"pairs", "device"} & set(wanted)):
@@ -221,10 +253,10 @@ def _run(args: argparse.Namespace, registry) -> int:
                 ),
             )
         elif case == "pairs" and args.fixed_child:
-            results += run_case(case, lambda: _pairs_case(pairs, plan, pair_reps, fixed_child=True))
+            results += run_case(case, lambda: _pairs_case(pairs, plan, pair_reps, threads[:1], fixed_child=True))
         elif case == "pairs":
             if chosen_allocator in ("default", "both"):
-                results += run_case(case, lambda: _pairs_case(pairs, plan, pair_reps))
+                results += run_case(case, lambda: _pairs_case(pairs, plan, pair_reps, threads))
             if chosen_allocator in ("fixed", "both"):
                 results += run_case(
                     f"{case} with {allocator.describe(allocator.FIXED_ENV)}", lambda: _fixed_child(args)
@@ -263,6 +295,7 @@ def _run(args: argparse.Namespace, registry) -> int:
         _log(f"  {line}")
     counts = {s: sum(r.status == s for r in results) for s in STATUSES}
     _log(f"\n{plan.mode} run in {elapsed:.0f} s: " + ", ".join(f"{n} {s}" for s, n in counts.items() if n))
+    _log(f"load average (1, 5, 15 min) at the start {load_start}, at the end {_load_average()}")
     if args.json:
         meta = {
             "mode": plan.mode,
@@ -270,6 +303,10 @@ def _run(args: argparse.Namespace, registry) -> int:
             "reps": reps,
             "pair_reps": pair_reps,
             "warmup": plan.warmup,
+            "pair_threads": threads,
+            # The machine's 1/5/15-minute load averages when the run started and ended: other processes
+            # sharing the cores move every figure (README, "Reading the figures on a shared machine").
+            "load_average": {"start": load_start, "end": _load_average()},
             "started": started.isoformat(timespec="seconds"),
             "duration_s": round(elapsed, 1),
         }
@@ -288,8 +325,14 @@ def _no_pairs(case: str) -> list[Result]:
     return [Result(case, "(none)", "-", status="skip", note=note)]
 
 
-def _pairs_case(pairs, plan: Plan, reps: list[int], fixed_child: bool = False) -> list[Result]:
-    """Every pair on every shape, in this process, after :func:`allocator.settle`."""
+def _pairs_case(
+    pairs, plan: Plan, reps: list[int], threads: Sequence[int] = (1,), fixed_child: bool = False
+) -> list[Result]:
+    """Every pair on every shape at each thread count, in this process, after :func:`allocator.settle`.
+
+    The scaling figure is measured at the first thread count only. Rows at another
+    thread count than 1 say it in their shape (``... @ 2 threads``).
+    """
     case, scaling_case = FIXED_CASES if fixed_child else DEFAULT_CASES
     if not pairs:
         return _no_pairs(case)
@@ -299,20 +342,32 @@ def _pairs_case(pairs, plan: Plan, reps: list[int], fixed_child: bool = False) -
     _log(f"  {len(pairs)} pairs, allocator: {setting}, after a run of large allocations")
     allocator.settle()
     rows: list[Result] = []
-    for index, shape in enumerate(plan.pair_shapes):
-        _log(f" shape {shape.label}" + (f" (+ scaling vs {plan.scaling_groups} groups)" if index == 0 else ""))
-        rows += run_pairs(
-            pairs,
-            shape,
-            reps=reps[index],
-            warmup=plan.warmup,
-            case=case,
-            scaling_case=scaling_case,
-            scaling_groups=plan.scaling_groups if index == 0 else None,
-            unjudged=plan.unjudged or ("info" if fixed_child else None),
-            scaling_unjudged=plan.unjudged or (None if fixed_child else "info"),
-            progress=_log,
-        )
+    for round_index, count in enumerate(threads):
+        torch.set_num_threads(count)
+        for index, shape in enumerate(plan.pair_shapes):
+            scaling = round_index == 0 and index == 0
+            _log(
+                f" shape {shape.label}, {count} thread(s)"
+                + (f" (+ scaling vs {plan.scaling_groups} groups)" if scaling else "")
+            )
+            shape_rows = run_pairs(
+                pairs,
+                shape,
+                reps=reps[index],
+                warmup=plan.warmup,
+                case=case,
+                scaling_case=scaling_case,
+                scaling_groups=plan.scaling_groups if scaling else None,
+                unjudged=plan.unjudged or ("info" if fixed_child else None),
+                scaling_unjudged=plan.unjudged or (None if fixed_child else "info"),
+                progress=_log,
+            )
+            for row in shape_rows:
+                row.extra["threads"] = count
+                if count != 1 and row.case == case:
+                    row.shape += f" @ {count} threads"
+            rows += shape_rows
+    torch.set_num_threads(threads[0])
     for row in rows:
         row.extra["allocator"] = setting
     # Group the table by case: every pair row first, then every scaling row.
@@ -326,7 +381,7 @@ def _fixed_child(args: argparse.Namespace) -> list[Result]:
         command = [sys.executable, str(RUN_PY), "--fixed-child", "--cases", "pairs", "--json", str(out)]
         command += ["--pairs", args.pairs] if args.pairs else []
         command += ["--reps", str(args.reps)] if args.reps else []
-        command += ["--threads", str(args.threads)]
+        command += ["--threads", str(torch.get_num_threads())]  # the first setting: what the scaling rows use
         command += ["--quick"] if args.quick else []
         proc = subprocess.run(command, env={**os.environ, **allocator.FIXED_ENV}, check=False)
         if not out.exists():

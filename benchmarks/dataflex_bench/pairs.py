@@ -1,13 +1,18 @@
 """Case 1 (and 4 on a GPU): every installed scorer + reweighter pair against ``clone()`` of what it reads.
 
-One timed call is what a host does in a step: ``prepare_batch`` (the shared
-masks, counts and groups are then computed on first use, once per call),
-``scorer.score``, ``reweighter.act``. The baseline copies exactly the
-tensors the pair reads (``response_mask``, ``is_padding``, every field in
-either component's ``requires``, and the ``uid`` array when a component
-needs groups), so a ratio near 1 means the pair costs about one pass over its
-inputs. The group-size scaling figure times the same pair on twice the groups
-at the same group size: linear code gives 2, a quadratic group loop gives 4.
+One timed call is what a host does in a step, on a batch it built for that
+step: ``prepare_batch`` (the shared masks, counts and groups are then
+computed on first use, once per call), ``scorer.score``, ``reweighter.act``.
+Every call, the pair's and the baseline's alike, gets a batch of its own
+(fresh copies of the fields the pair reads and of the ``uid`` array, built
+before the clock starts), as a host's batch is new every step: nothing a
+component derived from the previous step's tensors can be reused. The
+baseline copies exactly the tensors the pair reads (``response_mask``,
+``is_padding``, every field in either component's ``requires``, and the
+``uid`` array when a component needs groups), so a ratio near 1 means the
+pair costs about one pass over its inputs. The group-size scaling figure
+times the same pair on twice the groups at the same group size: linear code
+gives 2, a quadratic group loop gives 4.
 """
 
 from __future__ import annotations
@@ -20,12 +25,12 @@ from dataclasses import dataclass
 
 import torch
 
-from dataflex_core import InvalidOutputError, Registry, Reweighter, Scorer, prepare_batch
+from dataflex_core import Batch, InvalidOutputError, Registry, Reweighter, Scorer, prepare_batch
 from dataflex_core.registry import ComponentSpec
 
 from .results import Result, measured
 from .synthetic import ALWAYS, SyntheticGRPO, shape_label
-from .timing import measure_interleaved, synchronizer
+from .timing import Fresh, measure_interleaved, synchronizer
 
 PAIR_TARGET = 2.5
 SCALING_TARGET = 2.5
@@ -123,7 +128,7 @@ def check_weights(weights: object, shape: tuple[int, ...], device: torch.device)
 
 
 class PairRunner:
-    """Times one pair on prepared batches; records how the time splits between the two components."""
+    """Times one pair on the batch it is given; records how the time splits between the two components."""
 
     def __init__(self, scorer: Scorer, reweighter: Reweighter, sync: Callable[[], None]) -> None:
         self.scorer, self.reweighter, self.sync = scorer, reweighter, sync
@@ -141,6 +146,21 @@ class PairRunner:
         self.score_s.append(mid - start)
         self.act_s.append(time.perf_counter() - mid)
         return weights
+
+
+def fresh_batch(template: Batch, fields: tuple[str, ...]) -> Batch:
+    """The batch a host builds for a step: new copies of ``fields`` and of ``uid``, the rest shared with ``template``.
+
+    The copies are new tensors (new storage, version 0) and a new ``uid`` array,
+    as a host that reads the step's data into new buffers hands them over.
+    """
+    tensors = dict(template.batch)
+    for name in fields:
+        tensors[name] = tensors[name].clone()
+    non_tensor = dict(template.non_tensor_batch)
+    if "uid" in non_tensor:
+        non_tensor["uid"] = non_tensor["uid"].copy()
+    return Batch(tensors, non_tensor)
 
 
 def clone_inputs(batch, fields: tuple[str, ...], with_uid: bool) -> list[object]:
@@ -236,9 +256,10 @@ def _run_one(pair, shape, batch, small, scaling_groups, reps, warmup, dev, sync,
     fields = read_fields(scorer, reweighter)
     with_uid = bool(scorer.needs_groups or reweighter.needs_groups)
     runner = PairRunner(scorer, reweighter, sync)
-    scores = scorer.score(prepare_batch(batch), 0, **CONTEXT)
+    checked = fresh_batch(batch, fields)
+    scores = scorer.score(prepare_batch(checked), 0, **CONTEXT)
     try:
-        weights = reweighter.act(scores, batch, step_id=0, **CONTEXT)
+        weights = reweighter.act(scores, checked, step_id=0, **CONTEXT)
     except ValueError as exc:
         if isinstance(exc, InvalidOutputError):
             raise
@@ -249,13 +270,14 @@ def _run_one(pair, shape, batch, small, scaling_groups, reps, warmup, dev, sync,
     problem = check_weights(weights, expected_shape(scorer, shape.num_groups * shape.group_size, shape.length), dev)
     if problem:
         return [Result(case, pair.name, shape.label, str(dev), status="error", note=problem)]
+    del checked, scores, weights
     functions = {
-        "clone": lambda: clone_inputs(batch, fields, with_uid),
-        "pair": lambda: runner(batch),
+        "clone": Fresh(lambda fresh: clone_inputs(fresh, fields, with_uid), lambda: fresh_batch(batch, fields)),
+        "pair": Fresh(runner, lambda: fresh_batch(batch, fields)),
     }
     if small is not None:
         small_runner = PairRunner(scorer, reweighter, sync)
-        functions["pair_small"] = lambda: small_runner(small)
+        functions["pair_small"] = Fresh(small_runner, lambda: fresh_batch(small, fields))
     timings = measure_interleaved(functions, reps=reps, warmup=warmup, sync=sync)
     split, note = _split_note(pair, runner, reps)
     cpu_ratio = timings.ratio("pair", "clone", cpu=True)

@@ -14,6 +14,7 @@ import json
 import math
 import os
 import platform
+import statistics
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -178,24 +179,48 @@ SUMMARY_PAIR_CASES = (
 )
 
 
-def _cell(row: dict[str, Any] | None) -> str:
-    if row is None:
+def _spread(values: list[float]) -> str:
+    """One figure, or the median of several with their range."""
+    if len(values) == 1:
+        return f"{values[0]:.2f}"
+    return f"{statistics.median(values):.2f} ({min(values):.2f}-{max(values):.2f})"
+
+
+def _cell(rows: list[dict[str, Any] | None]) -> str:
+    """A (case, name, shape) figure over the runs: the ratio (median and range of several), misses marked."""
+    present = [r for r in rows if r is not None]
+    if not present:
         return "-"
-    if row["ratio"] is None:
-        return row["status"]
-    mark = "" if row["status"] in ("pass", "info", "smoke", "dry-run") else f" **{row['status']}**"
-    return f"{row['ratio']:.2f}{mark}"
+    ratios = [r["ratio"] for r in present if r["ratio"] is not None]
+    if not ratios:
+        return present[0]["status"]
+    bad = [r["status"] for r in present if r["status"] not in ("pass", "info", "smoke", "dry-run")]
+    if not bad:
+        mark = ""
+    elif len(present) == 1:
+        mark = f" **{bad[0]}**"
+    else:
+        mark = f" **{len(bad)}/{len(present)} {'/'.join(sorted(set(bad)))}**"
+    return _spread(ratios) + mark
 
 
-def summary_markdown(payload: dict[str, Any]) -> str:
-    """A compact Markdown summary of a JSON result file.
+def summary_markdown(payloads: dict[str, Any] | list[dict[str, Any]]) -> str:
+    """A compact Markdown summary of one JSON result file, or of several runs of the same cases.
 
     One line per pair with a column per (case, shape) of the pair and scaling
     cases; the memory case as peak / fields with the MiB; the other cases one
-    row each; skipped pairs listed once with the reason's first clause.
+    row each; skipped pairs listed once with the reason's first clause. With
+    several runs every figure is the median of the runs with the range in
+    brackets, and a miss is marked with how many runs missed.
     """
-    rows = payload["results"]
-    index = {(r["case"], r["name"], r["shape"]): r for r in rows}
+    if isinstance(payloads, dict):
+        payloads = [payloads]
+    runs = [{(r["case"], r["name"], r["shape"]): r for r in p["results"]} for p in payloads]
+    rows = list({key: row for run in runs for key, row in run.items()}.values())
+
+    def over_runs(key: tuple[str, str, str]) -> list[dict[str, Any] | None]:
+        return [run.get(key) for run in runs]
+
     columns = [
         (case, shape, (prefix if case.startswith("scaling") else prefix + shape).strip())
         for case, prefix in SUMMARY_PAIR_CASES
@@ -203,13 +228,24 @@ def summary_markdown(payload: dict[str, Any]) -> str:
     ]
     names = list(dict.fromkeys(r["name"] for r in rows if r["case"] in ("pair", "pair_fixed_mmap")))
     lines: list[str] = []
+    if len(runs) > 1:
+        lines += [f"Median of {len(runs)} runs (range in brackets).", ""]
+    for number, payload in enumerate(payloads, 1):
+        load = payload.get("load_average") or {}
+        if load.get("start") and load.get("end"):
+            lines.append(
+                f"- run {number}: started {payload.get('started', '?')}, {payload.get('duration_s', '?')} s, "
+                f"1-minute load average {load['start'][0]:g} at the start, {load['end'][0]:g} at the end"
+            )
+    if lines and lines[-1].startswith("- run"):
+        lines.append("")
     skipped = []
     if columns:
         lines += ["| pair | " + " | ".join(c[2] for c in columns) + " |", "|---|" + "---|" * len(columns)]
     for name in names:
-        cells = [index.get((case, name, shape)) for case, shape, _ in columns]
-        if all(c is None or c["status"] == "skip" for c in cells):
-            first = next(c for c in cells if c is not None)
+        cells = [over_runs((case, name, shape)) for case, shape, _ in columns]
+        if all(r is None or r["status"] == "skip" for runs_of_cell in cells for r in runs_of_cell):
+            first = next(r for runs_of_cell in cells for r in runs_of_cell if r is not None)
             skipped.append((name, first["note"]))
             continue
         lines.append(f"| {name} | " + " | ".join(_cell(c) for c in cells) + " |")
@@ -224,12 +260,14 @@ def summary_markdown(payload: dict[str, Any]) -> str:
         for name in dict.fromkeys(r["name"] for r in memory):
             cells = []
             for shape in shapes:
-                row = index.get(("memory", name, shape))
-                if row is None or row["ratio"] is None:
-                    cells.append(_cell(row))
+                found = over_runs(("memory", name, shape))
+                measured_runs = [r for r in found if r is not None and r["ratio"] is not None]
+                if not measured_runs:
+                    cells.append(_cell(found))
                     continue
-                mib = (row["extra"]["peak_bytes"] / MIB_BYTES, row["extra"]["field_bytes"] / MIB_BYTES)
-                cells.append(f"{_cell(row)} ({mib[0]:.0f} / {mib[1]:.0f} MiB)")
+                peak = statistics.median(r["extra"]["peak_bytes"] for r in measured_runs) / MIB_BYTES
+                fields = measured_runs[0]["extra"]["field_bytes"] / MIB_BYTES
+                cells.append(f"{_cell(found)} ({peak:.0f} / {fields:.0f} MiB)")
             lines.append(f"| {name} | " + " | ".join(cells) + " |")
     others = [r for r in rows if r["case"] not in {c for c, _ in SUMMARY_PAIR_CASES} | {"memory"}]
     others += [r for r in rows if r["case"] == "memory" and r["status"] == "error"]
@@ -240,12 +278,17 @@ def summary_markdown(payload: dict[str, Any]) -> str:
             "|---|---|---|---|---|---|---|---|",
         ]
         for r in others:
-            ms = "-" if r["median_s"] is None else f"{r['median_s'] * 1e3:.0f}"
-            base = "-" if r["baseline_s"] is None else f"{r['baseline_s'] * 1e3:.0f}"
-            ratio = "-" if r["ratio"] is None else f"{r['ratio']:.2f}"
+            found = [x for x in over_runs((r["case"], r["name"], r["shape"])) if x is not None]
+            ms = [x["median_s"] for x in found if x["median_s"] is not None]
+            base = [x["baseline_s"] for x in found if x["baseline_s"] is not None]
+            ms_text = "-" if not ms else f"{statistics.median(ms) * 1e3:.0f}"
+            base_text = "-" if not base else f"{statistics.median(base) * 1e3:.0f}"
+            ratios = [x["ratio"] for x in found if x["ratio"] is not None]
+            ratio = "-" if not ratios else _spread(ratios)
             target = "-" if r["target"] is None else f"<= {r['target']:g}"
+            status = "/".join(dict.fromkeys(x["status"] for x in found))
             lines.append(
-                f"| {r['case']} | {r['name']} | {r['shape']} | {ms} | {base} | {ratio} | {target} | {r['status']} |"
+                f"| {r['case']} | {r['name']} | {r['shape']} | {ms_text} | {base_text} | {ratio} | {target} | {status} |"
             )
     if skipped:
         lines += ["", "Skipped pairs (the reweighter rejects the scorer's scores):"]

@@ -6,14 +6,18 @@ ratio instead of one. The median of the repetitions is reported because a
 single pre-empted repetition must not move the figure. The process's CPU
 time (all its threads, user and system, so page faults count) is recorded
 beside the wall time: when other processes share the cores it moves far less.
+A function may need fresh inputs for every call (a host builds a new batch
+each step): :class:`Fresh` builds them before the clock starts.
 """
 
 from __future__ import annotations
 
+import functools
 import statistics
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 import torch
 
@@ -26,6 +30,14 @@ def synchronizer(device: torch.device | str) -> Callable[[], None]:
     if device.type == "cuda":
         return lambda: torch.cuda.synchronize(device)
     return lambda: None
+
+
+@dataclass(frozen=True)
+class Fresh:
+    """``run(setup())`` with only ``run`` timed: each repetition gets inputs of its own, built untimed."""
+
+    run: Callable[[Any], object]
+    setup: Callable[[], Any]
 
 
 @dataclass
@@ -46,7 +58,7 @@ class Timings:
 
 
 def measure_interleaved(
-    functions: Mapping[str, Callable[[], object]],
+    functions: Mapping[str, Callable[[], object] | Fresh],
     *,
     reps: int,
     warmup: int = 1,
@@ -56,8 +68,10 @@ def measure_interleaved(
 ) -> Timings:
     """Time each function ``reps`` times, cycling through them in the given order.
 
-    :param functions: name -> zero-argument callable; the order of the mapping
-        is the order inside each round (put the baseline first).
+    :param functions: name -> zero-argument callable, or a :class:`Fresh` whose setup
+        runs before the clock starts; the order of the mapping is the order inside
+        each round (put the baseline first). A call's result is released after
+        the clock stops, as a host keeps the step's outputs beyond the step.
     :param reps: timed rounds; each function runs once per round.
     :param warmup: untimed rounds first (allocator, caches, lazy imports).
     :param sync: called before each clock read (device synchronisation).
@@ -67,11 +81,13 @@ def measure_interleaved(
     timings = Timings({name: [] for name in functions}, {name: [] for name in functions})
     for round_index in range(warmup + reps):
         for name, fn in functions.items():
+            call = functools.partial(fn.run, fn.setup()) if isinstance(fn, Fresh) else fn
             sync()
             start, cpu_start = clock(), cpu_clock()
-            fn()
+            result = call()
             sync()
             elapsed, cpu = clock() - start, cpu_clock() - cpu_start
+            del result, call
             if round_index >= warmup:
                 timings.samples[name].append(elapsed)
                 timings.cpu_samples[name].append(cpu)

@@ -6,6 +6,7 @@ these tests make sure the figures it prints are computed the way its README says
 
 from __future__ import annotations
 
+import argparse
 import importlib.util
 import json
 import os
@@ -18,7 +19,7 @@ import pytest
 import torch
 from dataflex_bench import allocator, cli, discovery, host, memory, pairs, results
 from dataflex_bench.synthetic import SyntheticGRPO
-from dataflex_bench.timing import measure_interleaved
+from dataflex_bench.timing import Fresh, measure_interleaved
 from toy_components import toy_registry
 
 TINY = pairs.Shape(num_groups=8, group_size=4, length=16)
@@ -338,3 +339,61 @@ def test_summary_has_the_fixed_threshold_scaling_and_memory_columns():
     )
     assert "| a+b | 1.50 | 1.20 | 2.00 | 3.10 |" in text
     assert "| a+b | 2.50 **miss** (5 / 2 MiB) |" in text
+
+
+# -- fresh batches, thread counts, repeated runs ------------------------------------------------
+
+
+def test_fresh_inputs_are_built_outside_the_clock_and_new_for_every_call():
+    clock = FakeClock()
+    built = []
+
+    def setup():
+        clock.now += 100.0  # building the batch is slow and must not count
+        built.append(object())
+        return built[-1]
+
+    seen = []
+    run = Fresh(lambda inputs: (seen.append(inputs), clock.work("run", [1.0])()), setup)
+    timings = measure_interleaved({"run": run}, reps=2, warmup=1, clock=clock)
+    assert timings.samples == {"run": [1.0, 1.0]}
+    assert seen == built and len({id(x) for x in seen}) == 3  # one batch per call, warm-up included
+
+
+def test_a_fresh_batch_copies_what_the_pair_reads_and_shares_the_rest():
+    template = SyntheticGRPO(4, 2, 8).batch(["advantages", "rm_scores"])
+    batch = pairs.fresh_batch(template, ("response_mask", "advantages"))
+    for name in ("response_mask", "advantages"):
+        assert batch.batch[name] is not template.batch[name] and torch.equal(batch.batch[name], template.batch[name])
+    assert batch.batch["rm_scores"] is template.batch["rm_scores"]
+    uid = batch.non_tensor_batch["uid"]
+    assert uid is not template.non_tensor_batch["uid"] and (uid == template.non_tensor_batch["uid"]).all()
+    assert not batch.meta_info  # nothing prepared yet: the pair's prepare_batch starts from scratch
+
+
+def test_thread_settings_parse_and_zero_is_torchs_default():
+    assert cli.thread_settings("1,0") == (1, 0)
+    assert cli.resolve_threads((1, 0), default=2) == [1, 2]
+    assert cli.resolve_threads((1, 0), default=1) == [1]  # one thread is torch's default: measured once
+    for bad in ("", "a", "1,-2"):
+        with pytest.raises(argparse.ArgumentTypeError, match="--threads"):
+            cli.thread_settings(bad)
+
+
+def test_pairs_run_at_every_thread_count_and_say_which():
+    plan = cli.QUICK.__class__(**{**cli.QUICK.__dict__, "unjudged": None, "pair_shapes": (TINY,), "pair_reps": (1,)})
+    rows = cli._pairs_case(pairs.discover_pairs(toy_registry(), ["solve_rate"]), plan, [1], threads=(1, 2))
+    by_key = {(r.case, r.shape): r for r in rows}
+    assert by_key[("pair", TINY.label)].extra["threads"] == 1
+    assert by_key[("pair", f"{TINY.label} @ 2 threads")].extra["threads"] == 2
+    assert [r.extra["threads"] for r in rows if r.case == "scaling_default_alloc"] == [1]  # scaling: first only
+
+
+def test_summary_of_repeated_runs_gives_the_median_and_range_and_counts_misses():
+    def run(ratio, status, load):
+        row = {"case": "pair", "name": "a+b", "shape": "s", "ratio": ratio, "status": status, "note": "", "extra": {}}
+        return {"results": [row], "started": "t", "duration_s": 1, "load_average": {"start": [load], "end": [load]}}
+
+    text = results.summary_markdown([run(1.2, "pass", 1.0), run(3.0, "miss", 6.5), run(1.5, "pass", 2.0)])
+    assert "Median of 3 runs" in text and "1-minute load average 6.5 at the start" in text
+    assert "| a+b | 1.50 (1.20-3.00) **1/3 miss** |" in text

@@ -121,3 +121,48 @@ def test_nonfinite_and_negative_masks_look_at_valid_entries_only():
     assert negative_mask(values, valid).tolist() == [[False, False, True], [False, False, False]]
     assert nonfinite_mask(torch.tensor([3e38, 3e38]), torch.tensor([True, True])) is None  # the sum overflows
     assert nonfinite_mask(torch.arange(3), torch.ones(3, dtype=torch.bool)) is None
+
+
+def test_bool_counts_on_the_cpu_match_torch_for_every_layout():
+    gen = torch.Generator().manual_seed(4)
+    mask = torch.rand(13, 9, generator=gen) > 0.5
+    for m in (mask, mask.t(), mask[:, ::2], mask[3], torch.zeros(0, 4, dtype=torch.bool)):
+        assert blockwise.count_set(m) == int(torch.count_nonzero(m))
+        counts = row_counts(m)
+        assert counts.dtype == torch.int64 and torch.equal(counts, torch.count_nonzero(m, dim=-1))
+    assert blockwise.count_set(mask.to(torch.int64) * 3) == int(mask.sum())  # nonzero of any dtype is set
+
+
+@pytest.mark.parametrize("layout", ["contiguous", "transposed", "float64"])
+def test_mean_one_on_the_numpy_path_and_off_it_agree(monkeypatch, layout):
+    # Contiguous float32/float64 CPU weights go through numpy chunks (3 of them here); others through torch.
+    monkeypatch.setattr(blockwise, "NUMPY_CHUNK", 29)
+    gen = torch.Generator().manual_seed(5)
+    weights = torch.rand(13, 7, generator=gen) * 2
+    valid = torch.rand(13, 7, generator=gen) > 0.3
+    weights[~valid] = float("nan")
+    if layout == "transposed":
+        weights, valid = weights.t(), valid.t()
+    if layout == "float64":
+        weights = weights.double()
+    got = normalize_mean_one(weights.clone(), valid)
+    want = torch.where(valid, weights, 0.0)
+    want = want * (int(valid.sum()) / want.sum())
+    torch.testing.assert_close(got, want.to(got.dtype), rtol=1e-6, atol=0)
+    assert got.dtype == weights.dtype and (got[~valid] == 0).all()
+    given = weights.clone()
+    assert normalize_mean_one(given, valid, inplace=True) is given and torch.equal(given, got)
+
+
+def test_blocks_stay_under_torchs_parallel_grain_with_several_threads():
+    threads = torch.get_num_threads()
+    try:
+        torch.set_num_threads(1)
+        assert blockwise.block_rows(256) * 256 == blockwise.BLOCK_ELEMENTS
+        torch.set_num_threads(2)
+        assert blockwise.block_rows(256) * 256 < 32768 and blockwise.block_rows(1 << 16) == 1
+        x, mask = torch.randn(300, 256), torch.rand(300, 256) > 0.5
+        want = torch.where(mask, x, 0.0).sum(-1)
+        assert torch.equal(blockwise.masked_row_reduce(x, mask, 0.0, lambda v: v.sum(-1)), want)
+    finally:
+        torch.set_num_threads(threads)

@@ -200,3 +200,29 @@ def test_bad_params_are_rejected_with_the_value():
 def test_declarations():
     assert AdvantageReweightReweighter.accepts_granularity == ("token",)
     assert HighEntropyTokensReweighter.accepts_granularity == ("token",)
+
+
+@pytest.mark.parametrize("quantile", [0.0, 0.5, 0.8, 1.0])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_high_entropy_on_the_bracketed_path_keeps_exactly_the_tokens_at_or_above_the_quantile(
+    monkeypatch, quantile, dtype
+):
+    from dataflex_reweighters_token import selection
+
+    monkeypatch.setattr(selection, "DIRECT_LIMIT", 64)
+    monkeypatch.setattr(selection, "SAMPLE_SIZE", 1000)
+    monkeypatch.setattr(selection, "CHUNK", 333)
+    gen = torch.Generator().manual_seed(7)
+    bs, length = 60, 50
+    ent = (torch.rand(bs, length, generator=gen) * 3).round(decimals=2).to(dtype)  # ties
+    lengths = torch.randint(0, length + 1, (bs,), generator=gen)
+    mask = (torch.arange(length) < lengths.unsqueeze(1)).long()
+    padding = (torch.rand(bs, generator=gen) < 0.2).tolist()
+    valid = mask.bool() & ~torch.tensor(padding).reshape(-1, 1)
+    ent[~valid] = math.nan  # garbage outside the valid tokens
+    w = HighEntropyTokensReweighter(quantile=quantile).act(ent, make_batch(mask, padding))
+    kept = valid & (ent >= torch.quantile(ent[valid].double(), quantile).to(dtype))
+    assert torch.equal(w > 0, kept) and w.dtype == torch.float32
+    # Every kept token has the same weight, count / kept, as normalising 0/1 weights gives it.
+    expected = (torch.tensor(int(valid.sum()), dtype=dtype) / torch.tensor(int(kept.sum()), dtype=dtype)).float()
+    assert torch.equal(w[kept], expected.expand(int(kept.sum())))

@@ -9,6 +9,7 @@ DataProto-shaped :class:`Batch`.
 """
 
 from .batch import Batch
+from .blockwise import count_set
 from .components import (
     GRANULARITIES,
     KINDS,
@@ -123,6 +124,7 @@ __all__ = [
     "accepted_params",
     "actuator_scores",
     "build_from_config",
+    "count_set",
     "get_plugin_manager",
     "get_registry",
     "group_index",

@@ -4,27 +4,38 @@ A full-size temporary costs a fresh allocation (page faults when glibc maps
 it), a write and a read: at ``(bs, L)`` as much as the reduction itself, and
 it raises the step's peak memory by its size. Some costs hide in plain
 torch: ``mask.sum(-1)`` on a bool mask first copies it to int64, eight bytes
-per token. Here blocks of rows go through one buffer of a few MiB that the
-cache holds. On other devices (and for tensors autograd tracks) the plain
+per token. Here blocks of rows go through one buffer that the cache holds (4 MiB
+with one torch thread; under torch's parallel grain with several, see
+:data:`SERIAL_ELEMENTS`). On other devices (and for tensors autograd tracks) the plain
 full-size expression is used: the GPU caching allocator makes temporaries
 cheap and a Python loop would cost a kernel launch per block.
+
+Bool masks on the CPU are counted by numpy on the same memory: its counts
+are vector loops with no temporary, several times faster than torch's
+``count_nonzero`` there, and a numpy call is not a parallel region (on
+oversubscribed cores each torch op waits until every torch thread gets one).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 
+import numpy as np
 import torch
 
-#: Elements per block of rows: 4 MiB of float32, held by the last-level cache. Smaller blocks stay in
-#: L2 but each op on a block is a parallel region, and on an oversubscribed machine every region waits
-#: for all of torch's threads to be scheduled.
+#: Elements per block of rows with one torch thread: 4 MiB of float32, held by the last-level cache.
 BLOCK_ELEMENTS = 1 << 20
+#: With several torch threads, blocks stay under torch's parallel grain (``at::internal::GRAIN_SIZE``,
+#: 32768 elements), so each op on a block runs on the calling thread: an op on more elements is an
+#: OpenMP parallel region, and on oversubscribed cores every region waits until all of torch's threads
+#: get a core (with 2 threads at load 4, each op on a 4 MiB block took 10-28 ms instead of under 1).
+SERIAL_ELEMENTS = (1 << 15) - 1
 
 
 def block_rows(length: int) -> int:
-    """Rows per block for rows of ``length`` elements."""
-    return max(1, BLOCK_ELEMENTS // max(1, length))
+    """Rows per block for rows of ``length`` elements (fewer with several torch threads, see above)."""
+    elements = BLOCK_ELEMENTS if torch.get_num_threads() == 1 else min(BLOCK_ELEMENTS, SERIAL_ELEMENTS)
+    return max(1, elements // max(1, length))
 
 
 def blockwise(x: torch.Tensor) -> bool:
@@ -44,8 +55,35 @@ def row_slices(rows: int, length: int) -> Iterator[slice]:
         yield slice(start, min(start + step, rows))
 
 
+#: Elements per chunk of the numpy passes on the CPU: a float32 chunk and two masks (1.5 MiB) stay in L2.
+NUMPY_CHUNK = 1 << 18
+
+
+def flat_numpy(x: torch.Tensor) -> np.ndarray | None:
+    """``x``'s memory as a 1-D numpy array (a view), or None: not a contiguous CPU tensor numpy can read."""
+    if x.device.type != "cpu" or x.dtype == torch.bfloat16 or x.requires_grad or not x.is_contiguous():
+        return None
+    return x.numpy().reshape(-1)
+
+
+def numpy_chunks(n: int) -> Iterator[slice]:
+    """Consecutive ranges of :data:`NUMPY_CHUNK` covering ``0..n``."""
+    for start in range(0, n, NUMPY_CHUNK):
+        yield slice(start, min(start + NUMPY_CHUNK, n))
+
+
+def count_set(mask: torch.Tensor) -> int:
+    """Set positions of a mask (any dtype, nonzero = set), as an int."""
+    if mask.device.type == "cpu" and mask.dtype == torch.bool:
+        return int(np.count_nonzero(mask.numpy()))
+    return int(torch.count_nonzero(mask))
+
+
 def row_counts(mask: torch.Tensor) -> torch.Tensor:
     """``(bs,)`` int64: set positions per row of a ``(bs, L)`` mask (any dtype, nonzero = set)."""
+    if mask.device.type == "cpu" and mask.dtype == torch.bool and mask.dim() > 0:
+        # A bool is one byte, 0 or 1: numpy sums the bytes of each row into int64, no copy made.
+        return torch.from_numpy(np.asarray(np.add.reduce(mask.numpy().view(np.uint8), axis=-1, dtype=np.int64)))
     if not blockwise(mask):
         return torch.count_nonzero(mask, dim=-1)
     out = torch.empty(mask.shape[0], dtype=torch.int64)

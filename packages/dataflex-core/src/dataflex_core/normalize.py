@@ -10,9 +10,10 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 import torch
 
-from .blockwise import blockwise, row_counts, row_slices
+from .blockwise import NUMPY_CHUNK, count_set, flat_numpy, numpy_chunks, row_counts
 from .errors import InvalidOutputError
 from .precomputed import compute_valid_tokens, step_inputs
 
@@ -77,12 +78,12 @@ def normalize_mean_one(weights: torch.Tensor, valid: torch.Tensor, *, inplace: b
     valid = valid.to(w.device).bool()
     # Reductions only on the common path: a full-size temporary costs as much
     # as copying the weights, and token weights are (bs, L).
-    count = torch.count_nonzero(valid).to(dtype)
+    count = torch.tensor(count_set(valid), dtype=dtype, device=w.device)
     if count == 0:
         return torch.zeros_like(w)
     w, total, low = _masked_sum_min(w, valid, own=inplace and w is weights)
     if torch.isfinite(total) and low >= 0 and total > 0:
-        return w.mul_(count / total)  # w is our own tensor (torch.where) or the caller's to give
+        return _scale_(w, count / total)  # w is our own tensor (torch.where) or the caller's to give
     bad = valid & ~torch.isfinite(w)
     if bad.any():
         raise InvalidOutputError(
@@ -107,20 +108,38 @@ def normalize_mean_one(weights: torch.Tensor, valid: torch.Tensor, *, inplace: b
 def _masked_sum_min(w: torch.Tensor, valid: torch.Tensor, own: bool) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """``(where(valid, w, 0), its sum, its min)``, written into ``w`` itself when ``own``.
 
-    On the CPU a (bs, L) tensor is masked and reduced block by block while the
-    block is in cache: one pass over memory instead of three.
+    On the CPU in numpy, chunk by chunk while the chunk is in cache (one pass over
+    memory, no parallel region: on oversubscribed cores each torch op waits until
+    every torch thread gets a core); the chunks' float32 sums are added in float64.
+    Elsewhere three whole-tensor torch ops.
     """
-    zero = torch.zeros((), dtype=w.dtype, device=w.device)
-    if not (blockwise(w) and valid.shape == w.shape):
+    xs, ms = flat_numpy(w), flat_numpy(valid)
+    if xs is None or ms is None:
+        zero = torch.zeros((), dtype=w.dtype, device=w.device)
         masked = torch.where(valid, w, zero, out=w) if own else torch.where(valid, w, zero)
         return masked, masked.sum(), masked.min()
-    out = w if own else torch.empty_like(w)
-    total, low = 0.0, float("inf")
-    for rows in row_slices(*w.shape):
-        block = torch.where(valid[rows], w[rows], zero, out=out[rows])
-        total += float(block.sum())  # block sums in float32, their total in float64
-        low = min(low, float(block.min()))
-    return out, torch.tensor(total, dtype=w.dtype), torch.tensor(low, dtype=w.dtype)
+    out = w if own else torch.empty_like(w, memory_format=torch.contiguous_format)
+    os_ = out.numpy().reshape(-1)
+    invalid = np.empty(min(NUMPY_CHUNK, xs.size), dtype=bool)
+    total, low = 0.0, np.inf
+    with np.errstate(over="ignore", invalid="ignore"):  # an overflowing or NaN total is handled by the caller
+        for rows in numpy_chunks(xs.size):
+            chunk, outside = os_[rows], invalid[: rows.stop - rows.start]
+            if not own:
+                np.copyto(chunk, xs[rows])
+            np.copyto(chunk, 0, where=np.logical_not(ms[rows], out=outside))
+            total += float(np.add.reduce(chunk))
+            low = np.minimum(low, chunk.min())  # NaN stays NaN (Python's min would drop it)
+    return out, torch.tensor(total, dtype=w.dtype), torch.tensor(float(low), dtype=w.dtype)
+
+
+def _scale_(w: torch.Tensor, factor: torch.Tensor) -> torch.Tensor:
+    """``w *= factor`` (a 0-dim tensor of w's dtype), in numpy on the CPU (no parallel region)."""
+    xs = flat_numpy(w)
+    if xs is None:
+        return w.mul_(factor)
+    np.multiply(xs, xs.dtype.type(factor.item()), out=xs)
+    return w
 
 
 def mean_one(weights: torch.Tensor, batch: Any) -> torch.Tensor:

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import torch
 
-from dataflex_core import Reweighter, actuator_scores, register_reweighter
+from dataflex_core import Reweighter, actuator_scores, count_set, register_reweighter
 
-from ._inputs import finish
-from .selection import kth_smallest
+from .selection import CHUNK, chunks, numpy_view, select_kth
 
 
 def quantile_rank(quantile: float, count: int) -> int:
@@ -44,7 +44,7 @@ class HighEntropyTokensReweighter(Reweighter):
     Edge cases: ties at tau are all kept, so constant scores give uniform
     weights; quantile 0 keeps every token, quantile 1 the maximal ones; a
     single valid token is always kept; non-finite scores raise ``ValueError``.
-    The threshold is an exact selection (see ``selection.kth_smallest``), no sort.
+    The threshold is an exact selection (see ``selection.select_kth``), no sort.
 
     :param quantile: q in [0, 1]; 0.8 keeps the top 20% of tokens.
     """
@@ -60,12 +60,36 @@ class HighEntropyTokensReweighter(Reweighter):
     @torch.no_grad()
     def act(self, scores, batch, **ctx):
         entropy, valid = actuator_scores(scores, batch, owner="high_entropy_tokens", granularity="token")
-        count = int(torch.count_nonzero(valid))
+        count = count_set(valid)
         if count == 0:
             return torch.zeros(entropy.shape, dtype=torch.float32, device=entropy.device)
-        # Invalid tokens become -inf: they rank below every valid token and are never kept,
-        # so the threshold is selected without gathering the valid tokens first.
-        ranked = torch.where(valid, entropy, torch.full((), float("-inf"), dtype=entropy.dtype, device=entropy.device))
-        rank = ranked.numel() - count + quantile_rank(self.quantile, count)
-        threshold = kth_smallest(ranked.view(-1), rank)
-        return finish(ranked.ge_(threshold), valid)  # in place: 1.0 where kept, else 0.0
+        threshold, below = select_kth(entropy, quantile_rank(self.quantile, count), valid, count)
+        # Every kept token weighs the same: count / kept makes the mean over valid tokens one. Computed in
+        # the scores' dtype, then rounded to float32, as normalising the 0/1 weights would give it.
+        kept = count - below
+        scale = (torch.tensor(count, dtype=entropy.dtype) / torch.tensor(kept, dtype=entropy.dtype)).float()
+        return kept_weights(entropy, valid, threshold, scale)
+
+
+def kept_weights(
+    scores: torch.Tensor, valid: torch.Tensor, threshold: torch.Tensor, scale: torch.Tensor
+) -> torch.Tensor:
+    """float32 ``scale`` where ``valid`` and ``scores >= threshold``, else 0: the result is the only full-size tensor.
+
+    On the CPU it is written chunk by chunk from numpy views (see ``selection``); elsewhere in two torch ops.
+    """
+    out = torch.empty(scores.shape, dtype=torch.float32, device=scores.device)
+    xs, ms = numpy_view(scores.reshape(-1)), numpy_view(valid.reshape(-1))
+    if xs is None or ms is None:
+        keep = (scores >= threshold) & valid
+        return out.copy_(keep).mul_(scale.to(out.device))
+    ws = out.numpy().reshape(-1)
+    thr, factor = xs.dtype.type(threshold.item()), np.float32(scale.item())
+    mask = np.empty(min(xs.size, CHUNK), dtype=bool)
+    for rows in chunks(xs.size):
+        keep = mask[: rows.stop - rows.start]
+        np.greater_equal(xs[rows], thr, out=keep)
+        np.logical_and(keep, ms[rows], out=keep)
+        np.copyto(ws[rows], keep)  # 1.0 / 0.0, then the scale: faster than multiplying the bools
+        np.multiply(ws[rows], factor, out=ws[rows])
+    return out
