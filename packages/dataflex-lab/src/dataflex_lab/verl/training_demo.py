@@ -74,6 +74,11 @@ def run_training_demo(settings: DemoSettings, out: TextIO = sys.stdout) -> dict[
     def say(message: str = "") -> None:
         print(message, file=out, flush=True)
 
+    if settings.task_family is not None:
+        raise ValueError(
+            f"--task {settings.toy_task}: the task families run in TRL's demo for now (nox -s demo-trl -- --task "
+            f"{settings.toy_task}); verl's demo trains the echo task and its mixed variant (--task echo|mixed)"
+        )
     block = settings.block()
     demo_report.check_components(block)
     started = time.perf_counter()
