@@ -115,7 +115,7 @@ def run_training_demo(settings: DemoSettings, out: TextIO = sys.stdout) -> dict[
                 steps=settings.steps,
                 seed=seed,
                 loss_agg_mode=settings.loss_agg_mode,
-                lr=settings.lr,
+                lr=settings.learning_rate,
                 experiment=f"{arm}_seed{seed}",
                 extra=settings.overrides(),
             )
@@ -140,7 +140,7 @@ def run_training_demo(settings: DemoSettings, out: TextIO = sys.stdout) -> dict[
             "dataflex": block,
             "steps": settings.steps,
             "loss_agg_mode": settings.loss_agg_mode,
-            "lr": settings.lr,
+            "lr": settings.learning_rate,
             "task": task,
             "train_prompts": train_rows,
             "validation_every": settings.validation_interval,
