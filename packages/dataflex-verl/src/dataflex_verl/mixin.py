@@ -88,9 +88,15 @@ class DataFlexTrainerMixin(DataFlexCheckpointMixin):
     def _compute_advantage(self, batch: KVBatchMeta, metrics: dict) -> KVBatchMeta:
         step = int(getattr(self, "global_steps", 0) or 0)
         idle = self.dataflex.idle(step)
-        if idle is not None:  # before warmup_step: verl's step as it is, without DataFlex's reads
+        if idle is not None:  # before warmup_step: verl's step as it is, without DataFlex's reads; counted only
             metrics.update(idle)
-            return super()._compute_advantage(batch, metrics)
+
+            def count(got: TensorDict, put: TensorDict) -> TensorDict:
+                metrics.update(self._dataflex_count(batch, got, put))
+                return put
+
+            with queue_io.advantage_capture(batch.keys, [], count):
+                return super()._compute_advantage(batch, metrics)
 
         def on_put(got: TensorDict, put: TensorDict) -> TensorDict:
             return self._dataflex_on_verl_put(batch, got, put, metrics, step)
@@ -110,6 +116,15 @@ class DataFlexTrainerMixin(DataFlexCheckpointMixin):
                 queue_io.VERL_TRAINER_MODULE,
             )
         return self._dataflex_after_advantage(meta, metrics)
+
+    def _dataflex_count(self, meta: KVBatchMeta, got: TensorDict, put: TensorDict) -> dict[str, float]:
+        """The compute counters of a step DataFlex does not run, from verl's own get and put (no I/O of its own)."""
+        mask, advantages = got.get("response_mask"), put.get("advantages")
+        return self.dataflex.count(
+            mask.to_padded_tensor(0) if mask.is_nested else mask,
+            advantages.to_padded_tensor(0) if advantages.is_nested else advantages,
+            is_padding=padding_rows(meta),
+        )
 
     def _dataflex_extra_reads(self) -> list[str]:
         """Fields the pipeline reads that exist before verl's put (verl's own outputs come with the put)."""
@@ -166,7 +181,8 @@ class DataFlexTrainerMixin(DataFlexCheckpointMixin):
             fields.append(WEIGHTS_FIELD)
         # with recomputed advantages the read also carries verl's estimator inputs
         estimator = dataflex_select.estimator_fields(self.config, held) if self.dataflex.recompute_advantage else []
-        return fields, list(dict.fromkeys(fields + estimator)), compose
+        # verl's advantages: the compute counters count trained rows whose advantage is zero as wasted
+        return fields, list(dict.fromkeys(fields + estimator + ["advantages"])), compose
 
     def _dataflex_step(
         self,
@@ -182,7 +198,10 @@ class DataFlexTrainerMixin(DataFlexCheckpointMixin):
         batch = only_fields(read.batch, fields)  # components see what they declared, as without recomputation
         batch.batch["is_padding"] = padding_rows(meta)
         verl_weights = batch.batch.get(WEIGHTS_FIELD) if compose else None
-        result = self.dataflex.run(batch, step, importance_weights=verl_weights, start=start)
+        verl_advantages = read.batch.batch.get("advantages")
+        result = self.dataflex.run(
+            batch, step, importance_weights=verl_weights, start=start, advantages=verl_advantages
+        )
         advantages: dict[str, torch.Tensor] = {}
         if result.recompute_advantage:  # the selector's kept rows, through verl's own estimator
             advantages = dataflex_select.recompute_advantages(self.config, read.batch, meta.keys, result.kept)
