@@ -128,3 +128,21 @@ def test_the_packages_own_conformance_tests_pass(tutorial_package):
     proc = run(["-m", "pytest", "-q", "-p", "no:cacheprovider", "tests"], env, cwd=dest)
     assert proc.returncode == 0, proc.stdout[-3000:]
     assert re.search(r"\d+ passed", proc.stdout) and "failed" not in proc.stdout.splitlines()[-1]
+
+
+#: What a plugin author runs before the first ``pip install`` of their package (issue 29: the tutorial's install
+#: pulled a 5 GB CUDA torch into whatever environment was active).
+FIRST_INSTALL_PAGES = ["docs/tutorials/plugin-package.md", "docs/tutorials/plugin-package.zh.md", "plugins/_template/README.md"]  # fmt: skip
+
+
+@pytest.mark.parametrize("page", FIRST_INSTALL_PAGES)
+def test_the_first_install_makes_a_virtualenv_and_a_cpu_torch_before_the_package(page):
+    blocks = re.findall(r"```bash\n(.*?)```", (ROOT / page).read_text(encoding="utf-8"), re.S)
+    block = next((b for b in blocks if "pip install -e ." in b), None)
+    assert block, f"{page} has no block that installs the package"
+    lines = [line.split("#")[0].strip() for line in block.splitlines()]
+    package = next(i for i, line in enumerate(lines) if "pip install -e ." in line)
+    venv = next((i for i, line in enumerate(lines) if "-m venv" in line and "bin/activate" in line), None)
+    torch = next((i for i, line in enumerate(lines) if re.match(r"pip install torch\S* .*whl/cpu", line)), None)
+    assert venv is not None and venv < package, f"{page}: make and activate a virtualenv before installing"
+    assert torch is not None and venv < torch < package, f"{page}: install a CPU torch before the package"
