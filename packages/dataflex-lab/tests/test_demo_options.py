@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 
 import pytest
 
@@ -44,3 +45,16 @@ def test_the_command_line_gives_the_options_and_refuses_loose_params(tmp_path):
     for bad in ('{"temperature": 0.5}', "{not json", '{"actuator": 3}'):
         with pytest.raises(ValueError, match="--params"):
             demo_report.demo_options(parser.parse_args(["--params", bad]))
+
+
+def test_an_unknown_component_under_nox_says_how_to_add_a_plugin_package(monkeypatch, capsys):
+    """The demo sessions rebuild their virtualenv each run, so "pip install it" alone would not stick."""
+    from dataflex_verl.cli import main
+
+    monkeypatch.delenv("NOX_CURRENT_SESSION", raising=False)
+    assert main(["demo", "--scorer", "my_length_zscore", "--steps", "1"]) == 2
+    err = capsys.readouterr().err
+    assert "scorer 'my_length_zscore' is not installed" in err and f"({sys.prefix})" in err and "--with" not in err
+    monkeypatch.setenv("NOX_CURRENT_SESSION", "demo")
+    assert main(["demo", "--scorer", "my_length_zscore", "--steps", "1"]) == 2
+    assert "add your plugin package with `nox -s demo -- --with PATH`" in capsys.readouterr().err

@@ -18,6 +18,7 @@ output says so (:data:`TOY_RUN_NOTE`).
 from __future__ import annotations
 
 import json
+import os
 import statistics
 import sys
 from collections.abc import Callable, Sequence
@@ -175,11 +176,23 @@ def run_command(program: str, extra: str, run: Callable[[], object]) -> int:
 def check_components(block: dict[str, Any]) -> None:
     """Build the block against the installed registry now, so a typo fails before any run starts.
 
-    The host's trainer checks it again against the run's own config (mount-time checks).
+    The host's trainer checks it again against the run's own config (mount-time checks). Under nox (the
+    ``demo`` and ``demo-trl`` sessions rebuild their virtualenv each run) an unknown name also says how to add
+    a plugin package to the session.
     """
+    from dataflex_core import UnknownComponentError
     from dataflex_core.config import CORE_KEYS, build_from_config
 
-    build_from_config(block, extra_keys=[key for key in block if key not in CORE_KEYS])
+    try:
+        build_from_config(block, extra_keys=[key for key in block if key not in CORE_KEYS])
+    except UnknownComponentError as exc:
+        session = os.environ.get("NOX_CURRENT_SESSION")
+        if not session:
+            raise
+        raise UnknownComponentError(
+            f"{exc}\n  note: `nox -s {session}` installs only this checkout's plugins, afresh each run: add your "
+            f"plugin package with `nox -s {session} -- --with PATH` (its folder)"
+        ) from exc
 
 
 @dataclass(frozen=True)
