@@ -250,7 +250,9 @@ def _shared_torch(session: nox.Session) -> Path:
 
 @nox.session
 def conformance(session: nox.Session) -> None:
-    """Certify each plugin in its own fresh venv: ``nox -s conformance -- [DIST ...] [CLI options]``.
+    """Certify each plugin in its own fresh venv: ``nox -s conformance -- [DIST|FOLDER ...] [CLI options]``.
+
+    ``FOLDER`` is a plugin package outside ``plugins/`` (absolute or relative to this checkout).
 
     Each venv holds only that plugin, ``dataflex-core`` and ``dataflex-conformance``
     (torch comes from one shared directory). Reports go to
@@ -274,8 +276,17 @@ def conformance(session: nox.Session) -> None:
             cli_args.append(arg)
         elif arg in plugins:
             wanted.append(arg)
+        elif (ROOT / arg / "pyproject.toml").is_file():
+            folder = (ROOT / arg).resolve()
+            plugins[_dist_name(folder)] = folder
+            wanted.append(_dist_name(folder))
         else:
-            session.error(f"unknown plugin {arg!r}; plugins here: {', '.join(sorted(plugins))}")
+            session.error(
+                f"unknown plugin {arg!r}; plugins here: {', '.join(sorted(plugins))}. For a plugin package "
+                f"outside plugins/, pass its folder (`nox -s conformance -- ../dataflex-my-plugin`), or run its own "
+                f"noxfile with DataFlex from this checkout: `cd ../dataflex-my-plugin && DATAFLEX_FROM={ROOT} "
+                "nox -s conformance`"
+            )
     selected = {d: plugins[d] for d in (wanted or sorted(plugins))}
     torch_dir = _shared_torch(session)
     # Build core and conformance once; each venv then builds only its plugin.
@@ -308,7 +319,8 @@ def conformance(session: nox.Session) -> None:
         ).strip()
         Path(purelib, "_dataflex_shared_torch.pth").write_text(str(torch_dir) + "\n")
         # The session's pip installs into the plugin's venv, which then holds no pip of its own.
-        session.run("python", "-m", "pip", "--python", python, "install", "--quiet", *wheels, f"./{rel(path)}")
+        package = f"./{rel(path)}" if path.is_relative_to(ROOT) else str(path)
+        session.run("python", "-m", "pip", "--python", python, "install", "--quiet", *wheels, package)
         installed = time.monotonic()
         report = CONFORMANCE_REPORTS / f"{dist}.json"
         report.unlink(missing_ok=True)

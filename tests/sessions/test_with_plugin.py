@@ -56,3 +56,12 @@ def test_the_dataflex_session_installs_and_lists_a_plugin_given_with_with(tmp_pa
     rows = {line.split()[1]: line for line in proc.stdout.splitlines() if line.split()[2:3] and "." in line}
     assert "dataflex-example" in rows and "loaded" in rows["dataflex-example"], proc.stdout
     assert "dataflex-scorers-advantage" in rows  # beside the shipped plugins, not instead of them
+
+
+def test_conformance_names_both_ways_to_certify_a_plugin_outside_the_checkout(tmp_path):
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "NOX_CURRENT_SESSION", "VIRTUAL_ENV")}
+    command = [sys.executable, "-m", "nox", "--envdir", str(tmp_path / "nox"), "-s", "conformance", "--"]
+    proc = subprocess.run([*command, "dataflex-my-plugin"], cwd=ROOT, env=env, capture_output=True, text=True)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode != 0 and "unknown plugin 'dataflex-my-plugin'" in out
+    assert "nox -s conformance -- ../dataflex-my-plugin" in out and f"DATAFLEX_FROM={ROOT} nox -s conformance" in out
