@@ -337,3 +337,9 @@ def test_the_index_install_check_finds_an_unmarked_command():
     assert index_installs("```bash\npip install dataflex-verl\n```\n") == [("pip install dataflex-verl", False)]
     assert index_installs("```bash\npip install ./plugins/dataflex-mixers\n```\n") == []
     assert index_installs("Once published, `pip install dataflex-lab` works.") == [("pip install dataflex-lab", True)]
+
+
+def test_the_built_site_opens_from_disk():
+    """With directory URLs a link is ``install/``, which a browser shows as a folder listing without a server."""
+    config = yaml.load((ROOT / "mkdocs.yml").read_text(encoding="utf-8"), Loader=yaml.BaseLoader)
+    assert config.get("use_directory_urls") == "false", "set use_directory_urls: false in mkdocs.yml"

@@ -38,8 +38,7 @@ def tutorial_package(tmp_path_factory):
     # As the page says: run from the checkout with the default DATAFLEX=. and a relative DEST.
     env = {k: v for k, v in os.environ.items() if k != "DATAFLEX"}
     env["DEST"] = os.path.relpath(dest, ROOT)
-    for script in ("new_plugin.sh", "tutorial_components.sh"):
-        subprocess.run(["bash", str(DOCS / "snippets" / script)], env=env, cwd=ROOT, check=True)
+    subprocess.run(["bash", "-c", step_1_command(PAGE)], env=env, cwd=ROOT, check=True)
     site = work / "site"
     install = [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--target", str(site), str(dest)]
     # Build with this environment's setuptools when it can (fast, offline); else let pip isolate the build.
@@ -47,6 +46,23 @@ def tutorial_package(tmp_path_factory):
         subprocess.run(install, check=True)
     run_env = dict(os.environ, PYTHONPATH=str(site), DATAFLEX_PLUGINS=DIST, DATAFLEX_CONFORMANCE_DEVICE="cpu")
     return dest, run_env
+
+
+def step_1_command(page: str) -> str:
+    """The command Step 1 of ``page`` opens with (the scripts it runs follow it, folded)."""
+    step = re.search(r"^## (?:Step 1|第 1 步).*?\n(.*?)^## ", (DOCS / page).read_text(encoding="utf-8"), re.M | re.S)
+    assert step, f"{page} has no Step 1"
+    command = re.search(r"\A[^`]*?```bash\n(.*?)```", step.group(1), re.S)
+    assert command, f"{page}: Step 1 does not open with the command to run"
+    return command.group(1).strip()
+
+
+@pytest.mark.parametrize("page", [PAGE, PAGE.replace(".md", ".zh.md")])
+def test_step_1_opens_with_one_command_and_folds_the_scripts(page):
+    assert step_1_command(page) == "bash docs/snippets/new_plugin.sh && bash docs/snippets/tutorial_components.sh"
+    text = (DOCS / page).read_text(encoding="utf-8")
+    for script in ("new_plugin.sh", "tutorial_components.sh"):
+        assert f'??? example "docs/snippets/{script}"\n\n    ```bash\n    --8<--\n    docs/snippets/{script}' in text
 
 
 def run(args, env, cwd=None):
