@@ -44,3 +44,20 @@ def test_bad_options_are_one_line_errors(capsys):
     assert "--params is not valid JSON" in capsys.readouterr().err
     assert main(["demo", "--scorer", "advantage_magnitud", "--steps", "1"]) == 2
     assert "did you mean 'advantage_magnitude'" in capsys.readouterr().err
+
+
+def test_the_demos_config_keeps_trls_checkpointing_without_a_warning_per_run(tmp_path):
+    """transformers 5 warns on TRL's ``gradient_checkpointing`` for every config: once per arm and seed."""
+    import dataclasses
+    import warnings
+
+    from trl import GRPOConfig
+
+    from dataflex_lab.trl.training_demo import grpo_config
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", FutureWarning)
+        args = grpo_config(DemoSettings(steps=1, workdir=tmp_path), "dataflex", 0)
+    trl_default = next(f.default for f in dataclasses.fields(GRPOConfig) if f.name == "gradient_checkpointing")
+    assert args.gradient_checkpointing is trl_default
+    assert getattr(args, "activation_checkpointing", trl_default) is trl_default

@@ -47,12 +47,57 @@ class DemoSettings(demo_report.DemoOptions):
     loss_type: str = "dapo"
 
 
+def grpo_config(settings: DemoSettings, arm: str, seed: int) -> Any:
+    """The ``GRPOConfig`` of one run of ``arm``: TRL's defaults, the toy task's sizes, one log per step."""
+    from trl import GRPOConfig
+
+    return GRPOConfig(
+        output_dir=str(settings.workdir / "runs" / f"{arm}_seed{seed}"),
+        per_device_train_batch_size=PROMPTS_PER_STEP * GENERATIONS,
+        num_generations=GENERATIONS,
+        max_completion_length=toy_task.SCORED_CHARS,
+        max_steps=settings.steps,
+        learning_rate=settings.lr,
+        loss_type=settings.loss_type,
+        logging_steps=1,
+        save_strategy="no",
+        report_to=[],
+        use_cpu=True,
+        disable_tqdm=True,
+        seed=seed,
+        **_checkpointing(GRPOConfig),
+        **(
+            {
+                "eval_strategy": "steps",
+                "eval_steps": settings.validation_interval,
+                "eval_on_start": True,
+                "per_device_eval_batch_size": PROMPTS_PER_STEP * GENERATIONS,
+            }
+            if settings.validation_interval
+            else {}
+        ),
+    )
+
+
+def _checkpointing(config: type) -> dict[str, Any]:
+    """TRL's activation checkpointing under the name transformers 5 reads.
+
+    TRL's config sets ``gradient_checkpointing=True``, which transformers 5 renamed ``activation_checkpointing``:
+    it warns (a ``FutureWarning``) on every config, once per arm and seed. Naming the new field keeps TRL's
+    choice and the warning away; older transformers have no such field and get nothing.
+    """
+    import dataclasses
+
+    names = {f.name for f in dataclasses.fields(config)}
+    return {"activation_checkpointing": True} if "activation_checkpointing" in names else {}
+
+
 def train_arm(settings: DemoSettings, arm: str, seed: int, on_step: Any) -> list[dict[str, Any]]:
     """One real TRL training run of ``arm``; every step's logged metrics as ``{"step", "metrics"}`` records."""
     from dataflex_trl import DataFlexGRPOTrainer
     from transformers import TrainerCallback
     from transformers.trainer_callback import PrinterCallback
-    from trl import GRPOConfig, GRPOTrainer
+    from trl import GRPOTrainer
 
     from .toy import char_tokenizer, echo_reward, tiny_model, toy_dataset
 
@@ -72,31 +117,7 @@ def train_arm(settings: DemoSettings, arm: str, seed: int, on_step: Any) -> list
                 on_step({"step": int(state.global_step), "metrics": numbers})
 
     tokenizer = char_tokenizer()
-    args = GRPOConfig(
-        output_dir=str(settings.workdir / "runs" / f"{arm}_seed{seed}"),
-        per_device_train_batch_size=PROMPTS_PER_STEP * GENERATIONS,
-        num_generations=GENERATIONS,
-        max_completion_length=toy_task.SCORED_CHARS,
-        max_steps=settings.steps,
-        learning_rate=settings.lr,
-        loss_type=settings.loss_type,
-        logging_steps=1,
-        save_strategy="no",
-        report_to=[],
-        use_cpu=True,
-        disable_tqdm=True,
-        seed=seed,
-        **(
-            {
-                "eval_strategy": "steps",
-                "eval_steps": settings.validation_interval,
-                "eval_on_start": True,
-                "per_device_eval_batch_size": PROMPTS_PER_STEP * GENERATIONS,
-            }
-            if settings.validation_interval
-            else {}
-        ),
-    )
+    args = grpo_config(settings, arm, seed)
     mixed = settings.toy_task == "mixed"
     kwargs = dict(
         model=tiny_model(tokenizer, seed=seed),
