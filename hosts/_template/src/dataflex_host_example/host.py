@@ -21,12 +21,12 @@ import numpy as np
 import torch
 
 from dataflex_core import Batch, ConfigError
-from dataflex_core.session import DataFlexSession
-from dataflex_core.step import SEQUENCE_UNIT, TOKEN_UNIT, FieldSupport, HostCapabilities
+from dataflex_core.session import SEQUENCE_UNIT, TOKEN_UNIT, DataFlexSession, FieldSupport, HostCapabilities
 
 from .loop import ToyConfig, ToyTrainer
 from .version import __version__
 
+# --8<-- [start:capabilities]
 #: ``loss_agg`` -> the unit the loop's loss averages over (DataFlex's weights have mean one in it).
 LOSS_UNITS = {"token-mean": TOKEN_UNIT, "seq-mean-token-mean": SEQUENCE_UNIT}
 #: Canonical fields the loop has, and what to do about the ones it lacks.
@@ -55,6 +55,10 @@ def capabilities(config: ToyConfig) -> HostCapabilities:
     )
 
 
+# --8<-- [end:capabilities]
+
+
+# --8<-- [start:batch]
 def canonical_batch(batch: Mapping[str, torch.Tensor], log_probs: torch.Tensor, fields: list[str]) -> Batch:
     """The loop's batch as the step reads it: per-token tensors masked to the response, ``uid`` the group.
 
@@ -78,6 +82,10 @@ def canonical_batch(batch: Mapping[str, torch.Tensor], log_probs: torch.Tensor, 
     return Batch(tensors, objects)
 
 
+# --8<-- [end:batch]
+
+
+# --8<-- [start:session]
 class DataFlexToyTrainer(ToyTrainer):
     """The toy loop with a ``dataflex`` block: ``DataFlexToyTrainer(config, dataset, dataflex={...})``."""
 
@@ -111,6 +119,9 @@ class DataFlexToyTrainer(ToyTrainer):
         applied = result.applied
         return applied.unsqueeze(-1) * batch["mask"] if applied.dim() == 1 else applied
 
+    # --8<-- [end:session]
+
+    # --8<-- [start:checkpoints]
     def save_checkpoint(self, folder: str | os.PathLike[str]) -> None:
         # DataFlex's files first: the loop's trainer.pt, written last, is what makes the folder a checkpoint
         self.dataflex.save(folder, self.step)
@@ -120,3 +131,6 @@ class DataFlexToyTrainer(ToyTrainer):
         self.dataflex.check_resume(folder)  # before the loop loads anything
         super().load_checkpoint(folder)
         self.dataflex.restore(folder)
+
+
+# --8<-- [end:checkpoints]
