@@ -235,6 +235,14 @@ def _applied(step: HostStep) -> torch.Tensor:
     return step.weights.detach().to(torch.float64)
 
 
+def _assert_frameworks_loss(flex: HostStep, plain: HostStep) -> None:
+    """The step's loss is the framework's own, and any weights the host applied are 1 on every valid token."""
+    assert _close(flex.loss, plain.loss), (flex.loss.item(), plain.loss.item())
+    if flex.weights is not None:
+        valid = _valid(flex)
+        assert _close(_applied(flex)[valid], torch.ones(int(valid.sum()), dtype=torch.float64))
+
+
 class HostSuite:
     """Subclass with a ``host`` fixture returning your :class:`HostHarness`; each test below is one promise."""
 
@@ -257,10 +265,7 @@ class HostSuite:
     def test_uniform_weights_leave_the_frameworks_loss_unchanged(self, host, plain):
         flex = host.step(BLOCKS["uniform"])
         assert flex.metrics.get("dataflex/active") == 1.0, flex.metrics
-        assert _close(flex.loss, plain.loss), (flex.loss.item(), plain.loss.item())
-        if flex.weights is not None:
-            valid = _valid(flex)
-            assert _close(_applied(flex)[valid], torch.ones(int(valid.sum()), dtype=torch.float64))
+        _assert_frameworks_loss(flex, plain)
 
     def test_weights_that_differ_change_the_loss_and_keep_its_step_size(self, host, plain):
         flex = host.step(BLOCKS["weights"])
@@ -286,15 +291,12 @@ class HostSuite:
     def test_invalid_output_under_on_invalid_uniform_is_the_frameworks_loss(self, host, plain):
         flex = host.step(BLOCKS["invalid_uniform"])
         assert flex.metrics["dataflex/uniform_fallback"] == 1.0, flex.metrics
-        assert _close(flex.loss, plain.loss), (flex.loss.item(), plain.loss.item())
-        if flex.weights is not None:
-            valid = _valid(flex)
-            assert _close(_applied(flex)[valid], torch.ones(int(valid.sum()), dtype=torch.float64))
+        _assert_frameworks_loss(flex, plain)
 
     def test_before_warmup_step_the_framework_trains_alone(self, host, plain):
         flex = host.step(BLOCKS["warmup"])
         assert flex.metrics.get("dataflex/active") == 0.0, flex.metrics
-        assert _close(flex.loss, plain.loss), (flex.loss.item(), plain.loss.item())
+        _assert_frameworks_loss(flex, plain)
 
     def test_component_state_round_trips_through_the_frameworks_checkpoint(self, host):
         folder, saved = host.save(BLOCKS["stateful"])
