@@ -28,6 +28,8 @@ TRL_HOST = ROOT / "packages" / "dataflex-trl"
 #: What is not production: ``dataflex compare``, the demos, verl's CPU harness and the testing kit every test uses.
 LAB = ROOT / "packages" / "dataflex-lab"
 CONFORMANCE = ROOT / "conformance"
+#: The copy-me host (a toy training loop of its own); its tests are the host kit's shared tests.
+HOST_TEMPLATE = ROOT / "hosts" / "_template"
 
 nox.options.sessions = ["tests"]
 nox.options.reuse_existing_virtualenvs = False
@@ -82,7 +84,7 @@ def tests(session: nox.Session, env: str) -> None:
     install_torch(session)
     dists = monorepo_dists()
     if env == "verl":
-        dists = [d for d in dists if d != TRL_HOST]
+        dists = [d for d in dists if d != TRL_HOST] + ([HOST_TEMPLATE] if HOST_TEMPLATE.is_dir() else [])
         session.install(*host_stacks(dists), "matplotlib", "pandas", "pyarrow", "nox>=2024.4")
     else:
         # the cross-host test builds verl's host step on the same batch, without verl's FSDP engine

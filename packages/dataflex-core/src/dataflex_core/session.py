@@ -33,6 +33,10 @@ in this order:
 The session is what the BaseInstrumentor of OpenTelemetry is to an
 instrumentation: the lifecycle lives here once, a host is the framework's
 seams, field names, padding and capabilities.
+
+This module is the one a host imports: besides the session it exports what a
+host declares and receives (:data:`__all__`: ``HostCapabilities``,
+``FieldSupport``, the loss units, ``StepResult``, ``TrainDataset``).
 """
 
 from __future__ import annotations
@@ -46,6 +50,7 @@ from .errors import ConfigError, IncompatibleComponentError
 from .lock.pinning import ResolvedPlugins, check_plugin_record, resolve_plugins, save_plugin_record
 from .step.core import DataFlexStep, MountedStep, mount_step
 from .step.fields import is_canonical
+from .step.host import FieldSupport, HostCapabilities
 from .step.result import StepResult
 from .step.state import (
     SavedState,
@@ -56,13 +61,26 @@ from .step.state import (
     restore_component_state,
     write_component_state,
 )
+from .step.weights import LOSS_UNITS, SEQUENCE_UNIT, TOKEN_UNIT
 
 if TYPE_CHECKING:
     import torch
 
     from .config import DataFlexPipeline
     from .mechanisms.base import Mechanism
-    from .step.host import HostCapabilities
+
+#: What a host needs from the core, in one import.
+__all__ = [
+    "LOSS_UNITS",
+    "SEQUENCE_UNIT",
+    "TOKEN_UNIT",
+    "DataFlexSession",
+    "FieldSupport",
+    "HostCapabilities",
+    "StepResult",
+    "TrainDataset",
+    "dataset_column",
+]
 
 logger = logging.getLogger("dataflex_core.session")
 

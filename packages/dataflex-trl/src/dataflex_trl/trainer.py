@@ -168,10 +168,14 @@ class DataFlexGRPOTrainer(DataFlexCheckpointMixin, GRPOTrainer):
                 result["num_items"], dtype=output["num_items_in_batch"].dtype, device=device
             )
             mask = self._dataflex_loss_mask(output)
-        width = mask.shape[1]
-        token_weights = factor.unsqueeze(1) * mask if factor.dim() == 1 else factor[:, :width] * mask
-        output["advantages"] = advantages.reshape(-1, 1).to(torch.float32) * token_weights.to(torch.float32)
+        token_weights = self._dataflex_token_weights(factor, mask)
+        output["advantages"] = advantages.reshape(-1, 1).to(torch.float32) * token_weights
         return result["metrics"]
+
+    def _dataflex_token_weights(self, factor: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        """``(B, L)`` float32: the weight of each token of TRL's loss (``factor`` per row or per token, 0 off ``mask``)."""
+        weights = factor.unsqueeze(1) * mask if factor.dim() == 1 else factor[:, : mask.shape[1]] * mask
+        return weights.to(torch.float32)
 
     def _dataflex_result(
         self,
