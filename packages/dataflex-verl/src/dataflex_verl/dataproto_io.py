@@ -51,6 +51,13 @@ def read_batch(data: Any, fields: list[str], *, producers: dict[str, str] | None
     )
 
 
+def keep_columns(batch: Any, gen_batch: Any, names: list[str]) -> None:
+    """Copy the object columns ``names`` that verl moved into ``gen_batch`` back onto ``batch`` (a copy each)."""
+    for name in names:
+        if name not in batch.non_tensor_batch and name in gen_batch.non_tensor_batch:
+            batch.non_tensor_batch[name] = np.array(gen_batch.non_tensor_batch[name], dtype=object, copy=True)
+
+
 def padding_rows(data: Any) -> torch.Tensor:
     """``(bs,)`` bool: rows verl added as padding (the legacy line adds none: ``_balance_batch`` only reorders)."""
     column = data.non_tensor_batch.get("is_padding")

@@ -171,6 +171,19 @@ class DataFlexLegacyMixin(DataFlexCheckpointMixin):
             self.dataflex_metrics = {}
         return output
 
+    def _get_gen_batch(self, batch: Any) -> Any:
+        """verl's generation batch; the dataset columns DataFlex reads also stay on ``batch``.
+
+        verl's legacy ``fit`` moves every dataset column but ``data_source``, ``reward_model``,
+        ``extra_info`` and ``uid`` into the generation batch, and the rollouts it gets back do not carry
+        them: without this, a column such as ``domain`` (mix) or ``index`` (curriculum) would be missing
+        at ``compute_advantage``.
+        """
+        gen_batch = super()._get_gen_batch(batch)  # type: ignore[misc]
+        if self.dataflex is not None:
+            dataproto_io.keep_columns(batch, gen_batch, self.dataflex.dataset_columns())
+        return gen_batch
+
     # -- where verl draws its prompts -------------------------------------------------------------
     def _create_dataloader(self, train_dataset: Any, val_dataset: Any, collate_fn: Any, train_sampler: Any) -> None:
         super()._create_dataloader(train_dataset, val_dataset, collate_fn, train_sampler)  # type: ignore[misc]
