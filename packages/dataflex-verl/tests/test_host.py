@@ -406,6 +406,29 @@ def test_warmup_leaves_the_batch_alone_until_warmup_step(make_config, queue):
     assert "rollout_is_weights" in out.fields and metrics["dataflex/active"] == 1.0
 
 
+def test_every_step_counts_its_rollouts_before_and_after_warmup(make_config, queue):
+    """The compute counters from verl's own get and put: verl's padding rows are no rollouts, zero-advantage
+    rows are wasted, and the totals run across the idle and the active step."""
+    trainer = trainer_for(make_config, **ADV_SOFTMAX, warmup_step=2)
+    totals = 0.0
+    for step in (1, 2):
+        trainer.global_steps = step
+        meta, out, metrics = run(trainer, padding_rows=2, seed=step)
+        got = fetch(out, "advantages", "response_mask")
+        real = ~torch.tensor([bool(tag.get("is_padding", False)) for tag in out.tags])
+        mask = got["response_mask"].bool()
+        trained = real & mask.any(-1)
+        moving = ((got["advantages"] != 0) & mask).any(-1)
+        assert metrics["dataflex/active"] == float(step == 2)
+        assert metrics["dataflex/compute/rollouts_generated"] == 24.0
+        assert metrics["dataflex/compute/rollouts_trained"] == float(trained.sum())
+        assert metrics["dataflex/compute/rollouts_wasted"] == float((trained & ~moving).sum())
+        assert metrics["dataflex/compute/tokens_generated"] == float(mask[real].sum())
+        totals += 24.0
+        assert metrics["dataflex/compute/rollouts_generated_total"] == totals
+        sandbox.clear(out)
+
+
 # -- invalid output and missing fields -------------------------------------------------
 
 

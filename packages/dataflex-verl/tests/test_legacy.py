@@ -188,3 +188,15 @@ def test_verls_separated_trainers_refuse_a_dataflex_block_they_would_ignore(make
     config = make_config(["trainer.use_v1=false"], dataflex=ADV_SOFTMAX)
     with pytest.raises(ConfigError, match="SeparateRayPPOTrainer .* does not run DataFlex"):
         SeparateRayPPOTrainer(config, tokenizer=None, role_worker_mapping={}, resource_pool_manager=None)
+
+
+@pytest.mark.parametrize("warmup_step", [0, 5], ids=["running", "before-warmup"])
+def test_the_compute_counters_count_every_rollout_of_verls_batch(make_config, warmup_step):
+    trainer = legacy_trainer(make_config, {**ADV_SOFTMAX, "warmup_step": warmup_step})
+    data = at_the_seam(trainer, legacy_batch(groups=5))
+    mask = data.batch["response_mask"].bool()
+    metrics = trainer.dataflex_metrics
+    assert metrics["dataflex/active"] == (1.0 if warmup_step == 0 else 0.0)
+    assert metrics["dataflex/compute/rollouts_generated"] == len(data) == 20
+    assert metrics["dataflex/compute/tokens_generated"] == float(mask.sum())
+    assert ("rollout_is_weights" in data.batch.keys()) == (warmup_step == 0)

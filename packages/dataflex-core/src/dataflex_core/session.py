@@ -217,9 +217,22 @@ class DataFlexSession:
         *,
         importance_weights: torch.Tensor | None = None,
         start: float | None = None,
+        advantages: torch.Tensor | None = None,
     ) -> StepResult:
-        """The step on ``batch`` (see :meth:`~dataflex_core.step.DataFlexStep.run`)."""
-        return self.step.run(batch, step, importance_weights=importance_weights, start=start)
+        """The step on ``batch`` (see :meth:`~dataflex_core.step.DataFlexStep.run`); its metrics include the
+        ``dataflex/compute/*`` counters."""
+        return self.step.run(batch, step, importance_weights=importance_weights, start=start, advantages=advantages)
+
+    def count(
+        self,
+        response_mask: torch.Tensor,
+        advantages: torch.Tensor | None = None,
+        *,
+        is_padding: torch.Tensor | None = None,
+    ) -> dict[str, float]:
+        """The ``dataflex/compute/*`` counters of a step the host does not :meth:`run` (before ``warmup_step``),
+        so the totals count every rollout of the run."""
+        return self.step.count(response_mask, advantages, is_padding=is_padding)
 
     def shared_state(self) -> Any:
         """What the main process of a host with several processes hands the others after :meth:`run`."""
@@ -233,7 +246,12 @@ class DataFlexSession:
     def stateful(self) -> dict[str, Stateful]:
         """What travels with checkpoints, by role: the components, and what the mechanism keeps (a history)."""
         pipeline = self.pipeline
-        return {"scorer": pipeline.scorer, "actuator": pipeline.actuator, **self.mechanism.stateful(self.sampler)}
+        return {
+            "scorer": pipeline.scorer,
+            "actuator": pipeline.actuator,
+            **self.mechanism.stateful(self.sampler),
+            "compute": self.step.compute_totals,
+        }
 
     def state_labels(self) -> dict[str, str]:
         """How state errors name each component: ``name (dist==version)``."""

@@ -75,7 +75,9 @@ def step_outputs(
     batch = only_fields(read, fields)  # components see what they declared, as without recomputation
     batch.batch["is_padding"] = is_padding
     verl_weights = batch.batch.get(WEIGHTS_FIELD) if compose else None
-    result = session.run(batch, step, importance_weights=verl_weights, start=start)
+    # verl's advantages: the compute counters count trained rows whose advantage is zero as wasted
+    verl_advantages = read.batch.get("advantages")
+    result = session.run(batch, step, importance_weights=verl_weights, start=start, advantages=verl_advantages)
     advantages: dict[str, torch.Tensor] = {}
     if result.recompute_advantage:  # the selector's kept rows, through verl's own estimator
         advantages = recompute(result.kept)

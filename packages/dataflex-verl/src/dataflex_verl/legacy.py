@@ -135,8 +135,13 @@ class DataFlexLegacyMixin(DataFlexCheckpointMixin):
         assert self.dataflex is not None
         step = int(getattr(self, "global_steps", 0) or 0)
         idle = self.dataflex.idle(step)
-        if idle is not None:  # before warmup_step: verl's step as it is
+        if idle is not None:  # before warmup_step: verl's step as it is, counted only
             self.dataflex_metrics.update(idle)
+            counted = dataproto_io.read_batch(data, ["advantages"]).batch
+            padding = dataproto_io.padding_rows(data)
+            self.dataflex_metrics.update(
+                self.dataflex.count(counted["response_mask"], counted["advantages"], is_padding=padding)
+            )
             return data
         start = time.perf_counter()
         # rollout correction wrote its own weights; a loss that ignores them has nothing to compose with

@@ -75,9 +75,15 @@ class DataFlexTrainerMixin(DataFlexCheckpointMixin):
     def _compute_advantage(self, batch: KVBatchMeta, metrics: dict) -> KVBatchMeta:
         step = int(getattr(self, "global_steps", 0) or 0)
         idle = self.dataflex.idle(step)
-        if idle is not None:  # before warmup_step: verl's step as it is, without DataFlex's reads
+        if idle is not None:  # before warmup_step: verl's step as it is, without DataFlex's reads; counted only
             metrics.update(idle)
-            return super()._compute_advantage(batch, metrics)
+
+            def count(got: TensorDict, put: TensorDict) -> TensorDict:
+                metrics.update(self._dataflex_count(batch, got, put))
+                return put
+
+            with queue_io.advantage_capture(batch.keys, [], count):
+                return super()._compute_advantage(batch, metrics)
 
         def on_put(got: TensorDict, put: TensorDict) -> TensorDict:
             return self._dataflex_on_verl_put(batch, got, put, metrics, step)
@@ -97,6 +103,15 @@ class DataFlexTrainerMixin(DataFlexCheckpointMixin):
                 queue_io.VERL_TRAINER_MODULE,
             )
         return self._dataflex_after_advantage(meta, metrics)
+
+    def _dataflex_count(self, meta: KVBatchMeta, got: TensorDict, put: TensorDict) -> dict[str, float]:
+        """The compute counters of a step DataFlex does not run, from verl's own get and put (no I/O of its own)."""
+        mask, advantages = got.get("response_mask"), put.get("advantages")
+        return self.dataflex.count(
+            mask.to_padded_tensor(0) if mask.is_nested else mask,
+            advantages.to_padded_tensor(0) if advantages.is_nested else advantages,
+            is_padding=padding_rows(meta),
+        )
 
     def _dataflex_extra_reads(self) -> list[str]:
         """Fields the pipeline reads that exist before verl's put (verl's own outputs come with the put)."""
@@ -149,7 +164,8 @@ class DataFlexTrainerMixin(DataFlexCheckpointMixin):
         fields, compose = adapter.step_fields(self.dataflex, verl_weights=verl_weights)
         # with recomputed advantages the read also carries verl's estimator inputs
         estimator = dataflex_select.estimator_fields(self.config, held) if self.dataflex.recompute_advantage else []
-        return fields, list(dict.fromkeys(fields + estimator)), compose
+        # verl's advantages: the compute counters count trained rows whose advantage is zero as wasted
+        return fields, list(dict.fromkeys(fields + estimator + ["advantages"])), compose
 
     def _dataflex_step(
         self,

@@ -54,6 +54,12 @@ def test_resume_restores_component_state_and_records_the_plugin_set(fits, tmp_pa
     # verl resumed at step 3, and the scorer continued its count instead of starting over
     assert [r["step"] for r in resumed.steps] == [3]
     assert resumed.records("counting") == [{"step": 3, "calls": 3}]
+    # and so did the compute totals: every rollout of verl's batch counted, every step
+    generated = "dataflex/compute/rollouts_generated"
+    before = [r["metrics"] for r in first.steps]
+    assert all(m[generated] > 0 and m["dataflex/compute/tokens_generated"] > 0 for m in before)
+    after = resumed.steps[0]["metrics"]
+    assert after[f"{generated}_total"] == sum(m[generated] for m in before) + after[generated]
 
 
 @pytest.mark.parametrize("line", LINES)
