@@ -189,10 +189,14 @@ class DataFlexSession:
     def describe(self) -> str:
         return self.mounted.describe()
 
+    def dataset_columns(self) -> list[str]:
+        """The dataset columns (names outside the canonical fields) the step or the train sampler reads."""
+        wanted = [name for name in self.fields if not is_canonical(name)]
+        return wanted + [name for name in self.mechanism.dataset_columns(self.pipeline) if name not in wanted]
+
     def check_dataset_columns(self, columns: list[str] | None) -> None:
         """Every dataset column the step or the train sampler reads is one of ``columns`` (``None``: unknown)."""
-        wanted = [name for name in self.fields if not is_canonical(name)]
-        wanted += [name for name in self.mechanism.dataset_columns(self.pipeline) if name not in wanted]
+        wanted = self.dataset_columns()
         if not wanted or columns is None:
             return
         missing = [name for name in wanted if name not in columns]

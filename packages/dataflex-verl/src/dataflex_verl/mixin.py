@@ -31,11 +31,11 @@ from omegaconf import open_dict
 from tensordict import TensorDict
 from transfer_queue import KVBatchMeta
 
-from dataflex_core import Batch
 from dataflex_core.session import DataFlexSession
 
-from . import queue_io
+from . import adapter, queue_io
 from . import select as dataflex_select
+from .adapter import WEIGHTS_FIELD
 from .checkpoint import DataFlexCheckpointMixin
 from .mount import field_hints, mount
 from .sampling import VerlTrainDataset, data_seed, replace_train_sampler
@@ -43,20 +43,7 @@ from .version import __version__
 
 logger = logging.getLogger("dataflex_verl")
 
-#: The field verl's policy losses multiply into ``pg_losses``.
-WEIGHTS_FIELD = "rollout_is_weights"
-
 _warned_separate_io = False
-
-
-def only_fields(batch: Batch, names: list[str]) -> Batch:
-    """``batch`` limited to the fields ``names`` (and ``response_mask``): what the components may see."""
-    keep = {"response_mask", *names}
-    return Batch(
-        {k: v for k, v in batch.batch.items() if k in keep},
-        {k: v for k, v in batch.non_tensor_batch.items() if k in keep},
-        batch.meta_info,
-    )
 
 
 def padding_rows(meta: KVBatchMeta) -> torch.Tensor:
@@ -174,11 +161,7 @@ class DataFlexTrainerMixin(DataFlexCheckpointMixin):
         :param held: the fields available for the step's keys.
         :param verl_weights: whether verl's put this step carried its own ``rollout_is_weights``.
         """
-        held = set(held)
-        fields = list(self.dataflex.fields)
-        compose = verl_weights and self.dataflex.mechanism.writes_weights
-        if compose and WEIGHTS_FIELD not in fields:
-            fields.append(WEIGHTS_FIELD)
+        fields, compose = adapter.step_fields(self.dataflex, verl_weights=verl_weights)
         # with recomputed advantages the read also carries verl's estimator inputs
         estimator = dataflex_select.estimator_fields(self.config, held) if self.dataflex.recompute_advantage else []
         # verl's advantages: the compute counters count trained rows whose advantage is zero as wasted
@@ -195,21 +178,17 @@ class DataFlexTrainerMixin(DataFlexCheckpointMixin):
         start: float,
     ) -> dict[str, torch.Tensor] | None:
         """The session's step on ``read``; the fields to write (``rollout_is_weights``, maybe advantages), or None."""
-        batch = only_fields(read.batch, fields)  # components see what they declared, as without recomputation
-        batch.batch["is_padding"] = padding_rows(meta)
-        verl_weights = batch.batch.get(WEIGHTS_FIELD) if compose else None
-        verl_advantages = read.batch.batch.get("advantages")
-        result = self.dataflex.run(
-            batch, step, importance_weights=verl_weights, start=start, advantages=verl_advantages
+        return adapter.step_outputs(
+            self.dataflex,
+            read.batch,
+            fields,
+            compose=compose,
+            is_padding=padding_rows(meta),
+            step=step,
+            start=start,
+            recompute=lambda kept: dataflex_select.recompute_advantages(self.config, read.batch, meta.keys, kept),
+            metrics=metrics,
         )
-        advantages: dict[str, torch.Tensor] = {}
-        if result.recompute_advantage:  # the selector's kept rows, through verl's own estimator
-            advantages = dataflex_select.recompute_advantages(self.config, read.batch, meta.keys, result.kept)
-            result.timed(start)
-        metrics.update(result.metrics)
-        if result.applied is None:  # a uniform fallback, or a mechanism that acts on the sampler: verl's loss
-            return None
-        return {**advantages, WEIGHTS_FIELD: result.applied}
 
     def _init_dataloader(self) -> None:
         super()._init_dataloader()
