@@ -28,6 +28,8 @@ TRL_HOST = ROOT / "packages" / "dataflex-trl"
 #: What is not production: ``dataflex compare``, the demos, verl's CPU harness and the testing kit every test uses.
 LAB = ROOT / "packages" / "dataflex-lab"
 CONFORMANCE = ROOT / "conformance"
+#: The copy-me host (a toy training loop of its own); its tests are the host kit's shared tests.
+HOST_TEMPLATE = ROOT / "hosts" / "_template"
 
 nox.options.sessions = ["tests"]
 nox.options.reuse_existing_virtualenvs = False
@@ -71,6 +73,8 @@ TEST_ENVS = ("verl", "trl")
 FIT_TESTS = [HOST / "tests" / "fit", LAB / "tests" / "fit"]
 #: The lab's tests of its TRL parts (they need TRL, so they run in the ``trl`` environment).
 LAB_TRL_TESTS = LAB / "tests" / "trl"
+#: Tests of this file's sessions (they run a session with nox, so the ``verl`` environment installs nox).
+SESSION_TESTS = ROOT / "tests" / "sessions"
 
 
 @nox.session
@@ -80,8 +84,8 @@ def tests(session: nox.Session, env: str) -> None:
     install_torch(session)
     dists = monorepo_dists()
     if env == "verl":
-        dists = [d for d in dists if d != TRL_HOST]
-        session.install(*host_stacks(dists), "matplotlib", "pandas", "pyarrow")
+        dists = [d for d in dists if d != TRL_HOST] + ([HOST_TEMPLATE] if HOST_TEMPLATE.is_dir() else [])
+        session.install(*host_stacks(dists), "matplotlib", "pandas", "pyarrow", "nox>=2024.4")
     else:
         # the cross-host test builds verl's host step on the same batch, without verl's FSDP engine
         session.install(*host_stacks(dists))
@@ -95,8 +99,8 @@ def tests(session: nox.Session, env: str) -> None:
         session.run("pytest", *(rel(p) for p in trl_tests if p.exists()), *session.posargs)
         return
     test_dirs = [rel(d / "tests") for d in dists if (d / "tests").is_dir()]
-    # The docs' tutorial snippets and the benchmark harness's own logic run here too.
-    test_dirs += [rel(p) for p in (ROOT / "docs" / "tests", ROOT / "benchmarks" / "tests") if p.is_dir()]
+    # The docs' tutorial snippets, the benchmark harness's own logic and this file's sessions run here too.
+    test_dirs += [rel(p) for p in (ROOT / "docs" / "tests", ROOT / "benchmarks" / "tests", SESSION_TESTS) if p.is_dir()]
     ignored = [f"--ignore={rel(p)}" for p in [*FIT_TESTS, LAB_TRL_TESTS]]
     session.run("pytest", *test_dirs, *ignored, *session.posargs)
     fit_dirs = [rel(p) for p in FIT_TESTS if p.is_dir()]
@@ -105,7 +109,7 @@ def tests(session: nox.Session, env: str) -> None:
 
 
 #: The benchmark cases each test environment runs (``trl`` needs TRL, ``fit`` needs verl without it).
-BENCH_CASES = {"verl": "discovery,pairs,memory,device,host,fit", "trl": "trl"}
+BENCH_CASES = {"verl": "discovery,pairs,memory,device,host,fit,fit-legacy", "trl": "trl"}
 
 
 def _env_suffixed(args: list[str], env: str) -> list[str]:
@@ -135,21 +139,90 @@ def bench(session: nox.Session, env: str) -> None:
     session.run("python", "benchmarks/run.py", "--cases", BENCH_CASES[env], *_env_suffixed(session.posargs, env))
 
 
+def take_plugins(args: list[str]) -> tuple[list[Path], list[str]]:
+    """``--with PATH`` (repeatable; ``--with=PATH`` too) taken out of a session's arguments: the folders of plugin
+    packages to install beside the shipped ones (relative to this checkout), and the arguments left for the command.
+
+    Raises ``ValueError`` naming the value when it is not a package's folder.
+    """
+    paths, rest, args = [], [], list(args)
+    while args:
+        arg = args.pop(0)
+        if arg != "--with" and not arg.startswith("--with="):
+            rest.append(arg)
+            continue
+        value = arg.partition("=")[2] if "=" in arg else (args.pop(0) if args else "")
+        if not value or value.startswith("-"):
+            raise ValueError(f"--with needs a plugin package's folder, got {value!r}: --with ../dataflex-my-plugin")
+        path = (ROOT / Path(value).expanduser()).resolve()
+        if not (path / "pyproject.toml").is_file():
+            raise ValueError(
+                f"--with {value!r}: {path} has no pyproject.toml; give the folder of a plugin package "
+                "(the one docs/snippets/new_plugin.sh made), relative to this checkout or absolute"
+            )
+        paths.append(path)
+    return paths, rest
+
+
+def install_plugins_with(session: nox.Session) -> list[str]:
+    """Install the ``--with PATH`` plugins into the session's virtualenv; returns the other arguments.
+
+    They are installed on every run, ``-R`` included: ``-R`` skips ``session.install``, and the plugin is the
+    code its author is changing between runs.
+    """
+    try:
+        paths, args = take_plugins(session.posargs)
+    except ValueError as exc:
+        session.error(str(exc))
+    if paths:
+        session.run("python", "-m", "pip", "install", "--quiet", *(str(p) for p in paths))
+    return args
+
+
+def announce_install(session: nox.Session, what: str, minutes: int) -> None:
+    """Say what the silent install is doing, and how long it takes, before it starts."""
+    session.log(
+        f"installing {what} into {os.path.relpath(session.virtualenv.location, ROOT)} (about {minutes} min, quiet; "
+        f"`nox -R -s {session.name}` reuses it while this checkout is unchanged)"
+    )
+
+
 @nox.session
 def demo(session: nox.Session) -> None:
-    """The main job: verl's own GRPO fit loop on the CPU, ``sync`` against ``dataflex_sync`` (``-- --help``)."""
+    """The main job: verl's own GRPO fit loop on the CPU, ``sync`` against ``dataflex_sync`` (``-- --help``).
+
+    ``-- --with PATH`` installs your own plugin package too (docs/tutorials/plugin-package.md, Step 5).
+    """
+    announce_install(session, "a CPU torch, verl 0.9.1, TransferQueue and DataFlex from this checkout", 3)
     install_torch(session)
     # the demo is dataflex-lab's, with its verl extra (hydra, pandas, pyarrow: the harness's dataset)
     session.install(*VERL_STACK, *(rel(d) for d in [CORE, *plugin_dirs(), HOST]), f"{rel(LAB)}[verl]")
-    session.run("dataflex-verl", "demo", *session.posargs)
+    args = install_plugins_with(session)
+    session.run("dataflex-verl", "demo", *args)
 
 
 @nox.session(name="demo-trl")
 def demo_trl(session: nox.Session) -> None:
-    """DataFlex inside TRL's GRPOTrainer: a real GRPO run on the CPU, baseline against DataFlex (``-- --help``)."""
+    """DataFlex inside TRL's GRPOTrainer: a real GRPO run on the CPU, baseline against DataFlex (``-- --help``).
+
+    ``-- --with PATH`` installs your own plugin package too.
+    """
+    announce_install(session, "a CPU torch, TRL 1.16 and DataFlex from this checkout", 2)
     install_torch(session)
     session.install(*TRL_STACK, *(rel(d) for d in [CORE, *plugin_dirs(), TRL_HOST]), f"{rel(LAB)}[trl]")
-    session.run("dataflex-trl", "demo", *session.posargs)
+    args = install_plugins_with(session)
+    session.run("dataflex-trl", "demo", *args)
+
+
+@nox.session(name="dataflex")
+def dataflex_cli(session: nox.Session) -> None:
+    """The ``dataflex`` command with every shipped plugin and the lab: ``nox -s dataflex -- plugins``,
+    ``nox -s dataflex -- compare out.json``; ``-- --with PATH`` adds your own plugin package."""
+    announce_install(session, "a CPU torch, dataflex-core, dataflex-lab and the shipped plugins", 1)
+    install_torch(session)
+    session.install(*(rel(d) for d in [CORE, *plugin_dirs(), LAB]))
+    args = install_plugins_with(session)
+    session.run("dataflex", *args)
 
 
 @nox.session
@@ -191,7 +264,9 @@ def _shared_torch(session: nox.Session) -> Path:
 
 @nox.session
 def conformance(session: nox.Session) -> None:
-    """Certify each plugin in its own fresh venv: ``nox -s conformance -- [DIST ...] [CLI options]``.
+    """Certify each plugin in its own fresh venv: ``nox -s conformance -- [DIST|FOLDER ...] [CLI options]``.
+
+    ``FOLDER`` is a plugin package outside ``plugins/`` (absolute or relative to this checkout).
 
     Each venv holds only that plugin, ``dataflex-core`` and ``dataflex-conformance``
     (torch comes from one shared directory). Reports go to
@@ -215,8 +290,17 @@ def conformance(session: nox.Session) -> None:
             cli_args.append(arg)
         elif arg in plugins:
             wanted.append(arg)
+        elif (ROOT / arg / "pyproject.toml").is_file():
+            folder = (ROOT / arg).resolve()
+            plugins[_dist_name(folder)] = folder
+            wanted.append(_dist_name(folder))
         else:
-            session.error(f"unknown plugin {arg!r}; plugins here: {', '.join(sorted(plugins))}")
+            session.error(
+                f"unknown plugin {arg!r}; plugins here: {', '.join(sorted(plugins))}. For a plugin package "
+                f"outside plugins/, pass its folder (`nox -s conformance -- ../dataflex-my-plugin`), or run its own "
+                f"noxfile with DataFlex from this checkout: `cd ../dataflex-my-plugin && DATAFLEX_FROM={ROOT} "
+                "nox -s conformance`"
+            )
     selected = {d: plugins[d] for d in (wanted or sorted(plugins))}
     torch_dir = _shared_torch(session)
     # Build core and conformance once; each venv then builds only its plugin.
@@ -249,7 +333,8 @@ def conformance(session: nox.Session) -> None:
         ).strip()
         Path(purelib, "_dataflex_shared_torch.pth").write_text(str(torch_dir) + "\n")
         # The session's pip installs into the plugin's venv, which then holds no pip of its own.
-        session.run("python", "-m", "pip", "--python", python, "install", "--quiet", *wheels, f"./{rel(path)}")
+        package = f"./{rel(path)}" if path.is_relative_to(ROOT) else str(path)
+        session.run("python", "-m", "pip", "--python", python, "install", "--quiet", *wheels, package)
         installed = time.monotonic()
         report = CONFORMANCE_REPORTS / f"{dist}.json"
         report.unlink(missing_ok=True)

@@ -33,7 +33,7 @@ from .pairs import PAIR_TARGET, Shape, discover_pairs, run_pairs
 from .results import STATUSES, Result, format_table, notes, summary_markdown, write_json
 from .trl_step import run_trl
 
-CASES = ("discovery", "pairs", "memory", "device", "host", "fit", "trl")
+CASES = ("discovery", "pairs", "memory", "device", "host", "fit", "fit-legacy", "trl")
 ALLOCATORS = ("default", "fixed", "both")
 #: (pair case, scaling case) measured in this process with the default allocator: pairs judged, scaling not
 #: (it would measure glibc's 32 MiB boundary, see allocator.py).
@@ -285,6 +285,10 @@ def _run(args: argparse.Namespace, registry, default_threads: int) -> int:
             )
         elif case == "fit":
             results += run_case(case, lambda: run_fit(quick=args.quick, unjudged=plan.unjudged, progress=_log))
+        elif case == "fit-legacy":
+            results += run_case(
+                case, lambda: run_fit(quick=args.quick, unjudged=plan.unjudged, progress=_log, line="legacy")
+            )
         elif case == "trl":
             results += run_case(case, lambda: run_trl(quick=args.quick, unjudged=plan.unjudged, progress=_log))
 

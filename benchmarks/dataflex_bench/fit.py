@@ -2,7 +2,8 @@
 
 Runs ``python -m verl.trainer.main_ppo`` on the CPU harness
 (:mod:`dataflex_lab.verl.cpu_loop`) for the ``sync`` and ``dataflex_sync``
-trainers in the order sync, dataflex, dataflex, sync, so drift in a shared
+trainers (case ``fit-legacy``: verl's legacy ``RayPPOTrainer`` without and with
+the ``dataflex:`` block, ``trainer.use_v1=false``) in the order sync, dataflex, dataflex, sync, so drift in a shared
 machine's load falls on both alike. The learning rate is 0: the policy never
 moves, generation is keyed per (step, prompt, sample), so both trainers roll
 out the same responses at every step and do the same work but for DataFlex's.
@@ -54,14 +55,23 @@ def fit_missing() -> str | None:
     return None
 
 
-def run_fit(*, quick: bool, unjudged: str | None = None, progress=print) -> list[Result]:
+#: The case name and the arms' trainer per verl trainer line: V1 trainer modes, or ``RayPPOTrainer`` with and
+#: without the ``dataflex:`` block (``fit-legacy``, ``trainer.use_v1=false``).
+LINES = {
+    "v1": ("fit", "dataflex_sync / sync step in verl's fit loop"),
+    "legacy": ("fit-legacy", "RayPPOTrainer with / without dataflex, step in verl's legacy fit loop"),
+}
+
+
+def run_fit(*, quick: bool, unjudged: str | None = None, progress=print, line: str = "v1") -> list[Result]:
     steps = 3 if quick else 12
-    name = "dataflex_sync / sync step in verl's fit loop"
-    shape = f"8 prompts x 4 samples, responses <= 8 tokens, {steps} steps per run, runs {'/'.join(ORDER)}"
+    case, name = LINES[line]
+    order = "/".join(ORDER) if line == "v1" else "without/with/with/without dataflex"
+    shape = f"8 prompts x 4 samples, responses <= 8 tokens, {steps} steps per run, runs {order}"
     reason = fit_missing()
     if reason:
-        progress(f"  SKIP fit: {reason}")
-        return [Result("fit", name, shape, status="skip", target=FIT_TARGET, note=reason)]
+        progress(f"  SKIP {case}: {reason}")
+        return [Result(case, name, shape, status="skip", target=FIT_TARGET, note=reason)]
     from dataflex_lab.verl.cpu_loop import runner
 
     times: dict[str, list[float]] = {"sync": [], "dataflex_sync": []}
@@ -71,11 +81,12 @@ def run_fit(*, quick: bool, unjudged: str | None = None, progress=print) -> list
         workspace = runner.prepare_workspace(Path(tmp) / "workspace")
         for i, arm in enumerate(ORDER):
             spec = runner.RunSpec(
-                trainer_mode=arm,
+                trainer_mode=arm if line == "v1" else "sync",
+                use_v1=line == "v1",
                 dataflex=PAIR if arm != "sync" else None,
                 steps=steps,
                 lr=0.0,
-                experiment=f"bench_{i}_{arm}",
+                experiment=f"bench_{line}_{i}_{arm}",
             )
             records = runner.run_entry_point(
                 spec, workspace, Path(tmp) / f"{i}_{arm}.jsonl", log_file=Path(tmp) / f"{i}_{arm}.log"
@@ -84,12 +95,12 @@ def run_fit(*, quick: bool, unjudged: str | None = None, progress=print) -> list
             times[arm] += [m["timing_s/step"] for m in after_warmup]
             advantage[arm] += [m["timing_s/adv"] for m in after_warmup]
             hooks += [m["dataflex/hook_time_s"] for m in after_warmup if "dataflex/hook_time_s" in m]
-            progress(f"  fit run {i + 1}/{len(ORDER)} ({arm}): median step {statistics.median(times[arm]):.3f} s")
+            progress(f"  {case} run {i + 1}/{len(ORDER)} ({arm}): median step {statistics.median(times[arm]):.3f} s")
     base, with_dataflex = statistics.median(times["sync"]), statistics.median(times["dataflex_sync"])
     hook = statistics.median(hooks) if hooks else None
     return [
         measured(
-            "fit",
+            case,
             name,
             shape,
             median_s=with_dataflex,

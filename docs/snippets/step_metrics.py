@@ -32,5 +32,6 @@ for scorer, actuator in [("advantage_magnitude", "softmax"), ("token_entropy", "
     metrics = step.run(batch, step=1).metrics
     print(f"# {scorer} + {actuator}")
     for name, value in sorted(metrics.items()):
-        if name != "dataflex/hook_time_s":  # wall time, different on every run
+        # hook_time_s: wall time, different on every run; the compute counters have their own table
+        if name != "dataflex/hook_time_s" and not name.startswith("dataflex/compute/"):
             print(f"{name:<34} {value:.4g}")

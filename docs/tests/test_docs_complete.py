@@ -44,6 +44,7 @@ TRANSLATED = [
     "tutorials/add-a-scorer.md",
     "tutorials/add-a-reweighter.md",
     "tutorials/plugin-package.md",
+    "tutorials/write-a-host.md",
     "host.md",
     "mechanisms.md",
     "production.md",

@@ -110,7 +110,9 @@ def test_every_recipe_names_installed_components_and_the_packages_that_ship_them
     )
     install = re.search(r"```bash\npip install (.*)\n```", text)
     assert install, f"{recipe}: no pip install line"
-    assert sorted(install.group(1).split()) == sorted({scorer.plugin.dist, actuator.plugin.dist})
+    paths = install.group(1).split()
+    assert sorted(paths) == sorted(f"./plugins/{d}" for d in {scorer.plugin.dist, actuator.plugin.dist})
+    assert all((ROOT / path / "pyproject.toml").is_file() for path in paths), f"{recipe}: {paths}"
 
 
 @pytest.mark.parametrize("recipe", list(RECIPES))
@@ -292,3 +294,52 @@ def test_the_project_dictionary_is_well_formed(search_hook):
     for line in lines:
         assert re.fullmatch(r"[\u4e00-\u9fff]+ \d+ [a-z]+", line), f"not 'word frequency tag': {line!r}"
     assert len(search_hook.dictionary_terms()) == len(lines)
+
+
+# -- installs that work today ----------------------------------------------------------------
+
+#: The pages a new user installs from (the packages' own READMEs are their index pages, read once published).
+INSTALL_PAGES = [*english_pages(), *(p.removesuffix(".md") + ".zh.md" for p in english_pages())]
+#: How a page says an install needs the packages on an index.
+ONCE_PUBLISHED = ("once published", "发布之后")
+
+
+def index_installs(text: str) -> list[tuple[str, bool]]:
+    """``(command, marked)`` for each ``pip install`` that takes a DataFlex distribution by name from an index
+    (no path, no ``--find-links``); marked when its line, the comment above it or its tab says "once published"."""
+    found = []
+    for tab, block in re.findall(r'(?:=== "([^"]*)"\s*)?```bash\n(.*?)```', text, re.S):
+        comment = ""
+        for line in block.splitlines():
+            command, _, note = line.partition("#")
+            if not command.strip():
+                comment = note
+                continue
+            names = re.findall(r"(?<![\w./-])dataflex-[a-z-]+(?![\w/])", command)
+            if command.strip().startswith("pip install") and names and "--find-links" not in command:
+                marked = any(m in f"{tab} {comment} {note}".lower() for m in ONCE_PUBLISHED)
+                found.append((command.strip(), marked))
+    for paragraph in re.split(r"\n\s*\n", re.sub(r"```.*?```", "", text, flags=re.S)):
+        for command in re.findall(r"`(pip install [^`]*)`", paragraph):
+            if re.search(r"(?<![\w./-])dataflex-[a-z-]+(?![\w/])", command) and "--find-links" not in command:
+                found.append((command, any(m in paragraph.lower().replace("\n", " ") for m in ONCE_PUBLISHED)))
+    return found
+
+
+@pytest.mark.parametrize("page", [*INSTALL_PAGES, "../README.md", "../plugins/_template/README.md"])
+def test_every_install_from_an_index_is_marked_once_published(page):
+    """Until a release, ``pip install dataflex-...`` cannot work: a page leads with a checkout or a wheelhouse."""
+    unmarked = [command for command, marked in index_installs(read(page)) if not marked]
+    assert not unmarked, f"{page}: mark these 'once published' and lead with a checkout or wheelhouse: {unmarked}"
+
+
+def test_the_index_install_check_finds_an_unmarked_command():
+    assert index_installs("```bash\npip install dataflex-verl\n```\n") == [("pip install dataflex-verl", False)]
+    assert index_installs("```bash\npip install ./plugins/dataflex-mixers\n```\n") == []
+    assert index_installs("Once published, `pip install dataflex-lab` works.") == [("pip install dataflex-lab", True)]
+
+
+def test_the_built_site_opens_from_disk():
+    """With directory URLs a link is ``install/``, which a browser shows as a folder listing without a server."""
+    config = yaml.load((ROOT / "mkdocs.yml").read_text(encoding="utf-8"), Loader=yaml.BaseLoader)
+    assert config.get("use_directory_urls") == "false", "set use_directory_urls: false in mkdocs.yml"

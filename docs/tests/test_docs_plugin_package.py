@@ -22,14 +22,12 @@ def text_blocks(page: str) -> list[str]:
     return re.findall(r"```text\n(.*?)\n```", (DOCS / page).read_text(encoding="utf-8"), re.S)
 
 
-def stable_columns(table: str) -> list[tuple[str, ...]]:
-    """Component rows of a conformance summary without the check counts (they grow with the suite)."""
-    rows = []
-    for line in table.splitlines():
-        cells = line.split()
-        if len(cells) == 9 and cells[0] not in ("component",) and not cells[0].startswith("-"):
-            rows.append((*cells[:4], cells[-1]))
-    return rows
+def certificate(output: str) -> list[list[str]]:
+    """The component rows and the CERTIFIED line of a conformance summary, split into words (counts included:
+    the page shows what the command prints today, so a suite that grew is a page to update)."""
+    lines = [line.split() for line in output.splitlines()]
+    rows = [cells for cells in lines if len(cells) == 9 and cells[0] != "component" and not cells[0].startswith("-")]
+    return rows + [cells for cells in lines if cells[:1] == ["CERTIFIED:"]]
 
 
 @pytest.fixture(scope="module")
@@ -40,8 +38,7 @@ def tutorial_package(tmp_path_factory):
     # As the page says: run from the checkout with the default DATAFLEX=. and a relative DEST.
     env = {k: v for k, v in os.environ.items() if k != "DATAFLEX"}
     env["DEST"] = os.path.relpath(dest, ROOT)
-    for script in ("new_plugin.sh", "tutorial_components.sh"):
-        subprocess.run(["bash", str(DOCS / "snippets" / script)], env=env, cwd=ROOT, check=True)
+    subprocess.run(["bash", "-c", step_1_command(PAGE)], env=env, cwd=ROOT, check=True)
     site = work / "site"
     install = [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--target", str(site), str(dest)]
     # Build with this environment's setuptools when it can (fast, offline); else let pip isolate the build.
@@ -49,6 +46,23 @@ def tutorial_package(tmp_path_factory):
         subprocess.run(install, check=True)
     run_env = dict(os.environ, PYTHONPATH=str(site), DATAFLEX_PLUGINS=DIST, DATAFLEX_CONFORMANCE_DEVICE="cpu")
     return dest, run_env
+
+
+def step_1_command(page: str) -> str:
+    """The command Step 1 of ``page`` opens with (the scripts it runs follow it, folded)."""
+    step = re.search(r"^## (?:Step 1|第 1 步).*?\n(.*?)^## ", (DOCS / page).read_text(encoding="utf-8"), re.M | re.S)
+    assert step, f"{page} has no Step 1"
+    command = re.search(r"\A[^`]*?```bash\n(.*?)```", step.group(1), re.S)
+    assert command, f"{page}: Step 1 does not open with the command to run"
+    return command.group(1).strip()
+
+
+@pytest.mark.parametrize("page", [PAGE, PAGE.replace(".md", ".zh.md")])
+def test_step_1_opens_with_one_command_and_folds_the_scripts(page):
+    assert step_1_command(page) == "bash docs/snippets/new_plugin.sh && bash docs/snippets/tutorial_components.sh"
+    text = (DOCS / page).read_text(encoding="utf-8")
+    for script in ("new_plugin.sh", "tutorial_components.sh"):
+        assert f'??? example "docs/snippets/{script}"\n\n    ```bash\n    --8<--\n    docs/snippets/{script}' in text
 
 
 def run(args, env, cwd=None):
@@ -116,9 +130,9 @@ def test_conformance_certifies_the_package_as_the_page_shows(tutorial_package, t
     report = tmp_path / "conformance.json"
     proc = run(["-m", "dataflex_conformance.cli", DIST, "--device", "cpu", "--report", str(report)], env)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    shown = next(b for b in text_blocks(PAGE) if b.startswith("component"))
-    assert stable_columns(proc.stdout) == stable_columns(shown)
-    assert "CERTIFIED:" in proc.stdout and shown.splitlines()[-1].startswith("CERTIFIED:")
+    for page in (PAGE, PAGE.replace(".md", ".zh.md")):
+        shown = next(b for b in text_blocks(page) if b.startswith("component"))
+        assert certificate(proc.stdout) == certificate(shown), f"{page} shows another certificate:\n{proc.stdout}"
     data = json.loads(report.read_text())
     assert [p["name"] for p in data["packages"]] == [DIST]
 
@@ -128,3 +142,21 @@ def test_the_packages_own_conformance_tests_pass(tutorial_package):
     proc = run(["-m", "pytest", "-q", "-p", "no:cacheprovider", "tests"], env, cwd=dest)
     assert proc.returncode == 0, proc.stdout[-3000:]
     assert re.search(r"\d+ passed", proc.stdout) and "failed" not in proc.stdout.splitlines()[-1]
+
+
+#: What a plugin author runs before the first ``pip install`` of their package (issue 29: the tutorial's install
+#: pulled a 5 GB CUDA torch into whatever environment was active).
+FIRST_INSTALL_PAGES = ["docs/tutorials/plugin-package.md", "docs/tutorials/plugin-package.zh.md", "plugins/_template/README.md"]  # fmt: skip
+
+
+@pytest.mark.parametrize("page", FIRST_INSTALL_PAGES)
+def test_the_first_install_makes_a_virtualenv_and_a_cpu_torch_before_the_package(page):
+    blocks = re.findall(r"```bash\n(.*?)```", (ROOT / page).read_text(encoding="utf-8"), re.S)
+    block = next((b for b in blocks if "pip install -e ." in b), None)
+    assert block, f"{page} has no block that installs the package"
+    lines = [line.split("#")[0].strip() for line in block.splitlines()]
+    package = next(i for i, line in enumerate(lines) if "pip install -e ." in line)
+    venv = next((i for i, line in enumerate(lines) if "-m venv" in line and "bin/activate" in line), None)
+    torch = next((i for i, line in enumerate(lines) if re.match(r"pip install torch\S* .*whl/cpu", line)), None)
+    assert venv is not None and venv < package, f"{page}: make and activate a virtualenv before installing"
+    assert torch is not None and venv < torch < package, f"{page}: install a CPU torch before the package"

@@ -11,6 +11,9 @@ import tomllib
 ROOT = Path(__file__).resolve().parents[2]
 #: The template is a package to copy, not one that is released.
 TEMPLATE = ROOT / "plugins" / "_template"
+#: The host template: also copied, never released.
+HOST_TEMPLATE = ROOT / "hosts" / "_template"
+TEMPLATES = (TEMPLATE, HOST_TEMPLATE)
 
 
 @dataclass(frozen=True)
@@ -48,14 +51,16 @@ def read_version(path: Path, pyproject: dict) -> str:
 
 
 def all_dists(*, with_template: bool = False) -> list[Dist]:
-    """Every distribution under packages/, plugins/ and conformance/ (the template only if asked)."""
+    """Every distribution under packages/, plugins/ and conformance/ (the templates, plugins/ and hosts/, only if
+    asked)."""
     found = []
     for pyproject in sorted(ROOT.glob("packages/*/pyproject.toml")) + sorted(ROOT.glob("plugins/*/pyproject.toml")):
         found.append(pyproject.parent)
     found.append(ROOT / "conformance")
+    found += [HOST_TEMPLATE] if (HOST_TEMPLATE / "pyproject.toml").is_file() else []
     dists = []
     for path in found:
-        if path == TEMPLATE and not with_template:
+        if path in TEMPLATES and not with_template:
             continue
         data = tomllib.loads((path / "pyproject.toml").read_text(encoding="utf-8"))
         dists.append(Dist(path, data["project"]["name"], read_version(path, data), data))

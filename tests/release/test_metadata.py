@@ -9,10 +9,10 @@ from __future__ import annotations
 import re
 
 import pytest
-from monorepo_dists import ROOT, TEMPLATE, Dist, all_dists
+from monorepo_dists import ROOT, TEMPLATES, Dist, all_dists
 
 DISTS = all_dists(with_template=True)
-RELEASED = [d for d in DISTS if d.path != TEMPLATE]
+RELEASED = [d for d in DISTS if d.path not in TEMPLATES]
 
 
 def mkdocs_repo_url() -> str:

@@ -1,3 +1,5 @@
+import sys
+
 import pytest
 import torch
 from omegaconf import OmegaConf
@@ -151,6 +153,8 @@ def test_unknown_component_without_a_close_match_separates_the_installed_list():
     with pytest.raises(UnknownComponentError) as info:
         build_from_config(block(scorer={"name": "length_penalty"}))
     assert "scorer 'length_penalty' is not installed; installed scorers: " in str(info.value)
+    # which environment to install into: the one this process runs in (a nox session's is not the user's own)
+    assert f"into the environment this runs in ({sys.prefix}): `{sys.executable} -m pip install ...`" in str(info.value)
     with pytest.raises(UnknownParamError, match="has no param 'zzz'; accepted params: temperature=1.0"):
         build_from_config(block(actuator={"name": "cfg_softmax", "params": {"zzz": 2.0}}))
 

@@ -367,10 +367,14 @@ def test_the_restore_hint_really_restores_an_edited_plugin(locked, pip_site, tmp
     # run the printed commands (offline: the wheel the plugin came from stands in for the index)
     pins = tmp_path / "pins.txt"
     assert cli_main(["lock", "--requirements", "--from", str(locked), "-o", str(pins)]) == 0
+    # the pins file's own header names the same command (without --no-deps it would reinstall torch and the rest)
+    header = pins.read_text().splitlines()[0]
+    restore = header.split("restore it with `")[1].removesuffix(" <this file>`").split()
+    assert restore == ["pip", "install", "--force-reinstall", "--no-deps", "-r"], header
     plugin_pins = tmp_path / "plugin-pins.txt"  # dataflex-core itself is not in this throwaway index
     plugin_pins.write_text("".join(x + "\n" for x in pins.read_text().splitlines() if x.startswith("lk-")))
     links = pip_site.wheels / "lk-good-0.1.0"
-    pip_site.pip("install", "--force-reinstall", "--no-deps", "--no-index", "--find-links", str(links), "-r", str(plugin_pins))  # fmt: skip
+    pip_site.pip(*restore[1:-1], "--no-index", "--find-links", str(links), "-r", str(plugin_pins))
     code, report = _verify(locked, capsys)
     assert code == 0, report
 

@@ -174,7 +174,12 @@ def test_before_warmup_the_step_leaves_the_loss_alone():
         mount_step({**block("steptest_reward", "steptest_plus"), "warmup_step": 3}, HOST, loss_unit="token")
     )
     result = step.run(rollout([1.0], [2]), step=2)
-    assert result.applied is None and result.metrics == {"dataflex/active": 0.0}
+    assert result.applied is None and result.metrics["dataflex/active"] == 0.0
+    # its rollouts still count towards the run's compute
+    assert {k: v for k, v in result.metrics.items() if not k.startswith("dataflex/compute/")} == {
+        "dataflex/active": 0.0
+    }
+    assert result.metrics["dataflex/compute/rollouts_generated_total"] == 1.0
     assert step.run(rollout([1.0], [2]), step=3).applied is not None
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 
 import pytest
 
@@ -44,3 +45,65 @@ def test_the_command_line_gives_the_options_and_refuses_loose_params(tmp_path):
     for bad in ('{"temperature": 0.5}', "{not json", '{"actuator": 3}'):
         with pytest.raises(ValueError, match="--params"):
             demo_report.demo_options(parser.parse_args(["--params", bad]))
+
+
+def test_an_unknown_component_under_nox_says_how_to_add_a_plugin_package(monkeypatch, capsys):
+    """The demo sessions rebuild their virtualenv each run, so "pip install it" alone would not stick."""
+    from dataflex_verl.cli import main
+
+    monkeypatch.delenv("NOX_CURRENT_SESSION", raising=False)
+    assert main(["demo", "--scorer", "my_length_zscore", "--steps", "1"]) == 2
+    err = capsys.readouterr().err
+    assert "scorer 'my_length_zscore' is not installed" in err and f"({sys.prefix})" in err and "--with" not in err
+    monkeypatch.setenv("NOX_CURRENT_SESSION", "demo")
+    assert main(["demo", "--scorer", "my_length_zscore", "--steps", "1"]) == 2
+    assert "add your plugin package with `nox -s demo -- --with PATH`" in capsys.readouterr().err
+
+
+def short_document(steps: int) -> dict:
+    """A demo's document as both hosts write it: TRL's metric names, two arms, one seed."""
+    runs = []
+    for arm in ("baseline", "dataflex"):
+        rows = []
+        for step in range(1, steps + 1):
+            metrics = {"reward": 0.1 * step, "step_time": 1.0 + (0.5 if arm == "dataflex" and step == 2 else 0.0)}
+            if arm == "dataflex":
+                metrics.update({"dataflex/weight/mean": 1.0, "dataflex/weight/std": 0.3, "dataflex/ess_fraction": 0.8,
+                                "dataflex/hook_time_s": 0.001})  # fmt: skip
+            rows.append({"step": step, "metrics": metrics})
+        runs.append({"arm": arm, "seed": 0, "steps": rows})
+    return {"runs": runs, "seeds": [0]}
+
+
+@pytest.mark.parametrize("steps", [1, 3, 10])
+def test_a_short_runs_table_says_its_figures_are_too_few_to_compare(steps, tmp_path):
+    said = []
+    names = demo_report.HostMetrics(reward="reward", step_time="step_time")
+    demo_report.finish(short_document(steps), names=names, baseline="baseline", title="t", json_path=None,
+                       plot_path=tmp_path / "demo.png", say=said.append)  # fmt: skip
+    text = "\n".join(said)
+    assert "first 1 steps" not in text
+    assert ("reward, first step |" in text) == (steps < 6)
+    short = "too few to compare the arms' rewards or step times" in text
+    assert short == (steps < demo_report.SHORT_RUN_STEPS), text
+    if short:
+        assert f"{steps} step{'s' if steps > 1 else ''} per arm" in text and "The hook share is the cost" in text
+
+
+def test_the_plot_has_whole_step_ticks_and_names_a_metric_once():
+    pytest.importorskip("matplotlib")
+    names = demo_report.HostMetrics(reward="reward", step_time="step_time")
+    fig = demo_report.figure(short_document(3), names, baseline="baseline", title="t")
+    reward, weights = fig.axes
+    assert reward.get_ylabel() == "reward"
+    ticks = [t for t in weights.get_xticks() if 1 <= t <= 3]
+    assert ticks and all(float(t).is_integer() for t in ticks), ticks
+    verl = demo_report.HostMetrics(reward="critic/score/mean", step_time="timing_s/step")
+    doc = short_document(3)
+    for run in doc["runs"]:
+        for row in run["steps"]:
+            row["metrics"]["critic/score/mean"] = row["metrics"]["reward"]
+    assert (
+        demo_report.figure(doc, verl, baseline="baseline", title="t").axes[0].get_ylabel()
+        == "reward (critic/score/mean)"
+    )

@@ -48,7 +48,7 @@ import argparse
 
 ARGS = argparse.ArgumentParser(prog="my_scorer").parse_args()  # module level: the trainer's command line
 """
-BLOCK = {"scorer": {"name": "trltest_running_count"}, "actuator": {"name": "trltest_proportional"}}
+BLOCK = {"scorer": {"name": "hostkit_counter"}, "actuator": {"name": "trltest_proportional"}}
 
 
 @pytest.fixture
@@ -67,7 +67,7 @@ def _saved_run(make_trainer) -> str:
 def test_a_crafted_state_file_in_a_shared_checkpoint_runs_no_code_on_resume(make_trainer, marker):
     folder = _saved_run(make_trainer)
     payload = {"format": 1, "global_steps": 2, "components": {"scorer": {"kind": "scorer",
-               "name": "trltest_running_count", "state": {"count": RunsCode(marker)}}}}  # fmt: skip
+               "name": "hostkit_counter", "state": {"rows": RunsCode(marker)}}}}  # fmt: skip
     torch.save(payload, os.path.join(folder, CHECKPOINT_STATE))
     resumed = make_trainer("dapo", BLOCK, max_steps=3, save_strategy="no")
     with pytest.raises(ComponentStateError, match="holds Python objects other than tensors and plain data"):

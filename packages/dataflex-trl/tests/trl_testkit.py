@@ -12,7 +12,7 @@ import os
 
 import torch
 
-from dataflex_core import Scorer, register_scorer
+import dataflex_conformance.host  # noqa: F401  (registers the host kit's hostkit_counter, a stateful scorer)
 from dataflex_lab.testing import register_toy_components
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -34,27 +34,6 @@ NUM_GENERATIONS = 4
 
 
 register_toy_components("trltest")
-
-
-@register_scorer("trltest_running_count")
-class RunningCount(Scorer):
-    """Counts the rows it has scored: state that must survive a resume."""
-
-    requires = ["advantages"]
-
-    def __init__(self, **kwargs):
-        super().__init__(**kwargs)
-        self.count = 0
-
-    def score(self, batch, step_id, **ctx):
-        self.count += len(batch)
-        return torch.ones(len(batch))
-
-    def state_dict(self):
-        return {"count": self.count}
-
-    def load_state_dict(self, state):
-        self.count = int(state["count"])
 
 
 UNIFORM = {

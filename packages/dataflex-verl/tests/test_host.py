@@ -406,6 +406,29 @@ def test_warmup_leaves_the_batch_alone_until_warmup_step(make_config, queue):
     assert "rollout_is_weights" in out.fields and metrics["dataflex/active"] == 1.0
 
 
+def test_every_step_counts_its_rollouts_before_and_after_warmup(make_config, queue):
+    """The compute counters from verl's own get and put: verl's padding rows are no rollouts, zero-advantage
+    rows are wasted, and the totals run across the idle and the active step."""
+    trainer = trainer_for(make_config, **ADV_SOFTMAX, warmup_step=2)
+    totals = 0.0
+    for step in (1, 2):
+        trainer.global_steps = step
+        meta, out, metrics = run(trainer, padding_rows=2, seed=step)
+        got = fetch(out, "advantages", "response_mask")
+        real = ~torch.tensor([bool(tag.get("is_padding", False)) for tag in out.tags])
+        mask = got["response_mask"].bool()
+        trained = real & mask.any(-1)
+        moving = ((got["advantages"] != 0) & mask).any(-1)
+        assert metrics["dataflex/active"] == float(step == 2)
+        assert metrics["dataflex/compute/rollouts_generated"] == 24.0
+        assert metrics["dataflex/compute/rollouts_trained"] == float(trained.sum())
+        assert metrics["dataflex/compute/rollouts_wasted"] == float((trained & ~moving).sum())
+        assert metrics["dataflex/compute/tokens_generated"] == float(mask[real].sum())
+        totals += 24.0
+        assert metrics["dataflex/compute/rollouts_generated_total"] == totals
+        sandbox.clear(out)
+
+
 # -- invalid output and missing fields -------------------------------------------------
 
 
@@ -590,43 +613,64 @@ def test_returning_the_pre_write_meta_would_drop_the_weights(make_config, queue)
 # -- loud registration failures ---------------------------------------------------------
 
 
-def test_verls_cli_refuses_a_dataflex_config_on_the_legacy_trainer(tmp_path):
-    """``trainer.use_v1=false`` would run verl's legacy trainer and silently ignore the dataflex: block."""
+def test_verls_cli_refuses_a_dataflex_trainer_mode_on_the_legacy_line(tmp_path):
+    """``trainer.use_v1=false`` never builds a ``dataflex_*`` V1 trainer: refused before Ray starts."""
     command = [
-        sys.executable, "-m", "verl.trainer.main_ppo", "trainer.use_v1=false",
+        sys.executable, "-m", "verl.trainer.main_ppo", "trainer.use_v1=false", "trainer.v1.trainer_mode=dataflex_sync",
         "+dataflex.scorer.name=advantage_magnitude", "+dataflex.actuator.name=softmax",
     ]  # fmt: skip
     result = subprocess.run(command, capture_output=True, text=True, timeout=300, cwd=tmp_path)
     assert result.returncode != 0
     assert "ConfigError: trainer.use_v1=false runs verl's legacy trainer" in result.stderr, result.stderr[-3000:]
-    assert "Set trainer.use_v1=true" in result.stderr
+    assert "never reads trainer.v1.trainer_mode (here 'dataflex_sync')" in result.stderr
     assert "ray init kwargs" not in result.stdout  # refused in the driver, before Ray starts
 
 
 @pytest.mark.parametrize(
-    ("overrides", "block", "refused"),
+    ("overrides", "block", "outcome"),
     [
-        (["trainer.use_v1=false", "trainer.v1.trainer_mode=dataflex_sync"], None, True),
-        (["trainer.use_v1=false"], ADV_SOFTMAX, True),
-        (["trainer.use_v1=false"], None, False),
-        ([], ADV_SOFTMAX, False),
+        (
+            ["trainer.use_v1=false", "trainer.v1.trainer_mode=dataflex_sync"],
+            None,
+            "never reads trainer.v1.trainer_mode",
+        ),
+        (["trainer.use_v1=false"], ADV_SOFTMAX, "legacy"),
+        (["trainer.use_v1=false"], {**ADV_SOFTMAX, "trainer_line": "legacy"}, "legacy"),
+        (
+            ["trainer.use_v1=false"],
+            {**ADV_SOFTMAX, "trainer_line": "v1"},
+            r"trainer_line='v1', but trainer.use_v1=false",
+        ),
+        ([], {**ADV_SOFTMAX, "trainer_line": "legacy"}, r"trainer_line='legacy', but trainer.use_v1=true"),
+        ([], {**ADV_SOFTMAX, "trainer_line": "neo"}, r"trainer_line='neo' is not one of auto, v1, legacy"),
+        (["trainer.use_v1=false"], None, None),
+        ([], ADV_SOFTMAX, "v1"),
     ],
-    ids=["legacy-dataflex-mode", "legacy-dataflex-block", "legacy-plain", "v1-dataflex"],
+    ids=[
+        "legacy-dataflex-mode",
+        "legacy-auto",
+        "legacy-named",
+        "v1-named-on-legacy",
+        "legacy-named-on-v1",
+        "unknown-line",
+        "legacy-plain",
+        "v1-auto",
+    ],  # fmt: skip
 )
-def test_verls_validate_config_refuses_only_dataflex_on_the_legacy_trainer(make_config, overrides, block, refused):
+def test_verls_validate_config_selects_the_trainer_line_or_refuses(make_config, overrides, block, outcome):
     import verl.trainer.main_ppo as main_ppo
     import verl.utils.config
 
-    from dataflex_verl.plugin_entry import refuse_legacy_trainer
+    from dataflex_verl.lines import trainer_line
 
     assert main_ppo.validate_config is verl.utils.config.validate_config
     assert main_ppo.validate_config.dataflex_guarded
     config = make_config(overrides, dataflex=block)
-    if refused:
-        with pytest.raises(ConfigError, match="use_v1=false runs verl's legacy trainer"):
-            main_ppo.validate_config(config, use_reference_policy=False, use_critic=False)
-    else:
-        refuse_legacy_trainer(config)
+    if outcome in (None, "v1", "legacy"):
+        assert trainer_line(config) == outcome
+        return
+    with pytest.raises(ConfigError, match=outcome):
+        main_ppo.validate_config(config, use_reference_policy=False, use_critic=False)
 
 
 def test_a_registration_failure_is_loud_and_reaches_the_user():

@@ -14,19 +14,19 @@ import copy
 import functools
 import inspect
 import json
-import os
 import sys
 from pathlib import Path
 
 import pytest
 import torch
 
-from dataflex_core import Batch, ConfigError, Scorer, register_scorer
+import dataflex_conformance.host  # noqa: F401  (registers the host kit's hostkit_counter, a stateful scorer)
+from dataflex_core import Batch, ConfigError
 from dataflex_core import discovery as plugin_module
 from dataflex_core.lock import PluginDriftWarning, PluginSetMismatch, lock_environment, read_lock, write_lock
 from dataflex_core.lock.pinning import CHECKPOINT_PINNING, CHECKPOINT_PLUGIN_SET
 from dataflex_core.step.state import CHECKPOINT_STATE, ComponentStateError
-from dataflex_lab.testing import hostile_suite, mean_abs_advantage, plugin_sites, register_toy_components
+from dataflex_lab.testing import hostile_suite, plugin_sites, register_toy_components
 from dataflex_lab.testing.hostile import HOSTILE, RunsCode, plant_bytecode
 from dataflex_lab.testing.plugin_sites import EXTRA_PLUGIN as EXTRA
 from dataflex_lab.testing.plugin_sites import LENGTH_PLUGIN as GOOD
@@ -37,31 +37,6 @@ from dataflex_lab.verl import sandbox
 pytestmark = pytest.mark.verl
 
 register_toy_components("pintest")
-
-
-@register_scorer("pintest_running_mean")
-class RunningMeanScorer(Scorer):
-    """|advantage| per sample, keeping the running mean of every score it produced (its state)."""
-
-    requires = ["advantages"]
-
-    def __init__(self, **kwargs):
-        super().__init__(**kwargs)
-        self.count = 0
-        self.mean = 0.0
-
-    def score(self, batch, step_id, **ctx):
-        scores = mean_abs_advantage(batch)
-        total = self.mean * self.count + float(scores.sum())
-        self.count += len(scores)
-        self.mean = total / self.count
-        return scores
-
-    def state_dict(self):
-        return {"count": self.count, "mean": self.mean}
-
-    def load_state_dict(self, state):
-        self.count, self.mean = state["count"], state["mean"]
 
 
 @pytest.fixture
@@ -189,32 +164,6 @@ def test_the_plugins_block_is_checked(tmp_path, plugins, message):
 
 
 # -- checkpoints ---------------------------------------------------------------------
-class LocalActorGroup:
-    """Stands in for verl's actor worker group, whose FSDP workers need GPUs: it saves and loads a file.
-
-    Everything else on the path (folder layout, tracker file, data.pt, resume
-    resolution) is verl's own code.
-    """
-
-    def __init__(self) -> None:
-        self.loaded: list[str] = []
-
-    def save_checkpoint(self, local_path, hdfs_path=None, global_step=0, max_ckpt_to_keep=None):
-        os.makedirs(local_path, exist_ok=True)
-        Path(local_path, "weights.txt").write_text(str(global_step))
-
-    def load_checkpoint(self, local_path, del_local_after_load=False):
-        self.loaded.append(Path(local_path, "weights.txt").read_text())
-
-
-def attach_workers(trainer):
-    from torchdata.stateful_dataloader import StatefulDataLoader
-
-    trainer.actor_rollout_wg = LocalActorGroup()
-    trainer.train_dataloader = StatefulDataLoader(list(range(8)), batch_size=2)
-    return trainer
-
-
 def step(trainer, seed):
     """One step of the host's component path (score, act) on a synthetic batch of 16 rows."""
     gen = torch.Generator().manual_seed(seed)
@@ -231,12 +180,12 @@ def step(trainer, seed):
 
 def test_a_checkpoint_round_trips_the_plugin_set_and_component_state(tmp_path, pip_site):
     pip_site.install("lk-good", "0.1.0", "lk_good", GOOD)
-    first = attach_workers(trainer_for(tmp_path, scorer="pintest_running_mean"))
+    first = sandbox.attach_workers(trainer_for(tmp_path, scorer="hostkit_counter"))
     for seed in (1, 2):
         first.global_steps = seed
         step(first, seed)
     scorer = first.dataflex.pipeline.scorer
-    assert scorer.count == 32  # two steps of 16 rows
+    assert scorer.rows == 32  # two steps of 16 rows
     first._save_checkpoint()  # verl's own, with DataFlex's files added
     folder = tmp_path / "checkpoints" / "global_step_2"
     assert {CHECKPOINT_PLUGIN_SET, CHECKPOINT_PINNING, CHECKPOINT_STATE, "data.pt"} <= {
@@ -245,29 +194,29 @@ def test_a_checkpoint_round_trips_the_plugin_set_and_component_state(tmp_path, p
     assert (tmp_path / "checkpoints" / "latest_checkpointed_iteration.txt").read_text() == "2"
     assert "lk-good" in read_lock(folder / CHECKPOINT_PLUGIN_SET).plugins
 
-    resumed = attach_workers(trainer_for(tmp_path, scorer="pintest_running_mean"))
-    assert resumed.dataflex.pipeline.scorer.count == 0
+    resumed = sandbox.attach_workers(trainer_for(tmp_path, scorer="hostkit_counter"))
+    assert resumed.dataflex.pipeline.scorer.rows == 0
     resumed._load_checkpoint()  # verl's own: finds the tracker, loads actor and dataloader
     assert resumed.global_steps == 2 and resumed.actor_rollout_wg.loaded == ["2"]
     restored = resumed.dataflex.pipeline.scorer
-    assert (restored.count, restored.mean) == (scorer.count, scorer.mean)
+    assert (restored.rows, float(restored.total)) == (scorer.rows, float(scorer.total))
     # the resumed run continues where the first one stopped
     for trainer in (first, resumed):
         trainer.global_steps = 3
         step(trainer, 3)
-    assert (restored.count, restored.mean) == (scorer.count, pytest.approx(scorer.mean))
-    assert restored.count == 48
+    assert (restored.rows, float(restored.total)) == (scorer.rows, pytest.approx(float(scorer.total)))
+    assert restored.rows == 48
 
 
 def test_resuming_with_a_different_plugin_set_is_refused_before_verl_loads_anything(tmp_path, pip_site):
     pip_site.install("lk-good", "0.1.0", "lk_good", GOOD)
-    first = attach_workers(trainer_for(tmp_path, scorer="pintest_constant"))
+    first = sandbox.attach_workers(trainer_for(tmp_path, scorer="pintest_constant"))
     first.global_steps = 5
     first._save_checkpoint()
 
     pip_site.install("lk-extra", "0.5.0", "lk_extra", EXTRA)
     plugin_module.reset_plugin_manager()
-    resumed = attach_workers(trainer_for(tmp_path, scorer="pintest_constant"))
+    resumed = sandbox.attach_workers(trainer_for(tmp_path, scorer="pintest_constant"))
     with pytest.raises(PluginSetMismatch) as info:
         resumed._load_checkpoint()
     assert rows(info.value, "lk-extra") == [("unexpected", "-", "0.5.0")]
@@ -277,16 +226,16 @@ def test_resuming_with_a_different_plugin_set_is_refused_before_verl_loads_anyth
 
 def test_allow_drift_resumes_a_drifted_set_and_the_next_checkpoint_records_the_drift(tmp_path, pip_site):
     pip_site.install("lk-good", "0.1.0", "lk_good", GOOD)
-    first = attach_workers(trainer_for(tmp_path, scorer="pintest_constant"))
+    first = sandbox.attach_workers(trainer_for(tmp_path, scorer="pintest_constant"))
     first.global_steps = 5
     first._save_checkpoint()
 
     pip_site.install("lk-good", "0.2.0", "lk_good", GOOD + "\n# 0.2.0\n")
     plugin_module.reset_plugin_manager()
-    strict = attach_workers(trainer_for(tmp_path, scorer="pintest_constant"))
+    strict = sandbox.attach_workers(trainer_for(tmp_path, scorer="pintest_constant"))
     with pytest.raises(PluginSetMismatch, match="version changed"):
         strict._load_checkpoint()
-    drifting = attach_workers(trainer_for(tmp_path, scorer="pintest_constant", plugins={"allow_drift": True}))
+    drifting = sandbox.attach_workers(trainer_for(tmp_path, scorer="pintest_constant", plugins={"allow_drift": True}))
     with pytest.warns(PluginDriftWarning):
         drifting._load_checkpoint()
     assert drifting.global_steps == 5
@@ -298,31 +247,21 @@ def test_allow_drift_resumes_a_drifted_set_and_the_next_checkpoint_records_the_d
 
 
 def test_a_crafted_state_file_in_a_checkpoint_runs_no_code_on_resume(tmp_path, marker):
-    first = attach_workers(trainer_for(tmp_path, scorer="pintest_running_mean"))
+    first = sandbox.attach_workers(trainer_for(tmp_path, scorer="hostkit_counter"))
     first.global_steps = 1
     step(first, 1)
     first._save_checkpoint()
     state = tmp_path / "checkpoints" / "global_step_1" / CHECKPOINT_STATE
     torch.save({"format": 1, "global_steps": 1, "components": {"scorer": {"kind": "scorer",
-                "name": "pintest_running_mean", "state": {"count": RunsCode(marker)}}}}, state)  # fmt: skip
-    resumed = attach_workers(trainer_for(tmp_path, scorer="pintest_running_mean"))
+                "name": "hostkit_counter", "state": {"rows": RunsCode(marker)}}}}, state)  # fmt: skip
+    resumed = sandbox.attach_workers(trainer_for(tmp_path, scorer="hostkit_counter"))
     with pytest.raises(ComponentStateError, match=f"{state} holds Python objects other than tensors and plain data"):
         resumed._load_checkpoint()
     assert not marker.exists()
 
 
-def test_resuming_with_a_different_component_in_a_role_is_an_error(tmp_path):
-    first = attach_workers(trainer_for(tmp_path, scorer="pintest_running_mean"))
-    first.global_steps = 1
-    step(first, 1)
-    first._save_checkpoint()
-    other = attach_workers(trainer_for(tmp_path, scorer="pintest_constant"))
-    with pytest.raises(ConfigError, match=r"scorer 'pintest_running_mean'.*configures scorer 'pintest_constant'"):
-        other._load_checkpoint()
-
-
 def test_state_that_cannot_be_saved_stops_the_save_before_verl_writes_anything(tmp_path):
-    trainer = attach_workers(trainer_for(tmp_path, scorer="hostile_unpicklable"))
+    trainer = sandbox.attach_workers(trainer_for(tmp_path, scorer="hostile_unpicklable"))
     trainer.global_steps = 1
     step(trainer, 1)  # its state is a numpy array from now on
     with pytest.raises(ComponentStateError, match=hostile_suite.UNPICKLABLE_MATCH):
@@ -337,13 +276,13 @@ def test_state_that_cannot_be_saved_from_the_start_stops_the_trainers_constructo
 
 
 def test_a_damaged_state_file_is_refused_before_verl_loads_the_weights(tmp_path):
-    first = attach_workers(trainer_for(tmp_path, scorer="pintest_running_mean"))
+    first = sandbox.attach_workers(trainer_for(tmp_path, scorer="hostkit_counter"))
     first.global_steps = 1
     step(first, 1)
     first._save_checkpoint()
     state = tmp_path / "checkpoints" / "global_step_1" / CHECKPOINT_STATE
     state.write_bytes(state.read_bytes()[:40])
-    resumed = attach_workers(trainer_for(tmp_path, scorer="pintest_running_mean"))
+    resumed = sandbox.attach_workers(trainer_for(tmp_path, scorer="hostkit_counter"))
     with pytest.raises(ComponentStateError, match=f"{state} is truncated or corrupt"):
         resumed._load_checkpoint()
     assert resumed.actor_rollout_wg.loaded == []  # refused before verl touched the weights

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import difflib
 import inspect
+import sys
 import warnings
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -143,7 +144,10 @@ def _lookup(
     if lock_note:
         message += f"\n  note: {lock_note}"
     elif not failures:
-        message += ". Install the package that provides it (pip install ...) and check `dataflex plugins`"
+        message += (
+            f". Install the package that provides it into the environment this runs in ({sys.prefix}): "
+            f"`{sys.executable} -m pip install ...`, then check `dataflex plugins` there"
+        )
     error = UnknownComponentError(message)
     if len(failures) == 1:
         raise error from failures[0].error

@@ -33,6 +33,10 @@ in this order:
 The session is what the BaseInstrumentor of OpenTelemetry is to an
 instrumentation: the lifecycle lives here once, a host is the framework's
 seams, field names, padding and capabilities.
+
+This module is the one a host imports: besides the session it exports what a
+host declares and receives (:data:`__all__`: ``HostCapabilities``,
+``FieldSupport``, the loss units, ``StepResult``, ``TrainDataset``).
 """
 
 from __future__ import annotations
@@ -46,6 +50,7 @@ from .errors import ConfigError, IncompatibleComponentError
 from .lock.pinning import ResolvedPlugins, check_plugin_record, resolve_plugins, save_plugin_record
 from .step.core import DataFlexStep, MountedStep, mount_step
 from .step.fields import is_canonical
+from .step.host import FieldSupport, HostCapabilities
 from .step.result import StepResult
 from .step.state import (
     SavedState,
@@ -56,13 +61,26 @@ from .step.state import (
     restore_component_state,
     write_component_state,
 )
+from .step.weights import LOSS_UNITS, SEQUENCE_UNIT, TOKEN_UNIT
 
 if TYPE_CHECKING:
     import torch
 
     from .config import DataFlexPipeline
     from .mechanisms.base import Mechanism
-    from .step.host import HostCapabilities
+
+#: What a host needs from the core, in one import.
+__all__ = [
+    "LOSS_UNITS",
+    "SEQUENCE_UNIT",
+    "TOKEN_UNIT",
+    "DataFlexSession",
+    "FieldSupport",
+    "HostCapabilities",
+    "StepResult",
+    "TrainDataset",
+    "dataset_column",
+]
 
 logger = logging.getLogger("dataflex_core.session")
 
@@ -171,10 +189,14 @@ class DataFlexSession:
     def describe(self) -> str:
         return self.mounted.describe()
 
+    def dataset_columns(self) -> list[str]:
+        """The dataset columns (names outside the canonical fields) the step or the train sampler reads."""
+        wanted = [name for name in self.fields if not is_canonical(name)]
+        return wanted + [name for name in self.mechanism.dataset_columns(self.pipeline) if name not in wanted]
+
     def check_dataset_columns(self, columns: list[str] | None) -> None:
         """Every dataset column the step or the train sampler reads is one of ``columns`` (``None``: unknown)."""
-        wanted = [name for name in self.fields if not is_canonical(name)]
-        wanted += [name for name in self.mechanism.dataset_columns(self.pipeline) if name not in wanted]
+        wanted = self.dataset_columns()
         if not wanted or columns is None:
             return
         missing = [name for name in wanted if name not in columns]
@@ -213,9 +235,22 @@ class DataFlexSession:
         *,
         importance_weights: torch.Tensor | None = None,
         start: float | None = None,
+        advantages: torch.Tensor | None = None,
     ) -> StepResult:
-        """The step on ``batch`` (see :meth:`~dataflex_core.step.DataFlexStep.run`)."""
-        return self.step.run(batch, step, importance_weights=importance_weights, start=start)
+        """The step on ``batch`` (see :meth:`~dataflex_core.step.DataFlexStep.run`); its metrics include the
+        ``dataflex/compute/*`` counters."""
+        return self.step.run(batch, step, importance_weights=importance_weights, start=start, advantages=advantages)
+
+    def count(
+        self,
+        response_mask: torch.Tensor,
+        advantages: torch.Tensor | None = None,
+        *,
+        is_padding: torch.Tensor | None = None,
+    ) -> dict[str, float]:
+        """The ``dataflex/compute/*`` counters of a step the host does not :meth:`run` (before ``warmup_step``),
+        so the totals count every rollout of the run."""
+        return self.step.count(response_mask, advantages, is_padding=is_padding)
 
     def shared_state(self) -> Any:
         """What the main process of a host with several processes hands the others after :meth:`run`."""
@@ -229,7 +264,12 @@ class DataFlexSession:
     def stateful(self) -> dict[str, Stateful]:
         """What travels with checkpoints, by role: the components, and what the mechanism keeps (a history)."""
         pipeline = self.pipeline
-        return {"scorer": pipeline.scorer, "actuator": pipeline.actuator, **self.mechanism.stateful(self.sampler)}
+        return {
+            "scorer": pipeline.scorer,
+            "actuator": pipeline.actuator,
+            **self.mechanism.stateful(self.sampler),
+            "compute": self.step.compute_totals,
+        }
 
     def state_labels(self) -> dict[str, str]:
         """How state errors name each component: ``name (dist==version)``."""

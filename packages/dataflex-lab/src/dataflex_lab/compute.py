@@ -11,25 +11,16 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-PREFIX = "dataflex/compute/"
-#: Every counter, per step; ``<name>_total`` is its running sum.
-COUNTERS = (
-    "rollouts_generated",
-    "rollouts_trained",
-    "rollouts_filtered",
-    "rollouts_wasted",
-    "tokens_generated",
-    "tokens_trained",
-    "generation_rounds",
-    "refills",
-)
+from dataflex_core.compute import COMPUTE_PREFIX as PREFIX
+from dataflex_core.compute import COUNTERS, TOTAL_SUFFIX
+
 #: TRL's names for the step's mean completion length and its share of groups with one reward.
 TRL_MEAN_LENGTH, TRL_ZERO_STD = "completions/mean_length", "frac_reward_zero_std"
 
 
 def total(name: str) -> str:
     """The cumulative counter's metric name, e.g. ``dataflex/compute/rollouts_generated_total``."""
-    return f"{PREFIX}{name}_total"
+    return f"{PREFIX}{name}{TOTAL_SUFFIX}"
 
 
 class ComputeTotals:

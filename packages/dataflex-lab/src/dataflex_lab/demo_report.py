@@ -18,6 +18,7 @@ output says so (:data:`TOY_RUN_NOTE`).
 from __future__ import annotations
 
 import json
+import os
 import statistics
 import sys
 from collections.abc import Callable, Sequence
@@ -31,6 +32,20 @@ TOY_RUN_NOTE = (
     "A toy run on a tiny random model shows the mechanics and a direction, not a benchmark result: "
     "compare methods over seeds on your own task (dataflex compare) before believing a curve."
 )
+#: Fewer steps per arm than this and the table's rewards and median step times are a handful of noisy samples.
+SHORT_RUN_STEPS = 10
+
+
+def short_run_note(steps: int) -> str | None:
+    """What a run of ``steps`` steps per arm cannot show, or None when it is long enough to read the table."""
+    if steps >= SHORT_RUN_STEPS:
+        return None
+    return (
+        f"{steps} step{'s' if steps != 1 else ''} per arm: too few to compare the arms' rewards or step times (each "
+        "figure is a handful of noisy samples; a step-time difference far above the hook's share is machine noise, "
+        f"not DataFlex). The hook share is the cost DataFlex adds; run --steps {SHORT_RUN_STEPS * 2} or more, "
+        "over several --seeds, to read the rest."
+    )
 
 
 #: Default scorer and actuator (with their params) of the DataFlex arm, per mechanism.
@@ -217,11 +232,23 @@ def run_command(program: str, extra: str, run: Callable[[], object]) -> int:
 def check_components(block: dict[str, Any]) -> None:
     """Build the block against the installed registry now, so a typo fails before any run starts.
 
-    The host's trainer checks it again against the run's own config (mount-time checks).
+    The host's trainer checks it again against the run's own config (mount-time checks). Under nox (the
+    ``demo`` and ``demo-trl`` sessions rebuild their virtualenv each run) an unknown name also says how to add
+    a plugin package to the session.
     """
+    from dataflex_core import UnknownComponentError
     from dataflex_core.config import CORE_KEYS, build_from_config
 
-    build_from_config(block, extra_keys=[key for key in block if key not in CORE_KEYS])
+    try:
+        build_from_config(block, extra_keys=[key for key in block if key not in CORE_KEYS])
+    except UnknownComponentError as exc:
+        session = os.environ.get("NOX_CURRENT_SESSION")
+        if not session:
+            raise
+        raise UnknownComponentError(
+            f"{exc}\n  note: `nox -s {session}` installs only this checkout's plugins, afresh each run: add your "
+            f"plugin package with `nox -s {session} -- --with PATH` (its folder)"
+        ) from exc
 
 
 @dataclass(frozen=True)
@@ -336,8 +363,9 @@ def summarize_arm(runs: list[list[dict[str, Any]]], window: int, names: HostMetr
 
 def summary_table(summaries: dict[str, dict[str, Any]], window: int) -> str:
     """A Markdown table: one row per arm."""
+    steps = "step" if window == 1 else f"{window} steps"
     header = (
-        f"| arm | reward, first {window} steps | reward, last {window} steps | step time (median) | "
+        f"| arm | reward, first {steps} | reward, last {steps} | step time (median) | "
         "weight mean (loss unit) | weight std | ESS | zero-weight | hook share of step |"
     )
     lines = [header, "|" + " --- |" * 9]
@@ -445,6 +473,19 @@ def _at(steps: list[dict[str, Any]], step: int, metric: str) -> float | None:
 
 
 def plot(document: dict[str, Any], path: Path, names: HostMetrics, *, baseline: str, title: str) -> None:
+    """:func:`figure` written to ``path`` as a PNG.
+
+    :raises ImportError: matplotlib is not installed.
+    """
+    import matplotlib.pyplot as plt
+
+    fig = figure(document, names, baseline=baseline, title=title)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def figure(document: dict[str, Any], names: HostMetrics, *, baseline: str, title: str) -> Any:
     """Reward per step per arm (mean over seeds, band = min..max) and the DataFlex arm's weight std and ESS.
 
     :raises ImportError: matplotlib is not installed.
@@ -453,6 +494,7 @@ def plot(document: dict[str, Any], path: Path, names: HostMetrics, *, baseline: 
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
 
     fig, (ax_reward, ax_weights) = plt.subplots(2, 1, figsize=(8, 7), sharex=True)
     palette = ["#555555", "#1f77b4", "#d62728", "#2ca02c"]
@@ -477,18 +519,17 @@ def plot(document: dict[str, Any], path: Path, names: HostMetrics, *, baseline: 
                 ax_weights.plot(steps, [statistics.fmean(p) if p else float("nan") for p in points], style,
                                 color=color, label=f"{arm}: {name}")  # fmt: skip
     ax_reward.set_title(title, fontsize=10)
-    ax_reward.set_ylabel(f"reward ({names.reward})")
+    ax_reward.set_ylabel("reward" if names.reward == "reward" else f"reward ({names.reward})")
     ax_reward.legend(loc="lower right", fontsize=8)
     ax_reward.grid(alpha=0.3)
     ax_weights.set_ylabel("DataFlex weights")
     ax_weights.set_xlabel("training step")
+    ax_weights.xaxis.set_major_locator(MaxNLocator(integer=True))  # steps are whole numbers, also in a short run
     ax_weights.legend(loc="best", fontsize=8)
     ax_weights.grid(alpha=0.3)
     fig.text(0.01, 0.005, "Toy run: mechanics and a direction, not a benchmark result.", fontsize=7, color="#666666")
     fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    return fig
 
 
 def finish(
@@ -515,6 +556,9 @@ def finish(
     }
     document["summary"] = summaries
     say("\n" + summary_table(summaries, window))
+    note = short_run_note(steps)
+    if note:
+        say(note)
     if len(document["seeds"]) > 1:
         say("\n" + comparison(document, baseline=baseline, metric=names.reward))
     if rollouts_per_step is not None:

@@ -63,3 +63,20 @@ def test_a_task_family_trains_every_kind_and_evaluates_on_its_held_out_split(tmp
         assert all(r * 64 == int(r * 64) for r in rewards)  # binary rewards over 8 prompts x 8 completions
         assert [by_step[s]["dataflex/compute/rollouts_generated_total"] for s in (1, 2)] == [64.0, 128.0]
         assert by_step[2]["dataflex/compute/tokens_generated_total"] > 0
+
+
+def test_the_demos_config_keeps_trls_checkpointing_without_a_warning_per_run(tmp_path):
+    """transformers 5 warns on TRL's ``gradient_checkpointing`` for every config: once per arm and seed."""
+    import dataclasses
+    import warnings
+
+    from trl import GRPOConfig
+
+    from dataflex_lab.trl.training_demo import grpo_config
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", FutureWarning)
+        args = grpo_config(DemoSettings(steps=1, workdir=tmp_path), "dataflex", 0)
+    trl_default = next(f.default for f in dataclasses.fields(GRPOConfig) if f.name == "gradient_checkpointing")
+    assert args.gradient_checkpointing is trl_default
+    assert getattr(args, "activation_checkpointing", trl_default) is trl_default

@@ -132,15 +132,17 @@ class DataFlexGRPOTrainer(DataFlexCheckpointMixin, GRPOTrainer):
     def _dataflex_on_generation(self, inputs: list[dict], output: dict, step: int, start: float) -> dict[str, float]:
         """Run the session's step on the gathered generation batch and apply its result to this process's ``output``."""
         idle = self.dataflex.idle(step)
-        if idle is not None:
-            return idle
         accelerator = self.accelerator
-        batch, loss_mask = self._dataflex_batch(inputs, output)
+        if idle is not None:  # TRL's step as it is; its rollouts still count
+            mask = distributed.gather_rows(accelerator, self._dataflex_loss_mask(output)).cpu()
+            advantages = distributed.gather_rows(accelerator, output["advantages"]).cpu()
+            return {**idle, **self.dataflex.count(mask, advantages)}
+        batch, loss_mask, advantages = self._dataflex_batch(inputs, output)
         mechanism = self.dataflex.mechanism
         importance = self._dataflex_importance_weights(output) if mechanism.writes_weights else None
 
         def compute() -> dict[str, Any]:
-            return self._dataflex_result(batch, loss_mask, step, importance, start)
+            return self._dataflex_result(batch, loss_mask, step, importance, start, advantages)
 
         if mechanism.runs_on_every_process:  # every process feeds its replica the same gathered batch
             result = compute()
@@ -166,16 +168,26 @@ class DataFlexGRPOTrainer(DataFlexCheckpointMixin, GRPOTrainer):
                 result["num_items"], dtype=output["num_items_in_batch"].dtype, device=device
             )
             mask = self._dataflex_loss_mask(output)
-        width = mask.shape[1]
-        token_weights = factor.unsqueeze(1) * mask if factor.dim() == 1 else factor[:, :width] * mask
-        output["advantages"] = advantages.reshape(-1, 1).to(torch.float32) * token_weights.to(torch.float32)
+        token_weights = self._dataflex_token_weights(factor, mask)
+        output["advantages"] = advantages.reshape(-1, 1).to(torch.float32) * token_weights
         return result["metrics"]
 
+    def _dataflex_token_weights(self, factor: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        """``(B, L)`` float32: the weight of each token of TRL's loss (``factor`` per row or per token, 0 off ``mask``)."""
+        weights = factor.unsqueeze(1) * mask if factor.dim() == 1 else factor[:, : mask.shape[1]] * mask
+        return weights.to(torch.float32)
+
     def _dataflex_result(
-        self, batch: Batch, loss_mask: torch.Tensor, step: int, importance: torch.Tensor | None, start: float
+        self,
+        batch: Batch,
+        loss_mask: torch.Tensor,
+        step: int,
+        importance: torch.Tensor | None,
+        start: float,
+        advantages: torch.Tensor,
     ) -> dict[str, Any]:
         """The session's step: the factor to apply (and, for a hard drop, kept rows, new advantages, token count)."""
-        result = self.dataflex.run(batch, step, importance_weights=importance, start=start)
+        result = self.dataflex.run(batch, step, importance_weights=importance, start=start, advantages=advantages)
         out: dict[str, Any] = {"metrics": result.metrics, "factor": None, "kept": None, "advantages": None}
         if result.factor is None:
             return out
@@ -244,9 +256,9 @@ class DataFlexGRPOTrainer(DataFlexCheckpointMixin, GRPOTrainer):
             )
         return logps, entropy
 
-    def _dataflex_batch(self, inputs: list[dict], output: dict) -> tuple[Batch, torch.Tensor]:
-        """The whole generation batch (every process's rows) in the canonical fields the step reads, and
-        TRL's loss mask of those rows.
+    def _dataflex_batch(self, inputs: list[dict], output: dict) -> tuple[Batch, torch.Tensor, torch.Tensor]:
+        """The whole generation batch (every process's rows) in the canonical fields the step reads, TRL's loss
+        mask of those rows and TRL's ``(B,)`` advantages (for the compute counters).
 
         ``uid`` is the prompt group (``num_generations`` consecutive rows); ``rm_scores`` /
         ``token_level_scores`` hold TRL's reward (weighted sum over reward functions) on the last
@@ -290,7 +302,7 @@ class DataFlexGRPOTrainer(DataFlexCheckpointMixin, GRPOTrainer):
             column = np.empty(len(values), dtype=object)
             column[:] = values
             objects[name] = column
-        return Batch(tensors, objects), mask
+        return Batch(tensors, objects), mask, advantages
 
 
 def own_copy(value: torch.Tensor, trl_value: Any) -> torch.Tensor:

@@ -31,11 +31,11 @@ from omegaconf import open_dict
 from tensordict import TensorDict
 from transfer_queue import KVBatchMeta
 
-from dataflex_core import Batch
 from dataflex_core.session import DataFlexSession
 
-from . import queue_io
+from . import adapter, queue_io
 from . import select as dataflex_select
+from .adapter import WEIGHTS_FIELD
 from .checkpoint import DataFlexCheckpointMixin
 from .mount import field_hints, mount
 from .sampling import VerlTrainDataset, data_seed, replace_train_sampler
@@ -43,20 +43,7 @@ from .version import __version__
 
 logger = logging.getLogger("dataflex_verl")
 
-#: The field verl's policy losses multiply into ``pg_losses``.
-WEIGHTS_FIELD = "rollout_is_weights"
-
 _warned_separate_io = False
-
-
-def only_fields(batch: Batch, names: list[str]) -> Batch:
-    """``batch`` limited to the fields ``names`` (and ``response_mask``): what the components may see."""
-    keep = {"response_mask", *names}
-    return Batch(
-        {k: v for k, v in batch.batch.items() if k in keep},
-        {k: v for k, v in batch.non_tensor_batch.items() if k in keep},
-        batch.meta_info,
-    )
 
 
 def padding_rows(meta: KVBatchMeta) -> torch.Tensor:
@@ -88,9 +75,15 @@ class DataFlexTrainerMixin(DataFlexCheckpointMixin):
     def _compute_advantage(self, batch: KVBatchMeta, metrics: dict) -> KVBatchMeta:
         step = int(getattr(self, "global_steps", 0) or 0)
         idle = self.dataflex.idle(step)
-        if idle is not None:  # before warmup_step: verl's step as it is, without DataFlex's reads
+        if idle is not None:  # before warmup_step: verl's step as it is, without DataFlex's reads; counted only
             metrics.update(idle)
-            return super()._compute_advantage(batch, metrics)
+
+            def count(got: TensorDict, put: TensorDict) -> TensorDict:
+                metrics.update(self._dataflex_count(batch, got, put))
+                return put
+
+            with queue_io.advantage_capture(batch.keys, [], count):
+                return super()._compute_advantage(batch, metrics)
 
         def on_put(got: TensorDict, put: TensorDict) -> TensorDict:
             return self._dataflex_on_verl_put(batch, got, put, metrics, step)
@@ -110,6 +103,15 @@ class DataFlexTrainerMixin(DataFlexCheckpointMixin):
                 queue_io.VERL_TRAINER_MODULE,
             )
         return self._dataflex_after_advantage(meta, metrics)
+
+    def _dataflex_count(self, meta: KVBatchMeta, got: TensorDict, put: TensorDict) -> dict[str, float]:
+        """The compute counters of a step DataFlex does not run, from verl's own get and put (no I/O of its own)."""
+        mask, advantages = got.get("response_mask"), put.get("advantages")
+        return self.dataflex.count(
+            mask.to_padded_tensor(0) if mask.is_nested else mask,
+            advantages.to_padded_tensor(0) if advantages.is_nested else advantages,
+            is_padding=padding_rows(meta),
+        )
 
     def _dataflex_extra_reads(self) -> list[str]:
         """Fields the pipeline reads that exist before verl's put (verl's own outputs come with the put)."""
@@ -159,14 +161,11 @@ class DataFlexTrainerMixin(DataFlexCheckpointMixin):
         :param held: the fields available for the step's keys.
         :param verl_weights: whether verl's put this step carried its own ``rollout_is_weights``.
         """
-        held = set(held)
-        fields = list(self.dataflex.fields)
-        compose = verl_weights and self.dataflex.mechanism.writes_weights
-        if compose and WEIGHTS_FIELD not in fields:
-            fields.append(WEIGHTS_FIELD)
+        fields, compose = adapter.step_fields(self.dataflex, verl_weights=verl_weights)
         # with recomputed advantages the read also carries verl's estimator inputs
         estimator = dataflex_select.estimator_fields(self.config, held) if self.dataflex.recompute_advantage else []
-        return fields, list(dict.fromkeys(fields + estimator)), compose
+        # verl's advantages: the compute counters count trained rows whose advantage is zero as wasted
+        return fields, list(dict.fromkeys(fields + estimator + ["advantages"])), compose
 
     def _dataflex_step(
         self,
@@ -179,18 +178,17 @@ class DataFlexTrainerMixin(DataFlexCheckpointMixin):
         start: float,
     ) -> dict[str, torch.Tensor] | None:
         """The session's step on ``read``; the fields to write (``rollout_is_weights``, maybe advantages), or None."""
-        batch = only_fields(read.batch, fields)  # components see what they declared, as without recomputation
-        batch.batch["is_padding"] = padding_rows(meta)
-        verl_weights = batch.batch.get(WEIGHTS_FIELD) if compose else None
-        result = self.dataflex.run(batch, step, importance_weights=verl_weights, start=start)
-        advantages: dict[str, torch.Tensor] = {}
-        if result.recompute_advantage:  # the selector's kept rows, through verl's own estimator
-            advantages = dataflex_select.recompute_advantages(self.config, read.batch, meta.keys, result.kept)
-            result.timed(start)
-        metrics.update(result.metrics)
-        if result.applied is None:  # a uniform fallback, or a mechanism that acts on the sampler: verl's loss
-            return None
-        return {**advantages, WEIGHTS_FIELD: result.applied}
+        return adapter.step_outputs(
+            self.dataflex,
+            read.batch,
+            fields,
+            compose=compose,
+            is_padding=padding_rows(meta),
+            step=step,
+            start=start,
+            recompute=lambda kept: dataflex_select.recompute_advantages(self.config, read.batch, meta.keys, kept),
+            metrics=metrics,
+        )
 
     def _init_dataloader(self) -> None:
         super()._init_dataloader()

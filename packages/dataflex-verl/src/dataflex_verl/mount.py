@@ -22,6 +22,7 @@ from dataflex_core.session import DataFlexSession
 from dataflex_core.step import SEQUENCE_UNIT, TOKEN_UNIT, FieldSupport, HostCapabilities
 
 from .estimators import known_group_estimator
+from .lines import LINE_KEY
 from .weights import loss_unit
 
 logger = logging.getLogger("dataflex_verl")
@@ -41,6 +42,9 @@ REFUSED_POLICY_LOSSES = {
     ),
     "bypass_mode": "bypass_mode computes its own importance weights and ignores rollout_is_weights",
 }
+#: Policy losses that ignore ``rollout_is_weights`` but are linear in the advantage (legacy line: the weights
+#: are multiplied into the advantages, :func:`scales_advantages`).
+ADVANTAGE_SCALED_LOSSES = frozenset({"bypass_mode"})
 # algorithm.rollout_correction.bypass_mode=true is accepted: verl's legacy trainer switched the loss to
 # loss_mode=bypass_mode (rollout_corr_helper.apply_bypass_mode), but the v1 trainers only reuse
 # rollout_log_probs as old_log_probs and keep the configured policy loss, which multiplies rollout_is_weights.
@@ -195,13 +199,38 @@ def check_task_policy_loss(config: Any, mechanism: Mechanism) -> None:
     )
 
 
-def check_policy_loss(config: Any) -> tuple[str, str]:
-    """The policy loss and aggregation mode, refused where ``rollout_is_weights`` is not a linear factor."""
-    loss_mode = str(config_value(config, "actor_rollout_ref.actor.policy_loss.loss_mode", "vanilla"))
-    if loss_mode in REFUSED_POLICY_LOSSES:
+def policy_loss_mode(config: Any) -> str:
+    """``actor_rollout_ref.actor.policy_loss.loss_mode`` as configured (before verl's step may change it)."""
+    return str(config_value(config, "actor_rollout_ref.actor.policy_loss.loss_mode", "vanilla"))
+
+
+def scales_advantages(config: Any, line: str) -> bool:
+    """Whether the weights must ride in the advantages: the legacy line with a loss that ignores ``rollout_is_weights``.
+
+    verl's ``bypass_mode`` loss (``policy_loss.loss_mode=bypass_mode``) never reads ``rollout_is_weights``;
+    its per-token terms are linear in the advantage for a weight ``w >= 0`` (PPO's clipped objective
+    ``min(r A, clip(r) A)`` times ``w`` is the objective of ``w A``), so multiplying the weights into the
+    advantages applies them exactly. DataFlex's weights are never negative.
+    """
+    return line == "legacy" and policy_loss_mode(config) in ADVANTAGE_SCALED_LOSSES
+
+
+def check_policy_loss(config: Any, line: str = "v1") -> tuple[str, str]:
+    """The policy loss and aggregation mode, refused where no DataFlex weight can act linearly.
+
+    :param line: ``v1`` or ``legacy`` (:mod:`dataflex_verl.lines`); the legacy line carries the weights of a
+        loss that ignores ``rollout_is_weights`` in the advantages (:func:`scales_advantages`).
+    """
+    loss_mode = policy_loss_mode(config)
+    if loss_mode in REFUSED_POLICY_LOSSES and not scales_advantages(config, line):
+        also = (
+            "; on verl's legacy line (trainer.use_v1=false) dataflex carries the weights in the advantages instead"
+            if loss_mode in ADVANTAGE_SCALED_LOSSES
+            else ""
+        )
         raise IncompatibleComponentError(
             f"actor_rollout_ref.actor.policy_loss.loss_mode={loss_mode!r} cannot carry dataflex weights: "
-            f"{REFUSED_POLICY_LOSSES[loss_mode]}; use one of {', '.join(sorted(LINEAR_POLICY_LOSSES))}"
+            f"{REFUSED_POLICY_LOSSES[loss_mode]}; use one of {', '.join(sorted(LINEAR_POLICY_LOSSES))}{also}"
         )
     if loss_mode not in LINEAR_POLICY_LOSSES:
         logger.warning(
@@ -222,22 +251,25 @@ def field_hints(host: HostCapabilities) -> dict[str, str]:
     return hints
 
 
-def mount(config: Any) -> DataFlexSession:
+def mount(config: Any, line: str = "v1") -> DataFlexSession:
     """The DataFlex session of a verl config: plugins pinned, the ``dataflex:`` block built and validated.
 
     One clear error on the first problem, before the first rollout.
+
+    :param line: the trainer line that runs it, ``v1`` or ``legacy`` (:mod:`dataflex_verl.lines`).
     """
     # first: with dataflex.plugins.lock only locked plugins are imported, and any drift stops the run here
     session = DataFlexSession(config_value(config, "dataflex", None))
     dataflex_block(config)
     adv_estimator = str(config_value(config, "algorithm.adv_estimator", "gae"))
-    policy_loss, loss_agg_mode = check_policy_loss(config)
+    policy_loss, loss_agg_mode = check_policy_loss(config, line)
     session.mount(
         capabilities(config),
         loss_unit=loss_unit(loss_agg_mode, policy_loss),
         ctx={"loss_agg_mode": loss_agg_mode, "adv_estimator": adv_estimator},
         adv_estimator=adv_estimator,
         is_group_estimator=is_group_estimator,
+        extra_keys=(LINE_KEY,),
     )
     check_task_policy_loss(config, session.mechanism)
     return session

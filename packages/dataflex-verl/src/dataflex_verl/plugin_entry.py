@@ -7,11 +7,13 @@ seconds to every worker's start and run half-way through verl's own
 ``verl.trainer.ppo.v1`` finishes importing (a post-import hook). That is
 exactly when ``get_trainer_cls`` can first be called.
 
-With ``trainer.use_v1=false`` verl runs its legacy trainer, which never reads
-``trainer.v1.trainer_mode``: a ``dataflex:`` block would be silently ignored.
-So verl's config validator (``verl.utils.config.validate_config``, which
-``main_ppo`` calls before it picks a trainer, and the legacy task runner calls
-again) is wrapped to refuse such a config (:func:`refuse_legacy_trainer`).
+verl's config validator (``verl.utils.config.validate_config``, which
+``main_ppo`` calls before it picks a trainer line, and the legacy task runner
+calls again) is wrapped to refuse a config whose DataFlex settings the line
+verl runs would ignore (:func:`check_trainer_line`). With
+``trainer.use_v1=false`` the legacy ``RayPPOTrainer`` runs DataFlex at its
+``compute_advantage`` (:mod:`dataflex_verl.legacy`, installed when
+``verl.trainer.ppo.ray_trainer`` is imported).
 
 verl logs a failing plugin only at DEBUG level, so every failure here is
 logged at WARNING and printed to stderr, and a trainer that could not be
@@ -108,43 +110,22 @@ def register_trainers() -> None:
         _register_stand_ins(exc)
 
 
-def asks_for_dataflex(config: Any) -> bool:
-    """Whether ``config`` has a ``dataflex:`` block or selects a DataFlex trainer mode."""
-    try:
-        mode = config.get("trainer", {}).get("v1", {}).get("trainer_mode", None)
-        return config.get("dataflex", None) is not None or mode in TRAINER_MODES
-    except Exception:  # noqa: BLE001 - not a config this check can read: leave it to verl
-        return False
+def check_trainer_line(config: Any) -> None:
+    """Raise when ``config`` asks for DataFlex in a way the trainer line verl runs would ignore (:mod:`.lines`)."""
+    from .lines import trainer_line
 
-
-def refuse_legacy_trainer(config: Any) -> None:
-    """Raise when a config that asks for DataFlex selects verl's legacy trainer, which would ignore DataFlex."""
-    try:
-        legacy = not config.get("trainer", {}).get("use_v1", True)
-    except Exception:  # noqa: BLE001
-        return
-    if not (legacy and asks_for_dataflex(config)):
-        return
-    from dataflex_core import ConfigError
-
-    mode = config.get("trainer", {}).get("v1", {}).get("trainer_mode", None)
-    raise ConfigError(
-        f"trainer.use_v1=false runs verl's legacy trainer, which ignores trainer.v1.trainer_mode (here {mode!r}) "
-        "and the dataflex: block: no DataFlex trainer is built and DataFlex would not run at all. "
-        "Set trainer.use_v1=true (verl's default), or remove the dataflex: block and the dataflex_* trainer "
-        "mode to train without DataFlex"
-    )
+    trainer_line(config)
 
 
 def guard_validate_config(module: Any) -> None:
-    """Wrap ``module.validate_config`` so that it first runs :func:`refuse_legacy_trainer` (once per module)."""
+    """Wrap ``module.validate_config`` so that it first runs :func:`check_trainer_line` (once per module)."""
     original = module.validate_config
     if getattr(original, "dataflex_guarded", False):
         return
 
     @functools.wraps(original)
     def validate_config(config: Any, *args: Any, **kwargs: Any) -> Any:
-        refuse_legacy_trainer(config)
+        check_trainer_line(config)
         return original(config, *args, **kwargs)
 
     validate_config.dataflex_guarded = True  # type: ignore[attr-defined]
@@ -155,11 +136,45 @@ def _guard_config_module(module: Any) -> None:
     try:
         guard_validate_config(module)
     except Exception as exc:  # noqa: BLE001 - must not break verl for users of its own trainers
-        _report(f"dataflex-verl {__version__} could not guard verl's validate_config against use_v1=false: {exc!r}")
+        _report(f"dataflex-verl {__version__} could not guard verl's validate_config (dataflex.trainer_line): {exc!r}")
 
 
+def _install_seam(module: Any) -> None:
+    try:
+        from .legacy import install_seam, refuse_in_separated_trainers
+
+        install_seam(module)
+        if hasattr(module, "SeparateRayPPOTrainer"):
+            refuse_in_separated_trainers(module)
+    except Exception as exc:  # noqa: BLE001 - must not break verl for users of its own trainers
+        _report(
+            f"dataflex-verl {__version__} could not wrap {module.__name__}.compute_advantage; DataFlex cannot run "
+            f"on verl's legacy trainer line (trainer.use_v1=false): {exc!r}\n{traceback.format_exc()}"
+        )
+
+
+def _install_legacy_trainer(module: Any) -> None:
+    try:
+        from .legacy_trainers import install_trainer
+
+        install_trainer(module)
+    except Exception as exc:  # noqa: BLE001
+        _report(
+            f"dataflex-verl {__version__} could not install its legacy-line trainer into {module.__name__}; "
+            f"DataFlex cannot run with trainer.use_v1=false: {exc!r}\n{traceback.format_exc()}"
+        )
+
+
+#: The legacy task runner's module: its ``RayPPOTrainer`` global becomes the DataFlex trainer.
+LEGACY_TASK_RUNNER = "verl.trainer.main_ppo_v0"
 #: module name -> what to run once it has been imported.
-AFTER_IMPORT = {TRAINER_PACKAGE: lambda module: register_trainers(), CONFIG_MODULE: _guard_config_module}
+AFTER_IMPORT = {
+    TRAINER_PACKAGE: lambda module: register_trainers(),
+    CONFIG_MODULE: _guard_config_module,
+    "verl.trainer.ppo.ray_trainer": _install_seam,
+    "verl.experimental.separation.ray_trainer": _install_seam,
+    LEGACY_TASK_RUNNER: _install_legacy_trainer,
+}
 
 
 class _AfterImportLoader(importlib.abc.Loader):

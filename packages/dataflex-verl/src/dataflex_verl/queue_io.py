@@ -34,14 +34,9 @@ import transfer_queue as tq
 from tensordict import TensorDict
 from transfer_queue import KVBatchMeta
 
-from dataflex_core import Batch, DataFlexError
+from dataflex_core import Batch
 
-
-class MissingFieldError(DataFlexError, KeyError):
-    """A field the pipeline needs is not in the queue for this batch."""
-
-    def __str__(self) -> str:  # KeyError would quote the message
-        return str(self.args[0])
+from .adapter import MissingFieldError
 
 
 @dataclass

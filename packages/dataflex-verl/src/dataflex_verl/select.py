@@ -22,6 +22,8 @@ import torch
 
 from dataflex_core import Batch
 
+from .adapter import kept_row_advantages
+
 #: Fields verl's ``_compute_advantage`` reads; the recomputation reads those the queue holds.
 ESTIMATOR_FIELDS = ("uid", "response_mask", "rm_scores", "rollout_log_probs", "old_log_probs", "ref_log_prob", "values")
 
@@ -67,10 +69,4 @@ def recompute_advantages(config: Any, batch: Batch, keys: list[str], kept: torch
         norm_adv_by_std_in_grpo=config.algorithm.get("norm_adv_by_std_in_grpo", True),
         config=config.algorithm,
     )
-    shape = batch.batch["response_mask"].shape
-    out = {}
-    for name in ("advantages", "returns"):
-        full = torch.zeros(shape, dtype=torch.float32)
-        full[rows] = sub.batch[name].to(torch.float32)
-        out[name] = full
-    return out
+    return kept_row_advantages(sub.batch, rows, batch.batch["response_mask"].shape)

@@ -80,6 +80,19 @@ class FitSession:
         return run
 
 
+#: verl's trainer lines a DataFlex run can take: V1 (``dataflex_sync``) and legacy (``RayPPOTrainer``).
+LINES = ("v1", "legacy")
+
+
+def dataflex_spec(line: str, dataflex: dict[str, Any], **settings: Any) -> Any:
+    """A run with DataFlex on verl's V1 line (trainer mode ``dataflex_sync``) or its legacy line (``use_v1=false``)."""
+    from dataflex_lab.verl.cpu_loop.runner import RunSpec
+
+    if line == "legacy":
+        return RunSpec(use_v1=False, dataflex=dataflex, **settings)
+    return RunSpec(trainer_mode="dataflex_sync", dataflex=dataflex, **settings)
+
+
 def reweight(scorer: str, actuator: str, actuator_params: dict[str, Any] | None = None, **extra: Any) -> dict[str, Any]:
     """A ``dataflex:`` block for ``mechanism: reweight``."""
     return {

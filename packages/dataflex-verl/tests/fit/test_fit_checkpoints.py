@@ -6,21 +6,20 @@ import dataclasses
 import shutil
 
 import pytest
-from fit_helpers import reweight
+from fit_helpers import LINES, dataflex_spec, reweight
 
 from dataflex_core.lock import read_lock, write_lock
 from dataflex_core.lock.pinning import CHECKPOINT_PLUGIN_SET
 from dataflex_core.step.state import CHECKPOINT_STATE
-from dataflex_lab.verl.cpu_loop.runner import RunSpec
 
 pytestmark = pytest.mark.fit
 
 COUNTING = reweight("fittest_counting", "softmax")
 
 
-def _first_run(fits):
+def _first_run(fits, line):
     """Two steps with a stateful scorer, checkpointed at step 2."""
-    return fits.run("counting_first", RunSpec(trainer_mode="dataflex_sync", dataflex=COUNTING, steps=2, save_freq=2))
+    return fits.run(f"counting_first_{line}", dataflex_spec(line, COUNTING, steps=2, save_freq=2))
 
 
 def _copy_checkpoints(first, destination):
@@ -30,8 +29,9 @@ def _copy_checkpoints(first, destination):
     return destination
 
 
-def test_resume_restores_component_state_and_records_the_plugin_set(fits, tmp_path):
-    first = _first_run(fits)
+@pytest.mark.parametrize("line", LINES)
+def test_resume_restores_component_state_and_records_the_plugin_set(fits, tmp_path, line):
+    first = _first_run(fits, line)
     assert [r["calls"] for r in first.records("counting")] == [1, 2]
     folder = first.checkpoints / "global_step_2"
     assert (folder / CHECKPOINT_STATE).exists()
@@ -41,10 +41,10 @@ def test_resume_restores_component_state_and_records_the_plugin_set(fits, tmp_pa
     assert set(read_lock(folder / CHECKPOINT_PLUGIN_SET).plugins) == set(scan_environment().plugins)
 
     resumed = fits.run(
-        "counting_resumed",
-        RunSpec(
-            trainer_mode="dataflex_sync",
-            dataflex=COUNTING,
+        f"counting_resumed_{line}",
+        dataflex_spec(
+            line,
+            COUNTING,
             steps=3,
             save_freq=2,
             resume_mode="auto",
@@ -54,10 +54,17 @@ def test_resume_restores_component_state_and_records_the_plugin_set(fits, tmp_pa
     # verl resumed at step 3, and the scorer continued its count instead of starting over
     assert [r["step"] for r in resumed.steps] == [3]
     assert resumed.records("counting") == [{"step": 3, "calls": 3}]
+    # and so did the compute totals: every rollout of verl's batch counted, every step
+    generated = "dataflex/compute/rollouts_generated"
+    before = [r["metrics"] for r in first.steps]
+    assert all(m[generated] > 0 and m["dataflex/compute/tokens_generated"] > 0 for m in before)
+    after = resumed.steps[0]["metrics"]
+    assert after[f"{generated}_total"] == sum(m[generated] for m in before) + after[generated]
 
 
-def test_resume_with_another_plugin_set_is_refused(fits, tmp_path):
-    first = _first_run(fits)
+@pytest.mark.parametrize("line", LINES)
+def test_resume_with_another_plugin_set_is_refused(fits, tmp_path, line):
+    first = _first_run(fits, line)
     # the checkpoint was written with another release of one plugin (as after an upgrade between runs)
     moved = _copy_checkpoints(first, tmp_path / "checkpoints")
     record = moved / "global_step_2" / CHECKPOINT_PLUGIN_SET
@@ -67,8 +74,8 @@ def test_resume_with_another_plugin_set_is_refused(fits, tmp_path):
     write_lock(dataclasses.replace(plugin_set, plugins={**plugin_set.plugins, name: changed}), record)
 
     refused = fits.run(
-        "counting_refused",
-        RunSpec(trainer_mode="dataflex_sync", dataflex=COUNTING, steps=3, resume_mode="auto", checkpoint_dir=moved),
+        f"counting_refused_{line}",
+        dataflex_spec(line, COUNTING, steps=3, resume_mode="auto", checkpoint_dir=moved),
         expect_error=True,
     )
     assert refused.error is not None
@@ -77,7 +84,8 @@ def test_resume_with_another_plugin_set_is_refused(fits, tmp_path):
     assert refused.steps == []  # refused before any step
 
 
-def test_a_lock_without_the_configured_plugin_is_refused_in_the_task_runner(fits, tmp_path):
+@pytest.mark.parametrize("line", LINES)
+def test_a_lock_without_the_configured_plugin_is_refused_in_the_task_runner(fits, tmp_path, line):
     from dataflex_core.lock import scan_environment
 
     lock = tmp_path / "dataflex_plugins.lock"
@@ -88,9 +96,7 @@ def test_a_lock_without_the_configured_plugin_is_refused_in_the_task_runner(fits
     write_lock(dataclasses.replace(installed, plugins=plugins), lock)
 
     block = {**reweight("advantage_magnitude", "softmax"), "plugins": {"lock": str(lock)}}
-    refused = fits.run(
-        "lock_refused", RunSpec(trainer_mode="dataflex_sync", dataflex=block, steps=1), expect_error=True
-    )
+    refused = fits.run(f"lock_refused_{line}", dataflex_spec(line, block, steps=1), expect_error=True)
     assert refused.error is not None
     assert unlocked in str(refused.error)
     assert refused.steps == []

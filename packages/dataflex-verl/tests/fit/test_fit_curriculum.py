@@ -104,3 +104,18 @@ def test_a_resumed_run_continues_the_history_and_draws_the_same_prompts(fits, tm
     assert resumed.metric("dataflex/curriculum/seen_fraction", step=3) == first.metric(
         "dataflex/curriculum/seen_fraction", step=3
     )
+
+
+def test_the_legacy_line_draws_its_prompts_through_the_curriculum_sampler(fits):
+    """verl's legacy ``RayPPOTrainer`` builds its dataloader around the session's sampler (``_create_dataloader``)."""
+    dump = fits.root / "curriculum_legacy_rollouts"
+    spec = RunSpec(use_v1=False, dataflex=BLOCK, steps=2, samples_per_prompt=SAMPLES)
+    spec.extra = [f"trainer.rollout_data_dir={dump}"]
+    run = fits.run("curriculum_legacy", spec)
+    vowels = set(toy_task.DOMAINS["vowel"])
+    for step in (1, 2):
+        letters = _letters(dump, step)
+        assert len(letters) == PROMPTS * SAMPLES
+        assert set(letters) <= vowels, f"step {step} rolled out prompts the sampler gave no probability: {letters}"
+    assert run.metric("dataflex/curriculum/draw/history_step", step=2) == 1
+    assert [r["observed"] for r in run.records("vowels_only")] == [0, 1]

@@ -15,7 +15,7 @@ import math
 
 import pytest
 import torch
-from fit_helpers import reweight, unit_mean
+from fit_helpers import dataflex_spec, reweight, unit_mean
 
 from dataflex_lab import toy_task
 from dataflex_lab.verl.cpu_loop.runner import RunSpec
@@ -110,9 +110,9 @@ def test_selected_out_groups_contribute_nothing_to_the_update(fits):
     assert unit_mean(weights, mask, "token") == pytest.approx(1.0, abs=1e-5)
 
 
-def test_mix_draws_domains_in_the_mixers_proportions(fits):
+@pytest.mark.parametrize(("line", "steps"), [("v1", 3), ("legacy", 2)])
+def test_mix_draws_domains_in_the_mixers_proportions(fits, line, steps):
     """A static 75/25 mixture on a 50/50 dataset: the prompts verl rolls out follow the mixer, step after step."""
-    steps = 3
     block = {
         "mechanism": "mix",
         "domains": list(toy_task.DOMAINS),
@@ -120,17 +120,17 @@ def test_mix_draws_domains_in_the_mixers_proportions(fits):
         "scorer": {"name": "reward_difficulty", "params": {}},
         "actuator": {"name": "static", "params": {"proportions": [0.75, 0.25]}},
     }
-    spec = RunSpec(trainer_mode="dataflex_sync", dataflex=block, steps=steps, samples_per_prompt=2)
-    dump = fits.root / "mix_rollouts"
+    spec = dataflex_spec(line, block, steps=steps, samples_per_prompt=2)
+    dump = fits.root / f"mix_rollouts_{line}"
     spec.extra = [f"trainer.rollout_data_dir={dump}"]
-    run = fits.run("mix_static", spec)
+    run = fits.run(f"mix_static_{line}", spec)
     assert len(run.steps) == steps
     vowels = set(toy_task.DOMAINS["vowel"])
     per_step = []
     for step in range(1, steps + 1):
         # verl's own dump of what it generated: one line per rollout, prompts repeated per sample
-        lines = [json.loads(line) for line in (dump / f"{step}.jsonl").read_text().splitlines()]
-        letters = [_prompt_letter(line["input"]) for line in lines]
+        records = [json.loads(text) for text in (dump / f"{step}.jsonl").read_text().splitlines()]
+        letters = [_prompt_letter(record["input"]) for record in records]
         per_step.append(sum(letter in vowels for letter in letters) / len(letters))
     assert all(share == pytest.approx(0.75, abs=0.13) for share in per_step), per_step
     assert sum(per_step) / steps == pytest.approx(0.75, abs=0.07)

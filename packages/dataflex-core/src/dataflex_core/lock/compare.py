@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from ..components import KINDS
 from ..text_table import format_table
-from .file import BYTECODE_CACHE, CORE_DIST, MISSING_FILE, PluginSet
+from .file import BYTECODE_CACHE, CORE_DIST, MISSING_FILE, RESTORE_COMMAND, PluginSet
 
 #: Difference kinds, in the order rows are shown, with their labels.
 DIFFERENCE_LABELS = {
@@ -120,9 +120,7 @@ def remedies(differences: Iterable[Difference], lock: str) -> list[str]:
     """What an operator can run to get back to the lock ``lock`` names, one line per kind of fix.
 
     Reinstalling the locked versions restores every row but ``unexpected``
-    (pip leaves a satisfied requirement alone, so changed bytes need
-    ``--force-reinstall``; ``--no-deps`` keeps it from reinstalling torch);
-    an unexpected plugin is removed, or reviewed and locked.
+    (with ``RESTORE_COMMAND``); an unexpected plugin is removed, or reviewed and locked.
     """
     differences = list(differences)
     lines = []
@@ -130,7 +128,7 @@ def remedies(differences: Iterable[Difference], lock: str) -> list[str]:
     if restorable:
         lines.append(
             f"restore the locked versions of {', '.join(restorable)}: `dataflex lock --requirements --from {lock} "
-            "> pins.txt && pip install --force-reinstall --no-deps -r pins.txt`"
+            f"> pins.txt && {RESTORE_COMMAND} pins.txt`"
         )
     unexpected = sorted({d.dist for d in differences if d.kind == "unexpected"})
     if unexpected:

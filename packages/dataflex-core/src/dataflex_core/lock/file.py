@@ -41,6 +41,9 @@ CORE_DIST = "dataflex-core"
 MISSING_FILE = "missing"
 #: The folder of cached bytecode: never locked, listed only when a cached file is not compiled from its source.
 BYTECODE_CACHE = "__pycache__"
+#: How a ``dataflex lock --requirements`` file is restored: ``--force-reinstall`` because pip leaves a
+#: satisfied pin alone (changed bytes keep their version), ``--no-deps`` so torch and the rest are not reinstalled.
+RESTORE_COMMAND = "pip install --force-reinstall --no-deps -r"
 
 _HEADER = (
     "# dataflex plugin lock: the reviewed set of plugin distributions.\n"
@@ -119,7 +122,7 @@ class PluginSet:
         """``name==version`` pins of dataflex-core and every plugin, for image builds."""
         origin = f" (from {source})" if source else ""
         lines = [
-            f"# dataflex plugin set{origin}; restore it with `pip install --force-reinstall -r <this file>`",
+            f"# dataflex plugin set{origin}; restore it with `{RESTORE_COMMAND} <this file>`",
             f"{CORE_DIST}=={self.core_version}",
         ]
         for name in self.dist_names:

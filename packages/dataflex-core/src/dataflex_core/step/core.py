@@ -47,6 +47,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import torch
 
 from ..batch import Batch
+from ..compute import ComputeTotals, compute_counters
 from ..config import DataFlexPipeline, build_from_config, dataflex_block
 from ..errors import ComponentError, ConfigError, InvalidOutputError
 from ..mechanisms.registry import get_mechanism, mechanisms
@@ -247,6 +248,8 @@ class DataFlexStep:
         self.sampler = sampler
         #: Steps that had no valid token, over the run.
         self.empty_steps = 0
+        #: The run's cumulative ``dataflex/compute/*`` counts (checkpointed with the component state).
+        self.compute_totals = ComputeTotals()
 
     @property
     def pipeline(self) -> DataFlexPipeline:
@@ -268,6 +271,24 @@ class DataFlexStep:
         if self.active(step) or self.mechanism.runs_in_warmup:
             return None
         return {f"{PREFIX}active": 0.0}
+
+    def count(
+        self,
+        response_mask: torch.Tensor,
+        advantages: torch.Tensor | None = None,
+        *,
+        is_padding: torch.Tensor | None = None,
+        kept: torch.Tensor | None = None,
+        **mechanism_counts: int,
+    ) -> dict[str, float]:
+        """The step's ``dataflex/compute/*`` counters and the run's totals (:func:`~dataflex_core.compute.compute_counters`).
+
+        :meth:`run` calls it; a host calls it itself on a step it does not run (before ``warmup_step``).
+        """
+        return compute_counters(
+            response_mask, advantages, is_padding=is_padding, kept=kept, totals=self.compute_totals,
+            **mechanism_counts,
+        )  # fmt: skip
 
     def components_batch(self, batch: Batch) -> tuple[Batch, torch.Tensor | None]:
         """``batch`` without framework padding rows, and the kept-row mask (``None`` when nothing was removed)."""
@@ -295,6 +316,7 @@ class DataFlexStep:
         *,
         importance_weights: torch.Tensor | None = None,
         start: float | None = None,
+        advantages: torch.Tensor | None = None,
     ) -> StepResult:
         """The mechanism on ``batch``: weights (or a kept mask) for the loss, or an update of the train sampler.
 
@@ -304,11 +326,16 @@ class DataFlexStep:
             with them (:func:`~dataflex_core.step.weights.finalize`).
         :param start: ``time.perf_counter()`` when the host's hook began, so ``dataflex/hook_time_s`` counts
             the host's own I/O too.
+        :param advantages: ``(bs, L)`` or ``(bs,)`` the framework's advantages when ``batch`` does not carry them
+            (the compute counters count trained rows whose advantage is zero as wasted).
         :raises InvalidOutputError: invalid plugin output, with ``on_invalid: raise``.
         """
         start = time.perf_counter() if start is None else start
+        if advantages is None:
+            advantages = batch.batch.get("advantages")
         idle = self.idle(step)
         if idle is not None:
+            idle.update(self._count(batch, advantages, StepResult(idle)))
             return StepResult(idle)
         prepare_batch(batch)  # masks, token counts and uid groups: computed once for the whole step
         mechanism = self.mechanism
@@ -327,7 +354,14 @@ class DataFlexStep:
         result.metrics[f"{PREFIX}uniform_fallback_total"] = float(self.uniform_fallbacks)
         result.metrics[f"{PREFIX}empty_step"] = 1.0 if empty else 0.0
         result.metrics[f"{PREFIX}empty_step_total"] = float(self.empty_steps)
+        result.metrics.update(self._count(batch, advantages, result))
         return result.timed(start)
+
+    def _count(self, batch: Batch, advantages: torch.Tensor | None, result: StepResult) -> dict[str, float]:
+        return self.count(
+            batch.batch["response_mask"], advantages, is_padding=batch.batch.get("is_padding"), kept=result.kept,
+            **result.compute,
+        )  # fmt: skip
 
 
 def _without_padding_field(batch: Batch) -> Batch:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 
@@ -36,6 +36,9 @@ class StepResult:
     #: The host must remove the rows outside ``kept`` from its loss mask and denominator; ``factor`` is then
     #: the weight of each kept row on that smaller mask.
     hard_drop: bool = False
+    #: A mechanism's own compute counts for :func:`~dataflex_core.compute.compute_counters` (a filter's
+    #: ``evicted_rollouts``, ``evicted_tokens``, ``generation_rounds``, ``refills``).
+    compute: dict[str, int] = field(default_factory=dict)
 
     def timed(self, start: float) -> StepResult:
         """Stamp ``dataflex/hook_time_s`` from ``start`` (``time.perf_counter()`` when the host's hook began)."""

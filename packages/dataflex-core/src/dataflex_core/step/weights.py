@@ -18,13 +18,18 @@ would have taken. Without such weights that target is 1.
 
 Invalid tokens (padding rows, positions outside ``response_mask``) get 0.
 
-Means are accumulated in float64 and scaled through float64 where a float32
-scale would overflow or underflow: weights near float32's largest value (all
-``1e38``, or one ``3e38`` among ones) have a float32 sum of ``inf``, which
-would scale every weight to 0, a step without policy gradient.
+Weights near float32's largest value (all ``1e38``, or one ``3e38`` among
+ones) have a float32 sum of ``inf``, which would scale every weight to 0: a
+step without policy gradient. Such weights are first divided by their largest
+(the normalised weights do not depend on a common scale), and a mean outside
+float32's range is divided through float64. The common case costs one extra
+check of the mean: a float64 accumulation of a ``(bs, L)`` float32 tensor costs
+a hundred times its float32 sum on the CPU.
 """
 
 from __future__ import annotations
+
+import math
 
 import torch
 
@@ -69,7 +74,7 @@ def to_token_weights(weights: torch.Tensor, valid_tokens: torch.Tensor) -> torch
 def unit_mean(
     token_weights: torch.Tensor, valid_tokens: torch.Tensor, unit: str, *, masked: bool = False
 ) -> torch.Tensor:
-    """Mean of ``token_weights`` over valid tokens (``token``) or over valid sequences (``sequence``), float64.
+    """Mean of ``token_weights`` over valid tokens (``token``) or over valid sequences (``sequence``).
 
     In the ``sequence`` unit a sequence counts with the token-mean of its
     weights, as a sequence-mean-of-token-means loss aggregates it.
@@ -78,10 +83,20 @@ def unit_mean(
     zero = torch.zeros((), dtype=token_weights.dtype, device=token_weights.device)
     w = token_weights if masked else torch.where(valid_tokens, token_weights, zero)
     if unit == TOKEN_UNIT:
-        return w.sum(dtype=torch.float64) / torch.count_nonzero(valid_tokens).clamp(min=1)
+        return w.sum() / torch.count_nonzero(valid_tokens).clamp(min=1)
     per_seq_count = row_counts(valid_tokens)  # a bool mask's sum(-1) copies it to int64 first
-    per_seq = w.sum(-1, dtype=torch.float64) / per_seq_count.to(w.device).clamp(min=1)
+    per_seq = w.sum(-1) / per_seq_count.clamp(min=1)
     return per_seq.sum() / (per_seq_count > 0).sum().clamp(min=1)
+
+
+def _own_unit_mean(factor: torch.Tensor, valid_tokens: torch.Tensor, unit: str) -> tuple[torch.Tensor, float]:
+    """``(factor, its unit mean)`` for our own masked factor; one whose sum overflows is divided by its largest
+    value first (in place), which the normalised weights do not depend on."""
+    mean = float(unit_mean(factor, valid_tokens, unit, masked=True))
+    if math.isinf(mean):
+        factor = factor.div_(factor.max())  # finite and positive: the contract checked it, the sum overflowed
+        mean = float(unit_mean(factor, valid_tokens, unit, masked=True))
+    return factor, mean
 
 
 def sample_unit_mean(weights: torch.Tensor, token_counts: torch.Tensor, unit: str) -> torch.Tensor:
@@ -140,16 +155,16 @@ def finalize(
     if not valid_tokens.any():
         factor = factor.to(torch.float32)
         return factor, factor
-    denominator = float(unit_mean(factor, valid_tokens, unit, masked=True))
+    factor, denominator = _own_unit_mean(factor, valid_tokens, unit)  # our own tensor (to_token_weights)
     if not denominator > 0:
         raise InvalidOutputError("every valid token got weight 0; at least one must be positive")
-    factor = _divide_(factor, denominator)  # our own tensor (to_token_weights): mean one, bounded by the units
+    factor = _divide_(factor, denominator)  # mean one, so bounded by the number of units
     if importance_weights is None:
         return factor, factor
     base = importance_weights.to(torch.float32)
     product = factor * base
     target = float(unit_mean(base, valid_tokens, unit))
-    denominator = float(unit_mean(product, valid_tokens, unit, masked=True))
+    product, denominator = _own_unit_mean(product, valid_tokens, unit)
     if not denominator > 0:
         if target > 0:
             raise InvalidOutputError(

@@ -49,12 +49,63 @@ class DemoSettings(demo_report.DemoOptions):
     loss_type: str = "dapo"
 
 
+def grpo_config(settings: DemoSettings, arm: str, seed: int) -> Any:
+    """The ``GRPOConfig`` of one run of ``arm``: TRL's defaults, the task's sizes, one log per step."""
+    from trl import GRPOConfig
+
+    task = settings.task_family
+    generations = FAMILY_GENERATIONS if task is not None else GENERATIONS
+    if task is not None:
+        completion_length = task.response_length(task_families.structure_from(settings.task_params, task))
+    else:
+        completion_length = toy_task.SCORED_CHARS
+    return GRPOConfig(
+        output_dir=str(settings.workdir / "runs" / f"{arm}_seed{seed}"),
+        per_device_train_batch_size=PROMPTS_PER_STEP * generations,
+        num_generations=generations,
+        max_completion_length=completion_length,
+        max_steps=settings.steps,
+        learning_rate=settings.learning_rate,
+        loss_type=settings.loss_type,
+        logging_steps=1,
+        save_strategy="no",
+        report_to=[],
+        use_cpu=True,
+        disable_tqdm=True,
+        seed=seed,
+        **_checkpointing(GRPOConfig),
+        **(
+            {
+                "eval_strategy": "steps",
+                "eval_steps": settings.validation_interval,
+                "eval_on_start": True,
+                "per_device_eval_batch_size": PROMPTS_PER_STEP * generations,
+            }
+            if settings.validation_interval
+            else {}
+        ),
+    )
+
+
+def _checkpointing(config: type) -> dict[str, Any]:
+    """TRL's activation checkpointing under the name transformers 5 reads.
+
+    TRL's config sets ``gradient_checkpointing=True``, which transformers 5 renamed ``activation_checkpointing``:
+    it warns (a ``FutureWarning``) on every config, once per arm and seed. Naming the new field keeps TRL's
+    choice and the warning away; older transformers have no such field and get nothing.
+    """
+    import dataclasses
+
+    names = {f.name for f in dataclasses.fields(config)}
+    return {"activation_checkpointing": True} if "activation_checkpointing" in names else {}
+
+
 def train_arm(settings: DemoSettings, arm: str, seed: int, on_step: Any) -> list[dict[str, Any]]:
     """One real TRL training run of ``arm``; every step's logged metrics as ``{"step", "metrics"}`` records."""
     from dataflex_trl import DataFlexGRPOTrainer
     from transformers import TrainerCallback
     from transformers.trainer_callback import PrinterCallback
-    from trl import GRPOConfig, GRPOTrainer
+    from trl import GRPOTrainer
 
     from .toy import (
         FAMILY_MODEL,
@@ -90,35 +141,9 @@ def train_arm(settings: DemoSettings, arm: str, seed: int, on_step: Any) -> list
     if task is not None:
         splits = task.build(task_families.structure_from(settings.task_params, task), seed)
         tokenizer = family_tokenizer(task)
-        completion_length = task.response_length(splits.structure)
     else:
         tokenizer = char_tokenizer()
-        completion_length = toy_task.SCORED_CHARS
-    args = GRPOConfig(
-        output_dir=str(settings.workdir / "runs" / f"{arm}_seed{seed}"),
-        per_device_train_batch_size=PROMPTS_PER_STEP * generations,
-        num_generations=generations,
-        max_completion_length=completion_length,
-        max_steps=settings.steps,
-        learning_rate=settings.learning_rate,
-        loss_type=settings.loss_type,
-        logging_steps=1,
-        save_strategy="no",
-        report_to=[],
-        use_cpu=True,
-        disable_tqdm=True,
-        seed=seed,
-        **(
-            {
-                "eval_strategy": "steps",
-                "eval_steps": settings.validation_interval,
-                "eval_on_start": True,
-                "per_device_eval_batch_size": PROMPTS_PER_STEP * generations,
-            }
-            if settings.validation_interval
-            else {}
-        ),
-    )
+    args = grpo_config(settings, arm, seed)
     if task is not None:  # train on every kind, evaluate on the held-out split of the learnable band
         data = {
             "model": tiny_model(tokenizer, seed=seed, spec=FAMILY_MODEL),

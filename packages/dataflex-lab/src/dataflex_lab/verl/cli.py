@@ -21,7 +21,9 @@ def _demo(args: argparse.Namespace) -> int:
     return run_command(
         "dataflex-verl",
         "verl",
-        lambda: run_training_demo(DemoSettings(**demo_options(args), loss_agg_mode=args.loss_agg_mode)),
+        lambda: run_training_demo(
+            DemoSettings(**demo_options(args), loss_agg_mode=args.loss_agg_mode, trainer=args.trainer)
+        ),
     )
 
 
@@ -54,6 +56,13 @@ def add_demo(subparsers: argparse._SubParsersAction, name: str = "demo") -> argp
     add_demo_arguments(demo, workdir="dataflex_demo")
     demo.add_argument(
         "--loss-agg-mode", default="token-mean", choices=LOSS_AGG_MODES, help="verl's actor loss_agg_mode"
+    )
+    demo.add_argument(
+        "--trainer",
+        default="v1",
+        choices=["v1", "legacy"],
+        help="verl's trainer line: v1 (sync against dataflex_sync) or legacy (RayPPOTrainer, trainer.use_v1=false, "
+        "without and with the dataflex: block)",
     )
     demo.set_defaults(func=_demo)
     return demo

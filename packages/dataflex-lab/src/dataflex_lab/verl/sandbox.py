@@ -14,6 +14,7 @@ import uuid
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -274,6 +275,34 @@ def actor_loss(meta: Any, config: Any, *, seed: int = 1, weights: torch.Tensor |
     log_probs = current_log_probs(data["old_log_probs"], prompt_lens, seed=seed)
     loss, _ = ppo_loss(actor_config(config), {"log_probs": log_probs}, data)
     return loss.detach()
+
+
+class LocalActorGroup:
+    """Stands in for verl's actor worker group, whose FSDP workers need GPUs: it saves and loads a file.
+
+    Everything else on verl's checkpoint path (folder layout, tracker file, ``data.pt``, resume resolution) is
+    verl's own code.
+    """
+
+    def __init__(self) -> None:
+        self.loaded: list[str] = []
+
+    def save_checkpoint(self, local_path, hdfs_path=None, global_step=0, max_ckpt_to_keep=None):
+        os.makedirs(local_path, exist_ok=True)
+        Path(local_path, "weights.txt").write_text(str(global_step))
+
+    def load_checkpoint(self, local_path, del_local_after_load=False):
+        self.loaded.append(Path(local_path, "weights.txt").read_text())
+
+
+def attach_workers(trainer: Any) -> Any:
+    """``trainer`` with a :class:`LocalActorGroup` and a small ``StatefulDataLoader``: enough for verl's real
+    ``_save_checkpoint`` and ``_load_checkpoint`` on the CPU."""
+    from torchdata.stateful_dataloader import StatefulDataLoader
+
+    trainer.actor_rollout_wg = LocalActorGroup()
+    trainer.train_dataloader = StatefulDataLoader(list(range(8)), batch_size=2)
+    return trainer
 
 
 def print_progress(message: str) -> None:

@@ -34,8 +34,10 @@ from dataflex_verl import __version__ as host_version
 from .. import demo_report
 from ..version import __version__ as lab_version
 
-#: The baseline arm and the DataFlex arm, as verl trainer modes.
-ARMS = ("sync", "dataflex_sync")
+#: The baseline arm and the DataFlex arm of each verl trainer line (``--trainer``): on V1 they are verl trainer
+#: modes; on the legacy line both are verl's ``RayPPOTrainer`` (``trainer.use_v1=false``), the second with a
+#: ``dataflex:`` block.
+ARMS_BY_LINE = {"v1": ("sync", "dataflex_sync"), "legacy": ("legacy", "dataflex_legacy")}
 #: verl's names for the step's mean reward and step time.
 METRICS = demo_report.HostMetrics(reward="critic/score/mean", step_time="timing_s/step")
 #: Responses per validation prompt (sampled at temperature 1, so the validation reward moves smoothly).
@@ -51,6 +53,8 @@ class DemoSettings(demo_report.DemoOptions):
 
     workdir: Path = Path("dataflex_demo")
     loss_agg_mode: str = "token-mean"
+    #: verl's trainer line: ``v1`` (trainer modes) or ``legacy`` (``RayPPOTrainer``, ``trainer.use_v1=false``).
+    trainer: str = "v1"
     extra_overrides: list[str] = field(default_factory=list)
 
     def overrides(self) -> list[str]:
@@ -83,9 +87,11 @@ def run_training_demo(settings: DemoSettings, out: TextIO = sys.stdout) -> dict[
     demo_report.check_components(block)
     started = time.perf_counter()
     workdir = Path(settings.workdir).resolve()
+    arms = ARMS_BY_LINE[settings.trainer]
     say(
-        f"dataflex-verl {host_version} training demo: verl's GRPO fit loop on the CPU, tiny random Qwen2, toy echo task; "
-        f"{settings.steps} steps x {len(ARMS)} arms x {settings.seeds} seed(s), loss_agg_mode={settings.loss_agg_mode}"
+        f"dataflex-verl {host_version} training demo: verl's GRPO fit loop on the CPU ({settings.trainer} trainer "
+        f"line), tiny random Qwen2, toy echo task; {settings.steps} steps x {len(arms)} arms x {settings.seeds} "
+        f"seed(s), loss_agg_mode={settings.loss_agg_mode}"
     )
     say(f"DataFlex arm: {json.dumps(block)}")
     task, train_rows = settings.toy_task, demo_report.CURRICULUM_TRAIN_ROWS if settings.toy_task == "mixed" else 256
@@ -108,10 +114,11 @@ def run_training_demo(settings: DemoSettings, out: TextIO = sys.stdout) -> dict[
             task=task,
             train_rows=train_rows,
         )
-        for arm in ARMS:
+        for arm in arms:
             spec = runner.RunSpec(
-                trainer_mode=arm,
-                dataflex=block if arm != "sync" else None,
+                trainer_mode=arm if settings.trainer == "v1" else "sync",
+                use_v1=settings.trainer == "v1",
+                dataflex=block if arm != arms[0] else None,
                 steps=settings.steps,
                 seed=seed,
                 loss_agg_mode=settings.loss_agg_mode,
@@ -140,6 +147,7 @@ def run_training_demo(settings: DemoSettings, out: TextIO = sys.stdout) -> dict[
             "dataflex": block,
             "steps": settings.steps,
             "loss_agg_mode": settings.loss_agg_mode,
+            "trainer_line": settings.trainer,
             "lr": settings.learning_rate,
             "task": task,
             "train_prompts": train_rows,
@@ -159,7 +167,7 @@ def run_training_demo(settings: DemoSettings, out: TextIO = sys.stdout) -> dict[
         document,
         # with validation, the arms are judged on it: a curriculum's batch reward is of other prompts
         names=demo_report.HostMetrics(reward=VAL_REWARD, step_time=METRICS.step_time) if validated else METRICS,
-        baseline="sync",
+        baseline=arms[0],
         title=title,
         json_path=settings.json_path,
         plot_path=settings.plot_path or workdir / "demo.png",

@@ -12,15 +12,28 @@ public verl option) and selects it with ``...agent.default_agent_loop``.
 
 from __future__ import annotations
 
+import contextvars
 from typing import Any
 
 from verl.experimental.agent_loop.single_turn_agent_loop import SingleTurnAgentLoop
 
 from .names import AGENT_LOOP_NAME
 
+#: The trajectory info (``step``, ``sample_index``, ``rollout_n``) of the sample being generated, set by
+#: :class:`~dataflex_lab.verl.cpu_loop.legacy_agent_loop.TrajectoryAgentLoopWorker` on verl's legacy line,
+#: whose agent-loop worker passes only the batch's ``non_tensor_batch`` columns as ``run`` kwargs.
+TRAJECTORY: contextvars.ContextVar[dict[str, Any] | None] = contextvars.ContextVar("trajectory", default=None)
+
 
 def sample_key(kwargs: dict[str, Any]) -> str:
-    """``"<step>:<dataset index>:<sample index>"`` from the fields verl passes an agent loop's ``run``."""
+    """``"<step>:<dataset index>:<sample index>"`` from the fields verl passes an agent loop's ``run``.
+
+    On verl's legacy line the step and sample index come from the trajectory info verl computed
+    (:data:`TRAJECTORY`): the samples of a prompt are consecutive there, numbered by ``rollout_n``.
+    """
+    trajectory = TRAJECTORY.get()
+    if "global_steps" not in kwargs and trajectory is not None:
+        return f"{int(trajectory['step'])}:{int(trajectory['sample_index'])}:{int(trajectory['rollout_n'])}"
     missing = [name for name in ("global_steps", "index", "session_id") if name not in kwargs]
     if missing:
         raise KeyError(

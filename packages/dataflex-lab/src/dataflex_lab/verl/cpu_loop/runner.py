@@ -29,6 +29,8 @@ from .names import AGENT_LOOP_NAME, ROLLOUT_NAME
 
 #: The module every verl process imports (``VERL_USE_EXTERNAL_MODULES``).
 PLUGIN_MODULE = "dataflex_lab.verl.cpu_loop.plugin"
+#: The agent-loop manager of legacy-line runs (verl's own, with the trajectory info the keyed agent loop needs).
+LEGACY_AGENT_LOOP_MANAGER = "dataflex_lab.verl.cpu_loop.legacy_agent_loop.TrajectoryAgentLoopManager"
 #: Logical GPUs Ray advertises; each stands for one CPU worker slot of verl's resource pool.
 RAY_GPUS = 1
 #: Ray CPUs advertised (TransferQueue, reward, agent loop and task runner actors each ask for some).
@@ -82,6 +84,8 @@ class RunSpec:
     """One training run: which trainer, the ``dataflex:`` block (if any), its size and its seed."""
 
     trainer_mode: str = "sync"
+    #: ``trainer.use_v1``: verl's V1 trainers (``trainer_mode``), or its legacy ``RayPPOTrainer`` line.
+    use_v1: bool = True
     dataflex: dict[str, Any] | None = None
     steps: int = 2
     seed: int = 0
@@ -178,6 +182,12 @@ def overrides(spec: RunSpec, workspace: Workspace) -> list[str]:
         f"trainer.resume_mode={spec.resume_mode}",
         f"trainer.default_local_dir={checkpoints}",
         f"trainer.v1.trainer_mode={spec.trainer_mode}",
+        f"trainer.use_v1={hydra_value(spec.use_v1)}",
+        *(
+            []
+            if spec.use_v1
+            else [f"+actor_rollout_ref.rollout.agent.agent_loop_manager_class={LEGACY_AGENT_LOOP_MANAGER}"]
+        ),
         "transfer_queue.backend.SimpleStorage.num_data_storage_units=1",
         f"ray_kwargs.ray_init.num_cpus={RAY_CPUS}",
         f"+ray_kwargs.ray_init.num_gpus={RAY_GPUS}",
@@ -317,14 +327,13 @@ def run_in_process(
 ) -> list[dict[str, Any]]:
     """What ``python -m verl.trainer.main_ppo`` does, on the Ray this process already started (:func:`local_ray`).
 
-    verl's ``TaskRunnerV1`` runs the config, as ``main_ppo``'s ``run_ppo`` would start it; the run's own
+    verl's ``TaskRunnerV1`` (or, with ``spec.use_v1=False``, its legacy ``main_ppo_v0.TaskRunner``) runs the config, as ``main_ppo``'s ``run_ppo`` would start it; the run's own
     environment (metrics file, loss probe) is its Ray ``runtime_env``, which the actors it creates inherit.
     The task runner is killed when the run ends, with every actor it owns (workers, rollout server, verl's
     named reward and agent-loop workers): a failed run's exception keeps the runner's handle alive in its
     traceback, and its named actors would block the next run. Raises whatever verl raised.
     """
     import ray
-    from verl.trainer.main_ppo import TaskRunnerV1
     from verl.trainer.ppo.utils import need_critic, need_reference_policy
     from verl.utils.config import validate_config
     from verl.utils.device import auto_set_device
@@ -339,7 +348,7 @@ def run_in_process(
     auto_set_device(config)
     validate_config(config=config, use_reference_policy=need_reference_policy(config), use_critic=need_critic(config))
     env = {**run_env(metrics_file, loss_probe_dir), **(extra_env or {})}
-    task_runner = TaskRunnerV1.options(runtime_env={"env_vars": env}).remote()
+    task_runner = task_runner_class(spec.use_v1).options(runtime_env={"env_vars": env}).remote()
     try:
         ray.get(task_runner.run.remote(config))
     finally:
@@ -347,6 +356,17 @@ def run_in_process(
         release_placement_groups()
         wait_for_named_actors_to_exit()
     return read_metrics(metrics_file)
+
+
+def task_runner_class(use_v1: bool) -> Any:
+    """The task runner ``main_ppo`` starts: ``TaskRunnerV1``, or ``main_ppo_v0.TaskRunner`` for the legacy line."""
+    if use_v1:
+        from verl.trainer.main_ppo import TaskRunnerV1
+
+        return TaskRunnerV1
+    from verl.trainer.main_ppo_v0 import TaskRunner
+
+    return TaskRunner
 
 
 def wait_for_named_actors_to_exit(timeout_s: float = 60.0) -> None:

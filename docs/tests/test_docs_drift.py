@@ -1,0 +1,92 @@
+"""Pages that restate what the code says, checked against the code: one test per kind of drift (issue 29).
+
+The CLI reference's prose against the parsers, the sample lock against a real lock of the installed plugins,
+and the home page, README and site description against the registered mechanisms. (The tutorial's
+certificate is run, counts included, in ``test_docs_plugin_package.py``.)
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.metadata
+import re
+from pathlib import Path
+
+import pytest
+import tomllib
+
+from dataflex_core.cli import main as dataflex_main
+from dataflex_core.mechanisms import mechanism_names
+
+DOCS = Path(__file__).resolve().parents[1]
+ROOT = DOCS.parent
+#: Each console script of the CLI reference and the parser its section renders.
+CLI_PAGES = ["reference/cli.md", "reference/cli.zh.md"]
+MARKER = re.compile(r"<!-- dataflex-cli ([\w.]+):(\w+) -->")
+
+
+def read(page: str) -> str:
+    return (DOCS / page).read_text(encoding="utf-8")
+
+
+def cli_sections(page: str) -> list[tuple[str, str, str]]:
+    """``(program, prose, parser target)`` for each ``## `program` `` section of a CLI reference page."""
+    out = []
+    for program, body in re.findall(r"^## `([\w-]+)`.*?\n(.*?)(?=^## |\Z)", read(page), re.M | re.S):
+        marker = MARKER.search(body)
+        assert marker, f"{page}: the section of {program} renders no --help"
+        out.append((program, body[: marker.start()], f"{marker.group(1)}:{marker.group(2)}"))
+    return out
+
+
+def sub_commands(cli_hook, target: str) -> set[str]:
+    module, _, factory = target.partition(":")
+    return set(cli_hook._subcommands(getattr(importlib.import_module(module), factory)()))
+
+
+@pytest.mark.parametrize("page", CLI_PAGES)
+def test_the_cli_references_prose_names_each_sub_command_and_no_other(cli_hook, page):
+    """The help texts are rendered from the parsers; the prose around them is checked against the same parsers."""
+    sections = cli_sections(page)
+    assert {program for program, _, _ in sections} >= {"dataflex", "dataflex-conformance", "dataflex-verl"}
+    for program, prose, target in sections:
+        real = sub_commands(cli_hook, target)
+        named = set(re.findall(rf"`{re.escape(program)}\s+([\w-]+)", prose))
+        assert named <= real, f"{page}: the prose of {program} names {sorted(named - real)}, not sub-commands"
+        assert real <= named, f"{page}: the prose of {program} does not say what {sorted(real - named)} do"
+
+
+def sample_lock(page: str) -> dict:
+    block = re.search(r"```toml\n(lock_version = .*?)```", read(page), re.S)
+    assert block, f"{page} shows no sample lock"
+    return tomllib.loads(block.group(1))
+
+
+@pytest.mark.parametrize("page", ["production.md", "production.zh.md"])
+def test_the_sample_lock_is_what_dataflex_lock_writes_for_the_installed_plugins(page, tmp_path):
+    shown = sample_lock(page)
+    assert dataflex_main(["lock", "-o", str(tmp_path / "real.lock")]) == 0
+    real = tomllib.loads((tmp_path / "real.lock").read_text())
+    assert shown["lock_version"] == real["lock_version"] and shown["core"] == real["core"], page
+    for dist, table in shown["plugins"].items():
+        locked = real["plugins"][dist]
+        assert table["version"] == locked["version"] == importlib.metadata.version(dist), f"{page}: {dist}"
+        assert table["entry_points"] == locked["entry_points"] and table["components"] == locked["components"]
+        assert set(table["files"]) <= set(locked["files"]), f"{page}: {dist} has no such files"
+
+
+@pytest.mark.parametrize(
+    ("where", "text"),
+    [
+        (
+            "mkdocs.yml site_description",
+            re.search(r"^site_description: (.*)$", (ROOT / "mkdocs.yml").read_text(), re.M)[1],
+        ),
+        ("index.md", read("index.md").split("```")[0]),
+        ("index.zh.md", read("index.zh.md").split("```")[0]),
+        ("README.md", (ROOT / "README.md").read_text(encoding="utf-8").split("##")[0]),
+    ],
+)
+def test_the_home_page_readme_and_site_description_name_every_mechanism(where, text):
+    missing = [name for name in mechanism_names() if not re.search(rf"\b{name}\b", text)]
+    assert not missing, f"{where} (its opening) does not name the mechanism(s) {missing}"

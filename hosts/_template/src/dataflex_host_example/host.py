@@ -1,0 +1,136 @@
+"""The host: DataFlex inside the toy loop, through core's session at the loop's seams.
+
+Everything a host writes is here, and nothing of the lifecycle (plugin pinning, mounting, the mechanism,
+the warm-up rule, component state, metrics: :class:`~dataflex_core.session.DataFlexSession` owns those):
+
+- :func:`capabilities`: what this loop can do for DataFlex under its configuration;
+- :func:`canonical_batch`: the loop's batch in the canonical fields (:mod:`dataflex_core.step.fields`);
+- :class:`DataFlexToyTrainer`: the session created first in the constructor and mounted, its step run in
+  the loop's ``loss_weights`` seam and applied to the loss, its state saved before the loop's checkpoint
+  files and checked before the loop loads anything on resume.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+import torch
+
+from dataflex_core import Batch, ConfigError
+from dataflex_core.session import SEQUENCE_UNIT, TOKEN_UNIT, DataFlexSession, FieldSupport, HostCapabilities
+
+from .loop import ToyConfig, ToyTrainer
+from .version import __version__
+
+# --8<-- [start:capabilities]
+#: ``loss_agg`` -> the unit the loop's loss averages over (DataFlex's weights have mean one in it).
+LOSS_UNITS = {"token-mean": TOKEN_UNIT, "seq-mean-token-mean": SEQUENCE_UNIT}
+#: Canonical fields the loop has, and what to do about the ones it lacks.
+FIELDS = {
+    "response_mask": FieldSupport(True),
+    "advantages": FieldSupport(True),
+    "rm_scores": FieldSupport(True),
+    "token_level_scores": FieldSupport(True),
+    "old_log_probs": FieldSupport(True),
+    "uid": FieldSupport(True),
+    "values": FieldSupport(False, "the toy loop has no critic; pick a scorer that does not read values"),
+    "returns": FieldSupport(False, "the toy loop computes no returns; read advantages instead"),
+    "entropy": FieldSupport(False, "the toy loop does not compute entropy; read old_log_probs instead"),
+}
+
+
+def capabilities(config: ToyConfig) -> HostCapabilities:
+    """The loop multiplies per-token weights into its loss; it cannot drop rows or choose its prompts."""
+    return HostCapabilities(
+        name=f"toy loop (dataflex-host-example {__version__})",
+        loss_units=(TOKEN_UNIT, SEQUENCE_UNIT),
+        token_weights=True,
+        complete_groups=True,
+        fields=FIELDS,
+        dataset_columns=False,
+    )
+
+
+# --8<-- [end:capabilities]
+
+
+# --8<-- [start:batch]
+def canonical_batch(batch: Mapping[str, torch.Tensor], log_probs: torch.Tensor, fields: list[str]) -> Batch:
+    """The loop's batch as the step reads it: per-token tensors masked to the response, ``uid`` the group.
+
+    Only the fields the mounted pipeline reads are built; padding rows carry ``is_padding``.
+    """
+    mask = batch["mask"]
+    rows = torch.arange(len(mask))
+    last = (mask.sum(-1) - 1).clamp(min=0)
+    reward = torch.zeros(mask.shape)
+    reward[rows, last] = batch["reward"] * mask.any(-1)
+    values = {
+        "response_mask": mask.to(torch.int64),
+        "advantages": batch["advantages"].unsqueeze(-1) * mask,
+        "rm_scores": reward,
+        "token_level_scores": reward,
+        "old_log_probs": log_probs.detach() * mask,
+    }
+    tensors = {name: value for name, value in values.items() if name in fields or name == "response_mask"}
+    tensors["is_padding"] = batch["is_padding"]
+    objects = {"uid": np.asarray(batch["group"].tolist(), dtype=np.int64)} if "uid" in fields else {}
+    return Batch(tensors, objects)
+
+
+# --8<-- [end:batch]
+
+
+# --8<-- [start:session]
+class DataFlexToyTrainer(ToyTrainer):
+    """The toy loop with a ``dataflex`` block: ``DataFlexToyTrainer(config, dataset, dataflex={...})``."""
+
+    def __init__(self, config: ToyConfig, dataset: Any, *, dataflex: Any) -> None:
+        # first: with plugins.lock only locked plugins are imported, and any drift stops the run here
+        self.dataflex = DataFlexSession(dataflex)
+        if dataflex is None:
+            raise ConfigError(
+                "DataFlexToyTrainer needs dataflex={...}, e.g. {'scorer': {'name': 'advantage_magnitude'}, "
+                "'actuator': {'name': 'softmax'}}; without DataFlex use ToyTrainer"
+            )
+        self.dataflex.mount(
+            capabilities(config),
+            loss_unit=LOSS_UNITS[config.loss_agg],
+            ctx={"loss_agg": config.loss_agg, "adv_estimator": "grpo"},
+            adv_estimator="grpo",
+            is_group_estimator=lambda name: True,
+        )
+        super().__init__(config, dataset)
+
+    def loss_weights(self, batch: dict[str, torch.Tensor], step: int) -> torch.Tensor | None:
+        idle = self.dataflex.idle(step)
+        if idle is not None:  # before warmup_step: the loop's own loss
+            self.log(idle)
+            return None
+        start = time.perf_counter()
+        result = self.dataflex.run(canonical_batch(batch, self.log_probs(batch), self.dataflex.fields), step)
+        self.log(result.timed(start).metrics)
+        if result.applied is None:  # a uniform fallback, an empty step: the loop's own loss
+            return None
+        applied = result.applied
+        return applied.unsqueeze(-1) * batch["mask"] if applied.dim() == 1 else applied
+
+    # --8<-- [end:session]
+
+    # --8<-- [start:checkpoints]
+    def save_checkpoint(self, folder: str | os.PathLike[str]) -> None:
+        # DataFlex's files first: the loop's trainer.pt, written last, is what makes the folder a checkpoint
+        self.dataflex.save(folder, self.step)
+        super().save_checkpoint(folder)
+
+    def load_checkpoint(self, folder: str | os.PathLike[str]) -> None:
+        self.dataflex.check_resume(folder)  # before the loop loads anything
+        super().load_checkpoint(folder)
+        self.dataflex.restore(folder)
+
+
+# --8<-- [end:checkpoints]

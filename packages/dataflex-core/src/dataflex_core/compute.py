@@ -1,0 +1,130 @@
+"""Where a step's rollout compute went: generated, trained, filtered, wasted, in rollouts and tokens.
+
+Every host logs the same ``dataflex/compute/*`` counters on every step, for
+every mechanism (and a baseline run without DataFlex can compute them with the
+same function), so runs can be compared against compute rather than steps
+(``dataflex compare --x rollouts|tokens``). The counts are a pure function of
+the step's batch (:func:`compute_counters`); the cumulative ``*_total`` values
+come from a :class:`ComputeTotals` the session keeps in its checkpointed
+state, so a resumed run continues them.
+
+What each counter means (a *rollout* is one response row; padding rows a
+framework adds are never counted):
+
+- ``rollouts_generated`` / ``tokens_generated``: every row the framework
+  generated for the step, with its response tokens, rows a mechanism evicted
+  in earlier generation rounds included;
+- ``rollouts_trained`` / ``tokens_trained``: rows with at least one response
+  token that the loss trains on (a selector's dropped rows and evicted rows
+  are not);
+- ``rollouts_filtered``: generated rows the mechanism took out (a selector's
+  dropped rows, a filter's evicted groups);
+- ``rollouts_wasted``: trained rows whose advantage is zero on every response
+  token (a zero-variance GRPO group): generated and trained, but they move
+  nothing;
+- ``generation_rounds``: generation passes the step took (1 unless a filter
+  refilled), ``refills``: the prompt batches generated beyond the first.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+import torch
+
+#: The prefix of every compute counter.
+COMPUTE_PREFIX = "dataflex/compute/"
+#: The per-step counters, in the order they are logged; each also has a ``<name>_total``.
+COUNTERS = (
+    "rollouts_generated",
+    "rollouts_trained",
+    "rollouts_filtered",
+    "rollouts_wasted",
+    "tokens_generated",
+    "tokens_trained",
+    "generation_rounds",
+    "refills",
+)
+#: The suffix of a counter's cumulative total.
+TOTAL_SUFFIX = "_total"
+
+
+def compute_counters(
+    response_mask: torch.Tensor,
+    advantages: torch.Tensor | None = None,
+    *,
+    is_padding: torch.Tensor | None = None,
+    kept: torch.Tensor | None = None,
+    evicted_rollouts: int = 0,
+    evicted_tokens: int = 0,
+    generation_rounds: int = 1,
+    refills: int = 0,
+    totals: ComputeTotals | None = None,
+) -> dict[str, float]:
+    """The step's ``dataflex/compute/*`` counters, and their ``_total`` when ``totals`` is given (and updated).
+
+    :param response_mask: ``(bs, L)`` the trained batch's response tokens (any dtype; nonzero is a token).
+    :param advantages: ``(bs, L)`` or ``(bs,)`` the advantages the loss uses; ``None``: nothing counts as wasted.
+    :param is_padding: ``(bs,)`` bool rows the framework added as padding (never counted).
+    :param kept: ``(bs,)`` bool rows the loss trains on (a selector's kept rows); ``None``: every row.
+    :param evicted_rollouts: rows generated this step that are not in the batch (a filter's evicted groups).
+    :param evicted_tokens: their response tokens.
+    :param generation_rounds: generation passes this step; :param refills: prompt batches beyond the first.
+    :param totals: the run's cumulative counts; updated in place with this step's.
+    """
+    mask = response_mask.bool()
+    counts = mask.sum(-1)
+    real = torch.ones(mask.shape[0], dtype=torch.bool, device=mask.device)
+    if is_padding is not None:
+        real = ~is_padding.to(mask.device).bool()
+    trained = real & (counts > 0)
+    filtered = torch.zeros_like(real)
+    if kept is not None:
+        kept = kept.to(mask.device).bool()
+        filtered = real & ~kept
+        trained = trained & kept
+    wasted = 0
+    if advantages is not None:
+        adv = advantages.to(mask.device)
+        moving = ((adv != 0) & mask).any(-1) if adv.dim() == 2 else adv.reshape(-1) != 0
+        wasted = int((trained & ~moving).sum())
+    real_counts = torch.where(real, counts, torch.zeros((), dtype=counts.dtype, device=counts.device))
+    step = {
+        "rollouts_generated": int(real.sum()) + int(evicted_rollouts),
+        "rollouts_trained": int(trained.sum()),
+        "rollouts_filtered": int(filtered.sum()) + int(evicted_rollouts),
+        "rollouts_wasted": wasted,
+        "tokens_generated": int(real_counts.sum()) + int(evicted_tokens),
+        "tokens_trained": int(torch.where(trained, counts, torch.zeros_like(counts)).sum()),
+        "generation_rounds": int(generation_rounds),
+        "refills": int(refills),
+    }
+    out = {f"{COMPUTE_PREFIX}{name}": float(step[name]) for name in COUNTERS}
+    if totals is not None:
+        out.update(totals.add(step))
+    return out
+
+
+class ComputeTotals:
+    """The run's cumulative compute counters; travels with the component state so a resume continues them."""
+
+    kind: ClassVar[str] = "counters"
+    name: ClassVar[str] = "compute"
+
+    def __init__(self) -> None:
+        self.totals: dict[str, int] = dict.fromkeys(COUNTERS, 0)
+
+    def add(self, step: dict[str, int]) -> dict[str, float]:
+        """Add one step's counts (by bare counter name); the ``dataflex/compute/<name>_total`` metrics after it."""
+        for name in COUNTERS:
+            self.totals[name] += int(step.get(name, 0))
+        return {f"{COMPUTE_PREFIX}{name}{TOTAL_SUFFIX}": float(self.totals[name]) for name in COUNTERS}
+
+    def state_dict(self) -> dict[str, Any]:
+        return dict(self.totals)
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        unknown = sorted(set(state) - set(COUNTERS))
+        if unknown:
+            raise ValueError(f"compute totals state has unknown counters {unknown}; expected {list(COUNTERS)}")
+        self.totals = {name: int(state.get(name, 0)) for name in COUNTERS}

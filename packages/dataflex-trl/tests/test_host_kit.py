@@ -1,0 +1,72 @@
+"""The host kit's shared tests on the TRL host: TRL's real GRPOTrainer, its loss and its checkpoints.
+
+A step is TRL's real ``_generate_and_score_completions`` on one generation batch (a seeded generator: the same
+completions every time), its loss TRL's real ``_compute_loss``; the first prompt's completions are left
+unscored by the reward function (TRL's empty rows: advantage 0, outside DataFlex's valid rows). A save is
+TRL's real training loop for two steps with ``save_steps=2``, a resume ``train(resume_from_checkpoint=...)``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from dataflex_trl.mount import LOSS_UNITS
+from trl_testkit import NUM_GENERATIONS, generate
+
+from dataflex_conformance.host import HostHarness, HostStep, HostSuite
+from dataflex_lab.trl.toy import echo_reward
+
+
+def first_prompt_unscored(completions, answer, **kwargs):
+    """The toy echo reward, with ``None`` (not scored) for the first prompt's completions."""
+    rewards = echo_reward(completions, answer)
+    return [None] * NUM_GENERATIONS + rewards[NUM_GENERATIONS:]
+
+
+class TrlHarness(HostHarness):
+    def __init__(self, make_trainer, inputs, loss_type: str) -> None:
+        self.make_trainer, self.inputs, self.loss_type = make_trainer, inputs, loss_type
+
+    def step(self, block):
+        trainer = self.make_trainer(self.loss_type, block, reward=first_prompt_unscored)
+        applied = []
+        if block is not None:  # record what the host multiplies into TRL's advantages
+            real = trainer._dataflex_token_weights
+            trainer._dataflex_token_weights = lambda *args: applied.append(real(*args)) or applied[-1]
+        output = generate(trainer, self.inputs)
+        loss = trainer._compute_loss(trainer.model, output).detach()
+        metrics = {name: values[-1] for name, values in trainer._metrics["train"].items() if "dataflex/" in name}
+        mask = output["completion_mask"].bool()
+        inert = ~mask.any(-1)
+        inert[:NUM_GENERATIONS] = True  # the unscored completions
+        weights = applied[-1] if applied else None
+        return HostStep(loss, mask, inert, LOSS_UNITS[self.loss_type], weights, metrics)
+
+    def save(self, block):
+        trainer = self.make_trainer(self.loss_type, block, max_steps=2, save_strategy="steps", save_steps=2)
+        trainer.train()
+        return Path(trainer.args.output_dir) / "checkpoint-2", trainer.dataflex
+
+    def resume(self, block, folder):
+        trainer = self.make_trainer(self.loss_type, block, max_steps=3, save_strategy="no")
+        session, restore = trainer.dataflex, trainer.dataflex.restore
+
+        def restore_then_stop(checkpoint):  # TRL's loop would train a step before it checks max_steps
+            restore(checkpoint)
+            raise Restored
+
+        session.restore = restore_then_stop
+        with pytest.raises(Restored):
+            trainer.train(resume_from_checkpoint=str(folder))
+        return session
+
+
+class Restored(Exception):
+    """TRL's resume reached DataFlex's restore (after TRL loaded its own state); the harness stops it there."""
+
+
+class TestTrlHost(HostSuite):
+    @pytest.fixture(params=["dapo", "grpo"])
+    def host(self, request, make_trainer, generation_inputs):
+        return TrlHarness(make_trainer, generation_inputs, request.param)

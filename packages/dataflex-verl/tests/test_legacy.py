@@ -1,0 +1,202 @@
+"""The legacy line's seam: verl's real ``compute_advantage`` on a ``DataProto`` laid out as ``RayPPOTrainer`` builds it.
+
+The trainer is verl's ``RayPPOTrainer`` with the DataFlex mixin, built by its
+real constructor (no workers: nothing here trains); the batch has verl's
+fields at that point of ``fit`` (padded ``(bs, T)`` tensors, ``uid`` groups,
+rows after ``_balance_batch``'s reordering, empty responses). The end-to-end
+runs in verl's own legacy fit loop are ``tests/fit/test_fit_legacy.py``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from dataflex_core import ConfigError
+from dataflex_lab.testing.batches import grpo_layout
+
+pytestmark = pytest.mark.verl
+
+ADV_SOFTMAX = {
+    "scorer": {"name": "advantage_magnitude"},
+    "actuator": {"name": "softmax", "params": {"temperature": 0.5}},
+}
+CONSTANT = {"scorer": {"name": "hosttest_constant"}, "actuator": {"name": "softmax"}}
+
+
+def legacy_trainer(make_config, block, overrides=()):
+    """verl's legacy trainer class as the legacy task runner gets it, constructed for a config (no workers)."""
+    import verl.trainer.main_ppo_v0 as main_ppo_v0
+    from verl.trainer.ppo.ray_trainer import Role
+
+    from dataflex_verl.legacy_trainers import DataFlexRayPPOTrainer
+
+    assert main_ppo_v0.RayPPOTrainer is DataFlexRayPPOTrainer  # installed by the verl.plugins entry point
+    config = make_config(["trainer.use_v1=false", "data.train_batch_size=4", *overrides], dataflex=block)
+    prompts = [{"index": i} for i in range(16)]
+    trainer = main_ppo_v0.RayPPOTrainer(
+        config, tokenizer=None, role_worker_mapping={Role.ActorRollout: object}, resource_pool_manager=None,
+        train_dataset=prompts, val_dataset=prompts, collate_fn=lambda rows: rows,
+    )  # fmt: skip
+    trainer.global_steps = 1
+    return trainer
+
+
+def legacy_batch(groups=6, n=4, *, width=12, rollout_is_weights=False, seed=0):
+    """A GRPO step's ``DataProto`` right before ``compute_advantage``: rows shuffled (``_balance_batch``), an empty response."""
+    from tensordict import TensorDict
+    from verl import DataProto
+
+    layout = grpo_layout(groups, n, width=width, empty_rows=1, shuffle=True, seed=seed)
+    order = layout.order
+    lengths = layout.lengths[order]
+    mask = (torch.arange(width) < lengths.unsqueeze(-1)).to(torch.int64)
+    scores = torch.zeros(len(order), width)
+    last = (lengths - 1).clamp(min=0)
+    scores[torch.arange(len(order)), last] = layout.rewards[order] * (lengths > 0)
+    gen = torch.Generator().manual_seed(seed)
+    tensors = {
+        "responses": torch.randint(3, 1000, (len(order), width), generator=gen),
+        "response_mask": mask,
+        "token_level_scores": scores,
+        "token_level_rewards": scores.clone(),
+        "rm_scores": scores.clone(),
+        "old_log_probs": -torch.rand(len(order), width, generator=gen),
+    }
+    if rollout_is_weights:
+        tensors["rollout_is_weights"] = (0.5 + torch.rand(len(order), width, generator=gen)) * mask
+    uid = np.array([layout.uid[i] for i in order.tolist()], dtype=object)
+    return DataProto(batch=TensorDict(tensors, batch_size=[len(order)]), non_tensor_batch={"uid": uid})
+
+
+def at_the_seam(trainer, data):
+    """``fit``'s call of ``compute_advantage``, while the trainer's fit runs."""
+    from verl.trainer.ppo import ray_trainer
+
+    from dataflex_verl.legacy import running
+
+    config = trainer.config
+    with running(trainer):
+        return ray_trainer.compute_advantage(
+            data, adv_estimator=config.algorithm.adv_estimator, gamma=config.algorithm.gamma,
+            lam=config.algorithm.lam, num_repeat=config.actor_rollout_ref.rollout.n,
+            norm_adv_by_std_in_grpo=True, config=config.algorithm,
+        )  # fmt: skip
+
+
+def test_without_a_dataflex_block_the_legacy_trainer_is_verls(make_config):
+    trainer = legacy_trainer(make_config, None)
+    data = at_the_seam(trainer, legacy_batch())
+    assert trainer.dataflex is None
+    assert "rollout_is_weights" not in data.batch.keys()
+
+
+def test_weights_have_mean_one_over_valid_tokens_and_zero_elsewhere(make_config):
+    trainer = legacy_trainer(make_config, ADV_SOFTMAX)
+    data = at_the_seam(trainer, legacy_batch())
+    weights, mask = data.batch["rollout_is_weights"], data.batch["response_mask"].bool()
+    assert weights.shape == mask.shape and weights.dtype == torch.float32
+    assert float(weights[mask].mean()) == pytest.approx(1.0, abs=1e-5)
+    assert float(weights[mask].std()) > 0.05
+    assert torch.all(weights[~mask] == 0)
+    assert trainer.dataflex_metrics["dataflex/active"] == 1.0
+
+
+def test_weights_multiply_into_verls_rollout_correction_weights_never_over_them(make_config):
+    trainer = legacy_trainer(make_config, CONSTANT)
+    data = legacy_batch(rollout_is_weights=True)
+    verl_weights = data.batch["rollout_is_weights"].clone()
+    out = at_the_seam(trainer, data)
+    # DataFlex's weights are all 1 here: the product is verl's weights, not DataFlex's ones
+    torch.testing.assert_close(out.batch["rollout_is_weights"], verl_weights)
+
+
+def test_select_recomputes_advantages_on_the_kept_rows_with_verls_estimator(make_config):
+    from verl.trainer.ppo.core_algos import compute_grpo_outcome_advantage
+
+    block = {
+        "mechanism": "select",
+        "scorer": {"name": "reward_difficulty"},
+        "actuator": {"name": "gfpo", "params": {"keep_per_group": 2, "metric": "length"}},
+    }
+    trainer = legacy_trainer(make_config, block)
+    data = legacy_batch(groups=8, seed=3)
+    out = at_the_seam(trainer, data)
+    mask = out.batch["response_mask"].bool()
+    kept = ((out.batch["rollout_is_weights"] * mask).sum(-1) > 0).nonzero().flatten()
+    dropped = torch.ones(len(out), dtype=torch.bool)
+    dropped[kept] = False
+    assert 0 < len(kept) < len(out)
+    expected, _ = compute_grpo_outcome_advantage(
+        token_level_rewards=out.batch["token_level_rewards"][kept],
+        response_mask=out.batch["response_mask"][kept],
+        index=out.non_tensor_batch["uid"][kept.numpy()],
+    )
+    torch.testing.assert_close(out.batch["advantages"][kept], expected.float(), rtol=1e-5, atol=1e-6)
+    assert torch.all(out.batch["advantages"][dropped] == 0)
+    assert trainer.dataflex_metrics["dataflex/advantage_recomputed"] == 1.0
+
+
+def test_a_field_verl_did_not_write_is_named(make_config):
+    from dataflex_verl.adapter import MissingFieldError
+
+    trainer = legacy_trainer(
+        make_config, {"scorer": {"name": "hosttest_needs_data_source"}, "actuator": {"name": "softmax"}}
+    )
+    with pytest.raises(MissingFieldError, match=r"no \['data_source'\]"):
+        at_the_seam(trainer, legacy_batch())
+
+
+def test_a_dataflex_trainer_mode_on_the_legacy_line_is_refused_at_mount(make_config):
+    with pytest.raises(ConfigError, match="never reads trainer.v1.trainer_mode"):
+        legacy_trainer(make_config, ADV_SOFTMAX, ["trainer.v1.trainer_mode=dataflex_sync"])
+
+
+def test_a_loss_that_ignores_rollout_is_weights_gets_the_weights_in_its_advantages(make_config):
+    """``policy_loss.loss_mode=bypass_mode`` never reads ``rollout_is_weights``: the advantages carry the weights."""
+    from verl.trainer.ppo import ray_trainer
+
+    overrides = ["actor_rollout_ref.actor.policy_loss.loss_mode=bypass_mode"]
+    growing = {"scorer": {"name": "hosttest_token_position"}, "actuator": {"name": "hosttest_proportional"}}
+    trainer = legacy_trainer(make_config, growing, overrides)
+    plain = legacy_batch(rollout_is_weights=True)
+    verl_weights = plain.batch["rollout_is_weights"].clone()
+    expected = ray_trainer.compute_advantage(plain.select_idxs(list(range(len(plain)))), adv_estimator="grpo")
+    plain_advantages = expected.batch["advantages"]
+    out = at_the_seam(trainer, plain)
+    torch.testing.assert_close(out.batch["rollout_is_weights"], verl_weights)  # left as verl wrote them
+    mask = out.batch["response_mask"].bool()
+    moved = mask & (plain_advantages != 0)
+    ratio = out.batch["advantages"][moved] / plain_advantages[moved]
+    assert float(ratio.std()) > 0.05 and bool(torch.all(ratio > 0))  # the step's token weights, growing along a row
+    assert trainer.dataflex_metrics["dataflex/weight/mean"] == pytest.approx(1.0, abs=1e-5)
+
+
+def test_the_v1_line_still_refuses_a_loss_that_ignores_rollout_is_weights(make_config):
+    from dataflex_core import IncompatibleComponentError
+    from dataflex_verl.mount import mount
+
+    config = make_config(["actor_rollout_ref.actor.policy_loss.loss_mode=bypass_mode"], dataflex=ADV_SOFTMAX)
+    with pytest.raises(IncompatibleComponentError, match="on verl's legacy line .* in the advantages instead"):
+        mount(config)
+
+
+def test_verls_separated_trainers_refuse_a_dataflex_block_they_would_ignore(make_config):
+    from verl.experimental.separation.ray_trainer import SeparateRayPPOTrainer
+
+    config = make_config(["trainer.use_v1=false"], dataflex=ADV_SOFTMAX)
+    with pytest.raises(ConfigError, match="SeparateRayPPOTrainer .* does not run DataFlex"):
+        SeparateRayPPOTrainer(config, tokenizer=None, role_worker_mapping={}, resource_pool_manager=None)
+
+
+@pytest.mark.parametrize("warmup_step", [0, 5], ids=["running", "before-warmup"])
+def test_the_compute_counters_count_every_rollout_of_verls_batch(make_config, warmup_step):
+    trainer = legacy_trainer(make_config, {**ADV_SOFTMAX, "warmup_step": warmup_step})
+    data = at_the_seam(trainer, legacy_batch(groups=5))
+    mask = data.batch["response_mask"].bool()
+    metrics = trainer.dataflex_metrics
+    assert metrics["dataflex/active"] == (1.0 if warmup_step == 0 else 0.0)
+    assert metrics["dataflex/compute/rollouts_generated"] == len(data) == 20
+    assert metrics["dataflex/compute/tokens_generated"] == float(mask.sum())
+    assert ("rollout_is_weights" in data.batch.keys()) == (warmup_step == 0)

@@ -1,0 +1,67 @@
+"""``--with PATH``: the nox sessions that rebuild their virtualenv each run (``demo``, ``demo-trl``, ``dataflex``)
+install a plugin package from outside ``plugins/`` too, so an author runs their own plugin in both demos."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+TEMPLATE = ROOT / "plugins" / "_template"  # not among the shipped plugins the sessions install
+pytest.importorskip("nox")
+
+
+@pytest.fixture(scope="module")
+def noxfile():
+    spec = importlib.util.spec_from_file_location("dataflex_noxfile", ROOT / "noxfile.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_with_is_taken_out_of_the_commands_arguments(noxfile):
+    paths, rest = noxfile.take_plugins(["--with", "plugins/_template", "--steps", "3", f"--with={TEMPLATE}"])
+    assert paths == [TEMPLATE, TEMPLATE] and rest == ["--steps", "3"]
+    assert noxfile.take_plugins(["--steps", "3"]) == ([], ["--steps", "3"])
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--with"], "--with needs a plugin package's folder, got ''"),
+        (["--with", "--steps", "3"], "--with needs a plugin package's folder, got '--steps'"),
+        (["--with", "no-such-plugin"], "--with 'no-such-plugin': "),
+    ],
+)
+def test_a_bad_with_names_the_value_and_the_fix(noxfile, args, message):
+    with pytest.raises(ValueError) as info:
+        noxfile.take_plugins(args)
+    assert message in str(info.value), info.value
+    assert "--with ../dataflex-my-plugin" in str(info.value) or "new_plugin.sh" in str(info.value)
+
+
+def test_the_dataflex_session_installs_and_lists_a_plugin_given_with_with(tmp_path):
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "NOX_CURRENT_SESSION", "VIRTUAL_ENV")}
+    command = [sys.executable, "-m", "nox", "--envdir", str(tmp_path / "nox"), "-s", "dataflex", "--"]
+    proc = subprocess.run([*command, "--with", "plugins/_template", "plugins"], cwd=ROOT, env=env,
+                          capture_output=True, text=True)  # fmt: skip
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, out[-4000:]
+    assert "installing a CPU torch" in out  # the install says what it does before its quiet minutes
+    rows = {line.split()[1]: line for line in proc.stdout.splitlines() if line.split()[2:3] and "." in line}
+    assert "dataflex-example" in rows and "loaded" in rows["dataflex-example"], proc.stdout
+    assert "dataflex-scorers-advantage" in rows  # beside the shipped plugins, not instead of them
+
+
+def test_conformance_names_both_ways_to_certify_a_plugin_outside_the_checkout(tmp_path):
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "NOX_CURRENT_SESSION", "VIRTUAL_ENV")}
+    command = [sys.executable, "-m", "nox", "--envdir", str(tmp_path / "nox"), "-s", "conformance", "--"]
+    proc = subprocess.run([*command, "dataflex-my-plugin"], cwd=ROOT, env=env, capture_output=True, text=True)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode != 0 and "unknown plugin 'dataflex-my-plugin'" in out
+    assert "nox -s conformance -- ../dataflex-my-plugin" in out and f"DATAFLEX_FROM={ROOT} nox -s conformance" in out
