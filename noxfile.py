@@ -225,6 +225,18 @@ def dataflex_cli(session: nox.Session) -> None:
     session.run("dataflex", *args)
 
 
+@nox.session
+def evidence(session: nox.Session) -> None:
+    """The recipes against uniform on the task families, K seeds, compared at equal rollouts (TRL on the CPU).
+
+    ``nox -s evidence -- [--quick] [--seeds K] [--jobs N] [--families F,F] [--recipes R,R]``; tables, plots and
+    every run's metrics go to ``dataflex_evidence/`` (docs/evidence.md has the results and the machine).
+    """
+    install_torch(session)
+    session.install(*TRL_STACK, *(rel(d) for d in [CORE, *plugin_dirs(), TRL_HOST]), f"{rel(LAB)}[trl]")
+    session.run("dataflex-trl", "evidence", *session.posargs)
+
+
 #: Where ``nox -s conformance`` writes one report per plugin and ``summary.json``.
 CONFORMANCE_REPORTS = ROOT / "reports" / "conformance"
 

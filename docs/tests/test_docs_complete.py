@@ -53,6 +53,7 @@ TRANSLATED = [
     "is-it-working.md",
     "from-dataflex-rl.md",
     "compare.md",
+    "evidence.md",
     "reference/api.md",
     "reference/api-verl.md",
     "reference/api-conformance.md",

@@ -19,7 +19,7 @@ from dataflex_core.cli_extensions import CLI_GROUP, EXIT_UNAVAILABLE
 PROGRAMS = {
     "dataflex": ("dataflex_core.cli", ["compare"]),
     "dataflex-verl": ("dataflex_verl.cli", ["demo", "demo-step"]),
-    "dataflex-trl": ("dataflex_trl.cli", ["demo"]),
+    "dataflex-trl": ("dataflex_trl.cli", ["demo", "evidence"]),
 }
 
 

@@ -35,6 +35,8 @@ def _compare(args: argparse.Namespace) -> int:
             alpha=args.alpha,
             n_boot=args.bootstrap,
             rng_seed=args.rng_seed,
+            x=args.x,
+            target=args.target,
         )
         if args.json == "-":
             print(json.dumps(report.as_dict(), indent=2))
@@ -76,6 +78,7 @@ def _comma_list(kind):
 
 def add_compare(subparsers: argparse._SubParsersAction, name: str = "compare") -> argparse.ArgumentParser:
     """Add ``dataflex compare`` to ``subparsers`` (the ``dataflex.cli`` entry point ``dataflex.compare``)."""
+    from .compare.axis import AXES
     from .compare.stats import N_BOOTSTRAP, RNG_SEED
 
     compare = subparsers.add_parser(
@@ -91,6 +94,11 @@ def add_compare(subparsers: argparse._SubParsersAction, name: str = "compare") -
     compare.add_argument("--baseline", metavar="ARM", help="the arm the others are compared with; default the first")
     compare.add_argument("--metric", dest="metrics", action="extend", nargs="+", metavar="M", help="metric(s) to "
                          "compare; default the reward (verl's critic/score/mean, TRL's reward)")  # fmt: skip
+    compare.add_argument("--x", choices=list(AXES), default="step", help="the axis: step (default), or the compute "
+                         "spent, rollouts / tokens (the dataflex/compute/*_total counters) / seconds: the area and "
+                         "final are then taken up to the budget every run reached (equal compute)")  # fmt: skip
+    compare.add_argument("--target", type=float, metavar="LEVEL", help="also the compute (on --x) each arm needed "
+                         "to reach LEVEL of the metric, and its ratio to the baseline's with a bootstrap CI")  # fmt: skip
     compare.add_argument("--window", type=int, metavar="K", help="final window: the last K logged points "
                          "(default 10, or all points of a shorter run)")  # fmt: skip
     compare.add_argument("--max-step", type=int, metavar="N", help="ignore steps after N (runs of unequal length)")

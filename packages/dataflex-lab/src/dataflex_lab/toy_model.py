@@ -26,6 +26,9 @@ class TinyModelSpec:
     num_attention_heads: int = 4
     num_key_value_heads: int = 2
     max_position_embeddings: int = 64
+    #: Standard deviation of the initial weights (transformers' default 0.02). Larger values make the tied
+    #: embeddings favour repeating the last token from the start (a reachable first reward on copy tasks).
+    initializer_range: float = 0.02
 
 
 def char_tokenizer(
@@ -74,6 +77,7 @@ def tiny_qwen2(tokenizer: Any, seed: int, spec: TinyModelSpec = TinyModelSpec(),
         num_key_value_heads=spec.num_key_value_heads,
         max_position_embeddings=spec.max_position_embeddings,
         tie_word_embeddings=True,
+        initializer_range=spec.initializer_range,
         bos_token_id=tokenizer.convert_tokens_to_ids(bos) if bos else tokenizer.eos_token_id,
         eos_token_id=tokenizer.eos_token_id,
         pad_token_id=tokenizer.pad_token_id,

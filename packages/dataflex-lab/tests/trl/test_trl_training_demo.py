@@ -46,6 +46,25 @@ def test_bad_options_are_one_line_errors(capsys):
     assert "did you mean 'advantage_magnitude'" in capsys.readouterr().err
 
 
+def test_a_task_family_trains_every_kind_and_evaluates_on_its_held_out_split(tmp_path):
+    """``--task repeat``: TRL's real loop on the family's prompts, its binary rule, the held-out evaluation, and
+    the compute counters ``dataflex compare --x rollouts`` reads, logged for the plain arm too."""
+    settings = DemoSettings(
+        mechanism="curriculum", task="repeat", task_params={"difficulty": [1, 2]}, steps=2, val_every=1,
+        workdir=tmp_path, json_path=tmp_path / "demo.json", plot_path=tmp_path / "demo.png",
+    )  # fmt: skip
+    document = run_training_demo(settings, out=io.StringIO())
+    assert document["settings"]["task"] == "repeat" and document["settings"]["task_params"] == {"difficulty": [1, 2]}
+    for run in document["runs"]:
+        by_step = {r["step"]: r["metrics"] for r in run["steps"]}
+        assert set(by_step) == {0, 1, 2}  # TRL evaluates before the first step, then every step
+        assert all(0.0 <= m["eval_reward"] <= 1.0 for m in by_step.values())
+        rewards = [by_step[s]["reward"] for s in (1, 2)]
+        assert all(r * 64 == int(r * 64) for r in rewards)  # binary rewards over 8 prompts x 8 completions
+        assert [by_step[s]["dataflex/compute/rollouts_generated_total"] for s in (1, 2)] == [64.0, 128.0]
+        assert by_step[2]["dataflex/compute/tokens_generated_total"] > 0
+
+
 def test_the_demos_config_keeps_trls_checkpointing_without_a_warning_per_run(tmp_path):
     """transformers 5 warns on TRL's ``gradient_checkpointing`` for every config: once per arm and seed."""
     import dataclasses

@@ -18,7 +18,9 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
 
+from . import axis as axes_
 from . import stats
+from . import target as target_
 from .readers import runs_from_demo
 from .runs import CompareError, Run, by_arm
 
@@ -81,13 +83,24 @@ class ArmResult:
 
 @dataclass(frozen=True)
 class MetricResult:
-    """Every arm on one metric, the steps compared, and the curves (arm -> seed -> value per step) for plots."""
+    """Every arm on one metric, the steps compared, and the curves (arm -> seed -> value per step) for plots.
+
+    ``x`` is the axis the summaries are taken on, ``axes`` each run's position on it per step and ``budget`` the
+    axis value every run reached (the summaries stop there: equal compute). With a ``target``, ``reach`` is
+    each arm's time to it and ``ratios`` each other arm's ratio to the baseline.
+    """
 
     metric: str
     steps: tuple[int, ...]
     window: int
     arms: tuple[ArmResult, ...]
     curves: dict[str, dict[int, tuple[float, ...]]]
+    x: str = "step"
+    axes: dict[str, dict[int, tuple[float, ...]]] | None = None
+    budget: float | None = None
+    target: float | None = None
+    reach: dict[str, target_.Reach] | None = None
+    ratios: dict[str, target_.Ratio] | None = None
 
     @property
     def window_steps(self) -> tuple[int, ...]:
@@ -132,6 +145,9 @@ class ComparisonReport:
             "runs": [{"arm": r.arm, "seed": r.seed, "source": r.source} for r in self.runs],
             "metrics": {
                 m.metric: {
+                    "x": m.x,
+                    "budget": m.budget,
+                    **({"target": _target_dict(m)} if m.target is not None else {}),
                     "steps": [m.steps[0], m.steps[-1]],
                     "n_steps": len(m.steps),
                     "window": {"points": m.window, "steps": [m.window_steps[0], m.window_steps[-1]]},
@@ -166,6 +182,8 @@ def compare_runs(
     confidence: float = stats.CONFIDENCE,
     n_boot: int = stats.N_BOOTSTRAP,
     rng_seed: int = stats.RNG_SEED,
+    x: str = "step",
+    target: float | None = None,
 ) -> ComparisonReport:
     """Compare every arm with ``baseline`` over seeds, per metric, on the final window and the area under the curve.
 
@@ -185,6 +203,10 @@ def compare_runs(
     :param confidence: the level of every bootstrap interval.
     :param n_boot: bootstrap resamples per interval.
     :param rng_seed: seed of every random draw (bootstrap, Monte-Carlo permutations): same runs, same report.
+    :param x: the axis, ``step`` or the compute spent (``rollouts``, ``tokens``, ``seconds``; :mod:`.axis`): the
+        area and final window are taken up to the budget every run reached on it.
+    :param target: a level of each metric: also the compute each arm needed to reach it, and its ratio to the
+        baseline's (:mod:`.target`).
     :returns: a :class:`ComparisonReport`; ``.markdown()`` gives the table.
     :raises CompareError: unknown metric or arm, missing steps, unequal seeds, fewer than 2 seeds in an arm.
     """
@@ -196,6 +218,11 @@ def compare_runs(
         raise CompareError(f"alpha ({alpha}) and confidence ({confidence}) must lie strictly between 0 and 1")
     if isinstance(n_boot, bool) or not isinstance(n_boot, int) or n_boot < 1:
         raise CompareError(f"n_boot {n_boot!r} must be a positive number of bootstrap resamples (default 10000)")
+    axes_.check_axis(x)
+    if target is not None and (
+        isinstance(target, bool) or not isinstance(target, (int, float)) or not math.isfinite(target)
+    ):
+        raise CompareError(f"--target {target!r} must be a finite number (a level of the metric, e.g. 0.25)")
     selected = _select(_as_runs(runs), arms, seeds)
     grouped = by_arm(selected)
     baseline = _resolve_baseline(grouped, baseline)
@@ -207,9 +234,14 @@ def compare_runs(
     for metric in names:
         steps, curves = aligned_curves(grouped, metric, max_step)
         width = _window(window, steps, metric)
-        results.append(
-            _compare_metric(metric, steps, width, curves, baseline, paired, test, alpha, confidence, n_boot, rng_seed)
+        axes = {arm: {seed: axes_.axis_values(run, x, steps) for seed, run in sorted(seeds.items())}
+                for arm, seeds in grouped.items()}  # fmt: skip
+        result = _compare_metric(
+            metric, steps, width, curves, axes, baseline, paired, test, alpha, confidence, n_boot, rng_seed
         )
+        if target is not None:
+            result = _with_target(result, target, paired, alpha, confidence, n_boot, rng_seed)
+        results.append(replace(result, x=x))
     return ComparisonReport(
         baseline=baseline,
         arms=tuple(grouped),
@@ -251,10 +283,18 @@ def _select(runs: list[Run], arms: Sequence[str] | None, seeds: Sequence[int] | 
     return runs
 
 
+#: ``--baseline`` names that mean "the arm the file declares its baseline" (the hosts' demos call it sync / baseline).
+BASELINE_ALIASES = ("baseline", "sync")
+
+
 def _resolve_baseline(grouped: dict[str, dict[int, Run]], baseline: str | None) -> str:
+    """The named arm; unnamed, the arm the files declare their baseline, else the first arm."""
+    declared = [arm for arm, seeds in grouped.items() if any(run.baseline for run in seeds.values())]
     if baseline is None:
-        return next(iter(grouped))
+        return declared[0] if len(declared) == 1 else next(iter(grouped))
     if baseline not in grouped:
+        if baseline in BASELINE_ALIASES and len(declared) == 1:
+            return declared[0]  # verl's demo calls it sync, TRL's baseline: either name works on both
         close = difflib.get_close_matches(baseline, list(grouped), n=3)
         hint = f"; did you mean {close[0]!r}?" if close else ""
         raise CompareError(f"baseline arm {baseline!r} is not among the runs (arms: {list(grouped)}){hint}")
@@ -410,6 +450,7 @@ def _compare_metric(
     steps: tuple[int, ...],
     window: int,
     curves: dict[str, dict[int, tuple[float, ...]]],
+    axes: dict[str, dict[int, tuple[float, ...]]],
     baseline: str,
     paired: Mapping[str, bool],
     test: str,
@@ -418,8 +459,13 @@ def _compare_metric(
     n_boot: int,
     rng_seed: int,
 ) -> MetricResult:
+    budget = axes_.common_budget([axis for seeds in axes.values() for axis in seeds.values()])
+    on_steps = all(axis == tuple(float(s) for s in steps) for seeds in axes.values() for axis in seeds.values())
     values = {
-        arm: {seed: summarize_curve(steps, curve, window) for seed, curve in seeds.items()}
+        arm: {
+            seed: _summarize_to(axes[arm][seed], curve, budget, window, metric, on_steps)
+            for seed, curve in seeds.items()
+        }
         for arm, seeds in curves.items()
     }
     estimates = {
@@ -451,7 +497,46 @@ def _compare_metric(
             verdict = NOT_SEPARATED if p_holm >= alpha or d.estimate == 0 else HIGHER if d.estimate > 0 else LOWER
             differences[arm][kind] = replace(d, p_holm=p_holm, verdict=verdict)
     arm_results = tuple(ArmResult(arm, tuple(curves[arm]), estimates[arm], differences.get(arm)) for arm in curves)
-    return MetricResult(metric, steps, window, arm_results, curves)
+    return MetricResult(metric, steps, window, arm_results, curves, axes=axes, budget=budget)
+
+
+def _summarize_to(
+    axis: Sequence[float], curve: Sequence[float], budget: float, window: int, metric: str, on_steps: bool
+) -> dict[str, float]:
+    """The curve's summaries up to the common budget on its axis: on steps :func:`summarize_curve`, on a compute
+    axis its average height over the whole budget (``auc``) and over the budget's last :data:`~.axis.FINAL_SHARE`
+    (``final``)."""
+    xs, ys = axes_.cut(axis, curve, budget)
+    if len(xs) > 1 and xs[-1] == xs[0]:
+        raise CompareError(
+            f"metric {metric!r}: every point up to the common budget {budget:g} sits at one axis value; the runs "
+            "spent no compute between their logged points (compare on --x step)"
+        )
+    if on_steps:
+        return summarize_curve(xs, ys, min(window, len(xs)))
+    # arms log their points at different compute, so "the last K points" would span different budgets
+    start = xs[0] + (1.0 - axes_.FINAL_SHARE) * (xs[-1] - xs[0])
+    return {"final": axes_.mean_height(xs, ys, start, xs[-1]), "auc": axes_.mean_height(xs, ys, xs[0], xs[-1])}
+
+
+def _with_target(
+    result: MetricResult,
+    level: float,
+    paired: Mapping[str, bool],
+    alpha: float,
+    confidence: float,
+    n_boot: int,
+    rng_seed: int,
+) -> MetricResult:
+    """``result`` with each arm's time to ``level`` on its axis and each other arm's ratio to the baseline."""
+    base = result.arms[0].arm
+    settings = {"confidence": confidence, "n_boot": n_boot, "rng_seed": rng_seed}
+    reach = {
+        arm: target_.reach({seed: (result.axes[arm][seed], curve) for seed, curve in seeds.items()}, level, **settings)
+        for arm, seeds in result.curves.items()
+    }
+    ratios = {arm: target_.ratio(reach[arm], reach[base], paired[arm], **settings) for arm in reach if arm != base}
+    return replace(result, target=level, reach=reach, ratios=target_.adjust(ratios, alpha))
 
 
 def _estimate(per_seed: dict[int, float], confidence: float, n_boot: int, rng_seed: int) -> Estimate:
@@ -520,6 +605,29 @@ def _arm_dict(result: ArmResult) -> dict[str, Any]:
                 "verdict": d.verdict,
             }
         out[kind] = entry
+    return out
+
+
+def _target_dict(metric: MetricResult) -> dict[str, Any]:
+    out: dict[str, Any] = {"level": metric.target, "arms": {}}
+    for arm, r in (metric.reach or {}).items():
+        entry: dict[str, Any] = {
+            "per_seed": {str(s): v for s, v in r.per_seed.items()},
+            "reached": {str(s): ok for s, ok in r.reached.items()},
+            "mean": r.mean,
+            "ci": list(r.ci),
+        }
+        ratio = (metric.ratios or {}).get(arm)
+        if ratio is not None:
+            entry["vs_baseline"] = {
+                "ratio": ratio.ratio,
+                "ci": list(ratio.ci),
+                "p": ratio.p,
+                "p_holm": ratio.p_holm,
+                "bound": ratio.bound,
+                "verdict": ratio.verdict,
+            }
+        out["arms"][arm] = entry
     return out
 
 

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from . import stats
+from .axis import AXIS_LABELS, FINAL_SHARE, interpolate
 from .runs import CompareError
 
 if TYPE_CHECKING:
@@ -18,6 +19,8 @@ if TYPE_CHECKING:
 INSTALL_PLOT = "pip install matplotlib"
 #: Resamples per step for the bands (fewer than the table's: a band is read by eye).
 BAND_RESAMPLES = 2_000
+#: Points of the common grid a compute axis is drawn on.
+GRID_POINTS = 60
 
 
 def require_matplotlib() -> None:
@@ -37,19 +40,36 @@ def plot_report(report: ComparisonReport, path: str | Path) -> None:
     figure = Figure(figsize=(8, 3.4 * panels), layout="constrained")
     axes = figure.subplots(panels, 1, squeeze=False)[:, 0]
     for ax, metric in zip(axes, report.metrics):
-        steps = list(metric.steps)
+        on_steps = metric.x == "step"
+        grid = list(metric.steps) if on_steps else _grid(metric.budget, metric.axes)
         for arm, seeds in metric.curves.items():
-            values = stats.as_values(list(seeds.values()))  # (seeds, steps)
+            if on_steps:
+                values = stats.as_values(list(seeds.values()))  # (seeds, steps)
+            else:  # each run interpolated onto one grid of the axis, up to the common budget
+                values = stats.as_values(
+                    [[interpolate(metric.axes[arm][seed], curve, at) for at in grid] for seed, curve in seeds.items()]
+                )
             low, high = stats.bootstrap_mean_interval(
                 values, confidence=report.confidence, n_boot=BAND_RESAMPLES, rng_seed=report.rng_seed
             )
             label = f"{arm} (baseline)" if arm == report.baseline else arm
-            (line,) = ax.plot(steps, values.mean(0).tolist(), label=f"{label}, {len(seeds)} seeds")
-            ax.fill_between(steps, low.tolist(), high.tolist(), color=line.get_color(), alpha=0.2, linewidth=0)
-        window = metric.window_steps
-        ax.axvspan(window[0], window[-1], color="grey", alpha=0.08, label=f"final window ({metric.window} points)")
+            (line,) = ax.plot(grid, values.mean(0).tolist(), label=f"{label}, {len(seeds)} seeds")
+            ax.fill_between(grid, low.tolist(), high.tolist(), color=line.get_color(), alpha=0.2, linewidth=0)
+        if on_steps:
+            window = metric.window_steps
+            ax.axvspan(window[0], window[-1], color="grey", alpha=0.08, label=f"final window ({metric.window} points)")
+        else:
+            start = grid[0] + (1 - FINAL_SHARE) * (grid[-1] - grid[0])
+            ax.axvspan(start, grid[-1], color="grey", alpha=0.08, label=f"final ({FINAL_SHARE:.0%} of the budget)")
+        if metric.target is not None:
+            ax.axhline(metric.target, color="black", linestyle=":", linewidth=1, label=f"target {metric.target:g}")
         ax.set_title(metric.metric)
-        ax.set_xlabel("step")
+        ax.set_xlabel(AXIS_LABELS[metric.x] + ("" if on_steps else " (equal compute: up to the common budget)"))
         ax.legend(fontsize="small")
     figure.suptitle(f"mean over seeds, {report.confidence * 100:g}% bootstrap band")
     figure.savefig(path)
+
+
+def _grid(budget: float, axes: dict[str, dict[int, tuple[float, ...]]], points: int = GRID_POINTS) -> list[float]:
+    start = min(axis[0] for seeds in axes.values() for axis in seeds.values())
+    return [start + (budget - start) * i / (points - 1) for i in range(points)]

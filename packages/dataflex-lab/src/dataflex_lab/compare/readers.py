@@ -21,18 +21,21 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from .runs import CompareError, Run, StepLog
 
+#: Each host demo's baseline arm (plain verl, plain TRL), for documents that do not declare theirs.
+HOST_BASELINES = {"verl": "sync", "trl": "baseline"}
 #: The demo format this reader understands; a higher number is a newer, incompatible layout.
 DEMO_FORMAT = "dataflex-demo/1"
 TRAINER_STATE = "trainer_state.json"
 TFEVENTS = "events.out.tfevents."
 #: ``ARM@SEED=PATH``: how the command line names a run whose file does not.
 LABELLED_PATH = re.compile(r"^(?P<arm>[^=@]+)@(?P<seed>-?\d+)=(?P<path>.+)$")
+TOO_DEEP = "JSON nested too deeply to read (no log this command reads nests like that); is it the right file?"
 INSTALL_TENSORBOARD = "pip install 'dataflex-lab[tensorboard]'"
 SUPPORTED = (
     "a demo's --json file (format dataflex-demo/1), verl's file-logger .jsonl, transformers/TRL's "
@@ -92,7 +95,7 @@ def read_path(
     if path.name.startswith(TFEVENTS):
         return [_name(_read_tensorboard(path), path, arm, seed, name_from)]
     text = _read_text(path)
-    document = _json_document(text)
+    document = _json_document(text, path)
     if isinstance(document, dict) and "format" in document:
         if arm is not None:
             raise CompareError(f"{path} names its own runs ({document.get('format')}); pass it without '{arm}@{seed}='")
@@ -119,11 +122,14 @@ def runs_from_demo(document: dict[str, Any], source: str = "<memory>") -> list[R
             raise CompareError(
                 f"{source}: 'runs' must be a non-empty list of {{arm, seed, steps}}, got {records!r:.80}"
             )
-        return [Run.from_record(record, source) for record in records]
-    arms, seed = document.get("arms"), document.get("seed")
-    if not isinstance(arms, dict) or not arms or "seed" not in document:
-        raise CompareError(f"{source}: a {DEMO_FORMAT} file needs 'runs', or 'arms' (arm -> steps) with 'seed'")
-    return [Run.from_record({"arm": arm, "seed": seed, "steps": steps}, source) for arm, steps in arms.items()]
+        runs = [Run.from_record(record, source) for record in records]
+    else:
+        arms, seed = document.get("arms"), document.get("seed")
+        if not isinstance(arms, dict) or not arms or "seed" not in document:
+            raise CompareError(f"{source}: a {DEMO_FORMAT} file needs 'runs', or 'arms' (arm -> steps) with 'seed'")
+        runs = [Run.from_record({"arm": arm, "seed": seed, "steps": steps}, source) for arm, steps in arms.items()]
+    declared = document.get("baseline", HOST_BASELINES.get(document.get("host")))
+    return [replace(run, baseline=True) if run.arm == declared else run for run in runs]
 
 
 # -- one format each -------------------------------------------------------------------------------------
@@ -136,6 +142,8 @@ def _from_verl_jsonl(text: str, source: str) -> StepLog:
             continue
         try:
             record = json.loads(line)
+        except RecursionError:
+            raise CompareError(f"{source}:{number}: {TOO_DEEP}") from None
         except json.JSONDecodeError as exc:
             raise CompareError(
                 f"{source}:{number}: not JSON ({exc.msg}); verl's file logger writes one object a line"
@@ -171,7 +179,7 @@ def _read_directory(path: Path) -> StepLog:
         )
         state = checkpoints[-1][1] if checkpoints else state
     if state.is_file():
-        document = _json_document(_read_text(state))
+        document = _json_document(_read_text(state), state)
         if not isinstance(document, dict) or "log_history" not in document:
             raise CompareError(f"{state}: not a trainer state (no 'log_history')")
         return _from_trainer_state(document, str(state))
@@ -207,7 +215,14 @@ def _name(log: StepLog, path: Path, arm: str | None, seed: int | None, pattern: 
         match = pattern.search(path.as_posix())
         if match is None:
             raise CompareError(f"--name-from {pattern.pattern!r} does not match {path.as_posix()!r}")
-        arm, seed = match["arm"], int(match["seed"])
+        arm, seed = match["arm"], match["seed"]
+        try:
+            seed = int(seed)
+        except ValueError:
+            raise CompareError(
+                f"--name-from {pattern.pattern!r} gives seed {seed!r} for {path.as_posix()!r}, not an integer; make "
+                r"the seed group match digits only, e.g. seed(?P<seed>\d+)"
+            ) from None
     if arm is None:
         raise CompareError(
             f"{path} does not record which arm and seed it is; name it as ARM@SEED={path} "
@@ -239,9 +254,11 @@ def _read_text(path: Path) -> str:
         raise CompareError(f"{path}: not a text file; expected {SUPPORTED}") from None
 
 
-def _json_document(text: str) -> Any:
+def _json_document(text: str, path: Path) -> Any:
     """The file as one JSON value, or None when it is not one (JSON lines, or not JSON at all)."""
     try:
         return json.loads(text)
     except json.JSONDecodeError:
         return None
+    except RecursionError:
+        raise CompareError(f"{path}: {TOO_DEEP}") from None

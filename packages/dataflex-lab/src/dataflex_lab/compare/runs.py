@@ -40,6 +40,8 @@ class Run:
     steps: Mapping[int, Mapping[str, float]]
     source: str = IN_MEMORY
     non_numeric: frozenset[str] = field(default_factory=frozenset)
+    #: The file declares this run's arm its baseline (a demo's plain-framework arm): compared against by default.
+    baseline: bool = False
 
     def __post_init__(self) -> None:
         if not isinstance(self.arm, str) or not self.arm.strip():
@@ -105,8 +107,13 @@ class StepLog:
         self.non_numeric: set[str] = set()
 
     def add(self, step: Any, metrics: Mapping[str, Any]) -> None:
-        if isinstance(step, bool) or not isinstance(step, (int, float)) or step != int(step):
-            raise CompareError(f"{self.where}: step {step!r} is not an integer")
+        if (
+            isinstance(step, bool)
+            or not isinstance(step, (int, float))
+            or not math.isfinite(step)  # JSON's NaN / Infinity
+            or step != int(step)
+        ):
+            raise CompareError(f"{self.where}: step {step!r} is not an integer (a step is a whole, finite number)")
         merged = self.steps.setdefault(int(step), {})
         for name, raw in metrics.items():
             value = as_metric_value(raw)

@@ -6,6 +6,7 @@ import math
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from .axis import AXIS_LABELS, FINAL_SHARE
 from .comparison import NOT_SEPARATED, SUMMARIES
 
 if TYPE_CHECKING:
@@ -35,12 +36,24 @@ def _runs_line(report: ComparisonReport) -> str:
 
 def _metric_section(report: ComparisonReport, metric: MetricResult) -> list[str]:
     steps, window = metric.steps, metric.window_steps
+    if metric.x == "step":
+        scope = (
+            f"Steps {steps[0]}–{steps[-1]} ({len(steps)} logged points). **final**: mean of the last "
+            f"{metric.window} points (steps {window[0]}–{window[-1]}); **AUC**: area under the curve divided by the "
+            "steps it spans (the curve's average height)."
+        )
+    else:
+        label = AXIS_LABELS[metric.x]
+        scope = (
+            f"At equal compute, on the axis **{label}**: every run up to {metric.budget:,.0f} {label} (the budget "
+            f"all of them reached; steps {steps[0]}–{steps[-1]} logged, {len(steps)} points). **final**: the curve's "
+            f"average height over the last {FINAL_SHARE:.0%} of that budget; **AUC**: over all of it (area under the "
+            f"curve over {label} divided by the span)."
+        )
     lines = [
         f"## `{metric.metric}`",
         "",
-        f"Steps {steps[0]}–{steps[-1]} ({len(steps)} logged points). **final**: mean of the last "
-        f"{metric.window} points (steps {window[0]}–{window[-1]}); **AUC**: area under the curve divided by the "
-        "steps it spans (the curve's average height).",
+        scope,
         "",
         f"| arm | seeds | summary | mean [{_percent(report.confidence)} CI] | sd over seeds "
         f"| Δ vs `{report.baseline}` [{_percent(report.confidence)} CI] | p | p (Holm) | verdict |",
@@ -49,7 +62,10 @@ def _metric_section(report: ComparisonReport, metric: MetricResult) -> list[str]
     digits = _decimals(metric)
     for arm in metric.arms:
         lines += [_row(report, arm, kind, digits) for kind in SUMMARIES]
-    return lines + [""]
+    lines.append("")
+    if metric.target is not None:
+        lines += _target_section(report, metric)
+    return lines
 
 
 def _row(report: ComparisonReport, arm: ArmResult, kind: str, digits: int) -> str:
@@ -66,6 +82,55 @@ def _row(report: ComparisonReport, arm: ArmResult, kind: str, digits: int) -> st
         verdict = d.verdict if d.verdict == NOT_SEPARATED else f"**{d.verdict}**"
         cells += [f"{signed(d.estimate)} {_interval(d.ci, signed)}", _p(d.p), _p(d.p_holm), verdict]
     return "| " + " | ".join(cells) + " |"
+
+
+def _target_section(report: ComparisonReport, metric: MetricResult) -> list[str]:
+    label = AXIS_LABELS[metric.x]
+    level = f"{metric.target:g}"
+    lines = [
+        f"### {label.capitalize()} to reach `{metric.metric}` >= {level}",
+        "",
+        f"The {label} at which each run first reached {level} (linear between logged points). A run that never "
+        f"reached it counts its last value: it needed more, so the ratio is then a bound (>= / <= / ?, see notes).",
+        "",
+        f"| arm | reached | {label} per seed | mean [{_percent(report.confidence)} CI] "
+        f"| `{report.baseline}` / arm [{_percent(report.confidence)} CI] | p | p (Holm) | verdict |",
+        "| --- | ---: | --- | --- | --- | ---: | ---: | --- |",
+    ]
+    for arm, reach in (metric.reach or {}).items():
+        name = f"`{arm}` (baseline)" if arm == report.baseline else f"`{arm}`"
+        shown = ", ".join(
+            f"{value:,.0f}" if reach.reached[seed] else f"> {value:,.0f}" for seed, value in reach.per_seed.items()
+        )
+        cells = [
+            name,
+            f"{sum(reach.reached.values())}/{len(reach.reached)}",
+            shown,
+            f"{reach.mean:,.0f} [{reach.ci[0]:,.0f}, {reach.ci[1]:,.0f}]",
+        ]
+        ratio = (metric.ratios or {}).get(arm)
+        if ratio is None:
+            cells += ["", "", "", ""]
+        elif math.isnan(ratio.ratio):
+            cells += ["reached at the start", "", "", NOT_SEPARATED]
+        else:
+            bound = f"{ratio.bound} " if ratio.bound else ""
+            verdict = ratio.verdict if ratio.verdict == NOT_SEPARATED else f"**{ratio.verdict}**"
+            cells += [
+                f"{bound}{ratio.ratio:.2f}x [{ratio.ci[0]:.2f}, {ratio.ci[1]:.2f}]",
+                _p(ratio.p),
+                _p(ratio.p_holm),
+                verdict,
+            ]
+        lines.append("| " + " | ".join(cells) + " |")
+    notes = {
+        ">=": "only baseline runs never reached it, so the arm's saving is at least this",
+        "<=": "only the arm's runs never reached it, so its saving is at most this",
+        "?": "runs of both never reached it: the ratio bounds nothing; run longer or lower --target",
+    }
+    used = sorted({r.bound for r in (metric.ratios or {}).values() if r.bound})
+    lines += ["", *(f"- `{bound}`: {notes[bound]}." for bound in used)] if used else []
+    return lines + [""]
 
 
 def _decimals(metric: MetricResult) -> int:

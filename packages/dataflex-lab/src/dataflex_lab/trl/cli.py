@@ -36,3 +36,54 @@ def add_demo(subparsers: argparse._SubParsersAction, name: str = "demo") -> argp
     demo.add_argument("--loss-type", choices=list(LOSS_UNITS), default="dapo", help="TRL's loss_type (default dapo)")
     demo.set_defaults(func=_demo)
     return demo
+
+
+def _evidence(args: argparse.Namespace) -> int:
+    import json
+    from pathlib import Path
+
+    from .evidence import QUICK, Campaign, run_campaign
+
+    def campaign() -> object:
+        options: dict = dict(QUICK) if args.quick else {}
+        for key in ("families", "recipes", "seeds", "steps", "val_every", "target", "jobs"):
+            value = getattr(args, key)
+            if value is not None:
+                options[key] = value
+        if args.task_params:
+            try:
+                options["task_params"] = json.loads(args.task_params)
+            except json.JSONDecodeError as exc:
+                raise ValueError(f"--task-params is not valid JSON ({exc.msg}): {args.task_params!r}") from None
+        return run_campaign(Campaign(**options, workdir=Path(args.workdir)))
+
+    return run_command("dataflex-trl", "trl", campaign)
+
+
+def add_evidence(subparsers: argparse._SubParsersAction, name: str = "evidence") -> argparse.ArgumentParser:
+    """Add ``dataflex-trl evidence`` (the ``dataflex.cli`` entry point ``dataflex-trl.evidence``)."""
+    from ..cli import _comma_list as comma_list
+
+    evidence = subparsers.add_parser(
+        name,
+        help="the recipes against uniform sampling on the task families, K seeds, compared at equal rollouts",
+        description="Train every recipe (uniform, curricula, select, reweight) on each task family for K seeds with "
+        "TRL's GRPOTrainer on the CPU, then compare them with uniform at equal rollouts: AUC, final value and "
+        "rollouts to --target on the held-out split, paired by seed, Holm across recipes (docs/evidence.md).",
+    )
+    evidence.add_argument("--families", type=comma_list(str), metavar="F,F", help="task families (default: all)")
+    evidence.add_argument("--recipes", type=comma_list(str), metavar="R,R", help="recipes (default: all)")
+    evidence.add_argument("--seeds", type=int, metavar="K", help="seeds per recipe (default 8)")
+    evidence.add_argument("--steps", type=int, help="training steps per run (default 30)")
+    evidence.add_argument("--val-every", type=int, metavar="N", help="held-out evaluation every N steps (default 5)")
+    evidence.add_argument("--target", type=float, help="held-out level for rollouts-to-target (default 0.15)")
+    evidence.add_argument("--jobs", type=int, help="runs side by side, one thread each (default 1)")
+    evidence.add_argument(
+        "--task-params", metavar="JSON", help='per family, e.g. \'{"repeat": {"difficulty": [1, 4]}}\''
+    )
+    evidence.add_argument("--quick", action="store_true", help="a smoke test: 1 family, 2 recipes, 2 seeds, 4 steps")
+    evidence.add_argument(
+        "--workdir", default="dataflex_evidence", help="runs, tables, plots (default ./dataflex_evidence)"
+    )
+    evidence.set_defaults(func=_evidence)
+    return evidence

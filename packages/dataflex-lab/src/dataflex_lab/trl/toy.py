@@ -8,9 +8,10 @@ benchmark use these helpers; nothing here runs in a user's training.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
-from .. import toy_model, toy_task
+from .. import task_families, toy_model, toy_task
 from ..toy_model import TinyModelSpec
 
 #: Characters the tokenizer knows, one token each.
@@ -20,6 +21,8 @@ PAD, EOS = "<pad>", "<eos>"
 
 #: The TRL demo's model: ~70k parameters; a step of 32 completions in about a second.
 TRL_MODEL = TinyModelSpec(hidden_size=64, intermediate_size=128, max_position_embeddings=32)
+#: The task families' model (the evidence campaign's): the same size.
+FAMILY_MODEL = TinyModelSpec(hidden_size=64, intermediate_size=128, max_position_embeddings=32, initializer_range=0.1)
 
 
 def char_tokenizer():
@@ -56,6 +59,35 @@ def toy_dataset(count: int, seed: int, domain_share: dict[str, float] | None = N
             for index, (letter, domain) in enumerate(pairs)
         ]
     )
+
+
+def family_tokenizer(task: task_families.TaskFamily):
+    """A character tokenizer for a task family's prompts and answers (and the constant prompts' marks)."""
+    return toy_model.char_tokenizer(
+        task.alphabet + task_families.SOLVED_MARK + task_families.UNSOLVABLE_MARK, pad=PAD, eos=EOS
+    )
+
+
+def family_dataset(prompts: Sequence[task_families.TaskPrompt]):
+    """A ``datasets.Dataset`` of a family's prompts: ``prompt``, ``answer``, ``kind``, ``difficulty`` (-1 for the
+    constant prompts) and ``index`` (the row's id, for ``mechanism: curriculum``'s ``prompt_key``)."""
+    from datasets import Dataset
+
+    return Dataset.from_list(
+        [
+            {"prompt": p.text, "answer": p.answer, "kind": p.kind, "difficulty": p.difficulty or -1, "index": index}
+            for index, p in enumerate(prompts)
+        ]
+    )
+
+
+def family_reward(task: task_families.TaskFamily):
+    """TRL reward function of ``task``: its binary rule on each completion (named ``rule``)."""
+
+    def rule(completions: list[str], answer: list[str], **_: Any) -> list[float]:
+        return [task.reward(completion, expected) for completion, expected in zip(completions, answer)]
+
+    return rule
 
 
 def echo_reward(completions: list[str], answer: list[str], **_: Any) -> list[float]:

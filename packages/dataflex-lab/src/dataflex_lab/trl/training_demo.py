@@ -26,7 +26,7 @@ from typing import Any, TextIO
 
 from dataflex_trl import __version__ as host_version
 
-from .. import demo_report, toy_task
+from .. import compute, demo_report, task_families, toy_task
 from ..version import __version__ as lab_version
 
 #: The baseline arm and the DataFlex arm.
@@ -35,6 +35,8 @@ ARMS = ("baseline", "dataflex")
 METRICS = demo_report.HostMetrics(reward="reward", step_time="step_time")
 #: Prompts per step and completions per prompt (a generation batch of 32 completions).
 PROMPTS_PER_STEP, GENERATIONS = 8, 4
+#: Completions per prompt on a task family: with a binary reward, 8 samples make a group informative often enough.
+FAMILY_GENERATIONS = 8
 #: TRL's name for the evaluation reward (on echo prompts, ``GENERATIONS`` completions each).
 EVAL_REWARD = "eval_reward"
 
@@ -48,16 +50,22 @@ class DemoSettings(demo_report.DemoOptions):
 
 
 def grpo_config(settings: DemoSettings, arm: str, seed: int) -> Any:
-    """The ``GRPOConfig`` of one run of ``arm``: TRL's defaults, the toy task's sizes, one log per step."""
+    """The ``GRPOConfig`` of one run of ``arm``: TRL's defaults, the task's sizes, one log per step."""
     from trl import GRPOConfig
 
+    task = settings.task_family
+    generations = FAMILY_GENERATIONS if task is not None else GENERATIONS
+    if task is not None:
+        completion_length = task.response_length(task_families.structure_from(settings.task_params, task))
+    else:
+        completion_length = toy_task.SCORED_CHARS
     return GRPOConfig(
         output_dir=str(settings.workdir / "runs" / f"{arm}_seed{seed}"),
-        per_device_train_batch_size=PROMPTS_PER_STEP * GENERATIONS,
-        num_generations=GENERATIONS,
-        max_completion_length=toy_task.SCORED_CHARS,
+        per_device_train_batch_size=PROMPTS_PER_STEP * generations,
+        num_generations=generations,
+        max_completion_length=completion_length,
         max_steps=settings.steps,
-        learning_rate=settings.lr,
+        learning_rate=settings.learning_rate,
         loss_type=settings.loss_type,
         logging_steps=1,
         save_strategy="no",
@@ -71,7 +79,7 @@ def grpo_config(settings: DemoSettings, arm: str, seed: int) -> Any:
                 "eval_strategy": "steps",
                 "eval_steps": settings.validation_interval,
                 "eval_on_start": True,
-                "per_device_eval_batch_size": PROMPTS_PER_STEP * GENERATIONS,
+                "per_device_eval_batch_size": PROMPTS_PER_STEP * generations,
             }
             if settings.validation_interval
             else {}
@@ -99,14 +107,27 @@ def train_arm(settings: DemoSettings, arm: str, seed: int, on_step: Any) -> list
     from transformers.trainer_callback import PrinterCallback
     from trl import GRPOTrainer
 
-    from .toy import char_tokenizer, echo_reward, tiny_model, toy_dataset
+    from .toy import (
+        FAMILY_MODEL,
+        char_tokenizer,
+        echo_reward,
+        family_dataset,
+        family_reward,
+        family_tokenizer,
+        tiny_model,
+        toy_dataset,
+    )
 
     records: list[dict[str, Any]] = []
+
+    generations = FAMILY_GENERATIONS if settings.task_family is not None else GENERATIONS
+    counters = compute.ComputeTotals()
 
     class Record(TrainerCallback):
         def on_log(self, args, state, control, logs=None, **kwargs):
             numbers = {k: float(v) for k, v in (logs or {}).items() if isinstance(v, (int, float))}
             if METRICS.reward in numbers:
+                numbers.update(counters.step(numbers, PROMPTS_PER_STEP * generations))
                 records.append({"step": int(state.global_step), "metrics": numbers})
                 on_step(records[-1])
             elif EVAL_REWARD in numbers:  # TRL logs an evaluation after the step's own log
@@ -116,23 +137,34 @@ def train_arm(settings: DemoSettings, arm: str, seed: int, on_step: Any) -> list
                     records.append({"step": int(state.global_step), "metrics": numbers})
                 on_step({"step": int(state.global_step), "metrics": numbers})
 
-    tokenizer = char_tokenizer()
+    task = settings.task_family
+    if task is not None:
+        splits = task.build(task_families.structure_from(settings.task_params, task), seed)
+        tokenizer = family_tokenizer(task)
+    else:
+        tokenizer = char_tokenizer()
     args = grpo_config(settings, arm, seed)
-    mixed = settings.toy_task == "mixed"
-    kwargs = dict(
-        model=tiny_model(tokenizer, seed=seed),
-        reward_funcs=echo_reward,
-        args=args,
-        train_dataset=toy_dataset(
-            demo_report.CURRICULUM_TRAIN_ROWS if mixed else PROMPTS_PER_STEP * settings.steps,
-            seed=seed,
-            task=settings.toy_task,
-        ),
-        # evaluation on echo prompts only: the skill the mixed task's constant prompts cannot teach
-        eval_dataset=toy_dataset(4 * PROMPTS_PER_STEP, seed=seed + 1) if settings.validation_interval else None,
-        processing_class=tokenizer,
-        callbacks=[Record()],
-    )
+    if task is not None:  # train on every kind, evaluate on the held-out split of the learnable band
+        data = {
+            "model": tiny_model(tokenizer, seed=seed, spec=FAMILY_MODEL),
+            "reward_funcs": family_reward(task),
+            "train_dataset": family_dataset(splits.train),
+            "eval_dataset": family_dataset(splits.held_out) if settings.validation_interval else None,
+        }
+    else:
+        mixed = settings.toy_task == "mixed"
+        data = {
+            "model": tiny_model(tokenizer, seed=seed),
+            "reward_funcs": echo_reward,
+            "train_dataset": toy_dataset(
+                demo_report.CURRICULUM_TRAIN_ROWS if mixed else PROMPTS_PER_STEP * settings.steps,
+                seed=seed,
+                task=settings.toy_task,
+            ),
+            # evaluation on echo prompts only: the skill the mixed task's constant prompts cannot teach
+            "eval_dataset": toy_dataset(4 * PROMPTS_PER_STEP, seed=seed + 1) if settings.validation_interval else None,
+        }
+    kwargs = dict(**data, args=args, processing_class=tokenizer, callbacks=[Record()])
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         trainer = (
@@ -159,7 +191,7 @@ def run_training_demo(settings: DemoSettings, out: TextIO = sys.stdout) -> dict[
     started = time.perf_counter()
     say(
         f"dataflex-trl {host_version} training demo: TRL {trl.__version__} GRPOTrainer on the CPU, tiny random "
-        f"Qwen2, toy echo task; {settings.steps} steps x {len(ARMS)} arms x {settings.seeds} seed(s), "
+        f"Qwen2, task {settings.toy_task}; {settings.steps} steps x {len(ARMS)} arms x {settings.seeds} seed(s), "
         f"loss_type={settings.loss_type}, {PROMPTS_PER_STEP} prompts x {GENERATIONS} completions per step"
     )
     say(f"DataFlex arm: {json.dumps(block)}")
@@ -168,8 +200,13 @@ def run_training_demo(settings: DemoSettings, out: TextIO = sys.stdout) -> dict[
             f"task: {demo_report.CURRICULUM_TRAIN_ROWS} prompts, half echo prompts, a quarter already solved (reward 1 whatever the "
             "answer), a quarter unsolvable (reward 0): uniform sampling spends half its rollouts on zero advantages"
         )
+    generations = FAMILY_GENERATIONS if settings.task_family is not None else GENERATIONS
+    if settings.task_family is not None:
+        splits = settings.task_family.build(task_families.structure_from(settings.task_params, settings.task_family), 0)
+        say(f"task {settings.toy_task} (binary rule reward): {json.dumps(task_families.describe(splits))}")
     if settings.validation_interval:
-        say(f"evaluation every {settings.validation_interval} steps on echo prompts, {GENERATIONS} completions each")
+        where = "the held-out split" if settings.task_family is not None else "echo prompts"
+        say(f"evaluation every {settings.validation_interval} steps on {where}, {generations} completions each")
     say(demo_report.TOY_RUN_NOTE)
     runs: list[dict[str, Any]] = []
     for seed in settings.seed_list():
@@ -191,10 +228,11 @@ def run_training_demo(settings: DemoSettings, out: TextIO = sys.stdout) -> dict[
             "dataflex": block,
             "steps": settings.steps,
             "loss_type": settings.loss_type,
-            "lr": settings.lr,
+            "lr": settings.learning_rate,
             "prompts_per_step": PROMPTS_PER_STEP,
-            "num_generations": GENERATIONS,
+            "num_generations": FAMILY_GENERATIONS if settings.task_family is not None else GENERATIONS,
             "task": settings.toy_task,
+            "task_params": settings.task_params,
             "validation_every": settings.validation_interval,
             "trl": trl.__version__,
             "dataflex_trl": host_version,
@@ -203,7 +241,7 @@ def run_training_demo(settings: DemoSettings, out: TextIO = sys.stdout) -> dict[
         },
     )
     title = (
-        f"TRL GRPO on the CPU, toy echo task: {block['mechanism']} "
+        f"TRL GRPO on the CPU, task {settings.toy_task}: {block['mechanism']} "
         f"{block['scorer']['name']} -> {block['actuator']['name']} (loss_type={settings.loss_type})"
     )
     validated = settings.validation_interval > 0
@@ -216,7 +254,7 @@ def run_training_demo(settings: DemoSettings, out: TextIO = sys.stdout) -> dict[
         json_path=settings.json_path,
         plot_path=Path(settings.plot_path or settings.workdir / "demo.png"),
         say=say,
-        rollouts_per_step=PROMPTS_PER_STEP * GENERATIONS if validated else None,
+        rollouts_per_step=PROMPTS_PER_STEP * generations if validated else None,
     )
     say(f"\n{demo_report.TOY_RUN_NOTE}\nwall time {time.perf_counter() - started:.0f} s")
     return document

@@ -78,6 +78,11 @@ def run_training_demo(settings: DemoSettings, out: TextIO = sys.stdout) -> dict[
     def say(message: str = "") -> None:
         print(message, file=out, flush=True)
 
+    if settings.task_family is not None:
+        raise ValueError(
+            f"--task {settings.toy_task}: the task families run in TRL's demo for now (nox -s demo-trl -- --task "
+            f"{settings.toy_task}); verl's demo trains the echo task and its mixed variant (--task echo|mixed)"
+        )
     block = settings.block()
     demo_report.check_components(block)
     started = time.perf_counter()
@@ -117,7 +122,7 @@ def run_training_demo(settings: DemoSettings, out: TextIO = sys.stdout) -> dict[
                 steps=settings.steps,
                 seed=seed,
                 loss_agg_mode=settings.loss_agg_mode,
-                lr=settings.lr,
+                lr=settings.learning_rate,
                 experiment=f"{arm}_seed{seed}",
                 extra=settings.overrides(),
             )
@@ -143,7 +148,7 @@ def run_training_demo(settings: DemoSettings, out: TextIO = sys.stdout) -> dict[
             "steps": settings.steps,
             "loss_agg_mode": settings.loss_agg_mode,
             "trainer_line": settings.trainer,
-            "lr": settings.lr,
+            "lr": settings.learning_rate,
             "task": task,
             "train_prompts": train_rows,
             "validation_every": settings.validation_interval,

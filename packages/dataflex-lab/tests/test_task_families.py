@@ -1,0 +1,120 @@
+"""The task families: the structure as parameters, the binary rule, the held-out split, --task-params checked."""
+
+from __future__ import annotations
+
+import argparse
+
+import pytest
+
+from dataflex_lab import demo_report, task_families
+from dataflex_lab.task_families import FAMILIES, SOLVED_ANSWER, UNSOLVABLE_ANSWER, TaskParamsError, structure_from
+
+
+def test_the_rule_is_binary_and_hand_checked_cases_score_as_written():
+    repeat, count = FAMILIES["repeat"], FAMILIES["count"]
+    # repeat: the prompt's last letter, d times (d is the digit before it)
+    assert repeat.reward("cc", "cc") == 1.0 and repeat.reward("ccc", "cc") == 1.0  # the head is what counts
+    assert repeat.reward("cb", "cc") == 0.0 and repeat.reward("c", "cc") == 0.0 and repeat.reward("", "c") == 0.0
+    # count: the number of a's, as a digit
+    assert count.reward("2", "2") == 1.0 and count.reward("3", "2") == 0.0 and count.reward("a", "2") == 0.0
+    for family in FAMILIES.values():
+        assert family.reward("anything", SOLVED_ANSWER) == 1.0 and family.reward("", SOLVED_ANSWER) == 1.0
+        assert family.reward("anything", UNSOLVABLE_ANSWER) == 0.0
+
+
+def test_prompts_read_as_documented():
+    import random
+
+    text, answer = FAMILIES["repeat"].learnable(3, random.Random(0))
+    assert text[-2] == "3" and answer == text[-1] * 3 and set(text[:2]) <= set("xyz")
+    text, answer = FAMILIES["count"].learnable(5, random.Random(0))
+    assert len(text) == 5 and set(text) <= {"a", "b"} and answer == str(text.count("a"))
+
+
+@pytest.mark.parametrize("name", list(FAMILIES))
+def test_the_structure_is_what_the_params_say(name):
+    family = FAMILIES[name]
+    lo = family.default_difficulty[0]
+    structure = structure_from(
+        {"solved_fraction": 0.25, "unsolvable_fraction": 0.5, "train_prompts": 40, "held_out_prompts": 10,
+         "difficulty": [lo, lo + 3]},
+        family,
+    )  # fmt: skip
+    splits = family.build(structure, seed=3)
+    kinds = [p.kind for p in splits.train]
+    assert len(kinds) == 40 and kinds.count("solved") == 10 and kinds.count("unsolvable") == 20
+    assert kinds.count("learnable") == 10
+    assert all(p.answer == SOLVED_ANSWER for p in splits.train if p.kind == "solved")
+    assert all(p.answer == UNSOLVABLE_ANSWER for p in splits.train if p.kind == "unsolvable")
+    learnable = [p for p in splits.train if p.kind == "learnable"]
+    assert all(lo <= p.difficulty <= lo + 3 for p in learnable + list(splits.held_out))
+    # the held-out split: learnable prompts only, distinct texts, none of them trained on
+    held = [p.text for p in splits.held_out]
+    assert len(held) == 10 == len(set(held)) and {p.kind for p in splits.held_out} == {"learnable"}
+    assert not set(held) & {p.text for p in splits.train}
+    # every text is written in the family's alphabet (a character tokenizer can be built from it)
+    marks = task_families.SOLVED_MARK + task_families.UNSOLVABLE_MARK
+    assert all(set(p.text) <= set(family.alphabet + marks) for p in splits.train + splits.held_out)
+    assert all(set(p.answer) <= set(family.alphabet) for p in learnable)
+    # seeded: the same seed gives the same prompts, another seed others
+    assert family.build(structure, seed=3) == splits and family.build(structure, seed=4).train != splits.train
+
+
+def test_the_difficulty_knob_moves_the_chance_of_a_random_answer():
+    """The band's easy end is easier: a response of random letters solves d = 1 far more often than d = 3."""
+    import random
+
+    family, rng = FAMILIES["repeat"], random.Random(0)
+    rates = {}
+    for d in (1, 3):
+        hits = 0
+        for _ in range(4000):
+            text, answer = family.learnable(d, rng)
+            hits += family.reward("".join(rng.choice(family.letters) for _ in range(d)), answer) == 1.0
+        rates[d] = hits / 4000
+    assert rates[1] == pytest.approx(1 / 8, abs=0.02) and rates[3] < 0.01
+
+
+@pytest.mark.parametrize(
+    ("params", "message"),
+    [
+        ('{"solved_fraction": 0.6, "unsolvable_fraction": 0.5}', "leave no learnable prompts"),
+        ('{"solved_fraction": 1.5}', "solved_fraction must be a number in \\[0, 1\\], got 1.5"),
+        ('{"difficulty": [3, 1]}', "difficulty must be \\[lo, hi\\]"),
+        ('{"difficulty": [0, 12]}', "not a range within \\[1, 9\\]"),
+        ('{"train_prompt": 10}', "unknown key\\(s\\) \\['train_prompt'\\]"),
+        ('{"train_prompts": 0}', "train_prompts must be a positive integer"),
+        ("[1, 2]", "must be a JSON object"),
+        ("{bad", "not valid JSON"),
+    ],
+)
+def test_bad_task_params_name_the_value_and_the_fix(params, message):
+    with pytest.raises(TaskParamsError, match=message):
+        structure_from(params, FAMILIES["repeat"])
+
+
+def test_a_range_with_too_few_prompts_to_hold_out_is_refused():
+    family = FAMILIES["count"]
+    with pytest.raises(TaskParamsError, match="too few distinct prompts"):
+        family.build(structure_from({"difficulty": [1, 2], "held_out_prompts": 10}, family), seed=0)
+
+
+def test_the_demos_take_task_and_task_params():
+    parser = argparse.ArgumentParser()
+    demo_report.add_demo_arguments(parser, workdir="out")
+    args = parser.parse_args(["--task", "count", "--task-params", '{"difficulty": [2, 4]}'])
+    options = demo_report.DemoOptions(**demo_report.demo_options(args))
+    assert options.task_family is FAMILIES["count"] and options.task_params == {"difficulty": [2, 4]}
+    assert options.validation_interval == 5  # a family evaluates on its held-out split by default
+    with pytest.raises(ValueError, match="needs --task with a task family"):
+        demo_report.demo_options(parser.parse_args(["--task", "echo", "--task-params", "{}"]))
+    with pytest.raises(ValueError, match="difficulty"):
+        demo_report.demo_options(parser.parse_args(["--task", "repeat", "--task-params", '{"difficulty": [5, 1]}']))
+    assert demo_report.DemoOptions(task="mixed").task_family is None
+
+
+def test_verls_demo_refuses_a_task_family_with_the_command_that_runs_it():
+    from dataflex_lab.verl.training_demo import DemoSettings, run_training_demo
+
+    with pytest.raises(ValueError, match="nox -s demo-trl -- --task count"):
+        run_training_demo(DemoSettings(task="count"))
