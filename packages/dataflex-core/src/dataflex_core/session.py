@@ -43,6 +43,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 from .errors import ConfigError, IncompatibleComponentError
+from .ledger import CHECKPOINT_LEDGER, PromptLedger
 from .lock.pinning import ResolvedPlugins, check_plugin_record, resolve_plugins, save_plugin_record
 from .step.core import DataFlexStep, MountedStep, mount_step
 from .step.fields import is_canonical
@@ -270,6 +271,24 @@ class DataFlexSession:
         """
         save_plugin_record(folder, self.plugins)
         write_component_state(folder, data)
+        self.export_ledger(os.path.join(os.fspath(folder), CHECKPOINT_LEDGER))
+
+    @property
+    def ledger(self) -> PromptLedger | None:
+        """The per-prompt ledger the mechanism feeds (``None`` for one without, or before the train sampler)."""
+        return self.mechanism.ledger(self.sampler)
+
+    def export_ledger(self, path: str | os.PathLike[str]) -> bool:
+        """Write the ledger to ``path`` in its file format (:meth:`~dataflex_core.ledger.PromptLedger.export`),
+        for ``dataflex.ledger.load`` of a later run; False when the mechanism keeps none.
+
+        Each checkpoint folder gets one (``dataflex_ledger.jsonl``) when the state is written.
+        """
+        ledger = self.ledger
+        if ledger is None:
+            return False
+        ledger.export(path)
+        return True
 
     def save(self, folder: str | os.PathLike[str], global_steps: int) -> None:
         """:meth:`encode_state` then :meth:`write_state`, for a host that writes before the framework does."""
