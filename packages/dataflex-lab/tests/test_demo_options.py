@@ -44,3 +44,11 @@ def test_the_command_line_gives_the_options_and_refuses_loose_params(tmp_path):
     for bad in ('{"temperature": 0.5}', "{not json", '{"actuator": 3}'):
         with pytest.raises(ValueError, match="--params"):
             demo_report.demo_options(parser.parse_args(["--params", bad]))
+
+
+def test_the_filter_demo_is_dapos_dynamic_sampling_on_the_mixed_task():
+    options = DemoOptions(mechanism="filter")
+    block = options.block()
+    assert block["scorer"]["name"] == "group_reward_variance" and block["actuator"]["name"] == "threshold_band"
+    assert block["actuator"]["params"]["low"] == 0.0 and block["filter"]["on_short"] == "backfill"
+    assert options.toy_task == "mixed"  # the echo task rarely has a group without reward variance
