@@ -64,13 +64,23 @@ def test_every_trained_batch_is_full_of_groups_with_reward_variance(make_trainer
 
 def test_refills_come_from_the_seeded_refill_sampler(make_trainer, dataset):
     trainer = make_trainer("dapo", DAPO, reward=split_reward, max_steps=2)
+    steps = []
+    original = trainer._dataflex_filter_rounds
+
+    def wrapped(inputs, output, step):
+        merged_inputs, merged, rounds = original(inputs, output, step)
+        steps.append(({row["index"] for row in inputs}, [row["index"] for row in merged_inputs], rounds.rounds))
+        return merged_inputs, merged, rounds
+
+    trainer._dataflex_filter_rounds = wrapped
     trainer.train()
     replay = RefillSampler(len(dataset), PROMPTS_PER_STEP, seed=trainer.args.seed)
-    refills = int(trainer.dataflex.step.compute_totals.totals["refills"])
-    assert refills > 0
-    drawn = [replay.next_block() for _ in range(refills)]
+    assert sum(rounds - 1 for _, _, rounds in steps) > 0
+    for first_round, trained, rounds in steps:
+        drawn = {int(dataset[i]["index"]) for _ in range(rounds - 1) for i in replay.next_block()}
+        assert set(trained) <= first_round | drawn  # every trained prompt: TRL's own draw or a refill's
+        assert all(int(i) % 2 == 1 for i in trained)  # and only prompts with reward variance
     assert trainer.dataflex.refill_sampler(0, batch_size=0, seed=0).state_dict() == replay.state_dict()
-    assert all(len(block) == PROMPTS_PER_STEP for block in drawn)
 
 
 def test_admitting_every_group_leaves_trls_batch_and_loss_as_they_are(make_trainer, generation_inputs):
