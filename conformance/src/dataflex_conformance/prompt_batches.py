@@ -99,6 +99,12 @@ def _history(n: int, gen: torch.Generator) -> dict[str, torch.Tensor]:
         "successes": successes,
         "reward_sum": successes + 0.25 * (rollouts - successes),
         "last_success_rate": torch.where(seen, torch.rand(n, generator=gen, dtype=torch.float64), 0.0),
+        # the ledger's other counters, consistent with those (no further draws: the cases stay as they were)
+        "rollouts_trained": rollouts.clone(),
+        "rollouts_filtered": torch.zeros_like(rollouts),
+        "tokens_generated": rollouts * 16,
+        "reward_sq_sum": successes + 0.0625 * (rollouts - successes),
+        "uniform_reward_steps": torch.where(seen & ((successes == 0) | (successes == rollouts)), times, 0),
     }
 
 

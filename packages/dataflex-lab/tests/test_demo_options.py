@@ -107,3 +107,11 @@ def test_the_plot_has_whole_step_ticks_and_names_a_metric_once():
         demo_report.figure(doc, verl, baseline="baseline", title="t").axes[0].get_ylabel()
         == "reward (critic/score/mean)"
     )
+
+
+def test_the_filter_demo_is_dapos_dynamic_sampling_on_the_mixed_task():
+    options = DemoOptions(mechanism="filter")
+    block = options.block()
+    assert block["scorer"]["name"] == "group_reward_variance" and block["actuator"]["name"] == "threshold_band"
+    assert block["actuator"]["params"]["low"] == 0.0 and block["filter"]["on_short"] == "backfill"
+    assert options.toy_task == "mixed"  # the echo task rarely has a group without reward variance

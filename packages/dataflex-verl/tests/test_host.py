@@ -513,12 +513,15 @@ def test_a_field_missing_from_the_queue_is_named(make_config, queue):
          "timing='in_loss'.*cannot run in mechanism 'reweight'"),
         ([], {"scorer": {"name": "hosttest_pre_rollout"}, "actuator": {"name": "softmax"}}, IncompatibleComponentError,
          "timing='pre_rollout'"),
+        ([], {"mechanism": "filter", "scorer": {"name": "group_reward_variance"}, "actuator": {"name": "threshold_band"}},
+         IncompatibleComponentError, "mechanism filter .* verl cannot refill: its V1 trainers refill only through "
+         "their replay buffer.*Use mechanism select"),
     ],
     ids=[
         "no-block", "unknown-scorer", "unknown-param", "bad-on_invalid", "groups-under-gae",
         "values-without-critic", "ref-without-reference", "rollout-log-probs-off", "distillation-only",
         "distillation-pg-without-task-rewards", "bypass-mode-loss", "geo-mean",
-        "in-loss-timing", "pre-rollout-timing",
+        "in-loss-timing", "pre-rollout-timing", "filter-cannot-refill",
     ],
 )  # fmt: skip
 def test_mount_refuses_configs_that_cannot_work(make_config, overrides, block, error, message):

@@ -47,7 +47,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 from .errors import ConfigError, IncompatibleComponentError
+from .ledger import CHECKPOINT_LEDGER, PromptLedger
 from .lock.pinning import ResolvedPlugins, check_plugin_record, resolve_plugins, save_plugin_record
+from .mechanisms.filter import AdmissionRounds, Filter, RefillSampler
+from .precomputed import prepare_batch
 from .step.core import DataFlexStep, MountedStep, mount_step
 from .step.fields import is_canonical
 from .step.host import FieldSupport, HostCapabilities
@@ -117,6 +120,8 @@ class DataFlexSession:
         #: The plugin set this run uses; resolved before any component is built.
         self.plugins: ResolvedPlugins = resolve_plugins(block)
         self._step: DataFlexStep | None = None
+        #: mechanism filter: the sampler of refill rounds, once the host asked for it.
+        self._refill: RefillSampler | None = None
         #: The resumed folder and the state read from it by :meth:`check_resume`, for :meth:`restore`.
         self._resumed: tuple[str, SavedState | None] | None = None
 
@@ -236,10 +241,44 @@ class DataFlexSession:
         importance_weights: torch.Tensor | None = None,
         start: float | None = None,
         advantages: torch.Tensor | None = None,
+        admission: AdmissionRounds | None = None,
     ) -> StepResult:
         """The step on ``batch`` (see :meth:`~dataflex_core.step.DataFlexStep.run`); its metrics include the
         ``dataflex/compute/*`` counters."""
-        return self.step.run(batch, step, importance_weights=importance_weights, start=start, advantages=advantages)
+        return self.step.run(
+            batch, step, importance_weights=importance_weights, start=start, advantages=advantages, admission=admission
+        )
+
+    # -- mechanism filter's generation rounds ----------------------------------------------------
+    def admission(self, groups: int) -> AdmissionRounds:
+        """A step's admission rounds (``mechanism: filter``) for a trained batch of ``groups`` groups.
+
+        The host generates a prompt batch, calls :meth:`admit` on it, and while
+        :attr:`~dataflex_core.mechanisms.filter.AdmissionRounds.needs_refill` generates the next one from
+        :meth:`refill_sampler`; then it builds the trained batch from ``rounds.chosen()`` and calls :meth:`run`
+        on it with ``admission=rounds``.
+        """
+        return self._filter().rounds(groups)
+
+    def admit(self, rounds: AdmissionRounds, batch: Any, step: int) -> torch.Tensor:
+        """Admit one round's groups into ``rounds``; the admitted flag of each group (sorted ``uid`` order)."""
+        prepare_batch(batch)
+        admitted, rollouts, tokens = self._filter().admit(self.step, batch, step)
+        rounds.add(admitted, rollouts, tokens)
+        return admitted
+
+    def refill_sampler(self, population: int, *, batch_size: int, seed: int) -> RefillSampler:
+        """The sampler of refill rounds (built once; its position travels with the component state)."""
+        self._filter()
+        if self._refill is None:
+            self._refill = RefillSampler(population, batch_size, seed)
+        return self._refill
+
+    def _filter(self) -> Filter:
+        mechanism = self.mechanism
+        if not isinstance(mechanism, Filter):
+            raise RuntimeError(f"admission rounds belong to mechanism filter, not {mechanism.name!r}")
+        return mechanism
 
     def count(
         self,
@@ -268,6 +307,7 @@ class DataFlexSession:
             "scorer": pipeline.scorer,
             "actuator": pipeline.actuator,
             **self.mechanism.stateful(self.sampler),
+            **({"refill": self._refill} if self._refill is not None else {}),
             "compute": self.step.compute_totals,
         }
 
@@ -292,6 +332,24 @@ class DataFlexSession:
         """
         save_plugin_record(folder, self.plugins)
         write_component_state(folder, data)
+        self.export_ledger(os.path.join(os.fspath(folder), CHECKPOINT_LEDGER))
+
+    @property
+    def ledger(self) -> PromptLedger | None:
+        """The per-prompt ledger the mechanism feeds (``None`` for one without, or before the train sampler)."""
+        return self.mechanism.ledger(self.sampler)
+
+    def export_ledger(self, path: str | os.PathLike[str]) -> bool:
+        """Write the ledger to ``path`` in its file format (:meth:`~dataflex_core.ledger.PromptLedger.export`),
+        for ``dataflex.ledger.load`` of a later run; False when the mechanism keeps none.
+
+        Each checkpoint folder gets one (``dataflex_ledger.jsonl``) when the state is written.
+        """
+        ledger = self.ledger
+        if ledger is None:
+            return False
+        ledger.export(path)
+        return True
 
     def save(self, folder: str | os.PathLike[str], global_steps: int) -> None:
         """:meth:`encode_state` then :meth:`write_state`, for a host that writes before the framework does."""

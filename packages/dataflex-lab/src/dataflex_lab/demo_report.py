@@ -54,6 +54,8 @@ DEFAULT_PAIRS: dict[str, tuple[str, dict[str, Any], str, dict[str, Any]]] = {
     "select": ("advantage_magnitude", {}, "topk_fraction", {"fraction": 0.5}),
     "mix": ("reward_difficulty", {}, "reward_gap", {}),
     "curriculum": ("solve_rate_ema", {"alpha": 1.0}, "learnability", {}),
+    # DAPO's dynamic sampling: admit groups whose rewards vary (TRL refills; verl refuses it at mount)
+    "filter": ("group_reward_variance", {}, "threshold_band", {"low": 0.0, "high": 1.0e9}),
 }
 #: The curriculum demo's task and its number of train prompts (few enough that each recurs within a run).
 CURRICULUM_TASK, CURRICULUM_TRAIN_ROWS = "mixed", 48
@@ -78,7 +80,8 @@ class DemoOptions:
     json_path: Path | None = None
     plot_path: Path | None = None
     warmup_step: int = 0
-    #: ``echo``, ``mixed`` or a task family (:mod:`.task_families`); ``None``: mixed for curriculum, else echo.
+    #: ``echo``, ``mixed`` or a task family (:mod:`.task_families`); ``None``: mixed for mechanisms curriculum and
+    #: filter, echo otherwise.
     task: str | None = None
     #: Validate every N steps (a family: on its held-out split; and compare the arms on it); 0 never;
     #: ``None``: 3 for curriculum, 5 for a task family.
@@ -88,7 +91,7 @@ class DemoOptions:
 
     @property
     def toy_task(self) -> str:
-        return self.task or (CURRICULUM_TASK if self.mechanism == "curriculum" else "echo")
+        return self.task or (CURRICULUM_TASK if self.mechanism in ("curriculum", "filter") else "echo")
 
     @property
     def task_family(self) -> Any:
@@ -130,6 +133,8 @@ class DemoOptions:
             from . import toy_task
 
             block.update({"domains": list(toy_task.DOMAINS), "domain_key": "domain"})
+        if self.mechanism == "filter":  # the mixed task's constant prompts are often all solved or all failed
+            block["filter"] = {"max_rounds": 8, "on_short": "backfill"}
         if self.mechanism == "curriculum":
             block["prompt_key"] = "index"  # each toy row's id (verl copies extra_info.index into it)
         return block

@@ -88,8 +88,21 @@ def capabilities(args: Any, train_dataset: Any) -> HostCapabilities:
         "values": FieldSupport(False, "TRL's GRPOTrainer has no critic; pick a scorer that does not read values"),
         "returns": FieldSupport(False, "TRL's GRPOTrainer computes no returns; read advantages instead"),
     }
+    processes = int(getattr(args, "world_size", 1) or 1)
+    map_dataset = is_map_dataset(train_dataset)
+    refill_reason = ""
+    if not map_dataset:
+        refill_reason = "refill rounds draw prompts by index, and the train dataset is not a map-style dataset"
+    elif processes > 1:
+        refill_reason = (
+            f"refill rounds merge generation batches on one process, and this run has {processes} processes "
+            "(multi-process refill is not implemented yet)"
+        )
     return HostCapabilities(
         name=f"TRL {trl.__version__} GRPOTrainer",
+        # mechanism filter: DataFlexGRPOTrainer generates further prompt batches until the batch is full
+        refill=not refill_reason,
+        refill_reason=refill_reason,
         loss_units=(TOKEN_UNIT, SEQUENCE_UNIT),
         token_weights=True,
         hard_drop=True,

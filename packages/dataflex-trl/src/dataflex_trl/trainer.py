@@ -41,7 +41,7 @@ from trl import GRPOTrainer
 from dataflex_core import Batch
 from dataflex_core.session import DataFlexSession
 
-from . import distributed
+from . import distributed, refill
 from .advantages import completion_rewards, grpo_advantages
 from .checkpoint import DataFlexCheckpointMixin
 from .mount import TrlTrainDataset, mount
@@ -99,6 +99,11 @@ class DataFlexGRPOTrainer(DataFlexCheckpointMixin, GRPOTrainer):
         if args is None:
             mount(self.dataflex, self.args, train_dataset)
         self._dataflex_rewards_per_func: torch.Tensor | None = None
+        if self.dataflex.mechanism.name == "filter":  # before any resume restores its position
+            self.dataflex.refill_sampler(
+                len(self.train_dataset), batch_size=self.args.generation_batch_size // self.num_generations,
+                seed=self.args.seed,
+            )  # fmt: skip
         logger.info("dataflex-trl %s mounted: %s", __version__, self.dataflex.describe())
 
     # -- TRL's seams ---------------------------------------------------------------------
@@ -113,10 +118,44 @@ class DataFlexGRPOTrainer(DataFlexCheckpointMixin, GRPOTrainer):
         if not self.model.training:
             return output
         step = int(self.state.global_step) + 1  # the optimizer step this generation batch trains, from 1
-        metrics = self._dataflex_on_generation(inputs, output, step, time.perf_counter())
+        rounds, rounds_time = None, None
+        if self.dataflex.mechanism.name == "filter" and self.dataflex.idle(step) is None:
+            began = time.perf_counter()  # the refill rounds' generation is TRL's work, not the hook's
+            inputs, output, rounds = self._dataflex_filter_rounds(inputs, output, step)
+            rounds_time = time.perf_counter() - began
+        metrics = self._dataflex_on_generation(inputs, output, step, time.perf_counter(), admission=rounds)
+        if rounds_time is not None:
+            metrics["dataflex/filter/rounds_time_s"] = rounds_time
         for name, value in metrics.items():
             self._metrics["train"][name].append(value)
         return output
+
+    def _dataflex_filter_rounds(self, inputs: list[dict], output: dict, step: int) -> tuple[list[dict], dict, Any]:
+        """``mechanism: filter``: TRL's round, further rounds from the refill sampler while too few groups are
+        admitted, then the chosen groups of every round as one generation batch (:mod:`dataflex_trl.refill`)."""
+        session, size = self.dataflex, self.num_generations
+        rounds = session.admission(len(output["advantages"]) // size)
+        pool = [(inputs, output, self._dataflex_rewards_per_func)]
+        session.admit(rounds, self._dataflex_batch(inputs, output)[0], step)
+        sampler = session.refill_sampler(len(self.train_dataset), batch_size=rounds.groups, seed=self.args.seed)
+        while rounds.needs_refill:
+            more = [self.train_dataset[int(i)] for i in sampler.next_block() for _ in range(size)]
+            self._dataflex_rewards_per_func = None
+            generated = GRPOTrainer._generate_and_score_completions(self, more)
+            pool.append((more, generated, self._dataflex_rewards_per_func))
+            session.admit(rounds, self._dataflex_batch(more, generated)[0], step)
+        if rounds.rounds == 1 and rounds.admitted_groups == rounds.groups:
+            return inputs, output, rounds  # every group admitted at once: TRL's batch as it is
+        rows = [refill.group_rows(keep, size) for keep in rounds.chosen()]
+        merged = refill.merge_outputs([o for _, o, _ in pool], rows, pad_token_id=self._dataflex_pad_token_id())
+        self._dataflex_rewards_per_func = torch.cat([rpf[r.to(rpf.device)] for (_, _, rpf), r in zip(pool, rows)])
+        merged_inputs = [rows_in[i] for (rows_in, _, _), r in zip(pool, rows) for i in r.tolist()]
+        return merged_inputs, merged, rounds
+
+    def _dataflex_pad_token_id(self) -> int:
+        tokenizer = getattr(self.processing_class, "tokenizer", self.processing_class)
+        pad = getattr(tokenizer, "pad_token_id", None)
+        return 0 if pad is None else int(pad)
 
     def _get_train_sampler(self, dataset=None):
         dataset = self.train_dataset if dataset is None else dataset
@@ -129,8 +168,13 @@ class DataFlexGRPOTrainer(DataFlexCheckpointMixin, GRPOTrainer):
         return MixtureRepeatSampler(block, self.num_generations, self.num_iterations * self.args.steps_per_generation)
 
     # -- the step ------------------------------------------------------------------------
-    def _dataflex_on_generation(self, inputs: list[dict], output: dict, step: int, start: float) -> dict[str, float]:
-        """Run the session's step on the gathered generation batch and apply its result to this process's ``output``."""
+    def _dataflex_on_generation(
+        self, inputs: list[dict], output: dict, step: int, start: float, admission: Any = None
+    ) -> dict[str, float]:
+        """Run the session's step on the gathered generation batch and apply its result to this process's ``output``.
+
+        :param admission: ``mechanism: filter``: the rounds that built ``output``.
+        """
         idle = self.dataflex.idle(step)
         accelerator = self.accelerator
         if idle is not None:  # TRL's step as it is; its rollouts still count
@@ -142,7 +186,7 @@ class DataFlexGRPOTrainer(DataFlexCheckpointMixin, GRPOTrainer):
         importance = self._dataflex_importance_weights(output) if mechanism.writes_weights else None
 
         def compute() -> dict[str, Any]:
-            return self._dataflex_result(batch, loss_mask, step, importance, start, advantages)
+            return self._dataflex_result(batch, loss_mask, step, importance, start, advantages, admission)
 
         if mechanism.runs_on_every_process:  # every process feeds its replica the same gathered batch
             result = compute()
@@ -185,9 +229,12 @@ class DataFlexGRPOTrainer(DataFlexCheckpointMixin, GRPOTrainer):
         importance: torch.Tensor | None,
         start: float,
         advantages: torch.Tensor,
+        admission: Any = None,
     ) -> dict[str, Any]:
         """The session's step: the factor to apply (and, for a hard drop, kept rows, new advantages, token count)."""
-        result = self.dataflex.run(batch, step, importance_weights=importance, start=start, advantages=advantages)
+        result = self.dataflex.run(
+            batch, step, importance_weights=importance, start=start, advantages=advantages, admission=admission
+        )
         out: dict[str, Any] = {"metrics": result.metrics, "factor": None, "kept": None, "advantages": None}
         if result.factor is None:
             return out

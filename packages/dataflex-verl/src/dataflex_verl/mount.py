@@ -153,6 +153,12 @@ def capabilities(config: Any) -> HostCapabilities:
         token_weights=True,
         hard_drop=False,
         recompute_advantage=True,
+        # mechanism filter would refill through V1's replay-buffer eviction/refill (verl#7082), not wired yet
+        refill=False,
+        refill_reason=(
+            "its V1 trainers refill only through their replay buffer's eviction and refill (verl#7082), which "
+            "DataFlex does not drive yet; DataFlexGRPOTrainer (TRL) refills"
+        ),
         resampling=True,
         checkpoints_sampler=True,
         complete_groups=True,

@@ -129,6 +129,11 @@ class Mechanism:
         """State besides the scorer's and the actuator's that travels with a checkpoint, by role."""
         return {}
 
+    def ledger(self, sampler: Any) -> Any:
+        """The per-prompt ledger (:class:`~dataflex_core.ledger.PromptLedger`) it feeds, exported beside each
+        checkpoint's state; ``None`` for a mechanism without one."""
+        return None
+
     def restored(self, sampler: Any, host: HostCapabilities) -> None:
         """After the components' state came back from a checkpoint (``host.checkpoints_sampler`` says whether
         the framework restored the train sampler too)."""

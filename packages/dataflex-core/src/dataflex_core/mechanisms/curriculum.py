@@ -18,7 +18,9 @@ prompt, default ``index``: verl copies ``extra_info.index`` into it),
 ``candidates`` (prompts scored per draw; ``0``, the default, scores every
 prompt of the dataset), ``success_threshold`` (a response succeeds when its
 reward reaches it; unset: a reward in ``[0, 1]`` is that fraction of a
-success), ``warmup_step`` (draws are uniform before it).
+success), ``warmup_step`` (draws are uniform before it), ``ledger.load`` (an
+exported per-prompt ledger the history starts from:
+:mod:`dataflex_core.ledger`).
 """
 
 from __future__ import annotations
@@ -33,7 +35,8 @@ import torch
 
 from ..batch import Batch
 from ..errors import ConfigError, IncompatibleComponentError
-from ..normalize import valid_sample_mask
+from ..ledger import LEDGER_KEY, ledger_load_path
+from ..normalize import valid_sample_mask, valid_token_counts
 from ..step.fields import is_canonical
 from ..step.history import PromptHistory, PromptIds
 from ..step.prompt_sampler import METRIC_PREFIX, CurriculumSampler, candidate_columns
@@ -49,7 +52,7 @@ if TYPE_CHECKING:
 logger = logging.getLogger("dataflex_core.step")
 
 #: Keys of the ``dataflex:`` block that only ``mechanism: curriculum`` reads, with their defaults.
-CURRICULUM_KEYS = {"prompt_key": "index", "candidates": 0, "success_threshold": None}
+CURRICULUM_KEYS = {"prompt_key": "index", "candidates": 0, "success_threshold": None, **LEDGER_KEY}
 #: The field of the step's rows that carries the outcome reward (on the last response token).
 REWARD_FIELD = "rm_scores"
 
@@ -59,6 +62,8 @@ class CurriculumSettings:
     prompt_key: str
     candidates: int
     success_threshold: float | None
+    #: ``dataflex.ledger.load``: an exported ledger the history starts from.
+    ledger_load: str | None = None
 
 
 def curriculum_settings(block: Any) -> CurriculumSettings:
@@ -81,7 +86,7 @@ def curriculum_settings(block: Any) -> CurriculumSettings:
             f"dataflex.success_threshold must be a number (a response succeeds when its reward reaches it) or "
             f"unset (a reward in [0, 1] counts as that fraction of a success), got {threshold!r}"
         )
-    return CurriculumSettings(key, candidates, None if threshold is None else float(threshold))
+    return CurriculumSettings(key, candidates, None if threshold is None else float(threshold), ledger_load_path(plain))
 
 
 def check_components(pipeline: DataFlexPipeline, host_name: str) -> None:
@@ -172,6 +177,8 @@ class Curriculum(Mechanism):
             fix="give every row a unique id in a column and set dataflex.prompt_key to it",
         )  # fmt: skip
         history = PromptHistory(PromptIds(ids, key), settings.success_threshold)
+        if settings.ledger_load is not None:  # a warm start; a resumed checkpoint's state replaces it
+            history.load(settings.ledger_load)
         columns = {
             name: dataset_column(
                 dataset,
@@ -185,6 +192,9 @@ class Curriculum(Mechanism):
 
     def stateful(self, sampler: CurriculumSampler | None) -> dict[str, Any]:
         return {} if sampler is None else {"history": sampler.history}
+
+    def ledger(self, sampler: CurriculumSampler | None) -> PromptHistory | None:
+        return None if sampler is None else sampler.history
 
     def skip(self, step: DataFlexStep, batch: Any, step_id: int) -> dict[str, float]:
         # the next draw is for the step after this one, though nothing of this one enters the history
@@ -218,7 +228,7 @@ class Curriculum(Mechanism):
         keep = valid.cpu().numpy()
         rows = history.ids.rows(np.asarray(ids, dtype=object)[keep], f"the rows of step {step_id}")
         rewards = row_rewards(batch)[valid]
-        outcomes = history.record(rows, rewards.cpu(), step_id)
+        outcomes = history.record(rows, rewards.cpu(), step_id, tokens=valid_token_counts(batch)[valid].cpu())
         if outcomes.outside_unit and settings.success_threshold is None:
             logger.warning(
                 "dataflex: %d rewards of step %d lie outside [0, 1] and were clipped into it to count successes; set "

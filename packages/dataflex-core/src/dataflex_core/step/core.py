@@ -317,6 +317,7 @@ class DataFlexStep:
         importance_weights: torch.Tensor | None = None,
         start: float | None = None,
         advantages: torch.Tensor | None = None,
+        admission: Any = None,
     ) -> StepResult:
         """The mechanism on ``batch``: weights (or a kept mask) for the loss, or an update of the train sampler.
 
@@ -328,11 +329,15 @@ class DataFlexStep:
             the host's own I/O too.
         :param advantages: ``(bs, L)`` or ``(bs,)`` the framework's advantages when ``batch`` does not carry them
             (the compute counters count trained rows whose advantage is zero as wasted).
+        :param admission: ``mechanism: filter``: the step's :class:`~dataflex_core.mechanisms.filter.AdmissionRounds`
+            that built ``batch``.
         :raises InvalidOutputError: invalid plugin output, with ``on_invalid: raise``.
         """
         start = time.perf_counter() if start is None else start
         if advantages is None:
             advantages = batch.batch.get("advantages")
+        #: read by mechanism filter's run, then cleared
+        self.admission = admission
         idle = self.idle(step)
         if idle is not None:
             idle.update(self._count(batch, advantages, StepResult(idle)))

@@ -83,6 +83,11 @@ PROMPT_FIELDS: dict[str, CanonicalField] = _fields(
     CanonicalField(
         "last_success_rate", TENSOR, "(n,)", "successes / rollouts at the last step it was rolled out, 0 if never"
     ),
+    CanonicalField("rollouts_trained", TENSOR, "(n,)", "of its rollouts, those the loss trained on (int64)"),
+    CanonicalField("rollouts_filtered", TENSOR, "(n,)", "of its rollouts, those a mechanism took out (int64)"),
+    CanonicalField("tokens_generated", TENSOR, "(n,)", "the response tokens of its rollouts (int64)"),
+    CanonicalField("reward_sq_sum", TENSOR, "(n,)", "the sum of its rewards' squares (float64; the variance)"),
+    CanonicalField("uniform_reward_steps", TENSOR, "(n,)", "steps in which every response got the same reward (int64)"),
 )
 
 #: One row per prompt rolled out in a finished step, as ``Scorer.observe`` receives it (``m`` prompts).

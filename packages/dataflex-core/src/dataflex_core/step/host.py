@@ -52,6 +52,8 @@ class HostCapabilities:
         (it recounts the mask's tokens) or ``rows`` (a row count the drop does not change).
     :param recompute_advantage: group advantages can be recomputed on a selector's kept rows (the host
         does it when a step's result asks: ``StepResult.recompute_advantage``).
+    :param refill: the host can generate further prompt batches within a step (``mechanism: filter``).
+    :param refill_reason: without ``refill``, why not (for the refusal at mount).
     :param resampling: the prompts sampled next can be changed (``mechanism: mix``, ``mechanism: curriculum``).
     :param checkpoints_sampler: the framework saves and restores the train sampler's state with its own
         checkpoints (verl's ``StatefulDataLoader``); otherwise the sampler restarts from the restored components.
@@ -69,6 +71,8 @@ class HostCapabilities:
     hard_drop: bool = False
     drop_denominator: str = "tokens"
     recompute_advantage: bool = False
+    refill: bool = False
+    refill_reason: str = ""
     resampling: bool = False
     checkpoints_sampler: bool = False
     complete_groups: bool = True

@@ -1,0 +1,297 @@
+"""``mechanism: filter``: admit or evict whole groups after reward, and refill until the batch is full.
+
+``select`` drops groups and the batch shrinks; ``filter`` keeps it full. A
+scorer of the step's rollouts (a ``post_reward`` group scorer such as
+``group_reward_variance``, or any scorer) and a selector decide which GRPO
+groups are *admitted*; a group is admitted when the selector keeps every one
+of its valid rows (keeping part of a group is invalid output: filter admits
+or evicts whole groups), and a group without a valid row is never admitted.
+When fewer than the step's ``groups`` are admitted, the host generates a
+further prompt batch (a *refill*, drawn by :class:`RefillSampler`:
+deterministic given the run's seed, checkpointed) and admits from it, round
+after round, until the batch is full or ``max_rounds`` generation rounds ran
+(:class:`AdmissionRounds`). The trained batch is then the first ``groups``
+admitted groups in generation order; admitted groups beyond them are the
+surplus (dropped: generated, never trained). A step that is still short after
+``max_rounds`` follows ``on_short``: ``raise`` (default: a clear error naming
+the caps) or ``backfill`` (the batch is completed with evicted groups in
+generation order, counted in ``dataflex/filter/backfilled_groups``); it never
+trains on a smaller batch.
+
+The loss is the framework's own on the admitted groups (their advantages were
+computed within each group, so they are unchanged); the host recounts its
+token normaliser. Hosts that cannot generate within a step refuse ``filter``
+at mount (``HostCapabilities.refill``).
+
+Config (``dataflex:`` block): ``filter: {max_rounds: 4, on_short: raise}``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, ClassVar
+
+import torch
+
+from ..contracts import check_selection
+from ..errors import ConfigError, IncompatibleComponentError, InvalidOutputError
+from ..groups import group_index, segment_count
+from ..normalize import valid_sample_mask, valid_token_counts
+from ..step.blocks import BlockSampler
+from ..step.outputs import checked_scores, component_label
+from ..step.result import PREFIX, StepResult
+from .base import Mechanism, check_rollout_time
+from .registry import register_mechanism
+
+if TYPE_CHECKING:
+    from ..config import DataFlexPipeline
+    from ..step.core import DataFlexStep
+    from ..step.host import HostCapabilities
+
+#: The prefix of the filter's metrics.
+FILTER_PREFIX = f"{PREFIX}filter/"
+#: What a step short of admitted groups after ``max_rounds`` does.
+ON_SHORT = ("raise", "backfill")
+#: The ``dataflex.filter`` keys and their defaults.
+FILTER_DEFAULTS = {"max_rounds": 4, "on_short": "raise"}
+
+
+@dataclass(frozen=True)
+class FilterSettings:
+    #: Generation rounds per step at most, the first included (>= 1).
+    max_rounds: int = 4
+    on_short: str = "raise"
+
+
+def filter_settings(block: Mapping[str, Any]) -> FilterSettings:
+    """The ``dataflex.filter`` keys, checked; raises :class:`ConfigError` with the fix."""
+    plain = block.get("filter") or {}
+    if not isinstance(plain, Mapping):
+        raise ConfigError(f"dataflex.filter must be a mapping (e.g. {{max_rounds: 4, on_short: raise}}), got {plain!r}")
+    unknown = sorted(set(plain) - set(FILTER_DEFAULTS))
+    if unknown:
+        raise ConfigError(f"dataflex.filter has unknown keys {unknown}; it accepts {sorted(FILTER_DEFAULTS)}")
+    rounds = plain.get("max_rounds", FILTER_DEFAULTS["max_rounds"])
+    if isinstance(rounds, bool) or not isinstance(rounds, int) or rounds < 1:
+        raise ConfigError(
+            f"dataflex.filter.max_rounds must be an integer >= 1 (generation rounds per step, the first included), "
+            f"got {rounds!r}"
+        )
+    on_short = plain.get("on_short", FILTER_DEFAULTS["on_short"])
+    if on_short not in ON_SHORT:
+        raise ConfigError(
+            f"dataflex.filter.on_short={on_short!r} is not one of {', '.join(ON_SHORT)}; raise stops a step still "
+            "short of admitted groups after max_rounds, backfill completes it with evicted groups"
+        )
+    return FilterSettings(rounds, on_short)
+
+
+@dataclass
+class AdmissionRounds:
+    """One step's generation rounds: which groups each admitted, and which groups the trained batch keeps.
+
+    :param groups: the groups the trained batch must have (the step's prompts).
+    :param settings: the caps and the short-step policy.
+    """
+
+    groups: int
+    settings: FilterSettings
+    #: Per round: the admitted flag of each of its groups (in the round's group order).
+    admitted: list[torch.Tensor] = field(default_factory=list)
+    #: Per round: each group's rollouts and response tokens.
+    rollouts: list[torch.Tensor] = field(default_factory=list)
+    tokens: list[torch.Tensor] = field(default_factory=list)
+
+    def add(self, admitted: torch.Tensor, rollouts: torch.Tensor, tokens: torch.Tensor) -> None:
+        """Record one round's groups (bool, rollouts and tokens per group)."""
+        self.admitted.append(admitted.to(torch.bool).cpu())
+        self.rollouts.append(rollouts.to(torch.long).cpu())
+        self.tokens.append(tokens.to(torch.long).cpu())
+
+    @property
+    def rounds(self) -> int:
+        return len(self.admitted)
+
+    @property
+    def admitted_groups(self) -> int:
+        return int(sum(int(a.sum()) for a in self.admitted))
+
+    @property
+    def needs_refill(self) -> bool:
+        """Too few admitted groups and another round allowed: the host generates one more prompt batch."""
+        return self.admitted_groups < self.groups and self.rounds < self.settings.max_rounds
+
+    def chosen(self) -> list[torch.Tensor]:
+        """Per round, the indices of its groups the trained batch keeps, in generation order.
+
+        :raises InvalidOutputError: still short after ``max_rounds`` with ``on_short: raise``.
+        """
+        short = self.groups - self.admitted_groups
+        if short > 0 and self.settings.on_short == "raise":
+            raise InvalidOutputError(
+                f"mechanism filter admitted {self.admitted_groups} of the {self.groups} groups the batch needs after "
+                f"{self.rounds} generation round(s) (dataflex.filter.max_rounds={self.settings.max_rounds}); raise "
+                "max_rounds, widen the selector's band, or set dataflex.filter.on_short=backfill to complete the "
+                "batch with evicted groups"
+            )
+        left, backfill = self.groups, max(short, 0)
+        out = []
+        for admitted in self.admitted:
+            keep = admitted.nonzero().flatten()[:left]
+            left -= len(keep)
+            out.append(keep)
+        if backfill:  # evicted groups in generation order complete the batch
+            for i, admitted in enumerate(self.admitted):
+                extra = (~admitted).nonzero().flatten()[:backfill]
+                backfill -= len(extra)
+                out[i] = torch.sort(torch.cat([out[i], extra])).values
+        return out
+
+    def counts(self, chosen: list[torch.Tensor]) -> dict[str, int]:
+        """The compute counts of the rows outside the trained batch (:func:`~dataflex_core.compute.compute_counters`)."""
+        evicted_rollouts = evicted_tokens = 0
+        for keep, rollouts, tokens in zip(chosen, self.rollouts, self.tokens):
+            out = torch.ones(len(rollouts), dtype=torch.bool)
+            out[keep] = False
+            evicted_rollouts += int(rollouts[out].sum())
+            evicted_tokens += int(tokens[out].sum())
+        return {
+            "evicted_rollouts": evicted_rollouts,
+            "evicted_tokens": evicted_tokens,
+            "generation_rounds": self.rounds,
+            "refills": self.rounds - 1,
+        }
+
+    def metrics(self, chosen: list[torch.Tensor]) -> dict[str, float]:
+        total = sum(len(a) for a in self.admitted)
+        kept_admitted = sum(int(a[keep].sum()) for a, keep in zip(self.admitted, chosen))
+        return {
+            f"{FILTER_PREFIX}admitted_groups": float(self.admitted_groups),
+            f"{FILTER_PREFIX}generated_groups": float(total),
+            f"{FILTER_PREFIX}admitted_fraction": self.admitted_groups / max(total, 1),
+            f"{FILTER_PREFIX}trained_groups": float(sum(len(keep) for keep in chosen)),
+            f"{FILTER_PREFIX}surplus_groups": float(self.admitted_groups - kept_admitted),
+            f"{FILTER_PREFIX}backfilled_groups": float(sum(len(keep) for keep in chosen) - kept_admitted),
+        }
+
+
+class RefillSampler(BlockSampler):
+    """The prompts of refill rounds: shuffled passes over the dataset, one prompt batch at a time.
+
+    Seeded by the run's seed (its own generator, apart from the framework's prompt order), so refills are
+    deterministic; its position travels with the component state.
+    """
+
+    kind = "refill"
+    name = "refill_sampler"
+
+    def __init__(self, population: int, batch_size: int, seed: int = 0) -> None:
+        super().__init__(population, batch_size, seed)
+        self._order: list[int] = []
+
+    def next_block(self) -> list[int]:
+        block: list[int] = []
+        while len(block) < self.batch_size:
+            if not self._order:
+                self._order = torch.randperm(self.population, generator=self.generator).tolist()
+            take = self.batch_size - len(block)
+            block += self._order[:take]
+            self._order = self._order[take:]
+        return block
+
+    def state_dict(self) -> dict[str, Any]:
+        return {**self.block_state(), "order": list(self._order)}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.load_block_state(state)
+        self._order = list(state["order"])
+
+
+def group_rows(batch: Any) -> tuple[torch.Tensor, int]:
+    """``(index, groups)``: each row's group (by ``uid``, in sorted order) and the number of groups."""
+    uid = batch.non_tensor_batch.get("uid")
+    if uid is None:
+        raise ConfigError("mechanism filter admits whole GRPO groups, but the step's rows carry no 'uid'")
+    index, groups = group_index(uid)
+    return torch.as_tensor(index, dtype=torch.long), int(groups)
+
+
+@register_mechanism
+class Filter(Mechanism):
+    """A selector admits whole groups; the host refills rounds until ``groups`` are admitted."""
+
+    name: ClassVar[str] = "filter"
+    actuator_kind: ClassVar[str] = "selector"
+    keys: ClassVar[Mapping[str, Any]] = {"filter": None}
+    fallback: ClassVar[str] = "admitting every group"
+    settings: FilterSettings
+
+    def parse(self, block: Mapping[str, Any]) -> FilterSettings:
+        return filter_settings(block)
+
+    @classmethod
+    def check(cls, pipeline: DataFlexPipeline, host: HostCapabilities, loss_unit: str | None) -> None:
+        check_rollout_time(pipeline, host, cls.name)
+        if not host.refill:
+            raise IncompatibleComponentError(
+                f"mechanism filter keeps the batch full by generating further prompt batches within a step, but "
+                f"{host.name} cannot refill: {host.refill_reason or 'it has no generation rounds'}. Use mechanism "
+                "select to train on the admitted groups alone (the batch shrinks)"
+            )
+        if bool(pipeline.actuator.recompute_advantage):
+            raise IncompatibleComponentError(
+                f"{pipeline.actuator_spec.kind} {pipeline.actuator_spec.label} keeps part of each group "
+                "(recompute_advantage=True); mechanism filter admits or evicts whole groups: pick a selector of "
+                "whole groups (threshold_band on a group scorer)"
+            )
+
+    def fields(self, pipeline: DataFlexPipeline) -> list[str]:
+        return list(dict.fromkeys([*pipeline.requires, "uid"]))
+
+    def rounds(self, groups: int) -> AdmissionRounds:
+        """A new step's admission over generation rounds, for a batch of ``groups`` groups."""
+        return AdmissionRounds(int(groups), self.settings)
+
+    def admit(self, step: DataFlexStep, batch: Any, step_id: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """One round's admission: ``(admitted, rollouts, tokens)`` per group (groups in sorted ``uid`` order,
+        :func:`~dataflex_core.groups.group_index`).
+
+        Under ``on_invalid: uniform`` an invalid selection admits every group with a valid row.
+        """
+        sub, _ = step.components_batch(batch)
+        index, groups = group_rows(sub)
+        valid = valid_sample_mask(sub).cpu()
+        rollouts = segment_count(index, groups, torch.ones_like(valid)).to(torch.long)
+        tokens = torch.zeros(groups, dtype=torch.long).index_add_(0, index, valid_token_counts(sub).cpu())
+        has_valid = segment_count(index, groups, valid) > 0
+        keep, _ = step.on_invalid.attempt(lambda: self._kept(step, sub, step_id), step=step_id, instead=self.fallback)
+        if keep is None:
+            return has_valid, rollouts, tokens
+        valid_rows = segment_count(index, groups, valid)
+        kept_rows = segment_count(index, groups, keep & valid)
+        partial = (kept_rows > 0) & (kept_rows < valid_rows)
+        if bool(partial.any()):
+            raise InvalidOutputError(
+                f"{component_label(step.pipeline, 'actuator')} kept part of {int(partial.sum())} group(s) at step "
+                f"{step_id}; mechanism filter admits or evicts whole groups: use a group scorer (granularity "
+                "prompt, e.g. group_reward_variance) with a band selector (threshold_band)"
+            )
+        return (kept_rows == valid_rows) & has_valid, rollouts, tokens
+
+    def _kept(self, step: DataFlexStep, batch: Any, step_id: int) -> torch.Tensor:
+        scores = checked_scores(step.calls, batch, step_id, step.mounted.ctx)
+        output = step.calls.call("actuator", "act", scores, batch, at_step=step_id, step_id=step_id, **step.mounted.ctx)
+        return check_selection(output, batch, owner=component_label(step.pipeline, "actuator"), step=step_id)
+
+    def run(self, step: DataFlexStep, batch: Any, step_id: int, importance_weights: torch.Tensor | None) -> StepResult:
+        """The trained batch, after the rounds the host ran (``step.admission``): its metrics and compute counts."""
+        rounds: AdmissionRounds | None = getattr(step, "admission", None)
+        step.admission = None
+        if rounds is None:
+            raise RuntimeError(
+                "mechanism filter runs on the batch its admission rounds built; the host must call "
+                "DataFlexSession.admit for each round and pass the rounds to DataFlexSession.run(admission=...)"
+            )
+        chosen = rounds.chosen()
+        return StepResult(rounds.metrics(chosen), compute=rounds.counts(chosen))

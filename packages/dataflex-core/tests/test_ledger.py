@@ -1,0 +1,187 @@
+"""The per-prompt ledger: counts and reward summaries per prompt, checkpoint state, the exported file, warm starts."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from dataflex_core import ConfigError, Scorer, register_scorer
+from dataflex_core.ledger import CHECKPOINT_LEDGER, COLUMNS, PromptIds, PromptLedger, read_ledger
+from dataflex_core.session import DataFlexSession
+from dataflex_core.step import FieldSupport, HostCapabilities
+from dataflex_core.step.history import PromptHistory
+from dataflex_lab.testing import register_toy_components, rows_batch
+
+register_toy_components("ledgertest")  # the sampler ledgertest_proportional
+
+
+@register_scorer("ledgertest_prompt_count")
+class RolloutCountScorer(Scorer):
+    """Prompts rolled out less score higher (reads the ledger's ``rollouts``)."""
+
+    timing = "pre_rollout"
+    requires = ["rollouts"]
+
+    def score(self, batch, step_id, **ctx):
+        return 1.0 / (1.0 + batch.batch["rollouts"].to(torch.float32))
+
+
+HOST = HostCapabilities(
+    name="testhost",
+    resampling=True,
+    timings=("pre_rollout", "post_reward", "post_advantage"),
+    fields={"rm_scores": FieldSupport(True)},
+)
+
+
+def fed_ledger(ids=(10, 11, 12)) -> PromptLedger:
+    """Two steps: prompt 10 rewards 1, 0 then 1, 1 (one filtered); prompt 12 rewards 0.5, 0.5 (no signal)."""
+    ledger = PromptLedger(PromptIds(list(ids), "index"))
+    row = {prompt: int(r) for prompt, r in zip(ids, ledger.ids.rows(list(ids)))}
+    ledger.record(
+        torch.tensor([row[10], row[10], row[12], row[12]]), torch.tensor([1.0, 0.0, 0.5, 0.5]), 1,
+        tokens=torch.tensor([3, 4, 2, 2]),
+    )  # fmt: skip
+    ledger.record(
+        torch.tensor([row[10], row[10]]), torch.tensor([1.0, 1.0]), 2,
+        tokens=torch.tensor([5, 1]), trained=torch.tensor([True, False]),
+    )  # fmt: skip
+    return ledger
+
+
+def by_id(ledger: PromptLedger) -> dict:
+    return {
+        prompt: {column: getattr(ledger, column)[row].item() for column in COLUMNS}
+        for row, prompt in enumerate(ledger.ids.values.tolist())
+    }
+
+
+def test_each_prompt_counts_its_rollouts_tokens_and_rewards():
+    ledger = fed_ledger()
+    got = by_id(ledger)
+    assert got[10]["rollouts"] == 4 and got[10]["rollouts_trained"] == 3 and got[10]["rollouts_filtered"] == 1
+    assert got[10]["tokens_generated"] == 13 and got[10]["times_sampled"] == 2 and got[10]["last_sampled_step"] == 2
+    assert got[12]["uniform_reward_steps"] == 1 and got[10]["uniform_reward_steps"] == 1  # step 2's 1, 1
+    assert got[11] == {column: fresh for column, (_, fresh) in COLUMNS.items()}  # never rolled out
+    mean, variance = ledger.reward_moments()
+    assert mean.tolist() == pytest.approx([0.75, 0.0, 0.5]) and variance.tolist() == pytest.approx([0.1875, 0, 0])
+    alpha, beta = ledger.solve_rate_posterior()
+    assert alpha.tolist() == pytest.approx([4.0, 1.0, 2.0]) and beta.tolist() == pytest.approx([2.0, 1.0, 2.0])
+
+
+def test_the_exported_file_warm_starts_a_ledger_over_the_same_prompts_in_another_order(tmp_path):
+    ledger = fed_ledger()
+    path = tmp_path / "ledger.jsonl"
+    ledger.export(path)
+    header, records = read_ledger(path)
+    assert header["format"] == "dataflex-ledger" and header["prompts"] == 3 and header["last_step"] == 2
+    assert [record["id"] for record in records] == [10, 11, 12]
+    assert json.loads(path.read_text().splitlines()[1])["rollouts"] == 4  # one plain JSON object per prompt
+    other_host = PromptLedger(PromptIds([12, 10, 11], "index"))  # another host's row order
+    other_host.load(path)
+    assert by_id(other_host) == by_id(ledger) and other_host.last_step == 2
+
+
+@pytest.mark.parametrize(
+    ("ids", "key", "message"),
+    [
+        ([10, 11, 13], "index", r"recorded for another dataset: 3 prompts .* fingerprint"),
+        ([10, 11], "index", "recorded for another dataset: 3 prompts"),
+        ([10, 11, 12], "problem_id", "keys its prompts by 'index', but this run keys them by .*'problem_id'"),
+    ],
+)
+def test_a_ledger_of_another_dataset_is_refused(tmp_path, ids, key, message):
+    path = tmp_path / "ledger.jsonl"
+    fed_ledger().export(path)
+    with pytest.raises(ConfigError, match=message):
+        PromptLedger(PromptIds(ids, key)).load(path)
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("", "is not a DataFlex ledger"),
+        ('{"format": "dataflex-ledger", "version": 9}\n', "ledger version 9, but this dataflex-core reads version 1"),
+        ("not json\n", "line 1 is not JSON"),
+        (
+            '{"format": "dataflex-ledger", "version": 1, "prompt_key": "index", "prompts": 1, "ids_fingerprint": "x"}\n'
+            '{"id": 10, "rolouts": 3}\n',
+            r"line 2 has unknown counters \['rolouts'\]",
+        ),
+    ],
+)
+def test_a_file_that_is_not_a_ledger_is_named(tmp_path, text, message):
+    path = tmp_path / "ledger.jsonl"
+    path.write_text(text)
+    with pytest.raises(ConfigError, match=message):
+        PromptLedger(PromptIds([10], "index")).load(path)
+
+
+def test_a_missing_file_is_named(tmp_path):
+    with pytest.raises(ConfigError, match=r"dataflex.ledger.load='.*nowhere.jsonl' cannot be read"):
+        PromptLedger(PromptIds([10], "index")).load(tmp_path / "nowhere.jsonl")
+
+
+def test_a_history_saved_before_the_ledger_counters_existed_resumes():
+    state = fed_ledger().state_dict()
+    old = {k: v for k, v in state.items() if k not in ("rollouts_trained", "rollouts_filtered", "tokens_generated")}
+    old = {k: v for k, v in old.items() if k not in ("reward_sq_sum", "uniform_reward_steps")}
+    resumed = PromptHistory(PromptIds([10, 11, 12], "index"))
+    resumed.load_state_dict(old)
+    assert resumed.rollouts.tolist() == [4, 0, 2] and resumed.rollouts_trained.tolist() == [0, 0, 0]
+    assert (PromptHistory.kind, PromptHistory.name) == ("history", "prompt_history")  # old checkpoints' role
+
+
+class Prompts:
+    """A train dataset of prompts with ids in column ``index``."""
+
+    def __init__(self, ids):
+        self.ids = list(ids)
+
+    def __len__(self):
+        return len(self.ids)
+
+    def columns(self):
+        return ["index"]
+
+    def column(self, name):
+        return self.ids
+
+
+def curriculum_session(**extra) -> DataFlexSession:
+    block = {
+        "mechanism": "curriculum", "scorer": {"name": "ledgertest_prompt_count"},
+        "actuator": {"name": "ledgertest_proportional"}, **extra,
+    }  # fmt: skip
+    session = DataFlexSession(block)
+    session.mount(HOST, loss_unit="token")
+    session.train_sampler(Prompts([10, 11, 12]), batch_size=2, seed=0)
+    return session
+
+
+def test_a_curriculum_starts_from_dataflex_ledger_load_and_each_checkpoint_exports_it(tmp_path):
+    path = tmp_path / "profiled.jsonl"
+    fed_ledger().export(path)
+    session = curriculum_session(ledger={"load": str(path)})
+    assert session.ledger.rollouts.tolist() == [4, 0, 2]
+    batch = rows_batch([2, 2], width=2, rewards=[1.0, 0.0], columns={"index": [11, 11]})
+    session.run(batch, 3)
+    session.save(tmp_path / "global_step_3", 3)
+    resumed = PromptLedger(PromptIds([10, 11, 12], "index"))
+    resumed.load(tmp_path / "global_step_3" / CHECKPOINT_LEDGER)
+    assert resumed.rollouts.tolist() == [4, 2, 2] and resumed.last_step == 3
+
+
+def test_ledger_settings_are_checked():
+    with pytest.raises(ConfigError, match="dataflex.ledger must be a mapping with the key load"):
+        curriculum_session(ledger={"path": "x"})
+    with pytest.raises(ConfigError, match="dataflex.ledger is read only by mechanism: curriculum"):
+        DataFlexSession(
+            {
+                "scorer": {"name": "ledgertest_reward"},
+                "actuator": {"name": "ledgertest_proportional"},
+                "ledger": {"load": "x"},
+            }
+        ).mount(HOST, loss_unit="token")

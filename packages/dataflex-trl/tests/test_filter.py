@@ -1,0 +1,119 @@
+"""``mechanism: filter`` on TRL's real GRPOTrainer: rounds until every group has reward variance, batch kept full."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from trl_testkit import NUM_GENERATIONS, PROMPTS_PER_STEP, generate, loss_and_grads
+
+from dataflex_core import IncompatibleComponentError
+from dataflex_core.mechanisms.filter import RefillSampler
+
+#: DAPO's dynamic sampling: admit groups whose rewards vary (variance > 0).
+DAPO = {
+    "mechanism": "filter",
+    "scorer": {"name": "group_reward_variance"},
+    "actuator": {"name": "threshold_band", "params": {"low": 0.0, "high": 1.0e9}},
+    "filter": {"max_rounds": 8},
+}
+#: Every group admitted: the filter must leave TRL's batch as it is.
+ADMIT_ALL = {**DAPO, "actuator": {"name": "threshold_band", "params": {"low": -1.0, "high": 1.0e9}}}
+
+
+def split_reward(completions, index, **_):
+    """Even prompt ids: reward 1 for every completion (no GRPO signal); odd: 0, 1, 0, 1 within the group."""
+    return [1.0 if int(i) % 2 == 0 else float(j % 2) for j, i in enumerate(index)]
+
+
+def recording(trainer):
+    """Record every generation batch TRL trains on: its output, its prompt ids and its rewards."""
+    seen = []
+    original = trainer._generate_and_score_completions
+
+    def wrapped(inputs):
+        output = original(inputs)
+        seen.append((output, trainer._dataflex_rewards_per_func.clone()))
+        return output
+
+    trainer._generate_and_score_completions = wrapped
+    return seen
+
+
+def test_every_trained_batch_is_full_of_groups_with_reward_variance(make_trainer):
+    trainer = make_trainer("dapo", DAPO, reward=split_reward, max_steps=3)
+    seen = recording(trainer)
+    trainer.train()
+    assert len(seen) == 3
+    for output, rewards in seen:
+        assert len(output["advantages"]) == PROMPTS_PER_STEP * NUM_GENERATIONS  # the batch stays full
+        groups = rewards.sum(1).view(PROMPTS_PER_STEP, NUM_GENERATIONS)
+        assert bool((groups.var(1) > 0).all()), groups  # no zero-variance group is trained on
+        mask = output["completion_mask"]
+        assert int(output["num_items_in_batch"]) == int(mask.sum())  # recounted over the merged batch
+        assert output["prompt_ids"].shape[0] == mask.shape[0] == len(output["advantages"])
+    logged = [e for e in trainer.state.log_history if "dataflex/compute/generation_rounds" in e]
+    rounds = [e["dataflex/compute/generation_rounds"] for e in logged]
+    assert max(rounds) > 1  # half the prompts give no signal: refills were needed
+    assert all(e["dataflex/compute/refills"] == e["dataflex/compute/generation_rounds"] - 1 for e in logged)
+    totals = trainer.dataflex.step.compute_totals.totals
+    assert totals["rollouts_generated"] == sum(rounds) * PROMPTS_PER_STEP * NUM_GENERATIONS
+    assert totals["rollouts_trained"] == 3 * PROMPTS_PER_STEP * NUM_GENERATIONS
+    assert totals["rollouts_filtered"] == totals["rollouts_generated"] - totals["rollouts_trained"]
+    assert totals["rollouts_wasted"] == 0  # every trained group has signal
+
+
+def test_refills_come_from_the_seeded_refill_sampler(make_trainer, dataset):
+    trainer = make_trainer("dapo", DAPO, reward=split_reward, max_steps=2)
+    steps = []
+    original = trainer._dataflex_filter_rounds
+
+    def wrapped(inputs, output, step):
+        merged_inputs, merged, rounds = original(inputs, output, step)
+        steps.append(({row["index"] for row in inputs}, [row["index"] for row in merged_inputs], rounds.rounds))
+        return merged_inputs, merged, rounds
+
+    trainer._dataflex_filter_rounds = wrapped
+    trainer.train()
+    replay = RefillSampler(len(dataset), PROMPTS_PER_STEP, seed=trainer.args.seed)
+    assert sum(rounds - 1 for _, _, rounds in steps) > 0
+    for first_round, trained, rounds in steps:
+        drawn = {int(dataset[i]["index"]) for _ in range(rounds - 1) for i in replay.next_block()}
+        assert set(trained) <= first_round | drawn  # every trained prompt: TRL's own draw or a refill's
+        assert all(int(i) % 2 == 1 for i in trained)  # and only prompts with reward variance
+    assert trainer.dataflex.refill_sampler(0, batch_size=0, seed=0).state_dict() == replay.state_dict()
+
+
+def test_admitting_every_group_leaves_trls_batch_and_loss_as_they_are(make_trainer, generation_inputs):
+    plain = make_trainer("dapo")
+    flex = make_trainer("dapo", ADMIT_ALL)
+    out_plain = generate(plain, generation_inputs)
+    out_flex = generate(flex, generation_inputs)
+    for key in ("completion_ids", "completion_mask", "advantages", "num_items_in_batch"):
+        assert torch.equal(out_plain[key], out_flex[key]), key
+    loss_plain, grads_plain = loss_and_grads(plain, out_plain)
+    loss_flex, grads_flex = loss_and_grads(flex, out_flex)
+    assert torch.equal(loss_plain, loss_flex)
+    assert all(torch.equal(grad, grads_flex[name]) for name, grad in grads_plain.items())
+    metrics = flex._metrics["train"]
+    assert metrics["dataflex/compute/generation_rounds"] == [1.0] and metrics["dataflex/filter/trained_groups"] == [4.0]
+
+
+def test_a_step_still_short_after_max_rounds_stops_with_the_caps(make_trainer, generation_inputs):
+    never = {
+        **DAPO,
+        "actuator": {"name": "threshold_band", "params": {"low": 5.0, "high": 6.0}},
+        "filter": {"max_rounds": 2},
+    }
+    trainer = make_trainer("dapo", never)
+    with pytest.raises(Exception, match=r"admitted 0 of the 4 groups .* after 2 generation round\(s\)"):
+        generate(trainer, generation_inputs)
+
+
+def test_filter_is_refused_where_trl_cannot_refill(make_trainer):
+    from datasets import IterableDataset
+
+    def rows():
+        yield {"prompt": "a", "answer": "a", "index": 0}
+
+    with pytest.raises(IncompatibleComponentError, match="cannot refill: refill rounds draw prompts by index"):
+        make_trainer("dapo", DAPO, train_dataset=IterableDataset.from_generator(rows), max_steps=1)
