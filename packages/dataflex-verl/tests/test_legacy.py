@@ -182,6 +182,15 @@ def test_the_v1_line_still_refuses_a_loss_that_ignores_rollout_is_weights(make_c
         mount(config)
 
 
+def test_filter_is_refused_at_mount_with_the_legacy_lines_own_reason(make_config):
+    """The legacy trainer has no refill rounds yet: filter would shrink the batch, so it never starts."""
+    from dataflex_core import IncompatibleComponentError
+
+    block = {"mechanism": "filter", "scorer": {"name": "group_reward_variance"}, "actuator": {"name": "threshold_band"}}
+    with pytest.raises(IncompatibleComponentError, match="verl cannot refill: its legacy trainer .RayPPOTrainer."):
+        legacy_trainer(make_config, block)
+
+
 def test_verls_separated_trainers_refuse_a_dataflex_block_they_would_ignore(make_config):
     from verl.experimental.separation.ray_trainer import SeparateRayPPOTrainer
 

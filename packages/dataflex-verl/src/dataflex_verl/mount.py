@@ -135,8 +135,21 @@ def field_sources(config: Any) -> dict[str, FieldSupport]:
     }
 
 
-def capabilities(config: Any) -> HostCapabilities:
-    """What verl 0.9's v1 trainers can do for DataFlex under ``config``.
+#: Why each trainer line cannot refill a filtered batch yet (``mechanism: filter`` is refused at mount with it).
+REFILL_REASONS = {
+    "v1": (
+        "its V1 trainers refill only through their replay buffer's eviction and refill (verl#7082), which "
+        "DataFlex does not drive yet; DataFlexGRPOTrainer (TRL) refills"
+    ),
+    "legacy": (
+        "its legacy trainer (RayPPOTrainer) has no generation rounds DataFlex can add yet (verl's DAPO recipe "
+        "adds them in its own fit loop); DataFlexGRPOTrainer (TRL) refills"
+    ),
+}
+
+
+def capabilities(config: Any, line: str = "v1") -> HostCapabilities:
+    """What verl 0.9's trainers of ``line`` (``v1`` or ``legacy``) can do for DataFlex under ``config``.
 
     Per-token weights reach the policy loss through ``rollout_is_weights``;
     rows are never removed from verl's loss (a selector's drops are weight 0),
@@ -153,12 +166,10 @@ def capabilities(config: Any) -> HostCapabilities:
         token_weights=True,
         hard_drop=False,
         recompute_advantage=True,
-        # mechanism filter would refill through V1's replay-buffer eviction/refill (verl#7082), not wired yet
+        # mechanism filter would refill through V1's replay-buffer eviction/refill (verl#7082), or through
+        # generation rounds in RayPPOTrainer.fit as verl's DAPO recipe does; neither is wired yet
         refill=False,
-        refill_reason=(
-            "its V1 trainers refill only through their replay buffer's eviction and refill (verl#7082), which "
-            "DataFlex does not drive yet; DataFlexGRPOTrainer (TRL) refills"
-        ),
+        refill_reason=REFILL_REASONS[line],
         resampling=True,
         checkpoints_sampler=True,
         complete_groups=True,
@@ -270,7 +281,7 @@ def mount(config: Any, line: str = "v1") -> DataFlexSession:
     adv_estimator = str(config_value(config, "algorithm.adv_estimator", "gae"))
     policy_loss, loss_agg_mode = check_policy_loss(config, line)
     session.mount(
-        capabilities(config),
+        capabilities(config, line),
         loss_unit=loss_unit(loss_agg_mode, policy_loss),
         ctx={"loss_agg_mode": loss_agg_mode, "adv_estimator": adv_estimator},
         adv_estimator=adv_estimator,
