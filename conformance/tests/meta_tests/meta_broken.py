@@ -6,6 +6,8 @@ tests assert that exactly that check fails (others may only be blocked by it).
 
 from __future__ import annotations
 
+import time
+
 import torch
 
 from dataflex_core import (
@@ -250,12 +252,28 @@ class EmptyRowsZScoreReweighter(Reweighter):
 
 
 class QuadraticReweighter(Reweighter):
-    """Weights from each row's rank, found by comparing every pair of rows: O(bs^2) time."""
+    """Weights from each row's rank, found by comparing every pair of rows: O(bs^2) time.
+
+    Its second call on an instance stalls for 20 ms of CPU time, as one call
+    does on a busy machine (a page fault, a collection): the scaling check
+    must not read that one call as the cost and stop growing the batch at a
+    size where the blocked comparison's fixed work hides the growth (CI once
+    certified this component so).
+    """
 
     name = "broken_quadratic_time"
 
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self._calls = 0
+
     @torch.no_grad()
     def act(self, scores, batch, **ctx):
+        self._calls += 1
+        if self._calls == 2:
+            stall_until = time.thread_time() + 0.02
+            while time.thread_time() < stall_until:
+                pass
         s = scores.float()
         valid = valid_mask_for(s, batch)
         s = torch.where(valid, s, torch.full_like(s, torch.inf))  # never below a valid row
