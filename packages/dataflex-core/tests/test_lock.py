@@ -12,6 +12,7 @@ import hashlib
 import json
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -61,6 +62,10 @@ def _verify(path: Path, capsys, *extra: str) -> tuple[int, dict]:
 
 def _rows(report: dict, dist: str) -> list[tuple[str, str, str]]:
     return [(d["difference"], d["locked"], d["installed"]) for d in report["differences"] if d["distribution"] == dist]
+
+
+#: A plugin that fails to import without touching its files, as one whose dependency is not installed does.
+MISSING_DEPENDENCY = "import lk_absent_dependency  # noqa: F401\n"
 
 
 # -- lock then verify ----------------------------------------------------------------
@@ -190,6 +195,31 @@ def test_a_plugin_that_fails_to_import_cannot_be_locked(pip_site, tmp_path, caps
     err = capsys.readouterr().err
     assert "lk-tripwire==0.1.0" in err and "RuntimeError" in err
     assert not (tmp_path / "x.lock").exists()
+
+
+def test_a_checkpoint_of_a_run_with_a_broken_plugin_resumes_and_a_newly_broken_one_is_named(pip_site, tmp_path):
+    # the checkpoint record is written in the lock format from the run's scan, broken plugin included
+    pip_site.install("lk-good", "0.1.0", "lk_good", GOOD)
+    pip_site.install("lk-tripwire", "0.1.0", "lk_tripwire", MISSING_DEPENDENCY)
+    recorded_run = scan_environment()
+    assert "ModuleNotFoundError" in recorded_run.plugins["lk-tripwire"].load_error
+    write_lock(recorded_run, tmp_path / "record.lock")
+    recorded = read_lock(tmp_path / "record.lock")
+    assert recorded.plugins["lk-tripwire"].load_error == recorded_run.plugins["lk-tripwire"].load_error
+    pip_site.forget_modules()
+    plugin_module.reset_plugin_manager()
+    # the resume fails the same way: nothing differs from the run that wrote the checkpoint
+    assert compare(recorded, scan_environment()) == []
+    # a plugin that imported when the checkpoint was written and fails now is still a difference
+    healthy = PluginSet(
+        core_version=recorded.core_version,
+        plugins={**recorded.plugins, "lk-tripwire": replace(recorded.plugins["lk-tripwire"], load_error=None)},
+    )
+    pip_site.forget_modules()
+    plugin_module.reset_plugin_manager()
+    rows = compare(healthy, scan_environment())
+    assert [(r.kind, r.dist) for r in rows] == [("load_failed", "lk-tripwire")]
+    assert "lk_absent_dependency" in rows[0].detail
 
 
 # -- enforcement: an unlisted plugin is never imported ----------------------------------

@@ -68,7 +68,8 @@ class DistRecord:
     #: installed path (posix, relative) -> sha256 hex of its bytes.
     files: Mapping[str, str]
     editable: bool = False
-    #: Why importing its entry points failed (installed records only).
+    #: Why importing its entry points failed: installed records, and a checkpoint's record of its run (a lock
+    #: never has one, ``dataflex lock`` refuses a plugin that fails to import).
     load_error: str | None = None
     #: Installed records only: path -> where the file is on this machine, so a lock in force imports those bytes.
     locations: Mapping[str, str] = field(default_factory=dict, compare=False, repr=False)
@@ -111,6 +112,8 @@ class PluginSet:
             }
             if rec.components is not None:
                 table["components"] = {k: list(rec.components[k]) for k in KINDS if rec.components.get(k)}
+            if rec.load_error is not None:
+                table["load_error"] = rec.load_error
             table["files"] = dict(sorted(rec.files.items()))
             plugins[name] = table
         data = {"lock_version": LOCK_FORMAT, "core": {"distribution": CORE_DIST, "version": self.core_version}}
@@ -166,6 +169,11 @@ def _components(raw: Any, source: str, where: str) -> dict[str, tuple[str, ...]]
     return {kind: tuple(sorted(names)) for kind, names in raw.items() if names}
 
 
+def _optional_str(raw: Any, source: str, where: str) -> str | None:
+    _expect(raw is None or isinstance(raw, str), source, where, "a string", raw)
+    return raw
+
+
 def parse_lock(text: str, source: str = "<lock>") -> PluginSet:
     """A :class:`PluginSet` from lock-file text; every structural problem names the key."""
     try:
@@ -194,6 +202,7 @@ def parse_lock(text: str, source: str = "<lock>") -> PluginSet:
             components=_components(raw["components"], source, f"{where}.components") if "components" in raw else None,
             files=_str_table(raw.get("files", {}), source, f"{where}.files"),
             editable=bool(raw.get("editable", False)),
+            load_error=_optional_str(raw.get("load_error"), source, f"{where}.load_error"),
         )
         stated = raw.get("content_hash")
         if stated is not None and stated != record.content_hash:
