@@ -4,10 +4,15 @@ The trainer is verl's ``RayPPOTrainer`` with the DataFlex mixin, built by its
 real constructor (no workers: nothing here trains); the batch has verl's
 fields at that point of ``fit`` (padded ``(bs, T)`` tensors, ``uid`` groups,
 rows after ``_balance_batch``'s reordering, empty responses). The end-to-end
-runs in verl's own legacy fit loop are ``tests/fit/test_fit_legacy.py``.
+runs in verl's own legacy fit loop are ``tests/fit/test_fit_legacy.py``; verl's
+separated trainers (one-step-off, fully-async) are at the end.
 """
 
 from __future__ import annotations
+
+import functools
+import importlib.util
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -191,7 +196,7 @@ def test_filter_is_refused_at_mount_with_the_legacy_lines_own_reason(make_config
         legacy_trainer(make_config, block)
 
 
-def test_verls_separated_trainers_refuse_a_dataflex_block_they_would_ignore(make_config):
+def test_a_separated_trainer_dataflex_does_not_drive_refuses_a_dataflex_block(make_config):
     from verl.experimental.separation.ray_trainer import SeparateRayPPOTrainer
 
     config = make_config(["trainer.use_v1=false"], dataflex=ADV_SOFTMAX)
@@ -209,3 +214,122 @@ def test_the_compute_counters_count_every_rollout_of_verls_batch(make_config, wa
     assert metrics["dataflex/compute/rollouts_generated"] == len(data) == 20
     assert metrics["dataflex/compute/tokens_generated"] == float(mask.sum())
     assert ("rollout_is_weights" in data.batch.keys()) == (warmup_step == 0)
+
+
+# -- verl's separated trainers: one-step-off runs DataFlex, fully-async is refused before Ray starts ---------------
+# The configs are verl's own one_step_off_ppo_trainer and fully_async_ppo_trainer (composed as their entry points
+# compose them); the one-step-off trainer is the class verl's task runner builds, made by its real constructor, and
+# its real _fit_compute_advantage runs on the batch. The run in verl's own one-step-off loop is
+# tests/fit/test_fit_one_step_off.py.
+
+
+@functools.cache
+def _separated_config(module: str, name: str, overrides: tuple[str, ...]):
+    from hydra import compose, initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+
+    from dataflex_lab.verl.sandbox import verl_config_dir
+
+    GlobalHydra.instance().clear()
+    folder = Path(importlib.util.find_spec(module).origin).parent / "config"
+    with initialize_config_dir(config_dir=str(folder), version_base=None):
+        return compose(name, overrides=[*overrides, f"hydra.searchpath=[file://{verl_config_dir()}]"])
+
+
+def separated_config(kind: str, overrides=(), dataflex=None):
+    """verl's config of the ``one_step_off`` or ``fully_async`` entry point (a fresh copy), with a ``dataflex:`` block."""
+    import copy
+
+    from omegaconf import OmegaConf, open_dict
+
+    module, name = {
+        "one_step_off": ("verl.experimental.one_step_off_policy.main_ppo", "one_step_off_ppo_trainer"),
+        "fully_async": ("verl.experimental.fully_async_policy.fully_async_main", "fully_async_ppo_trainer"),
+    }[kind]
+    base = ("algorithm.adv_estimator=grpo", "actor_rollout_ref.rollout.n=4", "data.train_batch_size=4", *overrides)
+    if kind == "one_step_off":  # its trainer needs the rollout on replicas of its own
+        base = ("actor_rollout_ref.hybrid_engine=false", *base)
+    config = copy.deepcopy(_separated_config(module, name, base))
+    if dataflex is not None:
+        with open_dict(config):
+            config.dataflex = OmegaConf.create(dataflex)
+    return config
+
+
+def one_step_off_trainer(block, overrides=()):
+    """The trainer verl's one-step-off task runner builds (its module's global), for a config (no workers)."""
+    from verl.experimental.one_step_off_policy import ray_trainer
+    from verl.trainer.ppo.utils import Role
+
+    from dataflex_verl.one_step_off import DataFlexOneStepOffRayTrainer
+
+    assert ray_trainer.OneStepOffRayTrainer is DataFlexOneStepOffRayTrainer  # installed by the entry point
+    prompts = [{"index": i} for i in range(16)]
+    return ray_trainer.OneStepOffRayTrainer(
+        config=separated_config("one_step_off", overrides, block), tokenizer=None,
+        role_worker_mapping={Role.Actor: object}, resource_pool_manager=None,
+        train_dataset=prompts, val_dataset=prompts, collate_fn=lambda rows: rows,
+    )  # fmt: skip
+
+
+def fit_compute_advantage(trainer, data):
+    """The separated trainer's real ``_fit_compute_advantage``, while its ``fit`` runs (rewards already extracted)."""
+    from dataflex_verl.legacy import running
+
+    trainer.reward_tensor = data.batch["token_level_scores"]
+    trainer.reward_extra_infos_dict, trainer.metrics, trainer.timing_raw = {}, {}, {}
+    with running(trainer):
+        return trainer._fit_compute_advantage(data)
+
+
+@pytest.mark.parametrize("trainer_line", ["auto", "legacy"])
+def test_one_step_off_runs_dataflex_on_the_legacy_line_whatever_use_v1_says(trainer_line):
+    trainer = one_step_off_trainer({**ADV_SOFTMAX, "trainer_line": trainer_line})
+    assert trainer.config.trainer.use_v1 is True  # verl's default, which the one-step-off entry point never reads
+    assert trainer.dataflex is not None
+    assert one_step_off_trainer(None).dataflex is None  # without a block: verl's trainer
+
+
+def test_the_real_fit_compute_advantage_writes_mean_one_weights_and_the_batchs_staleness():
+    trainer = one_step_off_trainer(ADV_SOFTMAX)
+    versions = trainer.dataflex_versions
+    versions.synced_at(0)  # fit's first sync: the initial weights
+    versions.synced_at(1)  # step 1's sync, before its update: still the initial weights
+    versions.updated()  # step 1's update
+    versions.synced_at(2)
+    trainer.global_steps = 2
+    data = legacy_batch()
+    tags = np.array([1] * (len(data) - 2) + [2, None], dtype=object)  # verl's max_global_steps; one untagged
+    data.non_tensor_batch["max_global_steps"] = tags
+    out = fit_compute_advantage(trainer, data)
+    weights, mask = out.batch["rollout_is_weights"], out.batch["response_mask"].bool()
+    assert float(weights[mask].mean()) == pytest.approx(1.0, abs=1e-5) and float(weights[mask].std()) > 0.05
+    assert torch.all(weights[~mask] == 0)
+    metrics = trainer.dataflex_metrics
+    # tag 1 and the untagged row (the sync before the latest) lag one update; tag 2 sent the current weights
+    assert metrics["dataflex/staleness/steps"] == pytest.approx((len(data) - 1) / len(data))
+    assert metrics["dataflex/staleness/max"] == 1.0
+    assert metrics["dataflex/staleness/tagged"] == pytest.approx((len(data) - 1) / len(data))
+
+
+def test_one_step_off_refuses_the_v1_line_and_a_v1_trainer_mode():
+    from dataflex_verl.lines import trainer_line
+
+    config = separated_config("one_step_off", dataflex={**ADV_SOFTMAX, "trainer_line": "v1"})
+    with pytest.raises(ConfigError, match="one-step-off trainer .* runs DataFlex on the legacy line"):
+        trainer_line(config)
+    config = separated_config("one_step_off", ["trainer.v1.trainer_mode=dataflex_sync"], ADV_SOFTMAX)
+    with pytest.raises(ConfigError, match="one-step-off trainer .* never reads trainer.v1.trainer_mode"):
+        trainer_line(config)
+
+
+def test_fully_async_is_refused_in_run_ppo_before_ray_starts():
+    """verl's fully-async entry point never calls validate_config; every entry point calls run_ppo."""
+    import ray
+    from verl.trainer import main_ppo
+
+    config = separated_config("fully_async", dataflex=ADV_SOFTMAX)
+    started = ray.is_initialized()
+    with pytest.raises(ConfigError, match="fully-async trainer .* does not run DataFlex: its trainer takes rollouts"):
+        main_ppo.run_ppo(config, task_runner_class=None)
+    assert ray.is_initialized() == started

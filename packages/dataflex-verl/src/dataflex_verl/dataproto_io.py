@@ -66,6 +66,14 @@ def padding_rows(data: Any) -> torch.Tensor:
     return torch.as_tensor(np.asarray(column, dtype=bool))
 
 
+def sync_tags(data: Any) -> list[int | None]:
+    """Per row, verl's ``global_steps`` tag of the weight sync its rollout used (``None`` where untagged)."""
+    column = data.non_tensor_batch.get("max_global_steps")
+    if column is None:
+        return [None] * len(data)
+    return [None if tag is None else int(tag) for tag in column]
+
+
 def per_token(values: torch.Tensor, response_mask: torch.Tensor) -> torch.Tensor:
     """``(bs,)`` one value per row, or ``(bs, T)`` -> ``(bs, T)`` float32, 0 where ``response_mask`` is 0."""
     mask = response_mask.bool()

@@ -64,9 +64,11 @@ def install_seam(module: Any) -> None:
 
 
 def refuse_in_separated_trainers(module: Any) -> None:
-    """Make ``module.SeparateRayPPOTrainer`` (one-step-off, fully-async) refuse a ``dataflex:`` block (once).
+    """Make ``module.SeparateRayPPOTrainer`` refuse a ``dataflex:`` block in a subclass DataFlex does not drive (once).
 
-    This release runs DataFlex in ``RayPPOTrainer`` only; in a separated trainer the block would be ignored.
+    DataFlex runs in verl's one-step-off trainer (:mod:`dataflex_verl.one_step_off`); another separated trainer
+    that calls ``SeparateRayPPOTrainer.__init__`` would ignore the block. (verl's fully-async trainer does not
+    call it: its config is refused by :func:`dataflex_verl.lines.trainer_line`.)
     """
     cls = module.SeparateRayPPOTrainer
     original = cls.__init__
@@ -79,8 +81,9 @@ def refuse_in_separated_trainers(module: Any) -> None:
             from dataflex_core import ConfigError
 
             raise ConfigError(
-                f"{type(self).__name__} (verl's one-step-off / fully-async line) does not run DataFlex in "
-                f"dataflex-verl {__version__}: the dataflex: block would be ignored. Run verl's RayPPOTrainer "
+                f"{type(self).__name__} (a separated trainer) does not run DataFlex in "
+                f"dataflex-verl {__version__}: the dataflex: block would be ignored. Run verl's one-step-off "
+                "trainer (python -m verl.experimental.one_step_off_policy.main_ppo), its RayPPOTrainer "
                 "(python -m verl.trainer.main_ppo trainer.use_v1=false) or a V1 trainer mode "
                 "(trainer.v1.trainer_mode=dataflex_separate_async), or remove the dataflex: block"
             )

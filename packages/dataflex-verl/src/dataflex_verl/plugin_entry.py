@@ -13,7 +13,11 @@ calls again) is wrapped to refuse a config whose DataFlex settings the line
 verl runs would ignore (:func:`check_trainer_line`). With
 ``trainer.use_v1=false`` the legacy ``RayPPOTrainer`` runs DataFlex at its
 ``compute_advantage`` (:mod:`dataflex_verl.legacy`, installed when
-``verl.trainer.ppo.ray_trainer`` is imported).
+``verl.trainer.ppo.ray_trainer`` is imported). verl's one-step-off trainer
+becomes the DataFlex one (:mod:`dataflex_verl.one_step_off`) when its module is
+imported; ``run_ppo``, which every entry point calls, is wrapped to run the
+same line check in the driver before Ray starts (verl's fully-async entry
+point never calls ``validate_config``).
 
 verl logs a failing plugin only at DEBUG level, so every failure here is
 logged at WARNING and printed to stderr, and a trainer that could not be
@@ -24,6 +28,7 @@ the user's configuration selects it.
 from __future__ import annotations
 
 import functools
+import importlib
 import importlib.abc
 import importlib.machinery
 import logging
@@ -153,6 +158,40 @@ def _install_seam(module: Any) -> None:
         )
 
 
+def guard_run_ppo(module: Any) -> None:
+    """Wrap ``module.run_ppo`` so that the separated entry points' configs are checked before Ray starts (once)."""
+    original = module.run_ppo
+    if getattr(original, "dataflex_guarded", False):
+        return
+
+    @functools.wraps(original)
+    def run_ppo(config: Any, *args: Any, **kwargs: Any) -> Any:
+        check_trainer_line(config)
+        return original(config, *args, **kwargs)
+
+    run_ppo.dataflex_guarded = True  # type: ignore[attr-defined]
+    module.run_ppo = run_ppo
+
+
+def _guard_entry_module(module: Any) -> None:
+    try:
+        guard_run_ppo(module)
+    except Exception as exc:  # noqa: BLE001 - must not break verl for users of its own trainers
+        _report(f"dataflex-verl {__version__} could not guard verl's run_ppo (dataflex.trainer_line): {exc!r}")
+
+
+def _install_one_step_off_trainer(module: Any) -> None:
+    try:
+        # importing it rebinds module.OneStepOffRayTrainer; when that import is what imported verl's module,
+        # it is still under way here and rebinds when it finishes
+        importlib.import_module(f"{__package__}.one_step_off")
+    except Exception as exc:  # noqa: BLE001
+        _report(
+            f"dataflex-verl {__version__} could not install its one-step-off trainer into {module.__name__}; "
+            f"verl's one-step-off trainer would ignore a dataflex: block: {exc!r}\n{traceback.format_exc()}"
+        )
+
+
 def _install_legacy_trainer(module: Any) -> None:
     try:
         from .legacy_trainers import install_trainer
@@ -174,6 +213,8 @@ AFTER_IMPORT = {
     "verl.trainer.ppo.ray_trainer": _install_seam,
     "verl.experimental.separation.ray_trainer": _install_seam,
     LEGACY_TASK_RUNNER: _install_legacy_trainer,
+    "verl.experimental.one_step_off_policy.ray_trainer": _install_one_step_off_trainer,
+    "verl.trainer.main_ppo": _guard_entry_module,
 }
 
 

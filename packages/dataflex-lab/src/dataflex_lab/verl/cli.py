@@ -60,9 +60,10 @@ def add_demo(subparsers: argparse._SubParsersAction, name: str = "demo") -> argp
     demo.add_argument(
         "--trainer",
         default="v1",
-        choices=["v1", "legacy"],
-        help="verl's trainer line: v1 (sync against dataflex_sync) or legacy (RayPPOTrainer, trainer.use_v1=false, "
-        "without and with the dataflex: block)",
+        choices=["v1", "legacy", "one-step-off"],
+        help="verl's trainer line: v1 (sync against dataflex_sync), legacy (RayPPOTrainer, trainer.use_v1=false) or "
+        "one-step-off (verl's OneStepOffRayTrainer, with the CPU weight sync); the last two without and with the "
+        "dataflex: block",
     )
     demo.set_defaults(func=_demo)
     return demo

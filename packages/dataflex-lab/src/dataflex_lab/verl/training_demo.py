@@ -35,9 +35,13 @@ from .. import demo_report
 from ..version import __version__ as lab_version
 
 #: The baseline arm and the DataFlex arm of each verl trainer line (``--trainer``): on V1 they are verl trainer
-#: modes; on the legacy line both are verl's ``RayPPOTrainer`` (``trainer.use_v1=false``), the second with a
-#: ``dataflex:`` block.
-ARMS_BY_LINE = {"v1": ("sync", "dataflex_sync"), "legacy": ("legacy", "dataflex_legacy")}
+#: modes; on the legacy line both are verl's ``RayPPOTrainer`` (``trainer.use_v1=false``), and with
+#: ``one-step-off`` its ``OneStepOffRayTrainer``, the second with a ``dataflex:`` block.
+ARMS_BY_LINE = {
+    "v1": ("sync", "dataflex_sync"),
+    "legacy": ("legacy", "dataflex_legacy"),
+    "one-step-off": ("one_step_off", "dataflex_one_step_off"),
+}
 #: verl's names for the step's mean reward and step time.
 METRICS = demo_report.HostMetrics(reward="critic/score/mean", step_time="timing_s/step")
 #: Responses per validation prompt (sampled at temperature 1, so the validation reward moves smoothly).
@@ -53,7 +57,8 @@ class DemoSettings(demo_report.DemoOptions):
 
     workdir: Path = Path("dataflex_demo")
     loss_agg_mode: str = "token-mean"
-    #: verl's trainer line: ``v1`` (trainer modes) or ``legacy`` (``RayPPOTrainer``, ``trainer.use_v1=false``).
+    #: verl's trainer line: ``v1`` (trainer modes), ``legacy`` (``RayPPOTrainer``, ``trainer.use_v1=false``) or
+    #: ``one-step-off`` (verl's ``OneStepOffRayTrainer``).
     trainer: str = "v1"
     extra_overrides: list[str] = field(default_factory=list)
 
@@ -118,6 +123,7 @@ def run_training_demo(settings: DemoSettings, out: TextIO = sys.stdout) -> dict[
             spec = runner.RunSpec(
                 trainer_mode=arm if settings.trainer == "v1" else "sync",
                 use_v1=settings.trainer == "v1",
+                entry_point="one_step_off" if settings.trainer == "one-step-off" else "main_ppo",
                 dataflex=block if arm != arms[0] else None,
                 steps=settings.steps,
                 seed=seed,

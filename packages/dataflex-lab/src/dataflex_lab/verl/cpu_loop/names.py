@@ -10,6 +10,8 @@ that moment, so the plugin takes the names from here.
 ROLLOUT_NAME = "dataflex_cpu"
 #: ``actor_rollout_ref.rollout.agent.default_agent_loop`` of the keyed single-turn loop.
 AGENT_LOOP_NAME = "dataflex_cpu_single_turn"
+#: ``actor_rollout_ref.rollout.checkpoint_engine.backend`` of the CPU weight sync (:mod:`.weight_sync`).
+WEIGHT_SYNC_BACKEND = "dataflex_cpu"
 #: ``VERL_PLATFORM`` of the CPU platform.
 PLATFORM_NAME = "cpu"
 

@@ -22,13 +22,14 @@ import itertools
 import logging
 import os
 import time
-from collections.abc import Iterable
+from collections.abc import AsyncIterable, Iterable
 from typing import Any
 
 import ray
 import torch
 from verl.workers.rollout.base import BaseRollout
 from verl.workers.rollout.replica import RolloutReplica, TokenOutput
+from verl.workers.rollout.utils import ensure_async_iterator
 
 from .names import ROLLOUT_NAME, server_actor_name
 
@@ -251,12 +252,16 @@ class CpuServerAdapter(BaseRollout):
         return None
 
     async def update_weights(
-        self, weights: Iterable[tuple[str, torch.Tensor]], wire_format: str = "named_tensors", **kwargs: Any
+        self,
+        weights: Iterable[tuple[str, torch.Tensor]] | AsyncIterable[tuple[str, torch.Tensor]],
+        wire_format: str = "named_tensors",
+        **kwargs: Any,
     ) -> None:
         if wire_format != "named_tensors":
             raise NotImplementedError(f"{ROLLOUT_NAME} rollout takes full named tensors, not {wire_format!r}")
         state = {}
-        for name, tensor in weights:
+        # verl's naive sync hands a generator; a checkpoint engine's receive side (separated trainers) an async one
+        async for name, tensor in ensure_async_iterator(weights):
             if hasattr(tensor, "full_tensor"):  # a DTensor shard from FSDP2
                 tensor = tensor.full_tensor()
             state[name] = tensor.detach().to("cpu", copy=True)

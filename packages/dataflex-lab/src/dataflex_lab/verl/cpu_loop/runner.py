@@ -25,7 +25,7 @@ from typing import Any
 
 from . import task as task_module
 from . import verl_internals
-from .names import AGENT_LOOP_NAME, ROLLOUT_NAME
+from .names import AGENT_LOOP_NAME, ROLLOUT_NAME, WEIGHT_SYNC_BACKEND
 
 #: The module every verl process imports (``VERL_USE_EXTERNAL_MODULES``).
 PLUGIN_MODULE = "dataflex_lab.verl.cpu_loop.plugin"
@@ -35,6 +35,15 @@ LEGACY_AGENT_LOOP_MANAGER = "dataflex_lab.verl.cpu_loop.legacy_agent_loop.Trajec
 RAY_GPUS = 1
 #: Ray CPUs advertised (TransferQueue, reward, agent loop and task runner actors each ask for some).
 RAY_CPUS = 32
+#: Logical GPUs a one-step-off run takes: the actor's, and one for its rollout replica (``hybrid_engine=false``).
+ONE_STEP_OFF_GPUS = RAY_GPUS + 1
+#: The CPU weight-sync backend of the separated trainers, loaded through verl's ``custom_backend_module``.
+WEIGHT_SYNC_MODULE = "dataflex_lab.verl.cpu_loop.weight_sync"
+#: verl's entry-point module of each :attr:`RunSpec.entry_point` and the config it composes.
+ENTRY_POINTS = {
+    "main_ppo": ("verl.trainer.main_ppo", "ppo_trainer"),
+    "one_step_off": ("verl.experimental.one_step_off_policy.main_ppo", "one_step_off_ppo_trainer"),
+}
 
 
 @dataclass
@@ -103,6 +112,9 @@ class RunSpec:
     resume_mode: str = "disable"
     #: Extra hydra overrides, appended last (they win).
     extra: list[str] = field(default_factory=list)
+    #: verl's entry point (:data:`ENTRY_POINTS`): ``main_ppo`` (V1 or legacy by ``use_v1``), or ``one_step_off``
+    #: (``OneStepOffRayTrainer``, a legacy-line trainer: needs ``use_v1=False``).
+    entry_point: str = "main_ppo"
 
 
 def hydra_value(value: Any) -> str:
@@ -191,8 +203,22 @@ def overrides(spec: RunSpec, workspace: Workspace) -> list[str]:
         "transfer_queue.backend.SimpleStorage.num_data_storage_units=1",
         f"ray_kwargs.ray_init.num_cpus={RAY_CPUS}",
         f"+ray_kwargs.ray_init.num_gpus={RAY_GPUS}",
+        *(one_step_off_overrides() if spec.entry_point == "one_step_off" else []),
         *dataflex_overrides(spec.dataflex),
         *spec.extra,
+    ]
+
+
+def one_step_off_overrides() -> list[str]:
+    """What verl's one-step-off trainer needs on the CPU: rollout on a replica of its own, the CPU weight sync."""
+    return [
+        "actor_rollout_ref.hybrid_engine=false",
+        "rollout.nnodes=1",
+        f"rollout.n_gpus_per_node={ONE_STEP_OFF_GPUS - RAY_GPUS}",
+        f"actor_rollout_ref.rollout.checkpoint_engine.backend={WEIGHT_SYNC_BACKEND}",
+        f"actor_rollout_ref.rollout.checkpoint_engine.custom_backend_module={WEIGHT_SYNC_MODULE}",
+        # the entry point starts its own Ray: the actor's and the rollout replica's logical GPUs
+        f"++ray_kwargs.ray_init.num_gpus={ONE_STEP_OFF_GPUS}",
     ]
 
 
@@ -257,18 +283,19 @@ def run_entry_point(
     log_path = Path(log_file) if log_file is not None else metrics_file.with_suffix(".log")
     log_path.parent.mkdir(parents=True, exist_ok=True)
     # hydra would otherwise write its run folder under the caller's working directory
-    hydra_dir = log_path.parent / "hydra" / spec.experiment
+    hydra_dir = (log_path.parent / "hydra" / spec.experiment).resolve()
     command = [
         sys.executable,
         "-m",
-        "verl.trainer.main_ppo",
+        ENTRY_POINTS[spec.entry_point][0],
         *overrides(spec, workspace),
         f"hydra.run.dir={hydra_dir}",
         "hydra.output_subdir=null",
     ]
     seen = 0
     with open(log_path, "w") as log:
-        process = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT)
+        # the separated trainers' configs find verl's by the relative searchpath file://verl/trainer/config
+        process = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT, cwd=verl_parent_dir())
         while True:
             finished = process.poll() is not None
             records = read_metrics(metrics_file)
@@ -285,21 +312,38 @@ def run_entry_point(
     return read_metrics(metrics_file)
 
 
+def verl_parent_dir() -> str:
+    """The folder holding the ``verl`` package (where verl's relative hydra searchpaths resolve)."""
+    import verl
+
+    return os.path.dirname(os.path.dirname(os.path.abspath(verl.__file__)))
+
+
 def compose(spec: RunSpec, workspace: Workspace) -> Any:
-    """verl's ``ppo_trainer`` config with the harness overrides for ``spec`` (as ``main_ppo`` would build it)."""
+    """verl's config of ``spec.entry_point`` with the harness overrides for ``spec`` (as that entry point builds it)."""
+    import importlib
+
     from hydra import compose as hydra_compose
     from hydra import initialize_config_dir
     from hydra.core.global_hydra import GlobalHydra
 
     from ..sandbox import verl_config_dir
 
+    module, config_name = ENTRY_POINTS[spec.entry_point]
+    extra = []
+    config_dir = verl_config_dir()
+    if spec.entry_point != "main_ppo":  # its config folder sits beside the entry point and searches verl's
+        config_dir = str(Path(importlib.util.find_spec(module).origin).parent / "config")
+        extra = [f"hydra.searchpath=[file://{verl_config_dir()}]"]
     GlobalHydra.instance().clear()
-    with initialize_config_dir(config_dir=verl_config_dir(), version_base=None):
-        return hydra_compose(config_name="ppo_trainer", overrides=overrides(spec, workspace))
+    with initialize_config_dir(config_dir=config_dir, version_base=None):
+        return hydra_compose(config_name=config_name, overrides=[*overrides(spec, workspace), *extra])
 
 
 @contextmanager
-def local_ray(modules: Sequence[str] = (), num_cpus: int = RAY_CPUS, num_gpus: int = RAY_GPUS) -> Iterator[None]:
+def local_ray(
+    modules: Sequence[str] = (), num_cpus: int = RAY_CPUS, num_gpus: int = ONE_STEP_OFF_GPUS
+) -> Iterator[None]:
     """A local Ray for in-process runs: the harness environment set first, so every worker inherits it.
 
     :param modules: more modules every verl process imports (e.g. a test's own components).
@@ -343,12 +387,16 @@ def run_in_process(
     metrics_file = Path(metrics_file)
     metrics_file.parent.mkdir(parents=True, exist_ok=True)
     metrics_file.unlink(missing_ok=True)
-    wait_for_free_gpus()
+    wait_for_free_gpus(ONE_STEP_OFF_GPUS if spec.entry_point == "one_step_off" else RAY_GPUS)
     config = compose(spec, workspace)
     auto_set_device(config)
+    if spec.entry_point == "one_step_off":  # what its main() does before run_ppo
+        config.actor_rollout_ref.rollout.nnodes = config.rollout.nnodes
+        config.actor_rollout_ref.rollout.n_gpus_per_node = config.rollout.n_gpus_per_node
     validate_config(config=config, use_reference_policy=need_reference_policy(config), use_critic=need_critic(config))
     env = {**run_env(metrics_file, loss_probe_dir), **(extra_env or {})}
-    task_runner = task_runner_class(spec.use_v1).options(runtime_env={"env_vars": env}).remote()
+    runner_class = one_step_off_task_runner() if spec.entry_point == "one_step_off" else task_runner_class(spec.use_v1)
+    task_runner = runner_class.options(runtime_env={"env_vars": env}).remote()
     try:
         ray.get(task_runner.run.remote(config))
     finally:
@@ -367,6 +415,13 @@ def task_runner_class(use_v1: bool) -> Any:
     from verl.trainer.main_ppo_v0 import TaskRunner
 
     return TaskRunner
+
+
+def one_step_off_task_runner() -> Any:
+    """verl's one-step-off task runner (``python -m verl.experimental.one_step_off_policy.main_ppo`` starts it)."""
+    from verl.experimental.one_step_off_policy.main_ppo import OneStepTaskRunner
+
+    return OneStepTaskRunner
 
 
 def wait_for_named_actors_to_exit(timeout_s: float = 60.0) -> None:
@@ -395,7 +450,7 @@ def release_placement_groups() -> None:
             remove_placement_group(PlacementGroup(PlacementGroupID(bytes.fromhex(pg_id))))
 
 
-def wait_for_free_gpus(timeout_s: float = 120.0) -> None:
+def wait_for_free_gpus(gpus: int = RAY_GPUS, timeout_s: float = 120.0) -> None:
     """Block until the previous run's placement groups have released Ray's logical GPUs.
 
     verl's actors of a finished run die asynchronously after its task runner returns; a run
@@ -404,10 +459,10 @@ def wait_for_free_gpus(timeout_s: float = 120.0) -> None:
     import ray
 
     deadline = time.monotonic() + timeout_s
-    while ray.available_resources().get("GPU", 0) < RAY_GPUS:
+    while ray.available_resources().get("GPU", 0) < gpus:
         if time.monotonic() > deadline:
             raise RuntimeError(
-                f"Ray still has {ray.available_resources().get('GPU', 0)} of {RAY_GPUS} logical GPU(s) free "
+                f"Ray still has {ray.available_resources().get('GPU', 0)} of {gpus} logical GPU(s) free "
                 f"{timeout_s:.0f} s after the previous run; its actors did not exit"
             )
         time.sleep(0.5)
