@@ -63,6 +63,7 @@ LABELS = {
             "selector": "Selectors",
             "mixer": "Mixers",
             "sampler": "Samplers",
+            "allocator": "Allocators",
         },
     },
     "zh": {
@@ -100,6 +101,7 @@ LABELS = {
             "selector": "Selector",
             "mixer": "Mixer",
             "sampler": "Sampler",
+            "allocator": "Allocator",
         },
     },
 }
@@ -326,7 +328,13 @@ def _granularity(record: dict[str, Any]) -> str:
 
 
 #: The ``dataflex.mechanism`` that drives each actuator kind.
-MECHANISM_OF = {"reweighter": "reweight", "selector": "select", "mixer": "mix", "sampler": "curriculum"}
+MECHANISM_OF = {
+    "reweighter": "reweight",
+    "selector": "select",
+    "mixer": "mix",
+    "sampler": "curriculum",
+    "allocator": "allocate",
+}
 
 
 def yaml_value(value: Any) -> str:

@@ -109,6 +109,12 @@ def test_a_step_still_short_after_max_rounds_stops_with_the_caps(make_trainer, g
         generate(trainer, generation_inputs)
 
 
+def test_allocate_is_refused_because_grpo_trainer_groups_by_a_fixed_num_generations(make_trainer):
+    block = {"mechanism": "allocate", "scorer": {"name": "solve_rate_posterior"}, "actuator": {"name": "knapsack"}}
+    with pytest.raises(IncompatibleComponentError, match="cannot vary them: GRPOTrainer generates num_generations"):
+        make_trainer("dapo", block, max_steps=1)
+
+
 def test_filter_is_refused_where_trl_cannot_refill(make_trainer):
     from datasets import IterableDataset
 

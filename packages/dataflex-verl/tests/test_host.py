@@ -477,6 +477,13 @@ def test_a_field_missing_from_the_queue_is_named(make_config, queue):
         run(trainer)
 
 
+#: mechanism allocate with the allocators package's components.
+ALLOCATE = {
+    "mechanism": "allocate",
+    "scorer": {"name": "solve_rate_posterior"},
+    "actuator": {"name": "knapsack"},
+}
+
 # -- mount-time validation --------------------------------------------------------------
 
 
@@ -516,12 +523,16 @@ def test_a_field_missing_from_the_queue_is_named(make_config, queue):
         ([], {"mechanism": "filter", "scorer": {"name": "group_reward_variance"}, "actuator": {"name": "threshold_band"}},
          IncompatibleComponentError, "mechanism filter .* verl cannot refill: its V1 trainers refill only through "
          "their replay buffer.*Use mechanism select"),
+        (["data.train_batch_size=8"], {**ALLOCATE, "allocate": {"budget": 12}}, ConfigError,
+         "cannot split data.train_batch_size=8 prompts: 8 prompts x n_min=2 = 16 rollouts exceed the budget of 12"),
+        ([], {**ALLOCATE, "allocate": {"n_min": 1}}, ConfigError, "n_min=1.*a group needs at least 2"),
     ],
     ids=[
         "no-block", "unknown-scorer", "unknown-param", "bad-on_invalid", "groups-under-gae",
         "values-without-critic", "ref-without-reference", "rollout-log-probs-off", "distillation-only",
         "distillation-pg-without-task-rewards", "bypass-mode-loss", "geo-mean",
-        "in-loss-timing", "pre-rollout-timing", "filter-cannot-refill",
+        "in-loss-timing", "pre-rollout-timing", "filter-cannot-refill", "allocate-budget-too-small",
+        "allocate-n-min-1",
     ],
 )  # fmt: skip
 def test_mount_refuses_configs_that_cannot_work(make_config, overrides, block, error, message):
@@ -530,6 +541,15 @@ def test_mount_refuses_configs_that_cannot_work(make_config, overrides, block, e
     config = make_config(overrides, dataflex=block)
     with pytest.raises(error, match=message):
         get_trainer_cls("dataflex_sync")(config)
+
+
+def test_allocate_is_refused_on_the_asynchronous_v1_trainers_with_the_reason(make_config):
+    """Their dispatches follow the replay buffer's refills, so a per-batch budget has no fixed batch to hold to."""
+    from verl.trainer.ppo.v1 import get_trainer_cls
+
+    config = make_config([], dataflex=ALLOCATE)
+    with pytest.raises(IncompatibleComponentError, match="verl cannot vary them: its asynchronous V1 trainers"):
+        get_trainer_cls("dataflex_colocate_async")(config)
 
 
 def test_bypass_mode_is_accepted_because_the_v1_loss_still_multiplies_the_weights(make_config, queue):

@@ -196,6 +196,15 @@ def test_filter_is_refused_at_mount_with_the_legacy_lines_own_reason(make_config
         legacy_trainer(make_config, block)
 
 
+def test_allocate_is_refused_at_mount_because_the_legacy_fit_repeats_every_prompt_n_times(make_config):
+    """RayPPOTrainer.fit repeats each prompt rollout.n times itself: a per-prompt count would be ignored."""
+    from dataflex_core import IncompatibleComponentError
+
+    block = {"mechanism": "allocate", "scorer": {"name": "solve_rate_posterior"}, "actuator": {"name": "knapsack"}}
+    with pytest.raises(IncompatibleComponentError, match="verl cannot vary them: its legacy trainer .RayPPOTrainer"):
+        legacy_trainer(make_config, block)
+
+
 def test_a_separated_trainer_dataflex_does_not_drive_refuses_a_dataflex_block(make_config):
     from verl.experimental.separation.ray_trainer import SeparateRayPPOTrainer
 

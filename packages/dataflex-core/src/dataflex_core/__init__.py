@@ -1,4 +1,4 @@
-"""DataFlex core: data-centric control (reweight, select, mix, curriculum) for RL training of LLMs.
+"""DataFlex core: data-centric control (reweight, select, mix, curriculum, filter, allocate) for RL training of LLMs.
 
 Framework-agnostic: it depends on torch and pluggy only (with numpy, and the
 TOML and version parsers its lock files need), never on a training framework
@@ -8,6 +8,7 @@ or a model library; the demos, ``dataflex compare`` and the testing kit are in
 DataProto-shaped :class:`Batch`.
 """
 
+from .allocation import even_split, greedy_allocation
 from .batch import Batch
 from .blockwise import count_set
 from .components import (
@@ -16,6 +17,7 @@ from .components import (
     SAMPLE_GRANULARITIES,
     TIMINGS,
     Actuator,
+    Allocator,
     Component,
     Mixer,
     Reweighter,
@@ -25,7 +27,14 @@ from .components import (
     accepted_params,
 )
 from .config import DataFlexPipeline, build_from_config
-from .decorators import register_mixer, register_reweighter, register_sampler, register_scorer, register_selector
+from .decorators import (
+    register_allocator,
+    register_mixer,
+    register_reweighter,
+    register_sampler,
+    register_scorer,
+    register_selector,
+)
 from .discovery import (
     ENTRY_POINT_GROUP,
     ENV_ALLOW_PLUGINS,
@@ -83,6 +92,7 @@ from .version import __version__
 
 __all__ = [
     "Actuator",
+    "Allocator",
     "Batch",
     "Component",
     "ComponentError",
@@ -125,8 +135,10 @@ __all__ = [
     "actuator_scores",
     "build_from_config",
     "count_set",
+    "even_split",
     "get_plugin_manager",
     "get_registry",
+    "greedy_allocation",
     "group_index",
     "hookimpl",
     "masked_seq_max",
@@ -137,6 +149,7 @@ __all__ = [
     "nonfinite_mask",
     "normalize_mean_one",
     "prepare_batch",
+    "register_allocator",
     "register_mixer",
     "register_reweighter",
     "register_sampler",

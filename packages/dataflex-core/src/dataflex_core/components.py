@@ -19,7 +19,7 @@ TIMINGS = ("pre_rollout", "post_reward", "post_advantage", "in_loss")
 GRANULARITIES = ("domain", "prompt", "response", "token")
 #: Granularities whose scores have shape ``(bs,)``.
 SAMPLE_GRANULARITIES = ("prompt", "response")
-KINDS = ("scorer", "reweighter", "selector", "mixer", "sampler")
+KINDS = ("scorer", "reweighter", "selector", "mixer", "sampler", "allocator")
 
 
 def _check_requires(cls: type, value: Any) -> None:
@@ -268,6 +268,28 @@ class Sampler(Actuator):
         return 0.0
 
 
+class Allocator(Actuator):
+    """Scores of a step's prompts -> how many rollouts each gets: ``(n,)`` int64 under a budget.
+
+    ``mechanism: allocate``: before the host rolls out a batch of ``n`` prompts, a ``pre_rollout``
+    scorer scores them (a solve-rate estimate from the ledger, say) and :meth:`act` is called with
+    those scores, the prompts' batch (:data:`~dataflex_core.step.fields.PROMPT_FIELDS`) and the
+    keywords ``budget``, ``n_min`` and ``n_max``; it returns one count per prompt, summing to
+    ``budget``, each in ``[n_min, n_max]`` (:func:`~dataflex_core.contracts.check_allocation`).
+    """
+
+    kind = "allocator"
+    accepts_granularity: ClassVar[tuple[str, ...]] = ("prompt",)
+
+    def min_rollouts(self, n_min: int, num_prompts: int, budget: int) -> int:
+        """The fewest rollouts :meth:`act` gives any prompt, whatever the scores (the declared floor).
+
+        The default is ``n_min``, the least the contract allows; an allocator that keeps a higher floor
+        (every prompt at least its share of a reserve) says so here, and conformance checks it.
+        """
+        return int(n_min)
+
+
 def declared_fields(component: Component) -> list[str]:
     """Batch fields a configured component reads: ``response_mask``, its ``requires``, and ``uid`` for groups.
 
@@ -286,4 +308,5 @@ BASE_CLASSES: dict[str, type[Component]] = {
     "selector": Selector,
     "mixer": Mixer,
     "sampler": Sampler,
+    "allocator": Allocator,
 }

@@ -20,6 +20,10 @@ a tolerance can drift from another:
   keeps every candidate at or above the floor it declares (:func:`below_floor`);
 - a ``pre_rollout`` scorer's scores (:func:`check_prompt_scores`): one finite
   number per candidate prompt;
+- an allocator's rollout counts (:func:`check_allocation`, the bounds
+  :func:`allocation_problem`): one integer per prompt, summing to the budget,
+  each within ``[n_min, n_max]`` (:data:`GROUP_MIN_ROLLOUTS` is the least
+  ``n_min`` a group estimator allows);
 - GRPO groups (:func:`require_groups`, :data:`GROUPS_RULE`): who gets ``uid``
   and what a component that needs it raises when it is missing.
 
@@ -295,6 +299,69 @@ def check_prompt_scores(value: Any, num_candidates: int, *, owner: str, step: in
             f"{owner} returned {int(bad.sum())} non-finite scores of {num_candidates} candidates{_at(step)}"
         )
     return value.detach()
+
+
+# -- rollout counts -----------------------------------------------------------------------------
+
+#: The fewest rollouts per prompt a group estimator (GRPO, RLOO) learns from: one response has no baseline.
+GROUP_MIN_ROLLOUTS = 2
+
+
+def allocation_problem(num_prompts: int, budget: int, n_min: int, n_max: int | None) -> str | None:
+    """Why ``budget`` rollouts cannot go to ``num_prompts`` prompts with ``n_min <= n_i <= n_max`` (``None``: they can).
+
+    ``n_max`` ``None`` is no cap besides the budget.
+    """
+    if num_prompts < 1:
+        return f"there are no prompts to give {budget} rollouts to"
+    if num_prompts * n_min > budget:
+        return f"{num_prompts} prompts x n_min={n_min} = {num_prompts * n_min} rollouts exceed the budget of {budget}"
+    if n_max is not None and num_prompts * n_max < budget:
+        return f"{num_prompts} prompts x n_max={n_max} = {num_prompts * n_max} rollouts fall short of the budget of {budget}"
+    return None
+
+
+def check_allocation(
+    value: Any, num_prompts: int, *, budget: int, n_min: int, n_max: int | None, owner: str, step: int | None
+) -> torch.Tensor:
+    """An allocator's counts as int64 ``(n,)`` on the CPU, or :class:`InvalidOutputError`.
+
+    One integer per prompt (an integral float is accepted), summing to ``budget`` exactly, each at least
+    ``n_min`` and at most ``n_max`` (``None``: the budget is the only cap).
+    """
+    if not isinstance(value, torch.Tensor) or tuple(value.shape) != (num_prompts,):
+        shape = tuple(value.shape) if isinstance(value, torch.Tensor) else type(value).__name__
+        raise InvalidOutputError(
+            f"{owner} returned rollout counts of shape {shape}{_at(step)}; expected ({num_prompts},), one per prompt"
+        )
+    counts = value.detach().cpu()
+    if counts.dtype == torch.bool or not (counts.is_floating_point() or counts.dtype in INDEX_DTYPES):
+        raise InvalidOutputError(f"{owner} returned rollout counts of dtype {counts.dtype}{_at(step)}; expected int64")
+    if counts.is_floating_point():
+        wrong = ~torch.isfinite(counts) | (counts != counts.round())
+        if wrong.any():
+            raise InvalidOutputError(
+                f"{owner} returned {int(wrong.sum())} rollout counts that are not whole numbers{_at(step)} "
+                f"(e.g. {float(counts[wrong][0])!r}); return int64 counts"
+            )
+    counts = counts.to(torch.int64)
+    total = int(counts.sum())
+    if total != budget:
+        raise InvalidOutputError(
+            f"{owner} gave {total} rollouts to {num_prompts} prompts{_at(step)}; they must sum to the budget, {budget}"
+        )
+    low = counts < n_min
+    if low.any():
+        raise InvalidOutputError(
+            f"{owner} gave {int(low.sum())} prompt(s) fewer than n_min={n_min} rollouts{_at(step)} (least "
+            f"{int(counts.min())}); every prompt gets at least n_min"
+        )
+    if n_max is not None and bool((counts > n_max).any()):
+        raise InvalidOutputError(
+            f"{owner} gave {int((counts > n_max).sum())} prompt(s) more than n_max={n_max} rollouts{_at(step)} "
+            f"(most {int(counts.max())})"
+        )
+    return counts
 
 
 # -- groups -------------------------------------------------------------------------------------

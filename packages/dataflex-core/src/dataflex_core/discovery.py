@@ -157,6 +157,10 @@ class _DecoratedComponents:
     def dataflex_register_samplers(self, register):
         self._register("sampler", register)
 
+    @hookspecs.hookimpl
+    def dataflex_register_allocators(self, register):
+        self._register("allocator", register)
+
 
 class DataFlexPluginManager(pluggy.PluginManager):
     """pluggy's manager plus where each plugin came from and which ones failed."""

@@ -101,6 +101,22 @@ def dataflex_register_samplers(register: Register) -> None:
     """
 
 
+@hookspec
+def dataflex_register_allocators(register: Register) -> None:
+    """Register the plugin's :class:`~dataflex_core.Allocator` classes (``mechanism: allocate``).
+
+    :param register: callback ``register(cls, name=None)``; ``cls`` must
+        subclass :class:`~dataflex_core.Allocator`.
+    :returns: nothing. The registered class's ``act`` must return one
+        integer rollout count per prompt, summing to the budget, each within
+        ``[n_min, n_max]``.
+
+    Called once per plugin each time the registry is (re)built.
+
+    .. versionadded:: 0.4
+    """
+
+
 #: Which hook registers which kind of component.
 REGISTRATION_HOOKS = {
     "scorer": "dataflex_register_scorers",
@@ -108,4 +124,5 @@ REGISTRATION_HOOKS = {
     "selector": "dataflex_register_selectors",
     "mixer": "dataflex_register_mixers",
     "sampler": "dataflex_register_samplers",
+    "allocator": "dataflex_register_allocators",
 }

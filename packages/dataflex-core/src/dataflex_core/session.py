@@ -49,6 +49,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from .errors import ConfigError, IncompatibleComponentError
 from .ledger import CHECKPOINT_LEDGER, PromptLedger
 from .lock.pinning import ResolvedPlugins, check_plugin_record, resolve_plugins, save_plugin_record
+from .mechanisms.allocate import Allocate
 from .mechanisms.filter import AdmissionRounds, Filter, RefillSampler
 from .precomputed import prepare_batch
 from .step.core import DataFlexStep, MountedStep, mount_step
@@ -279,6 +280,21 @@ class DataFlexSession:
         if not isinstance(mechanism, Filter):
             raise RuntimeError(f"admission rounds belong to mechanism filter, not {mechanism.name!r}")
         return mechanism
+
+    # -- mechanism allocate's rollout counts ----------------------------------------------------------
+    def allocate(
+        self, prompt_ids: Sequence[Any], step: int, *, rollout_n: int, uids: Sequence[Any] | None = None
+    ) -> torch.Tensor:
+        """The rollouts of each prompt of a batch about to be rolled out (``mechanism: allocate``), int64 ``(n,)``.
+
+        The host generates exactly ``counts[i]`` rollouts for ``prompt_ids[i]`` (its ``dataflex.prompt_key``
+        value) and passes each prompt's group id as ``uids``, so :meth:`run` checks what came back;
+        ``rollout_n`` is the framework's uniform count (the default budget is ``len(prompt_ids) * rollout_n``).
+        """
+        mechanism = self.mechanism
+        if not isinstance(mechanism, Allocate):
+            raise RuntimeError(f"rollout counts belong to mechanism allocate, not {mechanism.name!r}")
+        return mechanism.allocate(self.step, prompt_ids, step, rollout_n=rollout_n, uids=uids)
 
     def count(
         self,

@@ -60,6 +60,15 @@ def is_map_dataset(dataset: Any) -> bool:
     return dataset is not None and not isinstance(dataset, IterableDataset) and hasattr(dataset, "__len__")
 
 
+#: Why TRL's GRPOTrainer cannot give prompts unequal rollout counts (``mechanism: allocate`` is refused at mount).
+ALLOCATE_REASON = (
+    "GRPOTrainer generates num_generations completions for every prompt: its RepeatSampler repeats each prompt "
+    "num_generations times before generation and its advantages reshape the rewards to (-1, num_generations), so "
+    "groups of unequal size cannot be expressed without replacing both (DataFlex does not); verl's V1 trainers "
+    "(dataflex_sync) vary n per prompt"
+)
+
+
 def capabilities(args: Any, train_dataset: Any) -> HostCapabilities:
     """What TRL can do for DataFlex under ``args`` (a ``GRPOConfig``) with ``train_dataset``."""
     import trl
@@ -103,6 +112,10 @@ def capabilities(args: Any, train_dataset: Any) -> HostCapabilities:
         # mechanism filter: DataFlexGRPOTrainer generates further prompt batches until the batch is full
         refill=not refill_reason,
         refill_reason=refill_reason,
+        # mechanism allocate: GRPOTrainer generates num_generations completions for every prompt (its sampler
+        # repeats each prompt num_generations times and its advantages reshape to (-1, num_generations))
+        allocate=False,
+        allocate_reason=ALLOCATE_REASON,
         loss_units=(TOKEN_UNIT, SEQUENCE_UNIT),
         token_weights=True,
         hard_drop=True,

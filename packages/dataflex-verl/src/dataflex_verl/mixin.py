@@ -31,6 +31,7 @@ from omegaconf import open_dict
 from tensordict import TensorDict
 from transfer_queue import KVBatchMeta
 
+from dataflex_core import ConfigError
 from dataflex_core.session import DataFlexSession
 
 from . import adapter, queue_io
@@ -44,6 +45,8 @@ from .version import __version__
 logger = logging.getLogger("dataflex_verl")
 
 _warned_separate_io = False
+#: The per-prompt field V1's agent loop reads its rollout count from (``AgentLoopWorkerTQ._run_prompt``).
+ROLLOUT_N_KEY = "__rollout_n__"
 
 
 def padding_rows(meta: KVBatchMeta) -> torch.Tensor:
@@ -189,6 +192,33 @@ class DataFlexTrainerMixin(DataFlexCheckpointMixin):
             recompute=lambda kept: dataflex_select.recompute_advantages(self.config, read.batch, meta.keys, kept),
             metrics=metrics,
         )
+
+    def _submit_batch_to_rollout(self, batch: TensorDict) -> int:
+        """verl's dispatch, with each prompt's rollout count in ``__rollout_n__`` under ``mechanism: allocate``.
+
+        V1's agent loop pops ``__rollout_n__`` from each prompt and starts that many sessions (verl#6340); the
+        counts come from the session's allocator, keyed by the prompt ids (``dataflex.prompt_key``) and verl's
+        ``uid`` of each prompt, so the step can check what came back.
+        """
+        if self.dataflex.mounted.pipeline.mechanism == "allocate":
+            batch[ROLLOUT_N_KEY] = self._dataflex_rollout_counts(batch)
+        return super()._submit_batch_to_rollout(batch)
+
+    def _dataflex_rollout_counts(self, batch: TensorDict) -> torch.Tensor:
+        settings = self.dataflex.mechanism.settings
+        prompts = len(batch)
+        train_batch = int(self.config.data.train_batch_size)
+        if settings.budget is not None and prompts != train_batch:
+            raise ConfigError(
+                f"mechanism allocate holds dataflex.allocate.budget={settings.budget} per batch of "
+                f"data.train_batch_size={train_batch} prompts, but verl dispatched {prompts} prompts at once (a refill "
+                "of its own filter_groups?); leave dataflex.allocate.budget null (prompts x rollout.n per dispatch)"
+            )
+        ids = queue_io.column_values(batch, settings.prompt_key)
+        uids = queue_io.column_values(batch, "uid")
+        step = int(getattr(self, "global_steps", 0) or 0)
+        rollout_n = int(self.config.actor_rollout_ref.rollout.n)
+        return self.dataflex.allocate(ids, step, rollout_n=rollout_n, uids=uids)
 
     def _init_dataloader(self) -> None:
         super()._init_dataloader()

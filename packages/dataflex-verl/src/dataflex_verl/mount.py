@@ -148,6 +148,30 @@ REFILL_REASONS = {
 }
 
 
+#: Why a trainer line or mode cannot give prompts unequal rollout counts (``mechanism: allocate`` is refused at
+#: mount with it).
+ALLOCATE_REASONS = {
+    "legacy": (
+        "its legacy trainer (RayPPOTrainer.fit) repeats every prompt actor_rollout_ref.rollout.n times "
+        "(DataProto.repeat, interleaved) inside its own loop, with no per-prompt count; use the V1 trainer "
+        "trainer.v1.trainer_mode=dataflex_sync, whose agent loop reads a per-prompt __rollout_n__"
+    ),
+    "async": (
+        "its asynchronous V1 trainers dispatch prompts in batches whose size follows the replay buffer's refills, "
+        "so a budget per step's batch of prompts has nothing fixed to hold to; use trainer.v1.trainer_mode="
+        "dataflex_sync"
+    ),
+}
+
+
+def allocate_support(config: Any, line: str) -> str:
+    """Why ``mechanism: allocate`` cannot run on ``line`` under ``config`` ("" when it can: V1 in sync mode)."""
+    if line == "legacy":
+        return ALLOCATE_REASONS["legacy"]
+    mode = str(config_value(config, "trainer.v1.trainer_mode", "sync"))
+    return "" if mode in ("sync", "dataflex_sync") else ALLOCATE_REASONS["async"]
+
+
 def capabilities(config: Any, line: str = "v1") -> HostCapabilities:
     """What verl 0.9's trainers of ``line`` (``v1`` or ``legacy``) can do for DataFlex under ``config``.
 
@@ -170,6 +194,10 @@ def capabilities(config: Any, line: str = "v1") -> HostCapabilities:
         # generation rounds in RayPPOTrainer.fit as verl's DAPO recipe does; neither is wired yet
         refill=False,
         refill_reason=REFILL_REASONS[line],
+        # mechanism allocate: V1's agent loop generates a per-prompt __rollout_n__ (verl#6340), which the
+        # trainer writes into each prompt batch before dispatch (DataFlexTrainerMixin._submit_batch_to_rollout)
+        allocate=not allocate_support(config, line),
+        allocate_reason=allocate_support(config, line),
         resampling=True,
         checkpoints_sampler=True,
         complete_groups=True,
@@ -289,4 +317,8 @@ def mount(config: Any, line: str = "v1") -> DataFlexSession:
         extra_keys=(LINE_KEY,),
     )
     check_task_policy_loss(config, session.mechanism)
+    if session.mounted.pipeline.mechanism == "allocate":  # a budget the step's prompts cannot meet stops here
+        prompts = int(config_value(config, "data.train_batch_size", 0))
+        rollout_n = int(config_value(config, "actor_rollout_ref.rollout.n", 1))
+        session.mechanism.settings.check(prompts, rollout_n, f"data.train_batch_size={prompts} prompts")
     return session

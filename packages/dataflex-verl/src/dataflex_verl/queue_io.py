@@ -58,6 +58,19 @@ def _objects(values) -> np.ndarray:
     return out
 
 
+def column_values(batch: TensorDict, name: str) -> list[Any]:
+    """Every row's value of ``name`` in a prompt batch verl is about to dispatch (a tensor or non-tensor column)."""
+    if name not in batch.keys():
+        raise MissingFieldError(
+            f"verl's prompt batch has no column {name!r} (it has {sorted(batch.keys())}); DataFlex reads each prompt's "
+            "id from it before rollout: set dataflex.prompt_key to a column of the train dataset"
+        )
+    value = batch.get(name)
+    if isinstance(value, torch.Tensor):
+        return value.tolist()
+    return _objects(value).tolist()
+
+
 def read_fields(meta: KVBatchMeta, fields: list[str], *, producers: dict[str, str] | None = None) -> QueueBatch:
     """Read exactly ``fields`` (which must include ``response_mask``) for the keys of ``meta``.
 

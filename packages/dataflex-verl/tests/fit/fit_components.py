@@ -18,8 +18,11 @@ import numpy as np
 import torch
 
 from dataflex_core import (
+    Allocator,
     Scorer,
     Selector,
+    even_split,
+    register_allocator,
     register_scorer,
     register_selector,
     valid_sample_mask,
@@ -112,3 +115,22 @@ class VowelsOnly(DomainPreferenceScorer):
             },
         )
         return super().score(batch, step_id, **ctx)
+
+
+@register_allocator("fittest_ranked")
+class RankedAllocator(Allocator):
+    """``n_min`` for the half of the prompts with the smaller ids, the rest of the budget split over the others.
+
+    Records the counts it gave each prompt id, so a test can match them with what verl generated.
+    """
+
+    requires = ["prompt_id"]
+
+    def act(self, scores, batch, *, budget, n_min, n_max, step_id=0, **ctx):
+        ids = [int(i) for i in batch.non_tensor_batch["prompt_id"]]
+        order = sorted(range(len(ids)), key=lambda i: ids[i])
+        high = order[len(ids) // 2 :]  # the larger ids; the others keep n_min
+        counts = torch.full((len(ids),), n_min, dtype=torch.int64)
+        counts[high] = even_split(len(high), budget - n_min * len(ids)) + n_min
+        _record("ranked", {"step": int(step_id), "counts": {str(ids[i]): int(counts[i]) for i in range(len(ids))}})
+        return counts

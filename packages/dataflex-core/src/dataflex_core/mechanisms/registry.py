@@ -2,7 +2,7 @@
 
 A mechanism is a :class:`~dataflex_core.mechanisms.Mechanism` subclass
 registered with :func:`register_mechanism`; ``dataflex.mechanism`` names it.
-The built-in five (``reweight``, ``select``, ``mix``, ``curriculum``, ``filter``) register
+The built-in six (``reweight``, ``select``, ``mix``, ``curriculum``, ``filter``, ``allocate``) register
 themselves the first time the table is read, so importing this module costs
 nothing and the table is complete whenever it is consulted.
 """
@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 M = TypeVar("M", bound="type[Mechanism]")
 
 #: The modules of the built-in mechanisms, in the order users read them.
-BUILTIN_MODULES = ("reweight", "select", "mix", "curriculum", "filter")
+BUILTIN_MODULES = ("reweight", "select", "mix", "curriculum", "filter", "allocate")
 
 _registry: dict[str, type[Mechanism]] = {}
 _builtins_loaded = False

@@ -54,6 +54,9 @@ class HostCapabilities:
         does it when a step's result asks: ``StepResult.recompute_advantage``).
     :param refill: the host can generate further prompt batches within a step (``mechanism: filter``).
     :param refill_reason: without ``refill``, why not (for the refusal at mount).
+    :param allocate: the host generates a per-prompt number of rollouts that the session gives it
+        (``mechanism: allocate``).
+    :param allocate_reason: without ``allocate``, why not (for the refusal at mount).
     :param resampling: the prompts sampled next can be changed (``mechanism: mix``, ``mechanism: curriculum``).
     :param checkpoints_sampler: the framework saves and restores the train sampler's state with its own
         checkpoints (verl's ``StatefulDataLoader``); otherwise the sampler restarts from the restored components.
@@ -73,6 +76,8 @@ class HostCapabilities:
     recompute_advantage: bool = False
     refill: bool = False
     refill_reason: str = ""
+    allocate: bool = False
+    allocate_reason: str = ""
     resampling: bool = False
     checkpoints_sampler: bool = False
     complete_groups: bool = True

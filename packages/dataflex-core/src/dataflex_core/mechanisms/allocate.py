@@ -1,0 +1,362 @@
+"""``mechanism: allocate``: each of a step's prompts gets its own number of rollouts, under a fixed budget.
+
+Uniform rollout counts spend as much on a prompt the policy always solves
+(or never does: a GRPO group with one reward for every response, no signal)
+as on one at the edge of its ability. Before the host rolls out a batch of
+prompts it calls :meth:`Allocate.allocate` with their ids (the dataset
+column ``prompt_key``): a ``pre_rollout`` scorer scores them from the
+per-prompt ledger (:data:`~dataflex_core.step.fields.PROMPT_FIELDS`), the
+:class:`~dataflex_core.Allocator` turns the scores into one rollout count per
+prompt, and the counts are checked against the budget
+(:func:`~dataflex_core.contracts.check_allocation`: they sum to ``budget``,
+each in ``[n_min, n_max]``). The host generates exactly ``n_i`` rollouts for
+prompt ``i`` (verl V1: the agent loop's per-prompt ``__rollout_n__``). After
+the step's rewards exist, :meth:`Allocate.run` feeds the ledger (and the
+scorer's :meth:`~dataflex_core.Scorer.observe`), checks that every prompt
+came back with the rollouts it was given, and logs the allocation. No loss
+weights are written: the loss is the framework's own, on groups of unequal
+size.
+
+Before ``warmup_step`` (and under ``on_invalid: uniform`` after invalid
+output) the budget is split evenly (:func:`~dataflex_core.allocation.even_split`)
+without calling a component; the ledger is fed at every step.
+
+Config (``dataflex:`` block): ``allocate: {budget: null, n_min: 2, n_max:
+null}`` (``budget``: the rollouts of one batch of prompts the host submits,
+``null`` the batch's prompts times the framework's ``rollout.n``, the compute
+of a uniform run; ``n_min`` at least 2 under a group estimator; ``n_max``
+``null`` for no cap besides the budget), and as for curriculum ``prompt_key``,
+``success_threshold`` and ``ledger.load``.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, ClassVar
+
+import numpy as np
+import torch
+
+from ..allocation import even_split
+from ..contracts import GROUP_MIN_ROLLOUTS, allocation_problem, check_allocation, check_prompt_scores
+from ..errors import ConfigError, IncompatibleComponentError
+from ..ledger import LEDGER_KEY, PromptIds, PromptLedger, ledger_load_path
+from ..normalize import valid_token_counts
+from ..step.outputs import component_label
+from ..step.prompt_sampler import candidate_batch, candidate_columns, candidate_fields
+from ..step.result import PREFIX, StepResult
+from .base import Mechanism
+from .curriculum import REWARD_FIELD, check_components, outcomes_batch, row_rewards
+from .registry import register_mechanism
+
+if TYPE_CHECKING:
+    from ..config import DataFlexPipeline
+    from ..step.core import DataFlexStep
+    from ..step.host import HostCapabilities
+
+logger = logging.getLogger("dataflex_core.step")
+
+#: The prefix of the allocation's metrics.
+ALLOCATE_PREFIX = f"{PREFIX}allocate/"
+#: The ``dataflex.allocate`` keys and their defaults.
+ALLOCATE_DEFAULTS: dict[str, Any] = {"budget": None, "n_min": GROUP_MIN_ROLLOUTS, "n_max": None}
+#: Keys of the ``dataflex:`` block only ``mechanism: allocate`` (and curriculum, for the shared ones) reads.
+ALLOCATE_KEYS = {"allocate": None, "prompt_key": "index", "success_threshold": None, **LEDGER_KEY}
+
+
+@dataclass(frozen=True)
+class AllocateSettings:
+    #: Rollouts per submitted prompt batch; ``None``: its prompts times the framework's ``rollout.n``.
+    budget: int | None
+    n_min: int
+    n_max: int | None
+    prompt_key: str
+    success_threshold: float | None
+    ledger_load: str | None
+
+    def budget_for(self, num_prompts: int, rollout_n: int) -> int:
+        """The budget of a batch of ``num_prompts`` prompts whose uniform count would be ``rollout_n``."""
+        return int(num_prompts) * int(rollout_n) if self.budget is None else self.budget
+
+    def check(self, num_prompts: int, rollout_n: int, where: str) -> int:
+        """The budget of such a batch, or a :class:`ConfigError` saying which key to change."""
+        budget = self.budget_for(num_prompts, rollout_n)
+        problem = allocation_problem(num_prompts, budget, self.n_min, self.n_max)
+        if problem is not None:
+            raise ConfigError(
+                f"mechanism allocate cannot split {where}: {problem}; set dataflex.allocate.budget between "
+                f"prompts x n_min and prompts x n_max (null: prompts x rollout.n = {num_prompts * rollout_n}) or "
+                "change n_min / n_max"
+            )
+        return budget
+
+
+def _whole(value: Any, name: str, low: int, *, none: bool) -> int | None:
+    if value is None and none:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < low:
+        unset = " or null" if none else ""
+        raise ConfigError(f"dataflex.allocate.{name} must be an integer >= {low}{unset}, got {value!r}")
+    return int(value)
+
+
+def allocate_settings(block: Mapping[str, Any]) -> AllocateSettings:
+    """The ``dataflex.allocate`` keys and the ledger keys, checked; raises :class:`ConfigError` with the fix."""
+    plain = block.get("allocate") or {}
+    if not isinstance(plain, Mapping):
+        raise ConfigError(
+            f"dataflex.allocate must be a mapping (e.g. {{budget: null, n_min: 2, n_max: 16}}), got {plain!r}"
+        )
+    unknown = sorted(set(plain) - set(ALLOCATE_DEFAULTS))
+    if unknown:
+        raise ConfigError(f"dataflex.allocate has unknown keys {unknown}; it accepts {sorted(ALLOCATE_DEFAULTS)}")
+    n_min = _whole(plain.get("n_min", ALLOCATE_DEFAULTS["n_min"]), "n_min", 1, none=False)
+    n_max = _whole(plain.get("n_max"), "n_max", 1, none=True)
+    budget = _whole(plain.get("budget"), "budget", 1, none=True)
+    assert n_min is not None
+    if n_max is not None and n_max < n_min:
+        raise ConfigError(f"dataflex.allocate.n_max={n_max} is below n_min={n_min}; every prompt gets n_min to n_max")
+    key = block.get("prompt_key", ALLOCATE_KEYS["prompt_key"])
+    if not isinstance(key, str) or not key:
+        raise ConfigError(
+            f"dataflex.prompt_key must name the dataset column that identifies each prompt, got {key!r}; "
+            "e.g. prompt_key: index (verl copies extra_info.index into it)"
+        )
+    threshold = block.get("success_threshold")
+    if threshold is not None and (isinstance(threshold, bool) or not isinstance(threshold, (int, float))):
+        raise ConfigError(f"dataflex.success_threshold must be a number or unset, got {threshold!r}")
+    return AllocateSettings(
+        budget, n_min, n_max, key, None if threshold is None else float(threshold), ledger_load_path(block)
+    )
+
+
+@dataclass(frozen=True)
+class Allocation:
+    """One submitted prompt batch's counts: the ledger rows, the counts, the budget and how they came about."""
+
+    rows: torch.Tensor
+    counts: torch.Tensor
+    budget: int
+    #: True when the budget was split evenly (before ``warmup_step``, or after invalid output).
+    even: bool
+
+    def metrics(self, n_min: int, n_max: int | None) -> dict[str, float]:
+        counts = self.counts.to(torch.float64)
+        return {
+            f"{ALLOCATE_PREFIX}budget": float(self.budget),
+            f"{ALLOCATE_PREFIX}prompts": float(len(counts)),
+            f"{ALLOCATE_PREFIX}n_min": float(counts.min()),
+            f"{ALLOCATE_PREFIX}n_mean": float(counts.mean()),
+            f"{ALLOCATE_PREFIX}n_max": float(counts.max()),
+            f"{ALLOCATE_PREFIX}prompts_at_n_min": float((self.counts == n_min).sum()),
+            f"{ALLOCATE_PREFIX}prompts_at_n_max": float((self.counts == n_max).sum()) if n_max is not None else 0.0,
+            f"{ALLOCATE_PREFIX}even": 1.0 if self.even else 0.0,
+        }
+
+
+@register_mechanism
+class Allocate(Mechanism):
+    """A ``pre_rollout`` scorer and an allocator give each prompt its rollout count; the rewards feed the ledger."""
+
+    name: ClassVar[str] = "allocate"
+    actuator_kind: ClassVar[str] = "allocator"
+    keys: ClassVar[Mapping[str, Any]] = ALLOCATE_KEYS
+    timings: ClassVar[tuple[str, ...]] = ("pre_rollout",)
+    #: the ledger is fed at every step, warm-up included
+    runs_in_warmup: ClassVar[bool] = True
+    #: every process keeps the same ledger, fed the same gathered rewards, so all allocate alike
+    runs_on_every_process: ClassVar[bool] = True
+    fallback: ClassVar[str] = "splitting the budget evenly"
+    settings: AllocateSettings
+
+    def __init__(self, block: Mapping[str, Any]) -> None:
+        super().__init__(block)
+        #: The per-prompt ledger (built with the train dataset's ids, :meth:`train_sampler`).
+        self.book: PromptLedger | None = None
+        self.columns: dict[str, np.ndarray] = {}
+        #: The count each submitted group (by the framework's group id) was given, until its rewards come back.
+        self.pending: dict[str, int] = {}
+        #: The last allocation, for the step's metrics.
+        self.last: Allocation | None = None
+
+    def parse(self, block: Mapping[str, Any]) -> AllocateSettings:
+        return allocate_settings(block)
+
+    @classmethod
+    def check(cls, pipeline: DataFlexPipeline, host: HostCapabilities, loss_unit: str | None) -> None:
+        if not host.allocate:
+            raise IncompatibleComponentError(
+                f"mechanism allocate gives each prompt its own number of rollouts, but {host.name} cannot vary "
+                f"them: {host.allocate_reason or 'it generates the same number for every prompt'}. Use mechanism "
+                "curriculum to choose which prompts are rolled out instead"
+            )
+        check_components(pipeline, host.name)
+
+    def mount(self, pipeline: DataFlexPipeline, host: HostCapabilities, *, grouped: bool | None) -> None:
+        if grouped and self.settings.n_min < GROUP_MIN_ROLLOUTS:
+            raise ConfigError(
+                f"dataflex.allocate.n_min={self.settings.n_min}, but the advantage estimator compares each prompt's "
+                f"responses with each other (GRPO groups by uid): a group needs at least {GROUP_MIN_ROLLOUTS}; set "
+                f"n_min >= {GROUP_MIN_ROLLOUTS}"
+            )
+
+    def fields(self, pipeline: DataFlexPipeline) -> list[str]:
+        return ["response_mask", REWARD_FIELD, self.settings.prompt_key, "uid"]
+
+    def dataset_columns(self, pipeline: DataFlexPipeline) -> list[str]:
+        return list(dict.fromkeys([self.settings.prompt_key, *candidate_columns(pipeline)]))
+
+    def train_sampler(self, step: DataFlexStep, dataset: Any, batch_size: int, seed: int) -> None:
+        """Build the ledger over the train dataset's prompt ids; the framework keeps its own sampler."""
+        from ..session import dataset_column  # the session module imports the step, which imports this one
+
+        key = self.settings.prompt_key
+        ids = dataset_column(
+            dataset, key, what=f"dataflex.prompt_key={key!r}",
+            fix="give every row a unique id in a column and set dataflex.prompt_key to it",
+        )  # fmt: skip
+        self.book = PromptLedger(PromptIds(ids, key), self.settings.success_threshold)
+        if self.settings.ledger_load is not None:  # a warm start; a resumed checkpoint's state replaces it
+            self.book.load(self.settings.ledger_load)
+        self.columns = {
+            name: np.asarray(
+                list(
+                    dataset_column(
+                        dataset,
+                        name,
+                        what=f"the column {name!r} an allocate component reads",
+                        fix="add it to the dataset or configure components that do not read it",
+                    )
+                ),
+                dtype=object,
+            )  # fmt: skip
+            for name in candidate_columns(step.pipeline)
+        }
+        return None
+
+    def _ledger(self) -> PromptLedger:
+        if self.book is None:
+            raise RuntimeError(
+                "mechanism allocate reads the per-prompt ledger, but the host never built it "
+                "(DataFlexSession.train_sampler with the train dataset)"
+            )
+        return self.book
+
+    def stateful(self, sampler: Any) -> dict[str, Any]:
+        return {} if self.book is None else {"ledger": self.book}
+
+    def ledger(self, sampler: Any) -> PromptLedger | None:
+        return self.book
+
+    # -- before rollout ------------------------------------------------------------------------------
+    def allocate(
+        self, step: DataFlexStep, prompt_ids: Sequence[Any], step_id: int, *, rollout_n: int,
+        uids: Sequence[Any] | None = None,
+    ) -> torch.Tensor:  # fmt: skip
+        """The rollout count of each prompt of a batch about to be rolled out, int64 ``(n,)`` in its order.
+
+        :param prompt_ids: each prompt's ``prompt_key`` value; :param rollout_n: the framework's uniform count
+            (the default budget is ``len(prompt_ids) * rollout_n``); :param uids: the framework's group id of
+            each prompt, so :meth:`run` can check the rollouts that come back.
+        """
+        book = self._ledger()
+        rows = book.ids.rows(np.asarray(list(prompt_ids), dtype=object), f"the prompts of step {step_id}")
+        n = len(rows)
+        settings = self.settings
+        budget = settings.check(n, rollout_n, f"the {n} prompts of step {step_id}")
+        counts, even = None, True
+        if step.pipeline.active(step_id):
+            counts, _ = step.on_invalid.attempt(
+                lambda: self._counts(step, book, rows, budget, step_id), step=step_id, instead=self.fallback
+            )
+            even = counts is None
+        if counts is None:
+            counts = even_split(n, budget)
+        self.last = Allocation(rows, counts, budget, even)
+        if uids is not None:
+            uids = [str(u) for u in uids]
+            if len(uids) != n:
+                raise ValueError(f"{len(uids)} group ids for {n} prompts; give one uid per prompt")
+            self.pending.update(zip(uids, counts.tolist()))
+        return counts.clone()
+
+    def _counts(
+        self, step: DataFlexStep, book: PromptLedger, rows: torch.Tensor, budget: int, step_id: int
+    ) -> torch.Tensor:
+        pipeline, settings, calls, ctx = step.pipeline, self.settings, step.calls, step.mounted.ctx
+        batch = candidate_batch(book, rows, candidate_fields(pipeline), self.columns)
+        n = len(rows)
+        scores = calls.call("scorer", "score", batch, step_id, at_step=step_id, **ctx)
+        scores = check_prompt_scores(scores, n, owner=component_label(pipeline, "scorer"), step=step_id)
+        counts = calls.call(
+            "actuator", "act", scores, batch, at_step=step_id, step_id=step_id,
+            budget=budget, n_min=settings.n_min, n_max=settings.n_max, **ctx,
+        )  # fmt: skip
+        return check_allocation(
+            counts, n, budget=budget, n_min=settings.n_min, n_max=settings.n_max,
+            owner=component_label(pipeline, "actuator"), step=step_id,
+        )  # fmt: skip
+
+    # -- after the rewards ---------------------------------------------------------------------------
+    def generated(self, batch: Any) -> tuple[list[str], torch.Tensor]:
+        """``(uids, rollouts)``: each group of the real rows in ``batch`` and how many rows it has."""
+        uid = batch.non_tensor_batch.get("uid")
+        if uid is None:
+            raise ConfigError("mechanism allocate checks the rollouts of each prompt by uid, but the rows carry none")
+        names, inverse = np.unique(np.asarray([str(u) for u in uid], dtype=object), return_inverse=True)
+        return names.tolist(), torch.bincount(torch.from_numpy(inverse.astype(np.int64)), minlength=len(names))
+
+    def skip(self, step: DataFlexStep, batch: Any, step_id: int) -> dict[str, float]:
+        if self.book is not None:
+            self.book.last_step = max(self.book.last_step, int(step_id))
+        return self._check_counts(step, batch)
+
+    def run(self, step: DataFlexStep, batch: Any, step_id: int, importance_weights: torch.Tensor | None) -> StepResult:
+        """Feed the ledger and the scorer's ``observe`` from the step's rewards; check and log the allocation.
+
+        Rows with an empty response stay out of the ledger's rewards but count as rollouts the prompt got.
+        """
+        book = self._ledger()
+        metrics = self._check_counts(step, batch)
+        sub, _ = step.components_batch(batch)
+        valid = sub.batch["response_mask"].to(torch.bool).any(-1)
+        ids = sub.non_tensor_batch.get(self.settings.prompt_key)
+        if ids is None:
+            raise ConfigError(
+                f"mechanism allocate keys its ledger by dataflex.prompt_key={self.settings.prompt_key!r}, but the "
+                "step's rows do not carry it; carry it into the rollouts or set dataflex.prompt_key to a column that is"
+            )
+        keep = valid.cpu().numpy()
+        rows = book.ids.rows(np.asarray(ids, dtype=object)[keep], f"the rows of step {step_id}")
+        outcomes = book.record(
+            rows, row_rewards(sub)[valid].cpu(), step_id, tokens=valid_token_counts(sub)[valid].cpu()
+        )
+        step.calls.call(
+            "scorer", "observe", outcomes_batch(book, outcomes), step_id, at_step=step_id, **step.mounted.ctx
+        )
+        return StepResult(metrics)
+
+    def _check_counts(self, step: DataFlexStep, batch: Any) -> dict[str, float]:
+        """The allocation's metrics, and how many of the step's groups came back with another count than given."""
+        sub, _ = step.components_batch(batch)
+        uids, rollouts = self.generated(sub)
+        given = [self.pending.pop(uid, None) for uid in uids]
+        unknown = sum(1 for g in given if g is None)
+        wrong = [(u, g, int(r)) for u, g, r in zip(uids, given, rollouts.tolist()) if g is not None and g != r]
+        if wrong:
+            uid, want, got = wrong[0]
+            logger.warning(
+                "dataflex: %d prompt group(s) came back with another number of rollouts than mechanism allocate "
+                "gave them (e.g. uid %s: %d given, %d generated)", len(wrong), uid, want, got,
+            )  # fmt: skip
+        settings = self.settings
+        metrics = self.last.metrics(settings.n_min, settings.n_max) if self.last is not None else {}
+        metrics.update({
+            f"{ALLOCATE_PREFIX}groups": float(len(uids)),
+            f"{ALLOCATE_PREFIX}rollouts": float(rollouts.sum()),
+            f"{ALLOCATE_PREFIX}mismatched_groups": float(len(wrong)),
+            f"{ALLOCATE_PREFIX}unallocated_groups": float(unknown),
+        })  # fmt: skip
+        return metrics
