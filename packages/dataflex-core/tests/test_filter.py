@@ -125,3 +125,62 @@ def test_refills_are_deterministic_given_the_seed_and_resume_where_they_stopped(
     resumed = RefillSampler(10, 4, seed=0)
     resumed.load_state_dict(state)
     assert resumed.next_block() == expected
+
+
+class Prompts:
+    """A train dataset of prompts with ids in column ``index``."""
+
+    def __init__(self, ids):
+        self.ids = list(ids)
+
+    def __len__(self):
+        return len(self.ids)
+
+    def columns(self):
+        return ["index"]
+
+    def column(self, name):
+        return self.ids
+
+
+def ledger_session(**extra) -> DataFlexSession:
+    flex = session({**DAPO, "prompt_key": "index", **extra}, host=HostCapabilities(
+        name="testhost", refill=True, dataset_columns=True, fields=HOST.fields,
+    ))  # fmt: skip
+    assert flex.train_sampler(Prompts([10, 11, 12, 13]), batch_size=2, seed=0) is None  # the host's own order
+    return flex
+
+
+def test_every_rounds_rollouts_feed_the_ledger_and_match_the_compute_counters(tmp_path):
+    flex = ledger_session()
+    rounds = flex.admission(1)
+    solved = rows_batch([2, 3], width=3, rewards=[1.0, 1.0], uid=[0, 0], columns={"index": [10, 10]})
+    flex.admit(rounds, solved, 1)  # evicted: no reward variance
+    mixed = rows_batch(
+        [2, 0, 1, 2], width=3, rewards=[1.0, 0.0, 0.0, 1.0], uid=[5, 5, 5, 6], padding=[False, False, False, True],
+        columns={"index": [11, 11, 11, 12]},
+    )  # fmt: skip  # prompt 11: an empty response and one of each reward; row 3 is framework padding
+    flex.admit(rounds, mixed, 1)
+    trained = rows_batch([2, 0, 1], width=3, rewards=[1.0, 0.0, 0.0], uid=[5, 5, 5], columns={"index": [11] * 3})
+    metrics = flex.run(trained, 1, admission=rounds).metrics
+    ledger = flex.ledger
+    assert ledger.rollouts.tolist() == [2, 2, 0, 0]  # the empty response and the padding row are left out
+    assert ledger.rollouts_trained.tolist() == [0, 2, 0, 0] and ledger.rollouts_filtered.tolist() == [2, 0, 0, 0]
+    assert ledger.tokens_generated.tolist() == [5, 3, 0, 0] and ledger.uniform_reward_steps.tolist() == [1, 0, 0, 0]
+    assert int(ledger.tokens_generated.sum()) == metrics[f"{COMPUTE_PREFIX}tokens_generated"]
+    assert int(ledger.rollouts_filtered.sum()) == metrics[f"{COMPUTE_PREFIX}rollouts_filtered"]
+    assert int(ledger.rollouts_trained.sum()) == metrics[f"{COMPUTE_PREFIX}rollouts_trained"]
+    assert int(ledger.rollouts.sum()) == metrics[f"{COMPUTE_PREFIX}rollouts_generated"] - 1  # the empty response
+    flex.save(tmp_path / "global_step_1", 1)
+    warm = ledger_session(ledger={"load": str(tmp_path / "global_step_1" / "dataflex_ledger.jsonl")})
+    assert torch.equal(warm.ledger.rollouts, ledger.rollouts)
+    resumed = ledger_session()
+    resumed.restore(tmp_path / "global_step_1")
+    assert torch.equal(resumed.ledger.rollouts_filtered, ledger.rollouts_filtered) and resumed.ledger.last_step == 1
+
+
+def test_the_filters_ledger_needs_its_prompt_key():
+    with pytest.raises(ConfigError, match="keyed by dataflex.prompt_key; set prompt_key"):
+        session({**DAPO, "ledger": {"load": "x.jsonl"}})
+    with pytest.raises(ConfigError, match="dataflex.prompt_key must name the dataset column"):
+        session({**DAPO, "prompt_key": ""})

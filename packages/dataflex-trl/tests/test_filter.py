@@ -40,7 +40,7 @@ def recording(trainer):
 
 
 def test_every_trained_batch_is_full_of_groups_with_reward_variance(make_trainer):
-    trainer = make_trainer("dapo", DAPO, reward=split_reward, max_steps=3)
+    trainer = make_trainer("dapo", {**DAPO, "prompt_key": "index"}, reward=split_reward, max_steps=3)
     seen = recording(trainer)
     trainer.train()
     assert len(seen) == 3
@@ -60,6 +60,16 @@ def test_every_trained_batch_is_full_of_groups_with_reward_variance(make_trainer
     assert totals["rollouts_trained"] == 3 * PROMPTS_PER_STEP * NUM_GENERATIONS
     assert totals["rollouts_filtered"] == totals["rollouts_generated"] - totals["rollouts_trained"]
     assert totals["rollouts_wasted"] == 0  # every trained group has signal
+    ledger = trainer.dataflex.ledger  # every round's rollouts, evicted groups included, per prompt
+    for name in ("rollouts_trained", "rollouts_filtered", "tokens_generated"):
+        assert int(getattr(ledger, name).sum()) == totals[name], name
+    assert int(ledger.rollouts.sum()) == totals["rollouts_generated"]
+    assert torch.equal(ledger.rollouts, ledger.rollouts_trained + ledger.rollouts_filtered)
+    even = torch.as_tensor([int(i) % 2 == 0 for i in ledger.ids.values.tolist()])
+    assert int(ledger.rollouts[even].sum()) > 0  # prompts without signal were generated ...
+    assert int(ledger.rollouts_trained[even].sum()) == 0  # ... and never trained on
+    assert torch.equal(ledger.uniform_reward_steps[even], ledger.times_sampled[even])
+    assert int(ledger.uniform_reward_steps[~even].sum()) == 0
 
 
 def test_refills_come_from_the_seeded_refill_sampler(make_trainer, dataset):

@@ -263,8 +263,9 @@ class DataFlexSession:
     def admit(self, rounds: AdmissionRounds, batch: Any, step: int) -> torch.Tensor:
         """Admit one round's groups into ``rounds``; the admitted flag of each group (sorted ``uid`` order)."""
         prepare_batch(batch)
-        admitted, rollouts, tokens = self._filter().admit(self.step, batch, step)
-        rounds.add(admitted, rollouts, tokens)
+        mechanism = self._filter()
+        admitted, rollouts, tokens = mechanism.admit(self.step, batch, step)
+        rounds.add(admitted, rollouts, tokens, mechanism.round_prompts(self.step, batch))
         return admitted
 
     def refill_sampler(self, population: int, *, batch_size: int, seed: int) -> RefillSampler:

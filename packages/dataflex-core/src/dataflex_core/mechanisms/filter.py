@@ -23,7 +23,17 @@ computed within each group, so they are unchanged); the host recounts its
 token normaliser. Hosts that cannot generate within a step refuse ``filter``
 at mount (``HostCapabilities.refill``).
 
-Config (``dataflex:`` block): ``filter: {max_rounds: 4, on_short: raise}``.
+Every generated response feeds the per-prompt ledger (:mod:`dataflex_core.ledger`)
+when ``prompt_key`` names the dataset column of the prompt ids: each round's
+rows are recorded after the step, those of the trained batch as trained, those
+of evicted and surplus groups as filtered, so a prompt's ``rollouts`` =
+``rollouts_trained`` + ``rollouts_filtered`` and, summed over the prompts,
+the ledger's counts are the run's ``dataflex/compute/*`` totals (responses
+with no token, which the ledger leaves out, aside).
+
+Config (``dataflex:`` block): ``filter: {max_rounds: 4, on_short: raise}``,
+``prompt_key`` (unset: no ledger), ``success_threshold`` and ``ledger.load``
+as for ``mechanism: curriculum``.
 """
 
 from __future__ import annotations
@@ -32,16 +42,19 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
+import numpy as np
 import torch
 
 from ..contracts import check_selection
 from ..errors import ConfigError, IncompatibleComponentError, InvalidOutputError
 from ..groups import group_index, segment_count
+from ..ledger import LEDGER_KEY, PromptIds, PromptLedger
 from ..normalize import valid_sample_mask, valid_token_counts
 from ..step.blocks import BlockSampler
 from ..step.outputs import checked_scores, component_label
 from ..step.result import PREFIX, StepResult
 from .base import Mechanism, check_rollout_time
+from .curriculum import curriculum_settings, row_rewards
 from .registry import register_mechanism
 
 if TYPE_CHECKING:
@@ -57,15 +70,33 @@ ON_SHORT = ("raise", "backfill")
 FILTER_DEFAULTS = {"max_rounds": 4, "on_short": "raise"}
 
 
+#: The top-level ``dataflex:`` keys of the filter's ledger, with their defaults.
+LEDGER_KEYS = {"prompt_key": None, "success_threshold": None, **LEDGER_KEY}
+#: The field of the step's rows that carries the outcome reward (on the last response token).
+REWARD_FIELD = "rm_scores"
+
+
 @dataclass(frozen=True)
 class FilterSettings:
     #: Generation rounds per step at most, the first included (>= 1).
     max_rounds: int = 4
     on_short: str = "raise"
+    #: The dataset column of the prompt ids the ledger is keyed by (``None``: no ledger).
+    prompt_key: str | None = None
+    success_threshold: float | None = None
+    #: ``dataflex.ledger.load``: an exported ledger to start from.
+    ledger_load: str | None = None
 
 
 def filter_settings(block: Mapping[str, Any]) -> FilterSettings:
-    """The ``dataflex.filter`` keys, checked; raises :class:`ConfigError` with the fix."""
+    """The ``dataflex.filter`` keys and the ledger's, checked; raises :class:`ConfigError` with the fix."""
+    key = block.get("prompt_key")
+    ledger = curriculum_settings({**block, "prompt_key": "index" if key is None else key})
+    if key is None and (ledger.ledger_load is not None or ledger.success_threshold is not None):
+        raise ConfigError(
+            "dataflex.ledger / dataflex.success_threshold configure the per-prompt ledger of mechanism filter, "
+            "which is keyed by dataflex.prompt_key; set prompt_key to the dataset column of the prompt ids"
+        )
     plain = block.get("filter") or {}
     if not isinstance(plain, Mapping):
         raise ConfigError(f"dataflex.filter must be a mapping (e.g. {{max_rounds: 4, on_short: raise}}), got {plain!r}")
@@ -84,7 +115,17 @@ def filter_settings(block: Mapping[str, Any]) -> FilterSettings:
             f"dataflex.filter.on_short={on_short!r} is not one of {', '.join(ON_SHORT)}; raise stops a step still "
             "short of admitted groups after max_rounds, backfill completes it with evicted groups"
         )
-    return FilterSettings(rounds, on_short)
+    return FilterSettings(rounds, on_short, key, ledger.success_threshold, ledger.ledger_load)
+
+
+@dataclass(frozen=True)
+class RoundPrompts:
+    """One round's valid responses, for the ledger: their prompt ids, rewards, tokens and group."""
+
+    ids: np.ndarray
+    rewards: torch.Tensor
+    tokens: torch.Tensor
+    group: torch.Tensor
 
 
 @dataclass
@@ -102,12 +143,17 @@ class AdmissionRounds:
     #: Per round: each group's rollouts and response tokens.
     rollouts: list[torch.Tensor] = field(default_factory=list)
     tokens: list[torch.Tensor] = field(default_factory=list)
+    #: Per round: its valid responses for the ledger (``None`` without one).
+    prompts: list[RoundPrompts | None] = field(default_factory=list)
 
-    def add(self, admitted: torch.Tensor, rollouts: torch.Tensor, tokens: torch.Tensor) -> None:
-        """Record one round's groups (bool, rollouts and tokens per group)."""
+    def add(
+        self, admitted: torch.Tensor, rollouts: torch.Tensor, tokens: torch.Tensor, prompts: RoundPrompts | None = None
+    ) -> None:
+        """Record one round's groups (bool, rollouts and tokens per group) and its responses for the ledger."""
         self.admitted.append(admitted.to(torch.bool).cpu())
         self.rollouts.append(rollouts.to(torch.long).cpu())
         self.tokens.append(tokens.to(torch.long).cpu())
+        self.prompts.append(prompts)
 
     @property
     def rounds(self) -> int:
@@ -223,9 +269,14 @@ class Filter(Mechanism):
 
     name: ClassVar[str] = "filter"
     actuator_kind: ClassVar[str] = "selector"
-    keys: ClassVar[Mapping[str, Any]] = {"filter": None}
+    keys: ClassVar[Mapping[str, Any]] = {"filter": None, **LEDGER_KEYS}
     fallback: ClassVar[str] = "admitting every group"
     settings: FilterSettings
+
+    def __init__(self, block: Mapping[str, Any]) -> None:
+        super().__init__(block)
+        #: The per-prompt ledger every round feeds (built with the train sampler; ``None`` without prompt_key).
+        self.prompt_ledger: PromptLedger | None = None
 
     def parse(self, block: Mapping[str, Any]) -> FilterSettings:
         return filter_settings(block)
@@ -247,7 +298,71 @@ class Filter(Mechanism):
             )
 
     def fields(self, pipeline: DataFlexPipeline) -> list[str]:
-        return list(dict.fromkeys([*pipeline.requires, "uid"]))
+        key = self.settings.prompt_key
+        ledger = [] if key is None else [REWARD_FIELD, key]
+        return list(dict.fromkeys([*pipeline.requires, "uid", *ledger]))
+
+    def dataset_columns(self, pipeline: DataFlexPipeline) -> list[str]:
+        key = self.settings.prompt_key
+        return [] if key is None else [key]
+
+    def train_sampler(self, step: DataFlexStep, dataset: Any, batch_size: int, seed: int) -> None:
+        """The host keeps its prompt order (refills come from :class:`RefillSampler`); with ``prompt_key`` the
+        ledger is keyed here by the train dataset's prompt ids (and warm-started from ``ledger.load``)."""
+        from ..session import dataset_column  # the session module imports the step, which imports this one
+
+        settings = self.settings
+        if settings.prompt_key is None or self.prompt_ledger is not None:
+            return None
+        key = settings.prompt_key
+        ids = dataset_column(
+            dataset, key, what=f"dataflex.prompt_key={key!r}",
+            fix="give every row a unique id in a column and set dataflex.prompt_key to it",
+        )  # fmt: skip
+        self.prompt_ledger = PromptLedger(PromptIds(ids, key), settings.success_threshold)
+        if settings.ledger_load is not None:  # a warm start; a resumed checkpoint's state replaces it
+            self.prompt_ledger.load(settings.ledger_load)
+        return None
+
+    def stateful(self, sampler: Any) -> dict[str, Any]:
+        return {} if self.prompt_ledger is None else {"ledger": self.prompt_ledger}
+
+    def ledger(self, sampler: Any) -> PromptLedger | None:
+        return self.prompt_ledger
+
+    def round_prompts(self, step: DataFlexStep, batch: Any) -> RoundPrompts | None:
+        """One round's valid responses for the ledger (``None`` without one): prompt ids, rewards, tokens, group."""
+        if self.prompt_ledger is None:
+            return None
+        key = self.settings.prompt_key
+        sub, _ = step.components_batch(batch)
+        ids = sub.non_tensor_batch.get(key)
+        if ids is None:
+            raise ConfigError(
+                f"mechanism filter keys its ledger by the dataset column dataflex.prompt_key={key!r}, but the "
+                "step's rows do not carry it; carry it into the rollouts or set prompt_key to a column that is"
+            )
+        valid = valid_sample_mask(sub).cpu()
+        index, _ = group_rows(sub)
+        return RoundPrompts(
+            ids=np.asarray(ids, dtype=object)[valid.numpy()],
+            rewards=row_rewards(sub)[valid].cpu(),
+            tokens=valid_token_counts(sub).cpu()[valid],
+            group=index[valid],
+        )
+
+    def record(self, rounds: AdmissionRounds, chosen: list[torch.Tensor], step_id: int) -> None:
+        """Every round's valid responses into the ledger: trained when their group is in the batch, else filtered."""
+        ledger = self.prompt_ledger
+        parts = [(p, keep) for p, keep in zip(rounds.prompts, chosen) if p is not None]
+        if ledger is None or not parts:
+            return
+        ids = np.concatenate([p.ids for p, _ in parts])
+        rows = ledger.ids.rows(ids, f"the rows of step {step_id}")
+        trained = torch.cat([torch.isin(p.group, keep) for p, keep in parts])
+        rewards = torch.cat([p.rewards for p, _ in parts])
+        tokens = torch.cat([p.tokens for p, _ in parts])
+        ledger.record(rows, rewards, step_id, tokens=tokens, trained=trained)
 
     def rounds(self, groups: int) -> AdmissionRounds:
         """A new step's admission over generation rounds, for a batch of ``groups`` groups."""
@@ -294,4 +409,5 @@ class Filter(Mechanism):
                 "DataFlexSession.admit for each round and pass the rounds to DataFlexSession.run(admission=...)"
             )
         chosen = rounds.chosen()
+        self.record(rounds, chosen, step_id)
         return StepResult(rounds.metrics(chosen), compute=rounds.counts(chosen))
