@@ -5,12 +5,24 @@ from __future__ import annotations
 import pytest
 import torch
 
-from dataflex_core import ConfigError, IncompatibleComponentError, InvalidOutputError, Selector, register_selector
+from dataflex_core import (
+    ConfigError,
+    IncompatibleComponentError,
+    InvalidOutputError,
+    Mixer,
+    Selector,
+    register_mixer,
+    register_scorer,
+    register_selector,
+)
 from dataflex_core.compute import COMPUTE_PREFIX
 from dataflex_core.mechanisms.filter import AdmissionRounds, FilterSettings, RefillSampler
 from dataflex_core.session import DataFlexSession
 from dataflex_core.step import FieldSupport, HostCapabilities
 from dataflex_lab.testing import rows_batch
+from dataflex_lab.testing.components import DomainPreferenceScorer, register_toy_components
+
+register_toy_components("filtertest")
 
 HOST = HostCapabilities(
     name="testhost", refill=True, fields={n: FieldSupport(True) for n in ("response_mask", "rm_scores", "uid")}
@@ -125,3 +137,139 @@ def test_refills_are_deterministic_given_the_seed_and_resume_where_they_stopped(
     resumed = RefillSampler(10, 4, seed=0)
     resumed.load_state_dict(state)
     assert resumed.next_block() == expected
+
+
+class Prompts:
+    """A train dataset of prompts with ids in column ``index`` and their ``domain`` (x for even ids, else y)."""
+
+    def __init__(self, ids):
+        self.ids = list(ids)
+
+    def __len__(self):
+        return len(self.ids)
+
+    def columns(self):
+        return ["index", "domain"]
+
+    def column(self, name):
+        return self.ids if name == "index" else ["x" if i % 2 == 0 else "y" for i in self.ids]
+
+
+@register_mixer("filtertest_prefer_x")
+class PreferX(Mixer):
+    def act(self, scores, batch, **ctx):
+        return torch.tensor([0.75, 0.25])
+
+
+@register_scorer("filtertest_x_only")
+class XOnly(DomainPreferenceScorer):
+    """pre_rollout: a curriculum that draws only the prompts of domain x."""
+
+    domain_scores, other_score = {"x": 1.0}, 0.0
+
+
+def ledger_session(**extra) -> DataFlexSession:
+    flex = session({**DAPO, "prompt_key": "index", **extra}, host=HostCapabilities(
+        name="testhost", refill=True, dataset_columns=True, fields=HOST.fields,
+    ))  # fmt: skip
+    assert flex.train_sampler(Prompts([10, 11, 12, 13]), batch_size=2, seed=0) is None  # the host's own order
+    return flex
+
+
+def test_every_rounds_rollouts_feed_the_ledger_and_match_the_compute_counters(tmp_path):
+    flex = ledger_session()
+    rounds = flex.admission(1)
+    solved = rows_batch([2, 3], width=3, rewards=[1.0, 1.0], uid=[0, 0], columns={"index": [10, 10]})
+    flex.admit(rounds, solved, 1)  # evicted: no reward variance
+    mixed = rows_batch(
+        [2, 0, 1, 2], width=3, rewards=[1.0, 0.0, 0.0, 1.0], uid=[5, 5, 5, 6], padding=[False, False, False, True],
+        columns={"index": [11, 11, 11, 12]},
+    )  # fmt: skip  # prompt 11: an empty response and one of each reward; row 3 is framework padding
+    flex.admit(rounds, mixed, 1)
+    trained = rows_batch([2, 0, 1], width=3, rewards=[1.0, 0.0, 0.0], uid=[5, 5, 5], columns={"index": [11] * 3})
+    metrics = flex.run(trained, 1, admission=rounds).metrics
+    ledger = flex.ledger
+    assert ledger.rollouts.tolist() == [2, 2, 0, 0]  # the empty response and the padding row are left out
+    assert ledger.rollouts_trained.tolist() == [0, 2, 0, 0] and ledger.rollouts_filtered.tolist() == [2, 0, 0, 0]
+    assert ledger.tokens_generated.tolist() == [5, 3, 0, 0] and ledger.uniform_reward_steps.tolist() == [1, 0, 0, 0]
+    assert int(ledger.tokens_generated.sum()) == metrics[f"{COMPUTE_PREFIX}tokens_generated"]
+    assert int(ledger.rollouts_filtered.sum()) == metrics[f"{COMPUTE_PREFIX}rollouts_filtered"]
+    assert int(ledger.rollouts_trained.sum()) == metrics[f"{COMPUTE_PREFIX}rollouts_trained"]
+    assert int(ledger.rollouts.sum()) == metrics[f"{COMPUTE_PREFIX}rollouts_generated"] - 1  # the empty response
+    flex.save(tmp_path / "global_step_1", 1)
+    warm = ledger_session(ledger={"load": str(tmp_path / "global_step_1" / "dataflex_ledger.jsonl")})
+    assert torch.equal(warm.ledger.rollouts, ledger.rollouts)
+    resumed = ledger_session()
+    resumed.restore(tmp_path / "global_step_1")
+    assert torch.equal(resumed.ledger.rollouts_filtered, ledger.rollouts_filtered) and resumed.ledger.last_step == 1
+
+
+def test_the_filters_ledger_needs_its_prompt_key():
+    with pytest.raises(ConfigError, match="keyed by dataflex.prompt_key; set prompt_key"):
+        session({**DAPO, "ledger": {"load": "x.jsonl"}})
+    with pytest.raises(ConfigError, match="dataflex.prompt_key must name the dataset column"):
+        session({**DAPO, "prompt_key": ""})
+
+
+#: DAPO's filter with the prompts drawn by a mixture or a curriculum.
+DRAW_MIX = {"mechanism": "mix", "scorer": {"name": "filtertest_reward"}, "actuator": {"name": "filtertest_prefer_x"},
+            "domains": ["x", "y"], "domain_key": "domain"}  # fmt: skip
+DRAW_CURRICULUM = {"mechanism": "curriculum", "prompt_key": "index", "scorer": {"name": "filtertest_x_only"},
+                   "actuator": {"name": "filtertest_proportional"}}  # fmt: skip
+DRAW_HOST = HostCapabilities(
+    name="testhost", refill=True, resampling=True, timings=("pre_rollout", "post_reward", "post_advantage"),
+    fields=HOST.fields,
+)  # fmt: skip
+
+
+def draw_session(draw, **extra) -> DataFlexSession:
+    return session({**DAPO, "filter": {"draw": draw}, **extra}, host=DRAW_HOST)
+
+
+def test_a_mix_drawing_the_prompts_gives_the_refills_and_learns_from_the_trained_batch():
+    flex = draw_session(DRAW_MIX)
+    sampler = flex.train_sampler(Prompts(range(8)), batch_size=2, seed=0)
+    assert flex.refill_sampler(8, batch_size=2, seed=0) is sampler and flex.refills_from_train_sampler
+    assert "domain" in flex.fields and "domain" in flex.dataset_columns()
+    rounds = flex.admission(1)
+    flex.admit(rounds, rows_batch([2, 2], width=3, rewards=[1.0, 0.0], uid=[0, 0], columns={"domain": ["x", "x"]}), 1)
+    trained = rows_batch([2, 2], width=3, rewards=[1.0, 0.0], uid=[0, 0], columns={"domain": ["x", "x"]})
+    metrics = flex.run(trained, 1, admission=rounds).metrics
+    assert sampler.proportions.tolist() == [0.75, 0.25] and metrics["dataflex/mix/proportion/x"] == 0.75
+    assert "prompts drawn by mix" in flex.describe()
+
+
+def test_a_curriculum_drawing_the_prompts_is_fed_every_round_and_its_state_round_trips(tmp_path):
+    flex = draw_session(DRAW_CURRICULUM)
+    sampler = flex.train_sampler(Prompts(range(8)), batch_size=2, seed=0)
+    refills = flex.refill_sampler(8, batch_size=2, seed=0)
+    assert refills is sampler and all(i % 2 == 0 for _ in range(4) for i in refills.next_block())  # x only
+    rounds = flex.admission(1)
+    evicted = rows_batch([2, 2], width=3, rewards=[1.0, 1.0], uid=[0, 0], columns={"index": [2, 2]})
+    admitted = rows_batch([2, 2], width=3, rewards=[1.0, 0.0], uid=[1, 1], columns={"index": [4, 4]})
+    flex.admit(rounds, evicted, 1)
+    flex.admit(rounds, admitted, 1)
+    metrics = flex.run(admitted, 1, admission=rounds).metrics
+    history = flex.ledger
+    assert history is sampler.history and history.rollouts_filtered[2] == 2 and history.rollouts_trained[4] == 2
+    assert metrics["dataflex/curriculum/prompts"] == 2.0  # the evicted prompt was observed too
+    assert flex.mechanism.draw.pipeline.scorer.observed == 1
+    flex.save(tmp_path / "global_step_1", 1)
+    resumed = draw_session(DRAW_CURRICULUM)
+    resumed.train_sampler(Prompts(range(8)), batch_size=2, seed=0)
+    resumed.restore(tmp_path / "global_step_1")
+    assert torch.equal(resumed.ledger.rollouts, history.rollouts)
+    assert resumed.mechanism.draw.pipeline.scorer.observed == 1  # role draw_scorer
+
+
+@pytest.mark.parametrize(
+    ("draw", "extra", "message"),
+    [
+        ({"mechanism": "select"}, {}, "filter.draw must be the block of the mechanism that draws the prompts"),
+        (DRAW_CURRICULUM, {"prompt_key": "id"}, "prompt_key='id' but dataflex.filter.draw.prompt_key='index'"),
+        ({**DRAW_CURRICULUM, "actuator": {"name": "nope"}}, {}, "'nope'"),
+    ],
+)
+def test_filter_draw_is_checked(draw, extra, message):
+    with pytest.raises(ConfigError, match=message):
+        draw_session(draw, **extra)

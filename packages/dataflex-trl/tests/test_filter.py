@@ -6,8 +6,9 @@ import pytest
 import torch
 from trl_testkit import NUM_GENERATIONS, PROMPTS_PER_STEP, generate, loss_and_grads
 
-from dataflex_core import IncompatibleComponentError
+from dataflex_core import IncompatibleComponentError, register_scorer
 from dataflex_core.mechanisms.filter import RefillSampler
+from dataflex_lab.testing.components import DomainPreferenceScorer
 
 #: DAPO's dynamic sampling: admit groups whose rewards vary (variance > 0).
 DAPO = {
@@ -18,6 +19,28 @@ DAPO = {
 }
 #: Every group admitted: the filter must leave TRL's batch as it is.
 ADMIT_ALL = {**DAPO, "actuator": {"name": "threshold_band", "params": {"low": -1.0, "high": 1.0e9}}}
+
+
+@register_scorer("trltest_vowels_only")
+class VowelsOnly(DomainPreferenceScorer):
+    """pre_rollout: 1 for vowel prompts, 0 for the others: a curriculum that admits only the vowel prompts."""
+
+    domain_scores, other_score = {"vowel": 1.0}, 0.0
+
+
+#: DAPO's filter with the prompts (the dataloader's and every refill's) drawn by that curriculum.
+DAPO_CURRICULUM = {
+    **DAPO,
+    "filter": {
+        "max_rounds": 8,
+        "draw": {
+            "mechanism": "curriculum",
+            "prompt_key": "index",
+            "scorer": {"name": "trltest_vowels_only"},
+            "actuator": {"name": "trltest_proportional"},
+        },  # fmt: skip
+    },
+}
 
 
 def split_reward(completions, index, **_):
@@ -40,7 +63,7 @@ def recording(trainer):
 
 
 def test_every_trained_batch_is_full_of_groups_with_reward_variance(make_trainer):
-    trainer = make_trainer("dapo", DAPO, reward=split_reward, max_steps=3)
+    trainer = make_trainer("dapo", {**DAPO, "prompt_key": "index"}, reward=split_reward, max_steps=3)
     seen = recording(trainer)
     trainer.train()
     assert len(seen) == 3
@@ -60,6 +83,16 @@ def test_every_trained_batch_is_full_of_groups_with_reward_variance(make_trainer
     assert totals["rollouts_trained"] == 3 * PROMPTS_PER_STEP * NUM_GENERATIONS
     assert totals["rollouts_filtered"] == totals["rollouts_generated"] - totals["rollouts_trained"]
     assert totals["rollouts_wasted"] == 0  # every trained group has signal
+    ledger = trainer.dataflex.ledger  # every round's rollouts, evicted groups included, per prompt
+    for name in ("rollouts_trained", "rollouts_filtered", "tokens_generated"):
+        assert int(getattr(ledger, name).sum()) == totals[name], name
+    assert int(ledger.rollouts.sum()) == totals["rollouts_generated"]
+    assert torch.equal(ledger.rollouts, ledger.rollouts_trained + ledger.rollouts_filtered)
+    even = torch.as_tensor([int(i) % 2 == 0 for i in ledger.ids.values.tolist()])
+    assert int(ledger.rollouts[even].sum()) > 0  # prompts without signal were generated ...
+    assert int(ledger.rollouts_trained[even].sum()) == 0  # ... and never trained on
+    assert torch.equal(ledger.uniform_reward_steps[even], ledger.times_sampled[even])
+    assert int(ledger.uniform_reward_steps[~even].sum()) == 0
 
 
 def test_refills_come_from_the_seeded_refill_sampler(make_trainer, dataset):
@@ -81,6 +114,30 @@ def test_refills_come_from_the_seeded_refill_sampler(make_trainer, dataset):
         assert set(trained) <= first_round | drawn  # every trained prompt: TRL's own draw or a refill's
         assert all(int(i) % 2 == 1 for i in trained)  # and only prompts with reward variance
     assert trainer.dataflex.refill_sampler(0, batch_size=0, seed=0).state_dict() == replay.state_dict()
+
+
+def test_refills_come_from_the_curriculum_that_draws_the_prompts_deterministically(make_trainer, dataset):
+    def run():
+        generated = []
+
+        def reward(completions, index, domain, **_):
+            generated.append([(int(i), d) for i, d in zip(index, domain)])
+            return split_reward(completions, index)
+
+        trainer = make_trainer("dapo", DAPO_CURRICULUM, reward=reward, max_steps=2)
+        trainer.train()
+        return trainer, generated
+
+    trainer, generated = run()
+    totals = trainer.dataflex.step.compute_totals.totals
+    assert totals["refills"] > 0 and len(generated) == 2 + totals["refills"]  # one reward call per round
+    assert all(d == "vowel" for batch in generated for _, d in batch)  # TRL's draws and every refill's
+    history = trainer.dataflex.ledger  # the curriculum's history, fed with every round
+    assert int(history.rollouts.sum()) == totals["rollouts_generated"]
+    assert int(history.rollouts_filtered.sum()) == totals["rollouts_filtered"] > 0
+    assert trainer.dataflex.mechanism.draw.pipeline.scorer.observed == 2  # its observe saw every step
+    _, again = run()
+    assert again == generated  # the same prompts in the same rounds given the seed
 
 
 def test_admitting_every_group_leaves_trls_batch_and_loss_as_they_are(make_trainer, generation_inputs):

@@ -46,12 +46,14 @@ import os
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
+from .config import dataflex_block
 from .errors import ConfigError, IncompatibleComponentError
 from .ledger import CHECKPOINT_LEDGER, PromptLedger
 from .lock.pinning import ResolvedPlugins, check_plugin_record, resolve_plugins, save_plugin_record
 from .mechanisms.allocate import Allocate
-from .mechanisms.filter import AdmissionRounds, Filter, RefillSampler
+from .mechanisms.filter import DRAW_INHERITS, AdmissionRounds, Filter, RefillSampler
 from .precomputed import prepare_batch
+from .step.blocks import BlockSampler
 from .step.core import DataFlexStep, MountedStep, mount_step
 from .step.fields import is_canonical
 from .step.host import FieldSupport, HostCapabilities
@@ -148,8 +150,28 @@ class DataFlexSession:
             extra_keys=extra_keys,
         )
         self._step = DataFlexStep(mounted)
+        mechanism = mounted.mechanism
+        if isinstance(mechanism, Filter) and mechanism.settings.draw is not None:
+            # filter.draw: the mix or curriculum that draws the prompts, mounted against the same host
+            inherited = {key: value for key, value in dataflex_block(self.block).items() if key in DRAW_INHERITS}
+            draw = DataFlexStep(
+                mount_step(
+                    {**inherited, **mechanism.settings.draw},
+                    host,
+                    loss_unit=loss_unit,
+                    ctx=ctx,
+                    adv_estimator=adv_estimator,
+                    is_group_estimator=is_group_estimator,
+                    extra_keys=extra_keys,
+                )  # fmt: skip
+            )
+            mechanism.draw = draw
+            mounted.fields = list(dict.fromkeys([*mounted.fields, *draw.mounted.fields]))
         pipeline = mounted.pipeline
-        check_component_state({"scorer": pipeline.scorer, "actuator": pipeline.actuator}, self.state_labels())
+        roles = {"scorer": pipeline.scorer, "actuator": pipeline.actuator}
+        if isinstance(mechanism, Filter) and mechanism.draw is not None:
+            roles.update(draw_scorer=mechanism.draw.pipeline.scorer, draw_actuator=mechanism.draw.pipeline.actuator)
+        check_component_state(roles, self.state_labels())
         return mounted
 
     @property
@@ -193,7 +215,19 @@ class DataFlexSession:
         return self.mounted.recompute_advantage
 
     def describe(self) -> str:
-        return self.mounted.describe()
+        draw = self._draw_step
+        return self.mounted.describe() + ("" if draw is None else f"; prompts drawn by {draw.mounted.describe()}")
+
+    @property
+    def _draw_step(self) -> DataFlexStep | None:
+        """``filter.draw``: the step of the mix or curriculum that draws the prompts."""
+        mechanism = self.mechanism
+        return mechanism.draw if isinstance(mechanism, Filter) else None
+
+    @property
+    def refills_from_train_sampler(self) -> bool:
+        """``filter.draw``: refill prompts come from the train sampler the draw mechanism drives."""
+        return self._draw_step is not None
 
     def dataset_columns(self) -> list[str]:
         """The dataset columns (names outside the canonical fields) the step or the train sampler reads."""
@@ -264,13 +298,23 @@ class DataFlexSession:
     def admit(self, rounds: AdmissionRounds, batch: Any, step: int) -> torch.Tensor:
         """Admit one round's groups into ``rounds``; the admitted flag of each group (sorted ``uid`` order)."""
         prepare_batch(batch)
-        admitted, rollouts, tokens = self._filter().admit(self.step, batch, step)
-        rounds.add(admitted, rollouts, tokens)
+        mechanism = self._filter()
+        admitted, rollouts, tokens = mechanism.admit(self.step, batch, step)
+        rounds.add(admitted, rollouts, tokens, mechanism.round_prompts(self.step, batch))
         return admitted
 
-    def refill_sampler(self, population: int, *, batch_size: int, seed: int) -> RefillSampler:
-        """The sampler of refill rounds (built once; its position travels with the component state)."""
+    def refill_sampler(self, population: int, *, batch_size: int, seed: int) -> BlockSampler:
+        """The sampler of refill rounds (built once; its position travels with the component state): with
+        ``filter.draw`` the train sampler the mix or curriculum drives, so refills are drawn as the dataloader's
+        prompts are."""
         self._filter()
+        if self.refills_from_train_sampler:
+            if self.sampler is None:
+                raise RuntimeError(
+                    "filter.draw refills from the train sampler, but the host has not built it yet "
+                    "(DataFlexSession.train_sampler)"
+                )
+            return self.sampler
         if self._refill is None:
             self._refill = RefillSampler(population, batch_size, seed)
         return self._refill
@@ -330,7 +374,11 @@ class DataFlexSession:
     def state_labels(self) -> dict[str, str]:
         """How state errors name each component: ``name (dist==version)``."""
         pipeline = self.pipeline
-        return {"scorer": pipeline.scorer_spec.label, "actuator": pipeline.actuator_spec.label}
+        labels = {"scorer": pipeline.scorer_spec.label, "actuator": pipeline.actuator_spec.label}
+        draw = self._draw_step
+        if draw is not None:
+            labels.update(draw_scorer=draw.pipeline.scorer_spec.label, draw_actuator=draw.pipeline.actuator_spec.label)
+        return labels
 
     def encode_state(self, global_steps: int) -> bytes:
         """The component state of this step as the bytes of its file; call before the framework writes anything.

@@ -99,7 +99,8 @@ class DataFlexGRPOTrainer(DataFlexCheckpointMixin, GRPOTrainer):
         if args is None:
             mount(self.dataflex, self.args, train_dataset)
         self._dataflex_rewards_per_func: torch.Tensor | None = None
-        if self.dataflex.mechanism.name == "filter":  # before any resume restores its position
+        if self.dataflex.mechanism.name == "filter" and not self.dataflex.refills_from_train_sampler:
+            # the refill sampler of its own, before any resume restores its position
             self.dataflex.refill_sampler(
                 len(self.train_dataset), batch_size=self.args.generation_batch_size // self.num_generations,
                 seed=self.args.seed,
@@ -131,8 +132,9 @@ class DataFlexGRPOTrainer(DataFlexCheckpointMixin, GRPOTrainer):
         return output
 
     def _dataflex_filter_rounds(self, inputs: list[dict], output: dict, step: int) -> tuple[list[dict], dict, Any]:
-        """``mechanism: filter``: TRL's round, further rounds from the refill sampler while too few groups are
-        admitted, then the chosen groups of every round as one generation batch (:mod:`dataflex_trl.refill`)."""
+        """``mechanism: filter``: TRL's round, further rounds from the refill sampler (with ``filter.draw``: the
+        train sampler the mix or curriculum drives) while too few groups are admitted, then the chosen groups of
+        every round as one generation batch (:mod:`dataflex_trl.refill`)."""
         session, size = self.dataflex, self.num_generations
         rounds = session.admission(len(output["advantages"]) // size)
         pool = [(inputs, output, self._dataflex_rewards_per_func)]

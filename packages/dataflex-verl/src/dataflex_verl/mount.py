@@ -139,7 +139,11 @@ def field_sources(config: Any) -> dict[str, FieldSupport]:
 REFILL_REASONS = {
     "v1": (
         "its V1 trainers refill only through their replay buffer's eviction and refill (verl#7082), which "
-        "DataFlex does not drive yet; DataFlexGRPOTrainer (TRL) refills"
+        "DataFlex does not drive: in verl 0.9.1 ReplayBuffer.sample evicts before advantages or log-probs exist, "
+        "sees rewards only when they stream into TransferQueue (not with a colocated reward model), refills by "
+        "credits (2 prompts per evicted group, bounded by max_inflight_gen_batches) with no cap on rounds and no "
+        "short-step policy, and clears evicted groups before the step sees them, so filter.max_rounds, on_short "
+        "and the per-prompt ledger would not hold; DataFlexGRPOTrainer (TRL) refills"
     ),
     "legacy": (
         "its legacy trainer (RayPPOTrainer) has no generation rounds DataFlex can add yet (verl's DAPO recipe "

@@ -228,7 +228,24 @@ class Curriculum(Mechanism):
         keep = valid.cpu().numpy()
         rows = history.ids.rows(np.asarray(ids, dtype=object)[keep], f"the rows of step {step_id}")
         rewards = row_rewards(batch)[valid]
-        outcomes = history.record(rows, rewards.cpu(), step_id, tokens=valid_token_counts(batch)[valid].cpu())
+        return StepResult(self.feed(step, rows, rewards.cpu(), valid_token_counts(batch)[valid].cpu(), step_id))
+
+    def feed(
+        self,
+        step: DataFlexStep,
+        rows: torch.Tensor,
+        rewards: torch.Tensor,
+        tokens: torch.Tensor,
+        step_id: int,
+        *,
+        trained: torch.Tensor | None = None,
+    ) -> dict[str, float]:
+        """One step's valid responses (dataset ``rows``, rewards, tokens; ``trained``: see
+        :meth:`~dataflex_core.ledger.PromptLedger.record`) into the history and the scorer's ``observe``; the
+        step's metrics. ``mechanism: filter`` drawing by a curriculum feeds every generation round here."""
+        settings, sampler = self.settings, step.sampler
+        history = sampler.history
+        outcomes = history.record(rows, rewards, step_id, tokens=tokens, trained=trained)
         if outcomes.outside_unit and settings.success_threshold is None:
             logger.warning(
                 "dataflex: %d rewards of step %d lie outside [0, 1] and were clipped into it to count successes; set "
@@ -250,4 +267,4 @@ class Curriculum(Mechanism):
             f"{METRIC_PREFIX}rewards_outside_unit": float(outcomes.outside_unit),
         }
         metrics.update(sampler.draw_metrics)
-        return StepResult(metrics)
+        return metrics

@@ -23,7 +23,17 @@ computed within each group, so they are unchanged); the host recounts its
 token normaliser. Hosts that cannot generate within a step refuse ``filter``
 at mount (``HostCapabilities.refill``).
 
-Config (``dataflex:`` block): ``filter: {max_rounds: 4, on_short: raise}``.
+Every generated response feeds the per-prompt ledger (:mod:`dataflex_core.ledger`)
+when ``prompt_key`` names the dataset column of the prompt ids: each round's
+rows are recorded after the step, those of the trained batch as trained, those
+of evicted and surplus groups as filtered, so a prompt's ``rollouts`` =
+``rollouts_trained`` + ``rollouts_filtered`` and, summed over the prompts,
+the ledger's counts are the run's ``dataflex/compute/*`` totals (responses
+with no token, which the ledger leaves out, aside).
+
+Config (``dataflex:`` block): ``filter: {max_rounds: 4, on_short: raise}``,
+``prompt_key`` (unset: no ledger), ``success_threshold`` and ``ledger.load``
+as for ``mechanism: curriculum``.
 """
 
 from __future__ import annotations
@@ -32,16 +42,19 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
+import numpy as np
 import torch
 
 from ..contracts import check_selection
 from ..errors import ConfigError, IncompatibleComponentError, InvalidOutputError
 from ..groups import group_index, segment_count
+from ..ledger import LEDGER_KEY, PromptIds, PromptLedger
 from ..normalize import valid_sample_mask, valid_token_counts
 from ..step.blocks import BlockSampler
 from ..step.outputs import checked_scores, component_label
 from ..step.result import PREFIX, StepResult
 from .base import Mechanism, check_rollout_time
+from .curriculum import REWARD_FIELD, Curriculum, curriculum_settings, row_rewards
 from .registry import register_mechanism
 
 if TYPE_CHECKING:
@@ -54,7 +67,15 @@ FILTER_PREFIX = f"{PREFIX}filter/"
 #: What a step short of admitted groups after ``max_rounds`` does.
 ON_SHORT = ("raise", "backfill")
 #: The ``dataflex.filter`` keys and their defaults.
-FILTER_DEFAULTS = {"max_rounds": 4, "on_short": "raise"}
+FILTER_DEFAULTS = {"max_rounds": 4, "on_short": "raise", "draw": None}
+
+
+#: The top-level ``dataflex:`` keys of the filter's ledger, with their defaults.
+LEDGER_KEYS = {"prompt_key": None, "success_threshold": None, **LEDGER_KEY}
+#: The mechanisms that may draw the prompts under ``filter.draw`` (the dataloader's and the refills').
+DRAW_MECHANISMS = ("mix", "curriculum")
+#: The host keys of the ``dataflex:`` block that ``filter.draw`` takes from it.
+DRAW_INHERITS = ("on_invalid", "call_budget_s")
 
 
 @dataclass(frozen=True)
@@ -62,10 +83,45 @@ class FilterSettings:
     #: Generation rounds per step at most, the first included (>= 1).
     max_rounds: int = 4
     on_short: str = "raise"
+    #: The dataset column of the prompt ids the ledger is keyed by (``None``: no ledger).
+    prompt_key: str | None = None
+    success_threshold: float | None = None
+    #: ``dataflex.ledger.load``: an exported ledger to start from.
+    ledger_load: str | None = None
+    #: ``filter.draw``: the ``dataflex:`` block of the mix or curriculum that draws the prompts (``None``: the
+    #: host's order and :class:`RefillSampler`).
+    draw: Mapping[str, Any] | None = None
+
+
+def draw_block(plain: Any, prompt_key: str | None) -> dict[str, Any] | None:
+    """``filter.draw``, checked: a ``dataflex:`` block of mechanism mix or curriculum (``None``: unset)."""
+    if plain is None:
+        return None
+    if not isinstance(plain, Mapping) or plain.get("mechanism") not in DRAW_MECHANISMS:
+        raise ConfigError(
+            f"dataflex.filter.draw must be the block of the mechanism that draws the prompts, with mechanism "
+            f"{' or '.join(DRAW_MECHANISMS)} (e.g. {{mechanism: curriculum, scorer: {{name: ...}}, actuator: "
+            f"{{name: ...}}}}), got {plain!r}"
+        )
+    if plain["mechanism"] == "curriculum":
+        draw_key = curriculum_settings(plain).prompt_key
+        if prompt_key is not None and prompt_key != draw_key:
+            raise ConfigError(
+                f"dataflex.prompt_key={prompt_key!r} but dataflex.filter.draw.prompt_key={draw_key!r}: with a "
+                "curriculum drawing the prompts the filter feeds the curriculum's ledger; set the key in draw only"
+            )
+    return dict(plain)
 
 
 def filter_settings(block: Mapping[str, Any]) -> FilterSettings:
-    """The ``dataflex.filter`` keys, checked; raises :class:`ConfigError` with the fix."""
+    """The ``dataflex.filter`` keys and the ledger's, checked; raises :class:`ConfigError` with the fix."""
+    key = block.get("prompt_key")
+    ledger = curriculum_settings({**block, "prompt_key": "index" if key is None else key})
+    if key is None and (ledger.ledger_load is not None or ledger.success_threshold is not None):
+        raise ConfigError(
+            "dataflex.ledger / dataflex.success_threshold configure the per-prompt ledger of mechanism filter, "
+            "which is keyed by dataflex.prompt_key; set prompt_key to the dataset column of the prompt ids"
+        )
     plain = block.get("filter") or {}
     if not isinstance(plain, Mapping):
         raise ConfigError(f"dataflex.filter must be a mapping (e.g. {{max_rounds: 4, on_short: raise}}), got {plain!r}")
@@ -84,7 +140,18 @@ def filter_settings(block: Mapping[str, Any]) -> FilterSettings:
             f"dataflex.filter.on_short={on_short!r} is not one of {', '.join(ON_SHORT)}; raise stops a step still "
             "short of admitted groups after max_rounds, backfill completes it with evicted groups"
         )
-    return FilterSettings(rounds, on_short)
+    draw = draw_block(plain.get("draw"), key)
+    return FilterSettings(rounds, on_short, key, ledger.success_threshold, ledger.ledger_load, draw)
+
+
+@dataclass(frozen=True)
+class RoundPrompts:
+    """One round's valid responses, for the ledger: their prompt ids, rewards, tokens and group."""
+
+    ids: np.ndarray
+    rewards: torch.Tensor
+    tokens: torch.Tensor
+    group: torch.Tensor
 
 
 @dataclass
@@ -102,12 +169,17 @@ class AdmissionRounds:
     #: Per round: each group's rollouts and response tokens.
     rollouts: list[torch.Tensor] = field(default_factory=list)
     tokens: list[torch.Tensor] = field(default_factory=list)
+    #: Per round: its valid responses for the ledger (``None`` without one).
+    prompts: list[RoundPrompts | None] = field(default_factory=list)
 
-    def add(self, admitted: torch.Tensor, rollouts: torch.Tensor, tokens: torch.Tensor) -> None:
-        """Record one round's groups (bool, rollouts and tokens per group)."""
+    def add(
+        self, admitted: torch.Tensor, rollouts: torch.Tensor, tokens: torch.Tensor, prompts: RoundPrompts | None = None
+    ) -> None:
+        """Record one round's groups (bool, rollouts and tokens per group) and its responses for the ledger."""
         self.admitted.append(admitted.to(torch.bool).cpu())
         self.rollouts.append(rollouts.to(torch.long).cpu())
         self.tokens.append(tokens.to(torch.long).cpu())
+        self.prompts.append(prompts)
 
     @property
     def rounds(self) -> int:
@@ -223,9 +295,29 @@ class Filter(Mechanism):
 
     name: ClassVar[str] = "filter"
     actuator_kind: ClassVar[str] = "selector"
-    keys: ClassVar[Mapping[str, Any]] = {"filter": None}
+    keys: ClassVar[Mapping[str, Any]] = {"filter": None, **LEDGER_KEYS}
     fallback: ClassVar[str] = "admitting every group"
     settings: FilterSettings
+
+    def __init__(self, block: Mapping[str, Any]) -> None:
+        super().__init__(block)
+        #: The per-prompt ledger every round feeds (built with the train sampler; ``None`` without prompt_key).
+        self.prompt_ledger: PromptLedger | None = None
+        #: ``filter.draw``: the mounted step of the mix or curriculum that draws the prompts (set by the session).
+        self.draw: DataFlexStep | None = None
+
+    @property
+    def draw_curriculum(self) -> bool:
+        """A curriculum draws the prompts: its history is the ledger, fed with every round."""
+        return self.draw is not None and isinstance(self.draw.mechanism, Curriculum)
+
+    @property
+    def ledger_key(self) -> str | None:
+        """The dataset column the step's rows must carry for the ledger (``None``: no ledger)."""
+        draw = self.settings.draw
+        if draw is not None and draw["mechanism"] == "curriculum":
+            return curriculum_settings(draw).prompt_key
+        return self.settings.prompt_key
 
     def parse(self, block: Mapping[str, Any]) -> FilterSettings:
         return filter_settings(block)
@@ -247,7 +339,117 @@ class Filter(Mechanism):
             )
 
     def fields(self, pipeline: DataFlexPipeline) -> list[str]:
-        return list(dict.fromkeys([*pipeline.requires, "uid"]))
+        key = self.ledger_key
+        ledger = [] if key is None else [REWARD_FIELD, key]
+        return list(dict.fromkeys([*pipeline.requires, "uid", *ledger]))
+
+    def dataset_columns(self, pipeline: DataFlexPipeline) -> list[str]:
+        key = self.settings.prompt_key
+        own = [] if key is None else [key]
+        draw = [] if self.draw is None else self.draw.mechanism.dataset_columns(self.draw.pipeline)
+        return list(dict.fromkeys([*own, *draw]))
+
+    def train_sampler(self, step: DataFlexStep, dataset: Any, batch_size: int, seed: int) -> Any:
+        """With ``filter.draw``, the draw mechanism's sampler (the dataloader's and the refills' prompts; a
+        curriculum's history is then the ledger); else ``None``: the host keeps its prompt order, refills come
+        from :class:`RefillSampler`, and with ``prompt_key`` the ledger is keyed here by the train dataset's
+        prompt ids (and warm-started from ``ledger.load``)."""
+        from ..session import dataset_column  # the session module imports the step, which imports this one
+
+        draw = self.draw
+        if draw is not None:
+            if draw.sampler is None:
+                draw.sampler = draw.mechanism.train_sampler(draw, dataset, batch_size, seed)
+            if self.draw_curriculum:
+                self.prompt_ledger = draw.sampler.history
+            else:
+                self._own_ledger(dataset, dataset_column)
+            return draw.sampler
+        self._own_ledger(dataset, dataset_column)
+        return None
+
+    def _own_ledger(self, dataset: Any, dataset_column: Any) -> None:
+        settings = self.settings
+        if settings.prompt_key is None or self.prompt_ledger is not None:
+            return
+        key = settings.prompt_key
+        ids = dataset_column(
+            dataset, key, what=f"dataflex.prompt_key={key!r}",
+            fix="give every row a unique id in a column and set dataflex.prompt_key to it",
+        )  # fmt: skip
+        self.prompt_ledger = PromptLedger(PromptIds(ids, key), settings.success_threshold)
+        if settings.ledger_load is not None:  # a warm start; a resumed checkpoint's state replaces it
+            self.prompt_ledger.load(settings.ledger_load)
+
+    def stateful(self, sampler: Any) -> dict[str, Any]:
+        draw = self.draw
+        if draw is None:
+            return {} if self.prompt_ledger is None else {"ledger": self.prompt_ledger}
+        roles = {"draw_scorer": draw.pipeline.scorer, "draw_actuator": draw.pipeline.actuator}
+        roles.update({f"draw_{role}": value for role, value in draw.mechanism.stateful(draw.sampler).items()})
+        if self.prompt_ledger is not None and not self.draw_curriculum:
+            roles["ledger"] = self.prompt_ledger
+        return roles
+
+    def restored(self, sampler: Any, host: HostCapabilities) -> None:
+        if self.draw is not None:
+            self.draw.mechanism.restored(self.draw.sampler, host)
+
+    def ledger(self, sampler: Any) -> PromptLedger | None:
+        return self.prompt_ledger
+
+    def round_prompts(self, step: DataFlexStep, batch: Any) -> RoundPrompts | None:
+        """One round's valid responses for the ledger (``None`` without one): prompt ids, rewards, tokens, group."""
+        if self.prompt_ledger is None:
+            return None
+        key = self.ledger_key
+        sub, _ = step.components_batch(batch)
+        ids = sub.non_tensor_batch.get(key)
+        if ids is None:
+            raise ConfigError(
+                f"mechanism filter keys its ledger by the dataset column dataflex.prompt_key={key!r}, but the "
+                "step's rows do not carry it; carry it into the rollouts or set prompt_key to a column that is"
+            )
+        valid = valid_sample_mask(sub).cpu()
+        index, _ = group_rows(sub)
+        return RoundPrompts(
+            ids=np.asarray(ids, dtype=object)[valid.numpy()],
+            rewards=row_rewards(sub)[valid].cpu(),
+            tokens=valid_token_counts(sub).cpu()[valid],
+            group=index[valid],
+        )
+
+    def record(self, rounds: AdmissionRounds, chosen: list[torch.Tensor], step_id: int) -> dict[str, float]:
+        """Every round's valid responses into the ledger: trained when their group is in the batch, else filtered.
+
+        A curriculum drawing the prompts takes them as its step (its history and its scorer's ``observe``: what
+        every prompt did, evicted ones included); its metrics are returned.
+        """
+        ledger = self.prompt_ledger
+        parts = [(p, keep) for p, keep in zip(rounds.prompts, chosen) if p is not None]
+        if ledger is None or not parts:
+            return {}
+        ids = np.concatenate([p.ids for p, _ in parts])
+        rows = ledger.ids.rows(ids, f"the rows of step {step_id}")
+        trained = torch.cat([torch.isin(p.group, keep) for p, keep in parts])
+        rewards = torch.cat([p.rewards for p, _ in parts])
+        tokens = torch.cat([p.tokens for p, _ in parts])
+        if self.draw_curriculum:
+            assert self.draw is not None
+            return self.draw.mechanism.feed(self.draw, rows, rewards, tokens, step_id, trained=trained)
+        ledger.record(rows, rewards, step_id, tokens=tokens, trained=trained)
+        return {}
+
+    def run_draw(self, step: DataFlexStep, batch: Any, step_id: int) -> dict[str, float]:
+        """A mix drawing the prompts: its step on the trained batch (its scorer, then new proportions)."""
+        draw = self.draw
+        if draw is None or self.draw_curriculum or draw.idle(step_id) is not None:
+            return {}
+        mechanism = draw.mechanism
+        result, _ = draw.on_invalid.attempt(
+            lambda: mechanism.run(draw, batch, step_id, None), step=step_id, instead=mechanism.fallback
+        )
+        return {} if result is None else result.metrics
 
     def rounds(self, groups: int) -> AdmissionRounds:
         """A new step's admission over generation rounds, for a batch of ``groups`` groups."""
@@ -294,4 +496,7 @@ class Filter(Mechanism):
                 "DataFlexSession.admit for each round and pass the rounds to DataFlexSession.run(admission=...)"
             )
         chosen = rounds.chosen()
-        return StepResult(rounds.metrics(chosen), compute=rounds.counts(chosen))
+        metrics = rounds.metrics(chosen)
+        metrics.update(self.record(rounds, chosen, step_id))
+        metrics.update(self.run_draw(step, batch, step_id))
+        return StepResult(metrics, compute=rounds.counts(chosen))
