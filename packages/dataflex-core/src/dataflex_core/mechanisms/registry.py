@@ -22,6 +22,7 @@ M = TypeVar("M", bound="type[Mechanism]")
 #: The modules of the built-in mechanisms, in the order users read them.
 BUILTIN_MODULES = ("reweight", "select", "mix", "curriculum", "filter", "allocate")
 
+_BUILTIN_PATHS = frozenset(f"{__package__}.{module}" for module in BUILTIN_MODULES)
 _registry: dict[str, type[Mechanism]] = {}
 _builtins_loaded = False
 
@@ -39,7 +40,10 @@ def register_mechanism(cls: M) -> M:
 
     :raises ConfigError: the name is empty, or another class already holds it.
     """
-    _load_builtins()
+    if cls.__module__ not in _BUILTIN_PATHS:
+        # another module's mechanism must not take a built-in's name; a built-in module registering itself
+        # must not start loading the others (they import each other: allocate and filter read curriculum's)
+        _load_builtins()
     name = getattr(cls, "name", "")
     if not isinstance(name, str) or not name:
         raise ConfigError(f"mechanism class {cls.__qualname__} needs a name (class attribute name = '...')")
