@@ -18,6 +18,11 @@ from .checks_actuator import (
     check_selection_valid,
     check_weights_nonnegative,
 )
+from .checks_allocation import (
+    check_allocation_meets_the_budget,
+    check_allocation_state_round_trip,
+    check_no_prompt_below_the_declared_floor,
+)
 from .checks_common import (
     check_deterministic,
     check_needs_groups_declared,
@@ -92,8 +97,11 @@ __all__ = [
     "certify",
     "certify_subjects",
     "check_calls",
+    "check_allocation_meets_the_budget",
+    "check_allocation_state_round_trip",
     "check_candidate_order_free",
     "check_constant_scores_uniform_probabilities",
+    "check_no_prompt_below_the_declared_floor",
     "check_no_prompt_starved",
     "check_probabilities_nonnegative",
     "check_probabilities_sum_to_one",

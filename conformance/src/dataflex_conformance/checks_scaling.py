@@ -87,6 +87,10 @@ def _prepared(probe: Probe, rows: int) -> Callable[[], object]:
     scores = None if probe.subject.kind == "scorer" else probe.scores(sample, case)
     component = probe.component()
     ctx = sample.ctx()
+    if probe.subject.kind == "allocator":  # a host gives it the budget of the batch: rows x rollout.n
+        from .prompt_probe import default_budget
+
+        ctx = {**ctx, **default_budget(rows).kwargs()}
     if probe.subject.kind == "scorer":
         call = lambda: component.score(sample.batch, STEP_ID, **ctx)  # noqa: E731
     else:

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from dataflex_core import Batch, Sampler, Scorer
+from dataflex_core import Allocator, Batch, Sampler, Scorer
 from dataflex_core.step import is_prompt_field
 
 from .batches import BOUNDED_DISTRIBUTIONS, SCORE_DISTRIBUTIONS, Case, is_bounded
@@ -79,8 +79,8 @@ def _clone_batch(batch: Batch) -> Batch:
 
 
 def is_prompt_world(cls: type) -> bool:
-    """True for components that work on candidate prompts: ``pre_rollout`` scorers and samplers."""
-    return issubclass(cls, Sampler) or (issubclass(cls, Scorer) and cls.timing == "pre_rollout")
+    """True for components that work on candidate prompts: ``pre_rollout`` scorers, samplers and allocators."""
+    return issubclass(cls, (Sampler, Allocator)) or (issubclass(cls, Scorer) and cls.timing == "pre_rollout")
 
 
 def _history(n: int, gen: torch.Generator) -> dict[str, torch.Tensor]:

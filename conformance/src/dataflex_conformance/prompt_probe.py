@@ -10,14 +10,40 @@ sample, as a host does between steps), and gives a sampler the scores of its
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import torch
+
+from dataflex_core.contracts import GROUP_MIN_ROLLOUTS
 
 from .batches import Case, score_range_of
 from .probe import STEP_ID, Blocked, Probe
 from .prompt_batches import PromptBatchFactory, PromptSample, prompt_scores
 from .subjects import Subject
+
+#: Rollouts per candidate of the budget an allocator is certified under, unless a check sets its own.
+ROLLOUTS_PER_PROMPT = 4
+
+
+@dataclass(frozen=True)
+class Budget:
+    """The keywords a host gives an allocator's ``act``: the budget and the bounds of every count."""
+
+    budget: int
+    n_min: int = GROUP_MIN_ROLLOUTS
+    n_max: int | None = None
+
+    def kwargs(self) -> dict[str, Any]:
+        return {"budget": self.budget, "n_min": self.n_min, "n_max": self.n_max}
+
+    def __str__(self) -> str:
+        return f"budget={self.budget}, n_min={self.n_min}, n_max={self.n_max}"
+
+
+def default_budget(num_prompts: int) -> Budget:
+    """What a host gives by default: the candidates times ``rollout.n`` (:data:`ROLLOUTS_PER_PROMPT`), ``n_min`` 2."""
+    return Budget(num_prompts * ROLLOUTS_PER_PROMPT)
 
 
 class PromptProbe(Probe):
@@ -76,11 +102,22 @@ class PromptProbe(Probe):
             raise blocked("returned non-finite scores")
         return out.detach()
 
+    def allocate(self, component: Any, sample: PromptSample, budget: Budget | None = None, batch: Any = None) -> Any:
+        """An allocator's ``act`` on the candidates under ``budget`` (default :func:`default_budget`); a raise fails."""
+        budget = budget or default_budget(len(sample))
+        try:
+            return component.act(self.scores(sample), sample.batch if batch is None else batch, step_id=STEP_ID,
+                                 **budget.kwargs(), **sample.ctx())  # fmt: skip
+        except Exception as exc:  # noqa: BLE001
+            raise self.fail(f"act() under {budget} raised {type(exc).__name__}: {exc}") from exc
+
     def call(self, component: Any, sample: PromptSample, scores: torch.Tensor | None = None, batch: Any = None) -> Any:
         """``score`` (after observing the sample's outcomes) or ``act`` on the candidates; a raise is a failure."""
         batch = sample.batch if batch is None else batch
         if self.subject.kind == "scorer":
             self.observe(component, sample)
+        if self.subject.kind == "allocator":
+            return self.allocate(component, sample, batch=batch)
         try:
             if self.subject.kind == "scorer":
                 return component.score(batch, STEP_ID, **sample.ctx())

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import torch
 
 from . import checks_actuator as act
+from . import checks_allocation as alloc
 from . import checks_common as common
 from . import checks_output as output
 from . import checks_prompts as prompts
@@ -279,6 +280,15 @@ PROMPT_CHECKS: dict[str, list[CheckDef]] = {
         CheckDef(prompts.check_constant_scores_uniform_probabilities, _prompt_constant_cases),
         CheckDef(prompts.check_sampler_rejects_out_of_range, _range_declared([P_DEFAULT])),
         *_PROMPT_PURITY,
+    ],
+    "allocator": [
+        CheckDef(output.check_output_shape, _prompt_actuator_cases),
+        CheckDef(common.check_output_device, _prompt_actuator_cases),
+        CheckDef(alloc.check_allocation_meets_the_budget, _prompt_actuator_cases),
+        CheckDef(alloc.check_no_prompt_below_the_declared_floor, _prompt_actuator_cases),
+        CheckDef(alloc.check_allocation_state_round_trip, _fixed([P_OBSERVED, P_37])),
+        # counts may break ties by candidate order (an even split's remainder), so order-freedom is not asked
+        *[c for c in _PROMPT_PURITY if c.func is not prompts.check_candidate_order_free],
     ],
 }
 

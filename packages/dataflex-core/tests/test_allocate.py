@@ -19,7 +19,7 @@ from dataflex_core import (
 from dataflex_core.contracts import allocation_problem, check_allocation
 from dataflex_core.session import DataFlexSession
 from dataflex_core.step import FieldSupport, HostCapabilities
-from dataflex_lab.testing import rows_batch
+from dataflex_lab.testing import PromptDataset, rows_batch
 
 HOST = HostCapabilities(
     name="testhost",
@@ -60,26 +60,12 @@ class OneShort(Allocator):
         return counts
 
 
-class Dataset:
-    def __init__(self, ids):
-        self.ids = list(ids)
-
-    def __len__(self):
-        return len(self.ids)
-
-    def columns(self):
-        return ["index"]
-
-    def column(self, name):
-        return self.ids
-
-
 def session(actuator="alloctest_first_gets_rest", host=HOST, **block) -> DataFlexSession:
     flex = DataFlexSession(
         {"mechanism": "allocate", "scorer": {"name": "alloctest_rollouts"}, "actuator": {"name": actuator}, **block}
     )
     flex.mount(host, loss_unit="token", adv_estimator="grpo", is_group_estimator=lambda name: True)
-    assert flex.train_sampler(Dataset([10, 11, 12, 13]), batch_size=2, seed=0) is None  # verl's sampler stays
+    assert flex.train_sampler(PromptDataset([10, 11, 12, 13]), batch_size=2, seed=0) is None  # verl's sampler stays
     return flex
 
 

@@ -12,7 +12,7 @@ from dataflex_core.ledger import CHECKPOINT_LEDGER, COLUMNS, PromptIds, PromptLe
 from dataflex_core.session import DataFlexSession
 from dataflex_core.step import FieldSupport, HostCapabilities
 from dataflex_core.step.history import PromptHistory
-from dataflex_lab.testing import register_toy_components, rows_batch
+from dataflex_lab.testing import PromptDataset, register_toy_components, rows_batch
 
 register_toy_components("ledgertest")  # the sampler ledgertest_proportional
 
@@ -134,22 +134,6 @@ def test_a_history_saved_before_the_ledger_counters_existed_resumes():
     assert (PromptHistory.kind, PromptHistory.name) == ("history", "prompt_history")  # old checkpoints' role
 
 
-class Prompts:
-    """A train dataset of prompts with ids in column ``index``."""
-
-    def __init__(self, ids):
-        self.ids = list(ids)
-
-    def __len__(self):
-        return len(self.ids)
-
-    def columns(self):
-        return ["index"]
-
-    def column(self, name):
-        return self.ids
-
-
 def curriculum_session(**extra) -> DataFlexSession:
     block = {
         "mechanism": "curriculum", "scorer": {"name": "ledgertest_prompt_count"},
@@ -157,7 +141,7 @@ def curriculum_session(**extra) -> DataFlexSession:
     }  # fmt: skip
     session = DataFlexSession(block)
     session.mount(HOST, loss_unit="token")
-    session.train_sampler(Prompts([10, 11, 12]), batch_size=2, seed=0)
+    session.train_sampler(PromptDataset([10, 11, 12]), batch_size=2, seed=0)
     return session
 
 

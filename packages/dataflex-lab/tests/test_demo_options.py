@@ -115,3 +115,11 @@ def test_the_filter_demo_is_dapos_dynamic_sampling_on_the_mixed_task():
     assert block["scorer"]["name"] == "group_reward_variance" and block["actuator"]["name"] == "threshold_band"
     assert block["actuator"]["params"]["low"] == 0.0 and block["filter"]["on_short"] == "backfill"
     assert options.toy_task == "mixed"  # the echo task rarely has a group without reward variance
+
+
+def test_the_allocate_demo_is_knapsack_rl_on_the_mixed_task_keyed_by_the_prompt_index():
+    options = DemoOptions(mechanism="allocate")
+    block = options.block()
+    assert block["scorer"]["name"] == "solve_rate_posterior" and block["actuator"]["name"] == "knapsack"
+    assert block["prompt_key"] == "index"  # the ledger's key: verl copies extra_info.index into every rollout
+    assert options.toy_task == "mixed"  # its solved and unsolvable prompts are what allocation moves rollouts from

@@ -52,16 +52,23 @@ def greedy_allocation(
     cap = spare + int(n_min) if n_max is None else min(int(n_max), spare + int(n_min))
     if spare <= 0 or cap <= n_min:
         return counts
-    # each prompt's marginal gains at n_min, n_min + 1, ..., cap - 1 (one batched call per count)
-    levels = torch.arange(n_min, cap, dtype=torch.int64)
-    table = torch.stack([value(torch.full((num_prompts,), int(n), dtype=torch.int64)) for n in range(n_min, cap + 1)])
-    gains = (table[1:] - table[:-1]).to(torch.float64).T.tolist()  # (n, cap - n_min)
-    heap = [(-gains[i][0], int(n_min), i) for i in range(num_prompts)]
+    # the marginal gains at each count, one batched value call per count reached (so the work grows with the
+    # counts handed out, not with the budget times the prompts)
+    values = [value(torch.full((num_prompts,), int(n_min), dtype=torch.int64)).to(torch.float64)]
+    gains: list[list[float]] = []
+
+    def gain(count: int, i: int) -> float:
+        level = count - int(n_min)
+        while len(gains) <= level:
+            values.append(value(torch.full((num_prompts,), int(n_min) + len(values), dtype=torch.int64)).double())
+            gains.append((values[-1] - values[-2]).tolist())
+        return gains[level][i]
+
+    heap = [(-gain(int(n_min), i), int(n_min), i) for i in range(num_prompts)]
     heapq.heapify(heap)
     for _ in range(spare):
         _, count, i = heapq.heappop(heap)
         counts[i] = count + 1
-        level = count + 1 - int(n_min)
-        if level < len(levels):
-            heapq.heappush(heap, (-gains[i][level], count + 1, i))
+        if count + 1 < cap:
+            heapq.heappush(heap, (-gain(count + 1, i), count + 1, i))
     return counts

@@ -56,6 +56,8 @@ DEFAULT_PAIRS: dict[str, tuple[str, dict[str, Any], str, dict[str, Any]]] = {
     "curriculum": ("solve_rate_ema", {"alpha": 1.0}, "learnability", {}),
     # DAPO's dynamic sampling: admit groups whose rewards vary (TRL refills; verl refuses it at mount)
     "filter": ("group_reward_variance", {}, "threshold_band", {"low": 0.0, "high": 1.0e9}),
+    # Knapsack RL's per-prompt rollout counts from the ledger's solve rates (verl V1; TRL refuses it at mount)
+    "allocate": ("solve_rate_posterior", {}, "knapsack", {}),
 }
 #: The curriculum demo's task and its number of train prompts (few enough that each recurs within a run).
 CURRICULUM_TASK, CURRICULUM_TRAIN_ROWS = "mixed", 48
@@ -80,8 +82,8 @@ class DemoOptions:
     json_path: Path | None = None
     plot_path: Path | None = None
     warmup_step: int = 0
-    #: ``echo``, ``mixed`` or a task family (:mod:`.task_families`); ``None``: mixed for mechanisms curriculum and
-    #: filter, echo otherwise.
+    #: ``echo``, ``mixed`` or a task family (:mod:`.task_families`); ``None``: mixed for mechanisms curriculum,
+    #: filter and allocate, echo otherwise.
     task: str | None = None
     #: Validate every N steps (a family: on its held-out split; and compare the arms on it); 0 never;
     #: ``None``: 3 for curriculum, 5 for a task family.
@@ -91,7 +93,7 @@ class DemoOptions:
 
     @property
     def toy_task(self) -> str:
-        return self.task or (CURRICULUM_TASK if self.mechanism in ("curriculum", "filter") else "echo")
+        return self.task or (CURRICULUM_TASK if self.mechanism in ("curriculum", "filter", "allocate") else "echo")
 
     @property
     def task_family(self) -> Any:
@@ -135,7 +137,7 @@ class DemoOptions:
             block.update({"domains": list(toy_task.DOMAINS), "domain_key": "domain"})
         if self.mechanism == "filter":  # the mixed task's constant prompts are often all solved or all failed
             block["filter"] = {"max_rounds": 8, "on_short": "backfill"}
-        if self.mechanism == "curriculum":
+        if self.mechanism in ("curriculum", "allocate"):
             block["prompt_key"] = "index"  # each toy row's id (verl copies extra_info.index into it)
         return block
 
@@ -149,7 +151,9 @@ def add_demo_arguments(parser: Any, *, workdir: str) -> None:
     scorers = ", ".join(f"{pair[0]} for {m}" for m, pair in DEFAULT_PAIRS.items())
     actuators = ", ".join(f"{pair[2]} for {m}" for m, pair in DEFAULT_PAIRS.items())
     parser.add_argument("--scorer", metavar="NAME", help=f"scorer of the DataFlex arm (default: {scorers})")
-    parser.add_argument("--actuator", metavar="NAME", help=f"reweighter/selector/mixer/sampler (default: {actuators})")
+    parser.add_argument(
+        "--actuator", metavar="NAME", help=f"reweighter/selector/mixer/sampler/allocator (default: {actuators})"
+    )
     parser.add_argument("--params", metavar="JSON", help='component params: \'{"scorer": {...}, "actuator": {...}}\'')
     parser.add_argument("--steps", type=int, default=30, help="training steps per arm (default 30)")
     parser.add_argument("--seed", type=int, default=0, help="first seed: the model, the prompts, the sampling")

@@ -63,7 +63,7 @@ def is_map_dataset(dataset: Any) -> bool:
 #: Why TRL's GRPOTrainer cannot give prompts unequal rollout counts (``mechanism: allocate`` is refused at mount).
 ALLOCATE_REASON = (
     "GRPOTrainer generates num_generations completions for every prompt: its RepeatSampler repeats each prompt "
-    "num_generations times before generation and its advantages reshape the rewards to (-1, num_generations), so "
+    "num_generations times before generation and its advantages view the rewards as (-1, num_generations), so "
     "groups of unequal size cannot be expressed without replacing both (DataFlex does not); verl's V1 trainers "
     "(dataflex_sync) vary n per prompt"
 )

@@ -12,10 +12,11 @@
 A plugin's tests may use it as a test requirement (``pip install dataflex-lab``); a plugin never imports it.
 """
 
-from .batches import grpo_advantages, grpo_batch, grpo_layout, response_mask, rows_batch
+from .batches import PromptDataset, grpo_advantages, grpo_batch, grpo_layout, response_mask, rows_batch
 from .components import DomainPreferenceScorer, mean_abs_advantage, register_toy_components
 
 __all__ = [
+    "PromptDataset",
     "DomainPreferenceScorer",
     "grpo_advantages",
     "grpo_batch",

@@ -218,3 +218,19 @@ def grpo_batch(groups: int = 4, group_size: int = 4, *, policy_fields: bool = Fa
         tensors["old_log_probs"] = -torch.rand(mask.shape, generator=gen) * 2 * mask
         tensors["entropy"] = torch.rand(mask.shape, generator=gen) * 3 * mask
     return Batch(tensors, {"uid": np.asarray(uid, dtype=object)})
+
+
+class PromptDataset:
+    """A train dataset of prompts whose ids are in column ``index``, as a session's train sampler reads one."""
+
+    def __init__(self, ids: Sequence[Any]) -> None:
+        self.ids = list(ids)
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def columns(self) -> list[str]:
+        return ["index"]
+
+    def column(self, name: str) -> list[Any]:
+        return self.ids
