@@ -10,7 +10,10 @@ moves and both trainers generate the same completions at every step: they do
 the same work but for DataFlex's. The ratio is the median step time with
 DataFlex over the median without (the first step of each, the warm-up, left
 out). The pair is the default one (``advantage_magnitude`` -> ``softmax``),
-which needs no extra forward pass.
+which needs no extra forward pass. A third trainer runs ``mechanism:
+filter`` with every group admitted and the per-prompt ledger on
+(``prompt_key: index``): the same generation round as TRL's, so its ratio is
+the cost of the admission decision and the ledger's record per step.
 
 Needs ``dataflex_trl`` and TRL; without them the case is a ``skip`` row.
 """
@@ -26,6 +29,13 @@ from .results import Result, measured
 
 TRL_TARGET = 1.05
 PAIR = {"mechanism": "reweight", "scorer": {"name": "advantage_magnitude"}, "actuator": {"name": "softmax"}}
+#: mechanism filter admitting every group (variance >= 0 > -1), feeding the ledger: one round, as TRL's.
+ADMISSION = {
+    "mechanism": "filter", "prompt_key": "index", "scorer": {"name": "group_reward_variance"},
+    "actuator": {"name": "threshold_band", "params": {"low": -1.0, "high": 1.0e9}},
+}  # fmt: skip
+#: The arms: TRL's own step (None) and DataFlex's blocks, by name.
+ARMS = {"plain": None, "reweight": PAIR, "admission": ADMISSION}
 
 
 def trl_missing() -> str | None:
@@ -36,8 +46,8 @@ def trl_missing() -> str | None:
     return None
 
 
-def _trainers(prompts: int, generations: int, length: int, out: str) -> tuple:
-    """``(plain, dataflex)`` trainers built alike, ready for ``training_step``, and their batch iterators."""
+def _trainers(prompts: int, generations: int, length: int, out: str) -> dict:
+    """Each arm's trainer (:data:`ARMS`) built alike, ready for ``training_step``, with its batch iterator."""
     import os
 
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -49,19 +59,19 @@ def _trainers(prompts: int, generations: int, length: int, out: str) -> tuple:
 
     hf_logging.set_verbosity_error()
     tokenizer = char_tokenizer()
-    built = []
-    for dataflex in (False, True):
-        args = GRPOConfig(output_dir=os.path.join(out, str(dataflex)), per_device_train_batch_size=prompts * generations,
+    built = {}
+    for arm, dataflex in ARMS.items():
+        args = GRPOConfig(output_dir=os.path.join(out, arm), per_device_train_batch_size=prompts * generations,
                           num_generations=generations, max_completion_length=length, learning_rate=0.0,
                           report_to=[], use_cpu=True, disable_tqdm=True, seed=0)  # fmt: skip
         kwargs = dict(model=tiny_model(tokenizer, seed=0), reward_funcs=echo_reward, args=args,
                       train_dataset=toy_dataset(prompts * 64, seed=0), processing_class=tokenizer)  # fmt: skip
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            trainer = DataFlexGRPOTrainer(dataflex=PAIR, **kwargs) if dataflex else GRPOTrainer(**kwargs)
+            trainer = DataFlexGRPOTrainer(dataflex=dataflex, **kwargs) if dataflex else GRPOTrainer(**kwargs)
         trainer.model.train()
         trainer.current_gradient_accumulation_steps = 1
-        built.append((trainer, iter(trainer.get_train_dataloader())))
+        built[arm] = (trainer, iter(trainer.get_train_dataloader()))
     return built
 
 
@@ -88,35 +98,53 @@ def run_trl(*, quick: bool, unjudged: str | None = None, progress=print) -> list
         return [Result("trl", name, shape, status="skip", target=TRL_TARGET, note=reason)]
     import tempfile
 
-    times: dict[bool, list[float]] = {False: [], True: []}
+    times: dict[str, list[float]] = {arm: [] for arm in ARMS}
+    arm_names = list(ARMS)
     with tempfile.TemporaryDirectory() as out:
-        arms = dict(zip((False, True), _trainers(prompts, generations, length, out)))
+        arms = _trainers(prompts, generations, length, out)
         for step in range(steps + 1):
-            order = (False, True) if step % 2 == 0 else (True, False)  # swap who goes first every step
-            for dataflex in order:
-                took = _timed_step(*arms[dataflex], seed=step)
+            shift = step % len(arm_names)  # rotate who goes first every step
+            for arm in arm_names[shift:] + arm_names[:shift]:
+                took = _timed_step(*arms[arm], seed=step)
                 if step > 0:  # the first step of each trainer is its warm-up
-                    times[dataflex].append(took)
+                    times[arm].append(took)
             if step and step % max(1, steps // 4) == 0:
                 progress(
-                    f"  trl step {step}/{steps}: baseline {statistics.median(times[False]):.3f} s, "
-                    f"dataflex {statistics.median(times[True]):.3f} s (medians so far)"
+                    "  trl step "
+                    + f"{step}/{steps}: "
+                    + ", ".join(f"{arm} {statistics.median(times[arm]):.3f} s" for arm in arm_names)
+                    + " (medians so far)"
                 )
-        hooks = arms[True][0]._metrics["train"]["dataflex/hook_time_s"][1:]  # DataFlex's own share, per step
-    base, with_dataflex = statistics.median(times[False]), statistics.median(times[True])
-    hook = statistics.median(hooks) if hooks else None
-    return [
-        measured(
-            "trl",
+        hooks = {arm: arms[arm][0]._metrics["train"]["dataflex/hook_time_s"][1:] for arm in arm_names if ARMS[arm]}
+    base = statistics.median(times["plain"])
+    rows = {
+        "reweight": (
             name,
-            shape,
-            median_s=with_dataflex,
-            baseline_s=base,
-            ratio=with_dataflex / base,
-            target=TRL_TARGET,
-            reps=len(times[True]),
-            unjudged=unjudged,
-            note="TRL's training_step, the two trainers alternating step by step; pair advantage_magnitude -> softmax",
-            extra={"hook_median_s": hook, "hook_share": None if hook is None else hook / base},
+            "TRL's training_step, the trainers alternating step by step; pair advantage_magnitude -> softmax",
+        ),
+        "admission": (
+            "DataFlexGRPOTrainer filter (every group admitted) + ledger / GRPOTrainer step",
+            "mechanism filter admitting every group (one round, as TRL's) with the per-prompt ledger on: the "
+            "admission decision and the ledger's record per step",
+        ),
+    }
+    out_rows = []
+    for arm, (label, note) in rows.items():
+        with_dataflex = statistics.median(times[arm])
+        hook = statistics.median(hooks[arm]) if hooks[arm] else None
+        out_rows.append(
+            measured(
+                "trl",
+                label,
+                shape,
+                median_s=with_dataflex,
+                baseline_s=base,
+                ratio=with_dataflex / base,
+                target=TRL_TARGET,
+                reps=len(times[arm]),
+                unjudged=unjudged,
+                note=note,
+                extra={"hook_median_s": hook, "hook_share": None if hook is None else hook / base},
+            )  # fmt: skip
         )
-    ]
+    return out_rows

@@ -105,6 +105,7 @@ def _history(n: int, gen: torch.Generator) -> dict[str, torch.Tensor]:
         "tokens_generated": rollouts * 16,
         "reward_sq_sum": successes + 0.0625 * (rollouts - successes),
         "uniform_reward_steps": torch.where(seen & ((successes == 0) | (successes == rollouts)), times, 0),
+        "uniform_reward_streak": torch.where(seen & ((successes == 0) | (successes == rollouts)), times, 0),
     }
 
 

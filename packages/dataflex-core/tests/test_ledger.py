@@ -64,11 +64,22 @@ def test_each_prompt_counts_its_rollouts_tokens_and_rewards():
     assert got[10]["rollouts"] == 4 and got[10]["rollouts_trained"] == 3 and got[10]["rollouts_filtered"] == 1
     assert got[10]["tokens_generated"] == 13 and got[10]["times_sampled"] == 2 and got[10]["last_sampled_step"] == 2
     assert got[12]["uniform_reward_steps"] == 1 and got[10]["uniform_reward_steps"] == 1  # step 2's 1, 1
+    assert got[10]["uniform_reward_streak"] == 1 and got[12]["uniform_reward_streak"] == 1
     assert got[11] == {column: fresh for column, (_, fresh) in COLUMNS.items()}  # never rolled out
     mean, variance = ledger.reward_moments()
     assert mean.tolist() == pytest.approx([0.75, 0.0, 0.5]) and variance.tolist() == pytest.approx([0.1875, 0, 0])
     alpha, beta = ledger.solve_rate_posterior()
     assert alpha.tolist() == pytest.approx([4.0, 1.0, 2.0]) and beta.tolist() == pytest.approx([2.0, 1.0, 2.0])
+
+
+def test_the_uniform_reward_streak_counts_the_latest_visits_in_a_row():
+    ledger = PromptLedger(PromptIds([7], "index"))
+    streaks = []
+    for step, rewards in enumerate([[1.0, 1.0], [0.0, 0.0], [1.0, 0.0], [1.0, 1.0]], start=1):
+        ledger.record(torch.zeros(2, dtype=torch.long), torch.tensor(rewards), step)
+        streaks.append(int(ledger.uniform_reward_streak[0]))
+    assert streaks == [1, 2, 0, 1]  # a step with signal resets it
+    assert int(ledger.uniform_reward_steps[0]) == 3
 
 
 def test_the_exported_file_warm_starts_a_ledger_over_the_same_prompts_in_another_order(tmp_path):

@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 import torch
-from dataflex_curriculum import LearnabilitySampler, MoPPSBetaPosterior, SolveRateEMA, TemperatureSampler
+from dataflex_curriculum import GresoSkip, LearnabilitySampler, MoPPSBetaPosterior, SolveRateEMA, TemperatureSampler
 
 from dataflex_core import Batch
 
@@ -192,3 +192,37 @@ def test_temperature_equal_scores_give_a_uniform_draw():
 def test_temperature_params_are_checked(params, message):
     with pytest.raises(ValueError, match=message):
         TemperatureSampler(**params)
+
+
+# -- greso -----------------------------------------------------------------------------------------
+
+
+def streaks(*values: int) -> Batch:
+    """Candidates with the ledger's ``uniform_reward_streak``."""
+    return Batch({"prompt_index": torch.arange(len(values)), "uniform_reward_streak": torch.tensor(values)})
+
+
+def test_greso_by_hand():
+    scores = GresoSkip().score(streaks(0, 1, 2, 5), step_id=3)
+    # keep = max(0.5 ** z, 0.05): 1, 0.5, 0.25 and the floor 0.05 (0.5 ** 5 = 0.03125 is below it)
+    assert scores.dtype == torch.float32
+    assert scores.tolist() == pytest.approx([0.0, math.log(0.5), math.log(0.25), math.log(0.05)])
+    draw = TemperatureSampler(exploration=0.0).act(scores, streaks(0, 1, 2, 5))
+    assert draw.tolist() == pytest.approx([1 / 1.8, 0.5 / 1.8, 0.25 / 1.8, 0.05 / 1.8])  # proportional to keep
+
+
+def test_greso_exploration_one_never_skips_and_the_floor_holds():
+    assert GresoSkip(exploration=1.0).score(streaks(0, 7), step_id=1).tolist() == [0.0, 0.0]
+    assert GresoSkip(exploration=0.1, min_keep=0.2).score(streaks(3), step_id=1).tolist() == pytest.approx(
+        [math.log(0.2)]
+    )
+
+
+@pytest.mark.parametrize(
+    ("params", "message"),
+    [({"exploration": 0.0}, r"exploration must be a number in \(0, 1\]"),
+     ({"min_keep": 1.5}, r"min_keep must be a number in \(0, 1\]")],
+)  # fmt: skip
+def test_greso_params_are_checked(params, message):
+    with pytest.raises(ValueError, match=message):
+        GresoSkip(**params)

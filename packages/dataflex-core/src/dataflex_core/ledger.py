@@ -14,7 +14,8 @@ dataset's rows and back; :class:`PromptLedger` holds one entry per row:
 - its rewards: successes, the sum and the sum of squares (mean and variance:
   :meth:`PromptLedger.reward_moments`), the last step's success rate, the steps
   whose group had one reward for every response (``uniform_reward_steps``: no
-  GRPO signal), and the Beta posterior of its solve rate
+  GRPO signal) and how many of its latest visits in a row did
+  (``uniform_reward_streak``), and the Beta posterior of its solve rate
   (:meth:`PromptLedger.solve_rate_posterior`).
 
 It is fed from each step's rewards (:meth:`PromptLedger.record`), travels with
@@ -154,6 +155,7 @@ COLUMNS: dict[str, tuple[torch.dtype, float]] = {
     "reward_sq_sum": (torch.float64, 0.0),
     "last_success_rate": (torch.float64, 0.0),
     "uniform_reward_steps": (torch.long, 0),
+    "uniform_reward_streak": (torch.long, 0),
 }
 #: The Beta prior of every prompt's solve rate: uniform on [0, 1].
 SOLVE_RATE_PRIOR = (1.0, 1.0)
@@ -191,6 +193,7 @@ class PromptLedger:
     reward_sq_sum: torch.Tensor
     last_success_rate: torch.Tensor
     uniform_reward_steps: torch.Tensor
+    uniform_reward_streak: torch.Tensor
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -248,6 +251,8 @@ class PromptLedger:
         self.reward_sq_sum[prompts] += squares
         self.last_success_rate[prompts] = success / count.clamp(min=1)
         self.uniform_reward_steps[prompts] += uniform.to(torch.long)
+        streak = self.uniform_reward_streak[prompts]
+        self.uniform_reward_streak[prompts] = torch.where(uniform, streak + 1, torch.zeros_like(streak))
         self.last_step = max(self.last_step, int(step))
         return StepOutcomes(
             rows=prompts,

@@ -5,6 +5,7 @@ rate from the history of its training rollouts; samplers turn the estimates
 into the probabilities with which the next batch of prompts is drawn.
 """
 
+from .greso import GresoSkip
 from .learnability import LearnabilitySampler
 from .mopps import MoPPSBetaPosterior
 from .prompt_table import PromptTable, prompt_indices
@@ -13,6 +14,7 @@ from .temperature import TemperatureSampler
 from .version import __version__
 
 __all__ = [
+    "GresoSkip",
     "LearnabilitySampler",
     "MoPPSBetaPosterior",
     "PromptTable",

@@ -88,6 +88,9 @@ PROMPT_FIELDS: dict[str, CanonicalField] = _fields(
     CanonicalField("tokens_generated", TENSOR, "(n,)", "the response tokens of its rollouts (int64)"),
     CanonicalField("reward_sq_sum", TENSOR, "(n,)", "the sum of its rewards' squares (float64; the variance)"),
     CanonicalField("uniform_reward_steps", TENSOR, "(n,)", "steps in which every response got the same reward (int64)"),
+    CanonicalField(
+        "uniform_reward_streak", TENSOR, "(n,)", "its latest steps in a row in which every response got one reward"
+    ),
 )
 
 #: One row per prompt rolled out in a finished step, as ``Scorer.observe`` receives it (``m`` prompts).
