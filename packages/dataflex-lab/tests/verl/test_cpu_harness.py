@@ -72,3 +72,23 @@ def test_the_reward_file_loads_by_path_as_verls_reward_workers_load_it():
     compute_score = load_extern_object(module_path=task.__file__, object_name="compute_score")
     assert compute_score(task.DATA_SOURCE, "eeee", "e") == 1.0
     assert compute_score(task.DATA_SOURCE, "bbbb", "e") == 0.5  # letters of the task, not the echo
+
+
+def test_one_step_off_runs_compose_verls_own_config_with_the_cpu_weight_sync(tmp_path):
+    """The spec becomes verl's one-step-off config; the backend it names is the one its module registers."""
+    import importlib
+
+    from verl.checkpoint_engine import CheckpointEngineRegistry
+
+    from dataflex_lab.verl.cpu_loop import runner
+
+    files = [tmp_path / name for name in ("model", "tokenizer", "train.parquet", "val.parquet", "loops.yaml")]
+    config = runner.compose(
+        runner.RunSpec(entry_point="one_step_off", use_v1=False), runner.Workspace(tmp_path, *files)
+    )
+    assert config.algorithm.rollout_correction.bypass_mode is True  # from one_step_off_ppo_trainer.yaml
+    assert config.actor_rollout_ref.hybrid_engine is False
+    assert config.trainer.n_gpus_per_node + config.rollout.n_gpus_per_node == runner.ONE_STEP_OFF_GPUS
+    engine = config.actor_rollout_ref.rollout.checkpoint_engine
+    importlib.import_module(engine.custom_backend_module)  # what verl's workers do with it
+    assert CheckpointEngineRegistry.get(engine.backend).__name__ == "CpuMailboxCheckpointEngine"
