@@ -4,7 +4,7 @@ The trainer is verl's ``RayPPOTrainer`` with the DataFlex mixin, built by its
 real constructor (no workers: nothing here trains); the batch has verl's
 fields at that point of ``fit`` (padded ``(bs, T)`` tensors, ``uid`` groups,
 rows after ``_balance_batch``'s reordering, empty responses). The end-to-end
-runs in verl's own legacy fit loop are ``tests/fit/test_fit_legacy.py``; verl's
+runs in verl's own legacy fit loop are ``tests/fit/test_fit_ranks.py`` (with the V1 ones); verl's
 separated trainers (one-step-off, fully-async) are at the end.
 """
 

@@ -8,7 +8,7 @@ import torch
 from dataflex_lab.verl.cpu_loop import model, verl_internals
 from dataflex_lab.verl.cpu_loop.agent_loop import sample_key
 from dataflex_lab.verl.cpu_loop.rollout import filter_logits, request_seed
-from dataflex_lab.verl.cpu_loop.runner import dataflex_overrides, hydra_value
+from dataflex_lab.verl.cpu_loop.runner import RAY_GPUS, RunSpec, Workspace, dataflex_overrides, hydra_value, overrides
 
 
 def test_verl_still_has_what_the_harness_reaches_into():
@@ -29,6 +29,19 @@ def test_dataflex_blocks_become_overrides_hydra_reads_back_exactly():
     parsed = OverridesParser.create().parse_overrides(dataflex_overrides(block))
     assert {o.key_or_group: o.value() for o in parsed} == {f"dataflex.{k}": v for k, v in block.items()}
     assert all(o.is_add() for o in parsed)  # '+': verl's config is in struct mode
+
+
+def test_a_run_asks_verl_for_its_actor_workers_and_mini_batches(tmp_path):
+    workspace = Workspace(
+        tmp_path, *(tmp_path / name for name in ("model", "tokenizer", "t.parquet", "v.parquet", "a"))
+    )
+    default = overrides(RunSpec(), workspace)
+    assert "trainer.n_gpus_per_node=1" in default
+    assert "actor_rollout_ref.actor.ppo_mini_batch_size=8" in default  # one mini-batch: the step's 8 prompts
+    two = overrides(RunSpec(workers=2, mini_batch_prompts=3), workspace)
+    assert "trainer.n_gpus_per_node=2" in two and "actor_rollout_ref.actor.ppo_mini_batch_size=3" in two
+    with pytest.raises(ValueError, match=f"RunSpec.workers={RAY_GPUS + 1}: the harness's Ray offers 1 to {RAY_GPUS}"):
+        overrides(RunSpec(workers=RAY_GPUS + 1), workspace)
 
 
 def test_hydra_value_refuses_what_it_cannot_write():

@@ -51,17 +51,22 @@ class CountingScorer(Scorer):
     """Stateful: counts its calls in its ``state_dict`` and records the count each step.
 
     A resumed run that restores component state continues the count; one that does not starts over.
+    Scores each response's mean ``|advantage|``; up to step ``uniform_until``, the same score for every
+    sample (uniform weights), so one run holds an equality check and a non-uniform step.
     """
 
     requires = ["advantages"]
 
-    def __init__(self, **kwargs):
+    def __init__(self, uniform_until: int = 0, **kwargs):
         super().__init__(**kwargs)
+        self.uniform_until = int(uniform_until)
         self.calls = 0
 
     def score(self, batch, step_id, **ctx):
         self.calls += 1
         _record("counting", {"step": int(step_id), "calls": self.calls})
+        if int(step_id) <= self.uniform_until:
+            return torch.full((len(batch),), 0.5)
         return mean_abs_advantage(batch)
 
     def state_dict(self):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -36,11 +37,39 @@ class FitRun:
         return self.folder / "checkpoints"
 
     def actor_weights(self, step: int) -> dict[str, torch.Tensor]:
-        """The actor's parameters verl checkpointed after ``step`` (full tensors, float32)."""
-        state = torch.load(
-            self.checkpoints / f"global_step_{step}" / "actor" / "model_world_size_1_rank_0.pt", weights_only=False
-        )
-        return {k: (v.full_tensor() if hasattr(v, "full_tensor") else v).float() for k, v in state.items()}
+        """The actor's parameters verl checkpointed after ``step`` (full tensors, float32), from every rank's shard."""
+        folder = self.checkpoints / f"global_step_{step}" / "actor"
+        shards = sorted(folder.glob("model_world_size_*_rank_*.pt"), key=lambda path: int(path.stem.rsplit("_", 1)[1]))
+        world = {int(path.stem.split("_")[3]) for path in shards}
+        assert world == {len(shards)}, f"{folder} holds shards {[p.name for p in shards]}, not one per rank"
+        states = [torch.load(path, weights_only=False) for path in shards]
+        return {name: _full_tensor([state[name] for state in states]).float() for name in states[0]}
+
+    def loss_calls_by_rank(self, step: int) -> dict[int, list[dict[str, Any]]]:
+        """The ``ppo_loss`` calls of ``step``, per rank in call order (each step makes the same calls per rank)."""
+        by_rank: dict[int, list[dict[str, Any]]] = {}
+        for call in self.loss_calls:  # sorted by file name: per process, in call order
+            by_rank.setdefault(call["rank"], []).append(call)
+        steps = len(self.steps)
+        for rank, calls in by_rank.items():
+            assert len(calls) % steps == 0, f"rank {rank} made {len(calls)} loss calls in {steps} steps"
+        return {
+            rank: calls[(step - 1) * len(calls) // steps : step * len(calls) // steps]
+            for rank, calls in by_rank.items()
+        }
+
+
+def _full_tensor(shards: list[Any]) -> torch.Tensor:
+    """One parameter from the ranks' pieces of it: FSDP2 keeps a DTensor shard of dim ``placement.dim`` per rank."""
+    first = shards[0]
+    if not hasattr(first, "to_local"):
+        return first
+    if len(shards) == 1:
+        return first.full_tensor()
+    (placement,) = first.placements
+    if placement.is_replicate():
+        return first.to_local()
+    return torch.cat([shard.to_local() for shard in shards], dim=placement.dim)
 
 
 class FitSession:
@@ -112,3 +141,56 @@ def unit_mean(weights: torch.Tensor, mask: torch.Tensor, unit: str) -> float:
     counts = mask.sum(-1)
     rows = counts > 0
     return float((w.sum(-1)[rows] / counts[rows]).mean())
+
+
+#: Two SGD steps, checkpointed after each: an update is ``lr * gradient``, so float noise stays float noise
+#: (an Adam first step moves every weight by about ``lr`` whatever its gradient).
+SGD_STEPS = {"steps": 2, "optimizer": "SGD", "lr": 0.5, "save_freq": 1}
+#: Per line, the settings of the two-worker runs. V1: one PPO mini-batch of 9 prompts (36 rows; verl's dynamic
+#: batch sizes allow one above the train batch), so verl pads each step's 32 rows to 36, 18 a rank. Several
+#: mini-batches would pad too, but their composition follows the order rollouts finish in, which differs
+#: between runs, and each moves the weights before the next. The legacy line never pads (its batch must
+#: divide by the ranks).
+TWO_RANK_SETTINGS: dict[str, dict[str, Any]] = {
+    "v1": {"mini_batch_prompts": 9, "extra": ["actor_rollout_ref.actor.use_dynamic_bsz=true"]},
+    "legacy": {},
+}
+#: A stateful counting scorer, uniform at step 1 and not at step 2, through a sharp softmax.
+UNIFORM_THEN_ADVANTAGE = {
+    "mechanism": "reweight",
+    "scorer": {"name": "fittest_counting", "params": {"uniform_until": 1}},
+    "actuator": {"name": "softmax", "params": {"temperature": 0.5}},
+}
+
+
+def plain_run(fits: FitSession, line: str) -> FitRun:
+    """verl without DataFlex on one actor worker, two SGD steps: the baseline of the equality checks."""
+    from dataflex_lab.verl.cpu_loop.runner import RunSpec
+
+    return fits.run(f"plain_sgd_{line}", RunSpec(use_v1=line != "legacy", **SGD_STEPS))
+
+
+def two_rank_run(fits: FitSession, line: str) -> FitRun:
+    """DataFlex on two actor workers (``UNIFORM_THEN_ADVANTAGE``), otherwise the settings of :func:`plain_run`."""
+    settings = {**SGD_STEPS, **copy.deepcopy(TWO_RANK_SETTINGS[line]), "workers": 2}
+    return fits.run(f"two_ranks_{line}", dataflex_spec(line, UNIFORM_THEN_ADVANTAGE, **settings))
+
+
+#: The stateful counting scorer through a sharp softmax (non-uniform weights from the first step).
+COUNTING_SOFTMAX = {
+    "mechanism": "reweight",
+    "scorer": {"name": "fittest_counting", "params": {}},
+    "actuator": {"name": "softmax", "params": {"temperature": 0.5}},
+}
+#: One V1 SGD step under ``seq-mean-token-mean`` with :data:`COUNTING_SOFTMAX`, checkpointed after it.
+SEQUENCE_MEAN = {"loss_agg_mode": "seq-mean-token-mean", "optimizer": "SGD", "lr": 0.5, "save_freq": 1}
+
+
+def sequence_mean_spec(**settings: Any) -> Any:
+    """A V1 run of :data:`COUNTING_SOFTMAX` under :data:`SEQUENCE_MEAN`; one step unless ``settings`` say otherwise."""
+    return dataflex_spec("v1", COUNTING_SOFTMAX, **{"steps": 1, **SEQUENCE_MEAN, **settings})
+
+
+def sequence_mean_run(fits: FitSession) -> FitRun:
+    """The mean-one check of the sequence unit, and the first run the V1 resume tests continue (from step 1)."""
+    return fits.run("counting_seq_mean_v1", sequence_mean_spec())

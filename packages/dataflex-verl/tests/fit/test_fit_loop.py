@@ -5,7 +5,9 @@ advantage, actor update and weight sync (see conftest.py). What the actor's
 loss received is observed inside verl's real ``ppo_loss`` (the harness's loss
 probe), not re-read from the queue. Equality runs use SGD, so an update is
 ``lr * gradient`` and float noise stays float noise (an Adam first step
-moves every weight by about ``lr`` whatever its gradient).
+moves every weight by about ``lr`` whatever its gradient). Uniform against
+non-uniform weights, on both trainer lines and two actor workers, is
+``test_fit_ranks.py``.
 """
 
 from __future__ import annotations
@@ -15,66 +17,19 @@ import math
 
 import pytest
 import torch
-from fit_helpers import dataflex_spec, reweight, unit_mean
+from fit_helpers import dataflex_spec, reweight, sequence_mean_run, unit_mean
 
 from dataflex_lab import toy_task
 from dataflex_lab.verl.cpu_loop.runner import RunSpec
 
 pytestmark = pytest.mark.fit
 
-#: SGD runs of one step, checkpointed after it, for comparing updates.
-SGD = {"steps": 1, "optimizer": "SGD", "lr": 0.5, "save_freq": 1}
 
-
-def sync_baseline(fits, loss_agg_mode: str = "token-mean"):
-    return fits.run(f"sync_sgd_{loss_agg_mode}", RunSpec(trainer_mode="sync", loss_agg_mode=loss_agg_mode, **SGD))
-
-
-def softmax_run(fits, loss_agg_mode: str):
-    block = reweight("advantage_magnitude", "softmax", {"temperature": 0.5})
-    return fits.run(
-        f"softmax_sgd_{loss_agg_mode}",
-        RunSpec(trainer_mode="dataflex_sync", dataflex=block, loss_agg_mode=loss_agg_mode, **SGD),
-    )
-
-
-def max_weight_difference(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> float:
-    assert a.keys() == b.keys()
-    return max(float((a[k] - b[k]).abs().max()) for k in a)
-
-
-def test_uniform_weights_leave_verls_update_unchanged(fits):
-    """A constant scorer gives weight 1 everywhere: same loss, same gradient, same parameters as ``sync``."""
-    base = sync_baseline(fits)
-    flat = fits.run(
-        "constant_sgd",
-        RunSpec(trainer_mode="dataflex_sync", dataflex=reweight("fittest_constant", "softmax"), **SGD),
-    )
-    # the same rollouts: generation is keyed per (step, prompt, sample), not by request order
-    assert flat.metric("critic/score/mean") == base.metric("critic/score/mean")
-    assert flat.metric("response_length/mean") == base.metric("response_length/mean")
-    assert flat.metric("actor/pg_loss") == pytest.approx(base.metric("actor/pg_loss"), rel=1e-6, abs=1e-9)
-    assert flat.metric("actor/grad_norm") == pytest.approx(base.metric("actor/grad_norm"), rel=1e-6)
-    assert max_weight_difference(flat.actor_weights(1), base.actor_weights(1)) < 1e-6
-    # and the loss really was handed DataFlex's weights, all 1 on response tokens
-    (call,) = flat.loss_calls
-    mask = call["response_mask"].bool()
-    assert torch.equal(call["rollout_is_weights"][mask], torch.ones(int(mask.sum())))
-    assert "rollout_is_weights" not in base.loss_calls[0]
-
-
-def test_nonuniform_weights_change_verls_update(fits):
-    base = sync_baseline(fits)
-    run = softmax_run(fits, "token-mean")
-    assert run.metric("critic/score/mean") == base.metric("critic/score/mean")  # same rollouts ...
-    assert abs(run.metric("actor/pg_loss") - base.metric("actor/pg_loss")) > 1e-4  # ... another update
-    assert abs(run.metric("actor/grad_norm") - base.metric("actor/grad_norm")) > 1e-4
-    assert max_weight_difference(run.actor_weights(1), base.actor_weights(1)) > 1e-3
-
-
-@pytest.mark.parametrize(("loss_agg_mode", "unit"), [("token-mean", "token"), ("seq-mean-token-mean", "sequence")])
-def test_the_actors_loss_receives_weights_with_mean_one_in_its_unit(fits, loss_agg_mode, unit):
-    run = softmax_run(fits, loss_agg_mode)
+def test_the_actors_loss_receives_weights_with_mean_one_per_sequence_under_a_sequence_mean(fits):
+    """``seq-mean-token-mean`` averages sequences; the token unit, two workers and the equality with verl's own
+    update are ``test_fit_ranks.py``."""
+    loss_agg_mode, unit = "seq-mean-token-mean", "sequence"
+    run = sequence_mean_run(fits)
     assert run.loss_calls, "verl's ppo_loss was never called"
     weights = torch.cat([call["rollout_is_weights"] for call in run.loss_calls])
     mask = torch.cat([call["response_mask"] for call in run.loss_calls]).bool()
@@ -83,7 +38,7 @@ def test_the_actors_loss_receives_weights_with_mean_one_in_its_unit(fits, loss_a
     assert float(weights[mask].std()) > 0.05  # not uniform: the mean is a real normalisation
     assert torch.all(weights[~mask] == 0)
     assert run.metric("dataflex/weight/mean") == pytest.approx(1.0, abs=1e-5)
-    assert run.metric("dataflex/weight/unit_is_sequence") == (1.0 if unit == "sequence" else 0.0)
+    assert run.metric("dataflex/weight/unit_is_sequence") == 1.0
 
 
 def test_selected_out_groups_contribute_nothing_to_the_update(fits):

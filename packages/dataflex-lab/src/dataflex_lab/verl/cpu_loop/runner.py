@@ -31,8 +31,9 @@ from .names import AGENT_LOOP_NAME, ROLLOUT_NAME, WEIGHT_SYNC_BACKEND
 PLUGIN_MODULE = "dataflex_lab.verl.cpu_loop.plugin"
 #: The agent-loop manager of legacy-line runs (verl's own, with the trajectory info the keyed agent loop needs).
 LEGACY_AGENT_LOOP_MANAGER = "dataflex_lab.verl.cpu_loop.legacy_agent_loop.TrajectoryAgentLoopManager"
-#: Logical GPUs Ray advertises; each stands for one CPU worker slot of verl's resource pool.
-RAY_GPUS = 1
+#: Logical GPUs Ray advertises; each stands for one CPU worker slot of verl's resource pool (the most
+#: actor workers a run can ask for, :attr:`RunSpec.workers`).
+RAY_GPUS = 2
 #: Ray CPUs advertised (TransferQueue, reward, agent loop and task runner actors each ask for some).
 RAY_CPUS = 32
 #: Logical GPUs a one-step-off run takes: the actor's, and one for its rollout replica (``hybrid_engine=false``).
@@ -100,6 +101,12 @@ class RunSpec:
     seed: int = 0
     prompts_per_step: int = 8
     samples_per_prompt: int = 4
+    #: Actor workers (data-parallel ranks, gloo on logical GPUs): verl splits each batch between them, and its
+    #: V1 line appends ``is_padding`` rows when the batch does not divide evenly.
+    workers: int = 1
+    #: Prompts per PPO mini-batch (``actor.ppo_mini_batch_size``); ``None``: the whole step's batch. One that
+    #: does not divide ``prompts_per_step`` makes verl's V1 line pad the batch to whole mini-batches.
+    mini_batch_prompts: int | None = None
     loss_agg_mode: str = "token-mean"
     lr: float = 1e-2
     #: ``torch.optim`` class of the actor (``SGD`` makes equality tests well conditioned: an Adam
@@ -140,8 +147,18 @@ def dataflex_overrides(block: dict[str, Any] | None) -> list[str]:
 
 
 def overrides(spec: RunSpec, workspace: Workspace) -> list[str]:
-    """verl hydra overrides for ``spec`` on the CPU harness (everything offline, one CPU worker)."""
+    """verl hydra overrides for ``spec`` on the CPU harness (everything offline, ``spec.workers`` CPU workers)."""
+    if not 1 <= spec.workers <= RAY_GPUS:
+        raise ValueError(f"RunSpec.workers={spec.workers}: the harness's Ray offers 1 to {RAY_GPUS} actor workers")
     bs = spec.prompts_per_step
+    mini_rows = (spec.mini_batch_prompts or bs) * spec.samples_per_prompt
+    if mini_rows % spec.workers:
+        raise ValueError(
+            f"RunSpec: a PPO mini-batch of {mini_rows} rows does not split across {spec.workers} workers; "
+            "choose mini_batch_prompts * samples_per_prompt divisible by workers"
+        )
+    # one micro-batch per mini-batch on each rank; it also divides each rank's (possibly padded) share of the batch
+    micro_rows = mini_rows // spec.workers
     checkpoints = spec.checkpoint_dir or workspace.root / "checkpoints" / spec.experiment
     return [
         "algorithm.adv_estimator=grpo",
@@ -166,10 +183,10 @@ def overrides(spec: RunSpec, workspace: Workspace) -> list[str]:
         f"actor_rollout_ref.actor.optim.lr={spec.lr}",
         f"actor_rollout_ref.actor.optim.optimizer={spec.optimizer}",
         *(["actor_rollout_ref.actor.optim.weight_decay=0.0"] if spec.optimizer == "SGD" else []),
-        f"actor_rollout_ref.actor.ppo_mini_batch_size={bs}",
-        f"actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu={bs * spec.samples_per_prompt}",
+        f"actor_rollout_ref.actor.ppo_mini_batch_size={spec.mini_batch_prompts or bs}",
+        f"actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu={micro_rows}",
         f"actor_rollout_ref.actor.loss_agg_mode={spec.loss_agg_mode}",
-        f"actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu={bs * spec.samples_per_prompt}",
+        f"actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu={micro_rows}",
         f"actor_rollout_ref.rollout.name={ROLLOUT_NAME}",
         "actor_rollout_ref.rollout.tensor_model_parallel_size=1",
         f"actor_rollout_ref.rollout.n={spec.samples_per_prompt}",
@@ -182,7 +199,7 @@ def overrides(spec: RunSpec, workspace: Workspace) -> list[str]:
         "reward.custom_reward_function.name=compute_score",
         "trainer.device=cpu",
         "trainer.nnodes=1",
-        f"trainer.n_gpus_per_node={RAY_GPUS}",
+        f"trainer.n_gpus_per_node={spec.workers}",
         "trainer.logger=[file]",
         "trainer.project_name=dataflex_cpu",
         f"trainer.experiment_name={spec.experiment}",

@@ -70,6 +70,10 @@ def use_plain_gloo_process_group() -> None:
 def install_loss_probe(folder: str) -> None:
     """Wrap ``ppo_loss`` so each call saves the weights, mask and aggregation it received under ``folder``.
 
+    Each record also carries the rank that made the call and the counts verl's ``agg_loss`` divides by
+    (``dp_size``, ``batch_num_tokens``, ``global_batch_size``), so a test with several actor workers can
+    check which batch a loss normalised over.
+
     Must run before ``verl.workers.engine_workers`` imports ``ppo_loss`` (the
     harness plugin is imported from inside ``import verl``, which is early enough).
     """
@@ -90,6 +94,10 @@ def install_loss_probe(folder: str) -> None:
         record = {name: padded[name].detach().cpu().clone() for name in fields}
         record["loss_agg_mode"] = config.loss_agg_mode
         record["pid"] = os.getpid()
+        record["rank"] = torch.distributed.get_rank() if torch.distributed.is_initialized() else 0
+        for name in ("dp_size", "batch_num_tokens", "global_batch_size"):
+            value = data[name] if name in data else None
+            record[name] = None if value is None else int(value)
         torch.save(record, out / f"loss_{os.getpid()}_{next(counter):05d}.pt")
         return original(config, model_output, data, dp_group)
 
