@@ -101,7 +101,9 @@ def test_one_step_off_runs_compose_verls_own_config_with_the_cpu_weight_sync(tmp
     )
     assert config.algorithm.rollout_correction.bypass_mode is True  # from one_step_off_ppo_trainer.yaml
     assert config.actor_rollout_ref.hybrid_engine is False
-    assert config.trainer.n_gpus_per_node + config.rollout.n_gpus_per_node == runner.ONE_STEP_OFF_GPUS
+    # the actor's worker and the rollout replica's each hold logical GPUs of their own, within what Ray advertises
+    assert config.rollout.n_gpus_per_node == runner.ONE_STEP_OFF_ROLLOUT_GPUS == 1
+    assert config.trainer.n_gpus_per_node + config.rollout.n_gpus_per_node <= runner.ONE_STEP_OFF_GPUS
     engine = config.actor_rollout_ref.rollout.checkpoint_engine
     importlib.import_module(engine.custom_backend_module)  # what verl's workers do with it
     assert CheckpointEngineRegistry.get(engine.backend).__name__ == "CpuMailboxCheckpointEngine"

@@ -36,8 +36,10 @@ LEGACY_AGENT_LOOP_MANAGER = "dataflex_lab.verl.cpu_loop.legacy_agent_loop.Trajec
 RAY_GPUS = 2
 #: Ray CPUs advertised (TransferQueue, reward, agent loop and task runner actors each ask for some).
 RAY_CPUS = 32
-#: Logical GPUs a one-step-off run takes: the actor's, and one for its rollout replica (``hybrid_engine=false``).
-ONE_STEP_OFF_GPUS = RAY_GPUS + 1
+#: Logical GPUs of a one-step-off run's rollout replica (``hybrid_engine=false``: not on the actor's).
+ONE_STEP_OFF_ROLLOUT_GPUS = 1
+#: Logical GPUs the Ray of a one-step-off run advertises: the most actor workers, and the rollout replica's.
+ONE_STEP_OFF_GPUS = RAY_GPUS + ONE_STEP_OFF_ROLLOUT_GPUS
 #: The CPU weight-sync backend of the separated trainers, loaded through verl's ``custom_backend_module``.
 WEIGHT_SYNC_MODULE = "dataflex_lab.verl.cpu_loop.weight_sync"
 #: verl's entry-point module of each :attr:`RunSpec.entry_point` and the config it composes.
@@ -231,7 +233,7 @@ def one_step_off_overrides() -> list[str]:
     return [
         "actor_rollout_ref.hybrid_engine=false",
         "rollout.nnodes=1",
-        f"rollout.n_gpus_per_node={ONE_STEP_OFF_GPUS - RAY_GPUS}",
+        f"rollout.n_gpus_per_node={ONE_STEP_OFF_ROLLOUT_GPUS}",
         f"actor_rollout_ref.rollout.checkpoint_engine.backend={WEIGHT_SYNC_BACKEND}",
         f"actor_rollout_ref.rollout.checkpoint_engine.custom_backend_module={WEIGHT_SYNC_MODULE}",
         # the entry point starts its own Ray: the actor's and the rollout replica's logical GPUs
