@@ -21,8 +21,6 @@ number of groups is ``check_scales_linearly``'s (its rows come in groups of 8).
 
 from __future__ import annotations
 
-import io
-
 import torch
 
 from dataflex_core import group_index
@@ -31,6 +29,7 @@ from dataflex_core.normalize import valid_sample_mask
 
 from .batches import Sample
 from .checks_actuator import kept_mask
+from .checks_common import resumed as restored
 from .probe import Probe
 
 
@@ -76,17 +75,7 @@ def check_admission_state_round_trip(probe: Probe) -> None:
     sample = probe.sample()
     used = probe.component()
     _admission(probe, used, sample)  # a step of use, whatever the selector keeps of it
-    buffer = io.BytesIO()
-    try:
-        torch.save(used.state_dict(), buffer)
-        buffer.seek(0)
-        resumed = probe.component()
-        resumed.load_state_dict(torch.load(buffer, weights_only=True))
-    except Exception as exc:  # noqa: BLE001
-        raise probe.fail(
-            f"saving and restoring state_dict() raised {type(exc).__name__}: {exc}, expected data-only state that "
-            "torch.save writes and load_state_dict restores"
-        ) from exc
+    resumed = restored(probe, used)
     _, before, _ = _admission(probe, used, sample)
     _, after, _ = _admission(probe, resumed, sample)
     if not torch.equal(before, after):
