@@ -46,18 +46,23 @@ class Case:
     group_size: int = 4
     #: Rows with an empty response (``response_mask`` all 0); indices ``>= bs`` are ignored.
     empty_rows: tuple[int, ...] = DEFAULT_EMPTY_ROWS
+    #: Framework padding rows (``is_padding`` True, and an empty ``response_mask`` as verl's have).
+    padding_rows: tuple[int, ...] = ()
     dtype: torch.dtype = torch.float32
     #: Distribution of synthetic scores handed to actuators (see :data:`SCORE_DISTRIBUTIONS`).
     scores: str = "normal"
     num_domains: int = 3
     #: How the permutation checks reorder rows: ``rows`` (any order) or ``groups`` (whole uid groups).
     permutation: str = "rows"
+    #: Synthetic sample scores equal within each ``uid`` group (the valid rows take their group's first
+    #: valid row's score), as a group scorer gives them: the admission checks' input.
+    group_scores: bool = False
     seed: int = 0
 
     @property
     def empty(self) -> tuple[int, ...]:
         """The empty rows this case really has."""
-        return tuple(sorted({r for r in self.empty_rows if 0 <= r < self.bs}))
+        return tuple(sorted({r for r in (*self.empty_rows, *self.padding_rows) if 0 <= r < self.bs}))
 
 
 @dataclass
@@ -115,18 +120,22 @@ class BatchFactory:
         size = max(1, case.group_size)
         uid = np.array([f"q{case.seed}-{i // size}" for i in range(bs)], dtype=object)
         group, num_groups = group_index(uid)
+        padding = torch.zeros(bs, dtype=torch.bool)
+        padding[[r for r in case.padding_rows if 0 <= r < bs]] = True
         ctx = FieldContext(
             response_mask=mask,
             uid=uid,
             group=group,
             num_groups=num_groups,
-            is_padding=torch.zeros(bs, dtype=torch.bool),
+            is_padding=padding,
             prompt_length=4,
             generator=gen,
         )
         junk = torch.ones(bs, dtype=torch.float32)
         junk[list(case.empty)] = EMPTY_ROW_JUNK_SCALE
         tensors: dict[str, torch.Tensor] = {"response_mask": mask}
+        if padding.any():  # as hosts that keep framework padding hand it over
+            tensors["is_padding"] = padding
         objects: dict[str, np.ndarray] = {"uid": uid}
         for name, synth in self.synthesisers.items():
             value = synth(ctx)
@@ -255,6 +264,17 @@ def _into_range(x: torch.Tensor, lo: float, hi: float) -> torch.Tensor:
     return x
 
 
+def _per_group(scores: torch.Tensor, sample: Sample) -> torch.Tensor:
+    """``scores`` with each group's valid rows set to its first valid row's score (empty rows keep theirs)."""
+    index, _ = group_index(sample.batch.non_tensor_batch["uid"])
+    valid = sample.nonempty.cpu()
+    rows = torch.arange(len(scores))
+    first = torch.full((int(index.max()) + 1,), len(scores)).scatter_reduce(0, index[valid], rows[valid], "amin")
+    out = scores.clone()
+    out[valid] = scores[first[index[valid]]]
+    return out
+
+
 def synthetic_scores(
     case: Case, granularity: str, sample: Sample, score_range: tuple[float, float] = (-math.inf, math.inf)
 ) -> torch.Tensor:
@@ -282,6 +302,8 @@ def synthetic_scores(
                 top = float(scores[~empty].abs().max()) if (~empty).any() else 0.0
                 junk = _into_range((10.0 * top + 1e3) * (1.0 + torch.rand(rows, generator=gen)), lo, hi)
             scores[empty] = junk
+        if case.group_scores and granularity != "token":
+            scores = _per_group(scores, sample)
     dtype = case.dtype if case.scores == "normal" else torch.float32
     return scores.to(dtype).to(sample.device)
 

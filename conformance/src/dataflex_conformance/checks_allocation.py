@@ -10,13 +10,12 @@ evenly or not and bounds that bind; its state survives a checkpoint.
 
 from __future__ import annotations
 
-import io
-
 import torch
 
 from dataflex_core import InvalidOutputError
 from dataflex_core.contracts import allocation_problem, check_allocation
 
+from .checks_common import resumed as restored
 from .prompt_probe import ROLLOUTS_PER_PROMPT, Budget, PromptProbe
 
 
@@ -78,17 +77,7 @@ def check_allocation_state_round_trip(probe: PromptProbe) -> None:
     sample = probe.sample()
     used = probe.component()
     probe.allocate(used, sample)  # a step of use, whatever the allocator keeps of it
-    buffer = io.BytesIO()
-    try:
-        torch.save(used.state_dict(), buffer)
-        buffer.seek(0)
-        resumed = probe.component()
-        resumed.load_state_dict(torch.load(buffer, weights_only=True))
-    except Exception as exc:  # noqa: BLE001
-        raise probe.fail(
-            f"saving and restoring state_dict() raised {type(exc).__name__}: {exc}, expected data-only state that "
-            "torch.save writes and load_state_dict restores"
-        ) from exc
+    resumed = restored(probe, used)
     before, after = probe.allocate(used, sample), probe.allocate(resumed, sample)
     if not torch.equal(torch.as_tensor(before).cpu(), torch.as_tensor(after).cpu()):
         raise probe.fail(

@@ -6,6 +6,7 @@ Each ``check_<property>(probe)`` measures one property and raises
 
 from __future__ import annotations
 
+import io
 from typing import Any
 
 import numpy as np
@@ -238,3 +239,20 @@ def empty_rows_outputs(probe: Probe) -> tuple[Any, Any, Sample, Sample]:
         if not close(out_full, twin):
             raise probe.blocked("check_deterministic", "two calls on identical input differ")
     return out_full, probe.call(probe.component(), reduced, reduced.scores.clone()), full, reduced
+
+
+def resumed(probe: Any, used: Any) -> Any:
+    """A fresh instance loaded with ``used.state_dict()`` as a checkpoint holds it (``torch.save``, then
+    ``torch.load(weights_only=True)``); state that does not survive that fails the calling check."""
+    buffer = io.BytesIO()
+    try:
+        torch.save(used.state_dict(), buffer)
+        buffer.seek(0)
+        fresh = probe.component()
+        fresh.load_state_dict(torch.load(buffer, weights_only=True))
+    except Exception as exc:  # noqa: BLE001
+        raise probe.fail(
+            f"saving and restoring state_dict() raised {type(exc).__name__}: {exc}, expected data-only state that "
+            "torch.save writes and load_state_dict restores"
+        ) from exc
+    return fresh

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import torch
 
 from . import checks_actuator as act
+from . import checks_admission as admission
 from . import checks_allocation as alloc
 from . import checks_common as common
 from . import checks_output as output
@@ -92,6 +93,16 @@ MIXER_CASES = [
     Case("scores=tiny", scores="tiny"),
     Case("scores=negative", scores="negative"),
 ]
+#: Batches filter admits from, as hosts build them; scores equal within each group (a group scorer's).
+ADMISSION_CASES = [
+    Case("groups=unequal_validity", bs=12, empty_rows=(1, 5, 6), group_scores=True),
+    Case("groups=one_all_empty", bs=12, empty_rows=(4, 5, 6, 7), scores="unit_interval", group_scores=True, seed=1),
+    Case("groups=padding_rows", bs=12, empty_rows=(2,), padding_rows=(7, 10, 11), group_scores=True, seed=2),
+    Case("groups=padding_group", bs=12, padding_rows=(8, 9, 10, 11), scores="unit_interval", group_scores=True, seed=3),
+    Case("groups=singletons", group_size=1, empty_rows=(2,), group_scores=True, seed=4),
+    Case("groups=bs=37-short_last", bs=37, length=5, group_size=5, empty_rows=(7, 20, 21), group_scores=True, seed=5),
+    Case("groups=unit_interval", bs=16, empty_rows=(3,), scores="unit_interval", group_scores=True, seed=6),
+]
 #: The scaling check's case: its rows are set by the check itself.
 SCALING = [Case("rows=n-vs-2n")]
 
@@ -144,6 +155,18 @@ def _range_declared(cases: list[Case]) -> Callable[[Subject], list[Case]]:
         return list(cases) if declared else []
 
     return pick
+
+
+def _admission_cases(subject: Subject) -> list[Case]:
+    """A selector declaring ``admits_groups``, on scores equal within each group: synthetic ones or a group
+    scorer's (``needs_groups``, granularity ``prompt``); other scorers may split a group, which is no fault of it."""
+    if not getattr(subject.cls, "admits_groups", False):
+        return []
+    source = subject.source
+    if isinstance(source, Subject):
+        grouped = bool(source.cls.needs_groups) and source.cls.granularity == "prompt"
+        return list(ADMISSION_CASES) if grouped else []
+    return list(ADMISSION_CASES) if source == "sample_scores" else []
 
 
 def _fixed(cases: list[Case]) -> Callable[[Subject], list[Case]]:
@@ -200,6 +223,11 @@ CHECKS: dict[str, list[CheckDef]] = {
         CheckDef(common.check_output_device, _fixed([DEFAULT])),
         CheckDef(output.check_empty_rows_ignored, _fixed(EMPTY_ROW_CASES)),
         *[c for c in _PURITY if c.name != "check_no_autograd_graph"],
+        # admission (mechanism filter): selectors that declare admits_groups
+        CheckDef(act.check_selection_valid, _admission_cases),
+        CheckDef(admission.check_admits_whole_groups, _admission_cases),
+        CheckDef(admission.check_no_group_without_valid_row_admitted, _admission_cases),
+        CheckDef(admission.check_admission_state_round_trip, _admission_cases),
     ],
     "mixer": [
         CheckDef(output.check_output_shape, _fixed(MIXER_CASES)),

@@ -222,6 +222,11 @@ class Selector(Actuator):
     #: (GFPO, PODS); a host that can also drop the rows from the loss does (TRL). Instances may set it
     #: from a param (``self.recompute_advantage = ...``); hosts read the configured instance.
     recompute_advantage: bool = False
+    #: True promises that, on scores equal within each GRPO group (a group scorer's), it keeps or drops each
+    #: group whole, so ``mechanism: filter`` can use it to admit groups; conformance certifies the promise
+    #: (``checks_admission``). A band on the scores (``threshold_band``) keeps it; a top-k or per-group
+    #: choice of rows does not.
+    admits_groups: ClassVar[bool] = False
 
 
 class Mixer(Actuator):

@@ -227,6 +227,25 @@ def check_selection(output: Any, batch: Any, *, owner: str, step: int | None) ->
     return keep.cpu() & valid_sample_mask(batch).cpu()
 
 
+def group_admission(
+    keep: torch.Tensor, index: torch.Tensor, groups: int, valid: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(admitted, partial)`` per group, from a selection's kept mask (the rule of ``mechanism: filter``).
+
+    A group is admitted when every one of its valid rows is kept, and only if it has one; ``partial`` flags a
+    group with some valid rows kept and some not, which filter refuses (it admits or evicts whole groups).
+
+    :param keep: ``(bs,)`` bool, the kept rows (:func:`check_selection`).
+    :param index: ``(bs,)`` each row's dense group index; ``groups`` the number of groups.
+    :param valid: ``(bs,)`` bool, rows that are not padding and have a response token.
+    """
+    keep, index, valid = keep.cpu().bool(), index.cpu().long(), valid.cpu().bool()
+    valid_rows = torch.zeros(groups, dtype=torch.long).index_add_(0, index, valid.long())
+    kept_rows = torch.zeros(groups, dtype=torch.long).index_add_(0, index, (keep & valid).long())
+    partial = (kept_rows > 0) & (kept_rows < valid_rows)
+    return (kept_rows == valid_rows) & (valid_rows > 0), partial
+
+
 # -- distributions: a mixer's proportions, a sampler's probabilities ------------------------------
 
 

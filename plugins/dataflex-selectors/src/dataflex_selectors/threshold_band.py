@@ -31,6 +31,8 @@ class ThresholdBandSelector(Selector):
     """
 
     accepts_granularity = ("prompt", "response")
+    #: A band on the scores keeps every row of a group whose rows share a score, or none: filter can admit with it.
+    admits_groups = True
 
     def __init__(
         self,

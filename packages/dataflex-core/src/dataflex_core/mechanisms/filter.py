@@ -45,7 +45,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import numpy as np
 import torch
 
-from ..contracts import check_selection
+from ..contracts import check_selection, group_admission
 from ..errors import ConfigError, IncompatibleComponentError, InvalidOutputError
 from ..groups import group_index, segment_count
 from ..ledger import LEDGER_KEY, PromptIds, PromptLedger
@@ -470,16 +470,14 @@ class Filter(Mechanism):
         keep, _ = step.on_invalid.attempt(lambda: self._kept(step, sub, step_id), step=step_id, instead=self.fallback)
         if keep is None:
             return has_valid, rollouts, tokens
-        valid_rows = segment_count(index, groups, valid)
-        kept_rows = segment_count(index, groups, keep & valid)
-        partial = (kept_rows > 0) & (kept_rows < valid_rows)
+        admitted, partial = group_admission(keep, index, groups, valid)
         if bool(partial.any()):
             raise InvalidOutputError(
                 f"{component_label(step.pipeline, 'actuator')} kept part of {int(partial.sum())} group(s) at step "
                 f"{step_id}; mechanism filter admits or evicts whole groups: use a group scorer (granularity "
                 "prompt, e.g. group_reward_variance) with a band selector (threshold_band)"
             )
-        return (kept_rows == valid_rows) & has_valid, rollouts, tokens
+        return admitted, rollouts, tokens
 
     def _kept(self, step: DataFlexStep, batch: Any, step_id: int) -> torch.Tensor:
         scores = checked_scores(step.calls, batch, step_id, step.mounted.ctx)
