@@ -140,31 +140,25 @@ class DataFlexSession:
         extra_keys: Iterable[str] = (),
     ) -> MountedStep:
         """Build the block and check it against ``host`` (see :func:`~dataflex_core.step.mount_step`)."""
-        mounted = mount_step(
-            self.block,
-            host,
-            loss_unit=loss_unit,
-            ctx=ctx,
-            adv_estimator=adv_estimator,
-            is_group_estimator=is_group_estimator,
-            extra_keys=extra_keys,
-        )
+
+        def mount_block(block: Mapping[str, Any]) -> MountedStep:
+            return mount_step(
+                block,
+                host,
+                loss_unit=loss_unit,
+                ctx=ctx,
+                adv_estimator=adv_estimator,
+                is_group_estimator=is_group_estimator,
+                extra_keys=extra_keys,
+            )
+
+        mounted = mount_block(self.block)
         self._step = DataFlexStep(mounted)
         mechanism = mounted.mechanism
         if isinstance(mechanism, Filter) and mechanism.settings.draw is not None:
             # filter.draw: the mix or curriculum that draws the prompts, mounted against the same host
             inherited = {key: value for key, value in dataflex_block(self.block).items() if key in DRAW_INHERITS}
-            draw = DataFlexStep(
-                mount_step(
-                    {**inherited, **mechanism.settings.draw},
-                    host,
-                    loss_unit=loss_unit,
-                    ctx=ctx,
-                    adv_estimator=adv_estimator,
-                    is_group_estimator=is_group_estimator,
-                    extra_keys=extra_keys,
-                )  # fmt: skip
-            )
+            draw = DataFlexStep(mount_block({**inherited, **mechanism.settings.draw}))
             mechanism.draw = draw
             mounted.fields = list(dict.fromkeys([*mounted.fields, *draw.mounted.fields]))
         pipeline = mounted.pipeline

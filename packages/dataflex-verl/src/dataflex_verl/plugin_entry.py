@@ -122,19 +122,24 @@ def check_trainer_line(config: Any) -> None:
     trainer_line(config)
 
 
-def guard_validate_config(module: Any) -> None:
-    """Wrap ``module.validate_config`` so that it first runs :func:`check_trainer_line` (once per module)."""
-    original = module.validate_config
+def _check_first(module: Any, name: str) -> None:
+    """Wrap ``module.<name>(config, ...)`` so that it first runs :func:`check_trainer_line` (once per module)."""
+    original = getattr(module, name)
     if getattr(original, "dataflex_guarded", False):
         return
 
     @functools.wraps(original)
-    def validate_config(config: Any, *args: Any, **kwargs: Any) -> Any:
+    def guarded(config: Any, *args: Any, **kwargs: Any) -> Any:
         check_trainer_line(config)
         return original(config, *args, **kwargs)
 
-    validate_config.dataflex_guarded = True  # type: ignore[attr-defined]
-    module.validate_config = validate_config
+    guarded.dataflex_guarded = True  # type: ignore[attr-defined]
+    setattr(module, name, guarded)
+
+
+def guard_validate_config(module: Any) -> None:
+    """Check the trainer line in ``module.validate_config``, which verl's main entry points call before Ray."""
+    _check_first(module, "validate_config")
 
 
 def _guard_config_module(module: Any) -> None:
@@ -159,18 +164,8 @@ def _install_seam(module: Any) -> None:
 
 
 def guard_run_ppo(module: Any) -> None:
-    """Wrap ``module.run_ppo`` so that the separated entry points' configs are checked before Ray starts (once)."""
-    original = module.run_ppo
-    if getattr(original, "dataflex_guarded", False):
-        return
-
-    @functools.wraps(original)
-    def run_ppo(config: Any, *args: Any, **kwargs: Any) -> Any:
-        check_trainer_line(config)
-        return original(config, *args, **kwargs)
-
-    run_ppo.dataflex_guarded = True  # type: ignore[attr-defined]
-    module.run_ppo = run_ppo
+    """Check the trainer line in ``module.run_ppo``: the separated entry points skip validate_config (before Ray)."""
+    _check_first(module, "run_ppo")
 
 
 def _guard_entry_module(module: Any) -> None:
