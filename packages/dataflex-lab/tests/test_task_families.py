@@ -111,10 +111,3 @@ def test_the_demos_take_task_and_task_params():
     with pytest.raises(ValueError, match="difficulty"):
         demo_report.demo_options(parser.parse_args(["--task", "repeat", "--task-params", '{"difficulty": [5, 1]}']))
     assert demo_report.DemoOptions(task="mixed").task_family is None
-
-
-def test_verls_demo_refuses_a_task_family_with_the_command_that_runs_it():
-    from dataflex_lab.verl.training_demo import DemoSettings, run_training_demo
-
-    with pytest.raises(ValueError, match="nox -s demo-trl -- --task count"):
-        run_training_demo(DemoSettings(task="count"))

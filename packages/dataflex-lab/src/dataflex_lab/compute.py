@@ -9,7 +9,8 @@ counter the host already logged is kept as it is.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from dataflex_core.compute import COMPUTE_PREFIX as PREFIX
 from dataflex_core.compute import COUNTERS, TOTAL_SUFFIX
@@ -50,3 +51,24 @@ class ComputeTotals:
             out[PREFIX + name] = value
             out[total(name)] = self.totals[name]
         return out
+
+
+def run_compute(steps: Sequence[Mapping[str, Any]], groups_per_step: int) -> dict[str, float] | None:
+    """Where one run's rollouts went, from its last logged totals; ``None`` when it logged no counters.
+
+    ``rollouts_per_trained_group``: rollouts generated over the groups trained (``groups_per_step`` per training
+    step: the batch's prompts, each a GRPO group; a filter refills to them, an allocator varies their sizes);
+    ``wasted_fraction``: generated rollouts trained with zero advantage (groups whose rewards all agree);
+    ``filtered_fraction``: generated rollouts the mechanism took out before the loss.
+    """
+    generated = total("rollouts_generated")
+    logged = [record["metrics"] for record in steps if generated in record["metrics"]]
+    if not logged or not logged[-1][generated]:
+        return None
+    last = logged[-1]
+    return {
+        "rollouts_generated": last[generated],
+        "rollouts_per_trained_group": last[generated] / (groups_per_step * len(logged)),
+        "wasted_fraction": last.get(total("rollouts_wasted"), 0.0) / last[generated],
+        "filtered_fraction": last.get(total("rollouts_filtered"), 0.0) / last[generated],
+    }

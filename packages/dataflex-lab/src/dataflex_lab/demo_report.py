@@ -61,6 +61,9 @@ DEFAULT_PAIRS: dict[str, tuple[str, dict[str, Any], str, dict[str, Any]]] = {
 }
 #: The curriculum demo's task and its number of train prompts (few enough that each recurs within a run).
 CURRICULUM_TASK, CURRICULUM_TRAIN_ROWS = "mixed", 48
+#: Completions per prompt on a task family, in both demos: with a binary reward, 8 samples make a group
+#: informative often enough.
+FAMILY_SAMPLES = 8
 
 
 @dataclass
@@ -305,6 +308,10 @@ def progress_line(arm: str, seed: int, steps: int, record: dict[str, Any], names
         f"[{arm:<13} seed {seed}] step {record['step']:>3}/{steps}  reward {fmt(m.get(names.reward))}  "
         f"step {fmt(m.get(names.step_time), 2)}s"
     )
+    from .compute import PREFIX
+
+    if PREFIX + "rollouts_generated" in m:
+        line += f"  rollouts {m[PREFIX + 'rollouts_generated']:.0f} (wasted {m.get(PREFIX + 'rollouts_wasted', 0):.0f})"
     if "dataflex/weight/mean" in m:
         unit = "sequence" if m.get("dataflex/weight/unit_is_sequence") else "token"
         line += (
@@ -388,6 +395,32 @@ def summary_table(summaries: dict[str, dict[str, Any]], window: int) -> str:
             f"| {arm} | {fmt(s['reward_first'])} | {fmt(s['reward_last'])} | {fmt(s['step_s_median'], 2)} s | "
             f"{fmt(s['weight_mean'])} | {fmt(s['weight_std'])} | {pct('ess_fraction')} | "
             f"{pct('zero_weight_fraction')} | {hook} |"
+        )
+    return "\n".join(lines)
+
+
+def compute_summary(document: dict[str, Any], arm: str, groups_per_step: int) -> dict[str, float]:
+    """:func:`dataflex_lab.compute.run_compute` of ``arm``'s runs, averaged over its seeds (empty without counters)."""
+    from .compute import run_compute
+
+    found = [run_compute(r["steps"], groups_per_step) for r in document["runs"] if r["arm"] == arm]
+    found = [f for f in found if f is not None]
+    return {key: statistics.fmean(f[key] for f in found) for key in found[0]} if found else {}
+
+
+def compute_table(summaries: dict[str, dict[str, Any]]) -> str:
+    """A Markdown table of where each arm's rollouts went (the ``dataflex/compute/*`` totals, means over seeds)."""
+    lines = [
+        "| arm | rollouts generated | per trained group | wasted (zero advantage) | filtered |",
+        "|" + " --- |" * 5,
+    ]
+    for arm, s in summaries.items():
+        if "rollouts_per_trained_group" not in s:
+            lines.append(f"| {arm} | - | - | - | - |")
+            continue
+        lines.append(
+            f"| {arm} | {s['rollouts_generated']:.0f} | {s['rollouts_per_trained_group']:.2f} | "
+            f"{s['wasted_fraction']:.0%} | {s['filtered_fraction']:.0%} |"
         )
     return "\n".join(lines)
 
@@ -551,11 +584,14 @@ def finish(
     plot_path: Path,
     say: Any,
     rollouts_per_step: int | None = None,
+    groups_per_step: int | None = None,
 ) -> dict[str, Any]:
     """The end of a demo: the summary table (and, over several seeds, the comparison), ``--json``, the plot.
 
     With ``rollouts_per_step``, also the steps and rollouts each arm needed to reach 3/4 of the baseline's
-    improvement of the reward (:func:`reach_table`). Adds the per-arm ``summary`` to ``document`` and returns it.
+    improvement of the reward (:func:`reach_table`). With ``groups_per_step`` (the groups a step trains), also
+    where each arm's rollouts went (:func:`compute_table`). Adds the per-arm ``summary`` to ``document`` and
+    returns it.
     """
     arms = list(dict.fromkeys(run["arm"] for run in document["runs"]))
     steps = max((len(run["steps"]) for run in document["runs"]), default=0)
@@ -565,6 +601,11 @@ def finish(
     }
     document["summary"] = summaries
     say("\n" + summary_table(summaries, window))
+    if groups_per_step is not None:
+        for arm in arms:
+            summaries[arm].update(compute_summary(document, arm, groups_per_step))
+        if any("rollouts_per_trained_group" in s for s in summaries.values()):
+            say("\n" + compute_table(summaries))
     note = short_run_note(steps)
     if note:
         say(note)

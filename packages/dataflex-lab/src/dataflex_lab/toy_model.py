@@ -31,6 +31,12 @@ class TinyModelSpec:
     initializer_range: float = 0.02
 
 
+#: The task families' model (:mod:`dataflex_lab.task_families`; the TRL demo's and the evidence campaign's): twice
+#: the width, and initial weights large enough that a random model already repeats the prompt's last token
+#: sometimes (a first reward on the copy task within reach).
+FAMILY_MODEL = TinyModelSpec(hidden_size=64, intermediate_size=128, max_position_embeddings=32, initializer_range=0.1)
+
+
 def char_tokenizer(
     alphabet: str,
     *,

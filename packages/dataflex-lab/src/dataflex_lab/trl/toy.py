@@ -21,8 +21,8 @@ PAD, EOS = "<pad>", "<eos>"
 
 #: The TRL demo's model: ~70k parameters; a step of 32 completions in about a second.
 TRL_MODEL = TinyModelSpec(hidden_size=64, intermediate_size=128, max_position_embeddings=32)
-#: The task families' model (the evidence campaign's): the same size.
-FAMILY_MODEL = TinyModelSpec(hidden_size=64, intermediate_size=128, max_position_embeddings=32, initializer_range=0.1)
+#: The task families' model (the evidence campaign's): the same size (:data:`dataflex_lab.toy_model.FAMILY_MODEL`).
+FAMILY_MODEL = toy_model.FAMILY_MODEL
 
 
 def char_tokenizer():

@@ -35,8 +35,8 @@ ARMS = ("baseline", "dataflex")
 METRICS = demo_report.HostMetrics(reward="reward", step_time="step_time")
 #: Prompts per step and completions per prompt (a generation batch of 32 completions).
 PROMPTS_PER_STEP, GENERATIONS = 8, 4
-#: Completions per prompt on a task family: with a binary reward, 8 samples make a group informative often enough.
-FAMILY_GENERATIONS = 8
+#: Completions per prompt on a task family (both demos').
+FAMILY_GENERATIONS = demo_report.FAMILY_SAMPLES
 #: TRL's name for the evaluation reward (on echo prompts, ``GENERATIONS`` completions each).
 EVAL_REWARD = "eval_reward"
 
@@ -255,6 +255,7 @@ def run_training_demo(settings: DemoSettings, out: TextIO = sys.stdout) -> dict[
         plot_path=Path(settings.plot_path or settings.workdir / "demo.png"),
         say=say,
         rollouts_per_step=PROMPTS_PER_STEP * generations if validated else None,
+        groups_per_step=PROMPTS_PER_STEP,
     )
     say(f"\n{demo_report.TOY_RUN_NOTE}\nwall time {time.perf_counter() - started:.0f} s")
     return document

@@ -15,14 +15,20 @@ which does not know this vocabulary.
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
-from ...toy_model import TinyModelSpec, char_tokenizer, tiny_qwen2
+from ... import task_families
+from ...toy_model import FAMILY_MODEL, TinyModelSpec, char_tokenizer, tiny_qwen2
 
 #: Characters the tokenizer knows, one token each (``"\n"`` must be one token for verl's Qwen handling).
 ALPHABET = "abcdefgh :\n"
 #: Special tokens: padding, ChatML's turn markers (``<|im_end|>`` ends a response).
 PAD, IM_START, IM_END = "<|endoftext|>", "<|im_start|>", "<|im_end|>"
+#: Tokens the chat template adds around a prompt's text (``<|im_start|>user\n`` ... ``<|im_start|>assistant\n``).
+CHAT_TOKENS = 8
+#: The task families' model: the TRL demo's, with room for the chat template's tokens.
+FAMILY_SPEC = replace(FAMILY_MODEL, max_position_embeddings=64)
 #: Role names rendered by the chat template, one token each.
 ROLES = ("system", "user", "assistant")
 #: ChatML without a system prompt: ``<|im_start|>user\n{content}<|im_end|>\n<|im_start|>assistant\n``.
@@ -34,15 +40,21 @@ CHAT_TEMPLATE = (
 )
 
 
+def family_alphabet(task: task_families.TaskFamily) -> str:
+    """The characters of a task family's prompts and answers, the constant prompts' marks, and ``"\n"``."""
+    return task.alphabet + task_families.SOLVED_MARK + task_families.UNSOLVABLE_MARK + "\n"
+
+
 def vocabulary() -> dict[str, int]:
     """Token -> id of :func:`build_tokenizer`'s tokenizer."""
     return dict(build_tokenizer().get_vocab())
 
 
-def build_tokenizer(folder: str | Path | None = None):
-    """The character tokenizer with ChatML's markers, the role names and the template; written to ``folder`` if given."""
+def build_tokenizer(folder: str | Path | None = None, alphabet: str = ALPHABET):
+    """The character tokenizer of ``alphabet`` (the echo task's by default) with ChatML's markers, the role names
+    and the template; written to ``folder`` if given."""
     tokenizer = char_tokenizer(
-        ALPHABET, pad=PAD, eos=IM_END, specials=[IM_START], words=ROLES, chat_template=CHAT_TEMPLATE
+        alphabet, pad=PAD, eos=IM_END, specials=[IM_START], words=ROLES, chat_template=CHAT_TEMPLATE
     )
     if folder is not None:
         folder = Path(folder)
@@ -51,11 +63,11 @@ def build_tokenizer(folder: str | Path | None = None):
     return tokenizer
 
 
-def build_model(folder: str | Path, seed: int, spec: TinyModelSpec = TinyModelSpec()) -> Path:
-    """Write a randomly initialised Qwen2 (seeded) for this vocabulary to ``folder``; return the folder."""
+def build_model(folder: str | Path, seed: int, spec: TinyModelSpec = TinyModelSpec(), alphabet: str = ALPHABET) -> Path:
+    """Write a randomly initialised Qwen2 (seeded) for ``alphabet``'s vocabulary to ``folder``; return the folder."""
     from transformers import GenerationConfig
 
-    tokenizer = build_tokenizer()
+    tokenizer = build_tokenizer(alphabet=alphabet)
     model = tiny_qwen2(tokenizer, seed, spec, bos=IM_START)
     folder = Path(folder)
     model.save_pretrained(folder)
@@ -63,11 +75,13 @@ def build_model(folder: str | Path, seed: int, spec: TinyModelSpec = TinyModelSp
     return folder
 
 
-def build_model_and_tokenizer(root: str | Path, seed: int, spec: TinyModelSpec = TinyModelSpec()) -> tuple[Path, Path]:
+def build_model_and_tokenizer(
+    root: str | Path, seed: int, spec: TinyModelSpec = TinyModelSpec(), alphabet: str = ALPHABET
+) -> tuple[Path, Path]:
     """``(model folder, tokenizer folder)`` under ``root``; the tokenizer in a folder of its own (see module doc)."""
     root = Path(root)
     model_dir, tokenizer_dir = root / "model", root / "tokenizer"
-    build_tokenizer(tokenizer_dir)
-    build_model(model_dir, seed, spec)
+    build_tokenizer(tokenizer_dir, alphabet)
+    build_model(model_dir, seed, spec, alphabet)
     (root / "spec.json").write_text(json.dumps({"seed": seed, **spec.__dict__}, indent=2))
     return model_dir, tokenizer_dir

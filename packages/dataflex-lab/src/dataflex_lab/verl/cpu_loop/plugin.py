@@ -29,3 +29,5 @@ verl_internals.register_rollout_adapter(ROLLOUT_NAME)
 verl_internals.use_plain_gloo_process_group()
 if os.environ.get(verl_internals.LOSS_PROBE_ENV):
     verl_internals.install_loss_probe(os.environ[verl_internals.LOSS_PROBE_ENV])
+if os.environ.get(verl_internals.COMPUTE_COUNTERS_ENV):
+    verl_internals.install_compute_counters()

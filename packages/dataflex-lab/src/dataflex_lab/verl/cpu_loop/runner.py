@@ -23,8 +23,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ... import task_families
 from . import task as task_module
 from . import verl_internals
+from .model import CHAT_TOKENS, FAMILY_SPEC, build_model_and_tokenizer, family_alphabet
 from .names import AGENT_LOOP_NAME, ROLLOUT_NAME, WEIGHT_SYNC_BACKEND
 
 #: The module every verl process imports (``VERL_USE_EXTERNAL_MODULES``).
@@ -59,36 +61,57 @@ class Workspace:
     train_files: Path
     val_files: Path
     agent_loop_config: Path
+    #: ``data.max_prompt_length`` and ``data.max_response_length``: what the dataset's prompts and answers need.
+    max_prompt_length: int = 16
+    max_response_length: int = task_module.SCORED_CHARS + 4
 
 
 def prepare_workspace(
-    root: str | Path, *, model_seed: int = 0, data_seed: int = 0, task: str = "echo", train_rows: int = 256
+    root: str | Path,
+    *,
+    model_seed: int = 0,
+    data_seed: int = 0,
+    task: str = "echo",
+    train_rows: int = 256,
+    task_params: dict[str, Any] | None = None,
 ) -> Workspace:
     """Write everything a run needs under ``root`` (reused when already there for the same settings).
 
-    :param task: ``echo`` (the plain toy task) or ``mixed`` (echo prompts with solved and unsolvable ones,
-        for ``mechanism: curriculum``; :mod:`.task`).
-    :param train_rows: prompts in the train set.
+    :param task: ``echo`` (the plain toy task), ``mixed`` (echo prompts with solved and unsolvable ones,
+        for ``mechanism: curriculum``; :mod:`.task`) or a task family (:mod:`dataflex_lab.task_families`: its
+        train prompts, its held-out split as the validation set, the family model and alphabet).
+    :param train_rows: prompts in the train set (a task family's come from ``task_params``).
+    :param task_params: a task family's ``--task-params``.
     """
-    from .model import build_model_and_tokenizer
-
     root = Path(root).resolve()
     marker = root / "workspace.json"
-    wanted = {"model_seed": model_seed, "data_seed": data_seed, "format": 1}
+    wanted: dict[str, Any] = {"model_seed": model_seed, "data_seed": data_seed, "format": 1}
     if (task, train_rows) != ("echo", 256):  # the plain workspace's marker stays as it was
         wanted.update(task=task, train_rows=train_rows)
+    family = task_families.FAMILIES.get(task)
+    if family is not None:
+        wanted.update(task_params=task_params or {})
     model_dir, tokenizer_dir = root / "model", root / "tokenizer"
     train, val = root / "data" / "train.parquet", root / "data" / "val.parquet"
     agent_loops = root / "agent_loops.yaml"
+    splits = None if family is None else family.build(task_families.structure_from(task_params, family), data_seed)
     if not (marker.exists() and json.loads(marker.read_text()) == wanted):
         root.mkdir(parents=True, exist_ok=True)
-        build_model_and_tokenizer(root, model_seed)
-        task_module.write_dataset(root / "data", seed=data_seed, task=task, train_rows=train_rows)
+        if splits is None:
+            build_model_and_tokenizer(root, model_seed)
+            task_module.write_dataset(root / "data", seed=data_seed, task=task, train_rows=train_rows)
+        else:
+            build_model_and_tokenizer(root, model_seed, FAMILY_SPEC, family_alphabet(family))
+            task_module.write_family_dataset(root / "data", splits)
         agent_loops.write_text(
             f"- name: {AGENT_LOOP_NAME}\n  _target_: dataflex_lab.verl.cpu_loop.agent_loop.KeyedSingleTurnAgentLoop\n"
         )
         marker.write_text(json.dumps(wanted))
-    return Workspace(root, model_dir, tokenizer_dir, train, val, agent_loops)
+    workspace = Workspace(root, model_dir, tokenizer_dir, train, val, agent_loops)
+    if splits is not None:
+        workspace.max_prompt_length = CHAT_TOKENS + max(len(p.text) for p in splits.train + splits.held_out)
+        workspace.max_response_length = family.response_length(splits.structure)
+    return workspace
 
 
 @dataclass
@@ -124,6 +147,9 @@ class RunSpec:
     #: verl's entry point (:data:`ENTRY_POINTS`): ``main_ppo`` (V1 or legacy by ``use_v1``), or ``one_step_off``
     #: (``OneStepOffRayTrainer``, a legacy-line trainer: needs ``use_v1=False``).
     entry_point: str = "main_ppo"
+    #: Log the ``dataflex/compute/*`` counters from verl's batch on a run without DataFlex (the demo's baseline
+    #: arm; :func:`~dataflex_lab.verl.cpu_loop.verl_internals.install_compute_counters`).
+    compute_counters: bool = False
 
 
 def hydra_value(value: Any) -> str:
@@ -167,8 +193,8 @@ def overrides(spec: RunSpec, workspace: Workspace) -> list[str]:
         f"data.train_files={workspace.train_files}",
         f"data.val_files={workspace.val_files}",
         f"data.train_batch_size={bs}",
-        "data.max_prompt_length=16",
-        f"data.max_response_length={task_module.SCORED_CHARS + 4}",
+        f"data.max_prompt_length={workspace.max_prompt_length}",
+        f"data.max_response_length={workspace.max_response_length}",
         "data.dataloader_num_workers=0",
         f"data.seed={spec.seed}",
         f"actor_rollout_ref.model.path={workspace.model}",
@@ -259,11 +285,21 @@ def harness_env(modules: Sequence[str] = ()) -> dict[str, str]:
     }
 
 
-def run_env(metrics_file: str | Path, loss_probe_dir: str | Path | None = None) -> dict[str, str]:
-    """Environment of one run: where verl's file logger writes and, for tests, where the loss probe records."""
+def run_env(
+    metrics_file: str | Path, loss_probe_dir: str | Path | None = None, spec: RunSpec | None = None
+) -> dict[str, str]:
+    """Environment of one run: where verl's file logger writes, for tests where the loss probe records, and
+    whether the harness counts the compute of a run without DataFlex (``spec.compute_counters``)."""
     env = {"VERL_FILE_LOGGER_PATH": str(Path(metrics_file).resolve())}
     if loss_probe_dir is not None:
         env[verl_internals.LOSS_PROBE_ENV] = str(Path(loss_probe_dir).resolve())
+    if spec is not None and spec.compute_counters:
+        if spec.dataflex is not None:
+            raise ValueError(
+                "RunSpec.compute_counters is for runs without DataFlex: a dataflex: block logs its own "
+                "dataflex/compute/* counters, which the harness's would overwrite; leave it False there"
+            )
+        env[verl_internals.COMPUTE_COUNTERS_ENV] = "1"
     return env
 
 
@@ -298,7 +334,7 @@ def run_entry_point(
     metrics_file = Path(metrics_file)
     metrics_file.parent.mkdir(parents=True, exist_ok=True)
     metrics_file.unlink(missing_ok=True)
-    env = {**os.environ, **harness_env(), **run_env(metrics_file), **(extra_env or {})}
+    env = {**os.environ, **harness_env(), **run_env(metrics_file, spec=spec), **(extra_env or {})}
     log_path = Path(log_file) if log_file is not None else metrics_file.with_suffix(".log")
     log_path.parent.mkdir(parents=True, exist_ok=True)
     # hydra would otherwise write its run folder under the caller's working directory
@@ -413,7 +449,7 @@ def run_in_process(
         config.actor_rollout_ref.rollout.nnodes = config.rollout.nnodes
         config.actor_rollout_ref.rollout.n_gpus_per_node = config.rollout.n_gpus_per_node
     validate_config(config=config, use_reference_policy=need_reference_policy(config), use_critic=need_critic(config))
-    env = {**run_env(metrics_file, loss_probe_dir), **(extra_env or {})}
+    env = {**run_env(metrics_file, loss_probe_dir, spec), **(extra_env or {})}
     runner_class = one_step_off_task_runner() if spec.entry_point == "one_step_off" else task_runner_class(spec.use_v1)
     task_runner = runner_class.options(runtime_env={"env_vars": env}).remote()
     try:

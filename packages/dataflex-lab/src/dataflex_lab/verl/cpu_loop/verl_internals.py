@@ -14,7 +14,12 @@ uses verl's public seams (``PlatformRegistry.register``,
   ``gloo`` its default;
 - for the end-to-end tests only, ``verl.workers.utils.losses.ppo_loss`` is
   wrapped to record the ``rollout_is_weights`` the actor's loss receives
-  (:data:`LOSS_PROBE_ENV`).
+  (:data:`LOSS_PROBE_ENV`);
+- on a run without DataFlex (the demo's baseline arm), verl's
+  ``metric_utils.compute_data_metrics``, which every trainer line calls on the
+  step's batch by a name it imported, is wrapped to add the
+  ``dataflex/compute/*`` counters DataFlex's trainers log
+  (:data:`COMPUTE_COUNTERS_ENV`), so every arm can be compared at equal compute.
 
 :func:`problems` lists what no longer holds in the installed verl; a test runs
 it, so a verl release that moves any of these fails loudly there.
@@ -33,6 +38,15 @@ from typing import Any
 CHECKED_VERL = ">=0.9.1,<0.10"
 #: Set to a folder to record, in every actor process, what each ``ppo_loss`` call received.
 LOSS_PROBE_ENV = "DATAFLEX_CPU_LOSS_PROBE_DIR"
+#: Set (to ``1``) on a run without DataFlex to log the ``dataflex/compute/*`` counters from verl's own batch.
+COMPUTE_COUNTERS_ENV = "DATAFLEX_CPU_COMPUTE_COUNTERS"
+#: The modules that call ``compute_data_metrics`` by the name they imported: V1's trainers, the legacy line's,
+#: and the separated trainers' (one-step-off).
+DATA_METRICS_CALLERS = (
+    "verl.trainer.ppo.v1.trainer_base",
+    "verl.trainer.ppo.ray_trainer",
+    "verl.experimental.separation.ray_trainer",
+)
 
 ADAPTER_CLASS = "dataflex_lab.verl.cpu_loop.rollout.CpuServerAdapter"
 
@@ -105,6 +119,41 @@ def install_loss_probe(folder: str) -> None:
     losses.ppo_loss = probed
 
 
+def install_compute_counters() -> None:
+    """Wrap verl's ``compute_data_metrics`` so each step's metrics carry the ``dataflex/compute/*`` counters.
+
+    The counters are :func:`dataflex_core.compute.compute_counters` of the batch verl computes its data metrics
+    on (V1 drops its padding rows first): the same function DataFlex's trainers count with, so a plain arm's
+    rollouts, tokens and wasted (zero-advantage) rows mean what a DataFlex arm's do. The totals live in the
+    trainer's process, one run per process; a resumed run would restart them. Only for runs without DataFlex:
+    a DataFlex trainer logs its own counters earlier in the step, which these would overwrite.
+    """
+    import sys
+
+    from verl.trainer.ppo import metric_utils
+
+    from dataflex_core.compute import ComputeTotals, compute_counters
+
+    original = metric_utils.compute_data_metrics
+    if getattr(original, "_dataflex_counters", False):
+        return
+    totals = ComputeTotals()
+
+    @functools.wraps(original)
+    def counted(batch: Any, *args: Any, **kwargs: Any) -> Any:
+        out = original(batch, *args, **kwargs)
+        data = batch.batch
+        out.update(compute_counters(data["response_mask"], data["advantages"], totals=totals))
+        return out
+
+    counted._dataflex_counters = True  # type: ignore[attr-defined]
+    metric_utils.compute_data_metrics = counted
+    for name in DATA_METRICS_CALLERS:  # a caller imported before this ran keeps the old binding
+        module = sys.modules.get(name)
+        if module is not None and getattr(module, "compute_data_metrics", None) is original:
+            module.compute_data_metrics = counted
+
+
 def problems() -> list[str]:
     """What this module relies on that the installed verl no longer provides (empty when all holds)."""
     found: list[str] = []
@@ -143,4 +192,16 @@ def problems() -> list[str]:
             found.append("verl.workers.utils.losses.ppo_loss(config, model_output, data, ...) changed its signature")
     except Exception as exc:  # noqa: BLE001
         found.append(f"verl.workers.utils.losses: {exc!r}")
+    try:
+        import importlib
+
+        from verl.trainer.ppo import metric_utils
+
+        if list(inspect.signature(metric_utils.compute_data_metrics).parameters)[:1] != ["batch"]:
+            found.append("verl.trainer.ppo.metric_utils.compute_data_metrics(batch, ...) changed its signature")
+        for name in DATA_METRICS_CALLERS:
+            if "compute_data_metrics" not in vars(importlib.import_module(name)):
+                found.append(f"{name} no longer imports compute_data_metrics by name (the plain arms' counters)")
+    except Exception as exc:  # noqa: BLE001
+        found.append(f"verl.trainer.ppo.metric_utils: {exc!r}")
     return found
