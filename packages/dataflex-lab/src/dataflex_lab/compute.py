@@ -58,17 +58,19 @@ def run_compute(steps: Sequence[Mapping[str, Any]], groups_per_step: int) -> dic
 
     ``rollouts_per_trained_group``: rollouts generated over the groups trained (``groups_per_step`` per training
     step: the batch's prompts, each a GRPO group; a filter refills to them, an allocator varies their sizes);
-    ``wasted_fraction``: generated rollouts trained with zero advantage (groups whose rewards all agree);
-    ``filtered_fraction``: generated rollouts the mechanism took out before the loss.
+    ``wasted_fraction``: trained rollouts whose advantage is zero (groups whose rewards all agree: what filtering
+    could save, ``docs/rollout-budget.md``); ``filtered_fraction``: generated rollouts the mechanism took out
+    before the loss.
     """
     generated = total("rollouts_generated")
     logged = [record["metrics"] for record in steps if generated in record["metrics"]]
     if not logged or not logged[-1][generated]:
         return None
     last = logged[-1]
+    trained = last.get(total("rollouts_trained"), 0.0)
     return {
         "rollouts_generated": last[generated],
         "rollouts_per_trained_group": last[generated] / (groups_per_step * len(logged)),
-        "wasted_fraction": last.get(total("rollouts_wasted"), 0.0) / last[generated],
+        "wasted_fraction": last.get(total("rollouts_wasted"), 0.0) / trained if trained else 0.0,
         "filtered_fraction": last.get(total("rollouts_filtered"), 0.0) / last[generated],
     }

@@ -308,10 +308,6 @@ def progress_line(arm: str, seed: int, steps: int, record: dict[str, Any], names
         f"[{arm:<13} seed {seed}] step {record['step']:>3}/{steps}  reward {fmt(m.get(names.reward))}  "
         f"step {fmt(m.get(names.step_time), 2)}s"
     )
-    from .compute import PREFIX
-
-    if PREFIX + "rollouts_generated" in m:
-        line += f"  rollouts {m[PREFIX + 'rollouts_generated']:.0f} (wasted {m.get(PREFIX + 'rollouts_wasted', 0):.0f})"
     if "dataflex/weight/mean" in m:
         unit = "sequence" if m.get("dataflex/weight/unit_is_sequence") else "token"
         line += (
@@ -411,7 +407,7 @@ def compute_summary(document: dict[str, Any], arm: str, groups_per_step: int) ->
 def compute_table(summaries: dict[str, dict[str, Any]]) -> str:
     """A Markdown table of where each arm's rollouts went (the ``dataflex/compute/*`` totals, means over seeds)."""
     lines = [
-        "| arm | rollouts generated | per trained group | wasted (zero advantage) | filtered |",
+        "| arm | rollouts generated | per trained group | wasted (zero advantage, of trained) | filtered |",
         "|" + " --- |" * 5,
     ]
     for arm, s in summaries.items():

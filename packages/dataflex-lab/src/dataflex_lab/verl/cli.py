@@ -49,8 +49,9 @@ def add_demo(subparsers: argparse._SubParsersAction, name: str = "demo") -> argp
         help="train with verl's own GRPO fit loop on the CPU (tiny model, toy task): sync against dataflex_sync",
         description=(
             "Train both arms (verl's sync trainer and dataflex_sync) with verl's own entry point on the CPU: a tiny "
-            "random Qwen2 learning a toy echo task. Prints one line per step, a summary table, and writes a plot; "
-            "a toy run shows the mechanics and a direction, not a benchmark result."
+            "random Qwen2 learning a toy echo task, or a task family (--task repeat|count) validated on its held-out "
+            "split by verl's own validation. Prints one line per step, a summary table, where each arm's rollouts "
+            "went, and writes a plot; a toy run shows the mechanics and a direction, not a benchmark result."
         ),
     )
     add_demo_arguments(demo, workdir="dataflex_demo")
