@@ -590,7 +590,8 @@ def finish(
     returns it.
     """
     arms = list(dict.fromkeys(run["arm"] for run in document["runs"]))
-    steps = max((len(run["steps"]) for run in document["runs"]), default=0)
+    # training steps: an evaluation before the first (step 0) is not one
+    steps = max((sum(1 for r in run["steps"] if r["step"] > 0) for run in document["runs"]), default=0)
     window = max(1, min(5, steps // 3))
     summaries = {
         arm: summarize_arm([r["steps"] for r in document["runs"] if r["arm"] == arm], window, names) for arm in arms

@@ -2,7 +2,7 @@
 
 Runs the console command as a user does (each arm is a ``python -m
 verl.trainer.main_ppo`` process with its own Ray), with a pair other than the
-default, its params and ``--json``, for two steps.
+default, its params and ``--json``, on a task family, for two steps.
 """
 
 from __future__ import annotations
@@ -27,11 +27,14 @@ def test_a_misspelled_component_stops_the_demo_before_verl_starts(tmp_path):
     assert not (tmp_path / "logs").exists()  # no arm was started
 
 
-def test_the_demo_trains_both_arms_with_any_pair_and_writes_its_outputs(tmp_path):
+def test_the_demo_trains_both_arms_on_a_task_family_with_any_pair_and_writes_its_outputs(tmp_path):
+    """``--task repeat`` with a pair other than the default: verl's own validation of the held-out split (before
+    training and at the last step), the compute counters of both arms, and the JSON ``dataflex compare`` reads."""
     params = {"scorer": {"success_threshold": 0.5}, "actuator": {"low": 0.1, "high": 0.9}}
     out = tmp_path / "out.json"
     result = subprocess.run(
         [*DEMO, "--scorer", "group_solve_rate", "--actuator", "difficulty_band", "--params", json.dumps(params),
+         "--task", "repeat", "--task-params", '{"difficulty": [1, 2], "held_out_prompts": 8}', "--val-every", "2",
          "--steps", "2", "--json", str(out), "--workdir", str(tmp_path / "work")],
         capture_output=True, text=True, timeout=900,
     )  # fmt: skip
@@ -40,15 +43,30 @@ def test_the_demo_trains_both_arms_with_any_pair_and_writes_its_outputs(tmp_path
     assert document["format"] == "dataflex-demo/1" and document["host"] == "verl"
     assert document["settings"]["dataflex"]["scorer"] == {"name": "group_solve_rate", "params": params["scorer"]}
     assert document["settings"]["dataflex"]["actuator"] == {"name": "difficulty_band", "params": params["actuator"]}
+    assert document["settings"]["task"] == "repeat" and document["settings"]["samples_per_prompt"] == 8
     assert set(document["arms"]) == {"sync", "dataflex_sync"}
+    validation = "val-aux/dataflex_repeat/reward/mean@8"
     for arm, steps in document["arms"].items():
-        assert [record["step"] for record in steps] == [1, 2]
-        assert all("critic/score/mean" in record["metrics"] for record in steps)
-        has_weights = all("dataflex/weight/mean" in record["metrics"] for record in steps)
-        assert has_weights == (arm == "dataflex_sync")
-    for record in document["arms"]["dataflex_sync"]:
-        assert record["metrics"]["dataflex/weight/mean"] == pytest.approx(1.0, abs=1e-5)
-    # a line per step per arm, the table, the plot, and what a toy run is
+        by_step = {record["step"]: record["metrics"] for record in steps}
+        assert sorted(by_step) == [0, 1, 2]  # the validation before training, then each step
+        assert validation in by_step[0] and validation in by_step[2] and validation not in by_step[1]
+        for step in (1, 2):
+            metrics = by_step[step]
+            # binary rewards over 8 prompts x 8 responses
+            assert metrics["critic/score/mean"] * 64 == pytest.approx(round(metrics["critic/score/mean"] * 64))
+            assert metrics["dataflex/compute/rollouts_generated_total"] == 64.0 * step
+            assert 0 <= metrics["dataflex/compute/rollouts_wasted"] <= 64
+        assert ("dataflex/weight/mean" in by_step[1]) == (arm == "dataflex_sync")
+    # the same seed gives both arms the same first batch and the same untrained model to validate
+    first = [document["arms"][arm][1]["metrics"] for arm in ("sync", "dataflex_sync")]
+    assert first[0]["critic/score/mean"] == first[1]["critic/score/mean"]
+    assert first[0]["dataflex/compute/rollouts_wasted"] == first[1]["dataflex/compute/rollouts_wasted"]
+    assert (
+        document["arms"]["sync"][0]["metrics"][validation]
+        == document["arms"]["dataflex_sync"][0]["metrics"][validation]
+    )
+    # a line per step per arm, the tables, the plot, and what a toy run is
     assert result.stdout.count("step   2/2") == 2
     assert "| dataflex_sync |" in result.stdout and "not a benchmark result" in result.stdout
+    assert "| sync | 128 | 8.00 |" in result.stdout  # where the baseline's rollouts went
     assert (tmp_path / "work" / "demo.png").stat().st_size > 10_000
