@@ -187,13 +187,41 @@ def test_the_v1_line_still_refuses_a_loss_that_ignores_rollout_is_weights(make_c
         mount(config)
 
 
-def test_filter_is_refused_at_mount_with_the_legacy_lines_own_reason(make_config):
-    """The legacy trainer has no refill rounds yet: filter would shrink the batch, so it never starts."""
+DAPO = {"mechanism": "filter", "scorer": {"name": "group_reward_variance"}, "actuator": {"name": "threshold_band"}}
+
+
+def test_filter_mounts_with_its_refill_sampler_built_before_a_resume_restores_it(make_config):
+    """The legacy trainer refills (generation rounds where fit pulls its prompts: tests/fit/test_fit_filter.py)."""
+    trainer = legacy_trainer(make_config, DAPO)
+    assert trainer.dataflex.host.refill
+    assert "refill" in trainer.dataflex.stateful()  # its position travels with the component state
+
+
+@pytest.mark.parametrize(
+    ("overrides", "block", "reason"),
+    [
+        (["reward.reward_model.enable=true", "reward.reward_model.enable_resource_pool=false"], DAPO,
+         "verl cannot refill: with a colocated reward model"),
+        ([], {**DAPO, "scorer": {"name": "advantage_magnitude"}}, "timing='post_advantage'"),
+        ([], {**DAPO, "scorer": {"name": "group_reward_variance", "params": {"reward_key": "token_level_rewards"}}},
+         "admits each round's groups right after rollout and reward"),
+    ],
+    ids=["colocated-reward-model", "post-advantage-scorer", "field-computed-after-admission"],
+)  # fmt: skip
+def test_filter_on_the_legacy_line_is_refused_where_its_rounds_cannot_admit(make_config, overrides, block, reason):
     from dataflex_core import IncompatibleComponentError
 
-    block = {"mechanism": "filter", "scorer": {"name": "group_reward_variance"}, "actuator": {"name": "threshold_band"}}
-    with pytest.raises(IncompatibleComponentError, match="verl cannot refill: its legacy trainer .RayPPOTrainer."):
-        legacy_trainer(make_config, block)
+    with pytest.raises(IncompatibleComponentError, match=reason):
+        legacy_trainer(make_config, block, overrides)
+
+
+def test_remax_cannot_refill_its_greedy_baselines(make_config):
+    """REMAX's greedy baseline rides in fit's generation request; a group scorer is refused before (no groups)."""
+    from dataflex_verl.mount import REFILL_REASONS, refill_support
+
+    config = make_config(["trainer.use_v1=false", "algorithm.adv_estimator=remax"], dataflex=DAPO)
+    assert refill_support(config, "legacy") == REFILL_REASONS["remax"]
+    assert refill_support(make_config(["trainer.use_v1=false"], dataflex=DAPO), "legacy") == ""
 
 
 def test_allocate_is_refused_at_mount_because_the_legacy_fit_repeats_every_prompt_n_times(make_config):
@@ -319,6 +347,13 @@ def test_the_real_fit_compute_advantage_writes_mean_one_weights_and_the_batchs_s
     assert metrics["dataflex/staleness/steps"] == pytest.approx((len(data) - 1) / len(data))
     assert metrics["dataflex/staleness/max"] == 1.0
     assert metrics["dataflex/staleness/tagged"] == pytest.approx((len(data) - 1) / len(data))
+
+
+def test_one_step_off_refuses_filter_with_its_own_reason():
+    from dataflex_core import IncompatibleComponentError
+
+    with pytest.raises(IncompatibleComponentError, match="verl cannot refill: its one-step-off trainer generates"):
+        one_step_off_trainer(DAPO)
 
 
 def test_one_step_off_refuses_the_v1_line_and_a_v1_trainer_mode():
