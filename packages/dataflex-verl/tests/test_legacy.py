@@ -215,6 +215,35 @@ def test_filter_on_the_legacy_line_is_refused_where_its_rounds_cannot_admit(make
         legacy_trainer(make_config, block, overrides)
 
 
+def test_fits_generate_call_gets_the_prepared_rollouts_under_its_uids_and_refuses_other_rows():
+    """What fit's generate call receives in a filter run: the rounds' rollouts of exactly the rows it asks for."""
+    from tensordict import TensorDict
+    from verl import DataProto
+
+    from dataflex_verl.legacy_rounds import Prepared, RoundsRollout
+
+    class Manager:  # verl's rollout manager, for the calls the rounds did not prepare
+        def generate_sequences(self, prompts):
+            return "generated"
+
+    def prompts(index, uid):
+        rows = {"index": np.array(index, dtype=object), "uid": np.array(uid, dtype=object)}
+        return DataProto(batch=None, non_tensor_batch=rows)
+
+    rollouts = DataProto(
+        batch=TensorDict({"responses": torch.arange(4).view(4, 1)}, batch_size=[4]),
+        non_tensor_batch={"uid": np.array(["r-0", "r-0", "r-1", "r-1"], dtype=object)},
+    )
+    rollout = RoundsRollout(Manager())
+    rollout.prepared = Prepared(rollouts, np.array([7, 7, 3, 3]))
+    out = rollout.generate_sequences(prompts([7, 7, 3, 3], ["a", "a", "b", "b"]))
+    assert out is rollouts and out.non_tensor_batch["uid"].tolist() == ["a", "a", "b", "b"]
+    assert rollout.generate_sequences(prompts([1], ["v"])) == "generated"  # nothing prepared: verl's manager
+    rollout.prepared = Prepared(rollouts, np.array([7, 7, 3, 3]))
+    with pytest.raises(RuntimeError, match="verl's fit asked to generate 4 other rows"):
+        rollout.generate_sequences(prompts([7, 7, 5, 5], ["a", "a", "b", "b"]))
+
+
 def test_remax_cannot_refill_its_greedy_baselines(make_config):
     """REMAX's greedy baseline rides in fit's generation request; a group scorer is refused before (no groups)."""
     from dataflex_verl.mount import REFILL_REASONS, refill_support

@@ -11,7 +11,8 @@ the batch verl returned. Everywhere else it is verl's function.
 
 The trainer side is :class:`DataFlexLegacyMixin`: it mounts the session in the
 constructor (when the config asks for DataFlex on this line), draws prompts
-through the session's train sampler (mix, curriculum), saves and restores
+through the session's train sampler (mix, curriculum), runs ``mechanism: filter``'s
+generation rounds where fit pulls its prompts (:mod:`dataflex_verl.legacy_rounds`), saves and restores
 component state with verl's checkpoints, and hands DataFlex's metrics to
 verl's step metrics with the actor's output. All ``DataProto`` access is
 :mod:`dataflex_verl.dataproto_io`; what both lines share is :mod:`dataflex_verl.adapter`.

@@ -219,8 +219,9 @@ class FilterRounds:
 
 
 def round_uids(prompts: int) -> np.ndarray:
-    """A round's group ids: unique to the round, and sorted in prompt order (the session numbers groups in sorted
-    ``uid`` order), so which admitted groups a step trains, surplus aside, follows the prompt order, not chance."""
+    """A round's group ids: unique to the round and sorted in prompt order. The session numbers groups in sorted
+    ``uid`` order, so when a round admits more groups than the batch still needs, the ones trained are the first in
+    prompt order (deterministic given the seed), not a pick by random ids."""
     tag = uuid.uuid4().hex
     return np.array([f"{tag}-{row:06d}" for row in range(prompts)], dtype=object)
 
