@@ -54,7 +54,7 @@ DEFAULT_PAIRS: dict[str, tuple[str, dict[str, Any], str, dict[str, Any]]] = {
     "select": ("advantage_magnitude", {}, "topk_fraction", {"fraction": 0.5}),
     "mix": ("reward_difficulty", {}, "reward_gap", {}),
     "curriculum": ("solve_rate_ema", {"alpha": 1.0}, "learnability", {}),
-    # DAPO's dynamic sampling: admit groups whose rewards vary (TRL refills; verl refuses it at mount)
+    # DAPO's dynamic sampling: admit groups whose rewards vary (TRL and verl's legacy trainer refill; verl V1 refuses it)
     "filter": ("group_reward_variance", {}, "threshold_band", {"low": 0.0, "high": 1.0e9}),
     # Knapsack RL's per-prompt rollout counts from the ledger's solve rates (verl V1; TRL refuses it at mount)
     "allocate": ("solve_rate_posterior", {}, "knapsack", {}),
