@@ -36,7 +36,7 @@ import numpy as np
 import torch
 
 from dataflex_core import ConfigError
-from dataflex_core.groups import group_index
+from dataflex_core.groups import consecutive_group_rows, group_index
 
 from . import dataproto_io
 from .sampling import data_seed
@@ -167,7 +167,7 @@ class FilterRounds:
         chosen = admission.chosen()  # on_short: raise stops here, before fit generates anything
         picks = [torch.sort(one.prompt_of_group[keep]).values for one, keep in zip(done, chosen)]
         n = int(trainer.config.actor_rollout_ref.rollout.n)
-        rollouts = [one.rollouts.select_idxs(rollout_rows(rows, n).numpy()) for one, rows in zip(done, picks)]
+        rollouts = [one.rollouts.select_idxs(consecutive_group_rows(rows, n).numpy()) for one, rows in zip(done, picks)]
         meta = {k: v for k, v in done[0].rollouts.meta_info.items() if k != "timing"}
         for part in rollouts:
             part.meta_info = {}
@@ -224,11 +224,6 @@ def round_uids(prompts: int) -> np.ndarray:
     prompt order (deterministic given the seed), not a pick by random ids."""
     tag = uuid.uuid4().hex
     return np.array([f"{tag}-{row:06d}" for row in range(prompts)], dtype=object)
-
-
-def rollout_rows(prompts: torch.Tensor, n: int) -> torch.Tensor:
-    """The rollout rows of prompt rows ``prompts`` when each prompt is ``n`` consecutive rows (verl's interleave)."""
-    return (prompts.to(torch.long).unsqueeze(1) * n + torch.arange(n)).reshape(-1)
 
 
 @contextlib.contextmanager
