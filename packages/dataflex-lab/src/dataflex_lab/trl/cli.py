@@ -67,7 +67,7 @@ def add_evidence(subparsers: argparse._SubParsersAction, name: str = "evidence")
     evidence = subparsers.add_parser(
         name,
         help="the recipes against uniform sampling on the task families, K seeds, compared at equal rollouts",
-        description="Train every recipe (uniform, curricula, select, reweight) on each task family for K seeds with "
+        description="Train every recipe (uniform, curricula, select, reweight, filter) on each task family for K seeds with "
         "TRL's GRPOTrainer on the CPU, then compare them with uniform at equal rollouts: AUC, final value and "
         "rollouts to --target on the held-out split, paired by seed, Holm across recipes (docs/evidence.md).",
     )
@@ -76,7 +76,11 @@ def add_evidence(subparsers: argparse._SubParsersAction, name: str = "evidence")
     evidence.add_argument("--seeds", type=int, metavar="K", help="seeds per recipe (default 8)")
     evidence.add_argument("--steps", type=int, help="training steps per run (default 30)")
     evidence.add_argument("--val-every", type=int, metavar="N", help="held-out evaluation every N steps (default 5)")
-    evidence.add_argument("--target", type=float, help="held-out level for rollouts-to-target (default 0.15)")
+    evidence.add_argument(
+        "--target",
+        type=float,
+        help="held-out level for rollouts-to-target, every family (default: repeat 0.15, count 0.3)",
+    )
     evidence.add_argument("--jobs", type=int, help="runs side by side, one thread each (default 1)")
     evidence.add_argument(
         "--task-params", metavar="JSON", help='per family, e.g. \'{"repeat": {"difficulty": [1, 4]}}\''
