@@ -11,7 +11,7 @@ import pytest
 from dataflex_lab.compare import runs_from_demo
 from dataflex_lab.compare.axis import axis_values
 from dataflex_lab.compute import total
-from dataflex_lab.trl.evidence import QUICK, TARGETS, UNIFORM, Campaign, run_campaign
+from dataflex_lab.trl.evidence import QUICK, TARGETS, UNIFORM, Campaign, report_campaign, run_campaign
 
 GENERATED, TRAINED, ROUNDS = (total(n) for n in ("rollouts_generated", "rollouts_trained", "generation_rounds"))
 
@@ -51,6 +51,14 @@ def test_the_quick_campaign_trains_every_recipe_and_compares_at_equal_rollouts(t
     )
     assert costs["filter"]["generated_per_group"]["mean"] > 8.0
     assert (tmp_path / "repeat.compute.md").read_text() in text
+
+    # --report-only: the same tables from the runs file, nothing trained
+    written = {name: (tmp_path / name).read_text() for name in ("repeat.compare.md", "repeat.compute.md")}
+    again = report_campaign(Campaign(families=["repeat"], workdir=tmp_path), out=io.StringIO())
+    assert again["families"]["repeat"]["compute"] == compared["compute"]
+    assert {name: (tmp_path / name).read_text() for name in written} == written
+    with pytest.raises(ValueError, match="count.runs.json, which does not exist"):
+        report_campaign(Campaign(families=["count"], workdir=tmp_path), out=io.StringIO())
 
 
 def test_each_family_is_timed_to_its_own_level_unless_one_is_given():

@@ -123,10 +123,7 @@ def run_campaign(campaign: Campaign, out: TextIO = sys.stdout) -> dict[str, Any]
     from transformers.utils import logging as hf_logging
 
     from .. import task_families
-    from ..compare import CompareError, compare_runs, runs_from_demo
-    from ..compare.costs import compute_costs
     from ..demo_report import JSON_FORMAT
-    from .training_demo import FAMILY_GENERATIONS
 
     def say(message: str = "") -> None:
         print(message, file=out, flush=True)
@@ -168,36 +165,60 @@ def run_campaign(campaign: Campaign, out: TextIO = sys.stdout) -> dict[str, Any]
             "settings": {"task": task_families.describe(splits), "steps": campaign.steps,
                          "val_every": campaign.val_every, "recipes": {r: RECIPES[r] for r in campaign.recipes}},
         }  # fmt: skip
-        runs_path = campaign.workdir / f"{family}.runs.json"
-        runs_path.write_text(json.dumps(document) + "\n")
-        say(f"\n# {family}: {json.dumps(task_families.describe(splits))}\n")
-        target = campaign.target_for(family)
-        try:
-            report = compare_runs(document, baseline=UNIFORM, metrics=[METRIC], x="rollouts", target=target)
-        except CompareError as exc:
-            say(f"no comparison: {exc}")
-            summary["families"][family] = {"error": str(exc)}
-            continue
-        say(report.markdown())
-        report.write_json(campaign.workdir / f"{family}.compare.json")
-        (campaign.workdir / f"{family}.compare.md").write_text(report.markdown())
-        try:
-            report.plot(campaign.workdir / f"{family}.compare.png")
-        except CompareError as exc:  # matplotlib missing
-            say(f"plot skipped: {exc}")
-        summary["families"][family] = report.as_dict()["metrics"][METRIC]
-        costs = compute_costs(runs_from_demo(document), baseline=UNIFORM, group_size=FAMILY_GENERATIONS)
-        say(f"\n## Compute\n\n{costs.markdown()}")
-        (campaign.workdir / f"{family}.compute.md").write_text(costs.markdown())
-        summary["families"][family]["compute"] = costs.as_dict()
-        say(
-            f"reproduce the table: dataflex compare {runs_path} --metric {METRIC} --x rollouts "
-            f"--target {target:g} --plot {family}.png"
-        )
+        (campaign.workdir / f"{family}.runs.json").write_text(json.dumps(document) + "\n")
+        summary["families"][family] = report_family(campaign, family, document, say)
     summary["wall_s"] = round(time.perf_counter() - started, 1)
     (campaign.workdir / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
     say(f"\nwall time {summary['wall_s']:.0f} s; outputs in {campaign.workdir}/")
     return summary
+
+
+def report_campaign(campaign: Campaign, out: TextIO = sys.stdout) -> dict[str, Any]:
+    """The reports again from the runs a campaign wrote (``--report-only``): each family's ``<family>.runs.json``
+    in the workdir, its recipes and seeds as they are there; nothing is trained."""
+
+    def say(message: str = "") -> None:
+        print(message, file=out, flush=True)
+
+    summary: dict[str, Any] = {"families": {}}
+    for family in campaign.families:
+        path = campaign.workdir / f"{family}.runs.json"
+        if not path.is_file():
+            raise ValueError(f"--report-only reads {path}, which does not exist: run the campaign for {family!r} first")
+        summary["families"][family] = report_family(campaign, family, json.loads(path.read_text()), say)
+    (campaign.workdir / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
+    return summary
+
+
+def report_family(campaign: Campaign, family: str, document: dict[str, Any], say: Any) -> dict[str, Any]:
+    """One family's comparison at equal rollouts and its compute table: printed, written next to its runs."""
+    from ..compare import CompareError, compare_runs, runs_from_demo
+    from ..compare.costs import compute_costs
+    from .training_demo import FAMILY_GENERATIONS
+
+    runs_path = campaign.workdir / f"{family}.runs.json"
+    say(f"\n# {family}: {json.dumps(document['settings']['task'])}\n")
+    target = campaign.target_for(family)
+    try:
+        report = compare_runs(document, baseline=UNIFORM, metrics=[METRIC], x="rollouts", target=target)
+    except CompareError as exc:
+        say(f"no comparison: {exc}")
+        return {"error": str(exc)}
+    say(report.markdown())
+    report.write_json(campaign.workdir / f"{family}.compare.json")
+    (campaign.workdir / f"{family}.compare.md").write_text(report.markdown())
+    try:
+        report.plot(campaign.workdir / f"{family}.compare.png")
+    except CompareError as exc:  # matplotlib missing
+        say(f"plot skipped: {exc}")
+    costs = compute_costs(runs_from_demo(document), baseline=UNIFORM, group_size=FAMILY_GENERATIONS)
+    say(f"\n## Compute\n\n{costs.markdown()}")
+    (campaign.workdir / f"{family}.compute.md").write_text(costs.markdown())
+    say(
+        f"reproduce the table: dataflex compare {runs_path} --metric {METRIC} --x rollouts "
+        f"--target {target:g} --plot {family}.png"
+    )
+    return {**report.as_dict()["metrics"][METRIC], "compute": costs.as_dict()}
 
 
 def _last_eval(record: dict[str, Any]) -> str:
