@@ -44,6 +44,8 @@ RECIPES: dict[str, dict[str, Any] | None] = {
     # DAPO's dynamic sampling: evict groups whose rewards all agree, refill from the uniform sampler; core's
     # max_rounds (4), then backfill with evicted groups rather than stop (early on most groups agree)
     "filter": {"mechanism": "filter", "filter_params": {"on_short": "backfill"}},
+    # the same filter with room to fill its batch: at 4 rounds it backfilled about 6 of 8 groups a step on count
+    "filter_r16": {"mechanism": "filter", "filter_params": {"max_rounds": 16, "on_short": "backfill"}},
     # GRESO: the same filter, its prompts (the dataloader's and the refills') drawn by the greso curriculum
     "filter_greso": {"mechanism": "filter", "filter_params": {"on_short": "backfill", "draw": GRESO_DRAW}},
 }  # fmt: skip
