@@ -90,6 +90,9 @@ class DemoOptions:
     val_every: int | None = None
     #: A task family's ``--task-params`` (:class:`~dataflex_lab.task_families.Structure`'s keys).
     task_params: dict[str, Any] | None = None
+    #: ``mechanism: filter``'s ``filter:`` keys (core's defaults for those left out); ``None``: up to 8 rounds,
+    #: then backfill (the mixed task's constant prompts are often all solved or all failed).
+    filter_params: dict[str, Any] | None = None
 
     @property
     def toy_task(self) -> str:
@@ -135,8 +138,12 @@ class DemoOptions:
             from . import toy_task
 
             block.update({"domains": list(toy_task.DOMAINS), "domain_key": "domain"})
-        if self.mechanism == "filter":  # the mixed task's constant prompts are often all solved or all failed
-            block["filter"] = {"max_rounds": 8, "on_short": "backfill"}
+        if self.mechanism == "filter":
+            block["filter"] = (
+                dict(self.filter_params)
+                if self.filter_params is not None
+                else {"max_rounds": 8, "on_short": "backfill"}
+            )
         if self.mechanism in ("curriculum", "allocate"):
             block["prompt_key"] = "index"  # each toy row's id (verl copies extra_info.index into it)
         return block
