@@ -127,10 +127,12 @@ def test_every_recipe_cites_its_paper_and_says_when_not_to_use_it(recipe):
 def test_every_recipe_mounts_in_verls_real_config(recipe):
     pytest.importorskip("verl")
     from dataflex_lab.verl.sandbox import compose_config
+    from dataflex_verl.lines import trainer_line
     from dataflex_verl.mount import mount
 
     config = config_of(RECIPES[recipe])
-    mounted = mount(compose_config(overrides(config), dataflex=config["dataflex"]))
+    composed = compose_config(overrides(config), dataflex=config["dataflex"])
+    mounted = mount(composed, line=trainer_line(composed))  # the line the recipe's trainer.use_v1 selects
     assert mounted.pipeline.actuator_spec.name == config["dataflex"]["actuator"]["name"]
     for name, value in config["dataflex"]["actuator"]["params"].items():
         assert getattr(mounted.pipeline.actuator, name) == value, f"{recipe}: param {name} did not reach the actuator"

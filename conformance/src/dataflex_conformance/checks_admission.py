@@ -31,11 +31,39 @@ from .batches import Sample
 from .checks_actuator import kept_mask
 from .checks_common import resumed as restored
 from .probe import Probe
+from .subjects import Subject
+
+
+def _group_scores(probe: Probe, sample: Sample) -> torch.Tensor:
+    """The scores filter would feed the selector; a group scorer's that differ within a group block the check.
+
+    The promise is conditional on scores equal within each group, so a split group on a scorer's unequal scores
+    is the scorer's fault: the result names it (``culprit``), not the selector.
+    """
+    scores = probe.scores(sample)
+    source = probe.subject.source
+    if not isinstance(source, Subject):
+        return scores
+    index, groups = group_index(sample.batch.non_tensor_batch["uid"])
+    valid = valid_sample_mask(sample.batch).cpu()
+    values = scores.detach().cpu().to(torch.float64)
+    inf = torch.full((groups,), float("inf"), dtype=torch.float64)
+    low = inf.clone().scatter_reduce_(0, index[valid], values[valid], "amin")
+    high = (-inf).scatter_reduce_(0, index[valid], values[valid], "amax")
+    uneven = (high > low) & torch.isfinite(low)
+    if uneven.any():
+        raise probe.blocked(
+            f"{source.component_id} (scorer)",
+            f"group scorer {source.label} gave unequal scores within {int(uneven.sum())} group(s) (group indices "
+            f"{uneven.nonzero().flatten().tolist()[:5]}); a group scorer's rows share their group's score",
+            culprit=source.component_id,
+        )
+    return scores
 
 
 def _admission(probe: Probe, component: object, sample: Sample) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """``(kept, admitted, partial)``: the selection as a mask of every row, and core's verdict per group."""
-    out = probe.call(component, sample, probe.scores(sample))
+    out = probe.call(component, sample, _group_scores(probe, sample))
     kept = kept_mask(probe, out, sample).cpu()
     index, groups = group_index(sample.batch.non_tensor_batch["uid"])
     admitted, partial = group_admission(kept, index, groups, valid_sample_mask(sample.batch).cpu())

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from dataflex_core import Selector, valid_mask_for
+from dataflex_core import Scorer, Selector, valid_mask_for
 
 
 def _band(scores: torch.Tensor, batch) -> torch.Tensor:
@@ -62,6 +62,22 @@ class ForgetsItsBand(Selector):
         self.calls += 1
         keep = valid_mask_for(scores, batch)
         return keep if self.calls == 1 else keep & (scores > 0) & (scores < 1)
+
+
+class RowLengthGroupScorer(Scorer):
+    """Declares itself a group scorer but scores each row by its response length: unequal within a group."""
+
+    name = "broken_uneven_group_scorer"
+    requires = ["response_mask"]
+    timing = "post_reward"
+    granularity = "prompt"
+    needs_groups = True
+    score_range = (0.0, 1.0)
+
+    @torch.no_grad()
+    def score(self, batch, step_id, **ctx):
+        lengths = batch.batch["response_mask"].sum(-1).float()
+        return lengths / (lengths.max() + 1.0)
 
 
 #: Each broken admission selector and the one check that must catch it.

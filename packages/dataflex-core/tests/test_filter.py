@@ -36,7 +36,9 @@ DAPO = {
 
 @register_selector("filtertest_first_row")
 class FirstRow(Selector):
-    """Keeps row 0 only: part of a group."""
+    """Keeps row 0 only: part of a group, though it promises whole groups."""
+
+    admits_groups = True
 
     def act(self, scores, batch, **ctx):
         return torch.tensor([0])
@@ -107,6 +109,21 @@ def test_a_selector_that_keeps_part_of_a_group_is_named():
     flex = session({**DAPO, "actuator": {"name": "filtertest_first_row"}})
     with pytest.raises(InvalidOutputError, match="kept part of 1 group.* admits or evicts whole groups"):
         flex.admit(flex.admission(2), groups([1.0, 0.0, 1.0, 0.0]), 1)
+
+
+@register_selector("filtertest_top_row")
+class TopRow(Selector):
+    """Keeps the best-scored row, and promises nothing about groups."""
+
+    def act(self, scores, batch, **ctx):
+        return torch.tensor([int(scores.argmax())])
+
+
+def test_a_selector_that_does_not_promise_whole_groups_is_refused_at_mount():
+    with pytest.raises(
+        IncompatibleComponentError, match="filtertest_top_row does not declare admits_groups.*threshold_band"
+    ):
+        session({**DAPO, "actuator": {"name": "filtertest_top_row"}})
 
 
 def test_a_host_that_cannot_refill_refuses_filter_with_its_reason():

@@ -115,6 +115,11 @@ def test_the_filter_demo_is_dapos_dynamic_sampling_on_the_mixed_task():
     assert block["scorer"]["name"] == "group_reward_variance" and block["actuator"]["name"] == "threshold_band"
     assert block["actuator"]["params"]["low"] == 0.0 and block["filter"]["on_short"] == "backfill"
     assert options.toy_task == "mixed"  # the echo task rarely has a group without reward variance
+    assert block["filter"] == {"max_rounds": 8, "on_short": "backfill"}
+    # filter_params replaces the demo's keys (core's defaults for those left out), as the evidence recipes use it
+    assert DemoOptions(mechanism="filter", filter_params={"on_short": "backfill"}).block()["filter"] == {
+        "on_short": "backfill"
+    }
 
 
 def test_the_allocate_demo_is_knapsack_rl_on_the_mixed_task_keyed_by_the_prompt_index():

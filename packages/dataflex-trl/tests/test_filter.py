@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 import torch
 from trl_testkit import NUM_GENERATIONS, PROMPTS_PER_STEP, generate, loss_and_grads
 
 from dataflex_core import IncompatibleComponentError, register_scorer
+from dataflex_core.ledger import CHECKPOINT_LEDGER, read_ledger
 from dataflex_core.mechanisms.filter import RefillSampler
 from dataflex_lab.testing.components import DomainPreferenceScorer
 
@@ -93,6 +96,37 @@ def test_every_trained_batch_is_full_of_groups_with_reward_variance(make_trainer
     assert int(ledger.rollouts_trained[even].sum()) == 0  # ... and never trained on
     assert torch.equal(ledger.uniform_reward_steps[even], ledger.times_sampled[even])
     assert int(ledger.uniform_reward_steps[~even].sum()) == 0
+
+
+def test_the_filters_ledger_survives_a_resume_and_warm_starts_another_run(make_trainer):
+    block = {**DAPO, "prompt_key": "index"}
+    first = make_trainer("dapo", block, reward=split_reward, max_steps=2, save_strategy="steps", save_steps=2)
+    first.train()
+    saved = first.dataflex.ledger
+    exported = os.path.join(first.args.output_dir, "checkpoint-2", CHECKPOINT_LEDGER)
+    header, rows = read_ledger(exported)  # the checkpoint's ledger, every round's rollouts per prompt
+    assert sum(row["rollouts"] for row in rows) == int(saved.rollouts.sum()) > 2 * PROMPTS_PER_STEP * NUM_GENERATIONS
+    assert sum(row["rollouts_filtered"] for row in rows) == int(saved.rollouts_filtered.sum()) > 0
+    before = {name: getattr(saved, name).clone() for name in ("rollouts", "rollouts_trained", "rollouts_filtered")}
+
+    resumed = make_trainer("dapo", block, reward=split_reward, max_steps=3, save_strategy="no")
+    resumed.train(resume_from_checkpoint=True)
+    ledger, totals = resumed.dataflex.ledger, resumed.dataflex.step.compute_totals.totals
+    assert ledger.last_step == 3
+    assert int(ledger.rollouts_trained.sum()) == 3 * PROMPTS_PER_STEP * NUM_GENERATIONS  # continued, one step more
+    for name, counts in before.items():
+        assert bool((getattr(ledger, name) >= counts).all()), name  # nothing of the first run's lost
+        total = totals["rollouts_generated" if name == "rollouts" else name]
+        assert int(getattr(ledger, name).sum()) == total, name  # and the totals continued with it
+
+    warm = make_trainer("dapo", {**block, "ledger": {"load": exported}}, reward=split_reward, max_steps=1)
+    warm.train()  # a new run (no checkpoint) that starts from the exported ledger
+    grown = warm.dataflex.ledger
+    assert (
+        int(grown.rollouts.sum())
+        == int(before["rollouts"].sum()) + warm.dataflex.step.compute_totals.totals["rollouts_generated"]
+    )
+    assert bool((grown.rollouts_filtered >= before["rollouts_filtered"]).all())
 
 
 def test_refills_come_from_the_seeded_refill_sampler(make_trainer, dataset):

@@ -187,13 +187,70 @@ def test_the_v1_line_still_refuses_a_loss_that_ignores_rollout_is_weights(make_c
         mount(config)
 
 
-def test_filter_is_refused_at_mount_with_the_legacy_lines_own_reason(make_config):
-    """The legacy trainer has no refill rounds yet: filter would shrink the batch, so it never starts."""
+DAPO = {"mechanism": "filter", "scorer": {"name": "group_reward_variance"}, "actuator": {"name": "threshold_band"}}
+
+
+def test_filter_mounts_with_its_refill_sampler_built_before_a_resume_restores_it(make_config):
+    """The legacy trainer refills (generation rounds where fit pulls its prompts: tests/fit/test_fit_filter.py)."""
+    trainer = legacy_trainer(make_config, DAPO)
+    assert trainer.dataflex.host.refill
+    assert "refill" in trainer.dataflex.stateful()  # its position travels with the component state
+
+
+@pytest.mark.parametrize(
+    ("overrides", "block", "reason"),
+    [
+        (["reward.reward_model.enable=true", "reward.reward_model.enable_resource_pool=false"], DAPO,
+         "verl cannot refill: with a colocated reward model"),
+        ([], {**DAPO, "scorer": {"name": "advantage_magnitude"}}, "timing='post_advantage'"),
+        ([], {**DAPO, "scorer": {"name": "group_reward_variance", "params": {"reward_key": "token_level_rewards"}}},
+         "admits each round's groups right after rollout and reward"),
+    ],
+    ids=["colocated-reward-model", "post-advantage-scorer", "field-computed-after-admission"],
+)  # fmt: skip
+def test_filter_on_the_legacy_line_is_refused_where_its_rounds_cannot_admit(make_config, overrides, block, reason):
     from dataflex_core import IncompatibleComponentError
 
-    block = {"mechanism": "filter", "scorer": {"name": "group_reward_variance"}, "actuator": {"name": "threshold_band"}}
-    with pytest.raises(IncompatibleComponentError, match="verl cannot refill: its legacy trainer .RayPPOTrainer."):
-        legacy_trainer(make_config, block)
+    with pytest.raises(IncompatibleComponentError, match=reason):
+        legacy_trainer(make_config, block, overrides)
+
+
+def test_fits_generate_call_gets_the_prepared_rollouts_under_its_uids_and_refuses_other_rows():
+    """What fit's generate call receives in a filter run: the rounds' rollouts of exactly the rows it asks for."""
+    from tensordict import TensorDict
+    from verl import DataProto
+
+    from dataflex_verl.legacy_rounds import Prepared, RoundsRollout
+
+    class Manager:  # verl's rollout manager, for the calls the rounds did not prepare
+        def generate_sequences(self, prompts):
+            return "generated"
+
+    def prompts(index, uid):
+        rows = {"index": np.array(index, dtype=object), "uid": np.array(uid, dtype=object)}
+        return DataProto(batch=None, non_tensor_batch=rows)
+
+    rollouts = DataProto(
+        batch=TensorDict({"responses": torch.arange(4).view(4, 1)}, batch_size=[4]),
+        non_tensor_batch={"uid": np.array(["r-0", "r-0", "r-1", "r-1"], dtype=object)},
+    )
+    rollout = RoundsRollout(Manager())
+    rollout.prepared = Prepared(rollouts, np.array([7, 7, 3, 3]))
+    out = rollout.generate_sequences(prompts([7, 7, 3, 3], ["a", "a", "b", "b"]))
+    assert out is rollouts and out.non_tensor_batch["uid"].tolist() == ["a", "a", "b", "b"]
+    assert rollout.generate_sequences(prompts([1], ["v"])) == "generated"  # nothing prepared: verl's manager
+    rollout.prepared = Prepared(rollouts, np.array([7, 7, 3, 3]))
+    with pytest.raises(RuntimeError, match="verl's fit asked to generate 4 other rows"):
+        rollout.generate_sequences(prompts([7, 7, 5, 5], ["a", "a", "b", "b"]))
+
+
+def test_remax_cannot_refill_its_greedy_baselines(make_config):
+    """REMAX's greedy baseline rides in fit's generation request; a group scorer is refused before (no groups)."""
+    from dataflex_verl.mount import REFILL_REASONS, refill_support
+
+    config = make_config(["trainer.use_v1=false", "algorithm.adv_estimator=remax"], dataflex=DAPO)
+    assert refill_support(config, "legacy") == REFILL_REASONS["remax"]
+    assert refill_support(make_config(["trainer.use_v1=false"], dataflex=DAPO), "legacy") == ""
 
 
 def test_allocate_is_refused_at_mount_because_the_legacy_fit_repeats_every_prompt_n_times(make_config):
@@ -319,6 +376,13 @@ def test_the_real_fit_compute_advantage_writes_mean_one_weights_and_the_batchs_s
     assert metrics["dataflex/staleness/steps"] == pytest.approx((len(data) - 1) / len(data))
     assert metrics["dataflex/staleness/max"] == 1.0
     assert metrics["dataflex/staleness/tagged"] == pytest.approx((len(data) - 1) / len(data))
+
+
+def test_one_step_off_refuses_filter_with_its_own_reason():
+    from dataflex_core import IncompatibleComponentError
+
+    with pytest.raises(IncompatibleComponentError, match="verl cannot refill: its one-step-off trainer generates"):
+        one_step_off_trainer(DAPO)
 
 
 def test_one_step_off_refuses_the_v1_line_and_a_v1_trainer_mode():

@@ -38,6 +38,12 @@ def group_index(uid: Any, device: torch.device | str | None = None) -> tuple[tor
     return dense_group_index(uid, device)
 
 
+def consecutive_group_rows(groups: torch.Tensor, size: int) -> torch.Tensor:
+    """The row indices of groups ``groups`` in a batch laid out as groups of ``size`` consecutive rows (a
+    framework's interleaved repeat of each prompt), in the order given: a refill's pick of whole groups."""
+    return (groups.to(torch.long).unsqueeze(1) * int(size) + torch.arange(int(size))).reshape(-1)
+
+
 def _masked(values: torch.Tensor, mask: torch.Tensor | None, fill: float) -> torch.Tensor:
     if mask is None:
         return values

@@ -54,7 +54,7 @@ DEFAULT_PAIRS: dict[str, tuple[str, dict[str, Any], str, dict[str, Any]]] = {
     "select": ("advantage_magnitude", {}, "topk_fraction", {"fraction": 0.5}),
     "mix": ("reward_difficulty", {}, "reward_gap", {}),
     "curriculum": ("solve_rate_ema", {"alpha": 1.0}, "learnability", {}),
-    # DAPO's dynamic sampling: admit groups whose rewards vary (TRL refills; verl refuses it at mount)
+    # DAPO's dynamic sampling: admit groups whose rewards vary (TRL and verl's legacy trainer refill; verl V1 refuses it)
     "filter": ("group_reward_variance", {}, "threshold_band", {"low": 0.0, "high": 1.0e9}),
     # Knapsack RL's per-prompt rollout counts from the ledger's solve rates (verl V1; TRL refuses it at mount)
     "allocate": ("solve_rate_posterior", {}, "knapsack", {}),
@@ -93,6 +93,9 @@ class DemoOptions:
     val_every: int | None = None
     #: A task family's ``--task-params`` (:class:`~dataflex_lab.task_families.Structure`'s keys).
     task_params: dict[str, Any] | None = None
+    #: ``mechanism: filter``'s ``filter:`` keys (core's defaults for those left out); ``None``: up to 8 rounds,
+    #: then backfill (the mixed task's constant prompts are often all solved or all failed).
+    filter_params: dict[str, Any] | None = None
 
     @property
     def toy_task(self) -> str:
@@ -138,8 +141,12 @@ class DemoOptions:
             from . import toy_task
 
             block.update({"domains": list(toy_task.DOMAINS), "domain_key": "domain"})
-        if self.mechanism == "filter":  # the mixed task's constant prompts are often all solved or all failed
-            block["filter"] = {"max_rounds": 8, "on_short": "backfill"}
+        if self.mechanism == "filter":
+            block["filter"] = (
+                dict(self.filter_params)
+                if self.filter_params is not None
+                else {"max_rounds": 8, "on_short": "backfill"}
+            )
         if self.mechanism in ("curriculum", "allocate"):
             block["prompt_key"] = "index"  # each toy row's id (verl copies extra_info.index into it)
         return block

@@ -43,11 +43,6 @@ RIGHT_PADDED = (
 PER_ROW = ("advantages",)
 
 
-def group_rows(groups: torch.Tensor, size: int) -> torch.Tensor:
-    """The rows of ``groups`` (indices) when each group is ``size`` consecutive rows."""
-    return (groups.to(torch.long).unsqueeze(1) * size + torch.arange(size)).reshape(-1)
-
-
 def _pad(value: torch.Tensor, width: int, fill: float, left: bool) -> torch.Tensor:
     missing = width - value.shape[1]
     if missing <= 0:

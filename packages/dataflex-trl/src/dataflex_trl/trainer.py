@@ -39,6 +39,7 @@ import torch
 from trl import GRPOTrainer
 
 from dataflex_core import Batch
+from dataflex_core.groups import consecutive_group_rows
 from dataflex_core.session import DataFlexSession
 
 from . import distributed, refill
@@ -148,7 +149,7 @@ class DataFlexGRPOTrainer(DataFlexCheckpointMixin, GRPOTrainer):
             session.admit(rounds, self._dataflex_batch(more, generated)[0], step)
         if rounds.rounds == 1 and rounds.admitted_groups == rounds.groups:
             return inputs, output, rounds  # every group admitted at once: TRL's batch as it is
-        rows = [refill.group_rows(keep, size) for keep in rounds.chosen()]
+        rows = [consecutive_group_rows(keep, size) for keep in rounds.chosen()]
         merged = refill.merge_outputs([o for _, o, _ in pool], rows, pad_token_id=self._dataflex_pad_token_id())
         self._dataflex_rewards_per_func = torch.cat([rpf[r.to(rpf.device)] for (_, _, rpf), r in zip(pool, rows)])
         merged_inputs = [rows_in[i] for (rows_in, _, _), r in zip(pool, rows) for i in r.tolist()]

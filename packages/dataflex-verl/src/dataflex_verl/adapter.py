@@ -65,19 +65,23 @@ def step_outputs(
     start: float,
     recompute: Recompute,
     metrics: dict[str, Any],
+    admission: Any = None,
 ) -> dict[str, torch.Tensor] | None:
     """The session's step on ``read``; the fields to write (``rollout_is_weights``, maybe advantages), or None.
 
     :param read: the step's fields as padded tensors and object arrays (may hold more than ``fields``:
         the estimator's inputs for a recomputation).
     :param is_padding: ``(bs,)`` bool, the rows verl added as padding.
+    :param admission: ``mechanism: filter``: the generation rounds that built the batch.
     """
     batch = only_fields(read, fields)  # components see what they declared, as without recomputation
     batch.batch["is_padding"] = is_padding
     verl_weights = batch.batch.get(WEIGHTS_FIELD) if compose else None
     # verl's advantages: the compute counters count trained rows whose advantage is zero as wasted
     verl_advantages = read.batch.get("advantages")
-    result = session.run(batch, step, importance_weights=verl_weights, start=start, advantages=verl_advantages)
+    result = session.run(
+        batch, step, importance_weights=verl_weights, start=start, advantages=verl_advantages, admission=admission
+    )
     advantages: dict[str, torch.Tensor] = {}
     if result.recompute_advantage:  # the selector's kept rows, through verl's own estimator
         advantages = recompute(result.kept)

@@ -135,7 +135,8 @@ def field_sources(config: Any) -> dict[str, FieldSupport]:
     }
 
 
-#: Why each trainer line cannot refill a filtered batch yet (``mechanism: filter`` is refused at mount with it).
+#: Why a trainer line (or a setting of the legacy one) cannot refill a filtered batch (``mechanism: filter`` is
+#: refused at mount with it).
 REFILL_REASONS = {
     "v1": (
         "its V1 trainers refill only through their replay buffer's eviction and refill (verl#7082), which "
@@ -143,13 +144,62 @@ REFILL_REASONS = {
         "sees rewards only when they stream into TransferQueue (not with a colocated reward model), refills by "
         "credits (2 prompts per evicted group, bounded by max_inflight_gen_batches) with no cap on rounds and no "
         "short-step policy, and clears evicted groups before the step sees them, so filter.max_rounds, on_short "
-        "and the per-prompt ledger would not hold; DataFlexGRPOTrainer (TRL) refills"
+        "and the per-prompt ledger would not hold; use verl's legacy trainer (trainer.use_v1=false), whose "
+        "generation rounds DataFlex runs, or DataFlexGRPOTrainer (TRL)"
     ),
-    "legacy": (
-        "its legacy trainer (RayPPOTrainer) has no generation rounds DataFlex can add yet (verl's DAPO recipe "
-        "adds them in its own fit loop); DataFlexGRPOTrainer (TRL) refills"
+    "one_step_off": (
+        "its one-step-off trainer generates the next step's batch while the current step trains (from its own "
+        "prompt iterator, one generation per batch, with weights one update older), so a refill round would either "
+        "wait for the update (losing the overlap the trainer exists for) or admit groups by a stale policy's "
+        "rewards; use verl's legacy trainer (python -m verl.trainer.main_ppo trainer.use_v1=false)"
+    ),
+    "colocated_reward": (
+        "with a colocated reward model (reward.reward_model.enable=true, enable_resource_pool=false) its legacy "
+        "trainer computes rewards after the rollout is put to sleep (RayPPOTrainer._compute_reward_colocate), so a "
+        "round's rewards do not exist before the next round would be generated; give the reward model a resource "
+        "pool of its own (reward.reward_model.enable_resource_pool=true: verl's reward loop then streams rewards "
+        "with the rollout) or use a rule reward"
+    ),
+    "remax": (
+        "under algorithm.adv_estimator=remax its legacy trainer generates a greedy baseline with each batch in the "
+        "same request, which the filter's generation rounds do not generate; use a group estimator such as grpo"
     ),
 }
+#: The fields verl's legacy fit computes after generation and reward: ``mechanism: filter`` admits each round's
+#: groups before they exist.
+AFTER_ADMISSION = (
+    "old_log_probs", "entropy", "ref_log_prob", "values", "advantages", "returns", "token_level_rewards",
+    "rollout_is_weights",
+)  # fmt: skip
+
+
+def refill_support(config: Any, line: str) -> str:
+    """Why ``mechanism: filter`` cannot run on ``line`` under ``config`` ("" when it can: the legacy
+    ``RayPPOTrainer`` with rewards streamed by verl's reward loop)."""
+    from .lines import separated_trainer
+
+    if line != "legacy":
+        return REFILL_REASONS["v1"]
+    if separated_trainer(config) == "one_step_off":
+        return REFILL_REASONS["one_step_off"]
+    reward_model = config_value(config, "reward.reward_model", None)
+    if bool(config_value(reward_model, "enable", False)) and not bool(
+        config_value(reward_model, "enable_resource_pool", False)
+    ):
+        return REFILL_REASONS["colocated_reward"]
+    if str(config_value(config, "algorithm.adv_estimator", "gae")) == "remax":
+        return REFILL_REASONS["remax"]
+    return ""
+
+
+def admission_fields(fields: dict[str, FieldSupport]) -> dict[str, FieldSupport]:
+    """``fields`` as the filter's rounds have them on the legacy line: those verl computes later are not there."""
+    fix = (
+        "mechanism filter on verl's legacy line admits each round's groups right after rollout and reward, before "
+        "verl computes log-probs, values and advantages; pick a scorer of the rewards (rm_scores), e.g. "
+        "group_reward_variance"
+    )
+    return {name: FieldSupport(False, fix) if name in AFTER_ADMISSION else support for name, support in fields.items()}
 
 
 #: Why a trainer line or mode cannot give prompts unequal rollout counts (``mechanism: allocate`` is refused at
@@ -186,18 +236,21 @@ def capabilities(config: Any, line: str = "v1") -> HostCapabilities:
     sampler, whose state verl's ``StatefulDataLoader`` checkpoints in ``data.pt``;
     the hook sees the whole global batch, so groups are complete. Fields a config may not produce are listed
     with the setting that produces them; names outside the vocabulary are
-    dataset columns carried into the queue with the prompt.
+    dataset columns carried into the queue with the prompt. ``mechanism: filter`` refills on the legacy line
+    (:mod:`dataflex_verl.legacy_rounds`), where its rounds admit groups after reward, before advantages.
     """
+    refill = refill_support(config, line)
+    filtering = not refill and config_value(config, "dataflex.mechanism", None) == "filter"
+    fields = field_sources(config)
     return HostCapabilities(
         name="verl",
         loss_units=(TOKEN_UNIT, SEQUENCE_UNIT),
         token_weights=True,
         hard_drop=False,
         recompute_advantage=True,
-        # mechanism filter would refill through V1's replay-buffer eviction/refill (verl#7082), or through
-        # generation rounds in RayPPOTrainer.fit as verl's DAPO recipe does; neither is wired yet
-        refill=False,
-        refill_reason=REFILL_REASONS[line],
+        # mechanism filter: generation rounds where RayPPOTrainer.fit pulls its prompts (legacy line only)
+        refill=not refill,
+        refill_reason=refill,
         # mechanism allocate: V1's agent loop generates a per-prompt __rollout_n__ (verl#6340), which the
         # trainer writes into each prompt batch before dispatch (DataFlexTrainerMixin._submit_batch_to_rollout)
         allocate=not allocate_support(config, line),
@@ -205,9 +258,10 @@ def capabilities(config: Any, line: str = "v1") -> HostCapabilities:
         resampling=True,
         checkpoints_sampler=True,
         complete_groups=True,
-        fields=field_sources(config),
+        fields=admission_fields(fields) if filtering else fields,
         dataset_columns=True,
-        timings=RUNNABLE_TIMINGS,
+        # a filter's rounds score rollouts after reward, before advantages (pre_rollout: a filter.draw curriculum)
+        timings=("pre_rollout", "post_reward") if filtering else RUNNABLE_TIMINGS,
     )
 
 

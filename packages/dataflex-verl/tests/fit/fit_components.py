@@ -139,3 +139,43 @@ class RankedAllocator(Allocator):
         counts[high] = even_split(len(high), budget - n_min * len(ids)) + n_min
         _record("ranked", {"step": int(step_id), "counts": {str(ids[i]): int(counts[i]) for i in range(len(ids))}})
         return counts
+
+
+@register_scorer("fittest_vowel_variance")
+class VowelVariance(Scorer):
+    """post_reward: a group's reward variance for prompts of the ``vowel`` domain, 0 for the others; up to step
+    ``uniform_until``, 1 for every group (a band above 0 then admits them all).
+
+    Records every call (one per generation round): the prompt id, reward and score of each row, in verl's order.
+    """
+
+    requires = ["rm_scores", "response_mask", "uid", "domain", "index"]
+    timing = "post_reward"
+    needs_groups = True
+
+    def __init__(self, uniform_until: int = 0, **kwargs):
+        super().__init__(**kwargs)
+        self.uniform_until = int(uniform_until)
+
+    def score(self, batch, step_id, **ctx):
+        mask = batch.batch["response_mask"].bool()
+        rewards = torch.where(mask, batch.batch["rm_scores"].double(), torch.zeros((), dtype=torch.float64)).sum(-1)
+        uid = np.asarray(batch.non_tensor_batch["uid"], dtype=object)
+        scores = torch.zeros(len(uid), dtype=torch.float32)
+        for group in set(uid.tolist()):
+            rows = torch.as_tensor(uid == group)
+            scores[rows] = float(rewards[rows].var(unbiased=False))
+        vowel = torch.as_tensor(np.asarray(batch.non_tensor_batch["domain"], dtype=object) == "vowel")
+        scores = torch.where(vowel, scores, torch.zeros(()))
+        if int(step_id) <= self.uniform_until:
+            scores = torch.ones(len(uid))
+        _record(
+            "vowel_variance",
+            {
+                "step": int(step_id),
+                "index": [int(i) for i in batch.non_tensor_batch["index"]],
+                "rewards": rewards.tolist(),
+                "scores": scores.tolist(),
+            },
+        )
+        return scores

@@ -331,6 +331,13 @@ class Filter(Mechanism):
                 f"{host.name} cannot refill: {host.refill_reason or 'it has no generation rounds'}. Use mechanism "
                 "select to train on the admitted groups alone (the batch shrinks)"
             )
+        if not getattr(pipeline.actuator, "admits_groups", False):
+            raise IncompatibleComponentError(
+                f"{pipeline.actuator_spec.kind} {pipeline.actuator_spec.label} does not declare admits_groups; "
+                "mechanism filter admits or evicts whole groups, so its selector must promise to keep or drop "
+                "each group whole on a group scorer's scores: use threshold_band, or declare "
+                "admits_groups = True on your selector and certify it (nox -s conformance)"
+            )
         if bool(pipeline.actuator.recompute_advantage):
             raise IncompatibleComponentError(
                 f"{pipeline.actuator_spec.kind} {pipeline.actuator_spec.label} keeps part of each group "

@@ -42,7 +42,7 @@ def _evidence(args: argparse.Namespace) -> int:
     import json
     from pathlib import Path
 
-    from .evidence import QUICK, Campaign, run_campaign
+    from .evidence import QUICK, Campaign, report_campaign, run_campaign
 
     def campaign() -> object:
         options: dict = dict(QUICK) if args.quick else {}
@@ -55,7 +55,8 @@ def _evidence(args: argparse.Namespace) -> int:
                 options["task_params"] = json.loads(args.task_params)
             except json.JSONDecodeError as exc:
                 raise ValueError(f"--task-params is not valid JSON ({exc.msg}): {args.task_params!r}") from None
-        return run_campaign(Campaign(**options, workdir=Path(args.workdir)))
+        planned = Campaign(**options, workdir=Path(args.workdir))
+        return report_campaign(planned) if args.report_only else run_campaign(planned)
 
     return run_command("dataflex-trl", "trl", campaign)
 
@@ -67,7 +68,7 @@ def add_evidence(subparsers: argparse._SubParsersAction, name: str = "evidence")
     evidence = subparsers.add_parser(
         name,
         help="the recipes against uniform sampling on the task families, K seeds, compared at equal rollouts",
-        description="Train every recipe (uniform, curricula, select, reweight) on each task family for K seeds with "
+        description="Train every recipe (uniform, curricula, select, reweight, filter) on each task family for K seeds with "
         "TRL's GRPOTrainer on the CPU, then compare them with uniform at equal rollouts: AUC, final value and "
         "rollouts to --target on the held-out split, paired by seed, Holm across recipes (docs/evidence.md).",
     )
@@ -76,12 +77,21 @@ def add_evidence(subparsers: argparse._SubParsersAction, name: str = "evidence")
     evidence.add_argument("--seeds", type=int, metavar="K", help="seeds per recipe (default 8)")
     evidence.add_argument("--steps", type=int, help="training steps per run (default 30)")
     evidence.add_argument("--val-every", type=int, metavar="N", help="held-out evaluation every N steps (default 5)")
-    evidence.add_argument("--target", type=float, help="held-out level for rollouts-to-target (default 0.15)")
+    evidence.add_argument(
+        "--target",
+        type=float,
+        help="held-out level for rollouts-to-target, every family (default: repeat 0.15, count 0.3)",
+    )
     evidence.add_argument("--jobs", type=int, help="runs side by side, one thread each (default 1)")
     evidence.add_argument(
         "--task-params", metavar="JSON", help='per family, e.g. \'{"repeat": {"difficulty": [1, 4]}}\''
     )
-    evidence.add_argument("--quick", action="store_true", help="a smoke test: 1 family, 2 recipes, 2 seeds, 4 steps")
+    evidence.add_argument(
+        "--report-only",
+        action="store_true",
+        help="train nothing: the tables and plots again from the workdir's <family>.runs.json",
+    )
+    evidence.add_argument("--quick", action="store_true", help="a smoke test: 1 family, 3 recipes, 2 seeds, 4 steps")
     evidence.add_argument(
         "--workdir", default="dataflex_evidence", help="runs, tables, plots (default ./dataflex_evidence)"
     )

@@ -1,0 +1,243 @@
+"""``mechanism: filter`` on verl's legacy line: generation rounds where ``RayPPOTrainer.fit`` pulls its prompts.
+
+``RayPPOTrainer.fit`` pulls each step's prompt batch from ``self.train_dataloader``
+after the previous step's weight sync (the rollout replicas are awake, with the
+weights the step trains), gives every prompt a ``uid``, generates it
+``rollout.n`` times through ``self.async_rollout_manager.generate_sequences``,
+sleeps the replicas and works on the rows it got back from there on (rewards,
+log-probs, ``compute_advantage``, the actor). The rounds run at that pull
+(:class:`RoundsLoader`), so fit itself is not changed: the pulled batch is the
+first round; each round is generated as fit generates (same meta-info and
+repetition), admitted whole groups at a time by the session on the rewards
+verl's reward loop streams with the rollout (``rm_scores``), and, while too
+few groups are admitted and ``filter.max_rounds`` allows, a refill prompt batch
+is drawn from the session's refill sampler (with ``filter.draw``: the train
+sampler the mix or curriculum drives). The replicas stay awake throughout, as
+they are for fit's one generation. The loader then yields exactly the chosen
+prompts, and fit's own generate call gets their rollouts back
+(:class:`RoundsRollout`), under the uids fit gave them.
+
+The rounds ran before fit's step timer started, so their wall time is handed
+to fit's ``gen`` and ``step`` timers through the rollout's timing (verl adds
+its own measurement to what the rollout reports), and logged as
+``dataflex/filter/rounds_time_s``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+
+from dataflex_core import ConfigError
+from dataflex_core.groups import consecutive_group_rows, group_index
+
+from . import dataproto_io
+from .sampling import data_seed
+
+#: The rollout field whose rewards admit a round's groups (verl's reward loop writes it with the rollout).
+REWARD_FIELD = "rm_scores"
+#: The dataset column that names each prompt's row (verl's ``RLHFDataset`` writes it), checked on fit's call.
+ROW_COLUMN = "index"
+
+
+@dataclass
+class Round:
+    """One generation round: its prompts (verl's collated dict), their rollouts, and each group's prompt row."""
+
+    prompts: dict[str, Any]
+    rollouts: Any
+    #: ``prompt_of_group[g]``: the prompt row of group ``g`` (groups in the session's sorted-``uid`` order).
+    prompt_of_group: torch.Tensor
+
+
+def select_rows(batch_dict: dict[str, Any], rows: torch.Tensor) -> dict[str, Any]:
+    """Rows ``rows`` of verl's collated prompt dict (tensors and object arrays)."""
+    picked = rows.numpy()
+    return {key: value[rows] if isinstance(value, torch.Tensor) else value[picked] for key, value in batch_dict.items()}
+
+
+def concat_rows(parts: list[dict[str, Any]]) -> dict[str, Any]:
+    """The collated prompt dicts ``parts`` as one, in order."""
+    out = {}
+    for key, value in parts[0].items():
+        join = torch.cat if isinstance(value, torch.Tensor) else np.concatenate
+        out[key] = join([part[key] for part in parts])
+    return out
+
+
+def prompt_count(batch_dict: dict[str, Any]) -> int:
+    return len(next(iter(batch_dict.values())))
+
+
+@dataclass
+class Prepared:
+    """The rollouts of the prompts the loader just yielded, waiting for fit's generate call."""
+
+    rollouts: Any
+    #: Each rollout row's dataset row (``None`` when the dataset names none), to check fit's call.
+    rows: np.ndarray | None
+
+
+class RoundsRollout:
+    """fit's rollout manager in a filter run: the step's generate call gets the rollouts the rounds prepared.
+
+    Every other call (validation, steps before ``warmup_step``) is verl's manager's.
+    """
+
+    def __init__(self, manager: Any) -> None:
+        self.manager = manager
+        self.prepared: Prepared | None = None
+
+    def generate_sequences(self, prompts: Any) -> Any:
+        prepared, self.prepared = self.prepared, None
+        if prepared is None:
+            return self.manager.generate_sequences(prompts)
+        out = prepared.rollouts
+        rows = prompts.non_tensor_batch.get(ROW_COLUMN)
+        other_rows = (
+            prepared.rows is not None and rows is not None and not np.array_equal(np.asarray(rows), prepared.rows)
+        )
+        if len(prompts) != len(out) or other_rows:
+            raise RuntimeError(
+                f"mechanism filter prepared the rollouts of {len(out)} rows for the prompts its rounds chose, but "
+                f"verl's fit asked to generate {len(prompts)} other rows; this verl's RayPPOTrainer.fit does not "
+                "generate the batch its train dataloader yields as verl 0.9.1 does (dataflex-verl supports its range)"
+            )
+        if "uid" in out.non_tensor_batch:  # rollouts that echo their prompts' columns: the uids fit assigned
+            out.non_tensor_batch["uid"] = np.array(prompts.non_tensor_batch["uid"], dtype=object, copy=True)
+        return out
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.manager, name)
+
+
+class RoundsLoader:
+    """fit's train dataloader in a filter run: each batch it yields is one step's chosen prompts.
+
+    Its length and checkpoint state are the wrapped loader's (one pull per step, whatever the rounds).
+    """
+
+    def __init__(self, loader: Any, rounds: FilterRounds) -> None:
+        self.loader = loader
+        self.rounds = rounds
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        for batch_dict in self.loader:
+            yield self.rounds.step(batch_dict)
+
+    def __len__(self) -> int:
+        return len(self.loader)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.loader, name)
+
+
+class FilterRounds:
+    """One legacy trainer's generation rounds (``trainer.dataflex`` mounted ``mechanism: filter``)."""
+
+    def __init__(self, trainer: Any, rollout: RoundsRollout) -> None:
+        self.trainer = trainer
+        self.rollout = rollout
+
+    def step(self, batch_dict: dict[str, Any]) -> dict[str, Any]:
+        """The prompts fit trains at this step, their rollouts prepared; ``batch_dict`` is the first round."""
+        trainer = self.trainer
+        session = trainer.dataflex
+        step = int(trainer.global_steps)
+        if session.idle(step) is not None:  # before warmup_step: fit generates its own batch
+            return batch_dict
+        began = time.perf_counter()
+        groups = prompt_count(batch_dict)
+        admission = session.admission(groups)
+        sampler = session.refill_sampler(len(trainer.train_dataset), batch_size=groups, seed=data_seed(trainer))
+        done: list[Round] = []
+        prompts = batch_dict
+        while True:
+            done.append(self.generate(prompts, step, admission))
+            if not admission.needs_refill:
+                break
+            prompts = self.draw(sampler.next_block())
+        chosen = admission.chosen()  # on_short: raise stops here, before fit generates anything
+        picks = [torch.sort(one.prompt_of_group[keep]).values for one, keep in zip(done, chosen)]
+        n = int(trainer.config.actor_rollout_ref.rollout.n)
+        rollouts = [one.rollouts.select_idxs(consecutive_group_rows(rows, n).numpy()) for one, rows in zip(done, picks)]
+        meta = {k: v for k, v in done[0].rollouts.meta_info.items() if k != "timing"}
+        for part in rollouts:
+            part.meta_info = {}
+        out = type(rollouts[0]).concat(rollouts)
+        spent = time.perf_counter() - began
+        # fit's gen and step timers started after the rounds: verl adds its own time to the rollout's timing
+        timing = {**done[0].rollouts.meta_info.get("timing", {}), "gen": spent, "step": spent}
+        out.meta_info = {**meta, "timing": timing}
+        chosen_prompts = concat_rows([select_rows(one.prompts, rows) for one, rows in zip(done, picks)])
+        rows = chosen_prompts.get(ROW_COLUMN)
+        self.rollout.prepared = Prepared(out, None if rows is None else np.repeat(np.asarray(rows), n))
+        trainer.dataflex_admission = admission
+        trainer.dataflex_metrics["dataflex/filter/rounds_time_s"] = spent
+        return chosen_prompts
+
+    def generate(self, batch_dict: dict[str, Any], step: int, admission: Any) -> Round:
+        """One round as fit generates a step's batch; its groups admitted by the session."""
+        from verl import DataProto
+        from verl.trainer.ppo.ray_trainer import compute_response_mask
+
+        trainer = self.trainer
+        rollout_config = trainer.config.actor_rollout_ref.rollout
+        batch = DataProto.from_single_dict(batch_dict)
+        batch.meta_info["temperature"] = rollout_config.temperature
+        batch.non_tensor_batch["uid"] = round_uids(len(batch))
+        gen_batch = trainer._get_gen_batch(batch)
+        gen_batch.meta_info["global_steps"] = step
+        n = int(rollout_config.n)
+        rollouts = self.rollout.manager.generate_sequences(gen_batch.repeat(repeat_times=n, interleave=True))
+        if REWARD_FIELD not in rollouts.batch.keys():
+            raise ConfigError(
+                f"mechanism filter on verl's legacy line admits each round's groups by the rewards verl's reward loop "
+                f"streams with the rollout ({REWARD_FIELD}), but this rollout returned none; run the reward model "
+                "on a resource pool of its own (reward.reward_model.enable_resource_pool=true) or use a rule reward"
+            )
+        data = batch.repeat(repeat_times=n, interleave=True).union(rollouts)
+        if "response_mask" not in data.batch.keys():
+            data.batch["response_mask"] = compute_response_mask(data)
+        session = trainer.dataflex
+        read = dataproto_io.read_batch(data, session.fields, producers=trainer.dataflex_field_hints)
+        session.admit(admission, read, step)
+        return Round(batch_dict, rollouts, torch.argsort(group_index(batch.non_tensor_batch["uid"])[0]))
+
+    def draw(self, rows: list[int]) -> dict[str, Any]:
+        """A refill round's prompts: dataset rows ``rows``, collated as fit's dataloader collates them."""
+        loader = self.trainer.train_dataloader
+        dataset = self.trainer.train_dataset
+        return loader.collate_fn([dataset[int(i)] for i in rows])
+
+
+def round_uids(prompts: int) -> np.ndarray:
+    """A round's group ids: unique to the round and sorted in prompt order. The session numbers groups in sorted
+    ``uid`` order, so when a round admits more groups than the batch still needs, the ones trained are the first in
+    prompt order (deterministic given the seed), not a pick by random ids."""
+    tag = uuid.uuid4().hex
+    return np.array([f"{tag}-{row:06d}" for row in range(prompts)], dtype=object)
+
+
+@contextlib.contextmanager
+def installed(trainer: Any) -> Iterator[None]:
+    """While inside (fit), ``trainer``'s dataloader and rollout manager run the rounds of ``mechanism: filter``."""
+    session = trainer.dataflex
+    if session is None or session.mechanism.name != "filter":
+        yield
+        return
+    loader, manager = trainer.train_dataloader, trainer.async_rollout_manager
+    rollout = RoundsRollout(manager)
+    trainer.train_dataloader = RoundsLoader(loader, FilterRounds(trainer, rollout))
+    trainer.async_rollout_manager = rollout
+    try:
+        yield
+    finally:
+        trainer.train_dataloader, trainer.async_rollout_manager = loader, manager
