@@ -9,8 +9,7 @@ counter the host already logged is kept as it is.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Mapping
 
 from dataflex_core.compute import COMPUTE_PREFIX as PREFIX
 from dataflex_core.compute import COUNTERS, TOTAL_SUFFIX
@@ -51,26 +50,3 @@ class ComputeTotals:
             out[PREFIX + name] = value
             out[total(name)] = self.totals[name]
         return out
-
-
-def run_compute(steps: Sequence[Mapping[str, Any]], groups_per_step: int) -> dict[str, float] | None:
-    """Where one run's rollouts went, from its last logged totals; ``None`` when it logged no counters.
-
-    ``rollouts_per_trained_group``: rollouts generated over the groups trained (``groups_per_step`` per training
-    step: the batch's prompts, each a GRPO group; a filter refills to them, an allocator varies their sizes);
-    ``wasted_fraction``: trained rollouts whose advantage is zero (groups whose rewards all agree: what filtering
-    could save, ``docs/rollout-budget.md``); ``filtered_fraction``: generated rollouts the mechanism took out
-    before the loss.
-    """
-    generated = total("rollouts_generated")
-    logged = [record["metrics"] for record in steps if generated in record["metrics"]]
-    if not logged or not logged[-1][generated]:
-        return None
-    last = logged[-1]
-    trained = last.get(total("rollouts_trained"), 0.0)
-    return {
-        "rollouts_generated": last[generated],
-        "rollouts_per_trained_group": last[generated] / (groups_per_step * len(logged)),
-        "wasted_fraction": last.get(total("rollouts_wasted"), 0.0) / trained if trained else 0.0,
-        "filtered_fraction": last.get(total("rollouts_filtered"), 0.0) / last[generated],
-    }

@@ -402,30 +402,19 @@ def summary_table(summaries: dict[str, dict[str, Any]], window: int) -> str:
     return "\n".join(lines)
 
 
-def compute_summary(document: dict[str, Any], arm: str, groups_per_step: int) -> dict[str, float]:
-    """:func:`dataflex_lab.compute.run_compute` of ``arm``'s runs, averaged over its seeds (empty without counters)."""
-    from .compute import run_compute
+def compute_table(document: dict[str, Any], baseline: str, group_size: int) -> str:
+    """Where each arm's rollouts went (:mod:`dataflex_lab.compare.costs`, from the ``dataflex/compute/*`` totals
+    every arm logs), or why the table could not be made; the table also goes into ``document["compute"]``."""
+    from .compare import CompareError
+    from .compare.costs import compute_costs
+    from .compare.readers import runs_from_demo
 
-    found = [run_compute(r["steps"], groups_per_step) for r in document["runs"] if r["arm"] == arm]
-    found = [f for f in found if f is not None]
-    return {key: statistics.fmean(f[key] for f in found) for key in found[0]} if found else {}
-
-
-def compute_table(summaries: dict[str, dict[str, Any]]) -> str:
-    """A Markdown table of where each arm's rollouts went (the ``dataflex/compute/*`` totals, means over seeds)."""
-    lines = [
-        "| arm | rollouts generated | per trained group | wasted (zero advantage, of trained) | filtered |",
-        "|" + " --- |" * 5,
-    ]
-    for arm, s in summaries.items():
-        if "rollouts_per_trained_group" not in s:
-            lines.append(f"| {arm} | - | - | - | - |")
-            continue
-        lines.append(
-            f"| {arm} | {s['rollouts_generated']:.0f} | {s['rollouts_per_trained_group']:.2f} | "
-            f"{s['wasted_fraction']:.0%} | {s['filtered_fraction']:.0%} |"
-        )
-    return "\n".join(lines)
+    try:
+        costs = compute_costs(runs_from_demo(document), baseline=baseline, group_size=group_size)
+    except CompareError as exc:
+        return f"no compute table: {exc}"
+    document["compute"] = costs.as_dict()
+    return costs.markdown()
 
 
 def demo_document(
@@ -587,14 +576,13 @@ def finish(
     plot_path: Path,
     say: Any,
     rollouts_per_step: int | None = None,
-    groups_per_step: int | None = None,
+    group_size: int | None = None,
 ) -> dict[str, Any]:
     """The end of a demo: the summary table (and, over several seeds, the comparison), ``--json``, the plot.
 
     With ``rollouts_per_step``, also the steps and rollouts each arm needed to reach 3/4 of the baseline's
-    improvement of the reward (:func:`reach_table`). With ``groups_per_step`` (the groups a step trains), also
-    where each arm's rollouts went (:func:`compute_table`). Adds the per-arm ``summary`` to ``document`` and
-    returns it.
+    improvement of the reward (:func:`reach_table`). With ``group_size`` (rollouts per prompt), also where each
+    arm's rollouts went (:func:`compute_table`). Adds the per-arm ``summary`` to ``document`` and returns it.
     """
     arms = list(dict.fromkeys(run["arm"] for run in document["runs"]))
     # training steps: an evaluation before the first (step 0) is not one
@@ -605,11 +593,8 @@ def finish(
     }
     document["summary"] = summaries
     say("\n" + summary_table(summaries, window))
-    if groups_per_step is not None:
-        for arm in arms:
-            summaries[arm].update(compute_summary(document, arm, groups_per_step))
-        if any("rollouts_per_trained_group" in s for s in summaries.values()):
-            say("\n" + compute_table(summaries))
+    if group_size is not None:
+        say("\n" + compute_table(document, baseline, group_size))
     note = short_run_note(steps)
     if note:
         say(note)

@@ -255,7 +255,7 @@ def run_training_demo(settings: DemoSettings, out: TextIO = sys.stdout) -> dict[
         plot_path=Path(settings.plot_path or settings.workdir / "demo.png"),
         say=say,
         rollouts_per_step=PROMPTS_PER_STEP * generations if validated else None,
-        groups_per_step=PROMPTS_PER_STEP,
+        group_size=generations,
     )
     say(f"\n{demo_report.TOY_RUN_NOTE}\nwall time {time.perf_counter() - started:.0f} s")
     return document

@@ -245,7 +245,7 @@ def run_training_demo(settings: DemoSettings, out: TextIO = sys.stdout) -> dict[
         plot_path=settings.plot_path or workdir / "demo.png",
         say=say,
         rollouts_per_step=prompts * samples if validated else None,
-        groups_per_step=prompts,
+        group_size=samples,
     )
     say(
         f"\n{demo_report.TOY_RUN_NOTE}\nwall time {time.perf_counter() - started:.0f} s; verl's logs under {workdir / 'logs'}"
