@@ -25,6 +25,7 @@ import torch
 
 from dataflex_core import group_index
 from dataflex_core.contracts import group_admission
+from dataflex_core.groups import segment_count, segment_max, segment_min
 from dataflex_core.normalize import valid_sample_mask
 
 from .batches import Sample
@@ -47,10 +48,7 @@ def _group_scores(probe: Probe, sample: Sample) -> torch.Tensor:
     index, groups = group_index(sample.batch.non_tensor_batch["uid"])
     valid = valid_sample_mask(sample.batch).cpu()
     values = scores.detach().cpu().to(torch.float64)
-    inf = torch.full((groups,), float("inf"), dtype=torch.float64)
-    low = inf.clone().scatter_reduce_(0, index[valid], values[valid], "amin")
-    high = (-inf).scatter_reduce_(0, index[valid], values[valid], "amax")
-    uneven = (high > low) & torch.isfinite(low)
+    uneven = segment_max(values, index, groups, valid) > segment_min(values, index, groups, valid)  # empty: -inf > inf
     if uneven.any():
         raise probe.blocked(
             f"{source.component_id} (scorer)",
@@ -88,7 +86,7 @@ def check_no_group_without_valid_row_admitted(probe: Probe) -> None:
     kept, _, _ = _admission(probe, probe.component(), sample)
     index, groups = group_index(sample.batch.non_tensor_batch["uid"])
     valid = valid_sample_mask(sample.batch).cpu()
-    has_valid = torch.zeros(groups, dtype=torch.long).index_add_(0, index, valid.long()) > 0
+    has_valid = segment_count(index, groups, valid) > 0
     wrong = kept & ~has_valid[index]
     if wrong.any():
         rows = wrong.nonzero().flatten().tolist()
