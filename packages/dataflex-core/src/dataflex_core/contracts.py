@@ -39,7 +39,7 @@ import torch
 
 from .components import SAMPLE_GRANULARITIES
 from .errors import InvalidOutputError
-from .groups import group_index
+from .groups import group_index, segment_count
 from .inputs import negative_mask, nonfinite_mask
 from .normalize import valid_sample_mask, valid_token_mask
 
@@ -240,8 +240,8 @@ def group_admission(
     :param valid: ``(bs,)`` bool, rows that are not padding and have a response token.
     """
     keep, index, valid = keep.cpu().bool(), index.cpu().long(), valid.cpu().bool()
-    valid_rows = torch.zeros(groups, dtype=torch.long).index_add_(0, index, valid.long())
-    kept_rows = torch.zeros(groups, dtype=torch.long).index_add_(0, index, (keep & valid).long())
+    valid_rows = segment_count(index, groups, valid)
+    kept_rows = segment_count(index, groups, keep & valid)
     partial = (kept_rows > 0) & (kept_rows < valid_rows)
     return (kept_rows == valid_rows) & (valid_rows > 0), partial
 
