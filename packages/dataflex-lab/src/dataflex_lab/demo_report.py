@@ -584,6 +584,7 @@ def finish(
     improvement of the reward (:func:`reach_table`). With ``group_size`` (rollouts per prompt), also where each
     arm's rollouts went (:func:`compute_table`). Adds the per-arm ``summary`` to ``document`` and returns it.
     """
+    document.setdefault("metric", names.reward)  # what `dataflex compare` on the --json compares by default
     arms = list(dict.fromkeys(run["arm"] for run in document["runs"]))
     # training steps: an evaluation before the first (step 0) is not one
     steps = max((sum(1 for r in run["steps"] if r["step"] > 0) for run in document["runs"]), default=0)
