@@ -170,3 +170,17 @@ def test_time_to_target_is_taken_within_the_budget_every_run_reached():
     assert metric.reach["filter"].censored == list(range(8))
     assert set(metric.reach["filter"].per_seed.values()) == {40 * 64.0}  # the budget, not its own 40 * 192
     assert metric.ratios["filter"].bound == "<="
+
+
+def test_on_a_compute_axis_runs_may_stop_at_different_steps():
+    """A filter that stopped once it had spent the budget logs fewer points: fine on --x rollouts (each run on
+    the axis at its own steps), refused on --x step (the same steps are needed there)."""
+    arms = {"uniform": {"speed": 1.0, "per_step": 64}, "filter": {"speed": 3.0, "per_step": 192}}
+    runs = experiment(arms, noise=0.0)
+    for run in runs:
+        if run["arm"] == "filter":
+            run["steps"] = [r for r in run["steps"] if r["step"] <= 14 + run["seed"] % 3 * 2]
+    metric = compare_runs(runs, metrics=[METRIC], x="rollouts", target=0.3).metrics[0]
+    assert metric.budget == 40 * 64 < 14 * 192 and metric.ratios["filter"].ratio == pytest.approx(1.0, abs=0.05)
+    with pytest.raises(CompareError, match="runs log different steps"):
+        compare_runs(runs, metrics=[METRIC], x="step")

@@ -51,15 +51,23 @@ def test_the_quick_campaign_says_it_is_a_smoke_test_and_writes_every_run(quick):
     )
     for run in document["runs"]:  # the held-out score before training and every 2 steps, on its own record at 0
         scored = [r["step"] for r in run["steps"] if METRIC in r["metrics"]]
-        assert scored == [0, 2, 4] and run["steps"][0]["step"] == 0
+        assert scored[0] == 0 == run["steps"][0]["step"] and scored[-1] == run["steps"][-1]["step"]
+        if run["arm"] != "filter":  # the filter stops sooner, at uniform's rollout budget (below)
+            assert scored == [0, 2, 4]
 
     # the filter's x is every rollout it generated, evicted groups included: 64 per generation round
     filtered = [run for run in runs_from_demo(document) if run.arm == "filter"]
     for run in filtered:
         last = run.curve(GENERATED)[-1][1]
-        assert last == 64 * run.curve(ROUNDS)[-1][1] and run.curve(TRAINED)[-1][1] == 64 * QUICK["steps"]
+        assert last == 64 * run.curve(ROUNDS)[-1][1] and run.curve(TRAINED)[-1][1] == 64 * max(run.steps)
         assert axis_values(run, "rollouts", sorted(run.steps))[-1] == last
     assert any(run.curve(ROUNDS)[-1][1] > QUICK["steps"] for run in filtered), "no step refilled: nothing checked"
+    # every run stops once it generated uniform's budget (steps x 64), and is scored where it stopped
+    for run in filtered:
+        spent = [0.0] + [value for _, value in run.curve(GENERATED)]
+        last, before = spent[-1], spent[-2]
+        assert last >= 64 * QUICK["steps"] > before
+        assert max(s for s in run.steps if METRIC in run.steps[s]) == max(run.steps)
 
 
 def test_the_tables_numbers_are_dataflex_compares(quick):

@@ -233,9 +233,13 @@ def compare_runs(
     names = resolve_metrics(selected, metrics)
     results = []
     for metric in names:
-        steps, curves = aligned_curves(grouped, metric, max_step)
+        # on a compute axis a run's points need not share steps with the others' (a filter that stopped at the
+        # rollout budget ends sooner): each is put on the axis at its own steps
+        same = x == "step"
+        steps, curves = aligned_curves(grouped, metric, max_step, same_steps=same)
         width = _window(window, steps, metric)
-        axes = {arm: {seed: axes_.axis_values(run, x, steps) for seed, run in sorted(seeds.items())}
+        axes = {arm: {seed: axes_.axis_values(run, x, steps if same else _run_steps(run, metric, max_step))
+                      for seed, run in sorted(seeds.items())}
                 for arm, seeds in grouped.items()}  # fmt: skip
         result = _compare_metric(
             metric, steps, width, curves, axes, baseline, paired, test, alpha, confidence, n_boot, rng_seed
@@ -383,10 +387,18 @@ def resolve_metrics(runs: Sequence[Run], metrics: Sequence[str] | None) -> list[
     return list(dict.fromkeys(metrics))
 
 
+def _run_steps(run: Run, metric: str, max_step: int | None) -> list[int]:
+    return [s for s, _ in run.curve(metric) if max_step is None or s <= max_step]
+
+
 def aligned_curves(
-    grouped: Mapping[str, Mapping[int, Run]], metric: str, max_step: int | None = None
+    grouped: Mapping[str, Mapping[int, Run]], metric: str, max_step: int | None = None, *, same_steps: bool = True
 ) -> tuple[tuple[int, ...], dict[str, dict[int, tuple[float, ...]]]]:
-    """The steps every run logged ``metric`` at, and each run's values there; runs that differ are an error."""
+    """The steps runs logged ``metric`` at, and each run's values there.
+
+    ``same_steps`` (a step axis): every run must log the same steps, else an error; without it (a compute axis)
+    each run keeps its own steps and the union is returned.
+    """
     per_run = {
         run: [(s, v) for s, v in run.curve(metric) if max_step is None or s <= max_step]
         for seeds in grouped.values()
@@ -398,7 +410,7 @@ def aligned_curves(
     step_sets = {run: {s for s, _ in curve} for run, curve in per_run.items()}
     union = sorted(set.union(*step_sets.values()))
     short = {run: sorted(set(union) - got) for run, got in step_sets.items() if len(got) < len(union)}
-    if short:
+    if short and same_steps:
         lines = [
             f"  {run.describe()}: missing step(s) {_listing(missing, 8)} (logs {len(step_sets[run])} of {len(union)})"
             for run, missing in short.items()

@@ -235,11 +235,14 @@ def shift_test(
         n = len(d)
         exact = 2**n <= max_exact
         if exact:
-            signs, method = _all_sign_patterns(n), f"exact sign-flip permutation test ({2**n} sign patterns)"
+            signs = _all_sign_patterns(n)
+            method = f"exact sign-flip permutation test on the per-seed differences ({2**n} sign patterns)"
         else:
             generator = torch.Generator().manual_seed(rng_seed)
             signs = torch.randint(2, (N_MONTE_CARLO, n), generator=generator).to(torch.float64) * 2 - 1
-            method = f"Monte-Carlo sign-flip permutation test ({N_MONTE_CARLO} sign patterns)"
+            method = (
+                f"Monte-Carlo sign-flip permutation test on the per-seed differences ({N_MONTE_CARLO} sign patterns)"
+            )
         # a pattern's statistic at shift delta: |mean(s * (d - delta))| = |a_s - delta * c_s|
         shift_a, shift_c, estimate = signs @ d / n, signs.sum(dim=1) / n, float(d.mean())
         min_p = 2 / 2**n if exact else 1 / (N_MONTE_CARLO + 1)
@@ -269,7 +272,7 @@ def shift_test(
     low, high = low - tolerance, high + tolerance
     p = _p_at(low, high, 0.0, exact)
     ci = _inverted_interval(low, high, 1.0 - confidence, exact)
-    return ShiftResult(estimate, ci, p, method + " on the per-seed differences" if paired else method, min_p, paired)
+    return ShiftResult(estimate, ci, p, method, min_p, paired)
 
 
 def _acceptance_bounds(a: torch.Tensor, c: torch.Tensor, m: float) -> tuple[torch.Tensor, torch.Tensor]:

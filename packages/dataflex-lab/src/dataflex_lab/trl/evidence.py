@@ -41,8 +41,9 @@ from . import heldout
 UNIFORM, UNIFORM_VERL = "uniform", "uniform_verl"
 #: The metric every run is compared on: the held-out reward, fixed sampling seed.
 METRIC = heldout.METRIC
-#: Completions per prompt (both hosts' task-family runs).
+#: Completions per prompt (both hosts' task-family runs), and rollouts a plain step generates (8 prompts).
 GROUP_SIZE = 8
+ROLLOUTS_PER_STEP = 8 * GROUP_SIZE
 #: Layout of a run's record; a record of another layout is not resumed from.
 RECORD_FORMAT = 2
 #: The framework each host's runs need, and the session that has it: verl's fit loop cannot run beside trl
@@ -228,10 +229,11 @@ def run_one(campaign: Campaign, family: str, method: str, seed: int) -> dict[str
         task = task_families.family(family)
         splits = task.build(task_families.structure_from(params, task), seed)
         scorer = heldout.evaluation_callback(task, splits.held_out, every=campaign.val_every, run_seed=seed)
+        stop = budget_stop(campaign.steps * ROLLOUTS_PER_STEP)
         settings = DemoSettings(**(spec.options or {}), task=family, task_params=params, steps=campaign.steps,
                                 val_every=0, workdir=campaign.workdir / "trl" / family)  # fmt: skip
         arm = "baseline" if spec.options is None else method
-        steps = heldout.merge_scores(train_arm(settings, arm, seed, lambda record: None, [scorer]), scorer.scores)
+        steps = heldout.merge_scores(train_arm(settings, arm, seed, lambda record: None, [stop, scorer]), scorer.scores)
     return {
         "arm": method,
         "seed": seed,
@@ -240,6 +242,27 @@ def run_one(campaign: Campaign, family: str, method: str, seed: int) -> dict[str
         "wall_s": round(time.perf_counter() - started, 1),
         "steps": steps,
     }
+
+
+def budget_stop(budget: int) -> Any:
+    """A ``TrainerCallback`` that ends a run once it has generated ``budget`` rollouts (uniform's over its steps).
+
+    The table compares at equal rollouts, cut at the budget every run reached, so what a filter generates past
+    uniform's budget is never read: it stops there instead (a plain run, at 64 rollouts a step, at its last step).
+    """
+    from transformers import TrainerCallback
+
+    from ..compute import total
+
+    generated = total("rollouts_generated")
+
+    class BudgetStop(TrainerCallback):
+        def on_log(self, args, state, control, logs=None, **kwargs):
+            spent = (logs or {}).get(generated, state.global_step * ROLLOUTS_PER_STEP)
+            if "reward" in (logs or {}) and spent >= budget:  # a training step's log, not an evaluation's
+                control.should_training_stop = True
+
+    return BudgetStop()
 
 
 def load_record(campaign: Campaign, family: str, method: str, seed: int) -> dict[str, Any] | None:

@@ -128,6 +128,10 @@ def evaluation_callback(task: task_families.TaskFamily, prompts: Sequence[task_f
             if state.global_step % every == 0 or state.global_step == state.max_steps:
                 self._score(args, state, kwargs)
 
+        def on_train_end(self, args, state, control, **kwargs):
+            if int(state.global_step) not in self.scores:  # stopped early (the rollout budget): score where it ended
+                self._score(args, state, kwargs)
+
     return HeldOutEvaluation()
 
 
