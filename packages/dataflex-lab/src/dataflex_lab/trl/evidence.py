@@ -625,33 +625,25 @@ def parse_seeds(text: str) -> list[int]:
 
 def _evidence(args: argparse.Namespace) -> int:
     """Run (or report) the campaign the options name; bad options or a failed run are one line and exit 2."""
-    from dataflex_core import DataFlexError
+    from ..demo_report import run_command
 
-    options: dict[str, Any] = dict(QUICK, quick=True) if args.quick else {}
-    for key in ("families", "methods", "seeds", "steps", "val_every", "target", "jobs"):
-        value = getattr(args, key)
-        if value is not None:
-            options[key] = value
-    if args.workdir is not None:
-        options["workdir"] = Path(args.workdir)
-    try:
+    def campaign() -> object:
+        options: dict[str, Any] = dict(QUICK, quick=True) if args.quick else {}
+        for key in ("families", "methods", "seeds", "steps", "val_every", "target", "jobs"):
+            value = getattr(args, key)
+            if value is not None:
+                options[key] = value
+        if args.workdir is not None:
+            options["workdir"] = Path(args.workdir)
         if args.task_params:
             try:
                 options["task_params"] = json.loads(args.task_params)
             except json.JSONDecodeError as exc:
                 raise ValueError(f"--task-params is not valid JSON ({exc.msg}): {args.task_params!r}") from None
         planned = Campaign(**options)
-        if args.report_only:
-            report_campaign(planned)
-        else:
-            run_campaign(planned)
-    except ModuleNotFoundError as exc:
-        print(f"evidence: {exc.name} is not installed: pip install 'dataflex-lab[trl]' (or [verl])", file=sys.stderr)
-        return 2
-    except (ValueError, DataFlexError, RuntimeError) as exc:
-        print(f"evidence: {exc}", file=sys.stderr)
-        return 2
-    return 0
+        return report_campaign(planned) if args.report_only else run_campaign(planned)
+
+    return run_command("dataflex-trl", "trl", campaign, command="evidence")
 
 
 def add_evidence(subparsers: argparse._SubParsersAction, name: str = "evidence") -> argparse.ArgumentParser:
