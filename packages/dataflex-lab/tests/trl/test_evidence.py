@@ -175,3 +175,36 @@ def test_the_step0_profile_counts_zero_variance_groups():
     overall = sum(profile["by_kind"][k] * n[k] for k in n) / 96
     assert profile["zero_variance_share"] == pytest.approx(overall)
     assert 0.0 < profile["by_kind"]["learnable"] < 1.0  # a fresh model solves some easy prompts sometimes
+
+
+def test_a_failed_run_is_named_not_kept_and_rerun_next_time(tmp_path, monkeypatch):
+    """A run whose framework crashes does not stop the campaign: the others are kept, the failure is named, and
+    the same command runs only the missing one (synthetic runs stand in for training here)."""
+    from dataflex_lab.trl import evidence
+
+    calls = []
+
+    def fake(campaign, family, method, seed):
+        calls.append((method, seed))
+        if (method, seed) == ("curriculum", 1) and len(calls) < 5:
+            raise RuntimeError("verl exited with code 1; Ray timed out")
+        steps = [{"step": s, "metrics": {METRIC: 0.1 * s * (1.5 if method == "curriculum" else 1.0),
+                                         GENERATED: 64.0 * s, TRAINED: 64.0 * s, total("rollouts_wasted"): 32.0 * s,
+                                         ROUNDS: 1.0 * s, "step_time": 1.0}} for s in range(0, 5)]  # fmt: skip
+        return {"arm": method, "seed": seed, "host": "trl", "key": campaign.key(family, method), "wall_s": 1.0,
+                "steps": steps}  # fmt: skip
+
+    monkeypatch.setattr(evidence, "run_one", fake)
+    campaign = Campaign(families=["repeat"], methods=[UNIFORM, "curriculum"], seeds=[0, 1, 2], steps=4, val_every=2,
+                        workdir=tmp_path)  # fmt: skip
+    out = io.StringIO()
+    run_campaign(campaign, out=out)
+    text = out.getvalue()
+    assert "repeat curriculum seed 1: FAILED, not kept (verl exited with code 1; Ray timed out)" in text
+    assert "1 run(s) failed and were not kept (repeat curriculum seed 1)" in text
+    assert not campaign.record_path("repeat", "curriculum", 1).exists()
+    assert len(calls) == 6
+    out = io.StringIO()
+    summary = run_campaign(campaign, out=out)
+    assert calls[6:] == [("curriculum", 1)] and "(5 done before, resumed; 1 to run" in out.getvalue()
+    assert summary["table"][0]["seeds"] == [0, 1, 2]

@@ -216,7 +216,7 @@ def run_one(campaign: Campaign, family: str, method: str, seed: int) -> dict[str
     if spec.host == "verl":
         from ..verl.evidence_run import run_verl
 
-        steps = run_verl(spec.options, family=family, task_params=params, steps=campaign.steps,
+        steps = run_verl(spec.options, name=method, family=family, task_params=params, steps=campaign.steps,
                          val_every=campaign.val_every, seed=seed, workdir=campaign.workdir / "verl" / family,
                          metric=METRIC)  # fmt: skip
     else:
@@ -308,6 +308,12 @@ class Progress:
         self.total, self.done, self.say = len(todo) + done_before, done_before, say
         self.walls: dict[str, list[float]] = {"trl": [], "verl": []}
 
+    def failed(self, family: str, method: str, seed: int, error: Exception) -> None:
+        self.left[METHODS[method].host] -= 1
+        self.total -= 1
+        first = str(error).splitlines()[0] if str(error) else type(error).__name__
+        self.say(f"  {family} {method} seed {seed}: FAILED, not kept ({first}); the next call reruns it")
+
     def finished(self, family: str, method: str, seed: int, record: dict[str, Any]) -> None:
         host = METHODS[method].host
         self.walls[host].append(record["wall_s"])
@@ -351,7 +357,15 @@ def run_campaign(campaign: Campaign, out: TextIO = sys.stdout) -> dict[str, Any]
     progress = Progress(todo, len(done), say)
     started = time.perf_counter()
 
-    def keep(job: tuple[str, str, int], record: dict[str, Any]) -> None:
+    failed: list[str] = []
+
+    def keep(job: tuple[str, str, int], outcome: Callable[[], dict[str, Any]]) -> None:
+        try:
+            record = outcome()
+        except RuntimeError as exc:  # a framework that failed to start or crashed: the others go on
+            failed.append(f"{job[0]} {job[1]} seed {job[2]}")
+            progress.failed(*job, exc)
+            return
         write_record(campaign.record_path(*job), record)
         progress.finished(*job, record)
 
@@ -361,13 +375,15 @@ def run_campaign(campaign: Campaign, out: TextIO = sys.stdout) -> dict[str, Any]
         with ProcessPoolExecutor(campaign.jobs) as pool:
             futures = {pool.submit(run_one, campaign, *job): job for job in trl_jobs}
             for future in as_completed(futures):
-                keep(futures[future], future.result())
+                keep(futures[future], future.result)
     else:
         for job in trl_jobs:
-            keep(job, run_one(campaign, *job))
+            keep(job, lambda job=job: run_one(campaign, *job))
     for job in verl_jobs:  # one at a time: each starts its own Ray
-        keep(job, run_one(campaign, *job))
-    say(f"\n{len(todo)} runs in {_duration(time.perf_counter() - started)}")
+        keep(job, lambda job=job: run_one(campaign, *job))
+    say(f"\n{len(todo) - len(failed)} runs in {_duration(time.perf_counter() - started)}")
+    if failed:
+        say(f"{len(failed)} run(s) failed and were not kept ({'; '.join(failed)}): the same command reruns them")
     summary = report_campaign(campaign, out=out)
     if campaign.quick:
         say("\n" + SMOKE_NOTE)

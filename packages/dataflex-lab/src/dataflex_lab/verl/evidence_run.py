@@ -14,10 +14,10 @@ from pathlib import Path
 from typing import Any
 
 
-def run_verl(options: dict[str, Any] | None, *, family: str, task_params: dict[str, Any] | None, steps: int,
-             val_every: int, seed: int, workdir: Path, metric: str) -> list[dict[str, Any]]:  # fmt: skip
-    """One verl run: ``options`` the DataFlex arm's demo options (``None``: verl's plain trainer); its
-    ``{"step", "metrics"}`` records, the held-out reward also under ``metric``."""
+def run_verl(options: dict[str, Any] | None, *, name: str, family: str, task_params: dict[str, Any] | None,
+             steps: int, val_every: int, seed: int, workdir: Path, metric: str) -> list[dict[str, Any]]:  # fmt: skip
+    """One verl run of the method ``name``: ``options`` the DataFlex arm's demo options (``None``: verl's plain
+    trainer); its ``{"step", "metrics"}`` records, the held-out reward also under ``metric``."""
     from .cpu_loop import runner
     from .training_demo import DemoSettings, samples_per_prompt, seed_workspace, validation_metric
 
@@ -34,7 +34,7 @@ def run_verl(options: dict[str, Any] | None, *, family: str, task_params: dict[s
         samples_per_prompt=samples_per_prompt(settings),
         compute_counters=options is None,  # the plain arm's counters come from the harness
         lr=settings.learning_rate,
-        experiment=f"{arm}_{'_'.join(sorted(options or {}))}_seed{seed}",
+        experiment=f"{name}_seed{seed}",
         extra=settings.overrides(),
     )
     name = spec.experiment
