@@ -227,14 +227,25 @@ def dataflex_cli(session: nox.Session) -> None:
 
 @nox.session
 def evidence(session: nox.Session) -> None:
-    """The recipes against uniform on the task families, K seeds, compared at equal rollouts (TRL on the CPU).
+    """Every recipe against uniform on every task family, paired seeds, at equal rollouts: one table (CPU).
 
-    ``nox -s evidence -- [--quick] [--seeds K] [--jobs N] [--families F,F] [--recipes R,R]``; tables, plots and
-    every run's metrics go to ``dataflex_evidence/`` (docs/evidence.md has the results and the machine).
+    ``nox -s evidence -- [--quick] [--families F,F] [--methods M,M] [--seeds K|A-B] [--steps N] [--jobs N]``;
+    finished runs are kept in ``dataflex_evidence/runs`` and skipped next time (slices add up, a stopped campaign
+    resumes); the table, plots and each family's runs go to ``dataflex_evidence/`` (docs/evidence.md has the results
+    and the machine). ``--quick`` is CI's smoke test, not evidence.
     """
     install_torch(session)
     session.install(*TRL_STACK, *(rel(d) for d in [CORE, *plugin_dirs(), TRL_HOST]), f"{rel(LAB)}[trl]")
     session.run("dataflex-trl", "evidence", *session.posargs)
+
+
+@nox.session(name="evidence_verl")
+def evidence_verl(session: nox.Session) -> None:
+    """The evidence campaign's verl rows (``allocate`` against verl's plain trainer), in a venv of their own: verl's
+    fit loop cannot run beside trl. Same options and workdir as ``nox -s evidence``, whose table takes these runs."""
+    install_torch(session)
+    session.install(*VERL_STACK, *(rel(d) for d in [CORE, *plugin_dirs(), HOST]), f"{rel(LAB)}[verl]")
+    session.run("python", "-m", "dataflex_lab.trl.evidence", *session.posargs)
 
 
 #: Where ``nox -s conformance`` writes one report per plugin and ``summary.json``.

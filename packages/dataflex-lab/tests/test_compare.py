@@ -118,7 +118,9 @@ def test_the_markdown_table_says_what_was_done():
     assert "paired by seed (3 common seeds)" in text
     # 3 paired seeds: the permutation test cannot reach 0.05, and the report says so.
     assert "cannot give p below 0.250" in text and "at least 6 paired seeds" in text
-    assert "From 3 seeds they are narrower than 95%" in text
+    assert "narrower than its level from 3 seeds" in text  # the arms' own means: a bootstrap
+    # Δ's interval inverts the test that gave p: with 3 paired seeds no shift is rejected, so it is unbounded
+    assert "exactly when p < 0.050" in text and "[-inf, +inf]" in text
 
 
 def test_the_report_says_when_holm_puts_a_verdict_out_of_reach():
@@ -269,3 +271,35 @@ def test_run_records_are_checked():
         Run.from_record(
             {"arm": "a", "seed": 0, "steps": [{"step": 1, "metrics": {"r": 1}}, {"step": 1, "metrics": {"r": 2}}]}
         )
+
+
+def test_final_never_includes_the_evaluation_of_step_0():
+    """Three evaluations (steps 0, 5, 10): 'final' is the mean of steps 5 and 10, never of the untrained model."""
+    runs = [
+        Run(arm, seed, {0: {"eval_reward": 0.0}, 5: {"eval_reward": 0.4 + lift}, 10: {"eval_reward": 0.6 + lift}})
+        for arm, lift in (("baseline", 0.0), ("dataflex", 0.1))
+        for seed in range(3)
+    ]
+    metric = compare_runs(runs, metrics=["eval_reward"]).metrics[0]
+    assert metric.window == 2 and metric.window_steps == (5, 10)
+    assert metric.arms[0].estimates["final"].mean == pytest.approx(0.5)
+    with pytest.raises(CompareError, match="after step 0 .*pass --window 2 or less"):
+        compare_runs(runs, metrics=["eval_reward"], window=3)
+    only_start = [Run(r.arm, r.seed, {0: r.steps[0]}) for r in runs]
+    with pytest.raises(CompareError, match="logged at step 0 only"):
+        compare_runs(only_start, metrics=["eval_reward"])
+
+
+def test_compare_defaults_to_the_metric_the_document_declares():
+    """A demo's --json names its held-out reward: `dataflex compare FILE` compares that, not the training
+    reward it also logs; a declared metric no run logs is named."""
+    steps = [{"step": s, "metrics": {"reward": 0.1 * s, "eval_reward": 0.05 * s}} for s in range(1, 4)]
+    document = {"format": "dataflex-demo/1", "host": "trl", "metric": "eval_reward",
+                "runs": [{"arm": arm, "seed": seed, "steps": steps} for arm in ("baseline", "dataflex")
+                         for seed in range(2)]}  # fmt: skip
+    assert [m.metric for m in compare_runs(document).metrics] == ["eval_reward"]
+    assert [m.metric for m in compare_runs(document, metrics=["reward"]).metrics] == ["reward"]
+    with pytest.raises(CompareError, match="declares metric 'val/x' for its comparison"):
+        compare_runs({**document, "metric": "val/x"})
+    del document["metric"]
+    assert [m.metric for m in compare_runs(document).metrics] == ["reward"]  # undeclared: the reward, as before

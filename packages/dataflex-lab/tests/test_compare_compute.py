@@ -136,3 +136,51 @@ def test_the_command_prints_the_table_and_draws_the_bands_on_the_axis(tmp_path, 
     assert "### Rollouts generated to reach `eval_reward` >= 0.25" in out and "**needs less**" in out
     pytest.importorskip("matplotlib")
     assert plot.stat().st_size > 10_000
+
+
+def test_the_ratio_its_interval_and_its_p_are_one_statistic():
+    """The ratio is the geometric mean of the per-seed ratios; its interval excludes 1 exactly when p < 0.05, on
+    every one of 30 experiments of mixed effects (the issue's ``>= 1.71x [1.10, 2.46]`` beside p 1.000 cannot
+    happen)."""
+    import math
+
+    from dataflex_lab.compare import stats
+
+    for tag in range(30):
+        arms = {"uniform": {"speed": 1.0, "per_step": 64}, "other": {"speed": 1.0 + tag / 20, "per_step": 64}}
+        metric = compare_runs(experiment(arms, seeds=7, rng_tag=tag, noise=0.08), metrics=[METRIC], x="rollouts",
+                              target=0.3, n_boot=200).metrics[0]  # fmt: skip
+        ratio = metric.ratios["other"]
+        base, arm = metric.reach["uniform"].per_seed, metric.reach["other"].per_seed
+        logs = [math.log(base[s] / arm[s]) for s in sorted(base)]
+        assert ratio.ratio == pytest.approx(math.exp(sum(logs) / len(logs)))
+        assert ratio.p == pytest.approx(stats.paired_permutation_test(logs).p)
+        assert (ratio.p < 0.05) == (not ratio.ci[0] <= 1.0 <= ratio.ci[1]), (tag, ratio)
+        for kind in ("final", "auc"):
+            d = next(a for a in metric.arms if a.arm == "other").differences[kind]
+            assert (d.p < 0.05) == (not d.ci[0] <= 0.0 <= d.ci[1]), (tag, kind, d)
+
+
+def test_time_to_target_is_taken_within_the_budget_every_run_reached():
+    """A filter that spends 3x the rollouts a step and reaches the level only past uniform's budget is censored
+    at that budget (equal rollouts), not credited with its own, longer run."""
+    arms = {"uniform": {"speed": 1.0, "per_step": 64}, "filter": {"speed": 0.5, "per_step": 192}}
+    metric = compare_runs(experiment(arms, noise=0.0), metrics=[METRIC], x="rollouts", target=0.5).metrics[0]
+    assert metric.budget == 40 * 64
+    assert metric.reach["filter"].censored == list(range(8))
+    assert set(metric.reach["filter"].per_seed.values()) == {40 * 64.0}  # the budget, not its own 40 * 192
+    assert metric.ratios["filter"].bound == "<="
+
+
+def test_on_a_compute_axis_runs_may_stop_at_different_steps():
+    """A filter that stopped once it had spent the budget logs fewer points: fine on --x rollouts (each run on
+    the axis at its own steps), refused on --x step (the same steps are needed there)."""
+    arms = {"uniform": {"speed": 1.0, "per_step": 64}, "filter": {"speed": 3.0, "per_step": 192}}
+    runs = experiment(arms, noise=0.0)
+    for run in runs:
+        if run["arm"] == "filter":
+            run["steps"] = [r for r in run["steps"] if r["step"] <= 14 + run["seed"] % 3 * 2]
+    metric = compare_runs(runs, metrics=[METRIC], x="rollouts", target=0.3).metrics[0]
+    assert metric.budget == 40 * 64 < 14 * 192 and metric.ratios["filter"].ratio == pytest.approx(1.0, abs=0.05)
+    with pytest.raises(CompareError, match="runs log different steps"):
+        compare_runs(runs, metrics=[METRIC], x="step")

@@ -187,3 +187,27 @@ def test_pairing_is_what_finds_an_effect_under_a_large_shared_seed_effect():
     paired = rejection_rate(TESTS["paired permutation"], 8, effect=1.5, seed=300, trials=300)
     unpaired = rejection_rate(TESTS["unpaired permutation"], 8, effect=1.5, seed=300, trials=300)
     assert paired > 0.8 and unpaired < 0.35, (paired, unpaired)
+
+
+@pytest.mark.parametrize("paired", [True, False])
+@pytest.mark.parametrize("test", ["permutation", "t"])
+def test_the_interval_is_the_tests_own_inversion(paired, test):
+    """Each interval end is where the same test's p crosses 0.05: a shift just inside is kept, just outside is
+    rejected; so 0 lies outside the interval exactly when p < 0.05 (60 cases of 8 seeds, exact tests)."""
+    for trial in range(60):
+        a, b = normal((8,), 2 * trial) + 0.1 * (trial % 12), normal((8,), 2 * trial + 1)
+        result = stats.shift_test(a, b, paired=paired, test=test)
+        low, high = result.ci
+        assert (result.p < ALPHA) == (not low <= 0.0 <= high)
+        if test == "permutation":
+            old = stats.paired_permutation_test((a - b).tolist()) if paired else stats.unpaired_permutation_test(a, b)
+            assert result.p == pytest.approx(old.p)  # the same test as before, now with its interval
+        for end, inward in ((low, 1e-6), (high, -1e-6)):
+            kept = stats.shift_test(a - (end + inward), b, paired=paired, test=test).p
+            rejected = stats.shift_test(a - (end - inward), b, paired=paired, test=test).p
+            assert kept >= ALPHA > rejected, (trial, end, kept, rejected)
+
+
+def test_with_too_few_seeds_to_reject_anything_the_interval_is_unbounded():
+    result = stats.shift_test([1.0, 2.0, 3.0], [0.0, 0.0, 0.0], paired=True)
+    assert result.p == 0.25 and result.ci == (-math.inf, math.inf)

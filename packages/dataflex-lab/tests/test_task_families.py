@@ -31,7 +31,7 @@ def test_prompts_read_as_documented():
     assert len(text) == 5 and set(text) <= {"a", "b"} and answer == str(text.count("a"))
 
 
-@pytest.mark.parametrize("name", list(FAMILIES))
+@pytest.mark.parametrize("name", ["repeat", "count"])
 def test_the_structure_is_what_the_params_say(name):
     family = FAMILIES[name]
     lo = family.default_difficulty[0]
@@ -84,6 +84,12 @@ def test_the_difficulty_knob_moves_the_chance_of_a_random_answer():
         ('{"difficulty": [0, 12]}', "not a range within \\[1, 9\\]"),
         ('{"train_prompt": 10}', "unknown key\\(s\\) \\['train_prompt'\\]"),
         ('{"train_prompts": 0}', "train_prompts must be a positive integer"),
+        ('{"constants": "secret"}', "constants must be one of \\['marked', 'hidden'\\]"),
+        ('{"difficulty_shares": [1, 2]}', "needs one non-negative share per level of \\[1, 3\\] \\(3 numbers"),
+        ('{"difficulty_shares": "skewed"}', "difficulty_shares must be 'balanced', null or a list"),
+        ('{"budget": 2}', "budget 2 is shorter than the band's longest answer \\(3 characters"),
+        ('{"unsolvable": "budget", "budget": 9, "difficulty": [1, 9]}', "no level up to 9 has one"),
+        ('{"held_out": "tags", "held_out_tags": 9}', "must leave tags on both sides"),
         ("[1, 2]", "must be a JSON object"),
         ("{bad", "not valid JSON"),
     ],
@@ -111,3 +117,64 @@ def test_the_demos_take_task_and_task_params():
     with pytest.raises(ValueError, match="difficulty"):
         demo_report.demo_options(parser.parse_args(["--task", "repeat", "--task-params", '{"difficulty": [5, 1]}']))
     assert demo_report.DemoOptions(task="mixed").task_family is None
+
+
+@pytest.mark.parametrize("name", ["band", "longtail"])
+@pytest.mark.parametrize("seed", [0, 7])
+def test_the_structured_families_give_the_stated_shares_levels_and_split(name, seed):
+    """Counted on the generated prompts: the kinds' shares, the learnable band's split over its levels, the
+    held-out split balanced over the levels and written with tags no train prompt has, every prompt in one form."""
+    import re
+
+    from dataflex_lab.task_families import split_counts
+
+    family = FAMILIES[name]
+    structure = structure_from(None, family)
+    splits = family.build(structure, seed=seed)
+    train, held = splits.train, splits.held_out
+    n = structure.train_prompts
+    kinds = [p.kind for p in train]
+    assert len(train) == n and len({p.text for p in train}) == n  # no text twice, with two answers
+    assert kinds.count("solved") == round(n * structure.solved_fraction)
+    assert kinds.count("unsolvable") == round(n * structure.unsolvable_fraction)
+    learnable = [p for p in train if p.kind == "learnable"]
+    per_level = [sum(1 for p in learnable if p.difficulty == d) for d in structure.levels()]
+    assert per_level == split_counts(len(learnable), structure.shares())
+    assert [sum(1 for p in held if p.difficulty == d) for d in structure.levels()] == [8] * 5  # balanced
+    # one form for every prompt: <tag><d><letter>; only the answer the rule checks tells the kinds apart
+    form = re.compile(r"^[wxyz]{2}[1-9][abcd]$")
+    assert all(form.match(p.text) for p in train + held)
+    budget = family.response_length(structure)
+    assert budget == 5
+    for p in train:
+        if p.kind == "solved":
+            assert p.answer == SOLVED_ANSWER and p.difficulty in structure.levels()
+        elif p.kind == "unsolvable":  # a real answer, longer than any response may be: no response solves it
+            assert p.answer == p.text[-1] * int(p.text[-2]) and len(p.answer) > budget
+            assert family.reward(p.answer[:budget], p.answer) == 0.0
+        else:
+            assert family.reward(p.answer, p.answer) == 1.0 and len(p.answer) <= budget
+    # held out: learnable only, tags of their own, never a train text
+    assert {p.kind for p in held} == {"learnable"} and not {p.text for p in held} & {p.text for p in train}
+    held_tags, train_tags = {p.text[:2] for p in held}, {p.text[:2] for p in train}
+    assert not held_tags & train_tags and len(held_tags) <= structure.held_out_tags
+    assert family.build(structure, seed=seed) == splits  # seeded
+
+
+def test_the_longtail_band_leans_to_its_hard_end_and_most_prompts_are_too_hard():
+    family = FAMILIES["longtail"]
+    splits = family.build(structure_from(None, family), seed=0)
+    described = task_families.describe(splits)
+    assert described["train_prompts"] == {"solved": 5, "unsolvable": 58, "learnable": 33}
+    levels = described["learnable_per_level"]
+    assert [levels[str(d)] for d in range(1, 6)] == [3, 5, 7, 8, 10]
+    assert described["unsolvable"] == "budget" and described["held_out"] == "tags"
+
+
+def test_today_families_draw_the_same_prompts_as_before():
+    """repeat and count keep their prompts (the earlier campaigns' and the demos' runs stay reproducible)."""
+    splits = FAMILIES["repeat"].build(structure_from(None, FAMILIES["repeat"]), seed=0)
+    assert [(p.text, p.answer) for p in splits.train[:3]] == [("-7ga", "<none>"), ("xx3f", "fff"), ("-89h", "<none>")]
+    assert [p.text for p in splits.held_out[:3]] == ["zy2e", "zy3b", "zz2c"]
+    count = FAMILIES["count"].build(structure_from(None, FAMILIES["count"]), seed=0)
+    assert [p.text for p in count.held_out[:3]] == ["baaaa", "baba", "bbaba"]

@@ -232,18 +232,18 @@ def parse_task_params(task: str | None, text: str | None) -> dict[str, Any] | No
     return json.loads(text)
 
 
-def run_command(program: str, extra: str, run: Callable[[], object]) -> int:
-    """Run a demo for its console command: bad options, a missing framework or a failed run are one line on
-    stderr and exit 2 (a missing framework names ``pip install 'dataflex-lab[<extra>]'``)."""
+def run_command(program: str, extra: str, run: Callable[[], object], command: str = "demo") -> int:
+    """Run a demo (or ``command``) for its console command: bad options, a missing framework or a failed run are
+    one line on stderr and exit 2 (a missing framework names ``pip install 'dataflex-lab[<extra>]'``)."""
     from dataflex_core import DataFlexError
 
     try:
         run()
     except ModuleNotFoundError as exc:
-        print(f"{program} demo: {exc.name} is not installed: pip install 'dataflex-lab[{extra}]'", file=sys.stderr)
+        print(f"{program} {command}: {exc.name} is not installed: pip install 'dataflex-lab[{extra}]'", file=sys.stderr)
         return 2
     except (ValueError, DataFlexError, RuntimeError) as exc:
-        print(f"{program} demo: {exc}", file=sys.stderr)
+        print(f"{program} {command}: {exc}", file=sys.stderr)
         return 2
     return 0
 
@@ -584,6 +584,7 @@ def finish(
     improvement of the reward (:func:`reach_table`). With ``group_size`` (rollouts per prompt), also where each
     arm's rollouts went (:func:`compute_table`). Adds the per-arm ``summary`` to ``document`` and returns it.
     """
+    document.setdefault("metric", names.reward)  # what `dataflex compare` on the --json compares by default
     arms = list(dict.fromkeys(run["arm"] for run in document["runs"]))
     # training steps: an evaluation before the first (step 0) is not one
     steps = max((sum(1 for r in run["steps"] if r["step"] > 0) for run in document["runs"]), default=0)

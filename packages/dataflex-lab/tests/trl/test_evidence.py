@@ -1,79 +1,210 @@
-"""``dataflex-trl evidence --quick``: every recipe trains in TRL's real loop and the campaign ends in the
-comparison at equal rollouts and the compute table, written for every family."""
+"""``dataflex-trl evidence``: the quick campaign trains in TRL's real loop, resumes, and its table is
+``dataflex compare``'s statistics; the held-out score is a fixed-seed score."""
 
 from __future__ import annotations
 
+import argparse
 import io
 import json
 
 import pytest
 
-from dataflex_lab.compare import runs_from_demo
+from dataflex_lab.compare import compare_runs, runs_from_demo
 from dataflex_lab.compare.axis import axis_values
 from dataflex_lab.compute import total
-from dataflex_lab.trl.evidence import QUICK, TARGETS, UNIFORM, Campaign, report_campaign, run_campaign
+from dataflex_lab.trl import heldout
+from dataflex_lab.trl.evidence import (
+    METHODS,
+    METRIC,
+    QUICK,
+    SMOKE_NOTE,
+    TABLE_METHODS,
+    TARGETS,
+    UNIFORM,
+    Campaign,
+    method_table,
+    parse_seeds,
+    report_campaign,
+    run_campaign,
+)
 
 GENERATED, TRAINED, ROUNDS = (total(n) for n in ("rollouts_generated", "rollouts_trained", "generation_rounds"))
 
 
-def test_the_quick_campaign_trains_every_recipe_and_compares_at_equal_rollouts(tmp_path):
+@pytest.fixture(scope="module")
+def quick(tmp_path_factory):
+    """The quick campaign, run once for the module: its workdir and what it printed."""
+    workdir = tmp_path_factory.mktemp("evidence")
     out = io.StringIO()
-    summary = run_campaign(Campaign(**QUICK, workdir=tmp_path), out=out)
-    text = out.getvalue()
-    assert "At equal compute, on the axis **rollouts generated**" in text
-    assert f"### Rollouts generated to reach `eval_reward` >= {TARGETS['repeat']:g}" in text
-    document = json.loads((tmp_path / "repeat.runs.json").read_text())
-    assert document["baseline"] == UNIFORM and document["settings"]["task"]["family"] == "repeat"
+    summary = run_campaign(Campaign(**{**QUICK, "workdir": workdir, "quick": True}), out=out)
+    return workdir, out.getvalue(), summary
+
+
+def test_the_quick_campaign_says_it_is_a_smoke_test_and_writes_every_run(quick):
+    workdir, text, _ = quick
+    assert text.startswith(SMOKE_NOTE) and text.rstrip().endswith(SMOKE_NOTE)
+    assert "[6/6] " in text and "0 runs left" in text and "about" in text  # progress with the time left
+    document = json.loads((workdir / "repeat.runs.json").read_text())
+    assert document["baseline"] == UNIFORM and document["metric"] == METRIC
     assert sorted((r["arm"], r["seed"]) for r in document["runs"]) == sorted(
-        (recipe, seed) for recipe in QUICK["recipes"] for seed in range(QUICK["seeds"])
+        (method, seed) for method in QUICK["methods"] for seed in QUICK["seeds"]
     )
-    compared = summary["families"]["repeat"]
-    assert compared["x"] == "rollouts" and set(compared["target"]["arms"]) == set(QUICK["recipes"])
-    assert (tmp_path / "repeat.compare.md").read_text().startswith("# dataflex compare")
+    for run in document["runs"]:  # the held-out score before training and every 2 steps, on its own record at 0
+        scored = [r["step"] for r in run["steps"] if METRIC in r["metrics"]]
+        assert scored[0] == 0 == run["steps"][0]["step"] and scored[-1] == run["steps"][-1]["step"]
+        if run["arm"] != "filter":  # the filter stops sooner, at uniform's rollout budget (below)
+            assert scored == [0, 2, 4]
 
     # the filter's x is every rollout it generated, evicted groups included: 64 per generation round
-    rows = 8 * 8
-    runs = runs_from_demo(document)
-    filtered = [run for run in runs if run.arm == "filter"]
+    filtered = [run for run in runs_from_demo(document) if run.arm == "filter"]
     for run in filtered:
-        steps = sorted(run.steps)
         last = run.curve(GENERATED)[-1][1]
-        assert last == rows * run.curve(ROUNDS)[-1][1] and run.curve(TRAINED)[-1][1] == rows * QUICK["steps"]
-        assert axis_values(run, "rollouts", steps)[-1] == last
+        assert last == 64 * run.curve(ROUNDS)[-1][1] and run.curve(TRAINED)[-1][1] == 64 * max(run.steps)
+        assert axis_values(run, "rollouts", sorted(run.steps))[-1] == last
     assert any(run.curve(ROUNDS)[-1][1] > QUICK["steps"] for run in filtered), "no step refilled: nothing checked"
-    # every run is cut at the budget all reached: uniform's, as the filter generates more per step
-    assert compared["budget"] == min(run.curve(GENERATED)[-1][1] for run in runs) == QUICK["steps"] * rows
-
-    costs = compared["compute"]["arms"]
-    assert costs[UNIFORM]["generated_per_group"]["mean"] == 8.0 and costs[UNIFORM]["rounds_per_step"]["mean"] == 1.0
-    assert costs["filter"]["generated_per_group"]["mean"] == pytest.approx(
-        8 * costs["filter"]["rounds_per_step"]["mean"]
-    )
-    assert costs["filter"]["generated_per_group"]["mean"] > 8.0
-    assert (tmp_path / "repeat.compute.md").read_text() in text
-
-    # --report-only: the same tables from the runs file, nothing trained
-    written = {name: (tmp_path / name).read_text() for name in ("repeat.compare.md", "repeat.compute.md")}
-    again = report_campaign(Campaign(families=["repeat"], workdir=tmp_path), out=io.StringIO())
-    assert again["families"]["repeat"]["compute"] == compared["compute"]
-    assert {name: (tmp_path / name).read_text() for name in written} == written
-    with pytest.raises(ValueError, match="count.runs.json, which does not exist"):
-        report_campaign(Campaign(families=["count"], workdir=tmp_path), out=io.StringIO())
+    # every run stops once it generated uniform's budget (steps x 64), and is scored where it stopped
+    for run in filtered:
+        spent = [0.0] + [value for _, value in run.curve(GENERATED)]
+        last, before = spent[-1], spent[-2]
+        assert last >= 64 * QUICK["steps"] > before
+        assert max(s for s in run.steps if METRIC in run.steps[s]) == max(run.steps)
 
 
-def test_each_family_is_timed_to_its_own_level_unless_one_is_given():
-    assert Campaign().target_for("count") == TARGETS["count"] and Campaign().target_for("repeat") == TARGETS["repeat"]
-    assert Campaign(target=0.2).target_for("count") == 0.2
+def test_the_tables_numbers_are_dataflex_compares(quick):
+    """Each row is compare_runs on the family's document, restricted to the method and its baseline: the same
+    ratio, interval and p as `dataflex compare FILE --arms uniform,M --x rollouts --target T` gives."""
+    workdir, _, summary = quick
+    document = json.loads((workdir / "repeat.runs.json").read_text())
+    rows = {r["method"]: r for r in summary["table"]}
+    assert set(rows) == {"curriculum", "filter"}
+    for method, row in rows.items():
+        metric = compare_runs(document, arms=[UNIFORM, method], metrics=[METRIC], x="rollouts",
+                              target=TARGETS["repeat"]).metrics[0]  # fmt: skip
+        ratio = metric.ratios[method]
+        auc = next(a for a in metric.arms if a.arm == method).differences["auc"]
+        assert row["ratio"]["p"] == ratio.p and row["auc"]["p"] == auc.p and row["auc"]["ci"] == list(auc.ci)
+        if row["ratio"]["value"] == row["ratio"]["value"]:  # not NaN (reached at the start)
+            assert row["ratio"]["value"] == ratio.ratio and row["ratio"]["ci"] == list(ratio.ci)
+        assert row["budget"] == metric.budget == 64 * QUICK["steps"]  # uniform's: the filter spends more a step
+    table = (workdir / "table.md").read_text()
+    assert "| repeat (0.15) | `filter` | 2 |" in table and "dataflex compare" in table
+
+
+def test_a_second_call_resumes_and_a_run_of_other_settings_is_refused(quick):
+    workdir, _, summary = quick
+    out = io.StringIO()
+    again = run_campaign(Campaign(**{**QUICK, "workdir": workdir, "quick": True}), out=out)
+    assert "(6 done before, resumed; 0 to run" in out.getvalue() and again["table"] == summary["table"]
+    with pytest.raises(ValueError, match="was made with other settings \\(steps: 4 here, 6 now\\)"):
+        run_campaign(Campaign(**{**QUICK, "workdir": workdir, "steps": 6}), out=io.StringIO())
+    # --report-only: the same table from the records, nothing trained
+    assert report_campaign(Campaign(**{**QUICK, "workdir": workdir}), out=io.StringIO())["table"] == summary["table"]
+
+
+def test_holm_runs_across_the_whole_table():
+    rows = [
+        {"family": f, "method": m, "ratio": {"p": p, "value": 2.0}, "auc": {"p": 0.5, "difference": 0.1}}
+        for f, m, p in (("band", "curriculum", 0.004), ("band", "filter", 0.02), ("count", "curriculum", 0.03))
+    ]
+    table = method_table(rows)
+    # six tests: 0.004 * 6 = 0.024 separates; 0.02 * 5 = 0.1 and the rest do not
+    assert [r["ratio"]["p_holm"] for r in table] == pytest.approx([0.024, 0.1, 0.12])
+    assert [r["ratio"]["verdict"] for r in table] == ["needs less", "not separated", "not separated"]
+
+
+def test_every_table_method_is_one_entry_and_slices_are_named_as_documented():
+    assert TABLE_METHODS[0] == UNIFORM and "allocate" in TABLE_METHODS and "curriculum_floor0.2" not in TABLE_METHODS
+    assert all(METHODS[METHODS[m].baseline].options is None for m in METHODS)
+    assert METHODS["allocate"].host == "verl" and METHODS["allocate"].baseline == "uniform_verl"
+    assert parse_seeds("3") == [0, 1, 2] and parse_seeds("10-12") == [10, 11, 12] and parse_seeds("4,7") == [4, 7]
+    with pytest.raises(argparse.ArgumentTypeError, match="give K"):
+        parse_seeds("a-b")
 
 
 def test_a_campaign_refuses_what_it_cannot_compare():
-    with pytest.raises(ValueError, match="unknown recipe\\(s\\) \\['allocate'\\]"):
-        Campaign(recipes=[UNIFORM, "allocate"]).check()
-    with pytest.raises(ValueError, match="must include 'uniform'"):
-        Campaign(recipes=["curriculum", "select"]).check()
-    with pytest.raises(ValueError, match="at least 2"):
-        Campaign(seeds=1).check()
+    with pytest.raises(ValueError, match="unknown method\\(s\\) \\['pilots'\\]"):
+        Campaign(methods=[UNIFORM, "pilots"]).check()
+    with pytest.raises(ValueError, match="at least 2 distinct seeds"):
+        Campaign(seeds=[0]).check()
     with pytest.raises(ValueError, match="unknown task family 'sort'"):
         Campaign(families=["sort"]).check()
     with pytest.raises(ValueError, match="--target 1.5 is outside"):
         Campaign(target=1.5).check()
+    assert Campaign().target_for("band") == TARGETS["band"] and Campaign(target=0.2).target_for("count") == 0.2
+
+
+def test_the_held_out_score_uses_a_fixed_sampling_seed():
+    """The same model scores the same twice, whatever the global random state did in between; another seed
+    draws other completions; training's random stream is left where it was."""
+    import torch
+
+    from dataflex_lab import task_families
+    from dataflex_lab.trl.toy import FAMILY_MODEL, family_tokenizer, tiny_model
+
+    task = task_families.FAMILIES["band"]
+    structure = task_families.structure_from(None, task)
+    held = task.build(structure, 0).held_out
+    tokenizer = family_tokenizer(task)
+    model = tiny_model(tokenizer, seed=0, spec=FAMILY_MODEL)
+    sampling = heldout.Sampling(max_new_tokens=task.response_length(structure))
+    torch.manual_seed(123)
+    first = heldout.score_prompts(model, tokenizer, task, held, samples=8, seed=heldout.eval_seed(0), sampling=sampling)
+    after = torch.rand(1)
+    torch.manual_seed(123)
+    torch.rand(5)  # a different global state before the second score
+    second = heldout.score_prompts(model, tokenizer, task, held, samples=8, seed=heldout.eval_seed(0), sampling=sampling)
+    assert torch.equal(first, second) and first.shape == (len(held), 8)
+    torch.manual_seed(123)
+    heldout.score_prompts(model, tokenizer, task, held, samples=8, seed=heldout.eval_seed(0), sampling=sampling)
+    assert torch.equal(torch.rand(1), after)  # the caller's stream is untouched
+    other = heldout.score_prompts(model, tokenizer, task, held, samples=8, seed=heldout.eval_seed(1), sampling=sampling)
+    assert not torch.equal(first, other)
+    summary = heldout.summarize(first, held)
+    assert summary[METRIC] == pytest.approx(float(first.mean()))
+    assert summary[METRIC] == pytest.approx(sum(summary[heldout.LEVEL_METRIC.format(d)] for d in range(1, 6)) / 5)
+
+
+def test_the_step0_profile_counts_zero_variance_groups():
+    """Constant prompts are zero-variance for every model; the shares are counts over the train prompts."""
+    from dataflex_lab import task_families
+
+    task = task_families.FAMILIES["band"]
+    profile = heldout.step0_profile(task, task_families.structure_from(None, task), seed=0)
+    assert profile["by_kind"]["solved"] == 1.0 and profile["by_kind"]["unsolvable"] == 1.0
+    n = {"solved": 29, "unsolvable": 29, "learnable": 38}
+    overall = sum(profile["by_kind"][k] * n[k] for k in n) / 96
+    assert profile["zero_variance_share"] == pytest.approx(overall)
+    assert 0.0 < profile["by_kind"]["learnable"] < 1.0  # a fresh model solves some easy prompts sometimes
+
+
+def test_a_failed_run_is_named_not_kept_and_rerun_next_time(tmp_path, monkeypatch):
+    """A run whose framework crashes does not stop the campaign: the others are kept, the failure is named, and
+    the same command runs only the missing one (synthetic runs stand in for training here)."""
+    from dataflex_lab.trl import evidence
+
+    calls = []
+
+    def fake(campaign, family, method, seed):
+        calls.append((method, seed))
+        if (method, seed) == ("curriculum", 1) and len(calls) < 5:
+            raise RuntimeError("verl exited with code 1; Ray timed out")
+        steps = [{"step": s, "metrics": {METRIC: 0.1 * s * (1.5 if method == "curriculum" else 1.0),
+                                         GENERATED: 64.0 * s, TRAINED: 64.0 * s, total("rollouts_wasted"): 32.0 * s,
+                                         ROUNDS: 1.0 * s, "step_time": 1.0}} for s in range(0, 5)]  # fmt: skip
+        return {"arm": method, "seed": seed, "host": "trl", "key": campaign.key(family, method), "wall_s": 1.0,
+                "steps": steps}  # fmt: skip
+
+    monkeypatch.setattr(evidence, "run_one", fake)
+    campaign = Campaign(families=["repeat"], methods=[UNIFORM, "curriculum"], seeds=[0, 1, 2], steps=4, val_every=2,
+                        workdir=tmp_path)  # fmt: skip
+    out = io.StringIO()
+    run_campaign(campaign, out=out)
+    text = out.getvalue()
+    assert "repeat curriculum seed 1: FAILED, not kept (verl exited with code 1; Ray timed out)" in text
+    assert "1 run(s) failed and were not kept (repeat curriculum seed 1)" in text
+    assert not campaign.record_path("repeat", "curriculum", 1).exists()
+    assert len(calls) == 6
+    out = io.StringIO()
+    summary = run_campaign(campaign, out=out)
+    assert calls[6:] == [("curriculum", 1)] and "(5 done before, resumed; 1 to run" in out.getvalue()
+    assert summary["table"][0]["seeds"] == [0, 1, 2]

@@ -28,7 +28,7 @@ from .runs import CompareError, Run, by_arm
 REPORT_FORMAT = "dataflex-compare/1"
 #: Tried in order when no metric is named: verl's reward, TRL's reward, TRL's reward as TensorBoard tags it.
 DEFAULT_METRICS = ("critic/score/mean", "reward", "train/reward")
-#: Final window when none is given: the last 10 logged points, or every point of a shorter run.
+#: Final window when none is given: the last 10 logged points, or every point of a shorter run after step 0.
 DEFAULT_WINDOW = 10
 #: The two per-seed summaries of a curve, in report order.
 SUMMARIES = ("final", "auc")
@@ -191,7 +191,8 @@ def compare_runs(
         ``"runs"`` entries (``{"arm", "seed", "steps": [{"step", "metrics"}]}``),
         or a whole ``dataflex-demo/1`` document.
     :param baseline: the arm the others are compared with; default the first arm.
-    :param metrics: metric names; default the first of :data:`DEFAULT_METRICS` every run logs.
+    :param metrics: metric names; default the metric the runs' file declares (a demo's held-out reward), else the
+        first of :data:`DEFAULT_METRICS` every run logs.
     :param window: the final window, in logged points; default ``min(10, points logged)``.
     :param max_step: ignore steps after this one (to compare runs of different lengths on their common part).
     :param arms: keep only these arms, in this order.
@@ -232,15 +233,19 @@ def compare_runs(
     names = resolve_metrics(selected, metrics)
     results = []
     for metric in names:
-        steps, curves = aligned_curves(grouped, metric, max_step)
+        # on a compute axis a run's points need not share steps with the others' (a filter that stopped at the
+        # rollout budget ends sooner): each is put on the axis at its own steps
+        same = x == "step"
+        steps, curves = aligned_curves(grouped, metric, max_step, same_steps=same)
         width = _window(window, steps, metric)
-        axes = {arm: {seed: axes_.axis_values(run, x, steps) for seed, run in sorted(seeds.items())}
+        axes = {arm: {seed: axes_.axis_values(run, x, steps if same else _run_steps(run, metric, max_step))
+                      for seed, run in sorted(seeds.items())}
                 for arm, seeds in grouped.items()}  # fmt: skip
         result = _compare_metric(
             metric, steps, width, curves, axes, baseline, paired, test, alpha, confidence, n_boot, rng_seed
         )
         if target is not None:
-            result = _with_target(result, target, paired, alpha, confidence, n_boot, rng_seed)
+            result = _with_target(result, target, paired, test, alpha, confidence, n_boot, rng_seed)
         results.append(replace(result, x=x))
     return ComparisonReport(
         baseline=baseline,
@@ -344,6 +349,19 @@ def resolve_metrics(runs: Sequence[Run], metrics: Sequence[str] | None) -> list[
     common = set.intersection(*(r.metric_names() for r in runs))
     anywhere = set.union(*(r.metric_names() for r in runs))
     if metrics is None:
+        declared = sorted({r.metric for r in runs if r.metric is not None})
+        if len(declared) > 1:
+            raise CompareError(
+                f"the files declare different metrics to compare on ({', '.join(declared)}); name one with --metric"
+            )
+        if declared:
+            if declared[0] not in common:
+                lacking = [r.describe() for r in runs if declared[0] not in r.metric_names()]
+                raise CompareError(
+                    f"the file declares metric {declared[0]!r} for its comparison, but {_listing(lacking, 10)} "
+                    "never logged it; name another with --metric"
+                )
+            return declared
         for name in DEFAULT_METRICS:
             if name in common:
                 return [name]
@@ -369,10 +387,18 @@ def resolve_metrics(runs: Sequence[Run], metrics: Sequence[str] | None) -> list[
     return list(dict.fromkeys(metrics))
 
 
+def _run_steps(run: Run, metric: str, max_step: int | None) -> list[int]:
+    return [s for s, _ in run.curve(metric) if max_step is None or s <= max_step]
+
+
 def aligned_curves(
-    grouped: Mapping[str, Mapping[int, Run]], metric: str, max_step: int | None = None
+    grouped: Mapping[str, Mapping[int, Run]], metric: str, max_step: int | None = None, *, same_steps: bool = True
 ) -> tuple[tuple[int, ...], dict[str, dict[int, tuple[float, ...]]]]:
-    """The steps every run logged ``metric`` at, and each run's values there; runs that differ are an error."""
+    """The steps runs logged ``metric`` at, and each run's values there.
+
+    ``same_steps`` (a step axis): every run must log the same steps, else an error; without it (a compute axis)
+    each run keeps its own steps and the union is returned.
+    """
     per_run = {
         run: [(s, v) for s, v in run.curve(metric) if max_step is None or s <= max_step]
         for seeds in grouped.values()
@@ -384,7 +410,7 @@ def aligned_curves(
     step_sets = {run: {s for s, _ in curve} for run, curve in per_run.items()}
     union = sorted(set.union(*step_sets.values()))
     short = {run: sorted(set(union) - got) for run, got in step_sets.items() if len(got) < len(union)}
-    if short:
+    if short and same_steps:
         lines = [
             f"  {run.describe()}: missing step(s) {_listing(missing, 8)} (logs {len(step_sets[run])} of {len(union)})"
             for run, missing in short.items()
@@ -416,14 +442,22 @@ def aligned_curves(
 
 
 def _window(window: int | None, steps: Sequence[int], metric: str) -> int:
+    """The final window in logged points: never step 0, the evaluation of the untrained model."""
+    trained = sum(1 for s in steps if s > 0)
+    if trained == 0:
+        raise CompareError(
+            f"metric {metric!r} is logged at step 0 only (before any training): there is no final value to compare; "
+            "log it at a trained step (the demos: --val-every N within --steps)"
+        )
     if window is None:
-        return min(DEFAULT_WINDOW, len(steps))
+        return min(DEFAULT_WINDOW, trained)
     if isinstance(window, bool) or not isinstance(window, int) or window < 1:
         raise CompareError(f"window {window!r} must be a positive number of logged points")
-    if window > len(steps):
+    if window > trained:
+        untrained = " after step 0 (the untrained model's, never part of 'final')" if trained < len(steps) else ""
         raise CompareError(
-            f"window {window} is longer than the {len(steps)} points metric {metric!r} is logged at "
-            f"(steps {steps[0]}-{steps[-1]}); pass --window {len(steps)} or less"
+            f"window {window} is longer than the {trained} points metric {metric!r} is logged at{untrained} "
+            f"(steps {steps[0]}-{steps[-1]}); pass --window {trained} or less"
         )
     return window
 
@@ -513,7 +547,7 @@ def _summarize_to(
             "spent no compute between their logged points (compare on --x step)"
         )
     if on_steps:
-        return summarize_curve(xs, ys, min(window, len(xs)))
+        return summarize_curve(xs, ys, min(window, sum(1 for x in xs if x > 0) or 1))
     # arms log their points at different compute, so "the last K points" would span different budgets
     start = xs[0] + (1.0 - axes_.FINAL_SHARE) * (xs[-1] - xs[0])
     return {"final": axes_.mean_height(xs, ys, start, xs[-1]), "auc": axes_.mean_height(xs, ys, xs[0], xs[-1])}
@@ -523,6 +557,7 @@ def _with_target(
     result: MetricResult,
     level: float,
     paired: Mapping[str, bool],
+    test: str,
     alpha: float,
     confidence: float,
     n_boot: int,
@@ -532,10 +567,15 @@ def _with_target(
     base = result.arms[0].arm
     settings = {"confidence": confidence, "n_boot": n_boot, "rng_seed": rng_seed}
     reach = {
-        arm: target_.reach({seed: (result.axes[arm][seed], curve) for seed, curve in seeds.items()}, level, **settings)
+        arm: target_.reach({seed: (result.axes[arm][seed], curve) for seed, curve in seeds.items()}, level,
+                           budget=result.budget, **settings)
         for arm, seeds in result.curves.items()
+    }  # fmt: skip
+    ratios = {
+        arm: target_.ratio(reach[arm], reach[base], paired[arm], confidence, rng_seed, test)
+        for arm in reach
+        if arm != base
     }
-    ratios = {arm: target_.ratio(reach[arm], reach[base], paired[arm], **settings) for arm in reach if arm != base}
     return replace(result, target=level, reach=reach, ratios=target_.adjust(ratios, alpha))
 
 
@@ -554,28 +594,22 @@ def _difference(
     n_boot: int,
     rng_seed: int,
 ) -> Difference:
-    """The difference before Holm's adjustment (``p_holm`` is ``p`` and the verdict is pending)."""
+    """The difference before Holm's adjustment (``p_holm`` is ``p`` and the verdict is pending).
+
+    Its p-value and its interval come from one test (:func:`~.stats.shift_test`), so the interval excludes 0
+    exactly when p is below ``1 - confidence``.
+    """
     if paired:
         a = [arm[s] for s in sorted(base)]
         b = [base[s] for s in sorted(base)]
-        d = [x - y for x, y in zip(a, b)]
-        spread = statistics.stdev(d)
-        result = (
-            stats.paired_permutation_test(d, rng_seed=rng_seed) if test == "permutation" else stats.paired_t_test(d)
-        )
+        spread = statistics.stdev([x - y for x, y in zip(a, b)])
     else:
         a, b = list(arm.values()), list(base.values())
         spread = math.sqrt(statistics.variance(a) + statistics.variance(b))
-        result = (
-            stats.unpaired_permutation_test(a, b, rng_seed=rng_seed)
-            if test == "permutation"
-            else stats.welch_t_test(a, b)
-        )
-    ci = stats.bootstrap_difference_interval(
-        a, b, paired=paired, confidence=confidence, n_boot=n_boot, rng_seed=rng_seed
+    result = stats.shift_test(a, b, paired=paired, test=test, confidence=confidence, rng_seed=rng_seed)
+    return Difference(
+        result.estimate, result.ci, spread, result.p, result.p, paired, result.method, result.min_p, NOT_SEPARATED
     )
-    estimate = statistics.fmean(a) - statistics.fmean(b)
-    return Difference(estimate, ci, spread, result.p, result.p, paired, result.method, result.min_p, NOT_SEPARATED)
 
 
 # -- output helpers ---------------------------------------------------------------------------------------

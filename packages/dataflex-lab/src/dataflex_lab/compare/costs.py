@@ -11,7 +11,11 @@ bootstrap interval:
 - the wasted share: ``rollouts_wasted / rollouts_trained``, the trained rows whose advantage is zero (a group
   whose rewards all agree): trained, but they move nothing;
 - generation rounds per step (1 without refills);
-- the step time against the baseline: the ratio of the mean step times, paired by seed.
+- the step time: each run's median seconds per step with its first (warm-up) step left out
+  (:func:`median_step_time`, the one step-time figure both demos print), and its ratio to the baseline's, paired
+  by seed.
+
+An interval needs two seeds: from one seed the table gives the value alone.
 """
 
 from __future__ import annotations
@@ -36,17 +40,18 @@ COLUMNS = {
     "generated_per_group": "rollouts generated per trained group",
     "wasted_share": "wasted (zero-advantage) share of trained",
     "rounds_per_step": "generation rounds per step",
+    "step_time_s": "median step time (warm-up excluded)",
     "step_time_ratio": "step time / baseline",
 }
 
 
 @dataclass(frozen=True)
 class Mean:
-    """One column of one arm: the per-seed values, their mean and its bootstrap interval."""
+    """One column of one arm: the per-seed values, their mean and its bootstrap interval (``None`` from one seed)."""
 
     per_seed: dict[int, float]
     mean: float
-    ci: tuple[float, float]
+    ci: tuple[float, float] | None
 
 
 @dataclass(frozen=True)
@@ -70,8 +75,9 @@ class CostTable:
     def markdown(self) -> str:
         head = ["arm", "seeds", *COLUMNS.values()]
         lines = [
-            f"Compute per arm: mean over seeds [{self.confidence * 100:g}% bootstrap interval], at each run's last "
-            f"step; groups of {self.group_size} rollouts; step time paired by seed with `{self.baseline}`.",
+            f"Compute per arm: mean over seeds [{self.confidence * 100:g}% bootstrap interval, from 2 seeds on], at "
+            f"each run's last step; groups of {self.group_size} rollouts; step time: each run's median second per "
+            f"step without its first (warm-up) step, paired by seed with `{self.baseline}`.",
             "",
             "| " + " | ".join(head) + " |",
             "| --- | ---: | " + " | ".join("---" for _ in COLUMNS) + " |",
@@ -91,7 +97,8 @@ class CostTable:
                 arm.arm: {
                     "seeds": arm.seeds,
                     **{
-                        key: None if value is None else {"mean": value.mean, "ci": list(value.ci),
+                        key: None if value is None else {"mean": value.mean,
+                                                         "ci": None if value.ci is None else list(value.ci),
                                                          "per_seed": {str(s): v for s, v in value.per_seed.items()}}
                         for key, value in arm.columns.items()
                     },
@@ -116,7 +123,7 @@ def compute_costs(
     grouped = by_arm(runs)
     if baseline not in grouped:
         raise CompareError(f"baseline arm {baseline!r} has no runs; the arms are {', '.join(grouped)}")
-    base_times = {seed: _mean_step_time(run) for seed, run in grouped[baseline].items()}
+    base_times = {seed: median_step_time(run) for seed, run in grouped[baseline].items()}
     table = []
     for arm in [baseline, *(a for a in grouped if a != baseline)]:
         seeds = grouped[arm]
@@ -129,12 +136,14 @@ def compute_costs(
             per_seed["generated_per_group"][seed] = generated / (trained / group_size)
             per_seed["wasted_share"][seed] = wasted / trained
             per_seed["rounds_per_step"][seed] = rounds / steps
-            mine, theirs = _mean_step_time(run), base_times.get(seed)
+            mine, theirs = median_step_time(run), base_times.get(seed)
+            if mine is not None:
+                per_seed["step_time_s"][seed] = mine
             if mine is not None and theirs:
                 per_seed["step_time_ratio"][seed] = mine / theirs
         columns: dict[str, Mean | None] = {}
         for key, values in per_seed.items():
-            complete = key != "step_time_ratio" or len(values) == len(seeds)
+            complete = not key.startswith("step_time") or len(values) == len(seeds)
             columns[key] = _mean(values, confidence, n_boot, rng_seed) if values and complete else None
         table.append(ArmCosts(arm, sorted(seeds), columns))
     return CostTable(baseline, group_size, confidence, table)
@@ -153,16 +162,20 @@ def _last(run: Run, metric: str) -> float:
     return value
 
 
-def _mean_step_time(run: Run) -> float | None:
+def median_step_time(run: Run) -> float | None:
+    """The run's median seconds per step, its first step (warm-up: compilation, first allocations) left out
+    unless it is the only one; ``None`` when it logs no step time (``timing_s/step`` or ``step_time``)."""
     name = next((m for m in STEP_TIME_METRICS if m in run.metric_names()), None)
-    values = [value for _, value in run.curve(name)] if name else []
-    return statistics.fmean(values) if values else None
+    values = [value for _, value in run.curve(name) if not math.isnan(value)] if name else []
+    if len(values) > 1:
+        values = values[1:]
+    return statistics.median(values) if values else None
 
 
 def _mean(per_seed: Mapping[int, float], confidence: float, n_boot: int, rng_seed: int) -> Mean:
     values = list(per_seed.values())
-    if len(values) == 1:
-        return Mean(dict(per_seed), values[0], (values[0], values[0]))
+    if len(values) == 1:  # no interval from one seed
+        return Mean(dict(per_seed), values[0], None)
     ci = stats.bootstrap_mean_interval(values, confidence=confidence, n_boot=n_boot, rng_seed=rng_seed)
     return Mean(dict(per_seed), statistics.fmean(values), ci)
 
@@ -171,6 +184,7 @@ _FORMATS: dict[str, Callable[[float], str]] = {
     "generated_per_group": lambda v: f"{v:.1f}",
     "wasted_share": lambda v: f"{v * 100:.0f}%",
     "rounds_per_step": lambda v: f"{v:.2f}",
+    "step_time_s": lambda v: f"{v:.2f} s",
     "step_time_ratio": lambda v: f"{v:.2f}x",
 }
 
@@ -178,4 +192,6 @@ _FORMATS: dict[str, Callable[[float], str]] = {
 def _cell(value: Mean | None, fmt: Callable[[float], str]) -> str:
     if value is None:
         return "—"
+    if value.ci is None:
+        return fmt(value.mean)
     return f"{fmt(value.mean)} [{fmt(value.ci[0])}, {fmt(value.ci[1])}]"

@@ -3,7 +3,8 @@
 Formats (the file's content decides, not its name):
 
 * ``dataflex-demo/1`` JSON, written by the training demos' ``--json``: names
-  its own arms and seeds, one file holds every run.
+  its own arms and seeds (and, under ``"metric"``, the metric its runs are
+  compared on: the default), one file holds every run.
 * verl's file logger (``trainer.logger=[...,file]``): JSON lines
   ``{"step": N, "data": {metric: value}}``.
 * transformers' ``trainer_state.json`` (TRL's trainers write it in every
@@ -31,6 +32,8 @@ from .runs import CompareError, Run, StepLog
 HOST_BASELINES = {"verl": "sync", "trl": "baseline"}
 #: The demo format this reader understands; a higher number is a newer, incompatible layout.
 DEMO_FORMAT = "dataflex-demo/1"
+#: The demo document's key naming the metric its runs are compared on (``dataflex compare``'s default for it).
+DECLARED_METRIC = "metric"
 TRAINER_STATE = "trainer_state.json"
 TFEVENTS = "events.out.tfevents."
 #: ``ARM@SEED=PATH``: how the command line names a run whose file does not.
@@ -129,7 +132,10 @@ def runs_from_demo(document: dict[str, Any], source: str = "<memory>") -> list[R
             raise CompareError(f"{source}: a {DEMO_FORMAT} file needs 'runs', or 'arms' (arm -> steps) with 'seed'")
         runs = [Run.from_record({"arm": arm, "seed": seed, "steps": steps}, source) for arm, steps in arms.items()]
     declared = document.get("baseline", HOST_BASELINES.get(document.get("host")))
-    return [replace(run, baseline=True) if run.arm == declared else run for run in runs]
+    metric = document.get(DECLARED_METRIC)
+    if metric is not None and (not isinstance(metric, str) or not metric):
+        raise CompareError(f"{source}: {DECLARED_METRIC!r} must name a metric the runs log, got {metric!r}")
+    return [replace(run, baseline=run.arm == declared, metric=metric) for run in runs]
 
 
 # -- one format each -------------------------------------------------------------------------------------

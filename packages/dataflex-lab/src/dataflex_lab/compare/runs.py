@@ -42,6 +42,8 @@ class Run:
     non_numeric: frozenset[str] = field(default_factory=frozenset)
     #: The file declares this run's arm its baseline (a demo's plain-framework arm): compared against by default.
     baseline: bool = False
+    #: The metric the file says its runs were made to be compared on (a demo's held-out reward): the default.
+    metric: str | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.arm, str) or not self.arm.strip():

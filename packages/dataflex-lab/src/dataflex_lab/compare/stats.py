@@ -1,4 +1,4 @@
-"""Statistics over seeds: bootstrap intervals, permutation and t tests, Holm's adjustment.
+"""Statistics over seeds: permutation and t tests with the intervals they invert to, bootstraps, Holm's adjustment.
 
 Built on torch and the standard library, so ``dataflex-lab`` needs no
 scipy. Every random draw comes from a ``torch.Generator`` seeded by
@@ -187,6 +187,160 @@ def unpaired_permutation_test(
         f"Monte-Carlo permutation test of the seeds' arm labels ({N_MONTE_CARLO} relabellings)",
         1 / (N_MONTE_CARLO + 1),
     )
+
+
+# -- one test, its p and its interval ------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ShiftResult:
+    """A test of "the arm's shift from the baseline is delta", read at every delta.
+
+    ``estimate`` is the shift (the mean per-seed difference when paired, the difference of the means if not),
+    ``p`` the test's two-sided p-value at delta = 0 and ``ci`` the deltas the same test does not reject at level
+    ``1 - confidence``: so ``ci`` excludes 0 exactly when ``p < 1 - confidence``, by construction (a test and its
+    inverted interval are one statement). An endpoint is infinite where no shift is rejected, as with too few
+    seeds for the test to reach the level at all (``min_p``).
+    """
+
+    estimate: float
+    ci: tuple[float, float]
+    p: float
+    method: str
+    min_p: float
+    paired: bool
+
+
+def shift_test(
+    arm: Sequence[float] | torch.Tensor,
+    baseline: Sequence[float] | torch.Tensor,
+    *,
+    paired: bool,
+    test: str = "permutation",
+    confidence: float = CONFIDENCE,
+    rng_seed: int = RNG_SEED,
+    max_exact: int = MAX_EXACT_PERMUTATIONS,
+) -> ShiftResult:
+    """The p-value and the interval of one shift, from one test: ``permutation`` (sign flips of the per-seed
+    differences when paired, relabellings of the seeds if not) or ``t`` (paired t / Welch)."""
+    a, b = as_values(arm), as_values(baseline)
+    if paired and len(a) != len(b):
+        raise ValueError(f"paired values need one per seed on both sides, got {len(a)} and {len(b)}")
+    if test == "t":
+        return _t_shift(a, b, paired, confidence)
+    if test != "permutation":
+        raise ValueError(f"test {test!r} is not 'permutation' or 't'")
+    if paired:
+        d = a - b
+        n = len(d)
+        exact = 2**n <= max_exact
+        if exact:
+            signs = _all_sign_patterns(n)
+            method = f"exact sign-flip permutation test on the per-seed differences ({2**n} sign patterns)"
+        else:
+            generator = torch.Generator().manual_seed(rng_seed)
+            signs = torch.randint(2, (N_MONTE_CARLO, n), generator=generator).to(torch.float64) * 2 - 1
+            method = (
+                f"Monte-Carlo sign-flip permutation test on the per-seed differences ({N_MONTE_CARLO} sign patterns)"
+            )
+        # a pattern's statistic at shift delta: |mean(s * (d - delta))| = |a_s - delta * c_s|
+        shift_a, shift_c, estimate = signs @ d / n, signs.sum(dim=1) / n, float(d.mean())
+        min_p = 2 / 2**n if exact else 1 / (N_MONTE_CARLO + 1)
+    else:
+        pooled = torch.cat([a, b])
+        n_a, n = len(a), len(pooled)
+        splits = math.comb(n, n_a)
+        exact = splits <= max_exact
+        if exact:
+            masks = _all_splits(n, n_a)
+            method = f"exact permutation test of the seeds' arm labels ({splits} relabellings)"
+        else:
+            generator = torch.Generator().manual_seed(rng_seed)
+            order = torch.rand(N_MONTE_CARLO, n, generator=generator).argsort(dim=1)
+            masks = torch.zeros(N_MONTE_CARLO, n, dtype=torch.float64).scatter_(1, order[:, :n_a], 1.0)
+            method = f"Monte-Carlo permutation test of the seeds' arm labels ({N_MONTE_CARLO} relabellings)"
+        # a relabelling's mean difference at shift delta (the arm's values less delta): a_s - delta * c_s
+        sum_a = masks @ pooled
+        shift_a = sum_a / n_a - (float(pooled.sum()) - sum_a) / (n - n_a)
+        moved = masks[:, :n_a].sum(dim=1)  # the arm's own seeds that stay in the arm's group
+        shift_c = moved / n_a - (n_a - moved) / (n - n_a)
+        estimate = float(a.mean() - b.mean())
+        min_p = ((2 if n_a * 2 == n else 1) / splits) if exact else 1 / (N_MONTE_CARLO + 1)
+    # ties between the observed statistic and a pattern's are decided up to a tolerance: in both p and ci
+    tolerance = _TIE_TOLERANCE * max(1.0, float(torch.cat([a, b]).abs().max()))
+    low, high = _acceptance_bounds(shift_a, shift_c, estimate)
+    low, high = low - tolerance, high + tolerance
+    p = _p_at(low, high, 0.0, exact)
+    ci = _inverted_interval(low, high, 1.0 - confidence, exact)
+    return ShiftResult(estimate, ci, p, method, min_p, paired)
+
+
+def _acceptance_bounds(a: torch.Tensor, c: torch.Tensor, m: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per pattern, the shifts at which it is at least as extreme as the observed: an interval ``[low, high]``.
+
+    A pattern counts at shift delta when ``|a - delta c| >= |m - delta|``. Both sides are V-shaped in delta, the
+    left with slope ``|c| <= 1``, so their difference only grows away from ``m``: the set is an interval around
+    ``m``, bounded by the two crossings ``(a + m) / (1 + c)`` and ``(m - a) / (1 - c)`` (a pattern with
+    ``|c| = 1``, the observed labelling or its mirror, counts at every shift). So ``p(delta)`` falls away from
+    ``m`` on both sides and the deltas it keeps form one interval.
+    """
+    inf = torch.full_like(a, math.inf)
+    first = torch.where(c > -1.0, (a + m) / (1.0 + c).clamp(min=1e-300), inf)
+    second = torch.where(c < 1.0, (m - a) / (1.0 - c).clamp(min=1e-300), inf)
+    whole = c.abs() >= 1.0 - 1e-12
+    low = torch.where(whole, -inf, torch.minimum(first, second))
+    high = torch.where(whole, inf, torch.maximum(first, second))
+    return low, high
+
+
+def _p_at(low: torch.Tensor, high: torch.Tensor, delta: float, exact: bool) -> float:
+    counted = int(((low <= delta) & (delta <= high)).sum())
+    return counted / len(low) if exact else (counted + 1) / (len(low) + 1)
+
+
+def _inverted_interval(low: torch.Tensor, high: torch.Tensor, level: float, exact: bool) -> tuple[float, float]:
+    """The shifts whose p is at least ``level``: p falls on each side, so the bound is the k-th widest crossing."""
+    m = len(low)
+    k = math.ceil(level * m - 1e-9) if exact else math.ceil(level * (m + 1) - 1 - 1e-9)
+    if k <= 0:
+        return -math.inf, math.inf
+    if k > m:  # the level is above every p the test can give: no shift is kept but the estimate's own
+        k = m
+    upper = float(torch.topk(high, k).values[-1])
+    lower = float(-torch.topk(-low, k).values[-1])
+    return lower, upper
+
+
+def _t_shift(a: torch.Tensor, b: torch.Tensor, paired: bool, confidence: float) -> ShiftResult:
+    if paired:
+        d = a - b
+        n = len(d)
+        estimate, se, df = float(d.mean()), float(d.std(unbiased=True)) / math.sqrt(n), float(n - 1)
+        method = f"paired t test (df = {n - 1})"
+    else:
+        va, vb = float(a.var(unbiased=True)) / len(a), float(b.var(unbiased=True)) / len(b)
+        se = math.sqrt(va + vb)
+        denominator = va**2 / (len(a) - 1) + vb**2 / (len(b) - 1)
+        df = (va + vb) ** 2 / denominator if denominator > 0 else float(len(a) + len(b) - 2)
+        estimate, method = float(a.mean() - b.mean()), f"Welch's t test (df = {df:.1f})"
+    p = _t_p_value(estimate, se, df)
+    half = student_t_quantile(1.0 - (1.0 - confidence) / 2.0, df) * se
+    return ShiftResult(estimate, (estimate - half, estimate + half), p, method, 0.0, paired)
+
+
+def student_t_quantile(q: float, df: float) -> float:
+    """The ``q`` quantile (``q`` in [0.5, 1)) of Student's t: the ``t`` whose two-sided p is ``2 (1 - q)``."""
+    target = 2.0 * (1.0 - q)
+    low, high = 0.0, 1.0
+    while student_t_two_sided_p(high, df) > target:
+        high *= 2.0
+    for _ in range(200):
+        middle = (low + high) / 2.0
+        if student_t_two_sided_p(middle, df) > target:
+            low = middle
+        else:
+            high = middle
+    return high
 
 
 # -- t tests ---------------------------------------------------------------------------------------------

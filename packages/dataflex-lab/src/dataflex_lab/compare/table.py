@@ -90,8 +90,11 @@ def _target_section(report: ComparisonReport, metric: MetricResult) -> list[str]
     lines = [
         f"### {label.capitalize()} to reach `{metric.metric}` >= {level}",
         "",
-        f"The {label} at which each run first reached {level} (linear between logged points). A run that never "
-        f"reached it counts its last value: it needed more, so the ratio is then a bound (>= / <= / ?, see notes).",
+        f"The {label} at which each run first reached {level} (linear between logged points), within the "
+        f"{metric.budget:,.0f} {label} every run reached. A run that did not reach it counts the budget: it needed "
+        "more, so the ratio is then a bound (>= / <= / ?, see notes). The ratio is the geometric mean over seeds "
+        f"of `{report.baseline}`'s time / the arm's (above 1: the arm needed less); its p and interval test the "
+        "mean per-seed log ratio.",
         "",
         f"| arm | reached | {label} per seed | mean [{_percent(report.confidence)} CI] "
         f"| `{report.baseline}` / arm [{_percent(report.confidence)} CI] | p | p (Holm) | verdict |",
@@ -117,7 +120,7 @@ def _target_section(report: ComparisonReport, metric: MetricResult) -> list[str]
             bound = f"{ratio.bound} " if ratio.bound else ""
             verdict = ratio.verdict if ratio.verdict == NOT_SEPARATED else f"**{ratio.verdict}**"
             cells += [
-                f"{bound}{ratio.ratio:.2f}x [{ratio.ci[0]:.2f}, {ratio.ci[1]:.2f}]",
+                f"{bound}{ratio.ratio:.2f}x {_interval(ratio.ci, _times)}",
                 _p(ratio.p),
                 _p(ratio.p_holm),
                 verdict,
@@ -161,16 +164,20 @@ def _notes(report: ComparisonReport) -> list[str]:
             "the baseline, which is not the same as showing they are equal."
         )
     fewest = min(len(a.seeds) for a in report.metrics[0].arms)
-    intervals = (
-        f"Intervals: {_percent(report.confidence)} percentile bootstrap over seeds ({report.n_boot} resamples, "
-        f"RNG seed {report.rng_seed})."
+    level = _p(1.0 - report.confidence)
+    notes.append(
+        f"The intervals of Δ and of the ratio are the shifts the test that gives p does not reject at {level} "
+        f"(the test inverted): an interval excludes 0 (1x for a ratio) exactly when p < {level}. The verdict reads "
+        "p (Holm), so a row with p below it can still be *not separated* after the adjustment; an infinite end "
+        "means no shift that far is rejected (too few seeds)."
+    )
+    means = (
+        f"The interval of each arm's own mean: {_percent(report.confidence)} percentile bootstrap over seeds "
+        f"({report.n_boot} resamples, RNG seed {report.rng_seed})"
     )
     if fewest < FEW_SEEDS:
-        intervals += (
-            f" From {fewest} seeds they are narrower than {_percent(report.confidence)} (a bootstrap cannot see "
-            "spread its few seeds did not show): read the verdict from p, not from whether an interval covers 0."
-        )
-    notes.append(intervals)
+        means += f", narrower than its level from {fewest} seeds (a bootstrap cannot see spread they did not show)"
+    notes.append(means + ".")
     return ["## How to read this", "", *(f"- {note}" for note in notes)]
 
 
@@ -204,7 +211,14 @@ def _percent(confidence: float) -> str:
 
 
 def _interval(ci: tuple[float, float], number: Callable[[float], str]) -> str:
-    return f"[{number(ci[0])}, {number(ci[1])}]"
+    def end(value: float) -> str:
+        return ("+inf" if value > 0 else "-inf") if math.isinf(value) else number(value)
+
+    return f"[{end(ci[0])}, {end(ci[1])}]"
+
+
+def _times(value: float) -> str:
+    return f"{value:.2f}"
 
 
 def _p(p: float) -> str:

@@ -20,6 +20,7 @@ import os
 import sys
 import time
 import warnings
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
@@ -100,8 +101,13 @@ def _checkpointing(config: type) -> dict[str, Any]:
     return {"activation_checkpointing": True} if "activation_checkpointing" in names else {}
 
 
-def train_arm(settings: DemoSettings, arm: str, seed: int, on_step: Any) -> list[dict[str, Any]]:
-    """One real TRL training run of ``arm``; every step's logged metrics as ``{"step", "metrics"}`` records."""
+def train_arm(
+    settings: DemoSettings, arm: str, seed: int, on_step: Any, callbacks: Sequence[Any] = ()
+) -> list[dict[str, Any]]:
+    """One real TRL training run of ``arm``; every step's logged metrics as ``{"step", "metrics"}`` records.
+
+    ``callbacks``: more ``TrainerCallback`` objects for the trainer (the evidence campaign's held-out scorer).
+    """
     from dataflex_trl import DataFlexGRPOTrainer
     from transformers import TrainerCallback
     from transformers.trainer_callback import PrinterCallback
@@ -164,7 +170,7 @@ def train_arm(settings: DemoSettings, arm: str, seed: int, on_step: Any) -> list
             # evaluation on echo prompts only: the skill the mixed task's constant prompts cannot teach
             "eval_dataset": toy_dataset(4 * PROMPTS_PER_STEP, seed=seed + 1) if settings.validation_interval else None,
         }
-    kwargs = dict(**data, args=args, processing_class=tokenizer, callbacks=[Record()])
+    kwargs = dict(**data, args=args, processing_class=tokenizer, callbacks=[Record(), *callbacks])
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         trainer = (
