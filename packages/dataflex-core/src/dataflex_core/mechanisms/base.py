@@ -44,7 +44,7 @@ from ..step.weights import finalize
 
 if TYPE_CHECKING:
     from ..config import DataFlexPipeline
-    from ..step.core import DataFlexStep
+    from ..runner.run import DataFlexStep
     from ..step.host import HostCapabilities
 
 #: The timings of scorers that run on a step's rollouts, once the rewards (and advantages) exist.

@@ -22,7 +22,9 @@ M = TypeVar("M", bound="type[Mechanism]")
 #: The modules of the built-in mechanisms, in the order users read them.
 BUILTIN_MODULES = ("reweight", "select", "mix", "curriculum", "filter", "allocate")
 
-_BUILTIN_PATHS = frozenset(f"{__package__}.{module}" for module in BUILTIN_MODULES)
+_BUILTIN_PATHS = frozenset(
+    [*(f"{__package__}.{module}" for module in BUILTIN_MODULES), f"{__package__}.filter.mechanism"]
+)
 _registry: dict[str, type[Mechanism]] = {}
 _builtins_loaded = False
 

@@ -18,7 +18,7 @@ from .registry import register_mechanism
 
 if TYPE_CHECKING:
     from ..config import DataFlexPipeline
-    from ..step.core import DataFlexStep
+    from ..runner.run import DataFlexStep
     from ..step.host import HostCapabilities
 
 

@@ -9,8 +9,11 @@ rollout) and calls :meth:`DataFlexStep.run` once per training step. See
 for what each mechanism does in it.
 """
 
+import importlib
+import warnings
+from typing import Any
+
 from .blocks import BlockSampler, systematic_counts
-from .core import HOST_KEYS, ON_INVALID, DataFlexStep, InvalidOutputPolicy, MountedStep, host_settings, mount_step
 from .fields import CANONICAL_FIELDS, OUTCOME_FIELDS, PROMPT_FIELDS, CanonicalField, is_canonical, is_prompt_field
 from .history import PromptHistory, PromptIds, StepOutcomes
 from .host import FieldSupport, HostCapabilities, check_pipeline
@@ -33,9 +36,7 @@ from .weights import (
 
 __all__ = [
     "CANONICAL_FIELDS",
-    "HOST_KEYS",
     "LOSS_UNITS",
-    "ON_INVALID",
     "OUTCOME_FIELDS",
     "PROMPT_FIELDS",
     "SEQUENCE_UNIT",
@@ -43,12 +44,9 @@ __all__ = [
     "BlockSampler",
     "CanonicalField",
     "CurriculumSampler",
-    "DataFlexStep",
     "DomainMixtureSampler",
     "FieldSupport",
     "HostCapabilities",
-    "InvalidOutputPolicy",
-    "MountedStep",
     "PromptHistory",
     "PromptIds",
     "StepOutcomes",
@@ -62,13 +60,29 @@ __all__ = [
     "component_label",
     "finalize",
     "finalize_samples",
-    "host_settings",
     "is_canonical",
     "is_prompt_field",
-    "mount_step",
     "selection_metrics",
     "systematic_counts",
     "to_token_weights",
     "unit_mean",
     "weight_metrics",
 ]
+
+
+#: Names that moved up to :mod:`dataflex_core.runner` (the runner sits above the mechanisms, which build on
+#: these primitives); ``dataflex_core.step.<name>`` still finds them, with a DeprecationWarning, until 0.5.
+MOVED_TO_RUNNER = frozenset(
+    {"HOST_KEYS", "ON_INVALID", "DataFlexStep", "InvalidOutputPolicy", "MountedStep", "host_settings", "mount_step"}
+)
+
+
+def __getattr__(name: str) -> Any:
+    if name in MOVED_TO_RUNNER:
+        warnings.warn(
+            f"dataflex_core.step.{name} moved to dataflex_core.runner.{name}; the old path goes in 0.5",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return getattr(importlib.import_module("dataflex_core.runner"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

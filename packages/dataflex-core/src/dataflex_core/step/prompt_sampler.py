@@ -39,7 +39,7 @@ from .history import PromptHistory
 from .outputs import component_label
 
 if TYPE_CHECKING:
-    from .core import DataFlexStep
+    from ..runner.run import DataFlexStep
 
 #: Prefix of the curriculum's metrics (the draw's are under ``draw/``).
 METRIC_PREFIX = "dataflex/curriculum/"

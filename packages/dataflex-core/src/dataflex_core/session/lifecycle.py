@@ -46,19 +46,19 @@ import os
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
-from .config import dataflex_block
-from .errors import ConfigError, IncompatibleComponentError
-from .ledger import CHECKPOINT_LEDGER, PromptLedger
-from .lock.pinning import ResolvedPlugins, check_plugin_record, resolve_plugins, save_plugin_record
-from .mechanisms.allocate import Allocate
-from .mechanisms.filter import DRAW_INHERITS, AdmissionRounds, Filter, RefillSampler
-from .precomputed import prepare_batch
-from .step.blocks import BlockSampler
-from .step.core import DataFlexStep, MountedStep, mount_step
-from .step.fields import is_canonical
-from .step.host import FieldSupport, HostCapabilities
-from .step.result import StepResult
-from .step.state import (
+from ..config import dataflex_block
+from ..errors import ConfigError, IncompatibleComponentError
+from ..ledger import CHECKPOINT_LEDGER, PromptLedger
+from ..lock.pinning import ResolvedPlugins, check_plugin_record, resolve_plugins, save_plugin_record
+from ..mechanisms.allocate import Allocate
+from ..mechanisms.filter import DRAW_INHERITS, AdmissionRounds, Filter, RefillSampler
+from ..precomputed import prepare_batch
+from ..step.blocks import BlockSampler
+from ..runner.run import DataFlexStep, MountedStep, mount_step
+from ..step.fields import is_canonical
+from ..step.host import FieldSupport, HostCapabilities
+from ..step.result import StepResult
+from ..step.state import (
     SavedState,
     Stateful,
     check_component_state,
@@ -67,13 +67,13 @@ from .step.state import (
     restore_component_state,
     write_component_state,
 )
-from .step.weights import LOSS_UNITS, SEQUENCE_UNIT, TOKEN_UNIT
+from ..step.weights import LOSS_UNITS, SEQUENCE_UNIT, TOKEN_UNIT
 
 if TYPE_CHECKING:
     import torch
 
-    from .config import DataFlexPipeline
-    from .mechanisms.base import Mechanism
+    from ..config import DataFlexPipeline
+    from ..mechanisms.base import Mechanism
 
 #: What a host needs from the core, in one import.
 __all__ = [

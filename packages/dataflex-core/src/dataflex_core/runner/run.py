@@ -53,9 +53,9 @@ from ..errors import ComponentError, ConfigError, InvalidOutputError
 from ..mechanisms.registry import get_mechanism, mechanisms
 from ..normalize import valid_token_mask
 from ..precomputed import prepare_batch
-from .calls import ComponentCalls
-from .host import HostCapabilities, check_pipeline
-from .result import PREFIX, StepResult
+from ..step.calls import ComponentCalls
+from ..step.host import HostCapabilities, check_pipeline
+from ..step.result import PREFIX, StepResult
 
 if TYPE_CHECKING:
     from ..mechanisms.base import Mechanism

@@ -45,22 +45,22 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import numpy as np
 import torch
 
-from ..contracts import check_selection, group_admission
-from ..errors import ConfigError, IncompatibleComponentError, InvalidOutputError
-from ..groups import group_index, segment_count
-from ..ledger import LEDGER_KEY, PromptIds, PromptLedger
-from ..normalize import valid_sample_mask, valid_token_counts
-from ..step.blocks import BlockSampler
-from ..step.outputs import checked_scores, component_label
-from ..step.result import PREFIX, StepResult
-from .base import Mechanism, check_rollout_time
-from .curriculum import REWARD_FIELD, Curriculum, curriculum_settings, row_rewards
-from .registry import register_mechanism
+from ...contracts import check_selection, group_admission
+from ...errors import ConfigError, IncompatibleComponentError, InvalidOutputError
+from ...groups import group_index, segment_count
+from ...ledger import LEDGER_KEY, PromptIds, PromptLedger
+from ...normalize import valid_sample_mask, valid_token_counts
+from ...step.blocks import BlockSampler
+from ...step.outputs import checked_scores, component_label
+from ...step.result import PREFIX, StepResult
+from ..base import Mechanism, check_rollout_time
+from ..curriculum import REWARD_FIELD, Curriculum, curriculum_settings, row_rewards
+from ..registry import register_mechanism
 
 if TYPE_CHECKING:
-    from ..config import DataFlexPipeline
-    from ..step.core import DataFlexStep
-    from ..step.host import HostCapabilities
+    from ...config import DataFlexPipeline
+    from ...runner.run import DataFlexStep
+    from ...step.host import HostCapabilities
 
 #: The prefix of the filter's metrics.
 FILTER_PREFIX = f"{PREFIX}filter/"
@@ -361,7 +361,7 @@ class Filter(Mechanism):
         curriculum's history is then the ledger); else ``None``: the host keeps its prompt order, refills come
         from :class:`RefillSampler`, and with ``prompt_key`` the ledger is keyed here by the train dataset's
         prompt ids (and warm-started from ``ledger.load``)."""
-        from ..session import dataset_column  # the session module imports the step, which imports this one
+        from ...session import dataset_column  # the session module imports the step, which imports this one
 
         draw = self.draw
         if draw is not None:
