@@ -21,14 +21,8 @@ from dataflex_core import (
     register_scorer,
     register_selector,
 )
-from dataflex_core.step import (
-    DataFlexStep,
-    DomainMixtureSampler,
-    FieldSupport,
-    HostCapabilities,
-    mount_step,
-    unit_mean,
-)
+from dataflex_core.runner import DataFlexStep, mount_step
+from dataflex_core.step import DomainMixtureSampler, FieldSupport, HostCapabilities, unit_mean
 from dataflex_lab.testing import rows_batch
 
 SEEN: list[Batch] = []

@@ -32,7 +32,8 @@ from dataflex_core import (
     register_scorer,
     register_selector,
 )
-from dataflex_core.step import DataFlexStep, DomainMixtureSampler, FieldSupport, HostCapabilities, mount_step
+from dataflex_core.runner import DataFlexStep, mount_step
+from dataflex_core.step import DomainMixtureSampler, FieldSupport, HostCapabilities
 
 HOST = HostCapabilities(
     name="testhost",

@@ -19,15 +19,8 @@ from dataflex_core import (
     register_reweighter,
     register_scorer,
 )
-from dataflex_core.step import (
-    CurriculumSampler,
-    DataFlexStep,
-    FieldSupport,
-    HostCapabilities,
-    PromptHistory,
-    PromptIds,
-    mount_step,
-)
+from dataflex_core.runner import DataFlexStep, mount_step
+from dataflex_core.step import CurriculumSampler, FieldSupport, HostCapabilities, PromptHistory, PromptIds
 from dataflex_lab.testing import register_toy_components, rows_batch
 
 OBSERVED: list[tuple[int, dict]] = []

@@ -13,15 +13,8 @@ import pytest
 import torch
 
 from dataflex_core import Batch
-from dataflex_core.step import (
-    CurriculumSampler,
-    DataFlexStep,
-    FieldSupport,
-    HostCapabilities,
-    PromptHistory,
-    PromptIds,
-    mount_step,
-)
+from dataflex_core.runner import DataFlexStep, mount_step
+from dataflex_core.step import CurriculumSampler, FieldSupport, HostCapabilities, PromptHistory, PromptIds
 
 HOST = HostCapabilities(
     name="simulated", resampling=True, timings=("pre_rollout", "post_reward"), fields={"rm_scores": FieldSupport(True)}

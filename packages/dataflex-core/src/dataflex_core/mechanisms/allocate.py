@@ -34,27 +34,25 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar
 
 import numpy as np
 import torch
 
 from ..allocation import even_split
+from ..config import DataFlexPipeline
 from ..contracts import GROUP_MIN_ROLLOUTS, allocation_problem, check_allocation, check_prompt_scores
 from ..errors import ConfigError, IncompatibleComponentError
 from ..ledger import LEDGER_KEY, PromptIds, PromptLedger, ledger_load_path
 from ..normalize import valid_token_counts
+from ..step.context import StepContext
+from ..step.dataset import dataset_column
+from ..step.host import HostCapabilities
 from ..step.outputs import component_label
 from ..step.prompt_sampler import candidate_batch, candidate_columns, candidate_fields
 from ..step.result import PREFIX, StepResult
 from .base import Mechanism
 from .curriculum import REWARD_FIELD, check_components, outcomes_batch, row_rewards
-from .registry import register_mechanism
-
-if TYPE_CHECKING:
-    from ..config import DataFlexPipeline
-    from ..runner.run import DataFlexStep
-    from ..step.host import HostCapabilities
 
 logger = logging.getLogger("dataflex_core.step")
 
@@ -156,7 +154,6 @@ class Allocation:
         }
 
 
-@register_mechanism
 class Allocate(Mechanism):
     """A ``pre_rollout`` scorer and an allocator give each prompt its rollout count; the rewards feed the ledger."""
 
@@ -208,9 +205,8 @@ class Allocate(Mechanism):
     def dataset_columns(self, pipeline: DataFlexPipeline) -> list[str]:
         return list(dict.fromkeys([self.settings.prompt_key, *candidate_columns(pipeline)]))
 
-    def train_sampler(self, step: DataFlexStep, dataset: Any, batch_size: int, seed: int) -> None:
+    def train_sampler(self, step: StepContext, dataset: Any, batch_size: int, seed: int) -> None:
         """Build the ledger over the train dataset's prompt ids; the framework keeps its own sampler."""
-        from ..session import dataset_column  # the session module imports the step, which imports this one
 
         key = self.settings.prompt_key
         ids = dataset_column(
@@ -252,7 +248,7 @@ class Allocate(Mechanism):
 
     # -- before rollout ------------------------------------------------------------------------------
     def allocate(
-        self, step: DataFlexStep, prompt_ids: Sequence[Any], step_id: int, *, rollout_n: int,
+        self, step: StepContext, prompt_ids: Sequence[Any], step_id: int, *, rollout_n: int,
         uids: Sequence[Any] | None = None,
     ) -> torch.Tensor:  # fmt: skip
         """The rollout count of each prompt of a batch about to be rolled out, int64 ``(n,)`` in its order.
@@ -283,9 +279,9 @@ class Allocate(Mechanism):
         return counts.clone()
 
     def _counts(
-        self, step: DataFlexStep, book: PromptLedger, rows: torch.Tensor, budget: int, step_id: int
+        self, step: StepContext, book: PromptLedger, rows: torch.Tensor, budget: int, step_id: int
     ) -> torch.Tensor:
-        pipeline, settings, calls, ctx = step.pipeline, self.settings, step.calls, step.mounted.ctx
+        pipeline, settings, calls, ctx = step.pipeline, self.settings, step.calls, step.ctx
         batch = candidate_batch(book, rows, candidate_fields(pipeline), self.columns)
         n = len(rows)
         scores = calls.call("scorer", "score", batch, step_id, at_step=step_id, **ctx)
@@ -308,12 +304,12 @@ class Allocate(Mechanism):
         names, inverse = np.unique(np.asarray([str(u) for u in uid], dtype=object), return_inverse=True)
         return names.tolist(), torch.bincount(torch.from_numpy(inverse.astype(np.int64)), minlength=len(names))
 
-    def skip(self, step: DataFlexStep, batch: Any, step_id: int) -> dict[str, float]:
+    def skip(self, step: StepContext, batch: Any, step_id: int) -> dict[str, float]:
         if self.book is not None:
             self.book.last_step = max(self.book.last_step, int(step_id))
         return self._check_counts(step, batch)
 
-    def run(self, step: DataFlexStep, batch: Any, step_id: int, importance_weights: torch.Tensor | None) -> StepResult:
+    def run(self, step: StepContext, batch: Any, step_id: int, importance_weights: torch.Tensor | None) -> StepResult:
         """Feed the ledger and the scorer's ``observe`` from the step's rewards; check and log the allocation.
 
         Rows with an empty response stay out of the ledger's rewards but count as rollouts the prompt got.
@@ -333,12 +329,10 @@ class Allocate(Mechanism):
         outcomes = book.record(
             rows, row_rewards(sub)[valid].cpu(), step_id, tokens=valid_token_counts(sub)[valid].cpu()
         )
-        step.calls.call(
-            "scorer", "observe", outcomes_batch(book, outcomes), step_id, at_step=step_id, **step.mounted.ctx
-        )
+        step.calls.call("scorer", "observe", outcomes_batch(book, outcomes), step_id, at_step=step_id, **step.ctx)
         return StepResult(metrics)
 
-    def _check_counts(self, step: DataFlexStep, batch: Any) -> dict[str, float]:
+    def _check_counts(self, step: StepContext, batch: Any) -> dict[str, float]:
         """The allocation's metrics, and how many of the step's groups came back with another count than given."""
         sub, _ = step.components_batch(batch)
         uids, rollouts = self.generated(sub)

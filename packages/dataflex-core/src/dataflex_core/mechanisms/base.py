@@ -17,7 +17,7 @@ module: a :class:`Mechanism` subclass that says, in one place,
   (:meth:`Mechanism.train_sampler`), the state that travels with a checkpoint
   (:meth:`Mechanism.stateful`) and what a host with several processes shares.
 
-The step (:class:`~dataflex_core.step.DataFlexStep`) does what every
+The step (:class:`~dataflex_core.step.StepContext`) does what every
 mechanism needs around ``run``: the warm-up rule, the batch's shared values,
 ``on_invalid`` and the common metrics. Adding a mechanism is one module with
 a :func:`~dataflex_core.mechanisms.register_mechanism` class, plus a
@@ -28,24 +28,22 @@ something new.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar
 
 import torch
 
+from ..config import DataFlexPipeline
 from ..contracts import check_weights, expected_shape, valid_for
 from ..errors import IncompatibleComponentError, InvalidOutputError
 from ..inputs import nonfinite_mask
 from ..normalize import valid_token_mask
+from ..step.context import StepContext
 from ..step.fields import is_canonical
+from ..step.host import HostCapabilities
 from ..step.metrics import weight_metrics
 from ..step.outputs import checked_scores, component_label
 from ..step.result import StepResult
 from ..step.weights import finalize
-
-if TYPE_CHECKING:
-    from ..config import DataFlexPipeline
-    from ..runner.run import DataFlexStep
-    from ..step.host import HostCapabilities
 
 #: The timings of scorers that run on a step's rollouts, once the rewards (and advantages) exist.
 ROLLOUT_TIMINGS = ("post_reward", "post_advantage")
@@ -99,7 +97,7 @@ class Mechanism:
         """The fields the step reads each time (``response_mask`` first)."""
         return list(pipeline.requires)
 
-    def run(self, step: DataFlexStep, batch: Any, step_id: int, importance_weights: torch.Tensor | None) -> StepResult:
+    def run(self, step: StepContext, batch: Any, step_id: int, importance_weights: torch.Tensor | None) -> StepResult:
         """Act on one step's batch (every row, framework padding tagged ``is_padding``; ``prepare_batch`` done).
 
         :param importance_weights: ``(bs, L)`` weights the framework already applies, if any.
@@ -107,7 +105,7 @@ class Mechanism:
         """
         raise NotImplementedError(f"mechanism {self.name!r} ({type(self).__qualname__}) must implement run()")
 
-    def skip(self, step: DataFlexStep, batch: Any, step_id: int) -> dict[str, float]:
+    def skip(self, step: StepContext, batch: Any, step_id: int) -> dict[str, float]:
         """A step with no valid token, which the step leaves to the framework: what the mechanism notes of it
         without calling a component (a history's step count), and its metrics. The default notes nothing."""
         return {}
@@ -117,7 +115,7 @@ class Mechanism:
         """The train dataset's columns its train sampler reads (a host that knows them checks at mount)."""
         return []
 
-    def train_sampler(self, step: DataFlexStep, dataset: Any, batch_size: int, seed: int) -> Any:
+    def train_sampler(self, step: StepContext, dataset: Any, batch_size: int, seed: int) -> Any:
         """The dataloader sampler that draws the prompts (``None``: the host keeps its own).
 
         :param dataset: the train dataset's columns (:class:`~dataflex_core.session.TrainDataset`).
@@ -204,33 +202,33 @@ class LossMechanism(Mechanism):
 
     writes_weights: ClassVar[bool] = True
 
-    def weights(self, step: DataFlexStep, batch: Any, step_id: int) -> torch.Tensor:
+    def weights(self, step: StepContext, batch: Any, step_id: int) -> torch.Tensor:
         """Raw non-negative weights ``(n,)`` or ``(n, L)`` for the real rows in ``batch`` (padding removed)."""
         raise NotImplementedError(f"mechanism {self.name!r} ({type(self).__qualname__}) must implement weights()")
 
-    def run(self, step: DataFlexStep, batch: Any, step_id: int, importance_weights: torch.Tensor | None) -> StepResult:
+    def run(self, step: StepContext, batch: Any, step_id: int, importance_weights: torch.Tensor | None) -> StepResult:
         valid_tokens = valid_token_mask(batch)
         raw = step.on_real_rows(batch, lambda rows: self.weights(step, rows, step_id))
         applied, factor = normalised(step, raw, valid_tokens, importance_weights, step_id)
         metrics = weight_metrics(
-            factor, valid_tokens, step.mounted.loss_unit, applied=applied, importance_weights=importance_weights
+            factor, valid_tokens, step.loss_unit, applied=applied, importance_weights=importance_weights
         )
         return StepResult(metrics, applied=applied, factor=factor)
 
 
-def scored_weights(step: DataFlexStep, batch: Any, step_id: int) -> torch.Tensor:
+def scored_weights(step: StepContext, batch: Any, step_id: int) -> torch.Tensor:
     """``scorer.score`` then ``reweighter.act`` on ``batch``: the checked weights at the scorer's granularity."""
     pipeline = step.pipeline
     granularity = pipeline.scorer.granularity
     valid = valid_for(expected_shape(granularity, batch), batch)
-    scores = checked_scores(step.calls, batch, step_id, step.mounted.ctx, valid=valid)
-    weights = step.calls.call("actuator", "act", scores, batch, at_step=step_id, step_id=step_id, **step.mounted.ctx)
+    scores = checked_scores(step.calls, batch, step_id, step.ctx, valid=valid)
+    weights = step.calls.call("actuator", "act", scores, batch, at_step=step_id, step_id=step_id, **step.ctx)
     owner = component_label(pipeline, "actuator")
     return check_weights(weights, batch, granularity=granularity, owner=owner, step=step_id, valid=valid)
 
 
 def normalised(
-    step: DataFlexStep,
+    step: StepContext,
     raw: torch.Tensor,
     valid_tokens: torch.Tensor,
     importance_weights: torch.Tensor | None,
@@ -239,7 +237,7 @@ def normalised(
     """``(applied, factor)``: raw weights normalised in the mounted loss unit, composed with the framework's."""
     spec = step.pipeline.actuator_spec
     try:
-        applied, factor = finalize(raw, valid_tokens, step.mounted.loss_unit, importance_weights)
+        applied, factor = finalize(raw, valid_tokens, step.loss_unit, importance_weights)
     except InvalidOutputError as exc:
         raise InvalidOutputError(f"{spec.kind} {spec.label} returned invalid weights at step {step_id}: {exc}") from exc
     if nonfinite_mask(applied, torch.ones((), dtype=torch.bool, device=applied.device)) is not None:

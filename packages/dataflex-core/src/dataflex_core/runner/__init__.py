@@ -1,5 +1,22 @@
-"""The runner: mount the ``dataflex:`` block against a host, check it, and run its mechanism once per step."""
+"""The runner: mount the ``dataflex:`` block against a host (its mechanism resolved once), check it, run it.
 
-from .run import HOST_KEYS, ON_INVALID, DataFlexStep, InvalidOutputPolicy, MountedStep, host_settings, mount_step
+It sits above the mechanisms it runs (:mod:`dataflex_core.mechanisms`), which build on the step
+primitives (:mod:`dataflex_core.step`); the host session (:mod:`dataflex_core.session`) drives it.
+"""
 
-__all__ = ["HOST_KEYS", "ON_INVALID", "DataFlexStep", "InvalidOutputPolicy", "MountedStep", "host_settings", "mount_step"]
+from .build import build_from_config
+from .check import TIMING_NEEDS, check_pipeline
+from .mount import HOST_KEYS, MountedStep, host_settings, mechanism_keys, mount_step
+from .run import DataFlexStep
+
+__all__ = [
+    "HOST_KEYS",
+    "TIMING_NEEDS",
+    "DataFlexStep",
+    "MountedStep",
+    "build_from_config",
+    "check_pipeline",
+    "host_settings",
+    "mechanism_keys",
+    "mount_step",
+]

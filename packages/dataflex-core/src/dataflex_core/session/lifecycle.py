@@ -44,17 +44,23 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any
 
-from ..config import dataflex_block
-from ..errors import ConfigError, IncompatibleComponentError
+import torch
+
+from ..block import dataflex_block
+from ..config import DataFlexPipeline
+from ..errors import IncompatibleComponentError
 from ..ledger import CHECKPOINT_LEDGER, PromptLedger
 from ..lock.pinning import ResolvedPlugins, check_plugin_record, resolve_plugins, save_plugin_record
 from ..mechanisms.allocate import Allocate
+from ..mechanisms.base import Mechanism
 from ..mechanisms.filter import DRAW_INHERITS, AdmissionRounds, Filter, RefillSampler
 from ..precomputed import prepare_batch
+from ..runner.mount import MountedStep, mount_step
+from ..runner.run import DataFlexStep
 from ..step.blocks import BlockSampler
-from ..runner.run import DataFlexStep, MountedStep, mount_step
+from ..step.dataset import TrainDataset, dataset_column
 from ..step.fields import is_canonical
 from ..step.host import FieldSupport, HostCapabilities
 from ..step.result import StepResult
@@ -68,12 +74,6 @@ from ..step.state import (
     write_component_state,
 )
 from ..step.weights import LOSS_UNITS, SEQUENCE_UNIT, TOKEN_UNIT
-
-if TYPE_CHECKING:
-    import torch
-
-    from ..config import DataFlexPipeline
-    from ..mechanisms.base import Mechanism
 
 #: What a host needs from the core, in one import.
 __all__ = [
@@ -89,26 +89,6 @@ __all__ = [
 ]
 
 logger = logging.getLogger("dataflex_core.session")
-
-
-class TrainDataset(Protocol):
-    """The train dataset as a train sampler reads it: its columns, one value per row, in row order."""
-
-    def __len__(self) -> int: ...
-
-    def columns(self) -> list[str] | None:
-        """The column names, or ``None`` when they cannot be known up front."""
-
-    def column(self, name: str) -> Sequence[Any]:
-        """Every row's value of column ``name``."""
-
-
-def dataset_column(dataset: TrainDataset, name: str, *, what: str, fix: str) -> Sequence[Any]:
-    """Column ``name`` of the train dataset; a column it lacks is one error saying ``what`` needs it and the ``fix``."""
-    names = dataset.columns()
-    if names is not None and name not in names:
-        raise ConfigError(f"{what} is not a column of the train dataset (columns: {names}); {fix}")
-    return dataset.column(name)
 
 
 class DataFlexSession:

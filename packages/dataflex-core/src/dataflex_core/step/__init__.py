@@ -1,12 +1,10 @@
-"""The per-step pipeline every host runs, and what a host declares about itself.
+"""The step primitives every mechanism and every host builds on: the vocabulary, the contracts of a step.
 
-A host maps its framework's names to the canonical vocabulary
-(:mod:`.fields`), declares its capabilities (:class:`HostCapabilities`) and
-holds a :class:`~dataflex_core.session.DataFlexSession`, which mounts the
-``dataflex:`` block with :func:`mount_step` (all checks before the first
-rollout) and calls :meth:`DataFlexStep.run` once per training step. See
-:mod:`.core` for the order of the work and :mod:`dataflex_core.mechanisms`
-for what each mechanism does in it.
+A host maps its framework's names to the canonical vocabulary (:mod:`.fields`) and declares its
+capabilities (:class:`HostCapabilities`); a mechanism (:mod:`dataflex_core.mechanisms`) runs in a
+:class:`StepContext` and returns a :class:`StepResult`. The runner that mounts and runs them
+(:mod:`dataflex_core.runner`) sits above the mechanisms, and the host session
+(:class:`~dataflex_core.session.DataFlexSession`) above it.
 """
 
 import importlib
@@ -14,11 +12,14 @@ import warnings
 from typing import Any
 
 from .blocks import BlockSampler, systematic_counts
+from .context import StepContext
+from .dataset import TrainDataset, dataset_column
 from .fields import CANONICAL_FIELDS, OUTCOME_FIELDS, PROMPT_FIELDS, CanonicalField, is_canonical, is_prompt_field
 from .history import PromptHistory, PromptIds, StepOutcomes
-from .host import FieldSupport, HostCapabilities, check_pipeline
+from .host import FieldSupport, HostCapabilities
 from .metrics import weight_metrics
 from .mixture import DomainMixtureSampler
+from .on_invalid import ON_INVALID, InvalidOutputPolicy
 from .outputs import checked_scores, component_label
 from .prompt_sampler import CurriculumSampler, candidate_batch, candidate_columns, candidate_fields
 from .result import StepResult
@@ -37,6 +38,7 @@ from .weights import (
 __all__ = [
     "CANONICAL_FIELDS",
     "LOSS_UNITS",
+    "ON_INVALID",
     "OUTCOME_FIELDS",
     "PROMPT_FIELDS",
     "SEQUENCE_UNIT",
@@ -47,17 +49,20 @@ __all__ = [
     "DomainMixtureSampler",
     "FieldSupport",
     "HostCapabilities",
+    "InvalidOutputPolicy",
     "PromptHistory",
     "PromptIds",
+    "StepContext",
     "StepOutcomes",
     "StepResult",
+    "TrainDataset",
     "applied_unit_mean",
     "candidate_batch",
     "candidate_columns",
     "candidate_fields",
-    "check_pipeline",
     "checked_scores",
     "component_label",
+    "dataset_column",
     "finalize",
     "finalize_samples",
     "is_canonical",
@@ -69,11 +74,10 @@ __all__ = [
     "weight_metrics",
 ]
 
-
-#: Names that moved up to :mod:`dataflex_core.runner` (the runner sits above the mechanisms, which build on
-#: these primitives); ``dataflex_core.step.<name>`` still finds them, with a DeprecationWarning, until 0.5.
+#: Names of 0.3 that moved up to :mod:`dataflex_core.runner` (the runner sits above the mechanisms, which build
+#: on these primitives); ``dataflex_core.step.<name>`` still finds them, with a DeprecationWarning, until 0.5.
 MOVED_TO_RUNNER = frozenset(
-    {"HOST_KEYS", "ON_INVALID", "DataFlexStep", "InvalidOutputPolicy", "MountedStep", "host_settings", "mount_step"}
+    {"HOST_KEYS", "DataFlexStep", "MountedStep", "check_pipeline", "host_settings", "mount_step"}
 )
 
 

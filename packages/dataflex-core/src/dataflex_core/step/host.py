@@ -1,13 +1,14 @@
-"""What a host can do, declared once, and the mount-time checks that read the declaration.
+"""What a host can do, declared once for the mount-time checks that read it.
 
 A host (verl, TRL, ...) describes itself with :class:`HostCapabilities`: the
 loss units it has, whether per-token weights reach its loss, whether it can
 drop rows from the loss, whether it can change which prompts are sampled (mix;
 with ``pre_rollout`` among its timings, curriculum), whether every ``uid`` group is whole in the step's batch, and which canonical
 fields (:mod:`dataflex_core.step.fields`) this run's configuration provides.
-:func:`check_pipeline` compares a built pipeline with that declaration before
-the first rollout, so a pipeline that could not work in this run fails in
-seconds with one error that says why and what to change.
+The runner's :func:`~dataflex_core.runner.check_pipeline` compares a built
+pipeline with that declaration before the first rollout, so a pipeline that
+could not work in this run fails in seconds with one error that says why and
+what to change.
 """
 
 from __future__ import annotations
@@ -15,18 +16,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from ..config import DataFlexPipeline
-from ..errors import ConfigError, IncompatibleComponentError
-from ..mechanisms.registry import get_mechanism, mechanisms
 from .weights import LOSS_UNITS
 
-#: What a scorer of each timing needs, for the message that refuses it in a mechanism that does not run it.
-TIMING_NEEDS = {
-    "pre_rollout": "it scores candidate prompts before any rollout",
-    "post_reward": "it needs the step's rollouts and their rewards",
-    "post_advantage": "it needs the step's rollouts and their advantages",
-    "in_loss": "it runs inside the framework's loss",
-}
 #: ``HostCapabilities.drop_denominator`` values: the loss recounts the tokens of its mask, or divides by rows.
 DROP_DENOMINATORS = ("tokens", "rows")
 
@@ -91,29 +82,3 @@ class HostCapabilities:
                 f"HostCapabilities(name={self.name!r}).drop_denominator={self.drop_denominator!r}; expected one of "
                 f"{', '.join(DROP_DENOMINATORS)}"
             )
-
-
-def check_pipeline(pipeline: DataFlexPipeline, host: HostCapabilities, *, loss_unit: str | None = None) -> None:
-    """Raise one clear error if ``pipeline`` cannot run on ``host`` as configured.
-
-    The checks every mechanism shares (the loss unit of one that weighs the loss, the scorer's timing), then
-    the mechanism's own (:meth:`~dataflex_core.mechanisms.Mechanism.check`).
-
-    :param loss_unit: the unit of this run's loss, when the mechanism writes weights.
-    :raises ConfigError: an unsupported mechanism or loss unit.
-    :raises IncompatibleComponentError: a capability or field the pipeline needs and this run lacks.
-    """
-    mechanism = get_mechanism(pipeline.mechanism)
-    if mechanism.writes_weights and loss_unit is not None and loss_unit not in host.loss_units:
-        raise ConfigError(f"{host.name} has no loss unit {loss_unit!r}; its units: {', '.join(host.loss_units)}")
-    timing = pipeline.scorer.timing
-    if timing not in mechanism.timings:
-        takers = [m.name for m in mechanisms() if timing in m.timings]
-        where = f"only mechanism {' or '.join(map(repr, takers))} runs it" if takers else "no mechanism runs it"
-        fix = f"Set mechanism: {takers[0]}, or pick" if takers else "Pick"
-        raise IncompatibleComponentError(
-            f"scorer {pipeline.scorer_spec.label} has timing={timing!r} ({TIMING_NEEDS.get(timing, timing)}), so it "
-            f"cannot run in mechanism {pipeline.mechanism!r}, which takes scorers with timing "
-            f"{' or '.join(mechanism.timings)}; {where}. {fix} a scorer with one of those timings"
-        )
-    mechanism.check(pipeline, host, loss_unit)

@@ -40,27 +40,25 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar
 
 import numpy as np
 import torch
 
+from ...config import DataFlexPipeline
 from ...contracts import check_selection, group_admission
 from ...errors import ConfigError, IncompatibleComponentError, InvalidOutputError
 from ...groups import group_index, segment_count
 from ...ledger import LEDGER_KEY, PromptIds, PromptLedger
 from ...normalize import valid_sample_mask, valid_token_counts
 from ...step.blocks import BlockSampler
+from ...step.context import StepContext
+from ...step.dataset import dataset_column
+from ...step.host import HostCapabilities
 from ...step.outputs import checked_scores, component_label
 from ...step.result import PREFIX, StepResult
 from ..base import Mechanism, check_rollout_time
 from ..curriculum import REWARD_FIELD, Curriculum, curriculum_settings, row_rewards
-from ..registry import register_mechanism
-
-if TYPE_CHECKING:
-    from ...config import DataFlexPipeline
-    from ...runner.run import DataFlexStep
-    from ...step.host import HostCapabilities
 
 #: The prefix of the filter's metrics.
 FILTER_PREFIX = f"{PREFIX}filter/"
@@ -289,7 +287,6 @@ def group_rows(batch: Any) -> tuple[torch.Tensor, int]:
     return torch.as_tensor(index, dtype=torch.long), int(groups)
 
 
-@register_mechanism
 class Filter(Mechanism):
     """A selector admits whole groups; the host refills rounds until ``groups`` are admitted."""
 
@@ -304,7 +301,7 @@ class Filter(Mechanism):
         #: The per-prompt ledger every round feeds (built with the train sampler; ``None`` without prompt_key).
         self.prompt_ledger: PromptLedger | None = None
         #: ``filter.draw``: the mounted step of the mix or curriculum that draws the prompts (set by the session).
-        self.draw: DataFlexStep | None = None
+        self.draw: StepContext | None = None
 
     @property
     def draw_curriculum(self) -> bool:
@@ -356,12 +353,11 @@ class Filter(Mechanism):
         draw = [] if self.draw is None else self.draw.mechanism.dataset_columns(self.draw.pipeline)
         return list(dict.fromkeys([*own, *draw]))
 
-    def train_sampler(self, step: DataFlexStep, dataset: Any, batch_size: int, seed: int) -> Any:
+    def train_sampler(self, step: StepContext, dataset: Any, batch_size: int, seed: int) -> Any:
         """With ``filter.draw``, the draw mechanism's sampler (the dataloader's and the refills' prompts; a
         curriculum's history is then the ledger); else ``None``: the host keeps its prompt order, refills come
         from :class:`RefillSampler`, and with ``prompt_key`` the ledger is keyed here by the train dataset's
         prompt ids (and warm-started from ``ledger.load``)."""
-        from ...session import dataset_column  # the session module imports the step, which imports this one
 
         draw = self.draw
         if draw is not None:
@@ -370,12 +366,12 @@ class Filter(Mechanism):
             if self.draw_curriculum:
                 self.prompt_ledger = draw.sampler.history
             else:
-                self._own_ledger(dataset, dataset_column)
+                self._own_ledger(dataset)
             return draw.sampler
-        self._own_ledger(dataset, dataset_column)
+        self._own_ledger(dataset)
         return None
 
-    def _own_ledger(self, dataset: Any, dataset_column: Any) -> None:
+    def _own_ledger(self, dataset: Any) -> None:
         settings = self.settings
         if settings.prompt_key is None or self.prompt_ledger is not None:
             return
@@ -405,7 +401,7 @@ class Filter(Mechanism):
     def ledger(self, sampler: Any) -> PromptLedger | None:
         return self.prompt_ledger
 
-    def round_prompts(self, step: DataFlexStep, batch: Any) -> RoundPrompts | None:
+    def round_prompts(self, step: StepContext, batch: Any) -> RoundPrompts | None:
         """One round's valid responses for the ledger (``None`` without one): prompt ids, rewards, tokens, group."""
         if self.prompt_ledger is None:
             return None
@@ -447,7 +443,7 @@ class Filter(Mechanism):
         ledger.record(rows, rewards, step_id, tokens=tokens, trained=trained)
         return {}
 
-    def run_draw(self, step: DataFlexStep, batch: Any, step_id: int) -> dict[str, float]:
+    def run_draw(self, step: StepContext, batch: Any, step_id: int) -> dict[str, float]:
         """A mix drawing the prompts: its step on the trained batch (its scorer, then new proportions)."""
         draw = self.draw
         if draw is None or self.draw_curriculum or draw.idle(step_id) is not None:
@@ -462,7 +458,7 @@ class Filter(Mechanism):
         """A new step's admission over generation rounds, for a batch of ``groups`` groups."""
         return AdmissionRounds(int(groups), self.settings)
 
-    def admit(self, step: DataFlexStep, batch: Any, step_id: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    def admit(self, step: StepContext, batch: Any, step_id: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """One round's admission: ``(admitted, rollouts, tokens)`` per group (groups in sorted ``uid`` order,
         :func:`~dataflex_core.groups.group_index`).
 
@@ -486,12 +482,12 @@ class Filter(Mechanism):
             )
         return admitted, rollouts, tokens
 
-    def _kept(self, step: DataFlexStep, batch: Any, step_id: int) -> torch.Tensor:
-        scores = checked_scores(step.calls, batch, step_id, step.mounted.ctx)
-        output = step.calls.call("actuator", "act", scores, batch, at_step=step_id, step_id=step_id, **step.mounted.ctx)
+    def _kept(self, step: StepContext, batch: Any, step_id: int) -> torch.Tensor:
+        scores = checked_scores(step.calls, batch, step_id, step.ctx)
+        output = step.calls.call("actuator", "act", scores, batch, at_step=step_id, step_id=step_id, **step.ctx)
         return check_selection(output, batch, owner=component_label(step.pipeline, "actuator"), step=step_id)
 
-    def run(self, step: DataFlexStep, batch: Any, step_id: int, importance_weights: torch.Tensor | None) -> StepResult:
+    def run(self, step: StepContext, batch: Any, step_id: int, importance_weights: torch.Tensor | None) -> StepResult:
         """The trained batch, after the rounds the host ran (``step.admission``): its metrics and compute counts."""
         rounds: AdmissionRounds | None = getattr(step, "admission", None)
         step.admission = None
