@@ -152,7 +152,11 @@ def _write(root: Path, files: dict[str, str]) -> Path:
     "files",
     [
         # a circle held up by an import inside a function
-        {"toy/__init__.py": "", "toy/a.py": "from .b import B\nA = 1\n", "toy/b.py": "def f():\n    from .a import A\n"},
+        {
+            "toy/__init__.py": "",
+            "toy/a.py": "from .b import B\nA = 1\n",
+            "toy/b.py": "def f():\n    from .a import A\n",
+        },
         # ... and by TYPE_CHECKING
         {
             "toy/__init__.py": "",
@@ -175,6 +179,10 @@ def test_a_hidden_circle_is_found(tmp_path, files):
 
 
 def test_a_package_importing_its_own_modules_from_its_face_is_no_circle(tmp_path):
-    files = {"toy/__init__.py": "", "toy/p/__init__.py": "from .a import A\n", "toy/p/a.py": "from .b import B\nA = 1\n"}
+    files = {
+        "toy/__init__.py": "",
+        "toy/p/__init__.py": "from .a import A\n",
+        "toy/p/a.py": "from .b import B\nA = 1\n",
+    }
     files["toy/p/b.py"] = "B = 1\n"
     assert find_circle(import_graph(_write(tmp_path, files), "toy")) is None

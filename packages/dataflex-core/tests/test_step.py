@@ -22,7 +22,15 @@ from dataflex_core import (
     register_selector,
 )
 from dataflex_core.runner import DataFlexStep, mount_step
-from dataflex_core.step import DomainMixtureSampler, FieldSupport, HostCapabilities, unit_mean
+from dataflex_core.step import (
+    DomainMixtureSampler,
+    FieldSupport,
+    HostCapabilities,
+    LossWeights,
+    SeamSupport,
+    TrainSampler,
+    unit_mean,
+)
 from dataflex_lab.testing import rows_batch
 
 SEEN: list[Batch] = []
@@ -121,7 +129,7 @@ HOST = HostCapabilities(
         "uid": FieldSupport(True),
         "values": FieldSupport(False, "enable the critic"),
     },
-    resampling=True,
+    seams={LossWeights: SeamSupport(True), TrainSampler: SeamSupport(True)},
 )
 
 

@@ -42,7 +42,7 @@ import torch
 from ..allocation import even_split
 from ..config import DataFlexPipeline
 from ..contracts import GROUP_MIN_ROLLOUTS, allocation_problem, check_allocation, check_prompt_scores
-from ..errors import ConfigError, IncompatibleComponentError
+from ..errors import ConfigError
 from ..ledger import LEDGER_KEY, PromptIds, PromptLedger, ledger_load_path
 from ..normalize import valid_token_counts
 from ..step.context import StepContext
@@ -51,6 +51,7 @@ from ..step.host import HostCapabilities
 from ..step.outputs import component_label
 from ..step.prompt_sampler import candidate_batch, candidate_columns, candidate_fields
 from ..step.result import PREFIX, StepResult
+from ..step.seams import PromptCounts, S, Seam
 from .base import Mechanism
 from .curriculum import REWARD_FIELD, check_components, outcomes_batch, row_rewards
 
@@ -160,6 +161,7 @@ class Allocate(Mechanism):
     name: ClassVar[str] = "allocate"
     actuator_kind: ClassVar[str] = "allocator"
     keys: ClassVar[Mapping[str, Any]] = ALLOCATE_KEYS
+    seams: ClassVar[tuple[type[Seam], ...]] = (PromptCounts,)
     timings: ClassVar[tuple[str, ...]] = ("pre_rollout",)
     #: the ledger is fed at every step, warm-up included
     runs_in_warmup: ClassVar[bool] = True
@@ -181,15 +183,21 @@ class Allocate(Mechanism):
     def parse(self, block: Mapping[str, Any]) -> AllocateSettings:
         return allocate_settings(block)
 
+    def refusal(self, seam: type[Seam], host: HostCapabilities, reason: str) -> str:
+        return (
+            f"mechanism allocate gives each prompt its own number of rollouts, but {host.name} cannot vary "
+            f"them: {reason or 'it generates the same number for every prompt'}. Use mechanism "
+            "curriculum to choose which prompts are rolled out instead"
+        )
+
     @classmethod
     def check(cls, pipeline: DataFlexPipeline, host: HostCapabilities, loss_unit: str | None) -> None:
-        if not host.allocate:
-            raise IncompatibleComponentError(
-                f"mechanism allocate gives each prompt its own number of rollouts, but {host.name} cannot vary "
-                f"them: {host.allocate_reason or 'it generates the same number for every prompt'}. Use mechanism "
-                "curriculum to choose which prompts are rolled out instead"
-            )
         check_components(pipeline, host.name)
+
+    def implement(self, seam: type[S], step: StepContext) -> S:
+        if seam is PromptCounts:
+            return AllocatedCounts(self, step)  # type: ignore[return-value]
+        return super().implement(seam, step)
 
     def mount(self, pipeline: DataFlexPipeline, host: HostCapabilities, *, grouped: bool | None) -> None:
         if grouped and self.settings.n_min < GROUP_MIN_ROLLOUTS:
@@ -354,3 +362,21 @@ class Allocate(Mechanism):
             f"{ALLOCATE_PREFIX}unallocated_groups": float(unknown),
         })  # fmt: skip
         return metrics
+
+
+class AllocatedCounts(PromptCounts):
+    """``mechanism: allocate``'s side of the per-prompt counts seam: what the host calls before each rollout."""
+
+    def __init__(self, mechanism: Allocate, step: StepContext) -> None:
+        self.mechanism = mechanism
+        self.step = step
+        self.prompt_key = mechanism.settings.prompt_key
+        self.budget = mechanism.settings.budget
+
+    def check_budget(self, prompts: int, rollout_n: int, where: str) -> int:
+        return self.mechanism.settings.check(prompts, rollout_n, where)
+
+    def counts(
+        self, prompt_ids: Sequence[Any], step: int, *, rollout_n: int, uids: Sequence[Any] | None = None
+    ) -> torch.Tensor:
+        return self.mechanism.allocate(self.step, prompt_ids, step, rollout_n=rollout_n, uids=uids)

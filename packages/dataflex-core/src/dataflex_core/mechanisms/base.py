@@ -8,7 +8,10 @@ module: a :class:`Mechanism` subclass that says, in one place,
   drives;
 - its ``keys`` of the ``dataflex:`` block and how they are parsed
   (:meth:`Mechanism.parse`, stored as ``settings``);
-- the scorer ``timings`` it takes and what it needs of a host
+- the host seams it needs (:attr:`Mechanism.seams`: loss weights, a train sampler, generation rounds,
+  per-prompt counts; :mod:`dataflex_core.step.seams`) and its implementation of each
+  (:meth:`Mechanism.implement`), which the session hands the host;
+- the scorer ``timings`` it takes and what else it needs of a host
   (:meth:`Mechanism.check`, against :class:`~dataflex_core.step.HostCapabilities`);
 - the fields the step reads for it (:meth:`Mechanism.fields`);
 - what it does each step (:meth:`Mechanism.run`, returning a
@@ -43,6 +46,7 @@ from ..step.host import HostCapabilities
 from ..step.metrics import weight_metrics
 from ..step.outputs import checked_scores, component_label
 from ..step.result import StepResult
+from ..step.seams import LossWeights, S, Seam, TrainSampler
 from ..step.weights import finalize
 
 #: The timings of scorers that run on a step's rollouts, once the rewards (and advantages) exist.
@@ -63,8 +67,9 @@ class Mechanism:
     keys: ClassVar[Mapping[str, Any]] = {}
     #: The scorer timings it runs.
     timings: ClassVar[tuple[str, ...]] = ROLLOUT_TIMINGS
-    #: True when its result carries loss weights (``StepResult.applied``) the host writes into the loss.
-    writes_weights: ClassVar[bool] = False
+    #: The host seams it needs (:mod:`dataflex_core.step.seams`); mount refuses a host that lacks one, with the
+    #: host's reason, and :meth:`implement` gives the session each one's implementation for the host.
+    seams: ClassVar[tuple[type[Seam], ...]] = ()
     #: True when :meth:`run` runs before ``warmup_step`` too (it records what it needs while its components wait).
     runs_in_warmup: ClassVar[bool] = False
     #: A host with several processes runs the step on each of them with the same gathered batch (True: each
@@ -77,10 +82,6 @@ class Mechanism:
     def __init__(self, block: Mapping[str, Any]) -> None:
         #: The parsed :attr:`keys` (``None`` for a mechanism without keys).
         self.settings: Any = self.parse(block)
-        #: select: the host recomputes group advantages on the kept rows (decided in :meth:`mount`).
-        self.recompute_advantage = False
-        #: select: the host removes the dropped rows from its loss mask and denominator.
-        self.hard_drop = False
 
     def parse(self, block: Mapping[str, Any]) -> Any:
         """This mechanism's :attr:`keys` of the ``dataflex:`` block (a plain mapping), checked."""
@@ -96,6 +97,41 @@ class Mechanism:
     def fields(self, pipeline: DataFlexPipeline) -> list[str]:
         """The fields the step reads each time (``response_mask`` first)."""
         return list(pipeline.requires)
+
+    # -- the host seams ------------------------------------------------------------------------------
+    def implement(self, seam: type[S], step: StepContext) -> S:
+        """Its implementation of ``seam`` (one of :attr:`seams`) on the running ``step``, for the host.
+
+        The default gives the seams without an interface of their own (:class:`LossWeights`,
+        :class:`TrainSampler`) their plain implementation; a mechanism with a seam of methods overrides it.
+        """
+        if seam in (LossWeights, TrainSampler):
+            return seam()  # type: ignore[return-value]
+        raise NotImplementedError(
+            f"mechanism {self.name!r} ({type(self).__qualname__}) declares the seam {seam.name!r} but does not "
+            "implement it (implement())"
+        )
+
+    def refusal(self, seam: type[Seam], host: HostCapabilities, reason: str) -> str:
+        """The mount error when ``host`` lacks ``seam``, with the host's ``reason`` (a mechanism words its own)."""
+        why = reason or f"it does not declare the {seam.name} seam (HostCapabilities.seams)"
+        return f"mechanism {self.name!r} needs the host to {seam.does}, but {host.name} cannot: {why}"
+
+    def nested(self) -> dict[str, Mapping[str, Any]]:
+        """The ``dataflex:`` blocks of the mechanisms this one drives, by role (``filter.draw``); the runner mounts
+        each against the same host and hands it back through :meth:`adopt`."""
+        return {}
+
+    def adopt(self, role: str, mechanism: Mechanism, step: StepContext) -> None:
+        """Take the mounted mechanism of :meth:`nested`'s ``role``, with the step it runs in."""
+
+    def describe_nested(self, role: str, text: str) -> str:
+        """How :meth:`~dataflex_core.runner.MountedStep.describe` names the nested mechanism of ``role``."""
+        return f"{role}: {text}"
+
+    def state_labels(self) -> dict[str, str]:
+        """How state errors name what :meth:`stateful` returns besides the components, by role (``name (dist==v)``)."""
+        return {}
 
     def run(self, step: StepContext, batch: Any, step_id: int, importance_weights: torch.Tensor | None) -> StepResult:
         """Act on one step's batch (every row, framework padding tagged ``is_padding``; ``prepare_batch`` done).
@@ -200,7 +236,7 @@ class LossMechanism(Mechanism):
     weights, the ``dataflex/weight/*`` metrics) is shared.
     """
 
-    writes_weights: ClassVar[bool] = True
+    seams: ClassVar[tuple[type[Seam], ...]] = (LossWeights,)
 
     def weights(self, step: StepContext, batch: Any, step_id: int) -> torch.Tensor:
         """Raw non-negative weights ``(n,)`` or ``(n, L)`` for the real rows in ``batch`` (padding removed)."""

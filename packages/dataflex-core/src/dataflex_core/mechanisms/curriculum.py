@@ -45,6 +45,7 @@ from ..step.history import PromptHistory, PromptIds
 from ..step.host import HostCapabilities
 from ..step.prompt_sampler import METRIC_PREFIX, CurriculumSampler, candidate_columns
 from ..step.result import StepResult
+from ..step.seams import Seam, TrainSampler
 from .base import Mechanism
 
 logger = logging.getLogger("dataflex_core.step")
@@ -105,6 +106,15 @@ def check_components(pipeline: DataFlexPipeline, host_name: str) -> None:
             )
 
 
+def refused_curriculum(host: HostCapabilities, reason: str) -> str:
+    """Why ``host`` cannot run ``mechanism: curriculum`` (it lacks the train sampler or ``pre_rollout`` scorers)."""
+    because = f" ({reason})" if reason else ""
+    return (
+        f"mechanism curriculum chooses which prompts are sampled, but {host.name} cannot run pre_rollout "
+        f"scorers in its train sampler in this configuration{because}; use mechanism reweight, select or mix"
+    )
+
+
 def outcomes_batch(history: PromptHistory, outcomes: Any) -> Batch:
     """The :data:`~dataflex_core.step.fields.OUTCOME_FIELDS` batch ``Scorer.observe`` receives."""
     rows = outcomes.rows
@@ -137,6 +147,7 @@ class Curriculum(Mechanism):
     name: ClassVar[str] = "curriculum"
     actuator_kind: ClassVar[str] = "sampler"
     keys: ClassVar[Mapping[str, Any]] = CURRICULUM_KEYS
+    seams: ClassVar[tuple[type[Seam], ...]] = (TrainSampler,)
     timings: ClassVar[tuple[str, ...]] = ("pre_rollout",)
     #: the history is fed at every step, warm-up included, so the curriculum starts from everything seen
     runs_in_warmup: ClassVar[bool] = True
@@ -148,13 +159,13 @@ class Curriculum(Mechanism):
     def parse(self, block: Mapping[str, Any]) -> CurriculumSettings:
         return curriculum_settings(block)
 
+    def refusal(self, seam: type[Seam], host: HostCapabilities, reason: str) -> str:
+        return refused_curriculum(host, reason)
+
     @classmethod
     def check(cls, pipeline: DataFlexPipeline, host: HostCapabilities, loss_unit: str | None) -> None:
-        if "pre_rollout" not in host.timings or not host.resampling:
-            raise IncompatibleComponentError(
-                f"mechanism curriculum chooses which prompts are sampled, but {host.name} cannot run pre_rollout "
-                "scorers in its train sampler in this configuration; use mechanism reweight, select or mix"
-            )
+        if "pre_rollout" not in host.timings:
+            raise IncompatibleComponentError(refused_curriculum(host, ""))
         check_components(pipeline, host.name)
 
     def fields(self, pipeline: DataFlexPipeline) -> list[str]:

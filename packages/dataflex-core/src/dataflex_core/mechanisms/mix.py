@@ -27,13 +27,14 @@ import torch
 
 from ..config import DataFlexPipeline
 from ..contracts import check_proportions
-from ..errors import ConfigError, IncompatibleComponentError
+from ..errors import ConfigError
 from ..step.context import StepContext
 from ..step.dataset import dataset_column
 from ..step.host import HostCapabilities
 from ..step.mixture import DomainMixtureSampler
 from ..step.outputs import checked_scores, component_label
 from ..step.result import StepResult
+from ..step.seams import Seam, TrainSampler
 from .base import Mechanism, check_rollout_time
 
 #: Keys of the ``dataflex:`` block that only ``mechanism: mix`` reads, with their defaults.
@@ -95,19 +96,22 @@ class Mix(Mechanism):
     name: ClassVar[str] = "mix"
     actuator_kind: ClassVar[str] = "mixer"
     keys: ClassVar[Mapping[str, Any]] = MIX_KEYS
+    seams: ClassVar[tuple[type[Seam], ...]] = (TrainSampler,)
     fallback: ClassVar[str] = "keeping the current mixture"
     settings: MixSettings
 
     def parse(self, block: Mapping[str, Any]) -> MixSettings:
         return mix_settings(block)
 
+    def refusal(self, seam: type[Seam], host: HostCapabilities, reason: str) -> str:
+        because = f" ({reason})" if reason else ""
+        return (
+            f"dataflex.mechanism=mix changes which prompts are sampled, but {host.name} cannot resample in "
+            f"this configuration{because}; use mechanism reweight or select"
+        )
+
     @classmethod
     def check(cls, pipeline: DataFlexPipeline, host: HostCapabilities, loss_unit: str | None) -> None:
-        if not host.resampling:
-            raise IncompatibleComponentError(
-                f"dataflex.mechanism=mix changes which prompts are sampled, but {host.name} cannot resample in "
-                "this configuration; use mechanism reweight or select"
-            )
         check_rollout_time(pipeline, host, cls.name)
 
     def fields(self, pipeline: DataFlexPipeline) -> list[str]:

@@ -17,6 +17,7 @@ and what the ``dataflex/weight/*`` metrics describe.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, ClassVar
 
 import torch
@@ -30,6 +31,7 @@ from ..step.host import HostCapabilities
 from ..step.metrics import PREFIX, weight_metrics
 from ..step.outputs import checked_scores, component_label
 from ..step.result import StepResult
+from ..step.seams import LossWeights, S
 from ..step.selection import selection_metrics
 from .base import LossMechanism, check_rollout_time, normalised
 
@@ -39,6 +41,13 @@ class Select(LossMechanism):
 
     name: ClassVar[str] = "select"
     actuator_kind: ClassVar[str] = "selector"
+
+    def __init__(self, block: Mapping[str, Any]) -> None:
+        super().__init__(block)
+        #: The host recomputes group advantages on the kept rows (decided in :meth:`mount`).
+        self.recompute_advantage = False
+        #: The host removes the dropped rows from its loss mask and denominator (decided in :meth:`mount`).
+        self.hard_drop = False
 
     @classmethod
     def check(cls, pipeline: DataFlexPipeline, host: HostCapabilities, loss_unit: str | None) -> None:
@@ -54,6 +63,11 @@ class Select(LossMechanism):
         # group advantages exist only under a group estimator; without one there is nothing to recompute
         self.recompute_advantage = bool(pipeline.actuator.recompute_advantage) and grouped is True
         self.hard_drop = self.recompute_advantage and host.hard_drop
+
+    def implement(self, seam: type[S], step: StepContext) -> S:
+        if seam is LossWeights:  # what the host does with the kept rows, decided at mount
+            return LossWeights(recompute_advantage=self.recompute_advantage, hard_drop=self.hard_drop)  # type: ignore[return-value]
+        return super().implement(seam, step)
 
     def fields(self, pipeline: DataFlexPipeline) -> list[str]:
         return list(dict.fromkeys([*pipeline.requires, "uid"]))  # uid: the groups a selection drops whole

@@ -12,6 +12,7 @@ from ..errors import ConfigError, IncompatibleComponentError
 from ..mechanisms.base import Mechanism
 from ..mechanisms.registry import get_mechanism, mechanisms
 from ..step.host import HostCapabilities
+from ..step.seams import LossWeights
 
 #: What a scorer of each timing needs, for the message that refuses it in a mechanism that does not run it.
 TIMING_NEEDS = {
@@ -31,8 +32,9 @@ def check_pipeline(
 ) -> None:
     """Raise one clear error if ``pipeline`` cannot run on ``host`` as configured.
 
-    The checks every mechanism shares (the loss unit of one that weighs the loss, the scorer's timing), then
-    the mechanism's own (:meth:`~dataflex_core.mechanisms.Mechanism.check`).
+    The checks every mechanism shares (the loss unit of one that weighs the loss, the scorer's timing, a host
+    seam it needs and the host lacks: :meth:`~dataflex_core.mechanisms.Mechanism.refusal` words it), then the
+    mechanism's own (:meth:`~dataflex_core.mechanisms.Mechanism.check`).
 
     :param loss_unit: the unit of this run's loss, when the mechanism writes weights.
     :param mechanism: the mounted mechanism (default: the class ``pipeline.mechanism`` names).
@@ -41,7 +43,7 @@ def check_pipeline(
     """
     if mechanism is None:
         mechanism = get_mechanism(pipeline.mechanism)
-    if mechanism.writes_weights and loss_unit is not None and loss_unit not in host.loss_units:
+    if LossWeights in mechanism.seams and loss_unit is not None and loss_unit not in host.loss_units:
         raise ConfigError(f"{host.name} has no loss unit {loss_unit!r}; its units: {', '.join(host.loss_units)}")
     timing = pipeline.scorer.timing
     if timing not in mechanism.timings:
@@ -53,4 +55,13 @@ def check_pipeline(
             f"cannot run in mechanism {pipeline.mechanism!r}, which takes scorers with timing "
             f"{' or '.join(mechanism.timings)}; {where}. {fix} a scorer with one of those timings"
         )
+    for seam in mechanism.seams:
+        support = host.support(seam)
+        if not support.provided:
+            if isinstance(mechanism, type):
+                raise IncompatibleComponentError(
+                    f"mechanism {mechanism.name!r} needs the host to {seam.does}, but {host.name} cannot: "
+                    f"{support.reason or f'it does not declare the {seam.name} seam'}"
+                )
+            raise IncompatibleComponentError(mechanism.refusal(seam, host, support.reason))
     mechanism.check(pipeline, host, loss_unit)

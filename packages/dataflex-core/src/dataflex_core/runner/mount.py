@@ -45,21 +45,14 @@ class MountedStep:
     ctx: dict[str, Any] = field(default_factory=dict)
     #: Seconds after which a component call still running is warned about (``None``: never).
     call_budget_s: float | None = HOST_KEYS["call_budget_s"]
+    #: The mechanisms this one drives, by role (:meth:`~dataflex_core.mechanisms.Mechanism.nested`), mounted
+    #: against the same host.
+    nested: dict[str, MountedStep] = field(default_factory=dict)
 
     @property
     def settings(self) -> Any:
         """The mechanism's parsed block keys (e.g. ``MixSettings``), ``None`` for mechanisms without keys."""
         return self.mechanism.settings
-
-    @property
-    def recompute_advantage(self) -> bool:
-        """The host recomputes group advantages on a selector's kept rows (decided once, at mount)."""
-        return self.mechanism.recompute_advantage
-
-    @property
-    def hard_drop(self) -> bool:
-        """The host removes a selector's dropped rows from its loss mask and denominator."""
-        return self.mechanism.hard_drop
 
     def describe(self) -> str:
         p = self.pipeline
@@ -68,6 +61,8 @@ class MountedStep:
         return (
             f"{p.mechanism}: scorer {p.scorer_spec.label} -> {p.actuator_spec.kind} {p.actuator_spec.label}; "
             f"{unit}, warmup_step={p.warmup_step}, on_invalid={self.on_invalid}, reads {self.fields}"
+        ) + "".join(
+            f"; {self.mechanism.describe_nested(role, inner.describe())}" for role, inner in self.nested.items()
         )
 
 
@@ -126,6 +121,7 @@ def mount_step(
     known = (*HOST_KEYS, *owners, *extra_keys)
     check_block_keys(plain, known)
     cls = get_mechanism(plain.get("mechanism", DEFAULT_MECHANISM))
+    host = host.within(cls.seams)  # where a seam runs the step with other fields (verl's legacy rounds)
     pipeline = build_pipeline(
         plain,
         actuator_kind=cls.actuator_kind,
@@ -147,13 +143,27 @@ def mount_step(
     if adv_estimator is not None and is_group_estimator is not None:
         grouped = is_group_estimator(adv_estimator)
     mechanism.mount(pipeline, host, grouped=grouped)
+    nested = {
+        role: mount_step(
+            inner,
+            host,
+            loss_unit=loss_unit,
+            ctx=ctx,
+            adv_estimator=adv_estimator,
+            is_group_estimator=is_group_estimator,
+            extra_keys=extra_keys,
+        )  # fmt: skip
+        for role, inner in mechanism.nested().items()
+    }
+    fields = [*mechanism.fields(pipeline), *(name for inner in nested.values() for name in inner.fields)]
     return MountedStep(
         pipeline=pipeline,
         host=host,
         mechanism=mechanism,
         on_invalid=settings["on_invalid"],
         loss_unit=loss_unit,
-        fields=list(dict.fromkeys(mechanism.fields(pipeline))),
+        fields=list(dict.fromkeys(fields)),
         ctx={**(ctx or {}), "loss_unit": loss_unit},
         call_budget_s=settings["call_budget_s"],
+        nested=nested,
     )

@@ -50,6 +50,7 @@ from ..normalize import valid_token_mask
 from ..precomputed import prepare_batch
 from ..step.context import StepContext
 from ..step.result import PREFIX, StepResult
+from ..step.seams import S, Seam
 from .mount import MountedStep
 
 
@@ -78,10 +79,38 @@ class DataFlexStep(StepContext):
         self.empty_steps = 0
         #: The run's cumulative ``dataflex/compute/*`` counts (checkpointed with the component state).
         self.compute_totals = ComputeTotals()
+        #: The steps of the mechanisms this one drives (``filter.draw``), by role, handed to the mechanism.
+        self.nested = {role: DataFlexStep(inner) for role, inner in mounted.nested.items()}
+        for role, inner in self.nested.items():
+            mounted.mechanism.adopt(role, inner.mechanism, inner)
+        #: The mechanism's implementation of each host seam it needs (:meth:`seam`), built on first use.
+        self._seams: dict[type[Seam], Seam] = {}
 
     @property
     def mechanism(self) -> Mechanism:
         return self.mounted.mechanism
+
+    def seam(self, kind: type[S]) -> S | None:
+        """The mechanism's implementation of the host seam ``kind``; ``None`` when the mechanism does not use it.
+
+        :raises TypeError: ``kind`` is not a :class:`~dataflex_core.step.seams.Seam` subclass.
+        """
+        if not (isinstance(kind, type) and issubclass(kind, Seam)):
+            raise TypeError(
+                f"seam(kind) takes a seam class of dataflex_core.step.seams (e.g. GenerationRounds), got {kind!r}"
+            )
+        if kind not in self.mechanism.seams:
+            return None
+        held = self._seams.get(kind)
+        if held is None:
+            held = self.mechanism.implement(kind, self)
+            if not isinstance(held, kind):
+                raise TypeError(
+                    f"mechanism {self.mechanism.name!r} implements the seam {kind.name!r} with {held!r}, which is "
+                    f"not a {kind.__qualname__}"
+                )
+            self._seams[kind] = held
+        return held  # type: ignore[return-value]
 
     def count(
         self,
@@ -109,7 +138,7 @@ class DataFlexStep(StepContext):
         importance_weights: torch.Tensor | None = None,
         start: float | None = None,
         advantages: torch.Tensor | None = None,
-        admission: Any = None,
+        generation: Any = None,
     ) -> StepResult:
         """The mechanism on ``batch``: weights (or a kept mask) for the loss, or an update of the train sampler.
 
@@ -121,15 +150,28 @@ class DataFlexStep(StepContext):
             the host's own I/O too.
         :param advantages: ``(bs, L)`` or ``(bs,)`` the framework's advantages when ``batch`` does not carry them
             (the compute counters count trained rows whose advantage is zero as wasted).
-        :param admission: ``mechanism: filter``: the step's :class:`~dataflex_core.mechanisms.filter.AdmissionRounds`
-            that built ``batch``.
+        :param generation: what built ``batch`` when the host generated it through a seam in rounds or stages
+            (the :class:`~dataflex_core.step.seams.GenerationRounds` seam's ``rounds``); the mechanism reads it as
+            ``step.generation`` during this call.
         :raises InvalidOutputError: invalid plugin output, with ``on_invalid: raise``.
         """
         start = time.perf_counter() if start is None else start
         if advantages is None:
             advantages = batch.batch.get("advantages")
-        #: read by mechanism filter's run, then cleared
-        self.admission = admission
+        self.generation = generation
+        try:
+            return self._run(batch, step, importance_weights, start, advantages)
+        finally:
+            self.generation = None
+
+    def _run(
+        self,
+        batch: Batch,
+        step: int,
+        importance_weights: torch.Tensor | None,
+        start: float,
+        advantages: torch.Tensor | None,
+    ) -> StepResult:
         idle = self.idle(step)
         if idle is not None:
             idle.update(self._count(batch, advantages, StepResult(idle)))

@@ -16,13 +16,14 @@ from .context import StepContext
 from .dataset import TrainDataset, dataset_column
 from .fields import CANONICAL_FIELDS, OUTCOME_FIELDS, PROMPT_FIELDS, CanonicalField, is_canonical, is_prompt_field
 from .history import PromptHistory, PromptIds, StepOutcomes
-from .host import FieldSupport, HostCapabilities
+from .host import FieldSupport, HostCapabilities, SeamSupport
 from .metrics import weight_metrics
 from .mixture import DomainMixtureSampler
 from .on_invalid import ON_INVALID, InvalidOutputPolicy
 from .outputs import checked_scores, component_label
 from .prompt_sampler import CurriculumSampler, candidate_batch, candidate_columns, candidate_fields
 from .result import StepResult
+from .seams import SEAMS, GenerationRounds, LossWeights, PromptCounts, Seam, StepRounds, TrainSampler
 from .selection import selection_metrics
 from .weights import (
     LOSS_UNITS,
@@ -41,6 +42,7 @@ __all__ = [
     "ON_INVALID",
     "OUTCOME_FIELDS",
     "PROMPT_FIELDS",
+    "SEAMS",
     "SEQUENCE_UNIT",
     "TOKEN_UNIT",
     "BlockSampler",
@@ -48,14 +50,21 @@ __all__ = [
     "CurriculumSampler",
     "DomainMixtureSampler",
     "FieldSupport",
+    "GenerationRounds",
     "HostCapabilities",
     "InvalidOutputPolicy",
+    "LossWeights",
+    "PromptCounts",
     "PromptHistory",
     "PromptIds",
+    "Seam",
+    "SeamSupport",
     "StepContext",
     "StepOutcomes",
     "StepResult",
+    "StepRounds",
     "TrainDataset",
+    "TrainSampler",
     "applied_unit_mean",
     "candidate_batch",
     "candidate_columns",

@@ -22,7 +22,7 @@ A new way of acting through the host (staged generation within a step, say) is o
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypeVar
 
 import torch
 
@@ -38,6 +38,10 @@ class Seam:
     name: ClassVar[str] = ""
     #: What a host that provides it does, completing "the host must ...", for refusals and the docs.
     does: ClassVar[str] = ""
+
+
+#: A seam class, as the accessors take and return it.
+S = TypeVar("S", bound=Seam)
 
 
 class LossWeights(Seam):

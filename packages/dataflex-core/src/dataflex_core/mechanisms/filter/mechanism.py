@@ -39,7 +39,6 @@ as for ``mechanism: curriculum``.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 import numpy as np
@@ -49,233 +48,20 @@ from ...config import DataFlexPipeline
 from ...contracts import check_selection, group_admission
 from ...errors import ConfigError, IncompatibleComponentError, InvalidOutputError
 from ...groups import group_index, segment_count
-from ...ledger import LEDGER_KEY, PromptIds, PromptLedger
+from ...ledger import PromptIds, PromptLedger
 from ...normalize import valid_sample_mask, valid_token_counts
-from ...step.blocks import BlockSampler
+from ...precomputed import prepare_batch
 from ...step.context import StepContext
 from ...step.dataset import dataset_column
 from ...step.host import HostCapabilities
 from ...step.outputs import checked_scores, component_label
-from ...step.result import PREFIX, StepResult
+from ...step.result import StepResult
+from ...step.seams import GenerationRounds, S, Seam, StepRounds
 from ..base import Mechanism, check_rollout_time
 from ..curriculum import REWARD_FIELD, Curriculum, curriculum_settings, row_rewards
-
-#: The prefix of the filter's metrics.
-FILTER_PREFIX = f"{PREFIX}filter/"
-#: What a step short of admitted groups after ``max_rounds`` does.
-ON_SHORT = ("raise", "backfill")
-#: The ``dataflex.filter`` keys and their defaults.
-FILTER_DEFAULTS = {"max_rounds": 4, "on_short": "raise", "draw": None}
-
-
-#: The top-level ``dataflex:`` keys of the filter's ledger, with their defaults.
-LEDGER_KEYS = {"prompt_key": None, "success_threshold": None, **LEDGER_KEY}
-#: The mechanisms that may draw the prompts under ``filter.draw`` (the dataloader's and the refills').
-DRAW_MECHANISMS = ("mix", "curriculum")
-#: The host keys of the ``dataflex:`` block that ``filter.draw`` takes from it.
-DRAW_INHERITS = ("on_invalid", "call_budget_s")
-
-
-@dataclass(frozen=True)
-class FilterSettings:
-    #: Generation rounds per step at most, the first included (>= 1).
-    max_rounds: int = 4
-    on_short: str = "raise"
-    #: The dataset column of the prompt ids the ledger is keyed by (``None``: no ledger).
-    prompt_key: str | None = None
-    success_threshold: float | None = None
-    #: ``dataflex.ledger.load``: an exported ledger to start from.
-    ledger_load: str | None = None
-    #: ``filter.draw``: the ``dataflex:`` block of the mix or curriculum that draws the prompts (``None``: the
-    #: host's order and :class:`RefillSampler`).
-    draw: Mapping[str, Any] | None = None
-
-
-def draw_block(plain: Any, prompt_key: str | None) -> dict[str, Any] | None:
-    """``filter.draw``, checked: a ``dataflex:`` block of mechanism mix or curriculum (``None``: unset)."""
-    if plain is None:
-        return None
-    if not isinstance(plain, Mapping) or plain.get("mechanism") not in DRAW_MECHANISMS:
-        raise ConfigError(
-            f"dataflex.filter.draw must be the block of the mechanism that draws the prompts, with mechanism "
-            f"{' or '.join(DRAW_MECHANISMS)} (e.g. {{mechanism: curriculum, scorer: {{name: ...}}, actuator: "
-            f"{{name: ...}}}}), got {plain!r}"
-        )
-    if plain["mechanism"] == "curriculum":
-        draw_key = curriculum_settings(plain).prompt_key
-        if prompt_key is not None and prompt_key != draw_key:
-            raise ConfigError(
-                f"dataflex.prompt_key={prompt_key!r} but dataflex.filter.draw.prompt_key={draw_key!r}: with a "
-                "curriculum drawing the prompts the filter feeds the curriculum's ledger; set the key in draw only"
-            )
-    return dict(plain)
-
-
-def filter_settings(block: Mapping[str, Any]) -> FilterSettings:
-    """The ``dataflex.filter`` keys and the ledger's, checked; raises :class:`ConfigError` with the fix."""
-    key = block.get("prompt_key")
-    ledger = curriculum_settings({**block, "prompt_key": "index" if key is None else key})
-    if key is None and (ledger.ledger_load is not None or ledger.success_threshold is not None):
-        raise ConfigError(
-            "dataflex.ledger / dataflex.success_threshold configure the per-prompt ledger of mechanism filter, "
-            "which is keyed by dataflex.prompt_key; set prompt_key to the dataset column of the prompt ids"
-        )
-    plain = block.get("filter") or {}
-    if not isinstance(plain, Mapping):
-        raise ConfigError(f"dataflex.filter must be a mapping (e.g. {{max_rounds: 4, on_short: raise}}), got {plain!r}")
-    unknown = sorted(set(plain) - set(FILTER_DEFAULTS))
-    if unknown:
-        raise ConfigError(f"dataflex.filter has unknown keys {unknown}; it accepts {sorted(FILTER_DEFAULTS)}")
-    rounds = plain.get("max_rounds", FILTER_DEFAULTS["max_rounds"])
-    if isinstance(rounds, bool) or not isinstance(rounds, int) or rounds < 1:
-        raise ConfigError(
-            f"dataflex.filter.max_rounds must be an integer >= 1 (generation rounds per step, the first included), "
-            f"got {rounds!r}"
-        )
-    on_short = plain.get("on_short", FILTER_DEFAULTS["on_short"])
-    if on_short not in ON_SHORT:
-        raise ConfigError(
-            f"dataflex.filter.on_short={on_short!r} is not one of {', '.join(ON_SHORT)}; raise stops a step still "
-            "short of admitted groups after max_rounds, backfill completes it with evicted groups"
-        )
-    draw = draw_block(plain.get("draw"), key)
-    return FilterSettings(rounds, on_short, key, ledger.success_threshold, ledger.ledger_load, draw)
-
-
-@dataclass(frozen=True)
-class RoundPrompts:
-    """One round's valid responses, for the ledger: their prompt ids, rewards, tokens and group."""
-
-    ids: np.ndarray
-    rewards: torch.Tensor
-    tokens: torch.Tensor
-    group: torch.Tensor
-
-
-@dataclass
-class AdmissionRounds:
-    """One step's generation rounds: which groups each admitted, and which groups the trained batch keeps.
-
-    :param groups: the groups the trained batch must have (the step's prompts).
-    :param settings: the caps and the short-step policy.
-    """
-
-    groups: int
-    settings: FilterSettings
-    #: Per round: the admitted flag of each of its groups (in the round's group order).
-    admitted: list[torch.Tensor] = field(default_factory=list)
-    #: Per round: each group's rollouts and response tokens.
-    rollouts: list[torch.Tensor] = field(default_factory=list)
-    tokens: list[torch.Tensor] = field(default_factory=list)
-    #: Per round: its valid responses for the ledger (``None`` without one).
-    prompts: list[RoundPrompts | None] = field(default_factory=list)
-
-    def add(
-        self, admitted: torch.Tensor, rollouts: torch.Tensor, tokens: torch.Tensor, prompts: RoundPrompts | None = None
-    ) -> None:
-        """Record one round's groups (bool, rollouts and tokens per group) and its responses for the ledger."""
-        self.admitted.append(admitted.to(torch.bool).cpu())
-        self.rollouts.append(rollouts.to(torch.long).cpu())
-        self.tokens.append(tokens.to(torch.long).cpu())
-        self.prompts.append(prompts)
-
-    @property
-    def rounds(self) -> int:
-        return len(self.admitted)
-
-    @property
-    def admitted_groups(self) -> int:
-        return int(sum(int(a.sum()) for a in self.admitted))
-
-    @property
-    def needs_refill(self) -> bool:
-        """Too few admitted groups and another round allowed: the host generates one more prompt batch."""
-        return self.admitted_groups < self.groups and self.rounds < self.settings.max_rounds
-
-    def chosen(self) -> list[torch.Tensor]:
-        """Per round, the indices of its groups the trained batch keeps, in generation order.
-
-        :raises InvalidOutputError: still short after ``max_rounds`` with ``on_short: raise``.
-        """
-        short = self.groups - self.admitted_groups
-        if short > 0 and self.settings.on_short == "raise":
-            raise InvalidOutputError(
-                f"mechanism filter admitted {self.admitted_groups} of the {self.groups} groups the batch needs after "
-                f"{self.rounds} generation round(s) (dataflex.filter.max_rounds={self.settings.max_rounds}); raise "
-                "max_rounds, widen the selector's band, or set dataflex.filter.on_short=backfill to complete the "
-                "batch with evicted groups"
-            )
-        left, backfill = self.groups, max(short, 0)
-        out = []
-        for admitted in self.admitted:
-            keep = admitted.nonzero().flatten()[:left]
-            left -= len(keep)
-            out.append(keep)
-        if backfill:  # evicted groups in generation order complete the batch
-            for i, admitted in enumerate(self.admitted):
-                extra = (~admitted).nonzero().flatten()[:backfill]
-                backfill -= len(extra)
-                out[i] = torch.sort(torch.cat([out[i], extra])).values
-        return out
-
-    def counts(self, chosen: list[torch.Tensor]) -> dict[str, int]:
-        """The compute counts of the rows outside the trained batch (:func:`~dataflex_core.compute.compute_counters`)."""
-        evicted_rollouts = evicted_tokens = 0
-        for keep, rollouts, tokens in zip(chosen, self.rollouts, self.tokens):
-            out = torch.ones(len(rollouts), dtype=torch.bool)
-            out[keep] = False
-            evicted_rollouts += int(rollouts[out].sum())
-            evicted_tokens += int(tokens[out].sum())
-        return {
-            "evicted_rollouts": evicted_rollouts,
-            "evicted_tokens": evicted_tokens,
-            "generation_rounds": self.rounds,
-            "refills": self.rounds - 1,
-        }
-
-    def metrics(self, chosen: list[torch.Tensor]) -> dict[str, float]:
-        total = sum(len(a) for a in self.admitted)
-        kept_admitted = sum(int(a[keep].sum()) for a, keep in zip(self.admitted, chosen))
-        return {
-            f"{FILTER_PREFIX}admitted_groups": float(self.admitted_groups),
-            f"{FILTER_PREFIX}generated_groups": float(total),
-            f"{FILTER_PREFIX}admitted_fraction": self.admitted_groups / max(total, 1),
-            f"{FILTER_PREFIX}trained_groups": float(sum(len(keep) for keep in chosen)),
-            f"{FILTER_PREFIX}surplus_groups": float(self.admitted_groups - kept_admitted),
-            f"{FILTER_PREFIX}backfilled_groups": float(sum(len(keep) for keep in chosen) - kept_admitted),
-        }
-
-
-class RefillSampler(BlockSampler):
-    """The prompts of refill rounds: shuffled passes over the dataset, one prompt batch at a time.
-
-    Seeded by the run's seed (its own generator, apart from the framework's prompt order), so refills are
-    deterministic; its position travels with the component state.
-    """
-
-    kind = "refill"
-    name = "refill_sampler"
-
-    def __init__(self, population: int, batch_size: int, seed: int = 0) -> None:
-        super().__init__(population, batch_size, seed)
-        self._order: list[int] = []
-
-    def next_block(self) -> list[int]:
-        block: list[int] = []
-        while len(block) < self.batch_size:
-            if not self._order:
-                self._order = torch.randperm(self.population, generator=self.generator).tolist()
-            take = self.batch_size - len(block)
-            block += self._order[:take]
-            self._order = self._order[take:]
-        return block
-
-    def state_dict(self) -> dict[str, Any]:
-        return {**self.block_state(), "order": list(self._order)}
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        self.load_block_state(state)
-        self._order = list(state["order"])
+from .refill import RefillSampler
+from .rounds import AdmissionRounds, RoundPrompts
+from .settings import DRAW_INHERITS, LEDGER_KEYS, FilterSettings, filter_settings
 
 
 def group_rows(batch: Any) -> tuple[torch.Tensor, int]:
@@ -293,6 +79,7 @@ class Filter(Mechanism):
     name: ClassVar[str] = "filter"
     actuator_kind: ClassVar[str] = "selector"
     keys: ClassVar[Mapping[str, Any]] = {"filter": None, **LEDGER_KEYS}
+    seams: ClassVar[tuple[type[Seam], ...]] = (GenerationRounds,)
     fallback: ClassVar[str] = "admitting every group"
     settings: FilterSettings
 
@@ -300,13 +87,71 @@ class Filter(Mechanism):
         super().__init__(block)
         #: The per-prompt ledger every round feeds (built with the train sampler; ``None`` without prompt_key).
         self.prompt_ledger: PromptLedger | None = None
-        #: ``filter.draw``: the mounted step of the mix or curriculum that draws the prompts (set by the session).
+        #: ``filter.draw``: the mix or curriculum that draws the prompts, and the step it runs in (the runner
+        #: mounts it, :meth:`nested`, and hands it over, :meth:`adopt`).
         self.draw: StepContext | None = None
+        self.draw_mechanism: Mechanism | None = None
+        #: The sampler of refill rounds without ``filter.draw`` (built by :meth:`prepare_refills`).
+        self.refill: RefillSampler | None = None
+        #: The host keys ``filter.draw`` takes from the block (``on_invalid``, ``call_budget_s``).
+        self._inherited = {key: block[key] for key in DRAW_INHERITS if key in block}
 
     @property
     def draw_curriculum(self) -> bool:
         """A curriculum draws the prompts: its history is the ledger, fed with every round."""
-        return self.draw is not None and isinstance(self.draw.mechanism, Curriculum)
+        return isinstance(self.draw_mechanism, Curriculum)
+
+    # -- filter.draw: the mechanism that draws the prompts, mounted by the runner ------------------------
+    def nested(self) -> dict[str, Mapping[str, Any]]:
+        draw = self.settings.draw
+        return {} if draw is None else {"draw": {**self._inherited, **draw}}
+
+    def adopt(self, role: str, mechanism: Mechanism, step: StepContext) -> None:
+        self.draw, self.draw_mechanism = step, mechanism
+
+    def describe_nested(self, role: str, text: str) -> str:
+        return f"prompts drawn by {text}"
+
+    def state_labels(self) -> dict[str, str]:
+        draw = self.draw
+        if draw is None:
+            return {}
+        return {"draw_scorer": draw.pipeline.scorer_spec.label, "draw_actuator": draw.pipeline.actuator_spec.label}
+
+    # -- the host seam -----------------------------------------------------------------------------
+    def refusal(self, seam: type[Seam], host: HostCapabilities, reason: str) -> str:
+        return (
+            f"mechanism filter keeps the batch full by generating further prompt batches within a step, but "
+            f"{host.name} cannot refill: {reason or 'it has no generation rounds'}. Use mechanism "
+            "select to train on the admitted groups alone (the batch shrinks)"
+        )
+
+    def implement(self, seam: type[S], step: StepContext) -> S:
+        if seam is GenerationRounds:
+            return FilterRounds(self, step)  # type: ignore[return-value]
+        return super().implement(seam, step)
+
+    def prepare_refills(self, population: int, batch_size: int, seed: int) -> None:
+        """Build the refill sampler (once), unless ``filter.draw``'s train sampler draws the refills."""
+        if self.draw is None and self.refill is None:
+            self.refill = RefillSampler(population, batch_size, seed)
+
+    def refill_sampler(self) -> Any:
+        """The sampler of refill prompt batches: with ``filter.draw`` the train sampler the mix or curriculum drives
+        (refills are drawn as the dataloader's prompts are), else the filter's own."""
+        if self.draw is not None:
+            if self.draw.sampler is None:
+                raise RuntimeError(
+                    "filter.draw refills from the train sampler, but the host has not built it yet "
+                    "(DataFlexSession.train_sampler)"
+                )
+            return self.draw.sampler
+        if self.refill is None:
+            raise RuntimeError(
+                "mechanism filter's refill sampler is not built yet: the host calls "
+                "session.seam(GenerationRounds).prepare(...) where it builds its train dataloader"
+            )
+        return self.refill
 
     @property
     def ledger_key(self) -> str | None:
@@ -322,12 +167,6 @@ class Filter(Mechanism):
     @classmethod
     def check(cls, pipeline: DataFlexPipeline, host: HostCapabilities, loss_unit: str | None) -> None:
         check_rollout_time(pipeline, host, cls.name)
-        if not host.refill:
-            raise IncompatibleComponentError(
-                f"mechanism filter keeps the batch full by generating further prompt batches within a step, but "
-                f"{host.name} cannot refill: {host.refill_reason or 'it has no generation rounds'}. Use mechanism "
-                "select to train on the admitted groups alone (the batch shrinks)"
-            )
         if not getattr(pipeline.actuator, "admits_groups", False):
             raise IncompatibleComponentError(
                 f"{pipeline.actuator_spec.kind} {pipeline.actuator_spec.label} does not declare admits_groups; "
@@ -350,7 +189,11 @@ class Filter(Mechanism):
     def dataset_columns(self, pipeline: DataFlexPipeline) -> list[str]:
         key = self.settings.prompt_key
         own = [] if key is None else [key]
-        draw = [] if self.draw is None else self.draw.mechanism.dataset_columns(self.draw.pipeline)
+        draw = (
+            []
+            if self.draw is None or self.draw_mechanism is None
+            else self.draw_mechanism.dataset_columns(self.draw.pipeline)
+        )
         return list(dict.fromkeys([*own, *draw]))
 
     def train_sampler(self, step: StepContext, dataset: Any, batch_size: int, seed: int) -> Any:
@@ -359,10 +202,10 @@ class Filter(Mechanism):
         from :class:`RefillSampler`, and with ``prompt_key`` the ledger is keyed here by the train dataset's
         prompt ids (and warm-started from ``ledger.load``)."""
 
-        draw = self.draw
-        if draw is not None:
+        draw, mechanism = self.draw, self.draw_mechanism
+        if draw is not None and mechanism is not None:
             if draw.sampler is None:
-                draw.sampler = draw.mechanism.train_sampler(draw, dataset, batch_size, seed)
+                draw.sampler = mechanism.train_sampler(draw, dataset, batch_size, seed)
             if self.draw_curriculum:
                 self.prompt_ledger = draw.sampler.history
             else:
@@ -385,18 +228,19 @@ class Filter(Mechanism):
             self.prompt_ledger.load(settings.ledger_load)
 
     def stateful(self, sampler: Any) -> dict[str, Any]:
-        draw = self.draw
-        if draw is None:
-            return {} if self.prompt_ledger is None else {"ledger": self.prompt_ledger}
+        draw, mechanism = self.draw, self.draw_mechanism
+        refill = {} if self.refill is None else {"refill": self.refill}
+        if draw is None or mechanism is None:
+            return {**refill, **({} if self.prompt_ledger is None else {"ledger": self.prompt_ledger})}
         roles = {"draw_scorer": draw.pipeline.scorer, "draw_actuator": draw.pipeline.actuator}
-        roles.update({f"draw_{role}": value for role, value in draw.mechanism.stateful(draw.sampler).items()})
+        roles.update({f"draw_{role}": value for role, value in mechanism.stateful(draw.sampler).items()})
         if self.prompt_ledger is not None and not self.draw_curriculum:
             roles["ledger"] = self.prompt_ledger
         return roles
 
     def restored(self, sampler: Any, host: HostCapabilities) -> None:
-        if self.draw is not None:
-            self.draw.mechanism.restored(self.draw.sampler, host)
+        if self.draw is not None and self.draw_mechanism is not None:
+            self.draw_mechanism.restored(self.draw.sampler, host)
 
     def ledger(self, sampler: Any) -> PromptLedger | None:
         return self.prompt_ledger
@@ -437,18 +281,16 @@ class Filter(Mechanism):
         trained = torch.cat([torch.isin(p.group, keep) for p, keep in parts])
         rewards = torch.cat([p.rewards for p, _ in parts])
         tokens = torch.cat([p.tokens for p, _ in parts])
-        if self.draw_curriculum:
-            assert self.draw is not None
-            return self.draw.mechanism.feed(self.draw, rows, rewards, tokens, step_id, trained=trained)
+        if isinstance(self.draw_mechanism, Curriculum) and self.draw is not None:
+            return self.draw_mechanism.feed(self.draw, rows, rewards, tokens, step_id, trained=trained)
         ledger.record(rows, rewards, step_id, tokens=tokens, trained=trained)
         return {}
 
     def run_draw(self, step: StepContext, batch: Any, step_id: int) -> dict[str, float]:
         """A mix drawing the prompts: its step on the trained batch (its scorer, then new proportions)."""
-        draw = self.draw
-        if draw is None or self.draw_curriculum or draw.idle(step_id) is not None:
+        draw, mechanism = self.draw, self.draw_mechanism
+        if draw is None or mechanism is None or self.draw_curriculum or draw.idle(step_id) is not None:
             return {}
-        mechanism = draw.mechanism
         result, _ = draw.on_invalid.attempt(
             lambda: mechanism.run(draw, batch, step_id, None), step=step_id, instead=mechanism.fallback
         )
@@ -488,16 +330,41 @@ class Filter(Mechanism):
         return check_selection(output, batch, owner=component_label(step.pipeline, "actuator"), step=step_id)
 
     def run(self, step: StepContext, batch: Any, step_id: int, importance_weights: torch.Tensor | None) -> StepResult:
-        """The trained batch, after the rounds the host ran (``step.admission``): its metrics and compute counts."""
-        rounds: AdmissionRounds | None = getattr(step, "admission", None)
-        step.admission = None
-        if rounds is None:
+        """The trained batch, after the rounds the host ran (``step.generation``): its metrics and compute counts."""
+        rounds = step.generation
+        if not isinstance(rounds, AdmissionRounds):
             raise RuntimeError(
-                "mechanism filter runs on the batch its admission rounds built; the host must call "
-                "DataFlexSession.admit for each round and pass the rounds to DataFlexSession.run(admission=...)"
+                "mechanism filter runs on the batch its generation rounds built; the host must admit each round "
+                "through session.seam(GenerationRounds) and pass the rounds to DataFlexSession.run(generation=...)"
             )
         chosen = rounds.chosen()
         metrics = rounds.metrics(chosen)
         metrics.update(self.record(rounds, chosen, step_id))
         metrics.update(self.run_draw(step, batch, step_id))
         return StepResult(metrics, compute=rounds.counts(chosen))
+
+
+class FilterRounds(GenerationRounds):
+    """``mechanism: filter``'s side of the generation-rounds seam: what the host calls each step."""
+
+    def __init__(self, mechanism: Filter, step: StepContext) -> None:
+        self.mechanism = mechanism
+        self.step = step
+
+    def prepare(self, population: int, *, batch_size: int, seed: int) -> None:
+        self.mechanism.prepare_refills(population, batch_size, seed)
+
+    def refill_sampler(self) -> Any:
+        return self.mechanism.refill_sampler()
+
+    def rounds(self, groups: int) -> AdmissionRounds:
+        return self.mechanism.rounds(groups)
+
+    def admit(self, rounds: StepRounds, batch: Any, step: int) -> torch.Tensor:
+        if not isinstance(rounds, AdmissionRounds):
+            raise TypeError(f"mechanism filter admits into the rounds it made (rounds()), not {rounds!r}")
+        prepare_batch(batch)
+        mechanism = self.mechanism
+        admitted, rollouts, tokens = mechanism.admit(self.step, batch, step)
+        rounds.add(admitted, rollouts, tokens, mechanism.round_prompts(self.step, batch))
+        return admitted
