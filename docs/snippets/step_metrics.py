@@ -4,7 +4,8 @@ import numpy as np
 import torch
 
 from dataflex_core import Batch
-from dataflex_core.step import CANONICAL_FIELDS, DataFlexStep, FieldSupport, HostCapabilities, mount_step
+from dataflex_core.runner import DataFlexStep, mount_step
+from dataflex_core.step import CANONICAL_FIELDS, FieldSupport, HostCapabilities
 
 gen = torch.Generator().manual_seed(0)
 prompts, n, L = 32, 8, 64

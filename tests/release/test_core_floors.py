@@ -76,7 +76,7 @@ def test_a_name_the_floor_lacks_is_caught(tmp_path: Path):
         "import dataflex_core\n"
         "import dataflex_core.groups as groups\n"
         "from dataflex_core import Sampler, Scorer\n"
-        "from dataflex_core.step import DataFlexStep\n"
+        "from dataflex_core.runner import DataFlexStep\n"
         "mask = dataflex_core.response_token_mask\n"
         "index = groups.group_index\n"
         "length = Scorer.__name__.upper()\n",
@@ -86,7 +86,7 @@ def test_a_name_the_floor_lacks_is_caught(tmp_path: Path):
     missing = missing_from(old, uses_of_core(tmp_path / "src"))
     assert set(missing) == {
         "dataflex_core.Sampler",
-        "dataflex_core.step.DataFlexStep",
+        "dataflex_core.runner.DataFlexStep",
         "dataflex_core.response_token_mask",
     }, missing
     assert missing["dataflex_core.Sampler"] == ["late_plugin/__init__.py"]

@@ -17,13 +17,13 @@ from dataflex_core import (
     register_scorer,
 )
 from dataflex_core.contracts import allocation_problem, check_allocation
-from dataflex_core.session import DataFlexSession
-from dataflex_core.step import FieldSupport, HostCapabilities
+from dataflex_core.session import DataFlexSession, PromptCounts
+from dataflex_core.step import FieldSupport, HostCapabilities, LossWeights, SeamSupport
 from dataflex_lab.testing import PromptDataset, rows_batch
 
 HOST = HostCapabilities(
     name="testhost",
-    allocate=True,
+    seams={LossWeights: SeamSupport(True), PromptCounts: SeamSupport(True)},
     timings=("pre_rollout", "post_reward", "post_advantage"),
     fields={n: FieldSupport(True) for n in ("response_mask", "rm_scores", "uid")},
 )
@@ -78,7 +78,7 @@ def rollouts(prompt_ids, counts, uids, rewards):
 
 def test_counts_sum_to_the_default_budget_and_the_run_checks_and_feeds_them():
     flex = session()
-    counts = flex.allocate([12, 10], 1, rollout_n=4, uids=["a", "b"])
+    counts = flex.seam(PromptCounts).counts([12, 10], 1, rollout_n=4, uids=["a", "b"])
     assert counts.tolist() == [6, 2]  # budget 2 x 4: n_min 2 each, the spare 4 to the first
     batch = rollouts([12, 10], [6, 2], ["a", "b"], [1, 0, 1, 0, 1, 1, 0, 0])
     metrics = flex.run(batch, 1).metrics
@@ -93,7 +93,7 @@ def test_counts_sum_to_the_default_budget_and_the_run_checks_and_feeds_them():
 
 def test_a_group_that_comes_back_with_another_count_is_counted():
     flex = session()
-    flex.allocate([12, 10], 1, rollout_n=4, uids=["a", "b"])
+    flex.seam(PromptCounts).counts([12, 10], 1, rollout_n=4, uids=["a", "b"])
     metrics = flex.run(rollouts([12, 10], [5, 2], ["a", "b"], [1.0] * 7), 1).metrics
     assert metrics["dataflex/allocate/mismatched_groups"] == 1.0
 
@@ -101,35 +101,37 @@ def test_a_group_that_comes_back_with_another_count_is_counted():
 def test_a_configured_budget_and_n_max_hold():
     flex = session(allocate={"budget": 10, "n_max": 5})
     with pytest.raises(InvalidOutputError, match="more than n_max=5"):
-        flex.allocate([12, 10], 1, rollout_n=4)
+        flex.seam(PromptCounts).counts([12, 10], 1, rollout_n=4)
 
 
 def test_an_infeasible_budget_names_the_keys():
     flex = session(allocate={"budget": 3})
     with pytest.raises(ConfigError, match="2 prompts x n_min=2 = 4 rollouts exceed the budget of 3.*allocate.budget"):
-        flex.allocate([12, 10], 1, rollout_n=4)
+        flex.seam(PromptCounts).counts([12, 10], 1, rollout_n=4)
 
 
 def test_invalid_counts_raise_or_fall_back_to_an_even_split():
     with pytest.raises(
         InvalidOutputError, match="gave 7 rollouts to 2 prompts at step 1; they must sum to the budget, 8"
     ):
-        session("alloctest_one_short").allocate([12, 10], 1, rollout_n=4)
+        session("alloctest_one_short").seam(PromptCounts).counts([12, 10], 1, rollout_n=4)
     flex = session("alloctest_one_short", on_invalid="uniform")
-    assert flex.allocate([12, 10], 1, rollout_n=4).tolist() == [4, 4]
+    assert flex.seam(PromptCounts).counts([12, 10], 1, rollout_n=4).tolist() == [4, 4]
     assert flex.mechanism.last.even
 
 
 def test_before_warmup_the_budget_is_split_evenly_without_the_components():
     flex = session(warmup_step=3)
-    assert flex.allocate([12, 10, 11], 1, rollout_n=3, uids=["a", "b", "c"]).tolist() == [3, 3, 3]
+    assert flex.seam(PromptCounts).counts([12, 10, 11], 1, rollout_n=3, uids=["a", "b", "c"]).tolist() == [3, 3, 3]
     assert flex.run(rollouts([12, 10, 11], [3, 3, 3], "abc", [1.0] * 9), 1).metrics["dataflex/allocate/even"] == 1.0
     assert flex.ledger.rollouts.tolist() == [3, 3, 3, 0]  # fed during warm-up
 
 
 def test_a_host_that_cannot_vary_n_refuses_at_mount_with_its_reason():
     host = HostCapabilities(
-        name="fixedhost", allocate_reason="it groups by a fixed num_generations", timings=HOST.timings
+        name="fixedhost",
+        seams={PromptCounts: SeamSupport(False, "it groups by a fixed num_generations")},
+        timings=HOST.timings,
     )
     with pytest.raises(IncompatibleComponentError, match="fixedhost cannot vary them: it groups by a fixed num_gen"):
         session(host=host)

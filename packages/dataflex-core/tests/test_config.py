@@ -124,7 +124,7 @@ def test_unknown_mechanism():
 @pytest.mark.parametrize("written", [[{"scorer": "advantage_magnitude"}], OmegaConf.create(["reweight"]), "reweight"])
 def test_a_block_that_is_not_a_mapping_is_a_config_error_everywhere_it_is_read(written):
     from dataflex_core.lock.pinning import plugin_settings
-    from dataflex_core.step import host_settings
+    from dataflex_core.runner import host_settings
 
     for read in (build_from_config, plugin_settings, host_settings):
         with pytest.raises(ConfigError, match="the dataflex block must be a mapping of keys such as mechanism"):

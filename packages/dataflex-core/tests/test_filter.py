@@ -17,15 +17,25 @@ from dataflex_core import (
 )
 from dataflex_core.compute import COMPUTE_PREFIX
 from dataflex_core.mechanisms.filter import AdmissionRounds, FilterSettings, RefillSampler
-from dataflex_core.session import DataFlexSession
-from dataflex_core.step import FieldSupport, HostCapabilities
+from dataflex_core.session import DataFlexSession, GenerationRounds
+from dataflex_core.step import FieldSupport, HostCapabilities, LossWeights, SeamSupport, TrainSampler
 from dataflex_lab.testing import rows_batch
 from dataflex_lab.testing.components import DomainPreferenceScorer, register_toy_components
 
 register_toy_components("filtertest")
 
+
+def refills_of(flex, population, batch_size, seed):
+    """The refill sampler the host builds where it builds its dataloader (``GenerationRounds.prepare``)."""
+    rounds = flex.seam(GenerationRounds)
+    rounds.prepare(population, batch_size=batch_size, seed=seed)
+    return rounds.refill_sampler()
+
+
 HOST = HostCapabilities(
-    name="testhost", refill=True, fields={n: FieldSupport(True) for n in ("response_mask", "rm_scores", "uid")}
+    name="testhost",
+    seams={LossWeights: SeamSupport(True), GenerationRounds: SeamSupport(True)},
+    fields={n: FieldSupport(True) for n in ("response_mask", "rm_scores", "uid")},
 )
 DAPO = {
     "mechanism": "filter",
@@ -58,15 +68,17 @@ def groups(rewards, lengths=None, offset=0):
 
 def test_groups_without_reward_variance_are_evicted_and_refills_fill_the_batch():
     flex = session()
-    rounds = flex.admission(2)
-    admitted = flex.admit(rounds, groups([1.0, 1.0, 1.0, 0.0]), 1)  # group 0 solved, group 1 mixed
+    rounds = flex.seam(GenerationRounds).rounds(2)
+    admitted = flex.seam(GenerationRounds).admit(
+        rounds, groups([1.0, 1.0, 1.0, 0.0]), 1
+    )  # group 0 solved, group 1 mixed
     assert admitted.tolist() == [False, True] and rounds.needs_refill
-    flex.admit(rounds, groups([0.0, 0.0, 0.0, 1.0], offset=10), 1)  # group 11 mixed: full now
+    flex.seam(GenerationRounds).admit(rounds, groups([0.0, 0.0, 0.0, 1.0], offset=10), 1)  # group 11 mixed: full now
     assert not rounds.needs_refill
     chosen = rounds.chosen()
     assert [c.tolist() for c in chosen] == [[1], [1]]
     trained = groups([1.0, 0.0, 0.0, 1.0])
-    metrics = flex.run(trained, 1, admission=rounds).metrics
+    metrics = flex.run(trained, 1, generation=rounds).metrics
     assert metrics["dataflex/filter/trained_groups"] == 2.0 and metrics["dataflex/filter/admitted_fraction"] == 0.5
     assert metrics[f"{COMPUTE_PREFIX}rollouts_generated"] == 8.0  # both rounds' rows
     assert metrics[f"{COMPUTE_PREFIX}rollouts_filtered"] == 4.0 and metrics[f"{COMPUTE_PREFIX}tokens_generated"] == 16
@@ -100,15 +112,15 @@ def test_caps_hold_and_a_short_step_raises_or_backfills():
 
 def test_a_group_without_a_valid_row_is_never_admitted():
     flex = session({**DAPO, "actuator": {"name": "threshold_band", "params": {"low": -1.0, "high": 1.0e9}}})
-    rounds = flex.admission(2)
-    admitted = flex.admit(rounds, groups([1.0, 0.0, 0.0, 0.0], lengths=[2, 2, 0, 0]), 1)
+    rounds = flex.seam(GenerationRounds).rounds(2)
+    admitted = flex.seam(GenerationRounds).admit(rounds, groups([1.0, 0.0, 0.0, 0.0], lengths=[2, 2, 0, 0]), 1)
     assert admitted.tolist() == [True, False]
 
 
 def test_a_selector_that_keeps_part_of_a_group_is_named():
     flex = session({**DAPO, "actuator": {"name": "filtertest_first_row"}})
     with pytest.raises(InvalidOutputError, match="kept part of 1 group.* admits or evicts whole groups"):
-        flex.admit(flex.admission(2), groups([1.0, 0.0, 1.0, 0.0]), 1)
+        flex.seam(GenerationRounds).admit(flex.seam(GenerationRounds).rounds(2), groups([1.0, 0.0, 1.0, 0.0]), 1)
 
 
 @register_selector("filtertest_top_row")
@@ -127,7 +139,11 @@ def test_a_selector_that_does_not_promise_whole_groups_is_refused_at_mount():
 
 
 def test_a_host_that_cannot_refill_refuses_filter_with_its_reason():
-    host = HostCapabilities(name="otherhost", refill_reason="it generates once per step", fields=HOST.fields)
+    host = HostCapabilities(
+        name="otherhost",
+        seams={GenerationRounds: SeamSupport(False, "it generates once per step")},
+        fields=HOST.fields,
+    )
     with pytest.raises(IncompatibleComponentError, match="otherhost cannot refill: it generates once per step"):
         session(host=host)
 
@@ -187,7 +203,7 @@ class XOnly(DomainPreferenceScorer):
 
 def ledger_session(**extra) -> DataFlexSession:
     flex = session({**DAPO, "prompt_key": "index", **extra}, host=HostCapabilities(
-        name="testhost", refill=True, dataset_columns=True, fields=HOST.fields,
+        name="testhost", seams={LossWeights: SeamSupport(True), GenerationRounds: SeamSupport(True)}, dataset_columns=True, fields=HOST.fields,
     ))  # fmt: skip
     assert flex.train_sampler(Prompts([10, 11, 12, 13]), batch_size=2, seed=0) is None  # the host's own order
     return flex
@@ -195,16 +211,16 @@ def ledger_session(**extra) -> DataFlexSession:
 
 def test_every_rounds_rollouts_feed_the_ledger_and_match_the_compute_counters(tmp_path):
     flex = ledger_session()
-    rounds = flex.admission(1)
+    rounds = flex.seam(GenerationRounds).rounds(1)
     solved = rows_batch([2, 3], width=3, rewards=[1.0, 1.0], uid=[0, 0], columns={"index": [10, 10]})
-    flex.admit(rounds, solved, 1)  # evicted: no reward variance
+    flex.seam(GenerationRounds).admit(rounds, solved, 1)  # evicted: no reward variance
     mixed = rows_batch(
         [2, 0, 1, 2], width=3, rewards=[1.0, 0.0, 0.0, 1.0], uid=[5, 5, 5, 6], padding=[False, False, False, True],
         columns={"index": [11, 11, 11, 12]},
     )  # fmt: skip  # prompt 11: an empty response and one of each reward; row 3 is framework padding
-    flex.admit(rounds, mixed, 1)
+    flex.seam(GenerationRounds).admit(rounds, mixed, 1)
     trained = rows_batch([2, 0, 1], width=3, rewards=[1.0, 0.0, 0.0], uid=[5, 5, 5], columns={"index": [11] * 3})
-    metrics = flex.run(trained, 1, admission=rounds).metrics
+    metrics = flex.run(trained, 1, generation=rounds).metrics
     ledger = flex.ledger
     assert ledger.rollouts.tolist() == [2, 2, 0, 0]  # the empty response and the padding row are left out
     assert ledger.rollouts_trained.tolist() == [0, 2, 0, 0] and ledger.rollouts_filtered.tolist() == [2, 0, 0, 0]
@@ -234,7 +250,7 @@ DRAW_MIX = {"mechanism": "mix", "scorer": {"name": "filtertest_reward"}, "actuat
 DRAW_CURRICULUM = {"mechanism": "curriculum", "prompt_key": "index", "scorer": {"name": "filtertest_x_only"},
                    "actuator": {"name": "filtertest_proportional"}}  # fmt: skip
 DRAW_HOST = HostCapabilities(
-    name="testhost", refill=True, resampling=True, timings=("pre_rollout", "post_reward", "post_advantage"),
+    name="testhost", seams={LossWeights: SeamSupport(True), GenerationRounds: SeamSupport(True), TrainSampler: SeamSupport(True)}, timings=("pre_rollout", "post_reward", "post_advantage"),
     fields=HOST.fields,
 )  # fmt: skip
 
@@ -246,12 +262,14 @@ def draw_session(draw, **extra) -> DataFlexSession:
 def test_a_mix_drawing_the_prompts_gives_the_refills_and_learns_from_the_trained_batch():
     flex = draw_session(DRAW_MIX)
     sampler = flex.train_sampler(Prompts(range(8)), batch_size=2, seed=0)
-    assert flex.refill_sampler(8, batch_size=2, seed=0) is sampler and flex.refills_from_train_sampler
+    assert refills_of(flex, 8, 2, 0) is sampler
     assert "domain" in flex.fields and "domain" in flex.dataset_columns()
-    rounds = flex.admission(1)
-    flex.admit(rounds, rows_batch([2, 2], width=3, rewards=[1.0, 0.0], uid=[0, 0], columns={"domain": ["x", "x"]}), 1)
+    rounds = flex.seam(GenerationRounds).rounds(1)
+    flex.seam(GenerationRounds).admit(
+        rounds, rows_batch([2, 2], width=3, rewards=[1.0, 0.0], uid=[0, 0], columns={"domain": ["x", "x"]}), 1
+    )
     trained = rows_batch([2, 2], width=3, rewards=[1.0, 0.0], uid=[0, 0], columns={"domain": ["x", "x"]})
-    metrics = flex.run(trained, 1, admission=rounds).metrics
+    metrics = flex.run(trained, 1, generation=rounds).metrics
     assert sampler.proportions.tolist() == [0.75, 0.25] and metrics["dataflex/mix/proportion/x"] == 0.75
     assert "prompts drawn by mix" in flex.describe()
 
@@ -259,14 +277,14 @@ def test_a_mix_drawing_the_prompts_gives_the_refills_and_learns_from_the_trained
 def test_a_curriculum_drawing_the_prompts_is_fed_every_round_and_its_state_round_trips(tmp_path):
     flex = draw_session(DRAW_CURRICULUM)
     sampler = flex.train_sampler(Prompts(range(8)), batch_size=2, seed=0)
-    refills = flex.refill_sampler(8, batch_size=2, seed=0)
+    refills = refills_of(flex, 8, 2, 0)
     assert refills is sampler and all(i % 2 == 0 for _ in range(4) for i in refills.next_block())  # x only
-    rounds = flex.admission(1)
+    rounds = flex.seam(GenerationRounds).rounds(1)
     evicted = rows_batch([2, 2], width=3, rewards=[1.0, 1.0], uid=[0, 0], columns={"index": [2, 2]})
     admitted = rows_batch([2, 2], width=3, rewards=[1.0, 0.0], uid=[1, 1], columns={"index": [4, 4]})
-    flex.admit(rounds, evicted, 1)
-    flex.admit(rounds, admitted, 1)
-    metrics = flex.run(admitted, 1, admission=rounds).metrics
+    flex.seam(GenerationRounds).admit(rounds, evicted, 1)
+    flex.seam(GenerationRounds).admit(rounds, admitted, 1)
+    metrics = flex.run(admitted, 1, generation=rounds).metrics
     history = flex.ledger
     assert history is sampler.history and history.rollouts_filtered[2] == 2 and history.rollouts_trained[4] == 2
     assert metrics["dataflex/curriculum/prompts"] == 2.0  # the evicted prompt was observed too

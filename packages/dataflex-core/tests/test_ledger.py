@@ -10,7 +10,7 @@ import torch
 from dataflex_core import ConfigError, Scorer, register_scorer
 from dataflex_core.ledger import CHECKPOINT_LEDGER, COLUMNS, PromptIds, PromptLedger, read_ledger
 from dataflex_core.session import DataFlexSession
-from dataflex_core.step import FieldSupport, HostCapabilities
+from dataflex_core.step import FieldSupport, HostCapabilities, LossWeights, SeamSupport, TrainSampler
 from dataflex_core.step.history import PromptHistory
 from dataflex_lab.testing import PromptDataset, register_toy_components, rows_batch
 
@@ -30,7 +30,7 @@ class RolloutCountScorer(Scorer):
 
 HOST = HostCapabilities(
     name="testhost",
-    resampling=True,
+    seams={LossWeights: SeamSupport(True), TrainSampler: SeamSupport(True)},
     timings=("pre_rollout", "post_reward", "post_advantage"),
     fields={"rm_scores": FieldSupport(True)},
 )

@@ -23,8 +23,8 @@ from pathlib import Path
 
 import pytest
 
+import dataflex_core as plugin_module
 from dataflex_core import PluginLoadError, get_plugin_manager, use_plugin_lock
-from dataflex_core import discovery as plugin_module
 from dataflex_core.cli import main as cli_main
 from dataflex_core.lock import LockFileError, PluginDriftWarning, PluginSetMismatch, parse_lock
 from dataflex_lab.testing.hostile import HOSTILE, plant_bytecode

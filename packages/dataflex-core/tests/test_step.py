@@ -21,12 +21,14 @@ from dataflex_core import (
     register_scorer,
     register_selector,
 )
+from dataflex_core.runner import DataFlexStep, mount_step
 from dataflex_core.step import (
-    DataFlexStep,
     DomainMixtureSampler,
     FieldSupport,
     HostCapabilities,
-    mount_step,
+    LossWeights,
+    SeamSupport,
+    TrainSampler,
     unit_mean,
 )
 from dataflex_lab.testing import rows_batch
@@ -127,7 +129,7 @@ HOST = HostCapabilities(
         "uid": FieldSupport(True),
         "values": FieldSupport(False, "enable the critic"),
     },
-    resampling=True,
+    seams={LossWeights: SeamSupport(True), TrainSampler: SeamSupport(True)},
 )
 
 

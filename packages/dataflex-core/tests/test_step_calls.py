@@ -32,12 +32,20 @@ from dataflex_core import (
     register_scorer,
     register_selector,
 )
-from dataflex_core.step import DataFlexStep, DomainMixtureSampler, FieldSupport, HostCapabilities, mount_step
+from dataflex_core.runner import DataFlexStep, mount_step
+from dataflex_core.step import (
+    DomainMixtureSampler,
+    FieldSupport,
+    HostCapabilities,
+    LossWeights,
+    SeamSupport,
+    TrainSampler,
+)
 
 HOST = HostCapabilities(
     name="testhost",
     fields={name: FieldSupport(True) for name in ("response_mask", "rm_scores", "advantages", "uid")},
-    resampling=True,
+    seams={LossWeights: SeamSupport(True), TrainSampler: SeamSupport(True)},
 )
 CALLS: list[str] = []
 

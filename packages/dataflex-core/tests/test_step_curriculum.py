@@ -19,14 +19,16 @@ from dataflex_core import (
     register_reweighter,
     register_scorer,
 )
+from dataflex_core.runner import DataFlexStep, mount_step
 from dataflex_core.step import (
     CurriculumSampler,
-    DataFlexStep,
     FieldSupport,
     HostCapabilities,
+    LossWeights,
     PromptHistory,
     PromptIds,
-    mount_step,
+    SeamSupport,
+    TrainSampler,
 )
 from dataflex_lab.testing import register_toy_components, rows_batch
 
@@ -79,7 +81,7 @@ register_toy_components("curtest")  # the sampler curtest_proportional
 
 HOST = HostCapabilities(
     name="testhost",
-    resampling=True,
+    seams={LossWeights: SeamSupport(True), TrainSampler: SeamSupport(True)},
     timings=("pre_rollout", "post_reward", "post_advantage"),
     fields={"rm_scores": FieldSupport(True), "advantages": FieldSupport(True)},
 )
@@ -130,7 +132,7 @@ def test_samplers_register_and_promise_no_floor_by_default():
         ({**block(), "mechanism": "reweight", "actuator": {"name": "curtest_plus"}}, HOST, IncompatibleComponentError,
          "timing='pre_rollout'.*only mechanism 'curriculum'"),
         (block("curtest_post"), HOST, IncompatibleComponentError, "needs the step's rollouts"),
-        (block(), HostCapabilities(name="norun", resampling=True), IncompatibleComponentError,
+        (block(), HostCapabilities(name="norun", seams={TrainSampler: SeamSupport(True)}), IncompatibleComponentError,
          "norun cannot run pre_rollout scorers"),
         (block(), HostCapabilities(name="fixed", timings=("pre_rollout",)), IncompatibleComponentError,
          "fixed cannot run pre_rollout"),

@@ -11,6 +11,7 @@ from trl_testkit import NUM_GENERATIONS, PROMPTS_PER_STEP, generate, loss_and_gr
 from dataflex_core import IncompatibleComponentError, register_scorer
 from dataflex_core.ledger import CHECKPOINT_LEDGER, read_ledger
 from dataflex_core.mechanisms.filter import RefillSampler
+from dataflex_core.session import GenerationRounds
 from dataflex_lab.testing.components import DomainPreferenceScorer
 
 #: DAPO's dynamic sampling: admit groups whose rewards vary (variance > 0).
@@ -132,14 +133,14 @@ def test_the_filters_ledger_survives_a_resume_and_warm_starts_another_run(make_t
 def test_refills_come_from_the_seeded_refill_sampler(make_trainer, dataset):
     trainer = make_trainer("dapo", DAPO, reward=split_reward, max_steps=2)
     steps = []
-    original = trainer._dataflex_filter_rounds
+    original = trainer._dataflex_rounds
 
-    def wrapped(inputs, output, step):
-        merged_inputs, merged, rounds = original(inputs, output, step)
+    def wrapped(seam, inputs, output, step):
+        merged_inputs, merged, rounds = original(seam, inputs, output, step)
         steps.append(({row["index"] for row in inputs}, [row["index"] for row in merged_inputs], rounds.rounds))
         return merged_inputs, merged, rounds
 
-    trainer._dataflex_filter_rounds = wrapped
+    trainer._dataflex_rounds = wrapped
     trainer.train()
     replay = RefillSampler(len(dataset), PROMPTS_PER_STEP, seed=trainer.args.seed)
     assert sum(rounds - 1 for _, _, rounds in steps) > 0
@@ -147,7 +148,7 @@ def test_refills_come_from_the_seeded_refill_sampler(make_trainer, dataset):
         drawn = {int(dataset[i]["index"]) for _ in range(rounds - 1) for i in replay.next_block()}
         assert set(trained) <= first_round | drawn  # every trained prompt: TRL's own draw or a refill's
         assert all(int(i) % 2 == 1 for i in trained)  # and only prompts with reward variance
-    assert trainer.dataflex.refill_sampler(0, batch_size=0, seed=0).state_dict() == replay.state_dict()
+    assert trainer.dataflex.seam(GenerationRounds).refill_sampler().state_dict() == replay.state_dict()
 
 
 def test_refills_come_from_the_curriculum_that_draws_the_prompts_deterministically(make_trainer, dataset):

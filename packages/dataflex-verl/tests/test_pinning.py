@@ -21,8 +21,8 @@ import pytest
 import torch
 
 import dataflex_conformance.host  # noqa: F401  (registers the host kit's hostkit_counter, a stateful scorer)
+import dataflex_core as plugin_module
 from dataflex_core import Batch, ConfigError
-from dataflex_core import discovery as plugin_module
 from dataflex_core.lock import PluginDriftWarning, PluginSetMismatch, lock_environment, read_lock, write_lock
 from dataflex_core.lock.pinning import CHECKPOINT_PINNING, CHECKPOINT_PLUGIN_SET
 from dataflex_core.step.state import CHECKPOINT_STATE, ComponentStateError

@@ -13,18 +13,31 @@ import pytest
 import torch
 
 from dataflex_core import Batch
+from dataflex_core.runner import DataFlexStep, mount_step
+from dataflex_core.session import GenerationRounds
 from dataflex_core.step import (
     CurriculumSampler,
-    DataFlexStep,
     FieldSupport,
     HostCapabilities,
     PromptHistory,
     PromptIds,
-    mount_step,
+    SeamSupport,
+    TrainSampler,
 )
 
+
+def refills_of(flex, population, batch_size, seed):
+    """The refill sampler the host builds where it builds its dataloader (``GenerationRounds.prepare``)."""
+    rounds = flex.seam(GenerationRounds)
+    rounds.prepare(population, batch_size=batch_size, seed=seed)
+    return rounds.refill_sampler()
+
+
 HOST = HostCapabilities(
-    name="simulated", resampling=True, timings=("pre_rollout", "post_reward"), fields={"rm_scores": FieldSupport(True)}
+    name="simulated",
+    seams={TrainSampler: SeamSupport(True)},
+    timings=("pre_rollout", "post_reward"),
+    fields={"rm_scores": FieldSupport(True)},
 )
 PROMPTS = 60
 #: Solve probability of each prompt: 0 (hopeless), 1 (solved) or 0.5 (learnable), by thirds.
@@ -125,10 +138,10 @@ def group_batch(rows: torch.Tensor, rewards: torch.Tensor) -> Batch:
 
 
 def test_greso_drawing_for_filter_keeps_every_batch_full_and_spends_fewer_rollouts_per_trained_group():
-    from dataflex_core.session import DataFlexSession
+    from dataflex_core.session import DataFlexSession, GenerationRounds
 
     host = HostCapabilities(
-        name="simulated", refill=True, resampling=True, timings=("pre_rollout", "post_reward"),
+        name="simulated", seams={GenerationRounds: SeamSupport(True), TrainSampler: SeamSupport(True)}, timings=("pre_rollout", "post_reward"),
         fields={name: FieldSupport(True) for name in ("response_mask", "rm_scores", "uid")},
     )  # fmt: skip
 
@@ -147,7 +160,7 @@ def test_greso_drawing_for_filter_keeps_every_batch_full_and_spends_fewer_rollou
         generator = torch.Generator().manual_seed(0)
         trained = []
         for step in range(1, 31):
-            rounds, drawn = flex.admission(BATCH), []
+            rounds, drawn = flex.seam(GenerationRounds).rounds(BATCH), []
             block_rows = sampler.next_block()
             while True:
                 rows = torch.tensor(block_rows)
@@ -155,15 +168,15 @@ def test_greso_drawing_for_filter_keeps_every_batch_full_and_spends_fewer_rollou
                     torch.rand(len(rows) * ROLLOUTS, generator=generator) < SOLVE[rows].repeat_interleave(ROLLOUTS)
                 ).float()
                 drawn.append((rows, rewards))
-                flex.admit(rounds, group_batch(rows, rewards), step)
+                flex.seam(GenerationRounds).admit(rounds, group_batch(rows, rewards), step)
                 if not rounds.needs_refill:
                     break
-                block_rows = flex.refill_sampler(PROMPTS, batch_size=BATCH, seed=0).next_block()
+                block_rows = refills_of(flex, PROMPTS, BATCH, 0).next_block()
             chosen = rounds.chosen()
             trained.append(sum(len(keep) for keep in chosen))
             keep_rows = torch.cat([rows[keep] for (rows, _), keep in zip(drawn, chosen)])
             keep_rewards = torch.cat([r.view(-1, ROLLOUTS)[keep].reshape(-1) for (_, r), keep in zip(drawn, chosen)])
-            flex.run(group_batch(keep_rows, keep_rewards), step, admission=rounds)
+            flex.run(group_batch(keep_rows, keep_rewards), step, generation=rounds)
         totals = flex.step.compute_totals.totals
         return totals["rollouts_generated"] / (30 * BATCH), trained
 

@@ -21,7 +21,18 @@ import numpy as np
 import torch
 
 from dataflex_core import Batch, ConfigError
-from dataflex_core.session import SEQUENCE_UNIT, TOKEN_UNIT, DataFlexSession, FieldSupport, HostCapabilities
+from dataflex_core.session import (
+    SEQUENCE_UNIT,
+    TOKEN_UNIT,
+    DataFlexSession,
+    FieldSupport,
+    GenerationRounds,
+    HostCapabilities,
+    LossWeights,
+    PromptCounts,
+    SeamSupport,
+    TrainSampler,
+)
 
 from .loop import ToyConfig, ToyTrainer
 from .version import __version__
@@ -47,6 +58,13 @@ def capabilities(config: ToyConfig) -> HostCapabilities:
     """The loop multiplies per-token weights into its loss; it cannot drop rows or choose its prompts."""
     return HostCapabilities(
         name=f"toy loop (dataflex-host-example {__version__})",
+        # the seams this host provides, and why not the others (a mechanism that needs one is refused with it)
+        seams={
+            LossWeights: SeamSupport(True),
+            TrainSampler: SeamSupport(False, "the toy loop walks its dataset in order"),
+            GenerationRounds: SeamSupport(False, "the toy loop generates one batch per step"),
+            PromptCounts: SeamSupport(False, "the toy loop rolls every prompt out the same number of times"),
+        },
         loss_units=(TOKEN_UNIT, SEQUENCE_UNIT),
         token_weights=True,
         complete_groups=True,

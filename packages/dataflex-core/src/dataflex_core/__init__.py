@@ -5,7 +5,7 @@ TOML and version parsers its lock files need), never on a training framework
 or a model library; the demos, ``dataflex compare`` and the testing kit are in
 ``dataflex-lab``. Hosts such as ``dataflex-verl`` build a pipeline with
 :func:`build_from_config` and call ``scorer.score`` then ``actuator.act`` on a
-DataProto-shaped :class:`Batch`.
+DataProto-shaped :class:`Batch`; hosts drive :mod:`dataflex_core.session`.
 """
 
 from .allocation import even_split, greedy_allocation
@@ -26,7 +26,7 @@ from .components import (
     Selector,
     accepted_params,
 )
-from .config import DataFlexPipeline, build_from_config
+from .config import DataFlexPipeline
 from .decorators import (
     register_allocator,
     register_mixer,
@@ -44,9 +44,6 @@ from .discovery import (
     ENV_STRICT,
     DataFlexPluginManager,
     PluginLoadWarning,
-    get_plugin_manager,
-    get_registry,
-    reset_plugin_manager,
 )
 from .errors import (
     ComponentError,
@@ -76,7 +73,7 @@ from .groups import (
 )
 from .hookspecs import hookimpl
 from .inputs import actuator_scores, negative_mask, nonfinite_mask
-from .lock.enforce import use_plugin_lock
+from .lock.enforce import get_plugin_manager, get_registry, reset_plugin_manager, use_plugin_lock
 from .normalize import (
     mean_one,
     normalize_mean_one,
@@ -88,6 +85,7 @@ from .normalize import (
 )
 from .precomputed import STEP_INPUTS_KEY, StepInputs, prepare_batch
 from .registry import ComponentSpec, PluginInfo, Registry
+from .runner.build import build_from_config
 from .version import __version__
 
 __all__ = [

@@ -19,7 +19,8 @@ import sys
 from collections.abc import Iterator, Sequence
 
 from .cli_extensions import add_extension_commands
-from .discovery import ENV_PLUGINS_LOCK, get_plugin_manager
+from .discovery import ENV_PLUGINS_LOCK
+from .lock.enforce import get_plugin_manager
 from .lock.file import DEFAULT_LOCK_FILE
 from .version import __version__
 

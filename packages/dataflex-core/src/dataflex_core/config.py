@@ -17,8 +17,8 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from .block import dataflex_block, to_plain
 from .components import Actuator, Scorer, accepted_params, declared_fields
-from .discovery import get_plugin_manager
 from .errors import (
     ConfigError,
     IncompatibleComponentError,
@@ -26,6 +26,7 @@ from .errors import (
     UnknownComponentError,
     UnknownParamError,
 )
+from .lock.enforce import get_plugin_manager
 from .registry import ComponentSpec, Registry
 
 
@@ -35,35 +36,19 @@ class GroupsUncheckedWarning(UserWarning):
 
 #: Keys of the ``dataflex:`` block that the core reads.
 CORE_KEYS = ("mechanism", "scorer", "actuator", "warmup_step")
-
-
-def to_plain(cfg: Any) -> Any:
-    """An OmegaConf node (or anything mapping-like) as plain dicts and lists."""
-    try:
-        from omegaconf import DictConfig, ListConfig, OmegaConf
-    except ImportError:  # omegaconf is optional for the core
-        DictConfig = ListConfig = ()  # type: ignore[assignment]
-    if DictConfig and isinstance(cfg, (DictConfig, ListConfig)):
-        return OmegaConf.to_container(cfg, resolve=True)
-    if isinstance(cfg, Mapping):
-        return {k: to_plain(v) for k, v in cfg.items()}
-    if isinstance(cfg, (list, tuple)):
-        return [to_plain(v) for v in cfg]
-    return cfg
-
-
-def dataflex_block(cfg: Any) -> dict[str, Any]:
-    """The ``dataflex:`` block as a plain dict (``None``: empty); anything but a mapping is a :class:`ConfigError`."""
-    block = to_plain(cfg)
-    if block is None:
-        return {}
-    if not isinstance(block, Mapping):
-        raise ConfigError(
-            f"the dataflex block must be a mapping of keys such as mechanism, scorer and actuator, got "
-            f"{type(block).__name__} {block!r}; write it as `dataflex: {{mechanism: reweight, scorer: {{name: ...}}, "
-            "actuator: {name: ...}}`, not as a list"
-        )
-    return block
+#: ``dataflex.mechanism`` when the block does not set it.
+DEFAULT_MECHANISM = "reweight"
+#: Read by the core, re-exported for the readers of 0.3 (:mod:`dataflex_core.block`).
+__all__ = [
+    "CORE_KEYS",
+    "DEFAULT_MECHANISM",
+    "DataFlexPipeline",
+    "GroupsUncheckedWarning",
+    "build_pipeline",
+    "check_block_keys",
+    "dataflex_block",
+    "to_plain",
+]
 
 
 @dataclass
@@ -205,18 +190,34 @@ def instantiate(spec: ComponentSpec, params: Mapping[str, Any], role: str) -> An
         raise ConfigError(f"dataflex.{role} {spec.label} rejected params {dict(params)}: {exc}") from exc
 
 
-def build_from_config(
+def check_block_keys(block: Mapping[str, Any], extra_keys: Iterable[str] = ()) -> None:
+    """Every key of the plain ``block`` is the core's (:data:`CORE_KEYS`) or one of ``extra_keys``; an unknown key is
+    a :class:`ConfigError` with the closest known one."""
+    known_keys = (*CORE_KEYS, *extra_keys)
+    unknown = sorted(set(block) - set(known_keys))
+    if unknown:
+        close = {k: difflib.get_close_matches(k, known_keys, n=1, cutoff=0.6) for k in unknown}
+        hints = "".join(f"; did you mean {v[0]!r} for {k!r}?" for k, v in close.items() if v)
+        raise ConfigError(f"dataflex block has unknown key(s) {unknown}{hints} accepted keys: {', '.join(known_keys)}")
+
+
+def build_pipeline(
     dataflex_cfg: Any,
     *,
+    actuator_kind: str,
     adv_estimator: str | None = None,
     is_group_estimator: Callable[[str], bool | None] | None = None,
     extra_keys: Iterable[str] = (),
     registry: Registry | None = None,
 ) -> DataFlexPipeline:
-    """Build the scorer and actuator described by a ``dataflex:`` block.
+    """Build the scorer and the actuator a ``dataflex:`` block describes, the actuator of kind ``actuator_kind``.
+
+    Which kind that is, is the mechanism's to say (its ``actuator_kind``); the runner resolves the mechanism
+    once and hands the kind here (:func:`dataflex_core.build_from_config` does both for a block alone).
 
     :param dataflex_cfg: dict or OmegaConf node with ``mechanism``, ``scorer``,
         ``actuator`` and ``warmup_step`` (plus any ``extra_keys``).
+    :param actuator_kind: the component kind ``dataflex.actuator`` must be (``reweighter``, ``selector``, ...).
     :param adv_estimator: the host's advantage estimator, for the
         ``needs_groups`` check; ``None`` skips it.
     :param is_group_estimator: the host's answer to "does this estimator use
@@ -229,17 +230,8 @@ def build_from_config(
     if dataflex_cfg is None:
         raise ConfigError("the dataflex block is empty; give at least scorer and actuator")
     block = dataflex_block(dataflex_cfg)
-    known_keys = (*CORE_KEYS, *extra_keys)
-    unknown = sorted(set(block) - set(known_keys))
-    if unknown:
-        close = {k: difflib.get_close_matches(k, known_keys, n=1, cutoff=0.6) for k in unknown}
-        hints = "".join(f"; did you mean {v[0]!r} for {k!r}?" for k, v in close.items() if v)
-        raise ConfigError(f"dataflex block has unknown key(s) {unknown}{hints} accepted keys: {', '.join(known_keys)}")
-
-    from .mechanisms.registry import get_mechanism  # the mechanisms build on the step, which builds on this module
-
-    mechanism = block.get("mechanism", "reweight")
-    actuator_kind = get_mechanism(mechanism).actuator_kind  # an unknown name lists the registered ones
+    check_block_keys(block, extra_keys)
+    mechanism = block.get("mechanism", DEFAULT_MECHANISM)
     warmup_step = block.get("warmup_step", 0)
     if isinstance(warmup_step, bool) or not isinstance(warmup_step, int) or warmup_step < 0:
         raise ConfigError(f"dataflex.warmup_step must be an integer >= 0, got {warmup_step!r}")

@@ -9,7 +9,8 @@ process), and what it prints at import goes to stderr under its name, never
 into a tool's standard output. The controls follow pytest's: disable
 autoload, block named plugins, or allow-list them, each through one
 environment variable. What ``dataflex plugins`` shows of the result is
-:mod:`.plugin_report`; a lock in force is :mod:`.lock`.
+:mod:`.plugin_report`; the process's one manager, held to a lock when one is
+in force, is :func:`dataflex_core.lock.enforce.get_plugin_manager`.
 """
 
 from __future__ import annotations
@@ -22,7 +23,6 @@ import sys
 import traceback
 import warnings
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 from typing import Any
 
 import pluggy
@@ -33,7 +33,7 @@ from .decorators import DECORATED, DecoratedComponent
 from .distributions import ENTRY_POINT_GROUP as ENTRY_POINT_GROUP  # re-exported: plugins publish under it
 from .distributions import canonical_name, iter_entry_points
 from .errors import PluginLoadError
-from .plugin_report import plugin_problems, plugin_rows
+from .plugin_report import PluginFailure, plugin_problems, plugin_rows
 from .registry import LOCAL_PLUGIN, PluginInfo, Registry
 
 #: Set to ``1`` to load no entry points at all (only components defined in-process).
@@ -53,21 +53,6 @@ _TRUE = {"1", "true", "yes", "on"}
 
 class PluginLoadWarning(UserWarning):
     """A plugin was skipped because it failed to load."""
-
-
-@dataclass(frozen=True)
-class PluginFailure:
-    """A plugin that was skipped, with the error that caused it."""
-
-    plugin: PluginInfo
-    error: BaseException
-    traceback: str
-    #: ``load`` (importing the entry point) or ``register`` (running its registration hooks).
-    phase: str = "load"
-
-    @property
-    def message(self) -> str:
-        return f"skipping plugin {self.plugin.label}: {type(self.error).__name__}: {self.error}"
 
 
 def _env_list(name: str) -> set[str]:
@@ -373,53 +358,3 @@ class DataFlexPluginManager(pluggy.PluginManager):
             f"installed but not in the plugin lock {lock} (never imported, so it may provide this name): {listed}; "
             f"to use one, review it and add it to the lock with `dataflex lock -o {lock}`"
         )
-
-
-_MANAGER: DataFlexPluginManager | None = None
-
-
-def get_plugin_manager() -> DataFlexPluginManager:
-    """The process-wide plugin manager; entry points are loaded on the first call only.
-
-    With ``$DATAFLEX_PLUGINS_LOCK`` set, the locked distributions' installed files are
-    checked against the lock first (:class:`~dataflex_core.lock.PluginSetMismatch` on any
-    change), then only their entry points are imported.
-    """
-    global _MANAGER
-    if _MANAGER is None:
-        lock_path = os.environ.get(ENV_PLUGINS_LOCK, "").strip()
-        if lock_path:
-            # the lock builds on discovery, so discovery reaches it only when one is in force
-            from .lock.enforce import locked_manager
-
-            manager = locked_manager(lock_path, allow_drift=False, expected_from=f"${ENV_PLUGINS_LOCK}={lock_path}")
-        else:
-            manager = DataFlexPluginManager()
-            manager.load_entrypoints()
-        _MANAGER = manager
-    return _MANAGER
-
-
-def current_plugin_manager() -> DataFlexPluginManager | None:
-    """The process-wide manager if one was made, without loading anything."""
-    return _MANAGER
-
-
-def set_plugin_manager(manager: DataFlexPluginManager) -> None:
-    """Make ``manager`` the process-wide one (a lock put in force by :func:`~dataflex_core.use_plugin_lock`)."""
-    global _MANAGER
-    _MANAGER = manager
-
-
-def reset_plugin_manager() -> None:
-    """Forget the loaded plugins (and any checked-import finder), so the next :func:`get_plugin_manager` reloads."""
-    global _MANAGER
-    _MANAGER = None
-    from .lock.importer import uninstall
-
-    uninstall()
-
-
-def get_registry() -> Registry:
-    """Shortcut for ``get_plugin_manager().registry()``."""
-    return get_plugin_manager().registry()

@@ -6,13 +6,43 @@ from and how it failed; this module only reads that.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
+from typing import Any, Protocol
 
+from .registry import PluginInfo, Registry
 from .text_table import format_table
 
-if TYPE_CHECKING:
-    from .discovery import DataFlexPluginManager
-    from .registry import PluginInfo
+
+@dataclass(frozen=True)
+class PluginFailure:
+    """A plugin that was skipped, with the error that caused it."""
+
+    plugin: PluginInfo
+    error: BaseException
+    traceback: str
+    #: ``load`` (importing the entry point) or ``register`` (running its registration hooks).
+    phase: str = "load"
+
+    @property
+    def message(self) -> str:
+        return f"skipping plugin {self.plugin.label}: {type(self.error).__name__}: {self.error}"
+
+
+class LoadedPlugins(Protocol):
+    """What the report reads of a plugin manager (:class:`~dataflex_core.discovery.DataFlexPluginManager`)."""
+
+    plugin_infos: dict[str, PluginInfo]
+    #: Plugins that failed to import.
+    failures: list[PluginFailure]
+    #: Plugins whose registration hooks failed.
+    register_failures: list[PluginFailure]
+
+    @property
+    def all_failures(self) -> list[PluginFailure]: ...
+
+    def registry(self) -> Registry: ...
+
+    def plugin_key(self, info: PluginInfo) -> str: ...
 
 
 def _base_row(info: PluginInfo, status: str) -> dict[str, Any]:
@@ -20,7 +50,7 @@ def _base_row(info: PluginInfo, status: str) -> dict[str, Any]:
             "status": status, "components": {}}  # fmt: skip
 
 
-def plugin_rows(manager: DataFlexPluginManager) -> list[dict[str, Any]]:
+def plugin_rows(manager: LoadedPlugins) -> list[dict[str, Any]]:
     """One record per loaded or failed plugin, as printed by ``dataflex plugins --json``.
 
     A plugin whose component name clashes with another plugin's lists the name under
@@ -54,7 +84,7 @@ def plugin_rows(manager: DataFlexPluginManager) -> list[dict[str, Any]]:
     return rows
 
 
-def plugin_problems(manager: DataFlexPluginManager) -> list[str]:
+def plugin_problems(manager: LoadedPlugins) -> list[str]:
     """One line per plugin that failed and per clashing name: what ``dataflex plugins`` exits non-zero for."""
     registry = manager.registry()
     return [f.message for f in manager.all_failures] + [clash.message for clash in registry.clashes.values()]

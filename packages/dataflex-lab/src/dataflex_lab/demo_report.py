@@ -256,7 +256,8 @@ def check_components(block: dict[str, Any]) -> None:
     a plugin package to the session.
     """
     from dataflex_core import UnknownComponentError
-    from dataflex_core.config import CORE_KEYS, build_from_config
+    from dataflex_core import build_from_config
+    from dataflex_core.config import CORE_KEYS
 
     try:
         build_from_config(block, extra_keys=[key for key in block if key not in CORE_KEYS])

@@ -11,8 +11,18 @@ from __future__ import annotations
 from typing import Any
 
 from dataflex_core import ConfigError
-from dataflex_core.session import DataFlexSession
-from dataflex_core.step import SEQUENCE_UNIT, TOKEN_UNIT, FieldSupport, HostCapabilities
+from dataflex_core.session import (
+    SEQUENCE_UNIT,
+    TOKEN_UNIT,
+    DataFlexSession,
+    FieldSupport,
+    GenerationRounds,
+    HostCapabilities,
+    LossWeights,
+    PromptCounts,
+    SeamSupport,
+    TrainSampler,
+)
 
 #: ``loss_type`` -> the unit its policy term averages over (checked against TRL 1.16's ``_compute_loss``):
 #: grpo and sapo take each sequence's token-mean, then the mean over sequences; the others divide
@@ -109,20 +119,24 @@ def capabilities(args: Any, train_dataset: Any) -> HostCapabilities:
         )
     return HostCapabilities(
         name=f"TRL {trl.__version__} GRPOTrainer",
-        # mechanism filter: DataFlexGRPOTrainer generates further prompt batches until the batch is full
-        refill=not refill_reason,
-        refill_reason=refill_reason,
-        # mechanism allocate: GRPOTrainer generates num_generations completions for every prompt (its sampler
-        # repeats each prompt num_generations times and its advantages reshape to (-1, num_generations))
-        allocate=False,
-        allocate_reason=ALLOCATE_REASON,
+        seams={
+            LossWeights: SeamSupport(True),
+            # mix, curriculum: TRL's prompt order over the session's sampler (_get_train_sampler)
+            TrainSampler: SeamSupport(
+                map_dataset, "" if map_dataset else "the train dataset is not a map-style dataset"
+            ),
+            # DataFlexGRPOTrainer generates further prompt batches until the batch is full
+            GenerationRounds: SeamSupport(not refill_reason, refill_reason),
+            # GRPOTrainer generates num_generations completions for every prompt (its sampler repeats each prompt
+            # num_generations times and its advantages reshape to (-1, num_generations))
+            PromptCounts: SeamSupport(False, ALLOCATE_REASON),
+        },
         loss_units=(TOKEN_UNIT, SEQUENCE_UNIT),
         token_weights=True,
         hard_drop=True,
         # bnpo counts the micro-batch's mask, dapo/cispo/vespo recount num_items_in_batch; the others divide by rows
         drop_denominator="rows" if loss_type in ROW_DENOMINATOR_LOSSES else "tokens",
         recompute_advantage=True,
-        resampling=is_map_dataset(train_dataset),
         # TRL's dataloader is rebuilt on resume (transformers skips the trained batches), not restored
         checkpoints_sampler=False,
         complete_groups=True,

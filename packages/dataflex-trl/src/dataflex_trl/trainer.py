@@ -40,7 +40,7 @@ from trl import GRPOTrainer
 
 from dataflex_core import Batch
 from dataflex_core.groups import consecutive_group_rows
-from dataflex_core.session import DataFlexSession
+from dataflex_core.session import DataFlexSession, GenerationRounds, LossWeights
 
 from . import distributed, refill
 from .advantages import completion_rewards, grpo_advantages
@@ -100,9 +100,9 @@ class DataFlexGRPOTrainer(DataFlexCheckpointMixin, GRPOTrainer):
         if args is None:
             mount(self.dataflex, self.args, train_dataset)
         self._dataflex_rewards_per_func: torch.Tensor | None = None
-        if self.dataflex.mechanism.name == "filter" and not self.dataflex.refills_from_train_sampler:
-            # the refill sampler of its own, before any resume restores its position
-            self.dataflex.refill_sampler(
+        rounds = self.dataflex.seam(GenerationRounds)
+        if rounds is not None:  # what the refill rounds draw from, before any resume restores its position
+            rounds.prepare(
                 len(self.train_dataset), batch_size=self.args.generation_batch_size // self.num_generations,
                 seed=self.args.seed,
             )  # fmt: skip
@@ -121,32 +121,35 @@ class DataFlexGRPOTrainer(DataFlexCheckpointMixin, GRPOTrainer):
             return output
         step = int(self.state.global_step) + 1  # the optimizer step this generation batch trains, from 1
         rounds, rounds_time = None, None
-        if self.dataflex.mechanism.name == "filter" and self.dataflex.idle(step) is None:
+        seam = self.dataflex.seam(GenerationRounds)
+        if seam is not None and self.dataflex.idle(step) is None:
             began = time.perf_counter()  # the refill rounds' generation is TRL's work, not the hook's
-            inputs, output, rounds = self._dataflex_filter_rounds(inputs, output, step)
+            inputs, output, rounds = self._dataflex_rounds(seam, inputs, output, step)
             rounds_time = time.perf_counter() - began
-        metrics = self._dataflex_on_generation(inputs, output, step, time.perf_counter(), admission=rounds)
+        metrics = self._dataflex_on_generation(inputs, output, step, time.perf_counter(), generation=rounds)
         if rounds_time is not None:
             metrics["dataflex/filter/rounds_time_s"] = rounds_time
         for name, value in metrics.items():
             self._metrics["train"][name].append(value)
         return output
 
-    def _dataflex_filter_rounds(self, inputs: list[dict], output: dict, step: int) -> tuple[list[dict], dict, Any]:
-        """``mechanism: filter``: TRL's round, further rounds from the refill sampler (with ``filter.draw``: the
-        train sampler the mix or curriculum drives) while too few groups are admitted, then the chosen groups of
-        every round as one generation batch (:mod:`dataflex_trl.refill`)."""
-        session, size = self.dataflex, self.num_generations
-        rounds = session.admission(len(output["advantages"]) // size)
+    def _dataflex_rounds(
+        self, seam: GenerationRounds, inputs: list[dict], output: dict, step: int
+    ) -> tuple[list[dict], dict, Any]:
+        """The generation-rounds seam (``mechanism: filter``): TRL's round, further rounds from the seam's refill
+        sampler (with ``filter.draw``: the train sampler the mix or curriculum drives) while too few groups are
+        admitted, then the chosen groups of every round as one generation batch (:mod:`dataflex_trl.refill`)."""
+        size = self.num_generations
+        rounds = seam.rounds(len(output["advantages"]) // size)
         pool = [(inputs, output, self._dataflex_rewards_per_func)]
-        session.admit(rounds, self._dataflex_batch(inputs, output)[0], step)
-        sampler = session.refill_sampler(len(self.train_dataset), batch_size=rounds.groups, seed=self.args.seed)
+        seam.admit(rounds, self._dataflex_batch(inputs, output)[0], step)
+        sampler = seam.refill_sampler()
         while rounds.needs_refill:
             more = [self.train_dataset[int(i)] for i in sampler.next_block() for _ in range(size)]
             self._dataflex_rewards_per_func = None
             generated = GRPOTrainer._generate_and_score_completions(self, more)
             pool.append((more, generated, self._dataflex_rewards_per_func))
-            session.admit(rounds, self._dataflex_batch(more, generated)[0], step)
+            seam.admit(rounds, self._dataflex_batch(more, generated)[0], step)
         if rounds.rounds == 1 and rounds.admitted_groups == rounds.groups:
             return inputs, output, rounds  # every group admitted at once: TRL's batch as it is
         rows = [consecutive_group_rows(keep, size) for keep in rounds.chosen()]
@@ -172,11 +175,11 @@ class DataFlexGRPOTrainer(DataFlexCheckpointMixin, GRPOTrainer):
 
     # -- the step ------------------------------------------------------------------------
     def _dataflex_on_generation(
-        self, inputs: list[dict], output: dict, step: int, start: float, admission: Any = None
+        self, inputs: list[dict], output: dict, step: int, start: float, generation: Any = None
     ) -> dict[str, float]:
         """Run the session's step on the gathered generation batch and apply its result to this process's ``output``.
 
-        :param admission: ``mechanism: filter``: the rounds that built ``output``.
+        :param generation: the generation rounds that built ``output`` (``session.seam(GenerationRounds)``), if any.
         """
         idle = self.dataflex.idle(step)
         accelerator = self.accelerator
@@ -186,10 +189,11 @@ class DataFlexGRPOTrainer(DataFlexCheckpointMixin, GRPOTrainer):
             return {**idle, **self.dataflex.count(mask, advantages)}
         batch, loss_mask, advantages = self._dataflex_batch(inputs, output)
         mechanism = self.dataflex.mechanism
-        importance = self._dataflex_importance_weights(output) if mechanism.writes_weights else None
+        weighs = self.dataflex.seam(LossWeights) is not None
+        importance = self._dataflex_importance_weights(output) if weighs else None
 
         def compute() -> dict[str, Any]:
-            return self._dataflex_result(batch, loss_mask, step, importance, start, advantages, admission)
+            return self._dataflex_result(batch, loss_mask, step, importance, start, advantages, generation)
 
         if mechanism.runs_on_every_process:  # every process feeds its replica the same gathered batch
             result = compute()
@@ -232,11 +236,11 @@ class DataFlexGRPOTrainer(DataFlexCheckpointMixin, GRPOTrainer):
         importance: torch.Tensor | None,
         start: float,
         advantages: torch.Tensor,
-        admission: Any = None,
+        generation: Any = None,
     ) -> dict[str, Any]:
         """The session's step: the factor to apply (and, for a hard drop, kept rows, new advantages, token count)."""
         result = self.dataflex.run(
-            batch, step, importance_weights=importance, start=start, advantages=advantages, admission=admission
+            batch, step, importance_weights=importance, start=start, advantages=advantages, generation=generation
         )
         out: dict[str, Any] = {"metrics": result.metrics, "factor": None, "kept": None, "advantages": None}
         if result.factor is None:

@@ -15,7 +15,7 @@ from typing import Any
 import torch
 
 from dataflex_core import Batch, DataFlexError
-from dataflex_core.session import DataFlexSession
+from dataflex_core.session import DataFlexSession, LossWeights
 
 #: The field verl's policy losses multiply into ``pg_losses``.
 WEIGHTS_FIELD = "rollout_is_weights"
@@ -48,7 +48,7 @@ def step_fields(session: DataFlexSession, *, verl_weights: bool) -> tuple[list[s
         DataFlex's weights are then multiplied into them (composed), never written over them.
     """
     fields = list(session.fields)
-    compose = verl_weights and session.mechanism.writes_weights
+    compose = verl_weights and session.seam(LossWeights) is not None
     if compose and WEIGHTS_FIELD not in fields:
         fields.append(WEIGHTS_FIELD)
     return fields, compose
@@ -65,14 +65,14 @@ def step_outputs(
     start: float,
     recompute: Recompute,
     metrics: dict[str, Any],
-    admission: Any = None,
+    generation: Any = None,
 ) -> dict[str, torch.Tensor] | None:
     """The session's step on ``read``; the fields to write (``rollout_is_weights``, maybe advantages), or None.
 
     :param read: the step's fields as padded tensors and object arrays (may hold more than ``fields``:
         the estimator's inputs for a recomputation).
     :param is_padding: ``(bs,)`` bool, the rows verl added as padding.
-    :param admission: ``mechanism: filter``: the generation rounds that built the batch.
+    :param generation: the generation rounds that built the batch (``session.seam(GenerationRounds)``), if any.
     """
     batch = only_fields(read, fields)  # components see what they declared, as without recomputation
     batch.batch["is_padding"] = is_padding
@@ -80,7 +80,7 @@ def step_outputs(
     # verl's advantages: the compute counters count trained rows whose advantage is zero as wasted
     verl_advantages = read.batch.get("advantages")
     result = session.run(
-        batch, step, importance_weights=verl_weights, start=start, advantages=verl_advantages, admission=admission
+        batch, step, importance_weights=verl_weights, start=start, advantages=verl_advantages, generation=generation
     )
     advantages: dict[str, torch.Tensor] = {}
     if result.recompute_advantage:  # the selector's kept rows, through verl's own estimator

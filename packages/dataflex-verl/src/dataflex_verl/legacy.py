@@ -11,8 +11,8 @@ the batch verl returned. Everywhere else it is verl's function.
 
 The trainer side is :class:`DataFlexLegacyMixin`: it mounts the session in the
 constructor (when the config asks for DataFlex on this line), draws prompts
-through the session's train sampler (mix, curriculum), runs ``mechanism: filter``'s
-generation rounds where fit pulls its prompts (:mod:`dataflex_verl.legacy_rounds`), saves and restores
+through the session's train sampler (mix, curriculum), runs the generation rounds of a
+mechanism that needs them (``filter``) where fit pulls its prompts (:mod:`dataflex_verl.legacy_rounds`), saves and restores
 component state with verl's checkpoints, and hands DataFlex's metrics to
 verl's step metrics with the actor's output. All ``DataProto`` access is
 :mod:`dataflex_verl.dataproto_io`; what both lines share is :mod:`dataflex_verl.adapter`.
@@ -28,7 +28,7 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
-from dataflex_core.session import DataFlexSession
+from dataflex_core.session import DataFlexSession, GenerationRounds
 
 from . import adapter, dataproto_io, legacy_rounds
 from .checkpoint import DataFlexCheckpointMixin
@@ -116,8 +116,8 @@ class DataFlexLegacyMixin(DataFlexCheckpointMixin):
         #: DataFlex's metrics of the step, handed to verl's with the actor's output
         self.dataflex_metrics: dict[str, float] = {}
         self.dataflex_scales_advantages = False
-        #: mechanism filter: the generation rounds that built this step's batch (:mod:`dataflex_verl.legacy_rounds`)
-        self.dataflex_admission: Any = None
+        #: the generation rounds that built this step's batch (:mod:`dataflex_verl.legacy_rounds`), if any
+        self.dataflex_generation: Any = None
         if trainer_line(config) == "legacy":
             self.dataflex = mount(config, "legacy")
             self.dataflex_field_hints = field_hints(self.dataflex.host)
@@ -156,7 +156,7 @@ class DataFlexLegacyMixin(DataFlexCheckpointMixin):
         # verl's advantages too: the compute counters count trained rows whose advantage is zero as wasted
         reads = list(dict.fromkeys([*fields, "advantages"]))
         read = dataproto_io.read_batch(data, reads, producers=self.dataflex_field_hints)
-        admission, self.dataflex_admission = self.dataflex_admission, None
+        generation, self.dataflex_generation = self.dataflex_generation, None
         out = adapter.step_outputs(
             self.dataflex,
             read,
@@ -167,7 +167,7 @@ class DataFlexLegacyMixin(DataFlexCheckpointMixin):
             start=start,
             recompute=lambda kept: dataproto_io.recompute_advantages(data, kept, estimate),
             metrics=self.dataflex_metrics,
-            admission=admission,
+            generation=generation,
         )
         if out is None:
             return data
@@ -211,10 +211,10 @@ class DataFlexLegacyMixin(DataFlexCheckpointMixin):
         )
         if sampler is not None:  # mix, curriculum: verl's loader, rebuilt around DataFlex's sampler
             super()._create_dataloader(self.train_dataset, self.val_dataset, collate_fn, sampler)  # type: ignore[misc,attr-defined]
-        if self.dataflex.mechanism.name == "filter" and not self.dataflex.refills_from_train_sampler:
-            # the refill rounds' own sampler, before a resume restores its position
+        rounds = self.dataflex.seam(GenerationRounds)
+        if rounds is not None:  # what the refill rounds draw from, before a resume restores its position
             prompts = self.train_dataloader.batch_size  # type: ignore[attr-defined]
-            self.dataflex.refill_sampler(len(self.train_dataset), batch_size=prompts, seed=data_seed(self))  # type: ignore[attr-defined]
+            rounds.prepare(len(self.train_dataset), batch_size=prompts, seed=data_seed(self))  # type: ignore[attr-defined]
 
     # -- checkpoints ------------------------------------------------------------------------------
     def _save_checkpoint(self) -> None:

@@ -37,9 +37,9 @@ import torch
 
 from dataflex_core import ConfigError
 from dataflex_core.groups import consecutive_group_rows, group_index
+from dataflex_core.session import GenerationRounds
 
 from . import dataproto_io
-from .sampling import data_seed
 
 #: The rollout field whose rewards admit a round's groups (verl's reward loop writes it with the rollout).
 REWARD_FIELD = "rm_scores"
@@ -140,11 +140,15 @@ class RoundsLoader:
 
 
 class FilterRounds:
-    """One legacy trainer's generation rounds (``trainer.dataflex`` mounted ``mechanism: filter``)."""
+    """One legacy trainer's generation rounds, for a mechanism that needs them (``mechanism: filter``).
 
-    def __init__(self, trainer: Any, rollout: RoundsRollout) -> None:
+    :param seam: the mounted mechanism's side of the rounds (``session.seam(GenerationRounds)``).
+    """
+
+    def __init__(self, trainer: Any, rollout: RoundsRollout, seam: GenerationRounds) -> None:
         self.trainer = trainer
         self.rollout = rollout
+        self.seam = seam
 
     def step(self, batch_dict: dict[str, Any]) -> dict[str, Any]:
         """The prompts fit trains at this step, their rollouts prepared; ``batch_dict`` is the first round."""
@@ -155,8 +159,9 @@ class FilterRounds:
             return batch_dict
         began = time.perf_counter()
         groups = prompt_count(batch_dict)
-        admission = session.admission(groups)
-        sampler = session.refill_sampler(len(trainer.train_dataset), batch_size=groups, seed=data_seed(trainer))
+        seam = self.seam
+        admission = seam.rounds(groups)
+        sampler = seam.refill_sampler()
         done: list[Round] = []
         prompts = batch_dict
         while True:
@@ -179,7 +184,7 @@ class FilterRounds:
         chosen_prompts = concat_rows([select_rows(one.prompts, rows) for one, rows in zip(done, picks)])
         rows = chosen_prompts.get(ROW_COLUMN)
         self.rollout.prepared = Prepared(out, None if rows is None else np.repeat(np.asarray(rows), n))
-        trainer.dataflex_admission = admission
+        trainer.dataflex_generation = admission
         trainer.dataflex_metrics["dataflex/filter/rounds_time_s"] = spent
         return chosen_prompts
 
@@ -206,9 +211,8 @@ class FilterRounds:
         data = batch.repeat(repeat_times=n, interleave=True).union(rollouts)
         if "response_mask" not in data.batch.keys():
             data.batch["response_mask"] = compute_response_mask(data)
-        session = trainer.dataflex
-        read = dataproto_io.read_batch(data, session.fields, producers=trainer.dataflex_field_hints)
-        session.admit(admission, read, step)
+        read = dataproto_io.read_batch(data, trainer.dataflex.fields, producers=trainer.dataflex_field_hints)
+        self.seam.admit(admission, read, step)
         return Round(batch_dict, rollouts, torch.argsort(group_index(batch.non_tensor_batch["uid"])[0]))
 
     def draw(self, rows: list[int]) -> dict[str, Any]:
@@ -228,14 +232,16 @@ def round_uids(prompts: int) -> np.ndarray:
 
 @contextlib.contextmanager
 def installed(trainer: Any) -> Iterator[None]:
-    """While inside (fit), ``trainer``'s dataloader and rollout manager run the rounds of ``mechanism: filter``."""
+    """While inside (fit), ``trainer``'s dataloader and rollout manager run the generation rounds of a mechanism
+    that needs them (the :class:`~dataflex_core.step.seams.GenerationRounds` seam)."""
     session = trainer.dataflex
-    if session is None or session.mechanism.name != "filter":
+    seam = None if session is None else session.seam(GenerationRounds)
+    if seam is None:
         yield
         return
     loader, manager = trainer.train_dataloader, trainer.async_rollout_manager
     rollout = RoundsRollout(manager)
-    trainer.train_dataloader = RoundsLoader(loader, FilterRounds(trainer, rollout))
+    trainer.train_dataloader = RoundsLoader(loader, FilterRounds(trainer, rollout, seam))
     trainer.async_rollout_manager = rollout
     try:
         yield

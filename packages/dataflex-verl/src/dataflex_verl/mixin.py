@@ -32,7 +32,7 @@ from tensordict import TensorDict
 from transfer_queue import KVBatchMeta
 
 from dataflex_core import ConfigError
-from dataflex_core.session import DataFlexSession
+from dataflex_core.session import DataFlexSession, LossWeights, PromptCounts
 
 from . import adapter, queue_io
 from . import select as dataflex_select
@@ -166,7 +166,9 @@ class DataFlexTrainerMixin(DataFlexCheckpointMixin):
         """
         fields, compose = adapter.step_fields(self.dataflex, verl_weights=verl_weights)
         # with recomputed advantages the read also carries verl's estimator inputs
-        estimator = dataflex_select.estimator_fields(self.config, held) if self.dataflex.recompute_advantage else []
+        weights = self.dataflex.seam(LossWeights)
+        recompute = weights is not None and weights.recompute_advantage
+        estimator = dataflex_select.estimator_fields(self.config, held) if recompute else []
         # verl's advantages: the compute counters count trained rows whose advantage is zero as wasted
         return fields, list(dict.fromkeys(fields + estimator + ["advantages"])), compose
 
@@ -194,31 +196,33 @@ class DataFlexTrainerMixin(DataFlexCheckpointMixin):
         )
 
     def _submit_batch_to_rollout(self, batch: TensorDict) -> int:
-        """verl's dispatch, with each prompt's rollout count in ``__rollout_n__`` under ``mechanism: allocate``.
+        """verl's dispatch, with each prompt's rollout count in ``__rollout_n__`` when the mechanism gives them
+        (the :class:`~dataflex_core.step.seams.PromptCounts` seam: ``mechanism: allocate``).
 
         V1's agent loop pops ``__rollout_n__`` from each prompt and starts that many sessions (verl#6340); the
         counts come from the session's allocator, keyed by the prompt ids (``dataflex.prompt_key``) and verl's
         ``uid`` of each prompt, so the step can check what came back.
         """
-        if self.dataflex.mounted.pipeline.mechanism == "allocate":
-            batch[ROLLOUT_N_KEY] = self._dataflex_rollout_counts(batch)
+        counts = self.dataflex.seam(PromptCounts)
+        if counts is not None:
+            batch[ROLLOUT_N_KEY] = self._dataflex_rollout_counts(batch, counts)
         return super()._submit_batch_to_rollout(batch)
 
-    def _dataflex_rollout_counts(self, batch: TensorDict) -> torch.Tensor:
-        settings = self.dataflex.mechanism.settings
+    def _dataflex_rollout_counts(self, batch: TensorDict, counts: PromptCounts) -> torch.Tensor:
         prompts = len(batch)
         train_batch = int(self.config.data.train_batch_size)
-        if settings.budget is not None and prompts != train_batch:
+        if counts.budget is not None and prompts != train_batch:
             raise ConfigError(
-                f"mechanism allocate holds dataflex.allocate.budget={settings.budget} per batch of "
-                f"data.train_batch_size={train_batch} prompts, but verl dispatched {prompts} prompts at once (a refill "
-                "of its own filter_groups?); leave dataflex.allocate.budget null (prompts x rollout.n per dispatch)"
+                f"mechanism {self.dataflex.pipeline.mechanism} holds dataflex.allocate.budget={counts.budget} per "
+                f"batch of data.train_batch_size={train_batch} prompts, but verl dispatched {prompts} prompts at once "
+                "(a refill of its own filter_groups?); leave dataflex.allocate.budget null (prompts x rollout.n per "
+                "dispatch)"
             )
-        ids = queue_io.column_values(batch, settings.prompt_key)
+        ids = queue_io.column_values(batch, counts.prompt_key)
         uids = queue_io.column_values(batch, "uid")
         step = int(getattr(self, "global_steps", 0) or 0)
         rollout_n = int(self.config.actor_rollout_ref.rollout.n)
-        return self.dataflex.allocate(ids, step, rollout_n=rollout_n, uids=uids)
+        return counts.counts(ids, step, rollout_n=rollout_n, uids=uids)
 
     def _init_dataloader(self) -> None:
         super()._init_dataloader()

@@ -17,9 +17,18 @@ import logging
 from typing import Any
 
 from dataflex_core import ConfigError, IncompatibleComponentError
-from dataflex_core.mechanisms import Mechanism
-from dataflex_core.session import DataFlexSession
-from dataflex_core.step import SEQUENCE_UNIT, TOKEN_UNIT, FieldSupport, HostCapabilities
+from dataflex_core.session import (
+    SEQUENCE_UNIT,
+    TOKEN_UNIT,
+    DataFlexSession,
+    FieldSupport,
+    GenerationRounds,
+    HostCapabilities,
+    LossWeights,
+    PromptCounts,
+    SeamSupport,
+    TrainSampler,
+)
 
 from .estimators import known_group_estimator
 from .lines import LINE_KEY
@@ -240,28 +249,32 @@ def capabilities(config: Any, line: str = "v1") -> HostCapabilities:
     (:mod:`dataflex_verl.legacy_rounds`), where its rounds admit groups after reward, before advantages.
     """
     refill = refill_support(config, line)
-    filtering = not refill and config_value(config, "dataflex.mechanism", None) == "filter"
+    allocate = allocate_support(config, line)
     fields = field_sources(config)
     return HostCapabilities(
         name="verl",
+        seams={
+            LossWeights: SeamSupport(True),
+            # mix, curriculum: verl's train dataloader draws through DataFlex's sampler
+            TrainSampler: SeamSupport(True),
+            # generation rounds where RayPPOTrainer.fit pulls its prompts (legacy line only); they admit each
+            # round's groups at reward time, before advantages (pre_rollout: a filter.draw curriculum)
+            GenerationRounds: SeamSupport(
+                not refill, refill, fields=admission_fields(fields), timings=("pre_rollout", "post_reward")
+            ),
+            # V1's agent loop generates a per-prompt __rollout_n__ (verl#6340), which the trainer writes into each
+            # prompt batch before dispatch (DataFlexTrainerMixin._submit_batch_to_rollout)
+            PromptCounts: SeamSupport(not allocate, allocate),
+        },
         loss_units=(TOKEN_UNIT, SEQUENCE_UNIT),
         token_weights=True,
         hard_drop=False,
         recompute_advantage=True,
-        # mechanism filter: generation rounds where RayPPOTrainer.fit pulls its prompts (legacy line only)
-        refill=not refill,
-        refill_reason=refill,
-        # mechanism allocate: V1's agent loop generates a per-prompt __rollout_n__ (verl#6340), which the
-        # trainer writes into each prompt batch before dispatch (DataFlexTrainerMixin._submit_batch_to_rollout)
-        allocate=not allocate_support(config, line),
-        allocate_reason=allocate_support(config, line),
-        resampling=True,
         checkpoints_sampler=True,
         complete_groups=True,
-        fields=admission_fields(fields) if filtering else fields,
+        fields=fields,
         dataset_columns=True,
-        # a filter's rounds score rollouts after reward, before advantages (pre_rollout: a filter.draw curriculum)
-        timings=("pre_rollout", "post_reward") if filtering else RUNNABLE_TIMINGS,
+        timings=RUNNABLE_TIMINGS,
     )
 
 
@@ -277,12 +290,12 @@ def dataflex_block(config: Any) -> Any:
     return block
 
 
-def check_task_policy_loss(config: Any, mechanism: Mechanism) -> None:
+def check_task_policy_loss(config: Any, session: DataFlexSession) -> None:
     """Refuse distillation without task rewards: verl's task policy loss, which carries the weights, is zeroed.
 
     A mechanism that writes no weights (``mix``, ``curriculum``: they act on sampling) stays allowed.
     """
-    if not mechanism.writes_weights or not bool(config_value(config, "distillation.enabled", False)):
+    if session.seam(LossWeights) is None or not bool(config_value(config, "distillation.enabled", False)):
         return
     if bool(config_value(config, "distillation.distillation_loss.use_task_rewards", True)):
         return
@@ -294,7 +307,8 @@ def check_task_policy_loss(config: Any, mechanism: Mechanism) -> None:
     else:
         where = "skips the task policy loss altogether, so no loss multiplies rollout_is_weights"
     raise IncompatibleComponentError(
-        f"dataflex.mechanism={mechanism.name!r} writes weights that verl's task policy loss multiplies in, but "
+        f"dataflex.mechanism={session.pipeline.mechanism!r} writes weights that verl's task policy loss multiplies "
+        "in, but "
         "distillation.enabled=true with distillation.distillation_loss.use_task_rewards=false "
         f"{where} (verl/trainer/distillation/losses.py): dataflex would run and log without changing the "
         "training. Set distillation.distillation_loss.use_task_rewards=true, or use mechanism: mix (it acts on "
@@ -374,9 +388,10 @@ def mount(config: Any, line: str = "v1") -> DataFlexSession:
         is_group_estimator=is_group_estimator,
         extra_keys=(LINE_KEY,),
     )
-    check_task_policy_loss(config, session.mechanism)
-    if session.mounted.pipeline.mechanism == "allocate":  # a budget the step's prompts cannot meet stops here
+    check_task_policy_loss(config, session)
+    counts = session.seam(PromptCounts)
+    if counts is not None:  # a budget the step's prompts cannot meet stops here
         prompts = int(config_value(config, "data.train_batch_size", 0))
         rollout_n = int(config_value(config, "actor_rollout_ref.rollout.n", 1))
-        session.mechanism.settings.check(prompts, rollout_n, f"data.train_batch_size={prompts} prompts")
+        counts.check_budget(prompts, rollout_n, f"data.train_batch_size={prompts} prompts")
     return session

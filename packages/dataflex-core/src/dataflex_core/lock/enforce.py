@@ -1,4 +1,4 @@
-"""Holding a process to a lock: refuse any difference, or accept declared drift with a warning.
+"""Holding a process to a lock, and the process's one plugin manager, held to the lock in force.
 
 A lock in force is checked twice where it can be: before any plugin is
 imported, the locked distributions' installed files against the lock
@@ -8,6 +8,11 @@ loading, a host may also compare the components they registered
 through the checked-import finder (:mod:`.importer`), so what runs is the
 bytes that were checked. Every refusal names each difference and the
 commands that restore the locked set.
+
+The process's plugin manager (:func:`get_plugin_manager`) lives here because
+it may have to be a locked one (``$DATAFLEX_PLUGINS_LOCK``, or
+:func:`use_plugin_lock`): discovery (:mod:`dataflex_core.discovery`) loads
+plugins and knows nothing of locks, and the lock builds on it.
 """
 
 from __future__ import annotations
@@ -17,13 +22,14 @@ import warnings
 from collections.abc import Iterable
 from dataclasses import replace
 
-from ..discovery import ENV_PLUGINS_LOCK, DataFlexPluginManager, current_plugin_manager, set_plugin_manager
+from ..discovery import ENV_PLUGINS_LOCK, DataFlexPluginManager
 from ..distributions import canonical_name
 from ..errors import DataFlexError, PluginLoadError
+from ..registry import Registry
 from .compare import Difference, compare, format_differences, remedies
 from .environment import installed_plugin_set
 from .file import PluginSet, read_lock
-from .importer import CHECKED_IMPORTER
+from .importer import CHECKED_IMPORTER, uninstall
 
 
 class PluginSetMismatch(DataFlexError):
@@ -161,3 +167,48 @@ def use_plugin_lock(
     manager = locked_manager(lock_path, allow_drift=allow_drift, expected_from=expected_from)
     set_plugin_manager(manager)
     return manager
+
+
+_MANAGER: DataFlexPluginManager | None = None
+
+
+def get_plugin_manager() -> DataFlexPluginManager:
+    """The process-wide plugin manager; entry points are loaded on the first call only.
+
+    With ``$DATAFLEX_PLUGINS_LOCK`` set, the locked distributions' installed files are
+    checked against the lock first (:class:`PluginSetMismatch` on any
+    change), then only their entry points are imported.
+    """
+    global _MANAGER
+    if _MANAGER is None:
+        lock_path = os.environ.get(ENV_PLUGINS_LOCK, "").strip()
+        if lock_path:
+            manager = locked_manager(lock_path, allow_drift=False, expected_from=f"${ENV_PLUGINS_LOCK}={lock_path}")
+        else:
+            manager = DataFlexPluginManager()
+            manager.load_entrypoints()
+        _MANAGER = manager
+    return _MANAGER
+
+
+def current_plugin_manager() -> DataFlexPluginManager | None:
+    """The process-wide manager if one was made, without loading anything."""
+    return _MANAGER
+
+
+def set_plugin_manager(manager: DataFlexPluginManager) -> None:
+    """Make ``manager`` the process-wide one (a lock put in force by :func:`use_plugin_lock`)."""
+    global _MANAGER
+    _MANAGER = manager
+
+
+def reset_plugin_manager() -> None:
+    """Forget the loaded plugins (and any checked-import finder), so the next :func:`get_plugin_manager` reloads."""
+    global _MANAGER
+    _MANAGER = None
+    uninstall()
+
+
+def get_registry() -> Registry:
+    """Shortcut for ``get_plugin_manager().registry()``."""
+    return get_plugin_manager().registry()

@@ -24,11 +24,11 @@ from pathlib import Path
 from typing import Any
 
 from ..atomic_write import write_text_atomic
-from ..config import dataflex_block
-from ..discovery import ENV_PLUGINS_LOCK, get_plugin_manager
+from ..block import dataflex_block
+from ..discovery import ENV_PLUGINS_LOCK
 from ..errors import ConfigError
 from .compare import Difference, compare, format_differences, remedies
-from .enforce import enforce, use_plugin_lock
+from .enforce import enforce, get_plugin_manager, use_plugin_lock
 from .file import DEFAULT_LOCK_FILE, PluginSet, read_lock, write_lock
 from .scan import scan_environment
 

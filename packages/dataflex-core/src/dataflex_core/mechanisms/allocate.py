@@ -34,27 +34,26 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar
 
 import numpy as np
 import torch
 
 from ..allocation import even_split
+from ..config import DataFlexPipeline
 from ..contracts import GROUP_MIN_ROLLOUTS, allocation_problem, check_allocation, check_prompt_scores
-from ..errors import ConfigError, IncompatibleComponentError
+from ..errors import ConfigError
 from ..ledger import LEDGER_KEY, PromptIds, PromptLedger, ledger_load_path
 from ..normalize import valid_token_counts
+from ..step.context import StepContext
+from ..step.dataset import dataset_column
+from ..step.host import HostCapabilities
 from ..step.outputs import component_label
 from ..step.prompt_sampler import candidate_batch, candidate_columns, candidate_fields
 from ..step.result import PREFIX, StepResult
+from ..step.seams import PromptCounts, S, Seam
 from .base import Mechanism
 from .curriculum import REWARD_FIELD, check_components, outcomes_batch, row_rewards
-from .registry import register_mechanism
-
-if TYPE_CHECKING:
-    from ..config import DataFlexPipeline
-    from ..step.core import DataFlexStep
-    from ..step.host import HostCapabilities
 
 logger = logging.getLogger("dataflex_core.step")
 
@@ -156,13 +155,13 @@ class Allocation:
         }
 
 
-@register_mechanism
 class Allocate(Mechanism):
     """A ``pre_rollout`` scorer and an allocator give each prompt its rollout count; the rewards feed the ledger."""
 
     name: ClassVar[str] = "allocate"
     actuator_kind: ClassVar[str] = "allocator"
     keys: ClassVar[Mapping[str, Any]] = ALLOCATE_KEYS
+    seams: ClassVar[tuple[type[Seam], ...]] = (PromptCounts,)
     timings: ClassVar[tuple[str, ...]] = ("pre_rollout",)
     #: the ledger is fed at every step, warm-up included
     runs_in_warmup: ClassVar[bool] = True
@@ -184,15 +183,21 @@ class Allocate(Mechanism):
     def parse(self, block: Mapping[str, Any]) -> AllocateSettings:
         return allocate_settings(block)
 
+    def refusal(self, seam: type[Seam], host: HostCapabilities, reason: str) -> str:
+        return (
+            f"mechanism allocate gives each prompt its own number of rollouts, but {host.name} cannot vary "
+            f"them: {reason or 'it generates the same number for every prompt'}. Use mechanism "
+            "curriculum to choose which prompts are rolled out instead"
+        )
+
     @classmethod
     def check(cls, pipeline: DataFlexPipeline, host: HostCapabilities, loss_unit: str | None) -> None:
-        if not host.allocate:
-            raise IncompatibleComponentError(
-                f"mechanism allocate gives each prompt its own number of rollouts, but {host.name} cannot vary "
-                f"them: {host.allocate_reason or 'it generates the same number for every prompt'}. Use mechanism "
-                "curriculum to choose which prompts are rolled out instead"
-            )
         check_components(pipeline, host.name)
+
+    def implement(self, seam: type[S], step: StepContext) -> S:
+        if seam is PromptCounts:
+            return AllocatedCounts(self, step)  # type: ignore[return-value]
+        return super().implement(seam, step)
 
     def mount(self, pipeline: DataFlexPipeline, host: HostCapabilities, *, grouped: bool | None) -> None:
         if grouped and self.settings.n_min < GROUP_MIN_ROLLOUTS:
@@ -208,9 +213,8 @@ class Allocate(Mechanism):
     def dataset_columns(self, pipeline: DataFlexPipeline) -> list[str]:
         return list(dict.fromkeys([self.settings.prompt_key, *candidate_columns(pipeline)]))
 
-    def train_sampler(self, step: DataFlexStep, dataset: Any, batch_size: int, seed: int) -> None:
+    def train_sampler(self, step: StepContext, dataset: Any, batch_size: int, seed: int) -> None:
         """Build the ledger over the train dataset's prompt ids; the framework keeps its own sampler."""
-        from ..session import dataset_column  # the session module imports the step, which imports this one
 
         key = self.settings.prompt_key
         ids = dataset_column(
@@ -252,7 +256,7 @@ class Allocate(Mechanism):
 
     # -- before rollout ------------------------------------------------------------------------------
     def allocate(
-        self, step: DataFlexStep, prompt_ids: Sequence[Any], step_id: int, *, rollout_n: int,
+        self, step: StepContext, prompt_ids: Sequence[Any], step_id: int, *, rollout_n: int,
         uids: Sequence[Any] | None = None,
     ) -> torch.Tensor:  # fmt: skip
         """The rollout count of each prompt of a batch about to be rolled out, int64 ``(n,)`` in its order.
@@ -283,9 +287,9 @@ class Allocate(Mechanism):
         return counts.clone()
 
     def _counts(
-        self, step: DataFlexStep, book: PromptLedger, rows: torch.Tensor, budget: int, step_id: int
+        self, step: StepContext, book: PromptLedger, rows: torch.Tensor, budget: int, step_id: int
     ) -> torch.Tensor:
-        pipeline, settings, calls, ctx = step.pipeline, self.settings, step.calls, step.mounted.ctx
+        pipeline, settings, calls, ctx = step.pipeline, self.settings, step.calls, step.ctx
         batch = candidate_batch(book, rows, candidate_fields(pipeline), self.columns)
         n = len(rows)
         scores = calls.call("scorer", "score", batch, step_id, at_step=step_id, **ctx)
@@ -308,12 +312,12 @@ class Allocate(Mechanism):
         names, inverse = np.unique(np.asarray([str(u) for u in uid], dtype=object), return_inverse=True)
         return names.tolist(), torch.bincount(torch.from_numpy(inverse.astype(np.int64)), minlength=len(names))
 
-    def skip(self, step: DataFlexStep, batch: Any, step_id: int) -> dict[str, float]:
+    def skip(self, step: StepContext, batch: Any, step_id: int) -> dict[str, float]:
         if self.book is not None:
             self.book.last_step = max(self.book.last_step, int(step_id))
         return self._check_counts(step, batch)
 
-    def run(self, step: DataFlexStep, batch: Any, step_id: int, importance_weights: torch.Tensor | None) -> StepResult:
+    def run(self, step: StepContext, batch: Any, step_id: int, importance_weights: torch.Tensor | None) -> StepResult:
         """Feed the ledger and the scorer's ``observe`` from the step's rewards; check and log the allocation.
 
         Rows with an empty response stay out of the ledger's rewards but count as rollouts the prompt got.
@@ -333,12 +337,10 @@ class Allocate(Mechanism):
         outcomes = book.record(
             rows, row_rewards(sub)[valid].cpu(), step_id, tokens=valid_token_counts(sub)[valid].cpu()
         )
-        step.calls.call(
-            "scorer", "observe", outcomes_batch(book, outcomes), step_id, at_step=step_id, **step.mounted.ctx
-        )
+        step.calls.call("scorer", "observe", outcomes_batch(book, outcomes), step_id, at_step=step_id, **step.ctx)
         return StepResult(metrics)
 
-    def _check_counts(self, step: DataFlexStep, batch: Any) -> dict[str, float]:
+    def _check_counts(self, step: StepContext, batch: Any) -> dict[str, float]:
         """The allocation's metrics, and how many of the step's groups came back with another count than given."""
         sub, _ = step.components_batch(batch)
         uids, rollouts = self.generated(sub)
@@ -360,3 +362,21 @@ class Allocate(Mechanism):
             f"{ALLOCATE_PREFIX}unallocated_groups": float(unknown),
         })  # fmt: skip
         return metrics
+
+
+class AllocatedCounts(PromptCounts):
+    """``mechanism: allocate``'s side of the per-prompt counts seam: what the host calls before each rollout."""
+
+    def __init__(self, mechanism: Allocate, step: StepContext) -> None:
+        self.mechanism = mechanism
+        self.step = step
+        self.prompt_key = mechanism.settings.prompt_key
+        self.budget = mechanism.settings.budget
+
+    def check_budget(self, prompts: int, rollout_n: int, where: str) -> int:
+        return self.mechanism.settings.check(prompts, rollout_n, where)
+
+    def counts(
+        self, prompt_ids: Sequence[Any], step: int, *, rollout_n: int, uids: Sequence[Any] | None = None
+    ) -> torch.Tensor:
+        return self.mechanism.allocate(self.step, prompt_ids, step, rollout_n=rollout_n, uids=uids)

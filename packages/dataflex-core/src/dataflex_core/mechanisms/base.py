@@ -8,7 +8,10 @@ module: a :class:`Mechanism` subclass that says, in one place,
   drives;
 - its ``keys`` of the ``dataflex:`` block and how they are parsed
   (:meth:`Mechanism.parse`, stored as ``settings``);
-- the scorer ``timings`` it takes and what it needs of a host
+- the host seams it needs (:attr:`Mechanism.seams`: loss weights, a train sampler, generation rounds,
+  per-prompt counts; :mod:`dataflex_core.step.seams`) and its implementation of each
+  (:meth:`Mechanism.implement`), which the session hands the host;
+- the scorer ``timings`` it takes and what else it needs of a host
   (:meth:`Mechanism.check`, against :class:`~dataflex_core.step.HostCapabilities`);
 - the fields the step reads for it (:meth:`Mechanism.fields`);
 - what it does each step (:meth:`Mechanism.run`, returning a
@@ -17,7 +20,7 @@ module: a :class:`Mechanism` subclass that says, in one place,
   (:meth:`Mechanism.train_sampler`), the state that travels with a checkpoint
   (:meth:`Mechanism.stateful`) and what a host with several processes shares.
 
-The step (:class:`~dataflex_core.step.DataFlexStep`) does what every
+The step (:class:`~dataflex_core.step.StepContext`) does what every
 mechanism needs around ``run``: the warm-up rule, the batch's shared values,
 ``on_invalid`` and the common metrics. Adding a mechanism is one module with
 a :func:`~dataflex_core.mechanisms.register_mechanism` class, plus a
@@ -28,24 +31,23 @@ something new.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar
 
 import torch
 
+from ..config import DataFlexPipeline
 from ..contracts import check_weights, expected_shape, valid_for
 from ..errors import IncompatibleComponentError, InvalidOutputError
 from ..inputs import nonfinite_mask
 from ..normalize import valid_token_mask
+from ..step.context import StepContext
 from ..step.fields import is_canonical
+from ..step.host import HostCapabilities
 from ..step.metrics import weight_metrics
 from ..step.outputs import checked_scores, component_label
 from ..step.result import StepResult
+from ..step.seams import LossWeights, S, Seam, TrainSampler
 from ..step.weights import finalize
-
-if TYPE_CHECKING:
-    from ..config import DataFlexPipeline
-    from ..step.core import DataFlexStep
-    from ..step.host import HostCapabilities
 
 #: The timings of scorers that run on a step's rollouts, once the rewards (and advantages) exist.
 ROLLOUT_TIMINGS = ("post_reward", "post_advantage")
@@ -65,8 +67,9 @@ class Mechanism:
     keys: ClassVar[Mapping[str, Any]] = {}
     #: The scorer timings it runs.
     timings: ClassVar[tuple[str, ...]] = ROLLOUT_TIMINGS
-    #: True when its result carries loss weights (``StepResult.applied``) the host writes into the loss.
-    writes_weights: ClassVar[bool] = False
+    #: The host seams it needs (:mod:`dataflex_core.step.seams`); mount refuses a host that lacks one, with the
+    #: host's reason, and :meth:`implement` gives the session each one's implementation for the host.
+    seams: ClassVar[tuple[type[Seam], ...]] = ()
     #: True when :meth:`run` runs before ``warmup_step`` too (it records what it needs while its components wait).
     runs_in_warmup: ClassVar[bool] = False
     #: A host with several processes runs the step on each of them with the same gathered batch (True: each
@@ -79,10 +82,6 @@ class Mechanism:
     def __init__(self, block: Mapping[str, Any]) -> None:
         #: The parsed :attr:`keys` (``None`` for a mechanism without keys).
         self.settings: Any = self.parse(block)
-        #: select: the host recomputes group advantages on the kept rows (decided in :meth:`mount`).
-        self.recompute_advantage = False
-        #: select: the host removes the dropped rows from its loss mask and denominator.
-        self.hard_drop = False
 
     def parse(self, block: Mapping[str, Any]) -> Any:
         """This mechanism's :attr:`keys` of the ``dataflex:`` block (a plain mapping), checked."""
@@ -99,7 +98,42 @@ class Mechanism:
         """The fields the step reads each time (``response_mask`` first)."""
         return list(pipeline.requires)
 
-    def run(self, step: DataFlexStep, batch: Any, step_id: int, importance_weights: torch.Tensor | None) -> StepResult:
+    # -- the host seams ------------------------------------------------------------------------------
+    def implement(self, seam: type[S], step: StepContext) -> S:
+        """Its implementation of ``seam`` (one of :attr:`seams`) on the running ``step``, for the host.
+
+        The default gives the seams without an interface of their own (:class:`LossWeights`,
+        :class:`TrainSampler`) their plain implementation; a mechanism with a seam of methods overrides it.
+        """
+        if seam in (LossWeights, TrainSampler):
+            return seam()  # type: ignore[return-value]
+        raise NotImplementedError(
+            f"mechanism {self.name!r} ({type(self).__qualname__}) declares the seam {seam.name!r} but does not "
+            "implement it (implement())"
+        )
+
+    def refusal(self, seam: type[Seam], host: HostCapabilities, reason: str) -> str:
+        """The mount error when ``host`` lacks ``seam``, with the host's ``reason`` (a mechanism words its own)."""
+        why = reason or f"it does not declare the {seam.name} seam (HostCapabilities.seams)"
+        return f"mechanism {self.name!r} needs the host to {seam.does}, but {host.name} cannot: {why}"
+
+    def nested(self) -> dict[str, Mapping[str, Any]]:
+        """The ``dataflex:`` blocks of the mechanisms this one drives, by role (``filter.draw``); the runner mounts
+        each against the same host and hands it back through :meth:`adopt`."""
+        return {}
+
+    def adopt(self, role: str, mechanism: Mechanism, step: StepContext) -> None:
+        """Take the mounted mechanism of :meth:`nested`'s ``role``, with the step it runs in."""
+
+    def describe_nested(self, role: str, text: str) -> str:
+        """How :meth:`~dataflex_core.runner.MountedStep.describe` names the nested mechanism of ``role``."""
+        return f"{role}: {text}"
+
+    def state_labels(self) -> dict[str, str]:
+        """How state errors name what :meth:`stateful` returns besides the components, by role (``name (dist==v)``)."""
+        return {}
+
+    def run(self, step: StepContext, batch: Any, step_id: int, importance_weights: torch.Tensor | None) -> StepResult:
         """Act on one step's batch (every row, framework padding tagged ``is_padding``; ``prepare_batch`` done).
 
         :param importance_weights: ``(bs, L)`` weights the framework already applies, if any.
@@ -107,7 +141,7 @@ class Mechanism:
         """
         raise NotImplementedError(f"mechanism {self.name!r} ({type(self).__qualname__}) must implement run()")
 
-    def skip(self, step: DataFlexStep, batch: Any, step_id: int) -> dict[str, float]:
+    def skip(self, step: StepContext, batch: Any, step_id: int) -> dict[str, float]:
         """A step with no valid token, which the step leaves to the framework: what the mechanism notes of it
         without calling a component (a history's step count), and its metrics. The default notes nothing."""
         return {}
@@ -117,7 +151,7 @@ class Mechanism:
         """The train dataset's columns its train sampler reads (a host that knows them checks at mount)."""
         return []
 
-    def train_sampler(self, step: DataFlexStep, dataset: Any, batch_size: int, seed: int) -> Any:
+    def train_sampler(self, step: StepContext, dataset: Any, batch_size: int, seed: int) -> Any:
         """The dataloader sampler that draws the prompts (``None``: the host keeps its own).
 
         :param dataset: the train dataset's columns (:class:`~dataflex_core.session.TrainDataset`).
@@ -202,35 +236,35 @@ class LossMechanism(Mechanism):
     weights, the ``dataflex/weight/*`` metrics) is shared.
     """
 
-    writes_weights: ClassVar[bool] = True
+    seams: ClassVar[tuple[type[Seam], ...]] = (LossWeights,)
 
-    def weights(self, step: DataFlexStep, batch: Any, step_id: int) -> torch.Tensor:
+    def weights(self, step: StepContext, batch: Any, step_id: int) -> torch.Tensor:
         """Raw non-negative weights ``(n,)`` or ``(n, L)`` for the real rows in ``batch`` (padding removed)."""
         raise NotImplementedError(f"mechanism {self.name!r} ({type(self).__qualname__}) must implement weights()")
 
-    def run(self, step: DataFlexStep, batch: Any, step_id: int, importance_weights: torch.Tensor | None) -> StepResult:
+    def run(self, step: StepContext, batch: Any, step_id: int, importance_weights: torch.Tensor | None) -> StepResult:
         valid_tokens = valid_token_mask(batch)
         raw = step.on_real_rows(batch, lambda rows: self.weights(step, rows, step_id))
         applied, factor = normalised(step, raw, valid_tokens, importance_weights, step_id)
         metrics = weight_metrics(
-            factor, valid_tokens, step.mounted.loss_unit, applied=applied, importance_weights=importance_weights
+            factor, valid_tokens, step.loss_unit, applied=applied, importance_weights=importance_weights
         )
         return StepResult(metrics, applied=applied, factor=factor)
 
 
-def scored_weights(step: DataFlexStep, batch: Any, step_id: int) -> torch.Tensor:
+def scored_weights(step: StepContext, batch: Any, step_id: int) -> torch.Tensor:
     """``scorer.score`` then ``reweighter.act`` on ``batch``: the checked weights at the scorer's granularity."""
     pipeline = step.pipeline
     granularity = pipeline.scorer.granularity
     valid = valid_for(expected_shape(granularity, batch), batch)
-    scores = checked_scores(step.calls, batch, step_id, step.mounted.ctx, valid=valid)
-    weights = step.calls.call("actuator", "act", scores, batch, at_step=step_id, step_id=step_id, **step.mounted.ctx)
+    scores = checked_scores(step.calls, batch, step_id, step.ctx, valid=valid)
+    weights = step.calls.call("actuator", "act", scores, batch, at_step=step_id, step_id=step_id, **step.ctx)
     owner = component_label(pipeline, "actuator")
     return check_weights(weights, batch, granularity=granularity, owner=owner, step=step_id, valid=valid)
 
 
 def normalised(
-    step: DataFlexStep,
+    step: StepContext,
     raw: torch.Tensor,
     valid_tokens: torch.Tensor,
     importance_weights: torch.Tensor | None,
@@ -239,7 +273,7 @@ def normalised(
     """``(applied, factor)``: raw weights normalised in the mounted loss unit, composed with the framework's."""
     spec = step.pipeline.actuator_spec
     try:
-        applied, factor = finalize(raw, valid_tokens, step.mounted.loss_unit, importance_weights)
+        applied, factor = finalize(raw, valid_tokens, step.loss_unit, importance_weights)
     except InvalidOutputError as exc:
         raise InvalidOutputError(f"{spec.kind} {spec.label} returned invalid weights at step {step_id}: {exc}") from exc
     if nonfinite_mask(applied, torch.ones((), dtype=torch.bool, device=applied.device)) is not None:

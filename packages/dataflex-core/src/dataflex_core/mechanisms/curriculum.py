@@ -28,26 +28,25 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar
 
 import numpy as np
 import torch
 
 from ..batch import Batch
+from ..config import DataFlexPipeline
 from ..errors import ConfigError, IncompatibleComponentError
 from ..ledger import LEDGER_KEY, ledger_load_path
 from ..normalize import valid_sample_mask, valid_token_counts
+from ..step.context import StepContext
+from ..step.dataset import dataset_column
 from ..step.fields import is_canonical
 from ..step.history import PromptHistory, PromptIds
+from ..step.host import HostCapabilities
 from ..step.prompt_sampler import METRIC_PREFIX, CurriculumSampler, candidate_columns
 from ..step.result import StepResult
+from ..step.seams import Seam, TrainSampler
 from .base import Mechanism
-from .registry import register_mechanism
-
-if TYPE_CHECKING:
-    from ..config import DataFlexPipeline
-    from ..step.core import DataFlexStep
-    from ..step.host import HostCapabilities
 
 logger = logging.getLogger("dataflex_core.step")
 
@@ -107,6 +106,15 @@ def check_components(pipeline: DataFlexPipeline, host_name: str) -> None:
             )
 
 
+def refused_curriculum(host: HostCapabilities, reason: str) -> str:
+    """Why ``host`` cannot run ``mechanism: curriculum`` (it lacks the train sampler or ``pre_rollout`` scorers)."""
+    because = f" ({reason})" if reason else ""
+    return (
+        f"mechanism curriculum chooses which prompts are sampled, but {host.name} cannot run pre_rollout "
+        f"scorers in its train sampler in this configuration{because}; use mechanism reweight, select or mix"
+    )
+
+
 def outcomes_batch(history: PromptHistory, outcomes: Any) -> Batch:
     """The :data:`~dataflex_core.step.fields.OUTCOME_FIELDS` batch ``Scorer.observe`` receives."""
     rows = outcomes.rows
@@ -133,13 +141,13 @@ def row_rewards(batch: Any) -> torch.Tensor:
     return torch.where(mask, scores.to(torch.float64), torch.zeros((), dtype=torch.float64)).sum(-1)
 
 
-@register_mechanism
 class Curriculum(Mechanism):
     """A ``pre_rollout`` scorer and a sampler draw the prompts; each step's rewards feed their history."""
 
     name: ClassVar[str] = "curriculum"
     actuator_kind: ClassVar[str] = "sampler"
     keys: ClassVar[Mapping[str, Any]] = CURRICULUM_KEYS
+    seams: ClassVar[tuple[type[Seam], ...]] = (TrainSampler,)
     timings: ClassVar[tuple[str, ...]] = ("pre_rollout",)
     #: the history is fed at every step, warm-up included, so the curriculum starts from everything seen
     runs_in_warmup: ClassVar[bool] = True
@@ -151,13 +159,13 @@ class Curriculum(Mechanism):
     def parse(self, block: Mapping[str, Any]) -> CurriculumSettings:
         return curriculum_settings(block)
 
+    def refusal(self, seam: type[Seam], host: HostCapabilities, reason: str) -> str:
+        return refused_curriculum(host, reason)
+
     @classmethod
     def check(cls, pipeline: DataFlexPipeline, host: HostCapabilities, loss_unit: str | None) -> None:
-        if "pre_rollout" not in host.timings or not host.resampling:
-            raise IncompatibleComponentError(
-                f"mechanism curriculum chooses which prompts are sampled, but {host.name} cannot run pre_rollout "
-                "scorers in its train sampler in this configuration; use mechanism reweight, select or mix"
-            )
+        if "pre_rollout" not in host.timings:
+            raise IncompatibleComponentError(refused_curriculum(host, ""))
         check_components(pipeline, host.name)
 
     def fields(self, pipeline: DataFlexPipeline) -> list[str]:
@@ -167,8 +175,7 @@ class Curriculum(Mechanism):
     def dataset_columns(self, pipeline: DataFlexPipeline) -> list[str]:
         return list(dict.fromkeys([self.settings.prompt_key, *candidate_columns(pipeline)]))
 
-    def train_sampler(self, step: DataFlexStep, dataset: Any, batch_size: int, seed: int) -> CurriculumSampler:
-        from ..session import dataset_column  # the session module imports the step, which imports this one
+    def train_sampler(self, step: StepContext, dataset: Any, batch_size: int, seed: int) -> CurriculumSampler:
 
         settings = self.settings
         key = settings.prompt_key
@@ -196,14 +203,14 @@ class Curriculum(Mechanism):
     def ledger(self, sampler: CurriculumSampler | None) -> PromptHistory | None:
         return None if sampler is None else sampler.history
 
-    def skip(self, step: DataFlexStep, batch: Any, step_id: int) -> dict[str, float]:
+    def skip(self, step: StepContext, batch: Any, step_id: int) -> dict[str, float]:
         # the next draw is for the step after this one, though nothing of this one enters the history
         sampler = step.sampler
         if sampler is not None:
             sampler.history.last_step = max(sampler.history.last_step, int(step_id))
         return {f"{METRIC_PREFIX}prompts": 0.0}
 
-    def run(self, step: DataFlexStep, batch: Any, step_id: int, importance_weights: torch.Tensor | None) -> StepResult:
+    def run(self, step: StepContext, batch: Any, step_id: int, importance_weights: torch.Tensor | None) -> StepResult:
         """Feed the step's rewards to the prompt history and to the scorer's ``observe``; the step's metrics.
 
         The real rows (framework padding removed) with ``response_mask``, ``rm_scores`` and the ``prompt_key``
@@ -232,7 +239,7 @@ class Curriculum(Mechanism):
 
     def feed(
         self,
-        step: DataFlexStep,
+        step: StepContext,
         rows: torch.Tensor,
         rewards: torch.Tensor,
         tokens: torch.Tensor,
@@ -254,7 +261,7 @@ class Curriculum(Mechanism):
                 step_id,
             )
         observed = outcomes_batch(history, outcomes)
-        step.calls.call("scorer", "observe", observed, step_id, at_step=step_id, **step.mounted.ctx)
+        step.calls.call("scorer", "observe", observed, step_id, at_step=step_id, **step.ctx)
         rollouts = outcomes.rollouts.to(torch.float64)
         prompts = len(outcomes.rows)
         metrics = {

@@ -20,23 +20,22 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar
 
 import numpy as np
 import torch
 
+from ..config import DataFlexPipeline
 from ..contracts import check_proportions
-from ..errors import ConfigError, IncompatibleComponentError
+from ..errors import ConfigError
+from ..step.context import StepContext
+from ..step.dataset import dataset_column
+from ..step.host import HostCapabilities
 from ..step.mixture import DomainMixtureSampler
 from ..step.outputs import checked_scores, component_label
 from ..step.result import StepResult
+from ..step.seams import Seam, TrainSampler
 from .base import Mechanism, check_rollout_time
-from .registry import register_mechanism
-
-if TYPE_CHECKING:
-    from ..config import DataFlexPipeline
-    from ..step.core import DataFlexStep
-    from ..step.host import HostCapabilities
 
 #: Keys of the ``dataflex:`` block that only ``mechanism: mix`` reads, with their defaults.
 MIX_KEYS = {"domains": None, "domain_key": "domain", "update_step": 1}
@@ -91,26 +90,28 @@ def initial_proportions(mixer: Any, domains: list[str], owner: str | None = None
     return check_proportions(proposed, len(domains), owner=f"{owner} (current_proportions)", step=None)
 
 
-@register_mechanism
 class Mix(Mechanism):
     """The mixer's proportions drive the train sampler; the loss stays the framework's."""
 
     name: ClassVar[str] = "mix"
     actuator_kind: ClassVar[str] = "mixer"
     keys: ClassVar[Mapping[str, Any]] = MIX_KEYS
+    seams: ClassVar[tuple[type[Seam], ...]] = (TrainSampler,)
     fallback: ClassVar[str] = "keeping the current mixture"
     settings: MixSettings
 
     def parse(self, block: Mapping[str, Any]) -> MixSettings:
         return mix_settings(block)
 
+    def refusal(self, seam: type[Seam], host: HostCapabilities, reason: str) -> str:
+        because = f" ({reason})" if reason else ""
+        return (
+            f"dataflex.mechanism=mix changes which prompts are sampled, but {host.name} cannot resample in "
+            f"this configuration{because}; use mechanism reweight or select"
+        )
+
     @classmethod
     def check(cls, pipeline: DataFlexPipeline, host: HostCapabilities, loss_unit: str | None) -> None:
-        if not host.resampling:
-            raise IncompatibleComponentError(
-                f"dataflex.mechanism=mix changes which prompts are sampled, but {host.name} cannot resample in "
-                "this configuration; use mechanism reweight or select"
-            )
         check_rollout_time(pipeline, host, cls.name)
 
     def fields(self, pipeline: DataFlexPipeline) -> list[str]:
@@ -119,8 +120,7 @@ class Mix(Mechanism):
     def dataset_columns(self, pipeline: DataFlexPipeline) -> list[str]:
         return [self.settings.domain_key]
 
-    def train_sampler(self, step: DataFlexStep, dataset: Any, batch_size: int, seed: int) -> DomainMixtureSampler:
-        from ..session import dataset_column  # the session module imports the step, which imports this one
+    def train_sampler(self, step: StepContext, dataset: Any, batch_size: int, seed: int) -> DomainMixtureSampler:
 
         settings = self.settings
         key = settings.domain_key
@@ -146,7 +146,7 @@ class Mix(Mechanism):
         if sampler is not None and state is not None:
             sampler.set_proportions(state)
 
-    def run(self, step: DataFlexStep, batch: Any, step_id: int, importance_weights: torch.Tensor | None) -> StepResult:
+    def run(self, step: StepContext, batch: Any, step_id: int, importance_weights: torch.Tensor | None) -> StepResult:
         """Score the step's rollouts, feed the mixer, and hand new proportions to the sampler on update steps.
 
         The components see the real rows (framework padding removed) with the scorer's fields,
@@ -162,7 +162,7 @@ class Mix(Mechanism):
         domains = settings.domains
         index = domain_ids(batch.non_tensor_batch[settings.domain_key], domains, f"field {settings.domain_key!r}")
         ctx = {
-            **step.mounted.ctx,
+            **step.ctx,
             "domains": domains,
             "domain_index": index,
             "granularity": pipeline.scorer.granularity,

@@ -8,21 +8,17 @@ framework's own importance weights (:class:`~dataflex_core.mechanisms.LossMechan
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar
 
 import torch
 
+from ..config import DataFlexPipeline
 from ..errors import IncompatibleComponentError
+from ..step.context import StepContext
+from ..step.host import HostCapabilities
 from .base import LossMechanism, check_rollout_time, scored_weights
-from .registry import register_mechanism
-
-if TYPE_CHECKING:
-    from ..config import DataFlexPipeline
-    from ..step.core import DataFlexStep
-    from ..step.host import HostCapabilities
 
 
-@register_mechanism
 class Reweight(LossMechanism):
     """Weights from a reweighter, per sample or per token."""
 
@@ -39,5 +35,5 @@ class Reweight(LossMechanism):
             )
         check_rollout_time(pipeline, host, cls.name)
 
-    def weights(self, step: DataFlexStep, batch: Any, step_id: int) -> torch.Tensor:
+    def weights(self, step: StepContext, batch: Any, step_id: int) -> torch.Tensor:
         return scored_weights(step, batch, step_id)

@@ -17,32 +17,37 @@ and what the ``dataflex/weight/*`` metrics describe.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, ClassVar
+from collections.abc import Mapping
+from typing import Any, ClassVar
 
 import torch
 
+from ..config import DataFlexPipeline
 from ..contracts import check_selection
 from ..errors import IncompatibleComponentError, InvalidOutputError
 from ..normalize import valid_sample_mask, valid_token_mask
+from ..step.context import StepContext
+from ..step.host import HostCapabilities
 from ..step.metrics import PREFIX, weight_metrics
 from ..step.outputs import checked_scores, component_label
 from ..step.result import StepResult
+from ..step.seams import LossWeights, S
 from ..step.selection import selection_metrics
 from .base import LossMechanism, check_rollout_time, normalised
-from .registry import register_mechanism
-
-if TYPE_CHECKING:
-    from ..config import DataFlexPipeline
-    from ..step.core import DataFlexStep
-    from ..step.host import HostCapabilities
 
 
-@register_mechanism
 class Select(LossMechanism):
     """A selector's kept rows, as renormalised 0/1 weights or (on a host that can) a hard drop."""
 
     name: ClassVar[str] = "select"
     actuator_kind: ClassVar[str] = "selector"
+
+    def __init__(self, block: Mapping[str, Any]) -> None:
+        super().__init__(block)
+        #: The host recomputes group advantages on the kept rows (decided in :meth:`mount`).
+        self.recompute_advantage = False
+        #: The host removes the dropped rows from its loss mask and denominator (decided in :meth:`mount`).
+        self.hard_drop = False
 
     @classmethod
     def check(cls, pipeline: DataFlexPipeline, host: HostCapabilities, loss_unit: str | None) -> None:
@@ -59,14 +64,19 @@ class Select(LossMechanism):
         self.recompute_advantage = bool(pipeline.actuator.recompute_advantage) and grouped is True
         self.hard_drop = self.recompute_advantage and host.hard_drop
 
+    def implement(self, seam: type[S], step: StepContext) -> S:
+        if seam is LossWeights:  # what the host does with the kept rows, decided at mount
+            return LossWeights(recompute_advantage=self.recompute_advantage, hard_drop=self.hard_drop)  # type: ignore[return-value]
+        return super().implement(seam, step)
+
     def fields(self, pipeline: DataFlexPipeline) -> list[str]:
         return list(dict.fromkeys([*pipeline.requires, "uid"]))  # uid: the groups a selection drops whole
 
-    def weights(self, step: DataFlexStep, batch: Any, step_id: int) -> torch.Tensor:
+    def weights(self, step: StepContext, batch: Any, step_id: int) -> torch.Tensor:
         """The kept rows as float32 0/1 ``(n,)``; keeping no valid row is invalid output."""
         pipeline = step.pipeline
-        scores = checked_scores(step.calls, batch, step_id, step.mounted.ctx)
-        output = step.calls.call("actuator", "act", scores, batch, at_step=step_id, step_id=step_id, **step.mounted.ctx)
+        scores = checked_scores(step.calls, batch, step_id, step.ctx)
+        output = step.calls.call("actuator", "act", scores, batch, at_step=step_id, step_id=step_id, **step.ctx)
         selector = component_label(pipeline, "actuator")
         keep = check_selection(output, batch, owner=selector, step=step_id)
         if not keep.any() and valid_sample_mask(batch).any():
@@ -76,13 +86,13 @@ class Select(LossMechanism):
             )
         return keep.to(torch.float32)
 
-    def run(self, step: DataFlexStep, batch: Any, step_id: int, importance_weights: torch.Tensor | None) -> StepResult:
+    def run(self, step: StepContext, batch: Any, step_id: int, importance_weights: torch.Tensor | None) -> StepResult:
         valid_tokens = valid_token_mask(batch)
         raw = step.on_real_rows(batch, lambda rows: self.weights(step, rows, step_id))
         kept = raw > 0
-        unit = step.mounted.loss_unit
+        unit = step.loss_unit
         if self.hard_drop:
-            factor, units = hard_drop_factor(kept, valid_tokens, batch, step.mounted.host.drop_denominator)
+            factor, units = hard_drop_factor(kept, valid_tokens, batch, step.host.drop_denominator)
             applied = factor if importance_weights is None else factor.unsqueeze(-1) * importance_weights
             metrics = weight_metrics(
                 factor, units, unit, applied=None if importance_weights is None else applied,

@@ -38,20 +38,17 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import torch
 
 from ..batch import Batch
+from ..config import DataFlexPipeline
 from ..errors import ComponentError, PluginLoadError, UncheckedModuleError
 from ..lock.importer import CHECKED_IMPORTER
-from .outputs import component_label
 from .process_state import ProcessState
 from .watchdog import WATCHDOG
-
-if TYPE_CHECKING:
-    from ..config import DataFlexPipeline
 
 logger = logging.getLogger("dataflex_core.step")
 
@@ -109,6 +106,12 @@ def _refused_by_lock(exc: BaseException) -> UncheckedModuleError | None:
 
 def _refusals_text(refused: list[tuple[str, str]]) -> str:
     return "; ".join(f"{module!r} is not among the checked files of {dist}" for module, dist in dict.fromkeys(refused))
+
+
+def component_label(pipeline: DataFlexPipeline, role: str) -> str:
+    """``"<kind> <name> (<dist>==<version>)"`` of the scorer (``role="scorer"``) or the actuator, for errors."""
+    spec = pipeline.scorer_spec if role == "scorer" else pipeline.actuator_spec
+    return f"{spec.kind} {spec.label}"
 
 
 class ComponentCalls:

@@ -1,32 +1,26 @@
-"""What a host can do, declared once, and the mount-time checks that read the declaration.
+"""What a host can do, declared once for the mount-time checks that read it.
 
 A host (verl, TRL, ...) describes itself with :class:`HostCapabilities`: the
-loss units it has, whether per-token weights reach its loss, whether it can
-drop rows from the loss, whether it can change which prompts are sampled (mix;
-with ``pre_rollout`` among its timings, curriculum), whether every ``uid`` group is whole in the step's batch, and which canonical
-fields (:mod:`dataflex_core.step.fields`) this run's configuration provides.
-:func:`check_pipeline` compares a built pipeline with that declaration before
-the first rollout, so a pipeline that could not work in this run fails in
-seconds with one error that says why and what to change.
+seams it provides (:mod:`dataflex_core.step.seams`: weights into its loss, a
+train sampler, generation rounds, per-prompt rollout counts) and why not the
+others, the loss units it has, whether per-token weights reach its loss,
+whether it can drop rows from the loss, whether every ``uid`` group is whole
+in the step's batch, and which canonical fields (:mod:`dataflex_core.step.fields`)
+this run's configuration provides. The runner's :func:`~dataflex_core.runner.check_pipeline`
+compares a built pipeline with that declaration before the first rollout, so a
+pipeline that could not work in this run fails in seconds with one error that
+says why and what to change.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+import warnings
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
 
-from ..config import DataFlexPipeline
-from ..errors import ConfigError, IncompatibleComponentError
-from ..mechanisms.registry import get_mechanism, mechanisms
+from .seams import GenerationRounds, LossWeights, PromptCounts, Seam, TrainSampler
 from .weights import LOSS_UNITS
 
-#: What a scorer of each timing needs, for the message that refuses it in a mechanism that does not run it.
-TIMING_NEEDS = {
-    "pre_rollout": "it scores candidate prompts before any rollout",
-    "post_reward": "it needs the step's rollouts and their rewards",
-    "post_advantage": "it needs the step's rollouts and their advantages",
-    "in_loss": "it runs inside the framework's loss",
-}
 #: ``HostCapabilities.drop_denominator`` values: the loss recounts the tokens of its mask, or divides by rows.
 DROP_DENOMINATORS = ("tokens", "rows")
 
@@ -40,10 +34,40 @@ class FieldSupport:
 
 
 @dataclass(frozen=True)
+class SeamSupport:
+    """Whether this run's host provides a seam, and why not when it does not (the refusal at mount says it).
+
+    :param fields: where the host runs the step of a mechanism that needs this seam with other fields than its
+        usual ones (verl's legacy generation rounds admit each round right after reward, before advantages
+        exist), those fields; ``None``: the host's.
+    :param timings: likewise, the scorer timings it runs there; ``None``: the host's.
+    """
+
+    provided: bool
+    reason: str = ""
+    fields: Mapping[str, FieldSupport] | None = None
+    timings: tuple[str, ...] | None = None
+
+
+#: The 0.3 flags that became seams: flag -> (seam, the flag holding its reason).
+_SEAM_FLAGS: dict[str, tuple[type[Seam], str | None]] = {
+    "resampling": (TrainSampler, None),
+    "refill": (GenerationRounds, "refill_reason"),
+    "allocate": (PromptCounts, "allocate_reason"),
+}
+
+
+def _default_seams() -> dict[type[Seam], SeamSupport]:
+    return {LossWeights: SeamSupport(True)}
+
+
+@dataclass(frozen=True)
 class HostCapabilities:
     """A host's declaration, for this run's configuration.
 
     :param name: the framework and its tested range as users know it, e.g. ``"TRL 1.16"``.
+    :param seams: seam -> :class:`SeamSupport` for this run (:mod:`dataflex_core.step.seams`); a seam not listed
+        is one this host does not provide. Default: the loss weights only.
     :param loss_units: units the framework's loss can average over (``token``, ``sequence``).
     :param token_weights: per-token weights reach the loss (token-granularity reweighting).
     :param hard_drop: rows can be removed from the loss, mask and denominator (select with
@@ -52,12 +76,6 @@ class HostCapabilities:
         (it recounts the mask's tokens) or ``rows`` (a row count the drop does not change).
     :param recompute_advantage: group advantages can be recomputed on a selector's kept rows (the host
         does it when a step's result asks: ``StepResult.recompute_advantage``).
-    :param refill: the host can generate further prompt batches within a step (``mechanism: filter``).
-    :param refill_reason: without ``refill``, why not (for the refusal at mount).
-    :param allocate: the host generates a per-prompt number of rollouts that the session gives it
-        (``mechanism: allocate``).
-    :param allocate_reason: without ``allocate``, why not (for the refusal at mount).
-    :param resampling: the prompts sampled next can be changed (``mechanism: mix``, ``mechanism: curriculum``).
     :param checkpoints_sampler: the framework saves and restores the train sampler's state with its own
         checkpoints (verl's ``StatefulDataLoader``); otherwise the sampler restarts from the restored components.
     :param complete_groups: every ``uid`` group is whole in the batch handed to components.
@@ -66,6 +84,12 @@ class HostCapabilities:
     :param dataset_columns: names outside the vocabulary are dataset columns the host passes through.
     :param timings: scorer timings the host runs: ``post_reward`` / ``post_advantage`` in the step,
         ``pre_rollout`` in its train sampler (``mechanism: curriculum``).
+    :param resampling: deprecated (until 0.5): ``seams={TrainSampler: SeamSupport(...)}``; read, it says whether
+        the host provides that seam.
+    :param refill: deprecated (until 0.5): ``seams={GenerationRounds: SeamSupport(...)}``; likewise.
+    :param refill_reason: deprecated: that seam's ``SeamSupport.reason``.
+    :param allocate: deprecated (until 0.5): ``seams={PromptCounts: SeamSupport(...)}``; likewise.
+    :param allocate_reason: deprecated: that seam's ``SeamSupport.reason``.
     """
 
     name: str
@@ -74,16 +98,17 @@ class HostCapabilities:
     hard_drop: bool = False
     drop_denominator: str = "tokens"
     recompute_advantage: bool = False
-    refill: bool = False
-    refill_reason: str = ""
-    allocate: bool = False
-    allocate_reason: str = ""
-    resampling: bool = False
+    seams: Mapping[type[Seam], SeamSupport] = field(default_factory=_default_seams)
     checkpoints_sampler: bool = False
     complete_groups: bool = True
     fields: Mapping[str, FieldSupport] = field(default_factory=dict)
     dataset_columns: bool = True
     timings: tuple[str, ...] = ("post_reward", "post_advantage")
+    resampling: bool | None = None
+    refill: bool | None = None
+    refill_reason: str | None = None
+    allocate: bool | None = None
+    allocate_reason: str | None = None
 
     def __post_init__(self) -> None:
         if self.drop_denominator not in DROP_DENOMINATORS:
@@ -91,29 +116,49 @@ class HostCapabilities:
                 f"HostCapabilities(name={self.name!r}).drop_denominator={self.drop_denominator!r}; expected one of "
                 f"{', '.join(DROP_DENOMINATORS)}"
             )
+        seams = dict(self.seams)
+        for seam in seams:
+            if not (isinstance(seam, type) and issubclass(seam, Seam)):
+                raise TypeError(
+                    f"HostCapabilities(name={self.name!r}).seams has the key {seam!r}; the keys are seam classes "
+                    "of dataflex_core.step.seams, e.g. {GenerationRounds: SeamSupport(True)}"
+                )
+        for flag, (seam, reason_flag) in _SEAM_FLAGS.items():
+            value = getattr(self, flag)
+            reason = getattr(self, reason_flag) if reason_flag else None
+            if value is None and reason:  # a reason alone: the host lacks the seam, for that reason
+                value = False
+            declared = SeamSupport(bool(value), reason or "") if value is not None else None
+            if declared is not None and seams.get(seam, SeamSupport(False)) != declared:
+                warnings.warn(
+                    f"HostCapabilities({flag}=...) is deprecated and goes in 0.5; declare the seam instead: "
+                    f"seams={{{seam.__name__}: SeamSupport({declared.provided}, reason)}}",
+                    DeprecationWarning,
+                    stacklevel=3,
+                )
+                seams[seam] = declared
+        object.__setattr__(self, "seams", seams)
+        for flag, (seam, reason_flag) in _SEAM_FLAGS.items():  # the 0.3 names, read from the seams
+            object.__setattr__(self, flag, self.provides(seam))
+            if reason_flag:
+                object.__setattr__(self, reason_flag, self.support(seam).reason)
 
+    def support(self, seam: type[Seam]) -> SeamSupport:
+        """Whether this host provides ``seam``, and why not (a seam it does not list: not provided, no reason)."""
+        return self.seams.get(seam, SeamSupport(False))
 
-def check_pipeline(pipeline: DataFlexPipeline, host: HostCapabilities, *, loss_unit: str | None = None) -> None:
-    """Raise one clear error if ``pipeline`` cannot run on ``host`` as configured.
+    def provides(self, seam: type[Seam]) -> bool:
+        """True when this host provides ``seam``."""
+        return self.support(seam).provided
 
-    The checks every mechanism shares (the loss unit of one that weighs the loss, the scorer's timing), then
-    the mechanism's own (:meth:`~dataflex_core.mechanisms.Mechanism.check`).
-
-    :param loss_unit: the unit of this run's loss, when the mechanism writes weights.
-    :raises ConfigError: an unsupported mechanism or loss unit.
-    :raises IncompatibleComponentError: a capability or field the pipeline needs and this run lacks.
-    """
-    mechanism = get_mechanism(pipeline.mechanism)
-    if mechanism.writes_weights and loss_unit is not None and loss_unit not in host.loss_units:
-        raise ConfigError(f"{host.name} has no loss unit {loss_unit!r}; its units: {', '.join(host.loss_units)}")
-    timing = pipeline.scorer.timing
-    if timing not in mechanism.timings:
-        takers = [m.name for m in mechanisms() if timing in m.timings]
-        where = f"only mechanism {' or '.join(map(repr, takers))} runs it" if takers else "no mechanism runs it"
-        fix = f"Set mechanism: {takers[0]}, or pick" if takers else "Pick"
-        raise IncompatibleComponentError(
-            f"scorer {pipeline.scorer_spec.label} has timing={timing!r} ({TIMING_NEEDS.get(timing, timing)}), so it "
-            f"cannot run in mechanism {pipeline.mechanism!r}, which takes scorers with timing "
-            f"{' or '.join(mechanism.timings)}; {where}. {fix} a scorer with one of those timings"
-        )
-    mechanism.check(pipeline, host, loss_unit)
+    def within(self, seams: Iterable[type[Seam]]) -> HostCapabilities:
+        """This host as a mechanism needing ``seams`` has it: the fields and timings of a seam that runs the step
+        with other ones (:attr:`SeamSupport.fields`, :attr:`SeamSupport.timings`) replace the host's."""
+        host = self
+        for seam in seams:
+            support = self.support(seam)
+            if support.provided and support.fields is not None:
+                host = replace(host, fields=support.fields)
+            if support.provided and support.timings is not None:
+                host = replace(host, timings=support.timings)
+        return host

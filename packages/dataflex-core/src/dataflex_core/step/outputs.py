@@ -8,21 +8,15 @@ the plugin, its version and the step (the rules are
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
 
-from ..config import DataFlexPipeline
 from ..contracts import check_scores
+from .calls import ComponentCalls, component_label
 
-if TYPE_CHECKING:
-    from .calls import ComponentCalls
-
-
-def component_label(pipeline: DataFlexPipeline, role: str) -> str:
-    """``"<kind> <name> (<dist>==<version>)"`` of the scorer (``role="scorer"``) or the actuator, for errors."""
-    spec = pipeline.scorer_spec if role == "scorer" else pipeline.actuator_spec
-    return f"{spec.kind} {spec.label}"
+#: ``component_label`` is the calls' (:mod:`.calls`), handed on for the readers of 0.3.
+__all__ = ["checked_scores", "component_label"]
 
 
 def checked_scores(

@@ -24,7 +24,7 @@ with the components' state.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import torch
@@ -34,12 +34,10 @@ from ..config import DataFlexPipeline
 from ..contracts import check_probabilities, check_prompt_scores
 from ..errors import ConfigError
 from .blocks import BlockSampler, systematic_counts
+from .context import StepContext
 from .fields import is_prompt_field
 from .history import PromptHistory
 from .outputs import component_label
-
-if TYPE_CHECKING:
-    from .core import DataFlexStep
 
 #: Prefix of the curriculum's metrics (the draw's are under ``draw/``).
 METRIC_PREFIX = "dataflex/curriculum/"
@@ -88,7 +86,7 @@ class CurriculumSampler(BlockSampler):
 
     def __init__(
         self,
-        step: DataFlexStep,
+        step: StepContext,
         history: PromptHistory,
         columns: Mapping[str, Any],
         batch_size: int,
@@ -147,7 +145,7 @@ class CurriculumSampler(BlockSampler):
         if not pipeline.active(step):
             return uniform, True
         batch = candidate_batch(self.history, rows, self.fields, self.columns)
-        ctx = self.step.mounted.ctx
+        ctx = self.step.ctx
 
         calls = self.step.calls
 

@@ -7,13 +7,18 @@ in this order:
 1. ``DataFlexSession(block)`` in its constructor, first: pins the plugin set
    (with ``dataflex.plugins.lock`` only locked plugins are imported, and any
    drift stops the run here);
-2. :meth:`~DataFlexSession.mount` with its :class:`~dataflex_core.step.HostCapabilities`,
-   loss unit and context: builds and checks the pipeline before the first
-   rollout (the mechanism's requirements, the recompute-advantage decision,
-   the components' state through the checkpoint format);
+2. :meth:`~DataFlexSession.mount` with its :class:`~dataflex_core.step.HostCapabilities`
+   (the seams it provides among them), loss unit and context: builds and
+   checks the pipeline before the first rollout (a seam the mechanism needs
+   and the host lacks is refused with the host's reason; the components'
+   state is checked through the checkpoint format);
 3. :meth:`~DataFlexSession.train_sampler` where the framework builds its
    train dataloader: the sampler of a mechanism that draws the prompts (mix,
    curriculum), or ``None`` to keep the framework's;
+3b. at the seams it declared, what :meth:`~DataFlexSession.seam` hands it:
+   the mounted mechanism's implementation of a seam (generation rounds within
+   a step, per-prompt rollout counts, ...), or ``None``: a host tests for a
+   seam, never for a mechanism's name;
 4. each training step: :meth:`~DataFlexSession.idle` (skip the host's own
    I/O before ``warmup_step``), then :meth:`~DataFlexSession.run` on the
    step's batch in the canonical fields; the host applies the
@@ -36,29 +41,32 @@ seams, field names, padding and capabilities.
 
 This module is the one a host imports: besides the session it exports what a
 host declares and receives (:data:`__all__`: ``HostCapabilities``,
-``FieldSupport``, the loss units, ``StepResult``, ``TrainDataset``).
+``FieldSupport``, the seams and ``SeamSupport``, the loss units, ``StepResult``,
+``TrainDataset``).
 """
 
 from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Protocol
+from collections.abc import Iterable, Mapping
+from typing import Any
 
-from .config import dataflex_block
-from .errors import ConfigError, IncompatibleComponentError
-from .ledger import CHECKPOINT_LEDGER, PromptLedger
-from .lock.pinning import ResolvedPlugins, check_plugin_record, resolve_plugins, save_plugin_record
-from .mechanisms.allocate import Allocate
-from .mechanisms.filter import DRAW_INHERITS, AdmissionRounds, Filter, RefillSampler
-from .precomputed import prepare_batch
-from .step.blocks import BlockSampler
-from .step.core import DataFlexStep, MountedStep, mount_step
-from .step.fields import is_canonical
-from .step.host import FieldSupport, HostCapabilities
-from .step.result import StepResult
-from .step.state import (
+import torch
+
+from ..config import DataFlexPipeline
+from ..errors import IncompatibleComponentError
+from ..ledger import CHECKPOINT_LEDGER, PromptLedger
+from ..lock.pinning import ResolvedPlugins, check_plugin_record, resolve_plugins, save_plugin_record
+from ..mechanisms.base import Mechanism
+from ..runner.mount import MountedStep, mount_step
+from ..runner.run import DataFlexStep
+from ..step.dataset import TrainDataset, dataset_column
+from ..step.fields import is_canonical
+from ..step.host import FieldSupport, HostCapabilities, SeamSupport
+from ..step.result import StepResult
+from ..step.seams import SEAMS, GenerationRounds, LossWeights, PromptCounts, S, Seam, StepRounds, TrainSampler
+from ..step.state import (
     SavedState,
     Stateful,
     check_component_state,
@@ -67,13 +75,7 @@ from .step.state import (
     restore_component_state,
     write_component_state,
 )
-from .step.weights import LOSS_UNITS, SEQUENCE_UNIT, TOKEN_UNIT
-
-if TYPE_CHECKING:
-    import torch
-
-    from .config import DataFlexPipeline
-    from .mechanisms.base import Mechanism
+from ..step.weights import LOSS_UNITS, SEQUENCE_UNIT, TOKEN_UNIT
 
 #: What a host needs from the core, in one import.
 __all__ = [
@@ -82,33 +84,21 @@ __all__ = [
     "TOKEN_UNIT",
     "DataFlexSession",
     "FieldSupport",
+    "GenerationRounds",
     "HostCapabilities",
+    "LossWeights",
+    "PromptCounts",
+    "SEAMS",
+    "Seam",
+    "SeamSupport",
     "StepResult",
+    "StepRounds",
+    "TrainSampler",
     "TrainDataset",
     "dataset_column",
 ]
 
 logger = logging.getLogger("dataflex_core.session")
-
-
-class TrainDataset(Protocol):
-    """The train dataset as a train sampler reads it: its columns, one value per row, in row order."""
-
-    def __len__(self) -> int: ...
-
-    def columns(self) -> list[str] | None:
-        """The column names, or ``None`` when they cannot be known up front."""
-
-    def column(self, name: str) -> Sequence[Any]:
-        """Every row's value of column ``name``."""
-
-
-def dataset_column(dataset: TrainDataset, name: str, *, what: str, fix: str) -> Sequence[Any]:
-    """Column ``name`` of the train dataset; a column it lacks is one error saying ``what`` needs it and the ``fix``."""
-    names = dataset.columns()
-    if names is not None and name not in names:
-        raise ConfigError(f"{what} is not a column of the train dataset (columns: {names}); {fix}")
-    return dataset.column(name)
 
 
 class DataFlexSession:
@@ -123,8 +113,6 @@ class DataFlexSession:
         #: The plugin set this run uses; resolved before any component is built.
         self.plugins: ResolvedPlugins = resolve_plugins(block)
         self._step: DataFlexStep | None = None
-        #: mechanism filter: the sampler of refill rounds, once the host asked for it.
-        self._refill: RefillSampler | None = None
         #: The resumed folder and the state read from it by :meth:`check_resume`, for :meth:`restore`.
         self._resumed: tuple[str, SavedState | None] | None = None
 
@@ -139,33 +127,19 @@ class DataFlexSession:
         is_group_estimator: Any = None,
         extra_keys: Iterable[str] = (),
     ) -> MountedStep:
-        """Build the block and check it against ``host`` (see :func:`~dataflex_core.step.mount_step`)."""
-
-        def mount_block(block: Mapping[str, Any]) -> MountedStep:
-            return mount_step(
-                block,
-                host,
-                loss_unit=loss_unit,
-                ctx=ctx,
-                adv_estimator=adv_estimator,
-                is_group_estimator=is_group_estimator,
-                extra_keys=extra_keys,
-            )
-
-        mounted = mount_block(self.block)
+        """Build the block and check it against ``host`` (see :func:`~dataflex_core.runner.mount_step`); the
+        components' state is checked through the checkpoint format."""
+        mounted = mount_step(
+            self.block,
+            host,
+            loss_unit=loss_unit,
+            ctx=ctx,
+            adv_estimator=adv_estimator,
+            is_group_estimator=is_group_estimator,
+            extra_keys=extra_keys,
+        )
         self._step = DataFlexStep(mounted)
-        mechanism = mounted.mechanism
-        if isinstance(mechanism, Filter) and mechanism.settings.draw is not None:
-            # filter.draw: the mix or curriculum that draws the prompts, mounted against the same host
-            inherited = {key: value for key, value in dataflex_block(self.block).items() if key in DRAW_INHERITS}
-            draw = DataFlexStep(mount_block({**inherited, **mechanism.settings.draw}))
-            mechanism.draw = draw
-            mounted.fields = list(dict.fromkeys([*mounted.fields, *draw.mounted.fields]))
-        pipeline = mounted.pipeline
-        roles = {"scorer": pipeline.scorer, "actuator": pipeline.actuator}
-        if isinstance(mechanism, Filter) and mechanism.draw is not None:
-            roles.update(draw_scorer=mechanism.draw.pipeline.scorer, draw_actuator=mechanism.draw.pipeline.actuator)
-        check_component_state(roles, self.state_labels())
+        check_component_state(self.stateful(), self.state_labels())
         return mounted
 
     @property
@@ -203,25 +177,19 @@ class DataFlexSession:
     def ctx(self) -> dict[str, Any]:
         return self.mounted.ctx
 
-    @property
-    def recompute_advantage(self) -> bool:
-        """The host recomputes group advantages on a selector's kept rows (read its estimator's fields too)."""
-        return self.mounted.recompute_advantage
-
     def describe(self) -> str:
-        draw = self._draw_step
-        return self.mounted.describe() + ("" if draw is None else f"; prompts drawn by {draw.mounted.describe()}")
+        return self.mounted.describe()
 
-    @property
-    def _draw_step(self) -> DataFlexStep | None:
-        """``filter.draw``: the step of the mix or curriculum that draws the prompts."""
-        mechanism = self.mechanism
-        return mechanism.draw if isinstance(mechanism, Filter) else None
+    # -- the host seams --------------------------------------------------------------------------------
+    def seam(self, kind: type[S]) -> S | None:
+        """The mounted mechanism's implementation of the host seam ``kind`` (:mod:`dataflex_core.step.seams`), or
+        ``None`` when the mechanism does not use it: a host acts at a seam it declared when this returns one.
 
-    @property
-    def refills_from_train_sampler(self) -> bool:
-        """``filter.draw``: refill prompts come from the train sampler the draw mechanism drives."""
-        return self._draw_step is not None
+        ``session.seam(GenerationRounds)`` (``mechanism: filter``) runs a step's generation rounds;
+        ``session.seam(PromptCounts)`` (``allocate``) gives each prompt its rollouts; ``session.seam(LossWeights)``
+        says the step's result carries weights for the loss (and whether kept rows get new advantages).
+        """
+        return self.step.seam(kind)
 
     def dataset_columns(self) -> list[str]:
         """The dataset columns (names outside the canonical fields) the step or the train sampler reads."""
@@ -242,7 +210,9 @@ class DataFlexSession:
 
     # -- the train sampler ---------------------------------------------------------------------------
     def train_sampler(self, dataset: TrainDataset, *, batch_size: int, seed: int) -> Any:
-        """The sampler of a mechanism that draws the prompts, for the host's train dataloader (``None``: keep yours).
+        """Hand over the train dataset where the framework builds its train dataloader: the sampler to draw the
+        prompts with when the mounted mechanism draws them (the :class:`~dataflex_core.step.seams.TrainSampler`
+        seam), else ``None`` (keep yours). A mechanism that keeps a per-prompt ledger keys it by this dataset.
 
         :param dataset: the train dataset's columns; :param batch_size: prompts per batch (one step's);
         :param seed: the run's data seed.
@@ -250,6 +220,9 @@ class DataFlexSession:
         sampler = self.mechanism.train_sampler(self.step, dataset, batch_size, seed)
         if sampler is not None:
             self.step.sampler = sampler
+            drawn = self.step.seam(TrainSampler)
+            if drawn is not None:
+                drawn.sampler = sampler
         return sampler
 
     @property
@@ -270,69 +243,17 @@ class DataFlexSession:
         importance_weights: torch.Tensor | None = None,
         start: float | None = None,
         advantages: torch.Tensor | None = None,
-        admission: AdmissionRounds | None = None,
+        generation: Any = None,
     ) -> StepResult:
-        """The step on ``batch`` (see :meth:`~dataflex_core.step.DataFlexStep.run`); its metrics include the
-        ``dataflex/compute/*`` counters."""
+        """The step on ``batch`` (see :meth:`~dataflex_core.runner.DataFlexStep.run`); its metrics include the
+        ``dataflex/compute/*`` counters.
+
+        :param generation: what a seam's rounds built the batch from (``session.seam(GenerationRounds).rounds``).
+        """
         return self.step.run(
-            batch, step, importance_weights=importance_weights, start=start, advantages=advantages, admission=admission
-        )
-
-    # -- mechanism filter's generation rounds ----------------------------------------------------
-    def admission(self, groups: int) -> AdmissionRounds:
-        """A step's admission rounds (``mechanism: filter``) for a trained batch of ``groups`` groups.
-
-        The host generates a prompt batch, calls :meth:`admit` on it, and while
-        :attr:`~dataflex_core.mechanisms.filter.AdmissionRounds.needs_refill` generates the next one from
-        :meth:`refill_sampler`; then it builds the trained batch from ``rounds.chosen()`` and calls :meth:`run`
-        on it with ``admission=rounds``.
-        """
-        return self._filter().rounds(groups)
-
-    def admit(self, rounds: AdmissionRounds, batch: Any, step: int) -> torch.Tensor:
-        """Admit one round's groups into ``rounds``; the admitted flag of each group (sorted ``uid`` order)."""
-        prepare_batch(batch)
-        mechanism = self._filter()
-        admitted, rollouts, tokens = mechanism.admit(self.step, batch, step)
-        rounds.add(admitted, rollouts, tokens, mechanism.round_prompts(self.step, batch))
-        return admitted
-
-    def refill_sampler(self, population: int, *, batch_size: int, seed: int) -> BlockSampler:
-        """The sampler of refill rounds (built once; its position travels with the component state): with
-        ``filter.draw`` the train sampler the mix or curriculum drives, so refills are drawn as the dataloader's
-        prompts are."""
-        self._filter()
-        if self.refills_from_train_sampler:
-            if self.sampler is None:
-                raise RuntimeError(
-                    "filter.draw refills from the train sampler, but the host has not built it yet "
-                    "(DataFlexSession.train_sampler)"
-                )
-            return self.sampler
-        if self._refill is None:
-            self._refill = RefillSampler(population, batch_size, seed)
-        return self._refill
-
-    def _filter(self) -> Filter:
-        mechanism = self.mechanism
-        if not isinstance(mechanism, Filter):
-            raise RuntimeError(f"admission rounds belong to mechanism filter, not {mechanism.name!r}")
-        return mechanism
-
-    # -- mechanism allocate's rollout counts ----------------------------------------------------------
-    def allocate(
-        self, prompt_ids: Sequence[Any], step: int, *, rollout_n: int, uids: Sequence[Any] | None = None
-    ) -> torch.Tensor:
-        """The rollouts of each prompt of a batch about to be rolled out (``mechanism: allocate``), int64 ``(n,)``.
-
-        The host generates exactly ``counts[i]`` rollouts for ``prompt_ids[i]`` (its ``dataflex.prompt_key``
-        value) and passes each prompt's group id as ``uids``, so :meth:`run` checks what came back;
-        ``rollout_n`` is the framework's uniform count (the default budget is ``len(prompt_ids) * rollout_n``).
-        """
-        mechanism = self.mechanism
-        if not isinstance(mechanism, Allocate):
-            raise RuntimeError(f"rollout counts belong to mechanism allocate, not {mechanism.name!r}")
-        return mechanism.allocate(self.step, prompt_ids, step, rollout_n=rollout_n, uids=uids)
+            batch, step, importance_weights=importance_weights, start=start, advantages=advantages,
+            generation=generation,
+        )  # fmt: skip
 
     def count(
         self,
@@ -361,18 +282,17 @@ class DataFlexSession:
             "scorer": pipeline.scorer,
             "actuator": pipeline.actuator,
             **self.mechanism.stateful(self.sampler),
-            **({"refill": self._refill} if self._refill is not None else {}),
             "compute": self.step.compute_totals,
         }
 
     def state_labels(self) -> dict[str, str]:
         """How state errors name each component: ``name (dist==version)``."""
         pipeline = self.pipeline
-        labels = {"scorer": pipeline.scorer_spec.label, "actuator": pipeline.actuator_spec.label}
-        draw = self._draw_step
-        if draw is not None:
-            labels.update(draw_scorer=draw.pipeline.scorer_spec.label, draw_actuator=draw.pipeline.actuator_spec.label)
-        return labels
+        return {
+            "scorer": pipeline.scorer_spec.label,
+            "actuator": pipeline.actuator_spec.label,
+            **self.mechanism.state_labels(),
+        }
 
     def encode_state(self, global_steps: int) -> bytes:
         """The component state of this step as the bytes of its file; call before the framework writes anything.

@@ -1,0 +1,38 @@
+"""``mechanism: filter``: admit or evict whole groups after reward, and refill until the batch is full.
+
+One idea per module: its block keys (:mod:`.settings`), one step's rounds (:mod:`.rounds`), the sampler of
+refill prompts (:mod:`.refill`), and the mechanism with its side of the generation-rounds seam
+(:mod:`.mechanism`).
+"""
+
+from .mechanism import Filter, FilterRounds, group_rows
+from .refill import RefillSampler
+from .rounds import FILTER_PREFIX, AdmissionRounds, RoundPrompts
+from .settings import (
+    DRAW_INHERITS,
+    DRAW_MECHANISMS,
+    FILTER_DEFAULTS,
+    LEDGER_KEYS,
+    ON_SHORT,
+    FilterSettings,
+    draw_block,
+    filter_settings,
+)
+
+__all__ = [
+    "DRAW_INHERITS",
+    "DRAW_MECHANISMS",
+    "FILTER_DEFAULTS",
+    "FILTER_PREFIX",
+    "LEDGER_KEYS",
+    "ON_SHORT",
+    "AdmissionRounds",
+    "Filter",
+    "FilterRounds",
+    "FilterSettings",
+    "RefillSampler",
+    "RoundPrompts",
+    "draw_block",
+    "filter_settings",
+    "group_rows",
+]

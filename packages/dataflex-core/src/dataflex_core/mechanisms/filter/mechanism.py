@@ -1,0 +1,370 @@
+"""``mechanism: filter``: admit or evict whole groups after reward, and refill until the batch is full.
+
+``select`` drops groups and the batch shrinks; ``filter`` keeps it full. A
+scorer of the step's rollouts (a ``post_reward`` group scorer such as
+``group_reward_variance``, or any scorer) and a selector decide which GRPO
+groups are *admitted*; a group is admitted when the selector keeps every one
+of its valid rows (keeping part of a group is invalid output: filter admits
+or evicts whole groups), and a group without a valid row is never admitted.
+When fewer than the step's ``groups`` are admitted, the host generates a
+further prompt batch (a *refill*, drawn by :class:`RefillSampler`:
+deterministic given the run's seed, checkpointed) and admits from it, round
+after round, until the batch is full or ``max_rounds`` generation rounds ran
+(:class:`AdmissionRounds`). The trained batch is then the first ``groups``
+admitted groups in generation order; admitted groups beyond them are the
+surplus (dropped: generated, never trained). A step that is still short after
+``max_rounds`` follows ``on_short``: ``raise`` (default: a clear error naming
+the caps) or ``backfill`` (the batch is completed with evicted groups in
+generation order, counted in ``dataflex/filter/backfilled_groups``); it never
+trains on a smaller batch.
+
+The loss is the framework's own on the admitted groups (their advantages were
+computed within each group, so they are unchanged); the host recounts its
+token normaliser. Hosts that cannot generate within a step refuse ``filter``
+at mount (``HostCapabilities.refill``).
+
+Every generated response feeds the per-prompt ledger (:mod:`dataflex_core.ledger`)
+when ``prompt_key`` names the dataset column of the prompt ids: each round's
+rows are recorded after the step, those of the trained batch as trained, those
+of evicted and surplus groups as filtered, so a prompt's ``rollouts`` =
+``rollouts_trained`` + ``rollouts_filtered`` and, summed over the prompts,
+the ledger's counts are the run's ``dataflex/compute/*`` totals (responses
+with no token, which the ledger leaves out, aside).
+
+Config (``dataflex:`` block): ``filter: {max_rounds: 4, on_short: raise}``,
+``prompt_key`` (unset: no ledger), ``success_threshold`` and ``ledger.load``
+as for ``mechanism: curriculum``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, ClassVar
+
+import numpy as np
+import torch
+
+from ...config import DataFlexPipeline
+from ...contracts import check_selection, group_admission
+from ...errors import ConfigError, IncompatibleComponentError, InvalidOutputError
+from ...groups import group_index, segment_count
+from ...ledger import PromptIds, PromptLedger
+from ...normalize import valid_sample_mask, valid_token_counts
+from ...precomputed import prepare_batch
+from ...step.context import StepContext
+from ...step.dataset import dataset_column
+from ...step.host import HostCapabilities
+from ...step.outputs import checked_scores, component_label
+from ...step.result import StepResult
+from ...step.seams import GenerationRounds, S, Seam, StepRounds
+from ..base import Mechanism, check_rollout_time
+from ..curriculum import REWARD_FIELD, Curriculum, curriculum_settings, row_rewards
+from .refill import RefillSampler
+from .rounds import AdmissionRounds, RoundPrompts
+from .settings import DRAW_INHERITS, LEDGER_KEYS, FilterSettings, filter_settings
+
+
+def group_rows(batch: Any) -> tuple[torch.Tensor, int]:
+    """``(index, groups)``: each row's group (by ``uid``, in sorted order) and the number of groups."""
+    uid = batch.non_tensor_batch.get("uid")
+    if uid is None:
+        raise ConfigError("mechanism filter admits whole GRPO groups, but the step's rows carry no 'uid'")
+    index, groups = group_index(uid)
+    return torch.as_tensor(index, dtype=torch.long), int(groups)
+
+
+class Filter(Mechanism):
+    """A selector admits whole groups; the host refills rounds until ``groups`` are admitted."""
+
+    name: ClassVar[str] = "filter"
+    actuator_kind: ClassVar[str] = "selector"
+    keys: ClassVar[Mapping[str, Any]] = {"filter": None, **LEDGER_KEYS}
+    seams: ClassVar[tuple[type[Seam], ...]] = (GenerationRounds,)
+    fallback: ClassVar[str] = "admitting every group"
+    settings: FilterSettings
+
+    def __init__(self, block: Mapping[str, Any]) -> None:
+        super().__init__(block)
+        #: The per-prompt ledger every round feeds (built with the train sampler; ``None`` without prompt_key).
+        self.prompt_ledger: PromptLedger | None = None
+        #: ``filter.draw``: the mix or curriculum that draws the prompts, and the step it runs in (the runner
+        #: mounts it, :meth:`nested`, and hands it over, :meth:`adopt`).
+        self.draw: StepContext | None = None
+        self.draw_mechanism: Mechanism | None = None
+        #: The sampler of refill rounds without ``filter.draw`` (built by :meth:`prepare_refills`).
+        self.refill: RefillSampler | None = None
+        #: The host keys ``filter.draw`` takes from the block (``on_invalid``, ``call_budget_s``).
+        self._inherited = {key: block[key] for key in DRAW_INHERITS if key in block}
+
+    @property
+    def draw_curriculum(self) -> bool:
+        """A curriculum draws the prompts: its history is the ledger, fed with every round."""
+        return isinstance(self.draw_mechanism, Curriculum)
+
+    # -- filter.draw: the mechanism that draws the prompts, mounted by the runner ------------------------
+    def nested(self) -> dict[str, Mapping[str, Any]]:
+        draw = self.settings.draw
+        return {} if draw is None else {"draw": {**self._inherited, **draw}}
+
+    def adopt(self, role: str, mechanism: Mechanism, step: StepContext) -> None:
+        self.draw, self.draw_mechanism = step, mechanism
+
+    def describe_nested(self, role: str, text: str) -> str:
+        return f"prompts drawn by {text}"
+
+    def state_labels(self) -> dict[str, str]:
+        draw = self.draw
+        if draw is None:
+            return {}
+        return {"draw_scorer": draw.pipeline.scorer_spec.label, "draw_actuator": draw.pipeline.actuator_spec.label}
+
+    # -- the host seam -----------------------------------------------------------------------------
+    def refusal(self, seam: type[Seam], host: HostCapabilities, reason: str) -> str:
+        return (
+            f"mechanism filter keeps the batch full by generating further prompt batches within a step, but "
+            f"{host.name} cannot refill: {reason or 'it has no generation rounds'}. Use mechanism "
+            "select to train on the admitted groups alone (the batch shrinks)"
+        )
+
+    def implement(self, seam: type[S], step: StepContext) -> S:
+        if seam is GenerationRounds:
+            return FilterRounds(self, step)  # type: ignore[return-value]
+        return super().implement(seam, step)
+
+    def prepare_refills(self, population: int, batch_size: int, seed: int) -> None:
+        """Build the refill sampler (once), unless ``filter.draw``'s train sampler draws the refills."""
+        if self.draw is None and self.refill is None:
+            self.refill = RefillSampler(population, batch_size, seed)
+
+    def refill_sampler(self) -> Any:
+        """The sampler of refill prompt batches: with ``filter.draw`` the train sampler the mix or curriculum drives
+        (refills are drawn as the dataloader's prompts are), else the filter's own."""
+        if self.draw is not None:
+            if self.draw.sampler is None:
+                raise RuntimeError(
+                    "filter.draw refills from the train sampler, but the host has not built it yet "
+                    "(DataFlexSession.train_sampler)"
+                )
+            return self.draw.sampler
+        if self.refill is None:
+            raise RuntimeError(
+                "mechanism filter's refill sampler is not built yet: the host calls "
+                "session.seam(GenerationRounds).prepare(...) where it builds its train dataloader"
+            )
+        return self.refill
+
+    @property
+    def ledger_key(self) -> str | None:
+        """The dataset column the step's rows must carry for the ledger (``None``: no ledger)."""
+        draw = self.settings.draw
+        if draw is not None and draw["mechanism"] == "curriculum":
+            return curriculum_settings(draw).prompt_key
+        return self.settings.prompt_key
+
+    def parse(self, block: Mapping[str, Any]) -> FilterSettings:
+        return filter_settings(block)
+
+    @classmethod
+    def check(cls, pipeline: DataFlexPipeline, host: HostCapabilities, loss_unit: str | None) -> None:
+        check_rollout_time(pipeline, host, cls.name)
+        if not getattr(pipeline.actuator, "admits_groups", False):
+            raise IncompatibleComponentError(
+                f"{pipeline.actuator_spec.kind} {pipeline.actuator_spec.label} does not declare admits_groups; "
+                "mechanism filter admits or evicts whole groups, so its selector must promise to keep or drop "
+                "each group whole on a group scorer's scores: use threshold_band, or declare "
+                "admits_groups = True on your selector and certify it (nox -s conformance)"
+            )
+        if bool(pipeline.actuator.recompute_advantage):
+            raise IncompatibleComponentError(
+                f"{pipeline.actuator_spec.kind} {pipeline.actuator_spec.label} keeps part of each group "
+                "(recompute_advantage=True); mechanism filter admits or evicts whole groups: pick a selector of "
+                "whole groups (threshold_band on a group scorer)"
+            )
+
+    def fields(self, pipeline: DataFlexPipeline) -> list[str]:
+        key = self.ledger_key
+        ledger = [] if key is None else [REWARD_FIELD, key]
+        return list(dict.fromkeys([*pipeline.requires, "uid", *ledger]))
+
+    def dataset_columns(self, pipeline: DataFlexPipeline) -> list[str]:
+        key = self.settings.prompt_key
+        own = [] if key is None else [key]
+        draw = (
+            []
+            if self.draw is None or self.draw_mechanism is None
+            else self.draw_mechanism.dataset_columns(self.draw.pipeline)
+        )
+        return list(dict.fromkeys([*own, *draw]))
+
+    def train_sampler(self, step: StepContext, dataset: Any, batch_size: int, seed: int) -> Any:
+        """With ``filter.draw``, the draw mechanism's sampler (the dataloader's and the refills' prompts; a
+        curriculum's history is then the ledger); else ``None``: the host keeps its prompt order, refills come
+        from :class:`RefillSampler`, and with ``prompt_key`` the ledger is keyed here by the train dataset's
+        prompt ids (and warm-started from ``ledger.load``)."""
+
+        draw, mechanism = self.draw, self.draw_mechanism
+        if draw is not None and mechanism is not None:
+            if draw.sampler is None:
+                draw.sampler = mechanism.train_sampler(draw, dataset, batch_size, seed)
+            if self.draw_curriculum:
+                self.prompt_ledger = draw.sampler.history
+            else:
+                self._own_ledger(dataset)
+            return draw.sampler
+        self._own_ledger(dataset)
+        return None
+
+    def _own_ledger(self, dataset: Any) -> None:
+        settings = self.settings
+        if settings.prompt_key is None or self.prompt_ledger is not None:
+            return
+        key = settings.prompt_key
+        ids = dataset_column(
+            dataset, key, what=f"dataflex.prompt_key={key!r}",
+            fix="give every row a unique id in a column and set dataflex.prompt_key to it",
+        )  # fmt: skip
+        self.prompt_ledger = PromptLedger(PromptIds(ids, key), settings.success_threshold)
+        if settings.ledger_load is not None:  # a warm start; a resumed checkpoint's state replaces it
+            self.prompt_ledger.load(settings.ledger_load)
+
+    def stateful(self, sampler: Any) -> dict[str, Any]:
+        draw, mechanism = self.draw, self.draw_mechanism
+        refill = {} if self.refill is None else {"refill": self.refill}
+        if draw is None or mechanism is None:
+            return {**refill, **({} if self.prompt_ledger is None else {"ledger": self.prompt_ledger})}
+        roles = {"draw_scorer": draw.pipeline.scorer, "draw_actuator": draw.pipeline.actuator}
+        roles.update({f"draw_{role}": value for role, value in mechanism.stateful(draw.sampler).items()})
+        if self.prompt_ledger is not None and not self.draw_curriculum:
+            roles["ledger"] = self.prompt_ledger
+        return roles
+
+    def restored(self, sampler: Any, host: HostCapabilities) -> None:
+        if self.draw is not None and self.draw_mechanism is not None:
+            self.draw_mechanism.restored(self.draw.sampler, host)
+
+    def ledger(self, sampler: Any) -> PromptLedger | None:
+        return self.prompt_ledger
+
+    def round_prompts(self, step: StepContext, batch: Any) -> RoundPrompts | None:
+        """One round's valid responses for the ledger (``None`` without one): prompt ids, rewards, tokens, group."""
+        if self.prompt_ledger is None:
+            return None
+        key = self.ledger_key
+        sub, _ = step.components_batch(batch)
+        ids = sub.non_tensor_batch.get(key)
+        if ids is None:
+            raise ConfigError(
+                f"mechanism filter keys its ledger by the dataset column dataflex.prompt_key={key!r}, but the "
+                "step's rows do not carry it; carry it into the rollouts or set prompt_key to a column that is"
+            )
+        valid = valid_sample_mask(sub).cpu()
+        index, _ = group_rows(sub)
+        return RoundPrompts(
+            ids=np.asarray(ids, dtype=object)[valid.numpy()],
+            rewards=row_rewards(sub)[valid].cpu(),
+            tokens=valid_token_counts(sub).cpu()[valid],
+            group=index[valid],
+        )
+
+    def record(self, rounds: AdmissionRounds, chosen: list[torch.Tensor], step_id: int) -> dict[str, float]:
+        """Every round's valid responses into the ledger: trained when their group is in the batch, else filtered.
+
+        A curriculum drawing the prompts takes them as its step (its history and its scorer's ``observe``: what
+        every prompt did, evicted ones included); its metrics are returned.
+        """
+        ledger = self.prompt_ledger
+        parts = [(p, keep) for p, keep in zip(rounds.prompts, chosen) if p is not None]
+        if ledger is None or not parts:
+            return {}
+        ids = np.concatenate([p.ids for p, _ in parts])
+        rows = ledger.ids.rows(ids, f"the rows of step {step_id}")
+        trained = torch.cat([torch.isin(p.group, keep) for p, keep in parts])
+        rewards = torch.cat([p.rewards for p, _ in parts])
+        tokens = torch.cat([p.tokens for p, _ in parts])
+        if isinstance(self.draw_mechanism, Curriculum) and self.draw is not None:
+            return self.draw_mechanism.feed(self.draw, rows, rewards, tokens, step_id, trained=trained)
+        ledger.record(rows, rewards, step_id, tokens=tokens, trained=trained)
+        return {}
+
+    def run_draw(self, step: StepContext, batch: Any, step_id: int) -> dict[str, float]:
+        """A mix drawing the prompts: its step on the trained batch (its scorer, then new proportions)."""
+        draw, mechanism = self.draw, self.draw_mechanism
+        if draw is None or mechanism is None or self.draw_curriculum or draw.idle(step_id) is not None:
+            return {}
+        result, _ = draw.on_invalid.attempt(
+            lambda: mechanism.run(draw, batch, step_id, None), step=step_id, instead=mechanism.fallback
+        )
+        return {} if result is None else result.metrics
+
+    def rounds(self, groups: int) -> AdmissionRounds:
+        """A new step's admission over generation rounds, for a batch of ``groups`` groups."""
+        return AdmissionRounds(int(groups), self.settings)
+
+    def admit(self, step: StepContext, batch: Any, step_id: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """One round's admission: ``(admitted, rollouts, tokens)`` per group (groups in sorted ``uid`` order,
+        :func:`~dataflex_core.groups.group_index`).
+
+        Under ``on_invalid: uniform`` an invalid selection admits every group with a valid row.
+        """
+        sub, _ = step.components_batch(batch)
+        index, groups = group_rows(sub)
+        valid = valid_sample_mask(sub).cpu()
+        rollouts = segment_count(index, groups, torch.ones_like(valid)).to(torch.long)
+        tokens = torch.zeros(groups, dtype=torch.long).index_add_(0, index, valid_token_counts(sub).cpu())
+        has_valid = segment_count(index, groups, valid) > 0
+        keep, _ = step.on_invalid.attempt(lambda: self._kept(step, sub, step_id), step=step_id, instead=self.fallback)
+        if keep is None:
+            return has_valid, rollouts, tokens
+        admitted, partial = group_admission(keep, index, groups, valid)
+        if bool(partial.any()):
+            raise InvalidOutputError(
+                f"{component_label(step.pipeline, 'actuator')} kept part of {int(partial.sum())} group(s) at step "
+                f"{step_id}; mechanism filter admits or evicts whole groups: use a group scorer (granularity "
+                "prompt, e.g. group_reward_variance) with a band selector (threshold_band)"
+            )
+        return admitted, rollouts, tokens
+
+    def _kept(self, step: StepContext, batch: Any, step_id: int) -> torch.Tensor:
+        scores = checked_scores(step.calls, batch, step_id, step.ctx)
+        output = step.calls.call("actuator", "act", scores, batch, at_step=step_id, step_id=step_id, **step.ctx)
+        return check_selection(output, batch, owner=component_label(step.pipeline, "actuator"), step=step_id)
+
+    def run(self, step: StepContext, batch: Any, step_id: int, importance_weights: torch.Tensor | None) -> StepResult:
+        """The trained batch, after the rounds the host ran (``step.generation``): its metrics and compute counts."""
+        rounds = step.generation
+        if not isinstance(rounds, AdmissionRounds):
+            raise RuntimeError(
+                "mechanism filter runs on the batch its generation rounds built; the host must admit each round "
+                "through session.seam(GenerationRounds) and pass the rounds to DataFlexSession.run(generation=...)"
+            )
+        chosen = rounds.chosen()
+        metrics = rounds.metrics(chosen)
+        metrics.update(self.record(rounds, chosen, step_id))
+        metrics.update(self.run_draw(step, batch, step_id))
+        return StepResult(metrics, compute=rounds.counts(chosen))
+
+
+class FilterRounds(GenerationRounds):
+    """``mechanism: filter``'s side of the generation-rounds seam: what the host calls each step."""
+
+    def __init__(self, mechanism: Filter, step: StepContext) -> None:
+        self.mechanism = mechanism
+        self.step = step
+
+    def prepare(self, population: int, *, batch_size: int, seed: int) -> None:
+        self.mechanism.prepare_refills(population, batch_size, seed)
+
+    def refill_sampler(self) -> Any:
+        return self.mechanism.refill_sampler()
+
+    def rounds(self, groups: int) -> AdmissionRounds:
+        return self.mechanism.rounds(groups)
+
+    def admit(self, rounds: StepRounds, batch: Any, step: int) -> torch.Tensor:
+        if not isinstance(rounds, AdmissionRounds):
+            raise TypeError(f"mechanism filter admits into the rounds it made (rounds()), not {rounds!r}")
+        prepare_batch(batch)
+        mechanism = self.mechanism
+        admitted, rollouts, tokens = mechanism.admit(self.step, batch, step)
+        rounds.add(admitted, rollouts, tokens, mechanism.round_prompts(self.step, batch))
+        return admitted

@@ -1,0 +1,125 @@
+"""One step's generation rounds under ``mechanism: filter``: which groups each round admitted, which the batch keeps.
+
+The trained batch is the first ``groups`` admitted groups in generation order; admitted groups beyond them
+are the surplus (generated, never trained). A step still short after ``max_rounds`` follows ``on_short``:
+``raise`` or ``backfill`` (evicted groups in generation order complete the batch).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+
+from ...errors import InvalidOutputError
+from ...step.result import PREFIX
+from ...step.seams import StepRounds
+from .settings import FilterSettings
+
+#: The prefix of the filter's metrics.
+FILTER_PREFIX = f"{PREFIX}filter/"
+
+
+@dataclass(frozen=True)
+class RoundPrompts:
+    """One round's valid responses, for the ledger: their prompt ids, rewards, tokens and group."""
+
+    ids: np.ndarray
+    rewards: torch.Tensor
+    tokens: torch.Tensor
+    group: torch.Tensor
+
+
+@dataclass
+class AdmissionRounds(StepRounds):
+    """One step's generation rounds: which groups each admitted, and which groups the trained batch keeps.
+
+    :param groups: the groups the trained batch must have (the step's prompts).
+    :param settings: the caps and the short-step policy.
+    """
+
+    groups: int
+    settings: FilterSettings
+    #: Per round: the admitted flag of each of its groups (in the round's group order).
+    admitted: list[torch.Tensor] = field(default_factory=list)
+    #: Per round: each group's rollouts and response tokens.
+    rollouts: list[torch.Tensor] = field(default_factory=list)
+    tokens: list[torch.Tensor] = field(default_factory=list)
+    #: Per round: its valid responses for the ledger (``None`` without one).
+    prompts: list[RoundPrompts | None] = field(default_factory=list)
+
+    def add(
+        self, admitted: torch.Tensor, rollouts: torch.Tensor, tokens: torch.Tensor, prompts: RoundPrompts | None = None
+    ) -> None:
+        """Record one round's groups (bool, rollouts and tokens per group) and its responses for the ledger."""
+        self.admitted.append(admitted.to(torch.bool).cpu())
+        self.rollouts.append(rollouts.to(torch.long).cpu())
+        self.tokens.append(tokens.to(torch.long).cpu())
+        self.prompts.append(prompts)
+
+    @property
+    def rounds(self) -> int:
+        return len(self.admitted)
+
+    @property
+    def admitted_groups(self) -> int:
+        return int(sum(int(a.sum()) for a in self.admitted))
+
+    @property
+    def needs_refill(self) -> bool:
+        """Too few admitted groups and another round allowed: the host generates one more prompt batch."""
+        return self.admitted_groups < self.groups and self.rounds < self.settings.max_rounds
+
+    def chosen(self) -> list[torch.Tensor]:
+        """Per round, the indices of its groups the trained batch keeps, in generation order.
+
+        :raises InvalidOutputError: still short after ``max_rounds`` with ``on_short: raise``.
+        """
+        short = self.groups - self.admitted_groups
+        if short > 0 and self.settings.on_short == "raise":
+            raise InvalidOutputError(
+                f"mechanism filter admitted {self.admitted_groups} of the {self.groups} groups the batch needs after "
+                f"{self.rounds} generation round(s) (dataflex.filter.max_rounds={self.settings.max_rounds}); raise "
+                "max_rounds, widen the selector's band, or set dataflex.filter.on_short=backfill to complete the "
+                "batch with evicted groups"
+            )
+        left, backfill = self.groups, max(short, 0)
+        out = []
+        for admitted in self.admitted:
+            keep = admitted.nonzero().flatten()[:left]
+            left -= len(keep)
+            out.append(keep)
+        if backfill:  # evicted groups in generation order complete the batch
+            for i, admitted in enumerate(self.admitted):
+                extra = (~admitted).nonzero().flatten()[:backfill]
+                backfill -= len(extra)
+                out[i] = torch.sort(torch.cat([out[i], extra])).values
+        return out
+
+    def counts(self, chosen: list[torch.Tensor]) -> dict[str, int]:
+        """The compute counts of the rows outside the trained batch (:func:`~dataflex_core.compute.compute_counters`)."""
+        evicted_rollouts = evicted_tokens = 0
+        for keep, rollouts, tokens in zip(chosen, self.rollouts, self.tokens):
+            out = torch.ones(len(rollouts), dtype=torch.bool)
+            out[keep] = False
+            evicted_rollouts += int(rollouts[out].sum())
+            evicted_tokens += int(tokens[out].sum())
+        return {
+            "evicted_rollouts": evicted_rollouts,
+            "evicted_tokens": evicted_tokens,
+            "generation_rounds": self.rounds,
+            "refills": self.rounds - 1,
+        }
+
+    def metrics(self, chosen: list[torch.Tensor]) -> dict[str, float]:
+        total = sum(len(a) for a in self.admitted)
+        kept_admitted = sum(int(a[keep].sum()) for a, keep in zip(self.admitted, chosen))
+        return {
+            f"{FILTER_PREFIX}admitted_groups": float(self.admitted_groups),
+            f"{FILTER_PREFIX}generated_groups": float(total),
+            f"{FILTER_PREFIX}admitted_fraction": self.admitted_groups / max(total, 1),
+            f"{FILTER_PREFIX}trained_groups": float(sum(len(keep) for keep in chosen)),
+            f"{FILTER_PREFIX}surplus_groups": float(self.admitted_groups - kept_admitted),
+            f"{FILTER_PREFIX}backfilled_groups": float(sum(len(keep) for keep in chosen) - kept_admitted),
+        }

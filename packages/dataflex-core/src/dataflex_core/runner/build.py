@@ -1,0 +1,50 @@
+"""A ``dataflex:`` block built on its own, outside a host: its mechanism resolved, its pipeline built for it.
+
+What a user tries in a notebook or a script (``dataflex_core.build_from_config``) and what a demo checks
+before a run starts; a host mounts instead (:func:`~dataflex_core.runner.mount_step`), which also checks
+the block against what the host can do.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from ..block import dataflex_block
+from ..config import DEFAULT_MECHANISM, DataFlexPipeline, build_pipeline, check_block_keys
+from ..errors import ConfigError
+from ..mechanisms.registry import get_mechanism
+from ..registry import Registry
+
+
+def build_from_config(
+    dataflex_cfg: Any,
+    *,
+    adv_estimator: str | None = None,
+    is_group_estimator: Callable[[str], bool | None] | None = None,
+    extra_keys: Iterable[str] = (),
+    registry: Registry | None = None,
+) -> DataFlexPipeline:
+    """Build the scorer and actuator described by a ``dataflex:`` block, the actuator of its mechanism's kind.
+
+    :param dataflex_cfg: dict or OmegaConf node with ``mechanism``, ``scorer``,
+        ``actuator`` and ``warmup_step`` (plus any ``extra_keys``).
+    :param adv_estimator: the host's advantage estimator, for the ``needs_groups`` check; ``None`` skips it.
+    :param is_group_estimator: the host's answer to "does this estimator use ``uid`` groups?"
+        (see :func:`~dataflex_core.config.build_pipeline`).
+    :param extra_keys: block keys the host reads itself (kept in ``.extra``).
+    :param registry: components to build from; defaults to the installed plugins.
+    """
+    if dataflex_cfg is None:
+        raise ConfigError("the dataflex block is empty; give at least scorer and actuator")
+    block = dataflex_block(dataflex_cfg)
+    check_block_keys(block, extra_keys)
+    mechanism = get_mechanism(block.get("mechanism", DEFAULT_MECHANISM))  # an unknown name lists the registered ones
+    return build_pipeline(
+        block,
+        actuator_kind=mechanism.actuator_kind,
+        adv_estimator=adv_estimator,
+        is_group_estimator=is_group_estimator,
+        extra_keys=extra_keys,
+        registry=registry,
+    )

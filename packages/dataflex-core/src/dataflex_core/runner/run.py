@@ -1,0 +1,203 @@
+"""The host-agnostic step: mount the ``dataflex:`` block against a host, then run its mechanism once per step.
+
+Every host runs the same step once per training step, on the whole step's
+batch in the canonical vocabulary (:mod:`dataflex_core.step.fields`):
+
+1. the warm-up rule: before ``warmup_step`` the step does nothing (a
+   mechanism that records history meanwhile says so: ``runs_in_warmup``);
+2. prepare the batch's shared values once (:func:`~dataflex_core.prepare_batch`:
+   valid masks, token counts, the ``uid`` group index); components see only
+   the real rows (the framework's ``is_padding`` rows removed);
+3. a step with no valid token (every row padding or an empty response: a
+   reward function that scored nothing, every completion masked) is left to
+   the framework as it is: no component is called, nothing is written, and
+   ``dataflex/empty_step`` counts it (:meth:`~dataflex_core.mechanisms.Mechanism.skip`
+   notes the step for a mechanism that keeps history);
+4. run the mechanism (:mod:`dataflex_core.mechanisms`): scorer -> actuator,
+   each call under the rules of :mod:`.calls` (read-only inputs, named
+   exceptions, the framework's process-wide settings kept, a budget), output
+   checked by :mod:`dataflex_core.contracts`; a mechanism that weighs the loss
+   normalises in the loss's unit and composes with any importance weights the
+   framework already applies (:mod:`.weights`);
+5. ``on_invalid``: invalid plugin output (a component's exception included)
+   raises, or with ``on_invalid: uniform`` leaves the step as the framework
+   would run it (a counted fallback, :class:`InvalidOutputPolicy`);
+6. stamp the ``dataflex/*`` metrics every step carries (active, fallbacks,
+   empty steps, hook time).
+
+The host does the rest: reading its framework's fields, writing the weights
+where its loss multiplies them in (verl: ``rollout_is_weights``; TRL: the
+advantages). :class:`~dataflex_core.session.DataFlexSession` is the one object
+a host holds: it pins the plugins, mounts, builds the train sampler and
+carries the state around this step.
+
+Components get ``ctx`` keyword arguments: ``loss_unit`` in every host plus the
+host's own (verl: ``loss_agg_mode``, ``adv_estimator``; TRL: ``loss_type``,
+``adv_estimator``), and actuators also ``step_id``.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import torch
+
+from ..batch import Batch
+from ..compute import ComputeTotals, compute_counters
+from ..mechanisms.base import Mechanism
+from ..normalize import valid_token_mask
+from ..precomputed import prepare_batch
+from ..step.context import StepContext
+from ..step.result import PREFIX, StepResult
+from ..step.seams import S, Seam
+from .mount import MountedStep
+
+
+class DataFlexStep(StepContext):
+    """Runs a :class:`~dataflex_core.runner.MountedStep` once per training step.
+
+    It is the :class:`~dataflex_core.step.context.StepContext` its mechanism runs in.
+
+    :param mounted: the mounted pipeline.
+    :param sampler: the train sampler its mechanism drives (mix, curriculum), when the host built one.
+    """
+
+    def __init__(self, mounted: MountedStep, sampler: Any = None) -> None:
+        super().__init__(
+            mounted.pipeline,
+            mounted.host,
+            loss_unit=mounted.loss_unit,
+            ctx=mounted.ctx,
+            on_invalid=mounted.on_invalid,
+            call_budget_s=mounted.call_budget_s,
+            runs_in_warmup=mounted.mechanism.runs_in_warmup,
+            sampler=sampler,
+        )
+        self.mounted = mounted
+        #: Steps that had no valid token, over the run.
+        self.empty_steps = 0
+        #: The run's cumulative ``dataflex/compute/*`` counts (checkpointed with the component state).
+        self.compute_totals = ComputeTotals()
+        #: The steps of the mechanisms this one drives (``filter.draw``), by role, handed to the mechanism.
+        self.nested = {role: DataFlexStep(inner) for role, inner in mounted.nested.items()}
+        for role, inner in self.nested.items():
+            mounted.mechanism.adopt(role, inner.mechanism, inner)
+        #: The mechanism's implementation of each host seam it needs (:meth:`seam`), built on first use.
+        self._seams: dict[type[Seam], Seam] = {}
+
+    @property
+    def mechanism(self) -> Mechanism:
+        return self.mounted.mechanism
+
+    def seam(self, kind: type[S]) -> S | None:
+        """The mechanism's implementation of the host seam ``kind``; ``None`` when the mechanism does not use it.
+
+        :raises TypeError: ``kind`` is not a :class:`~dataflex_core.step.seams.Seam` subclass.
+        """
+        if not (isinstance(kind, type) and issubclass(kind, Seam)):
+            raise TypeError(
+                f"seam(kind) takes a seam class of dataflex_core.step.seams (e.g. GenerationRounds), got {kind!r}"
+            )
+        if kind not in self.mechanism.seams:
+            return None
+        held = self._seams.get(kind)
+        if held is None:
+            held = self.mechanism.implement(kind, self)
+            if not isinstance(held, kind):
+                raise TypeError(
+                    f"mechanism {self.mechanism.name!r} implements the seam {kind.name!r} with {held!r}, which is "
+                    f"not a {kind.__qualname__}"
+                )
+            self._seams[kind] = held
+        return held  # type: ignore[return-value]
+
+    def count(
+        self,
+        response_mask: torch.Tensor,
+        advantages: torch.Tensor | None = None,
+        *,
+        is_padding: torch.Tensor | None = None,
+        kept: torch.Tensor | None = None,
+        **mechanism_counts: int,
+    ) -> dict[str, float]:
+        """The step's ``dataflex/compute/*`` counters and the run's totals (:func:`~dataflex_core.compute.compute_counters`).
+
+        :meth:`run` calls it; a host calls it itself on a step it does not run (before ``warmup_step``).
+        """
+        return compute_counters(
+            response_mask, advantages, is_padding=is_padding, kept=kept, totals=self.compute_totals,
+            **mechanism_counts,
+        )  # fmt: skip
+
+    def run(
+        self,
+        batch: Batch,
+        step: int,
+        *,
+        importance_weights: torch.Tensor | None = None,
+        start: float | None = None,
+        advantages: torch.Tensor | None = None,
+        generation: Any = None,
+    ) -> StepResult:
+        """The mechanism on ``batch``: weights (or a kept mask) for the loss, or an update of the train sampler.
+
+        :param batch: the step's fields (:attr:`MountedStep.fields`) plus ``response_mask`` and optionally a
+            bool ``is_padding`` ``(bs,)``; components see only the non-padding rows.
+        :param importance_weights: ``(bs, L)`` weights the framework already applies; loss weights compose
+            with them (:func:`~dataflex_core.step.weights.finalize`).
+        :param start: ``time.perf_counter()`` when the host's hook began, so ``dataflex/hook_time_s`` counts
+            the host's own I/O too.
+        :param advantages: ``(bs, L)`` or ``(bs,)`` the framework's advantages when ``batch`` does not carry them
+            (the compute counters count trained rows whose advantage is zero as wasted).
+        :param generation: what built ``batch`` when the host generated it through a seam in rounds or stages
+            (the :class:`~dataflex_core.step.seams.GenerationRounds` seam's ``rounds``); the mechanism reads it as
+            ``step.generation`` during this call.
+        :raises InvalidOutputError: invalid plugin output, with ``on_invalid: raise``.
+        """
+        start = time.perf_counter() if start is None else start
+        if advantages is None:
+            advantages = batch.batch.get("advantages")
+        self.generation = generation
+        try:
+            return self._run(batch, step, importance_weights, start, advantages)
+        finally:
+            self.generation = None
+
+    def _run(
+        self,
+        batch: Batch,
+        step: int,
+        importance_weights: torch.Tensor | None,
+        start: float,
+        advantages: torch.Tensor | None,
+    ) -> StepResult:
+        idle = self.idle(step)
+        if idle is not None:
+            idle.update(self._count(batch, advantages, StepResult(idle)))
+            return StepResult(idle)
+        prepare_batch(batch)  # masks, token counts and uid groups: computed once for the whole step
+        mechanism = self.mechanism
+        empty = not bool(valid_token_mask(batch).any())
+        if empty:  # nothing to score or weigh: the framework's step as it is, no component called
+            self.empty_steps += 1
+            result = StepResult(mechanism.skip(self, batch, step))
+        else:
+            result, fell_back = self.on_invalid.attempt(
+                lambda: mechanism.run(self, batch, step, importance_weights), step=step, instead=mechanism.fallback
+            )
+            if result is None:
+                result = StepResult({}, fallback=fell_back)
+        result.metrics[f"{PREFIX}active"] = 1.0 if self.active(step) else 0.0
+        result.metrics[f"{PREFIX}uniform_fallback"] = 1.0 if result.fallback else 0.0
+        result.metrics[f"{PREFIX}uniform_fallback_total"] = float(self.uniform_fallbacks)
+        result.metrics[f"{PREFIX}empty_step"] = 1.0 if empty else 0.0
+        result.metrics[f"{PREFIX}empty_step_total"] = float(self.empty_steps)
+        result.metrics.update(self._count(batch, advantages, result))
+        return result.timed(start)
+
+    def _count(self, batch: Batch, advantages: torch.Tensor | None, result: StepResult) -> dict[str, float]:
+        return self.count(
+            batch.batch["response_mask"], advantages, is_padding=batch.batch.get("is_padding"), kept=result.kept,
+            **result.compute,
+        )  # fmt: skip

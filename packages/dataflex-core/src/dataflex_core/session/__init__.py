@@ -1,0 +1,46 @@
+"""DataFlex inside one training run: the one object a host creates and calls at its framework's seams.
+
+The lifecycle a host drives is :class:`DataFlexSession` (:mod:`.lifecycle`); this package's face is the one
+import a host needs: the session and what a host declares (:class:`HostCapabilities`, :class:`FieldSupport`,
+the seams and :class:`SeamSupport`) and receives (:class:`StepResult`, a seam's implementation).
+"""
+
+from .lifecycle import (
+    LOSS_UNITS,
+    SEAMS,
+    SEQUENCE_UNIT,
+    TOKEN_UNIT,
+    DataFlexSession,
+    FieldSupport,
+    GenerationRounds,
+    HostCapabilities,
+    LossWeights,
+    PromptCounts,
+    Seam,
+    SeamSupport,
+    StepResult,
+    StepRounds,
+    TrainDataset,
+    TrainSampler,
+    dataset_column,
+)
+
+__all__ = [
+    "LOSS_UNITS",
+    "SEAMS",
+    "SEQUENCE_UNIT",
+    "TOKEN_UNIT",
+    "DataFlexSession",
+    "FieldSupport",
+    "GenerationRounds",
+    "HostCapabilities",
+    "LossWeights",
+    "PromptCounts",
+    "Seam",
+    "SeamSupport",
+    "StepResult",
+    "StepRounds",
+    "TrainDataset",
+    "TrainSampler",
+    "dataset_column",
+]

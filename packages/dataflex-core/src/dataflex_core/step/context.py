@@ -1,0 +1,102 @@
+"""What a mechanism sees of the step that runs it: the pipeline, the host, the component calls, the policies.
+
+A mechanism (:mod:`dataflex_core.mechanisms`) runs inside the runner's step
+(:class:`~dataflex_core.runner.DataFlexStep`, which is a :class:`StepContext`), but it builds only on
+what this class offers, so the mechanisms sit below the runner that mounts and runs them: the mounted
+pipeline and host, the loss unit and the components' ``ctx``, every call into a component
+(:mod:`.calls`), ``dataflex.on_invalid`` (:mod:`.on_invalid`), the warm-up rule, the train sampler the
+mechanism drives, and what the framework's padding rows mean for the components (they never see them).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import torch
+
+from ..batch import Batch
+from ..config import DataFlexPipeline
+from .calls import ComponentCalls
+from .host import HostCapabilities
+from .on_invalid import InvalidOutputPolicy
+from .result import PREFIX
+
+
+class StepContext:
+    """The running step as a mechanism uses it.
+
+    :param pipeline: the mounted pipeline (its scorer and actuator).
+    :param host: what the host declared for this run.
+    :param loss_unit: ``token`` or ``sequence``: the unit loss weights have mean one in.
+    :param ctx: keyword context every component call gets (``loss_unit`` included).
+    :param on_invalid: ``raise`` or ``uniform`` (:class:`~dataflex_core.step.on_invalid.InvalidOutputPolicy`).
+    :param call_budget_s: seconds after which a component call still running is warned about (``None``: never).
+    :param runs_in_warmup: the mechanism runs before ``warmup_step`` too (it records what it needs meanwhile).
+    :param sampler: the train sampler the mechanism drives (mix, curriculum), when already built.
+    """
+
+    def __init__(
+        self,
+        pipeline: DataFlexPipeline,
+        host: HostCapabilities,
+        *,
+        loss_unit: str,
+        ctx: Mapping[str, Any],
+        on_invalid: str = "raise",
+        call_budget_s: float | None = None,
+        runs_in_warmup: bool = False,
+        sampler: Any = None,
+    ) -> None:
+        self.pipeline = pipeline
+        self.host = host
+        self.loss_unit = loss_unit
+        self.ctx: dict[str, Any] = dict(ctx)
+        self.runs_in_warmup = runs_in_warmup
+        self.on_invalid = InvalidOutputPolicy(on_invalid)
+        #: Every call into the pipeline's components goes through these (:mod:`.calls`).
+        self.calls = ComponentCalls(pipeline, budget_s=call_budget_s)
+        #: The train sampler of a mechanism that draws the prompts (set when the host builds its dataloader).
+        self.sampler = sampler
+        #: What built this step's batch when the host generated it in rounds or stages (a seam's state for the
+        #: step, handed to :meth:`~dataflex_core.runner.DataFlexStep.run`); ``None`` otherwise.
+        self.generation: Any = None
+
+    @property
+    def uniform_fallbacks(self) -> int:
+        return self.on_invalid.fallbacks
+
+    def active(self, step: int) -> bool:
+        """True once ``step`` has reached ``warmup_step``."""
+        return self.pipeline.active(step)
+
+    def idle(self, step: int) -> dict[str, float] | None:
+        """The metrics of a step that does nothing (before ``warmup_step``), or ``None`` when the step runs."""
+        if self.active(step) or self.runs_in_warmup:
+            return None
+        return {f"{PREFIX}active": 0.0}
+
+    def components_batch(self, batch: Batch) -> tuple[Batch, torch.Tensor | None]:
+        """``batch`` without framework padding rows, and the kept-row mask (``None`` when nothing was removed)."""
+        padding = batch.batch.get("is_padding")
+        if padding is None or not bool(padding.any()):
+            return _without_padding_field(batch), None
+        real = ~padding.bool()
+        return _without_padding_field(batch.select_rows(real)), real
+
+    def on_real_rows(self, batch: Batch, compute: Callable[[Batch], torch.Tensor]) -> torch.Tensor:
+        """``compute`` on the real rows of ``batch``; its ``(n, ...)`` output scattered back to every row (0 on
+        padding)."""
+        sub, real = self.components_batch(batch)
+        values = compute(sub)
+        if real is None:
+            return values
+        full = torch.zeros((len(batch), *values.shape[1:]), dtype=torch.float32, device=values.device)
+        full[real.to(values.device)] = values.to(torch.float32)
+        return full
+
+
+def _without_padding_field(batch: Batch) -> Batch:
+    if "is_padding" not in batch.batch:
+        return batch
+    return Batch({k: v for k, v in batch.batch.items() if k != "is_padding"}, batch.non_tensor_batch, batch.meta_info)

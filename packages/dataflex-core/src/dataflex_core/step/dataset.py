@@ -1,0 +1,34 @@
+"""The train dataset as a train sampler reads it: the one view of a framework's dataset every host hands over.
+
+A mechanism that draws the prompts (mix, curriculum) or keeps a per-prompt ledger (filter, allocate) reads
+the train dataset's columns where the host builds its train dataloader
+(:meth:`~dataflex_core.session.DataFlexSession.train_sampler`). Each host wraps its framework's dataset in
+this view (verl's ``RLHFDataset``, a ``datasets`` table), so the mechanisms read columns one way.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Protocol
+
+from ..errors import ConfigError
+
+
+class TrainDataset(Protocol):
+    """The train dataset as a train sampler reads it: its columns, one value per row, in row order."""
+
+    def __len__(self) -> int: ...
+
+    def columns(self) -> list[str] | None:
+        """The column names, or ``None`` when they cannot be known up front."""
+
+    def column(self, name: str) -> Sequence[Any]:
+        """Every row's value of column ``name``."""
+
+
+def dataset_column(dataset: TrainDataset, name: str, *, what: str, fix: str) -> Sequence[Any]:
+    """Column ``name`` of the train dataset; a column it lacks is one error saying ``what`` needs it and the ``fix``."""
+    names = dataset.columns()
+    if names is not None and name not in names:
+        raise ConfigError(f"{what} is not a column of the train dataset (columns: {names}); {fix}")
+    return dataset.column(name)
