@@ -236,12 +236,12 @@ def test_state_that_cannot_be_saved_from_the_start_stops_the_trainers_constructo
 
 
 def test_a_failed_write_after_trls_files_leaves_no_checkpoint_trl_would_resume_from(make_trainer, monkeypatch):
-    import dataflex_core.session
+    from dataflex_core.session import lifecycle
 
     def disk_full(folder, data):
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(dataflex_core.session, "write_component_state", disk_full)
+    monkeypatch.setattr(lifecycle, "write_component_state", disk_full)  # the name the session writes through
     trainer = make_trainer("dapo", BLOCK, max_steps=1, save_strategy="steps", save_steps=1)
     with pytest.raises(OSError, match="No space left on device"):
         trainer.train()
