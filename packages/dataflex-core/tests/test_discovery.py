@@ -280,3 +280,57 @@ def test_two_distributions_may_reuse_an_entry_point_name(fake_site, only_plugins
     registry = get_plugin_manager().registry()
     assert registry.get("scorer", "disc_length").dist == "disc-one"
     assert registry.get("reweighter", "disc_uniform_two").dist == "disc-two"
+
+
+ONE_HOOK = """
+    import torch
+    from dataflex_core import Scorer, Selector, hookimpl
+
+    class Ones(Scorer):
+        name = "disc_ones"
+
+        def score(self, batch, step_id, **ctx):
+            return torch.ones(len(batch))
+
+    class KeepAll(Selector):
+        def act(self, scores, batch, **ctx):
+            return torch.arange(len(scores))
+
+    @hookimpl
+    def dataflex_register_components(register):
+        register(Ones)
+        register(KeepAll, "disc_keep_all")
+"""
+
+ONE_HOOK_NOT_A_COMPONENT = """
+    from dataflex_core import hookimpl
+
+    class Plain:
+        name = "disc_plain"
+
+    @hookimpl
+    def dataflex_register_components(register):
+        register(Plain)
+"""
+
+
+def test_one_registration_hook_reads_each_component_kind_from_its_base_class(fake_site, only_plugins):
+    fake_site.add_dist("disc-onehook", "0.2", {"disc_onehook": ONE_HOOK}, {"disc_onehook": "disc_onehook"})
+    only_plugins("disc-onehook")
+    registry = get_plugin_manager().registry()
+    assert registry.get("scorer", "disc_ones").dist == "disc-onehook"
+    assert registry.get("selector", "disc_keep_all").dist == "disc-onehook"
+    assert registry.find_kind("disc_ones") == ["scorer"]
+
+
+def test_one_registration_hook_refuses_a_class_with_no_component_base(fake_site, only_plugins):
+    fake_site.add_dist(
+        "disc-plain", "0.1", {"disc_plain": ONE_HOOK_NOT_A_COMPONENT}, {"disc_plain": "disc_plain"}
+    )
+    only_plugins("disc-plain")
+    manager = get_plugin_manager()
+    manager.registry()
+    [failure] = manager.all_failures
+    assert failure.plugin.dist == "disc-plain"
+    assert "subclasses no component base" in failure.message
+    assert "dataflex_core.Scorer" in failure.message

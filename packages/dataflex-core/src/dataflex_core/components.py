@@ -315,3 +315,17 @@ BASE_CLASSES: dict[str, type[Component]] = {
     "sampler": Sampler,
     "allocator": Allocator,
 }
+
+
+def kind_of(cls: object) -> str | None:
+    """The component kind ``cls`` is, read from its base class; None if it subclasses none.
+
+    Why: one registration hook serves every kind, so a new kind costs only its
+    base class (added to :data:`BASE_CLASSES`) and its contract.
+    """
+    if not isinstance(cls, type):
+        return None
+    for kind, base in BASE_CLASSES.items():
+        if issubclass(cls, base):
+            return kind
+    return None

@@ -117,34 +117,11 @@ class _DecoratedComponents:
     def __init__(self, components: list[DecoratedComponent]) -> None:
         self.components = list(components)
 
-    def _register(self, kind: str, register: Callable[..., Any]) -> None:
+    @hookspecs.hookimpl
+    def dataflex_register_components(self, register):
+        # One hook for every kind: the registry reads each class's kind from its base.
         for item in self.components:
-            if item.kind == kind:
-                register(item.cls, item.name)
-
-    @hookspecs.hookimpl
-    def dataflex_register_scorers(self, register):
-        self._register("scorer", register)
-
-    @hookspecs.hookimpl
-    def dataflex_register_reweighters(self, register):
-        self._register("reweighter", register)
-
-    @hookspecs.hookimpl
-    def dataflex_register_selectors(self, register):
-        self._register("selector", register)
-
-    @hookspecs.hookimpl
-    def dataflex_register_mixers(self, register):
-        self._register("mixer", register)
-
-    @hookspecs.hookimpl
-    def dataflex_register_samplers(self, register):
-        self._register("sampler", register)
-
-    @hookspecs.hookimpl
-    def dataflex_register_allocators(self, register):
-        self._register("allocator", register)
+            register(item.cls, item.name)
 
 
 class DataFlexPluginManager(pluggy.PluginManager):
@@ -286,7 +263,8 @@ class DataFlexPluginManager(pluggy.PluginManager):
         """Each plugin's ``(kind, name, cls)`` registrations; a plugin whose hook fails registers nothing."""
         by_plugin: dict[str, list[tuple[str, str | None, type]]] = {}
         failed: dict[str, PluginFailure] = {}
-        for kind, hook_name in hookspecs.REGISTRATION_HOOKS.items():
+        hooks = [(None, hookspecs.COMPONENTS_HOOK), *hookspecs.REGISTRATION_HOOKS.items()]
+        for kind, hook_name in hooks:
             for impl in getattr(self.hook, hook_name).get_hookimpls():
                 plugin_name = (self.get_name(impl.plugin) or "").removesuffix("[decorated]")
                 if plugin_name in failed:
@@ -295,7 +273,8 @@ class DataFlexPluginManager(pluggy.PluginManager):
                 staged = by_plugin.setdefault(plugin_name, [])
 
                 def register(cls: type, name: str | None = None, *, _kind=kind, _info=info, _staged=staged) -> None:
-                    _staged.append((_kind, Registry.checked_name(_kind, name, cls, _info), cls))
+                    kind_ = _kind or Registry.checked_kind(cls, _info)
+                    _staged.append((kind_, Registry.checked_name(kind_, name, cls, _info), cls))
 
                 try:
                     impl.function(**{arg: register for arg in impl.argnames})

@@ -24,6 +24,24 @@ Register = Callable[..., Any]
 
 
 @hookspec
+def dataflex_register_components(register: Register) -> None:
+    """Register the plugin's components of every kind through one callback.
+
+    :param register: callback ``register(cls, name=None)``; the kind is read
+        from the class's base (:class:`~dataflex_core.Scorer`,
+        :class:`~dataflex_core.Reweighter`, :class:`~dataflex_core.Selector`,
+        :class:`~dataflex_core.Mixer`, :class:`~dataflex_core.Sampler`,
+        :class:`~dataflex_core.Allocator`); ``name`` defaults to ``cls.name``.
+        A class that subclasses none of them fails this plugin's registration
+        with an error naming the class and the bases.
+    :returns: nothing. Duplicate names and failing hooks behave as for the
+        per-kind hooks below, which stay as aliases for one release.
+
+    .. versionadded:: 0.5
+    """
+
+
+@hookspec
 def dataflex_register_scorers(register: Register) -> None:
     """Register the plugin's :class:`~dataflex_core.Scorer` classes.
 
@@ -117,7 +135,10 @@ def dataflex_register_allocators(register: Register) -> None:
     """
 
 
-#: Which hook registers which kind of component.
+#: The one hook for every kind; the kind comes from the class (``components.kind_of``).
+COMPONENTS_HOOK = "dataflex_register_components"
+
+#: Per-kind aliases of :data:`COMPONENTS_HOOK`, kept for one release: which hook registers which kind.
 REGISTRATION_HOOKS = {
     "scorer": "dataflex_register_scorers",
     "reweighter": "dataflex_register_reweighters",

@@ -6,7 +6,7 @@ import difflib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from .components import BASE_CLASSES, KINDS
+from .components import BASE_CLASSES, KINDS, kind_of
 from .errors import DeclarationError, DuplicateComponentError
 
 
@@ -93,6 +93,17 @@ class Registry:
 
     components: dict[str, dict[str, ComponentSpec]] = field(default_factory=lambda: {kind: {} for kind in KINDS})
     clashes: dict[tuple[str, str], NameClash] = field(default_factory=dict)
+
+    @staticmethod
+    def checked_kind(cls: type, plugin: PluginInfo) -> str:
+        """The kind ``cls`` is, from its base class; :class:`DeclarationError` if it has none."""
+        kind = kind_of(cls)
+        if kind is None:
+            bases = ", ".join(f"dataflex_core.{base.__name__}" for base in BASE_CLASSES.values())
+            raise DeclarationError(
+                f"plugin {plugin.label} registers {cls!r}, which subclasses no component base; subclass one of {bases}"
+            )
+        return kind
 
     @staticmethod
     def checked_name(kind: str, name: str | None, cls: type, plugin: PluginInfo) -> str:
