@@ -13,14 +13,12 @@ change what a host hands it.
 
 from __future__ import annotations
 
-import io
-
 import torch
 
 from dataflex_core.contracts import SUM_TOLERANCE, below_floor, nearly_uniform, sums_to_one, tolerance_text
 
 from .batches import score_range_of
-from .checks_common import _guarded_call, close, max_difference
+from .checks_common import _guarded_call, close, max_difference, resumed
 from .guarded import FieldGuard
 from .probe import STEP_ID, Probe
 from .prompt_batches import PromptSample
@@ -112,25 +110,14 @@ def check_candidate_order_free(probe: PromptProbe) -> None:
 
 
 def check_state_round_trip(probe: PromptProbe) -> None:
-    """``state_dict`` after observing, saved as a checkpoint is and loaded into a fresh instance, gives the same
-    scores: a resumed run continues where it stopped."""
+    """``state_dict`` after observing, saved and read back as a resume reads it (``weights_only=True``) into a
+    fresh instance, gives the same scores: a resumed run continues where it stopped."""
     sample = probe.sample()
     trained = probe.component()
     probe.observe(trained, sample)
-    buffer = io.BytesIO()
-    try:
-        torch.save(trained.state_dict(), buffer)
-        buffer.seek(0)
-        state = torch.load(buffer, weights_only=False)
-        resumed = probe.component()
-        resumed.load_state_dict(state)
-    except Exception as exc:  # noqa: BLE001
-        raise probe.fail(
-            f"saving and restoring state_dict() raised {type(exc).__name__}: {exc}, expected state that "
-            "torch.save writes and load_state_dict restores"
-        ) from exc
+    resumed_scorer = resumed(probe, trained)
     before = probe.readable(trained.score(sample.batch, STEP_ID), sample)
-    after = probe.readable(resumed.score(sample.batch, STEP_ID), sample)
+    after = probe.readable(resumed_scorer.score(sample.batch, STEP_ID), sample)
     if not close(before, after):
         diff, where = max_difference(before, after)
         raise probe.fail(
