@@ -63,5 +63,6 @@ def _suite_of(cls: type, test: str) -> type[SeamSuite] | None:
     """The suite that defines ``test`` among ``cls``'s bases (``None``: a test of the host's own)."""
     for base in cls.__mro__:
         if test in vars(base):
-            return base if isinstance(base, type) and issubclass(base, SeamSuite) and base is not SeamSuite else None
+            declares = "seam" in vars(base) or "needs" in vars(base)  # a suite says what it needs; a host's class not
+            return base if issubclass(base, SeamSuite) and declares else None
     return None
