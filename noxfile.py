@@ -56,7 +56,8 @@ def host_env(path: Path) -> str:
     if env not in TEST_ENVS:
         raise ValueError(
             f"{path / 'pyproject.toml'}: [tool.dataflex.host] env = {env!r}; expected one of {', '.join(TEST_ENVS)} "
-            "(the environment whose framework the host's tests need; 'verl' for a framework of its own, as the template)"
+            "(the environment whose framework the host's tests need; 'verl' for a framework of its own, as the "
+            "template)"
         )
     return env
 
