@@ -491,8 +491,8 @@ def allocation_note(summaries: dict[str, dict[str, Any]]) -> str | None:
         if allocation["fallback_steps"] == allocation["steps"]:
             why = (
                 "the allocator was never asked (every step was before warmup_step, or its output was invalid "
-                "under on_invalid: uniform; see dataflex/allocate/fallback): lower the block's warmup_step below --steps, "
-                "or fix what the allocator's error said"
+                "under on_invalid: uniform; see dataflex/allocate/fallback): lower the block's warmup_step below "
+                "--steps, or fix what the allocator's error said"
             )
         elif allocation["seen_before_max"] == 0.0:
             why = (
