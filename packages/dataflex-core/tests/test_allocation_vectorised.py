@@ -20,7 +20,8 @@ def heap_greedy(value, num_prompts, budget, n_min, n_max):
         return counts
 
     def gain(count, i):
-        return float(value(torch.full((num_prompts,), count + 1)).double()[i] - value(torch.full((num_prompts,), count)).double()[i])
+        after = value(torch.full((num_prompts,), count + 1)).double()[i]
+        return float(after - value(torch.full((num_prompts,), count)).double()[i])
 
     heap = [(-gain(n_min, i), n_min, i) for i in range(num_prompts)]
     heapq.heapify(heap)
@@ -40,7 +41,8 @@ def concave(weights, exponents):
 def test_equals_brute_force_optimum_on_small_cases(seed):
     g = torch.Generator().manual_seed(seed)
     n, n_min, n_max, budget = 3, 1, 5, 9
-    value = concave(torch.rand(n, generator=g, dtype=torch.float64), 0.3 + 0.6 * torch.rand(n, generator=g, dtype=torch.float64))
+    weights = torch.rand(n, generator=g, dtype=torch.float64)
+    value = concave(weights, 0.3 + 0.6 * torch.rand(n, generator=g, dtype=torch.float64))
     best = max(
         (c for c in itertools.product(range(n_min, n_max + 1), repeat=n) if sum(c) == budget),
         key=lambda c: float(value(torch.tensor(c)).sum()),
@@ -70,7 +72,9 @@ def test_flat_values_spread_evenly_and_one_hungry_prompt_takes_the_rest():
     flat = lambda c: torch.zeros(len(c), dtype=torch.float64)  # noqa: E731
     assert greedy_allocation(flat, 4, 11, 2, None).tolist() == [3, 3, 3, 2]
     # one prompt gains from every rollout: the levels grow past the first guess until it stops
-    hungry = lambda c: torch.where(torch.arange(len(c)) == 2, c.double().sqrt(), torch.zeros(len(c), dtype=torch.float64))  # noqa: E731
+    def hungry(c):
+        return torch.where(torch.arange(len(c)) == 2, c.double().sqrt(), torch.zeros(len(c), dtype=torch.float64))
+
     assert greedy_allocation(hungry, 4, 200, 2, None).tolist() == [2, 2, 194, 2]
     assert greedy_allocation(hungry, 4, 200, 2, 60).tolist() == [47, 47, 60, 46]
     assert torch.equal(greedy_allocation(hungry, 4, 200, 2, 60), heap_greedy(hungry, 4, 200, 2, 60))

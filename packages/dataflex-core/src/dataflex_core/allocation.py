@@ -74,7 +74,8 @@ def greedy_allocation(
             gain = (current - previous)[active]
             if bool(gain.isnan().any()):
                 bad = int(active[gain.isnan()][0])
-                raise ValueError(f"the allocation value gave a NaN gain for prompt {bad} at {n_min + level + 1} rollouts")
+                count = n_min + level + 1
+                raise ValueError(f"the allocation value gave a NaN gain for prompt {bad} at {count} rollouts")
             gains.append(gain)
             owners.append(active)
             previous = current
