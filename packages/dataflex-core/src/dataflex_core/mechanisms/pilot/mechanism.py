@@ -31,6 +31,7 @@ from ...groups import segment_count
 from ...normalize import valid_sample_mask, valid_token_counts
 from ...precomputed import prepare_batch
 from ...step.context import StepContext
+from ...step.host import HostCapabilities
 from ...step.result import StepResult
 from ...step.seams import S, Seam, StagedGeneration, StepStages
 from ..curriculum import REWARD_FIELD, row_rewards
@@ -59,6 +60,13 @@ class Pilot(Filter):
         if seam is StagedGeneration:
             return PilotStagedGeneration(self, step)  # type: ignore[return-value]
         return super().implement(seam, step)
+
+    def refusal(self, seam: type[Seam], host: HostCapabilities, reason: str) -> str:
+        why = reason or f"it does not declare the {seam.name} seam (HostCapabilities.seams)"
+        return (
+            f"mechanism 'pilot' needs the host to {seam.does}, but {host.name} cannot: {why}. Use mechanism filter "
+            "where the host generates further prompt batches (whole groups before admission)"
+        )
 
     def fields(self, pipeline: DataFlexPipeline) -> list[str]:
         return list(dict.fromkeys([*pipeline.requires, "uid", REWARD_FIELD]))
@@ -90,19 +98,19 @@ class Pilot(Filter):
             stages.record(uid, tokens)
             return
         asked = stages.requests[-1].uids
-        admitted, _, _ = self.admit(step, batch, step_id)  # per group, in sorted uid order of the real rows
+        admitted, _, _ = self.admit(step, batch, step_id)  # per group, in group_rows' order of the real rows
         sub, _ = step.components_batch(batch)
         index, groups = group_rows(sub)
         valid = valid_sample_mask(sub).cpu()
         rewards = torch.zeros(groups, dtype=torch.float64).index_add_(0, index, torch.where(valid, row_rewards(sub), 0))
         mean = rewards / segment_count(index, groups, valid).clamp(min=1)
-        present = torch.unique(uid[uid >= 0])  # sorted, as group_rows orders the groups
-        at = torch.searchsorted(present, asked).clamp(max=max(len(present) - 1, 0))
-        found = (present[at] == asked) if len(present) else torch.zeros(len(asked), dtype=torch.bool)
-        per_prompt = torch.zeros(len(asked), dtype=torch.bool)
-        per_prompt[found] = admitted[at[found]]
-        per_mean = torch.zeros(len(asked), dtype=torch.float64)
-        per_mean[found] = mean[at[found]].to(torch.float64)
+        sub_uid = torch.as_tensor(sub.non_tensor_batch["uid"].astype("int64"), dtype=torch.long)
+        group_uid = torch.full((groups,), -1, dtype=torch.long).scatter_(0, index, sub_uid)  # group_rows' order
+        match = asked.unsqueeze(1) == group_uid.unsqueeze(0)  # (requested, groups)
+        found = match.any(1)
+        at = match.to(torch.long).argmax(1)
+        per_prompt = found & admitted[at]
+        per_mean = torch.where(found, mean[at].to(torch.float64), 0.0)
         stages.record(uid, tokens, per_prompt, per_mean)
 
     def run(self, step: StepContext, batch: Any, step_id: int, importance_weights: torch.Tensor | None) -> StepResult:
