@@ -206,10 +206,25 @@ def install_plugins_with(session: nox.Session) -> list[str]:
     return args
 
 
+def installs_nothing(session: nox.Session) -> bool:
+    """Whether nox skips this session's installs: ``-R`` (``--no-install``) on a virtualenv it reused."""
+    runner = session._runner  # nox has no public flag; session.install reads these same two
+    venv = runner.venv
+    return bool(runner.global_config.no_install and venv is not None and getattr(venv, "_reused", False))
+
+
 def announce_install(session: nox.Session, what: str, minutes: int) -> None:
-    """Say what the silent install is doing, and how long it takes, before it starts."""
+    """Say what the silent install is doing, and how long it takes, before it starts; under ``-R``, that the
+    session reuses its virtualenv and installs nothing (the ``--with`` plugins still are)."""
+    where = os.path.relpath(session.virtualenv.location, ROOT)
+    if installs_nothing(session):
+        session.log(
+            f"reusing {where} (nox -R: nothing installed; run `nox -s {session.name}` without -R after changing a "
+            "pyproject or pulling)"
+        )
+        return
     session.log(
-        f"installing {what} into {os.path.relpath(session.virtualenv.location, ROOT)} (about {minutes} min, quiet; "
+        f"installing {what} into {where} (about {minutes} min, quiet; "
         f"`nox -R -s {session.name}` reuses it while this checkout is unchanged)"
     )
 
@@ -261,6 +276,7 @@ def evidence(session: nox.Session) -> None:
     resumes); the table, plots and each family's runs go to ``dataflex_evidence/`` (docs/evidence.md has the results
     and the machine). ``--quick`` is CI's smoke test, not evidence.
     """
+    announce_install(session, "a CPU torch, TRL 1.16 and DataFlex from this checkout", 2)
     install_torch(session)
     session.install(*TRL_STACK, *(rel(d) for d in [CORE, *plugin_dirs(), TRL_HOST]), f"{rel(LAB)}[trl]")
     session.run("dataflex-trl", "evidence", *session.posargs)
@@ -270,6 +286,7 @@ def evidence(session: nox.Session) -> None:
 def evidence_verl(session: nox.Session) -> None:
     """The evidence campaign's verl rows (``allocate`` against verl's plain trainer), in a venv of their own: verl's
     fit loop cannot run beside trl. Same options and workdir as ``nox -s evidence``, whose table takes these runs."""
+    announce_install(session, "a CPU torch, verl 0.9.1, TransferQueue and DataFlex from this checkout", 3)
     install_torch(session)
     session.install(*VERL_STACK, *(rel(d) for d in [CORE, *plugin_dirs(), HOST]), f"{rel(LAB)}[verl]")
     session.run("python", "-m", "dataflex_lab.trl.evidence", *session.posargs)
