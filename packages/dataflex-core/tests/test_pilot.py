@@ -104,7 +104,7 @@ def test_more_stages_screen_the_prompts_still_lacking_until_the_caps():
         ({"max_stages": 1}, r"pilot.max_stages must be an integer >= 2"),
         ({"keep": "yes"}, r"pilot.keep must be true"),
         ({"on_short": "shrink"}, r"on_short='shrink' is not one of raise, backfill"),
-        ({"draw": {"mechanism": "curriculum"}}, r"pilot.draw takes a mix block"),
+        ({"draw": {"mechanism": "mix"}}, r"pilot.draw is not supported yet"),
     ],
 )
 def test_bad_settings_are_refused_at_mount_naming_the_key(pilot, message):

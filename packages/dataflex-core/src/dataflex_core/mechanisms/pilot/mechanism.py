@@ -14,8 +14,8 @@ group); every generated rollout is in the ``dataflex/compute/*`` counters (the p
 trained batch as filtered), so ``dataflex compare --x rollouts`` charges the screening.
 
 Config (``dataflex:`` block): ``pilot: {prompts: 2, rollouts: 2, keep: true, max_stages: 3, max_screened,
-on_short: raise, draw}``; ``draw`` is a mix block that draws the screened prompts (else a seeded shuffle of
-the dataset, checkpointed).
+on_short: raise}``; the screened prompts come from a seeded shuffle of the dataset, checkpointed (drawing them
+through a mix or curriculum, ``pilot.draw``, is refused until a host provides both seams).
 """
 
 from __future__ import annotations
