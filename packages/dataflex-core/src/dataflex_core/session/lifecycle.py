@@ -65,7 +65,19 @@ from ..step.dataset import TrainDataset, dataset_column
 from ..step.fields import is_canonical
 from ..step.host import FieldSupport, HostCapabilities, SeamSupport
 from ..step.result import StepResult
-from ..step.seams import SEAMS, GenerationRounds, LossWeights, PromptCounts, S, Seam, StepRounds, TrainSampler
+from ..step.seams import (
+    SEAMS,
+    GenerationRounds,
+    LossWeights,
+    PromptCounts,
+    S,
+    Seam,
+    StagedGeneration,
+    StageRequests,
+    StepRounds,
+    StepStages,
+    TrainSampler,
+)
 from ..step.state import (
     SavedState,
     Stateful,
@@ -91,8 +103,11 @@ __all__ = [
     "SEAMS",
     "Seam",
     "SeamSupport",
+    "StagedGeneration",
+    "StageRequests",
     "StepResult",
     "StepRounds",
+    "StepStages",
     "TrainSampler",
     "TrainDataset",
     "dataset_column",
