@@ -134,3 +134,27 @@ def test_the_summarys_step_time_is_the_compute_tables_figure_with_a_validation_b
     assert finished["summary"]["sync"]["step_s_median"] == 2.0  # steps 2-4: 3.0, 2.0, 2.0
     (first,) = [run for run in runs_from_demo(document) if run.arm == "sync" and run.seed == 0]
     assert median_step_time(first) == 2.0
+
+
+def test_dataflex_compare_on_the_demos_json_compares_what_the_demo_compared(tmp_path, capsys):
+    """Issue 40.5: the demo compared the held-out reward, `dataflex compare` on its JSON the training score."""
+    import json
+
+    from dataflex_core.cli import main as dataflex_main
+    from dataflex_lab.compare import compare_runs
+
+    path = tmp_path / "repeat.json"
+    said: list[str] = []
+    document = demo_report.demo_document("verl", [0, 1], family_document()["runs"], {})
+    names = HostMetrics(reward=VALIDATION, step_time=VERL.step_time)
+    demo_report.finish(document, names=names, baseline="sync", title="t", json_path=path,
+                       plot_path=tmp_path / "p.png", say=said.append)  # fmt: skip
+    written = json.loads(path.read_text())
+    assert written["metric"] == VALIDATION
+    (metric,) = compare_runs(written, baseline="sync").metrics
+    assert metric.metric == VALIDATION
+    assert VALIDATION in "\n".join(said)  # the demo's own comparison, the same metric
+    capsys.readouterr()
+    assert dataflex_main(["compare", str(path), "--baseline", "sync"]) == 0
+    out = capsys.readouterr().out
+    assert VALIDATION in out and "critic/score/mean" not in out
