@@ -158,3 +158,19 @@ def test_dataflex_compare_on_the_demos_json_compares_what_the_demo_compared(tmp_
     assert dataflex_main(["compare", str(path), "--baseline", "sync"]) == 0
     out = capsys.readouterr().out
     assert VALIDATION in out and "critic/score/mean" not in out
+
+
+def test_building_the_verl_demos_model_prints_no_progress_bar(tmp_path, capfd):
+    """Issue 40.10: a `Writing model shards: 0%` line in every verl run."""
+    import pytest
+
+    pytest.importorskip("transformers")
+    from transformers.utils import logging as hf_logging
+
+    from dataflex_lab.verl.cpu_loop.model import build_model
+
+    hf_logging.enable_progress_bar()
+    build_model(tmp_path / "model", seed=0)
+    assert (tmp_path / "model" / "config.json").is_file()
+    assert "Writing model shards" not in capfd.readouterr().err
+    assert hf_logging.is_progress_bar_enabled()  # put back as it was
