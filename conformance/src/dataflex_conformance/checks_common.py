@@ -117,12 +117,13 @@ def check_needs_groups_declared(probe: Probe) -> None:
 # -- purity -------------------------------------------------------------------------------
 
 
-def _changed_fields(before: Sample, after: Sample) -> list[str]:
+def changed_batch(where: str, b: Any, a: Any) -> list[str]:
+    """What differs between batch ``b`` (a snapshot) and ``a`` (after a call), each change named under ``where``:
+    the one comparison behind every purity check, the batch side's and the prompt side's."""
     changes = []
-    b, a = before.batch, after.batch
     for where, old, new in (
-        ("batch.batch", b.batch, a.batch),
-        ("batch.non_tensor_batch", b.non_tensor_batch, a.non_tensor_batch),
+        (f"{where}.batch", b.batch, a.batch),
+        (f"{where}.non_tensor_batch", b.non_tensor_batch, a.non_tensor_batch),
     ):
         for key in sorted(set(old) | set(new)):
             if key not in new:
@@ -138,6 +139,11 @@ def _changed_fields(before: Sample, after: Sample) -> list[str]:
                     changes.append(f"{where}[{key!r}] ({count} of {o.numel()} values changed)")
             elif not np.array_equal(old[key], new[key]):
                 changes.append(f"{where}[{key!r}] changed")
+    return changes
+
+
+def _changed_fields(before: Sample, after: Sample) -> list[str]:
+    changes = changed_batch("batch", before.batch, after.batch)
     if not torch.equal(before.domain_index, after.domain_index):
         changes.append("ctx['domain_index'] changed")
     return changes

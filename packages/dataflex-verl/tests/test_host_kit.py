@@ -38,6 +38,11 @@ class VerlHarness(HostHarness):
         trainer.global_steps = 1
         return trainer
 
+    def capabilities(self):
+        from dataflex_verl.mount import capabilities
+
+        return capabilities(self.make_config([f"actor_rollout_ref.actor.loss_agg_mode={self.loss_agg_mode}"]), "v1")
+
     def advantage_step(self, trainer, seed: int):
         meta = sandbox.put_rollout(sandbox.synthetic_rollout(num_prompts=4, n=4, padding_rows=2, seed=seed))
         metrics: dict = {}

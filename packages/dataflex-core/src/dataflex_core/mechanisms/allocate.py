@@ -43,7 +43,7 @@ from ..allocation import even_split
 from ..config import DataFlexPipeline
 from ..contracts import GROUP_MIN_ROLLOUTS, allocation_problem, check_allocation, check_prompt_scores
 from ..errors import ConfigError
-from ..ledger import LEDGER_KEY, PromptIds, PromptLedger, ledger_load_path
+from ..ledger import LEDGER_KEY, PromptIds, PromptLedger, ledger_load_path, success_threshold_setting
 from ..normalize import valid_token_counts
 from ..step.context import StepContext
 from ..step.dataset import dataset_column
@@ -123,12 +123,8 @@ def allocate_settings(block: Mapping[str, Any]) -> AllocateSettings:
             f"dataflex.prompt_key must name the dataset column that identifies each prompt, got {key!r}; "
             "e.g. prompt_key: index (verl copies extra_info.index into it)"
         )
-    threshold = block.get("success_threshold")
-    if threshold is not None and (isinstance(threshold, bool) or not isinstance(threshold, (int, float))):
-        raise ConfigError(f"dataflex.success_threshold must be a number or unset, got {threshold!r}")
-    return AllocateSettings(
-        budget, n_min, n_max, key, None if threshold is None else float(threshold), ledger_load_path(block)
-    )
+    threshold = success_threshold_setting(block.get("success_threshold"))
+    return AllocateSettings(budget, n_min, n_max, key, threshold, ledger_load_path(block))
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,137 @@
+"""The host kit's own components (``hostkit_*``, registered on import) and the blocks its suites run.
+
+They live here, not in a plugin, so a host runs the kit with no plugin installed.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from dataflex_core import (
+    Reweighter,
+    Scorer,
+    Selector,
+    mean_one,
+    register_reweighter,
+    register_scorer,
+    register_selector,
+    valid_sample_mask,
+)
+
+
+# -- the suite's components ------------------------------------------------------------------------------------
+def _mean_abs_advantage(batch: Any) -> torch.Tensor:
+    mask = batch.batch["response_mask"].bool()
+    adv = torch.where(mask, batch.batch["advantages"].abs().to(torch.float32), torch.zeros(()))
+    return adv.sum(-1) / mask.sum(-1).clamp(min=1)
+
+
+@register_scorer("hostkit_constant")
+class ConstantScorer(Scorer):
+    """Every row scores 0.5: with ``hostkit_linear`` every valid token gets weight 1."""
+
+    requires = ["advantages"]
+
+    def score(self, batch, step_id, **ctx):
+        return torch.full((len(batch),), 0.5)
+
+
+@register_scorer("hostkit_advantage")
+class AdvantageScorer(Scorer):
+    """Each response's mean ``|advantage|``: weights that differ between rows."""
+
+    requires = ["advantages"]
+
+    def score(self, batch, step_id, **ctx):
+        return _mean_abs_advantage(batch)
+
+
+@register_scorer("hostkit_nan")
+class NaNScorer(Scorer):
+    """NaN for every valid row: output the step must refuse."""
+
+    requires = ["advantages"]
+
+    def score(self, batch, step_id, **ctx):
+        out = torch.ones(len(batch))
+        out[valid_sample_mask(batch)] = float("nan")
+        return out
+
+
+@register_scorer("hostkit_counter")
+class CounterScorer(Scorer):
+    """Counts the rows and steps it scored, and sums their scores: state a checkpoint must carry."""
+
+    requires = ["advantages"]
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.rows = 0
+        self.steps: list[int] = []
+        self.total = torch.zeros((), dtype=torch.float64)
+
+    def score(self, batch, step_id, **ctx):
+        scores = _mean_abs_advantage(batch)
+        self.rows += len(batch)
+        self.steps.append(int(step_id))
+        self.total = self.total + scores.sum().to(torch.float64)
+        return scores
+
+    def state_dict(self):
+        return {"rows": self.rows, "steps": list(self.steps), "total": self.total.clone()}
+
+    def load_state_dict(self, state):
+        self.rows, self.steps, self.total = int(state["rows"]), list(state["steps"]), state["total"].clone()
+
+
+@register_reweighter("hostkit_linear")
+class LinearReweighter(Reweighter):
+    """``scores + 0.1``, mean one: uniform for uniform scores."""
+
+    def act(self, scores, batch, **ctx):
+        return mean_one(scores.float() + 0.1, batch)
+
+
+@register_selector("hostkit_keep_all")
+class KeepAll(Selector):
+    """Keeps every row: a selection that must leave the framework's loss as it is."""
+
+    def act(self, scores, batch, **ctx):
+        return torch.ones(len(scores), dtype=torch.bool, device=scores.device)
+
+
+@register_selector("hostkit_above_median")
+class AboveMedian(Selector):
+    """Keeps the valid rows scoring above the valid rows' median: some valid rows kept, some dropped."""
+
+    def act(self, scores, batch, **ctx):
+        valid = valid_sample_mask(batch).to(scores.device)
+        median = scores[valid].median() if valid.any() else scores.new_zeros(())
+        return valid & (scores > median)
+
+
+def _block(scorer: str, **more: Any) -> dict[str, Any]:
+    return {"mechanism": "reweight", "scorer": {"name": scorer}, "actuator": {"name": "hostkit_linear"}, **more}
+
+
+def _select(selector: str) -> dict[str, Any]:
+    return {"mechanism": "select", "scorer": {"name": "hostkit_advantage"}, "actuator": {"name": selector}}
+
+
+#: The ``dataflex:`` blocks the suite runs, by what they test.
+BLOCKS: dict[str, dict[str, Any]] = {
+    "uniform": _block("hostkit_constant"),
+    "weights": _block("hostkit_advantage"),
+    "invalid": _block("hostkit_nan"),
+    "invalid_uniform": _block("hostkit_nan", on_invalid="uniform"),
+    "warmup": _block("hostkit_advantage", warmup_step=10**9),
+    "stateful": _block("hostkit_counter"),
+    "select_all": _select("hostkit_keep_all"),
+    "select_some": _select("hostkit_above_median"),
+}
+#: The distribution a checkpoint of another plugin set records and this environment lacks.
+ELSEWHERE = "dataflex-hostkit-elsewhere"
+
+
