@@ -171,3 +171,15 @@ def test_the_readme_demo_row_names_every_option_of_the_demo():
     row = next(line for line in readme().splitlines() if line.startswith("| `nox -s demo ["))
     missing = sorted(flag for flag in flags - {"--help"} if flag not in row)
     assert not missing, f"README.md's `nox -s demo` row does not list {missing}"
+
+
+#: The widest command line a tutorial's code box shows whole at 1280 px (the site's code font, a sidebar open).
+TUTORIAL_COMMAND_WIDTH = 88
+
+
+@pytest.mark.parametrize("page", sorted(p.name for p in (DOCS / "tutorials").glob("*.md")))
+def test_a_tutorials_commands_fit_their_box(page):
+    """Issue 40.10: step 3's long lines of the plugin tutorial overflowed their box at 1280 px."""
+    blocks = re.findall(r"```bash\n(.*?)```", read(f"tutorials/{page}"), re.S)
+    wide = [line for block in blocks for line in block.splitlines() if len(line) > TUTORIAL_COMMAND_WIDTH]
+    assert not wide, f"tutorials/{page}: wrap these with \\ or move their comment above: {wide}"

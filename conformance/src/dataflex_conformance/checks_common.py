@@ -19,6 +19,13 @@ from .guarded import FieldGuard, GuardedBatch
 from .probe import STEP_ID, Probe
 
 
+#: What a component that changed its input is told: the contract and the fix.
+INPUTS_UNTOUCHED = (
+    "inputs left untouched: clone a tensor before changing it (x = x.clone()), or use out-of-place ops "
+    "(x = x * w, not x.mul_(w))"
+)
+
+
 def _who(probe: Probe) -> str:
     return f"{probe.subject.kind} {probe.subject.name!r}"
 
@@ -167,7 +174,7 @@ def check_no_input_mutation(probe: Probe) -> None:
     if scores is not None and not torch.equal(scores, scores_before):
         changes.append(f"scores ({int((scores != scores_before).sum())} of {scores.numel()} values changed)")
     if changes:
-        raise probe.fail(f"modified its input: {'; '.join(changes)}, expected inputs left untouched")
+        raise probe.fail(f"modified its input: {'; '.join(changes)}, expected {INPUTS_UNTOUCHED}")
 
 
 def check_no_autograd_graph(probe: Probe) -> None:

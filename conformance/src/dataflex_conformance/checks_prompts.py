@@ -18,7 +18,7 @@ import torch
 from dataflex_core.contracts import SUM_TOLERANCE, below_floor, nearly_uniform, sums_to_one, tolerance_text
 
 from .batches import score_range_of
-from .checks_common import _guarded_call, changed_batch, close, max_difference, resumed
+from .checks_common import INPUTS_UNTOUCHED, _guarded_call, changed_batch, close, max_difference, resumed
 from .guarded import FieldGuard
 from .probe import STEP_ID, Probe
 from .prompt_batches import PromptSample
@@ -62,7 +62,7 @@ def check_prompts_not_mutated(probe: PromptProbe) -> None:
     if scores is not None and not torch.equal(scores, scores_before):
         changes.append("scores")
     if changes:
-        raise probe.fail(f"modified its input: {'; '.join(changes)}, expected inputs left untouched")
+        raise probe.fail(f"modified its input: {'; '.join(changes)}, expected {INPUTS_UNTOUCHED}")
 
 
 # -- reproducible, order-free, checkpointable -------------------------------------------------------

@@ -115,3 +115,62 @@ def test_the_arm_line_counts_training_steps_and_each_variant_has_its_own_plot(tm
     monkeypatch.chdir(tmp_path)
     assert demo_report.shown_path(tmp_path / "work" / "demo.png") == "work/demo.png"
     assert demo_report.shown_path("/elsewhere/demo.png") == "/elsewhere/demo.png"
+
+
+def test_the_summarys_step_time_is_the_compute_tables_figure_with_a_validation_before_training(tmp_path):
+    """Issue 40.6: one step-time figure everywhere, the median per step without the warm-up step, also when step 0
+    is a validation record (it has no step time, so skipping it left the warm-up in)."""
+    from dataflex_lab.compare.costs import median_step_time
+    from dataflex_lab.compare.readers import runs_from_demo
+
+    document = family_document(steps=4, every=2)
+    for run in document["runs"]:
+        run["steps"][1]["metrics"]["timing_s/step"] = 30.0  # step 1: warm-up
+        run["steps"][2]["metrics"]["timing_s/step"] = 3.0
+    document = demo_report.demo_document("verl", [0, 1], document["runs"], {})
+    names = HostMetrics(reward=VALIDATION, step_time=VERL.step_time)
+    finished = demo_report.finish(document, names=names, baseline="sync", title="t", json_path=None,
+                                  plot_path=tmp_path / "p.png", say=lambda _: None)  # fmt: skip
+    assert finished["summary"]["sync"]["step_s_median"] == 2.0  # steps 2-4: 3.0, 2.0, 2.0
+    (first,) = [run for run in runs_from_demo(document) if run.arm == "sync" and run.seed == 0]
+    assert median_step_time(first) == 2.0
+
+
+def test_dataflex_compare_on_the_demos_json_compares_what_the_demo_compared(tmp_path, capsys):
+    """Issue 40.5: the demo compared the held-out reward, `dataflex compare` on its JSON the training score."""
+    import json
+
+    from dataflex_core.cli import main as dataflex_main
+    from dataflex_lab.compare import compare_runs
+
+    path = tmp_path / "repeat.json"
+    said: list[str] = []
+    document = demo_report.demo_document("verl", [0, 1], family_document()["runs"], {})
+    names = HostMetrics(reward=VALIDATION, step_time=VERL.step_time)
+    demo_report.finish(document, names=names, baseline="sync", title="t", json_path=path,
+                       plot_path=tmp_path / "p.png", say=said.append)  # fmt: skip
+    written = json.loads(path.read_text())
+    assert written["metric"] == VALIDATION
+    (metric,) = compare_runs(written, baseline="sync").metrics
+    assert metric.metric == VALIDATION
+    assert VALIDATION in "\n".join(said)  # the demo's own comparison, the same metric
+    capsys.readouterr()
+    assert dataflex_main(["compare", str(path), "--baseline", "sync"]) == 0
+    out = capsys.readouterr().out
+    assert VALIDATION in out and "critic/score/mean" not in out
+
+
+def test_building_the_verl_demos_model_prints_no_progress_bar(tmp_path, capfd):
+    """Issue 40.10: a `Writing model shards: 0%` line in every verl run."""
+    import pytest
+
+    pytest.importorskip("transformers")
+    from transformers.utils import logging as hf_logging
+
+    from dataflex_lab.verl.cpu_loop.model import build_model
+
+    hf_logging.enable_progress_bar()
+    build_model(tmp_path / "model", seed=0)
+    assert (tmp_path / "model" / "config.json").is_file()
+    assert "Writing model shards" not in capfd.readouterr().err
+    assert hf_logging.is_progress_bar_enabled()  # put back as it was

@@ -388,9 +388,11 @@ def progress_line(arm: str, seed: int, steps: int, record: dict[str, Any], names
 
 
 def values(steps: list[dict[str, Any]], name: str, skip_first: bool = False) -> list[float]:
-    """The numeric values of metric ``name`` over ``steps`` (optionally without the first, warm-up step)."""
-    rows = steps[1:] if skip_first else steps
-    return [float(r["metrics"][name]) for r in rows if isinstance(r["metrics"].get(name), (int, float))]
+    """The numeric values of metric ``name`` over ``steps``; ``skip_first`` leaves out the first value (the
+    warm-up step) unless it is the only one, as :func:`~dataflex_lab.compare.costs.median_step_time` does: a
+    validation record before training (step 0) carries no step time, so it is not the one skipped."""
+    found = [float(r["metrics"][name]) for r in steps if isinstance(r["metrics"].get(name), (int, float))]
+    return found[1:] if skip_first and len(found) > 1 else found
 
 
 def _mean(xs: list[float]) -> float | None:
