@@ -37,6 +37,9 @@ def dataflex_register_components(register: Register) -> None:
     :returns: nothing. Duplicate names and failing hooks behave as for the
         per-kind hooks below, which stay as aliases for one release.
 
+    Called once per plugin each time the registry is (re)built, before the
+    per-kind aliases.
+
     .. versionadded:: 0.5
     """
 
