@@ -233,7 +233,7 @@ class DataFlexPluginManager(pluggy.PluginManager):
                 self.check_pending()  # a hook name no spec knows: misspelled
             except pluggy.PluginValidationError:
                 unknown = sorted(n for n, h in vars(self.hook).items() if not n.startswith("_") and not h.has_spec() and h.get_hookimpls())  # fmt: skip
-                known = ", ".join(hookspecs.REGISTRATION_HOOKS.values())
+                known = ", ".join([hookspecs.COMPONENTS_HOOK, *hookspecs.REGISTRATION_HOOKS.values()])
                 raise PluginLoadError(
                     f"unknown hook {', '.join(map(repr, unknown))} (misspelled?); known hooks: {known}"
                 ) from None
