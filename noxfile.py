@@ -9,6 +9,7 @@ multi-GB CUDA build; the packages' own requirements stay open.
 from __future__ import annotations
 
 import os
+import tomllib
 from pathlib import Path
 
 import nox
@@ -38,6 +39,27 @@ nox.options.reuse_existing_virtualenvs = False
 def plugin_dirs() -> list[Path]:
     """Every shipped plugin package (``plugins/*`` with a pyproject, the template excluded)."""
     return sorted(p for p in (ROOT / "plugins").glob("*") if (p / "pyproject.toml").exists() and p.name != "_template")
+
+
+def host_dirs(root: Path = ROOT) -> list[Path]:
+    """Every host package: a folder under ``packages/`` or ``hosts/`` whose pyproject has a ``[tool.dataflex.host]``
+    table (a host made from ``hosts/_template`` keeps it), so the tests session finds a new host unedited."""
+    found = sorted((root / "packages").glob("*/pyproject.toml")) + sorted((root / "hosts").glob("*/pyproject.toml"))
+    tables = {p.parent: tomllib.loads(p.read_text(encoding="utf-8")).get("tool", {}).get("dataflex", {}) for p in found}
+    return [path for path, table in tables.items() if "host" in table]
+
+
+def host_env(path: Path) -> str:
+    """The test environment a host's tests run in: its ``[tool.dataflex.host] env`` (one of ``TEST_ENVS``)."""
+    table = tomllib.loads((path / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["dataflex"]["host"]
+    env = table.get("env", "verl")
+    if env not in TEST_ENVS:
+        raise ValueError(
+            f"{path / 'pyproject.toml'}: [tool.dataflex.host] env = {env!r}; expected one of {', '.join(TEST_ENVS)} "
+            "(the environment whose framework the host's tests need; 'verl' for a framework of its own, as the "
+            "template)"
+        )
+    return env
 
 
 def install_torch(session: nox.Session) -> None:
@@ -82,20 +104,25 @@ SESSION_TESTS = ROOT / "tests" / "sessions"
 def tests(session: nox.Session, env: str) -> None:
     """Every package's tests: ``tests(env='verl')`` (verl 0.9.1, its fit loop) and ``tests(env='trl')`` (TRL 1.16)."""
     install_torch(session)
-    dists = monorepo_dists()
-    if env == "verl":
-        dists = [d for d in dists if d != TRL_HOST] + ([HOST_TEMPLATE] if HOST_TEMPLATE.is_dir() else [])
+    hosts = {host: host_env(host) for host in host_dirs()}
+    mine = [host for host, where in hosts.items() if where == env]
+    if env == "verl":  # every host tested here, none of another environment's
+        dists = [d for d in monorepo_dists() if hosts.get(d, env) == env]
+        dists += [host for host in mine if host not in dists]
         session.install(*host_stacks(dists), "matplotlib", "pandas", "pyarrow", "nox>=2024.4")
     else:
         # the cross-host test builds verl's host step on the same batch, without verl's FSDP engine
+        dists = monorepo_dists()
+        dists += [host for host in mine if host not in dists]
         session.install(*host_stacks(dists))
     session.install(*(f"./{rel(d)}" for d in dists), "pytest>=8", "omegaconf", "hydra-core")
     if env == "verl" and TRL_HOST.is_dir():
         # for the docs tests only (the CLI reference renders its --help, which imports no TRL); trl stays absent
         session.install("--no-deps", f"./{rel(TRL_HOST)}")
-    if env == "trl":
-        # plus the test that runs one pair through both hosts (it skips where TRL is absent) and the lab's TRL parts
-        trl_tests = [TRL_HOST / "tests", HOST / "tests" / "test_cross_host.py", LAB_TRL_TESTS]
+    if env != "verl":
+        # this environment's hosts, the test that runs one pair through both hosts (it skips where TRL is absent)
+        # and the lab's TRL parts
+        trl_tests = [*(host / "tests" for host in mine), HOST / "tests" / "test_cross_host.py", LAB_TRL_TESTS]
         session.run("pytest", *(rel(p) for p in trl_tests if p.exists()), *session.posargs)
         return
     test_dirs = [rel(d / "tests") for d in dists if (d / "tests").is_dir()]
@@ -109,7 +136,7 @@ def tests(session: nox.Session, env: str) -> None:
 
 
 #: The benchmark cases each test environment runs (``trl`` needs TRL, ``fit`` needs verl without it).
-BENCH_CASES = {"verl": "discovery,pairs,memory,device,host,fit,fit-legacy", "trl": "trl"}
+BENCH_CASES = {"verl": "discovery,pairs,memory,device,host,fit,fit-legacy,scale", "trl": "trl"}
 
 
 def _env_suffixed(args: list[str], env: str) -> list[str]:
@@ -179,10 +206,25 @@ def install_plugins_with(session: nox.Session) -> list[str]:
     return args
 
 
+def installs_nothing(session: nox.Session) -> bool:
+    """Whether nox skips this session's installs: ``-R`` (``--no-install``) on a virtualenv it reused."""
+    runner = session._runner  # nox has no public flag; session.install reads these same two
+    venv = runner.venv
+    return bool(runner.global_config.no_install and venv is not None and getattr(venv, "_reused", False))
+
+
 def announce_install(session: nox.Session, what: str, minutes: int) -> None:
-    """Say what the silent install is doing, and how long it takes, before it starts."""
+    """Say what the silent install is doing, and how long it takes, before it starts; under ``-R``, that the
+    session reuses its virtualenv and installs nothing (the ``--with`` plugins still are)."""
+    where = os.path.relpath(session.virtualenv.location, ROOT)
+    if installs_nothing(session):
+        session.log(
+            f"reusing {where} (nox -R: nothing installed; run `nox -s {session.name}` without -R after changing a "
+            "pyproject or pulling)"
+        )
+        return
     session.log(
-        f"installing {what} into {os.path.relpath(session.virtualenv.location, ROOT)} (about {minutes} min, quiet; "
+        f"installing {what} into {where} (about {minutes} min, quiet; "
         f"`nox -R -s {session.name}` reuses it while this checkout is unchanged)"
     )
 
@@ -234,6 +276,7 @@ def evidence(session: nox.Session) -> None:
     resumes); the table, plots and each family's runs go to ``dataflex_evidence/`` (docs/evidence.md has the results
     and the machine). ``--quick`` is CI's smoke test, not evidence.
     """
+    announce_install(session, "a CPU torch, TRL 1.16 and DataFlex from this checkout", 2)
     install_torch(session)
     session.install(*TRL_STACK, *(rel(d) for d in [CORE, *plugin_dirs(), TRL_HOST]), f"{rel(LAB)}[trl]")
     session.run("dataflex-trl", "evidence", *session.posargs)
@@ -243,6 +286,7 @@ def evidence(session: nox.Session) -> None:
 def evidence_verl(session: nox.Session) -> None:
     """The evidence campaign's verl rows (``allocate`` against verl's plain trainer), in a venv of their own: verl's
     fit loop cannot run beside trl. Same options and workdir as ``nox -s evidence``, whose table takes these runs."""
+    announce_install(session, "a CPU torch, verl 0.9.1, TransferQueue and DataFlex from this checkout", 3)
     install_torch(session)
     session.install(*VERL_STACK, *(rel(d) for d in [CORE, *plugin_dirs(), HOST]), f"{rel(LAB)}[verl]")
     session.run("python", "-m", "dataflex_lab.trl.evidence", *session.posargs)

@@ -90,3 +90,96 @@ def test_the_sample_lock_is_what_dataflex_lock_writes_for_the_installed_plugins(
 def test_the_home_page_readme_and_site_description_name_every_mechanism(where, text):
     missing = [name for name in mechanism_names() if not re.search(rf"\b{name}\b", text)]
     assert not missing, f"{where} (its opening) does not name the mechanism(s) {missing}"
+
+
+# -- the README and getting-started against the code (issue 40.9) ------------------------------------------------
+
+
+def readme() -> str:
+    return (ROOT / "README.md").read_text(encoding="utf-8")
+
+
+def layout_rows() -> dict[str, str]:
+    """The README's layout table: each row's path -> its "what" column."""
+    section = readme().split("## Layout", 1)[1]
+    rows = {}
+    for line in section.splitlines():
+        cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
+        if len(cells) == 3 and cells[0].startswith("`"):
+            rows[cells[0].strip("`")] = cells[2]
+    return rows
+
+
+def registered_by_distribution() -> dict[str, set[str]]:
+    from dataflex_core import get_registry
+
+    found: dict[str, set[str]] = {}
+    for by_name in get_registry().components.values():
+        for spec in by_name.values():
+            found.setdefault(spec.plugin.dist, set()).add(spec.name)
+    return found
+
+
+def test_the_readme_layout_has_a_row_per_plugin_folder_naming_each_of_its_components():
+    rows = layout_rows()
+    folders = sorted(p.parent.name for p in (ROOT / "plugins").glob("*/pyproject.toml"))
+    missing = [f"plugins/{name}" for name in folders if f"plugins/{name}" not in rows]
+    assert not missing, f"README.md's layout has no row for {missing}"
+    registered = registered_by_distribution()
+    for folder in folders:
+        if folder.startswith("_"):
+            continue  # the copy-me template is not installed
+        dist = tomllib.loads((ROOT / "plugins" / folder / "pyproject.toml").read_text())["project"]["name"]
+        named = set(re.findall(r"`([\w-]+)`", rows[f"plugins/{folder}"]))
+        absent = sorted(registered.get(dist, set()) - named)
+        assert not absent, f"README.md's layout row plugins/{folder} does not name its component(s) {absent}"
+
+
+def test_the_readme_layout_counts_the_components_the_catalog_counts():
+    """The catalog counts the registry; the README's table must sum to the same number."""
+    registered = set().union(*registered_by_distribution().values())
+    named = [
+        name
+        for path, what in layout_rows().items()
+        if path.startswith("plugins/")
+        for name in re.findall(r"`([\w-]+)`", what)
+        if name in registered
+    ]
+    assert len(named) == len(registered), (len(named), len(registered), sorted(registered - set(named)))
+
+
+@pytest.mark.parametrize(
+    "page", ["README.md", "docs/getting-started.md", "docs/getting-started.zh.md", "docs/index.md", "docs/index.zh.md"]
+)
+def test_the_config_comment_lists_every_mechanism(page):
+    text = (ROOT / page).read_text(encoding="utf-8")
+    comments = re.findall(r"mechanism: \w+\s+#(.*)", text)
+    assert comments, f"{page} has no `mechanism: ...  # ...` config comment"
+    for comment in comments:
+        listed = {name.strip() for name in comment.split("|")}
+        omitted = set(mechanism_names()) - listed
+        assert not omitted, f"{page}: `# {comment.strip()}` omits {omitted}"
+
+
+def test_the_readme_demo_row_names_every_option_of_the_demo():
+    import argparse
+
+    from dataflex_lab.verl.cli import add_demo
+
+    parser = add_demo(argparse.ArgumentParser().add_subparsers())
+    flags = {flag for action in parser._actions for flag in action.option_strings if flag.startswith("--")}
+    row = next(line for line in readme().splitlines() if line.startswith("| `nox -s demo ["))
+    missing = sorted(flag for flag in flags - {"--help"} if flag not in row)
+    assert not missing, f"README.md's `nox -s demo` row does not list {missing}"
+
+
+#: The widest command line a tutorial's code box shows whole at 1280 px (the site's code font, a sidebar open).
+TUTORIAL_COMMAND_WIDTH = 88
+
+
+@pytest.mark.parametrize("page", sorted(p.name for p in (DOCS / "tutorials").glob("*.md")))
+def test_a_tutorials_commands_fit_their_box(page):
+    """Issue 40.10: step 3's long lines of the plugin tutorial overflowed their box at 1280 px."""
+    blocks = re.findall(r"```bash\n(.*?)```", read(f"tutorials/{page}"), re.S)
+    wide = [line for block in blocks for line in block.splitlines() if len(line) > TUTORIAL_COMMAND_WIDTH]
+    assert not wide, f"tutorials/{page}: wrap these with \\ or move their comment above: {wide}"

@@ -51,13 +51,12 @@ def read_version(path: Path, pyproject: dict) -> str:
 
 
 def all_dists(*, with_template: bool = False) -> list[Dist]:
-    """Every distribution under packages/, plugins/ and conformance/ (the templates, plugins/ and hosts/, only if
-    asked)."""
+    """Every distribution under packages/, plugins/, hosts/ and conformance/ (the templates of plugins/ and hosts/
+    only if asked): a new host or plugin folder is released and checked without editing this list."""
     found = []
-    for pyproject in sorted(ROOT.glob("packages/*/pyproject.toml")) + sorted(ROOT.glob("plugins/*/pyproject.toml")):
-        found.append(pyproject.parent)
+    for folder in ("packages", "plugins", "hosts"):
+        found += [pyproject.parent for pyproject in sorted(ROOT.glob(f"{folder}/*/pyproject.toml"))]
     found.append(ROOT / "conformance")
-    found += [HOST_TEMPLATE] if (HOST_TEMPLATE / "pyproject.toml").is_file() else []
     dists = []
     for path in found:
         if path in TEMPLATES and not with_template:

@@ -65,3 +65,40 @@ def test_conformance_names_both_ways_to_certify_a_plugin_outside_the_checkout(tm
     out = proc.stdout + proc.stderr
     assert proc.returncode != 0 and "unknown plugin 'dataflex-my-plugin'" in out
     assert "nox -s conformance -- ../dataflex-my-plugin" in out and f"DATAFLEX_FROM={ROOT} nox -s conformance" in out
+
+
+# -- install messages (issue 40.7) ---------------------------------------------------------------------------------
+
+
+def session_like(noxfile, *, no_install: bool, reused: bool, said: list[str]):
+    """The two facts nox's own ``session.install`` reads to skip an install, and the session's log."""
+    from types import SimpleNamespace
+
+    venv = SimpleNamespace(_reused=reused, location=str(ROOT / ".nox" / "demo"))
+    runner = SimpleNamespace(global_config=SimpleNamespace(no_install=no_install), venv=venv)
+    return SimpleNamespace(_runner=runner, virtualenv=venv, name="demo", log=said.append)
+
+
+@pytest.mark.parametrize(
+    ("no_install", "reused", "installs"), [(True, True, False), (True, False, True), (False, True, True)]
+)
+def test_the_install_message_says_reusing_when_nox_installs_nothing(noxfile, no_install, reused, installs):
+    said: list[str] = []
+    noxfile.announce_install(session_like(noxfile, no_install=no_install, reused=reused, said=said), "torch", 3)
+    (message,) = said
+    assert message.startswith("installing torch into .nox/demo (about 3 min") == installs, message
+    assert message.startswith("reusing .nox/demo (nox -R: nothing installed") == (not installs), message
+
+
+def test_every_user_session_announces_its_install_before_it_starts(noxfile):
+    """``nox -s evidence`` installed for minutes without a word."""
+    import ast
+
+    tree = ast.parse((ROOT / "noxfile.py").read_text())
+    for name in ("demo", "demo_trl", "dataflex_cli", "evidence", "evidence_verl"):
+        func = next(node for node in tree.body if isinstance(node, ast.FunctionDef) and node.name == name)
+        calls = [
+            node.func.id for node in ast.walk(func) if isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+        ]
+        assert "announce_install" in calls, f"nox session {name} installs without announcing it"
+        assert calls.index("announce_install") < calls.index("install_torch"), name

@@ -137,20 +137,34 @@ class BatchFactory:
         if padding.any():  # as hosts that keep framework padding hand it over
             tensors["is_padding"] = padding
         objects: dict[str, np.ndarray] = {"uid": uid}
-        for name, synth in self.synthesisers.items():
-            value = synth(ctx)
-            if len(value) != bs:
-                raise ValueError(f"synthesiser of field {name!r} returned {len(value)} rows, expected bs={bs}")
-            if isinstance(value, torch.Tensor):
-                if value.is_floating_point():
-                    value = (value * junk.reshape(-1, *[1] * (value.dim() - 1)).to(value.dtype)).to(case.dtype)
-                tensors[name] = value
-            else:
-                objects[name] = np.asarray(value, dtype=object)
+        made, made_objects = synthesise(self.synthesisers, ctx, bs, "field", f"bs={bs}")
+        for name, value in made.items():
+            if value.is_floating_point():
+                value = (value * junk.reshape(-1, *[1] * (value.dim() - 1)).to(value.dtype)).to(case.dtype)
+            tensors[name] = value
+        objects.update(made_objects)
         domain_index = torch.randint(0, case.num_domains, (bs,), generator=gen)
         batch = Batch({k: v.to(device) for k, v in tensors.items()}, objects)
         domains = [f"domain{i}" for i in range(case.num_domains)]
         return Sample(batch, domains, domain_index.to(device))
+
+
+def synthesise(
+    synthesisers: Mapping[str, FieldSynthesiser], ctx: FieldContext, rows: int, what: str, expected: str
+) -> tuple[dict[str, torch.Tensor], dict[str, np.ndarray]]:
+    """Every synthesiser's rows, as tensors and object arrays: the batch side's fields and the prompt side's
+    dataset columns alike. A synthesiser giving another number of rows than ``rows`` is a ``ValueError``."""
+    tensors: dict[str, torch.Tensor] = {}
+    objects: dict[str, np.ndarray] = {}
+    for name, synth in synthesisers.items():
+        value = synth(ctx)
+        if len(value) != rows:
+            raise ValueError(f"synthesiser of {what} {name!r} returned {len(value)} rows, expected {expected}")
+        if isinstance(value, torch.Tensor):
+            tensors[name] = value
+        else:
+            objects[name] = np.asarray(value, dtype=object)
+    return tensors, objects
 
 
 def clone_sample(sample: Sample) -> Sample:
@@ -275,6 +289,18 @@ def _per_group(scores: torch.Tensor, sample: Sample) -> torch.Tensor:
     return out
 
 
+def distribution_scores(
+    case: Case, shape: tuple[int, ...], score_range: tuple[float, float], gen: torch.Generator
+) -> torch.Tensor:
+    """Scores of the case's distribution (``case.scores``) inside ``score_range``: the one draw both the batch
+    side's and the prompt side's synthetic scores make."""
+    lo, hi = score_range
+    if is_bounded(score_range):
+        u = BOUNDED_DISTRIBUTIONS.get(case.scores, BOUNDED_DISTRIBUTIONS["normal"])(gen, shape)
+        return lo + (hi - lo) * u
+    return _into_range(SCORE_DISTRIBUTIONS[case.scores](gen, shape), lo, hi)
+
+
 def synthetic_scores(
     case: Case, granularity: str, sample: Sample, score_range: tuple[float, float] = (-math.inf, math.inf)
 ) -> torch.Tensor:
@@ -287,11 +313,7 @@ def synthetic_scores(
     gen = torch.Generator().manual_seed(case.seed + 104729)
     shape = score_shape(granularity, sample)
     lo, hi = score_range
-    if is_bounded(score_range):
-        u = BOUNDED_DISTRIBUTIONS.get(case.scores, BOUNDED_DISTRIBUTIONS["normal"])(gen, shape)
-        scores = lo + (hi - lo) * u
-    else:
-        scores = _into_range(SCORE_DISTRIBUTIONS[case.scores](gen, shape), lo, hi)
+    scores = distribution_scores(case, shape, score_range, gen)
     if granularity != "domain":
         empty = ~sample.nonempty.cpu()
         if empty.any():

@@ -19,6 +19,13 @@ from .guarded import FieldGuard, GuardedBatch
 from .probe import STEP_ID, Probe
 
 
+#: What a component that changed its input is told: the contract and the fix.
+INPUTS_UNTOUCHED = (
+    "inputs left untouched: clone a tensor before changing it (x = x.clone()), or use out-of-place ops "
+    "(x = x * w, not x.mul_(w))"
+)
+
+
 def _who(probe: Probe) -> str:
     return f"{probe.subject.kind} {probe.subject.name!r}"
 
@@ -110,12 +117,13 @@ def check_needs_groups_declared(probe: Probe) -> None:
 # -- purity -------------------------------------------------------------------------------
 
 
-def _changed_fields(before: Sample, after: Sample) -> list[str]:
+def changed_batch(where: str, b: Any, a: Any) -> list[str]:
+    """What differs between batch ``b`` (a snapshot) and ``a`` (after a call), each change named under ``where``:
+    the one comparison behind every purity check, the batch side's and the prompt side's."""
     changes = []
-    b, a = before.batch, after.batch
     for where, old, new in (
-        ("batch.batch", b.batch, a.batch),
-        ("batch.non_tensor_batch", b.non_tensor_batch, a.non_tensor_batch),
+        (f"{where}.batch", b.batch, a.batch),
+        (f"{where}.non_tensor_batch", b.non_tensor_batch, a.non_tensor_batch),
     ):
         for key in sorted(set(old) | set(new)):
             if key not in new:
@@ -131,6 +139,11 @@ def _changed_fields(before: Sample, after: Sample) -> list[str]:
                     changes.append(f"{where}[{key!r}] ({count} of {o.numel()} values changed)")
             elif not np.array_equal(old[key], new[key]):
                 changes.append(f"{where}[{key!r}] changed")
+    return changes
+
+
+def _changed_fields(before: Sample, after: Sample) -> list[str]:
+    changes = changed_batch("batch", before.batch, after.batch)
     if not torch.equal(before.domain_index, after.domain_index):
         changes.append("ctx['domain_index'] changed")
     return changes
@@ -161,7 +174,7 @@ def check_no_input_mutation(probe: Probe) -> None:
     if scores is not None and not torch.equal(scores, scores_before):
         changes.append(f"scores ({int((scores != scores_before).sum())} of {scores.numel()} values changed)")
     if changes:
-        raise probe.fail(f"modified its input: {'; '.join(changes)}, expected inputs left untouched")
+        raise probe.fail(f"modified its input: {'; '.join(changes)}, expected {INPUTS_UNTOUCHED}")
 
 
 def check_no_autograd_graph(probe: Probe) -> None:

@@ -13,14 +13,12 @@ change what a host hands it.
 
 from __future__ import annotations
 
-import io
-
 import torch
 
 from dataflex_core.contracts import SUM_TOLERANCE, below_floor, nearly_uniform, sums_to_one, tolerance_text
 
 from .batches import score_range_of
-from .checks_common import _guarded_call, close, max_difference
+from .checks_common import INPUTS_UNTOUCHED, _guarded_call, changed_batch, close, max_difference, resumed
 from .guarded import FieldGuard
 from .probe import STEP_ID, Probe
 from .prompt_batches import PromptSample
@@ -58,21 +56,13 @@ def check_prompts_not_mutated(probe: PromptProbe) -> None:
     before = sample.clone()
     scores_before = None if scores is None else scores.clone()
     probe.call(probe.component(), sample, scores)
-    changes = []
-    pairs = [("candidates", before.batch, sample.batch)]
-    pairs += [(f"outcomes of step {s}", b, a) for (s, b), (_, a) in zip(before.outcomes, sample.outcomes)]
-    for where, old, new in pairs:
-        for key in sorted({*old.batch, *new.batch}):
-            if key not in new.batch or key not in old.batch or not torch.equal(old.batch[key], new.batch[key]):
-                changes.append(f"{where}: batch[{key!r}]")
-        for key in sorted({*old.non_tensor_batch, *new.non_tensor_batch}):
-            o, n = old.non_tensor_batch.get(key), new.non_tensor_batch.get(key)
-            if o is None or n is None or len(o) != len(n) or any(x != y for x, y in zip(o, n)):
-                changes.append(f"{where}: non_tensor_batch[{key!r}]")
+    changes = changed_batch("candidates", before.batch, sample.batch)
+    for (step, old), (_, new) in zip(before.outcomes, sample.outcomes):
+        changes += changed_batch(f"outcomes of step {step}", old, new)
     if scores is not None and not torch.equal(scores, scores_before):
         changes.append("scores")
     if changes:
-        raise probe.fail(f"modified its input: {'; '.join(changes)}, expected inputs left untouched")
+        raise probe.fail(f"modified its input: {'; '.join(changes)}, expected {INPUTS_UNTOUCHED}")
 
 
 # -- reproducible, order-free, checkpointable -------------------------------------------------------
@@ -112,25 +102,14 @@ def check_candidate_order_free(probe: PromptProbe) -> None:
 
 
 def check_state_round_trip(probe: PromptProbe) -> None:
-    """``state_dict`` after observing, saved as a checkpoint is and loaded into a fresh instance, gives the same
-    scores: a resumed run continues where it stopped."""
+    """``state_dict`` after observing, saved and read back as a resume reads it (``weights_only=True``) into a
+    fresh instance, gives the same scores: a resumed run continues where it stopped."""
     sample = probe.sample()
     trained = probe.component()
     probe.observe(trained, sample)
-    buffer = io.BytesIO()
-    try:
-        torch.save(trained.state_dict(), buffer)
-        buffer.seek(0)
-        state = torch.load(buffer, weights_only=False)
-        resumed = probe.component()
-        resumed.load_state_dict(state)
-    except Exception as exc:  # noqa: BLE001
-        raise probe.fail(
-            f"saving and restoring state_dict() raised {type(exc).__name__}: {exc}, expected state that "
-            "torch.save writes and load_state_dict restores"
-        ) from exc
+    resumed_scorer = resumed(probe, trained)
     before = probe.readable(trained.score(sample.batch, STEP_ID), sample)
-    after = probe.readable(resumed.score(sample.batch, STEP_ID), sample)
+    after = probe.readable(resumed_scorer.score(sample.batch, STEP_ID), sample)
     if not close(before, after):
         diff, where = max_difference(before, after)
         raise probe.fail(

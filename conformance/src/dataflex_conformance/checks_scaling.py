@@ -26,6 +26,12 @@ Method, chosen so that a certificate does not flip on a loaded machine:
 - A ratio above the limit is measured again, up to :data:`ATTEMPTS` times, and
   the check fails only if every attempt is above it: noise can make one attempt
   of a linear component slow, while a quadratic one stays near 4 in all.
+- A component that still costs under :data:`NEGLIGIBLE_SECONDS` a call at the
+  largest size passes whatever its ratios: pairwise work over that many rows is
+  about 10^9 operations (a tenth of a second or more on any CPU), so a call that
+  cheap is not doing it, and what its ratios measure is the batch outgrowing the
+  CPU's caches, which other jobs on the machine make worse at both doublings
+  (a 16-microsecond call read 2.9x and 3.3x on a loaded machine).
 """
 
 from __future__ import annotations
@@ -48,6 +54,8 @@ LENGTH = 16
 MIN_SECONDS = 0.01
 REPEATS = 5
 ATTEMPTS = 3
+#: Cost of one call at the largest size below which growth cannot come from pairwise work (see the module doc).
+NEGLIGIBLE_SECONDS = 0.001
 #: Calls timed to choose the size (the least of them is the cost of one call).
 SIZING_CALLS = 3
 
@@ -136,7 +144,7 @@ def _check(probe: Probe) -> None:
         t1, t2, t4 = (statistics.median(t) for t in times)
         ratios = (t2 / max(t1, 1e-9), t4 / max(t2, 1e-9))
         attempts.append((min(ratios), ratios, (t1, t2, t4)))
-        if min(ratios) <= MAX_RATIO:
+        if min(ratios) <= MAX_RATIO or (4 * rows == MAX_ROWS and t4 < NEGLIGIBLE_SECONDS):
             return
     best, ratios, (t1, t2, t4) = min(attempts)
     raise probe.fail(

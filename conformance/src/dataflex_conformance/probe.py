@@ -112,18 +112,26 @@ class Probe:
             return self.blocked(by, f"scorer {source.label} {message}", culprit=source.component_id)
 
         try:
-            out = source.make().score(sample.batch, STEP_ID, **sample.ctx())
+            out = self._fed_scorer(source, sample).score(sample.batch, STEP_ID, **sample.ctx())
         except Exception as exc:  # noqa: BLE001
             raise blocked(f"raised {type(exc).__name__}: {exc}") from exc
         if not isinstance(out, torch.Tensor):
             raise blocked(f"returned {type(out).__name__}, not a tensor")
-        expected = score_shape(source.cls.granularity, sample)
+        expected = self._score_shape(source, sample)
         if tuple(out.shape) != expected or out.device != sample.device or not out.is_floating_point():
             raise blocked(f"returned a {tuple(out.shape)} {out.dtype} tensor on {out.device}")
         bad = ~torch.isfinite(out.detach())
         if bad.any():
             raise blocked(f"returned {int(bad.sum())} non-finite score(s) of {out.numel()}")
         return out.detach()
+
+    def _fed_scorer(self, source: Subject, sample: Sample) -> Any:
+        """A fresh instance of the scorer feeding the subject, given what a host gives it before it scores."""
+        return source.make()
+
+    def _score_shape(self, source: Subject, sample: Sample) -> tuple[int, ...]:
+        """The shape of the scores the feeding scorer owes on ``sample``."""
+        return score_shape(source.cls.granularity, sample)
 
     # -- calling ------------------------------------------------------------------
     def call(self, component: Any, sample: Sample, scores: torch.Tensor | None = None, batch: Any = None) -> Any:

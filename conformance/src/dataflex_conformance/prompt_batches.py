@@ -15,7 +15,6 @@ Everything is seeded: two builds of a case are identical.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -25,7 +24,7 @@ import torch
 from dataflex_core import Allocator, Batch, Sampler, Scorer
 from dataflex_core.step import is_prompt_field
 
-from .batches import BOUNDED_DISTRIBUTIONS, SCORE_DISTRIBUTIONS, Case, is_bounded
+from .batches import Case, distribution_scores, synthesise
 from .fields import FieldContext, FieldSynthesiser, resolve_synthesisers
 
 
@@ -158,14 +157,9 @@ class PromptBatchFactory:
             prompt_length=4,
             generator=gen,
         )
-        for name, synth in self.synthesisers.items():
-            value = synth(ctx)
-            if len(value) != n:
-                raise ValueError(f"synthesiser of column {name!r} returned {len(value)} rows, expected {n}")
-            if isinstance(value, torch.Tensor):
-                tensors[name] = value
-            else:
-                objects[name] = np.asarray(value, dtype=object)
+        columns, column_objects = synthesise(self.synthesisers, ctx, n, "column", str(n))
+        tensors.update(columns)
+        objects.update(column_objects)
         observed = [(step, _outcomes(universe, gen, step)) for step in range(1, getattr(case, "observed", 0) + 1)]
         moved = [
             (step, Batch({k: v.to(device) for k, v in b.batch.items()}, b.non_tensor_batch)) for step, b in observed
@@ -176,15 +170,5 @@ class PromptBatchFactory:
 def prompt_scores(case: Case, sample: PromptSample, score_range: tuple[float, float]) -> torch.Tensor:
     """Synthetic scores of the case's distribution for the candidates, inside ``score_range``."""
     gen = torch.Generator().manual_seed(case.seed + 104729)
-    shape = (len(sample),)
-    lo, hi = score_range
-    if is_bounded(score_range):
-        u = BOUNDED_DISTRIBUTIONS.get(case.scores, BOUNDED_DISTRIBUTIONS["normal"])(gen, shape)
-        scores = lo + (hi - lo) * u
-    else:
-        scores = SCORE_DISTRIBUTIONS[case.scores](gen, shape)
-        if math.isfinite(lo):
-            scores = lo + scores.abs()
-        elif math.isfinite(hi):
-            scores = hi - scores.abs()
+    scores = distribution_scores(case, (len(sample),), score_range, gen)
     return scores.to(torch.float32).to(sample.device)

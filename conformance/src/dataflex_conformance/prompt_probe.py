@@ -18,7 +18,7 @@ import torch
 from dataflex_core.contracts import GROUP_MIN_ROLLOUTS
 
 from .batches import Case, score_range_of
-from .probe import STEP_ID, Blocked, Probe
+from .probe import STEP_ID, Probe
 from .prompt_batches import PromptBatchFactory, PromptSample, prompt_scores
 from .subjects import Subject
 
@@ -76,31 +76,20 @@ class PromptProbe(Probe):
         if sample.scores is None:
             source = self.subject.source
             if isinstance(source, Subject):
-                sample.scores = self._source_scores(source, sample)
+                sample.scores = self._scorer_output(source, sample)
             else:
                 sample.scores = prompt_scores(case or self.case, sample, score_range_of(self.subject.cls))
         return sample.scores.clone()
 
-    def _source_scores(self, source: Subject, sample: PromptSample) -> torch.Tensor:
-        def blocked(message: str) -> Blocked:
-            return self.blocked(
-                f"{source.component_id} (scorer)", f"scorer {source.label} {message}", source.component_id
-            )
+    def _fed_scorer(self, source: Subject, sample: PromptSample) -> Any:
+        """The ``pre_rollout`` scorer feeding the subject, fed the sample's outcomes as a host feeds it."""
+        scorer = source.make()
+        for step, outcomes in sample.outcomes:
+            scorer.observe(outcomes, step)
+        return scorer
 
-        try:
-            scorer = source.make()
-            for step, outcomes in sample.outcomes:
-                scorer.observe(outcomes, step)
-            out = scorer.score(sample.batch, STEP_ID, **sample.ctx())
-        except Exception as exc:  # noqa: BLE001
-            raise blocked(f"raised {type(exc).__name__}: {exc}") from exc
-        if not isinstance(out, torch.Tensor):
-            raise blocked(f"returned {type(out).__name__}, not a tensor")
-        if tuple(out.shape) != (len(sample),) or out.device != sample.device or not out.is_floating_point():
-            raise blocked(f"returned a {tuple(out.shape)} {out.dtype} tensor on {out.device}")
-        if not torch.isfinite(out.detach()).all():
-            raise blocked("returned non-finite scores")
-        return out.detach()
+    def _score_shape(self, source: Subject, sample: PromptSample) -> tuple[int, ...]:
+        return (len(sample),)
 
     def allocate(self, component: Any, sample: PromptSample, budget: Budget | None = None, batch: Any = None) -> Any:
         """An allocator's ``act`` on the candidates under ``budget`` (default :func:`default_budget`); a raise fails."""

@@ -113,6 +113,25 @@ class Forgetful(GoodSolveRate):
         pass
 
 
+class Rates:
+    """A plain object in state: ``torch.load(weights_only=True)``, as a resume reads, refuses it."""
+
+    def __init__(self, rate):
+        self.rate = rate
+
+
+class PickledState(GoodSolveRate):
+    """Saves its statistic inside an object, which only ``weights_only=False`` reads back: a resume refuses it."""
+
+    name = "broken_pickled_state"
+
+    def state_dict(self):
+        return {"rates": Rates(self.rate.clone())}
+
+    def load_state_dict(self, state):
+        self.rate = state["rates"].rate.clone()
+
+
 class Undeclared(GoodSolveRate):
     name = "broken_undeclared_history"
 
@@ -136,6 +155,7 @@ BROKEN_PROMPTS = {
     LyingFloor: "check_no_prompt_starved",
     RowRandom: "check_candidate_order_free",
     Forgetful: "check_state_round_trip",
+    PickledState: "check_state_round_trip",
     Undeclared: "check_prompt_fields_declared",
     Mutating: "check_prompts_not_mutated",
 }

@@ -50,3 +50,13 @@ def test_wrong_device_is_caught_and_blocks_numeric_checks():
     assert "output.device=meta, expected the input's device cpu" in device_failures[0].message
     blocked = {r.check for r in report.results if r.status == BLOCKED}
     assert {"check_mean_one", "check_weights_nonnegative", "check_empty_rows_ignored"} <= blocked
+
+
+def test_an_input_mutation_names_the_field_and_the_fix():
+    """Issue 40.10: the message named the field but not what to change."""
+    from meta_broken import MutatesEmptyRowsScorer
+
+    report = certify_subjects([Subject.from_component(MutatesEmptyRowsScorer)], device="cpu")
+    failure = next(r for r in report.results if r.status == FAILED and r.check == "check_no_input_mutation")
+    assert "old_log_probs" in failure.message and "clone a tensor before changing it" in failure.message
+    assert "out-of-place ops" in failure.message and MESSAGE.match(failure.message)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from meta_prompts import BROKEN_PROMPTS, GoodFloorSampler, GoodSolveRate, PromptReweighter, Starving
+from meta_prompts import BROKEN_PROMPTS, GoodFloorSampler, GoodSolveRate, PickledState, PromptReweighter, Starving
 
 from dataflex_conformance import FAILED, PASSED, PROMPT_CHECKS, Subject, certify_subjects
 
@@ -43,3 +43,10 @@ def test_a_floor_of_zero_is_accepted_only_when_asked_for():
     assert any(r.check == "check_no_prompt_starved" and r.status == FAILED for r in asked.results)
     message = next(r.message for r in asked.results if r.check == "check_no_prompt_starved" and r.status == FAILED)
     assert "min_probability(8) = 0 with default params, expected a positive floor" in message
+
+
+def test_state_that_only_an_unsafe_load_reads_back_fails_as_a_resume_would():
+    report = certify_subjects([Subject.from_component(PickledState)], device="cpu")
+    failed = [r for r in report.results if r.check == "check_state_round_trip" and r.status == FAILED]
+    assert failed, "state a resume's torch.load(weights_only=True) refuses was certified"
+    assert "UnpicklingError" in failed[0].message and "data-only state" in failed[0].message, failed[0].message

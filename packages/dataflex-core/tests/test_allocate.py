@@ -117,14 +117,18 @@ def test_invalid_counts_raise_or_fall_back_to_an_even_split():
         session("alloctest_one_short").seam(PromptCounts).counts([12, 10], 1, rollout_n=4)
     flex = session("alloctest_one_short", on_invalid="uniform")
     assert flex.seam(PromptCounts).counts([12, 10], 1, rollout_n=4).tolist() == [4, 4]
-    assert flex.mechanism.last.even
+    assert flex.mechanism.last.fallback
 
 
 def test_before_warmup_the_budget_is_split_evenly_without_the_components():
     flex = session(warmup_step=3)
     assert flex.seam(PromptCounts).counts([12, 10, 11], 1, rollout_n=3, uids=["a", "b", "c"]).tolist() == [3, 3, 3]
-    assert flex.run(rollouts([12, 10, 11], [3, 3, 3], "abc", [1.0] * 9), 1).metrics["dataflex/allocate/even"] == 1.0
+    metrics = flex.run(rollouts([12, 10, 11], [3, 3, 3], "abc", [1.0] * 9), 1).metrics
+    assert metrics["dataflex/allocate/fallback"] == 1.0 and metrics["dataflex/allocate/even"] == 1.0  # old alias
+    assert metrics["dataflex/allocate/seen_before"] == 0.0  # first step: the ledger knew none of them
     assert flex.ledger.rollouts.tolist() == [3, 3, 3, 0]  # fed during warm-up
+    flex.seam(PromptCounts).counts([12, 10], 2, rollout_n=3, uids=["d", "e"])
+    assert flex.mechanism.last.seen_before == 1.0  # both were rolled out at step 1
 
 
 def test_a_host_that_cannot_vary_n_refuses_at_mount_with_its_reason():

@@ -230,7 +230,7 @@ def test_every_rounds_rollouts_feed_the_ledger_and_match_the_compute_counters(tm
     assert int(ledger.rollouts_trained.sum()) == metrics[f"{COMPUTE_PREFIX}rollouts_trained"]
     assert int(ledger.rollouts.sum()) == metrics[f"{COMPUTE_PREFIX}rollouts_generated"] - 1  # the empty response
     flex.save(tmp_path / "global_step_1", 1)
-    warm = ledger_session(ledger={"load": str(tmp_path / "global_step_1" / "dataflex_ledger.jsonl")})
+    warm = ledger_session(ledger={"load": str(tmp_path / "global_step_1")})  # the checkpoint folder
     assert torch.equal(warm.ledger.rollouts, ledger.rollouts)
     resumed = ledger_session()
     resumed.restore(tmp_path / "global_step_1")

@@ -8,7 +8,10 @@ import pytest
 import torch
 
 from dataflex_core import ConfigError, Scorer, register_scorer
-from dataflex_core.ledger import CHECKPOINT_LEDGER, COLUMNS, PromptIds, PromptLedger, read_ledger
+import pyarrow.parquet as pq
+
+from dataflex_core import ledger_file
+from dataflex_core.ledger import COLUMNS, PromptIds, PromptLedger, read_ledger
 from dataflex_core.session import DataFlexSession
 from dataflex_core.step import FieldSupport, HostCapabilities, LossWeights, SeamSupport, TrainSampler
 from dataflex_core.step.history import PromptHistory
@@ -82,29 +85,125 @@ def test_the_uniform_reward_streak_counts_the_latest_visits_in_a_row():
     assert int(ledger.uniform_reward_steps[0]) == 3
 
 
+def legacy_jsonl(ledger: PromptLedger, path) -> None:
+    """The JSON Lines file this release's export wrote (a header line, then one record per prompt)."""
+    header = {
+        "format": "dataflex-ledger", "version": 1, "prompt_key": ledger.ids.key, "prompts": len(ledger),
+        "ids_fingerprint": ledger.ids.fingerprint(), "success_threshold": None, "last_step": ledger.last_step,
+    }  # fmt: skip
+    lines = [json.dumps(header)]
+    for row, prompt_id in enumerate(ledger.ids.values.tolist()):
+        lines.append(json.dumps({"id": prompt_id, **{c: getattr(ledger, c)[row].item() for c in COLUMNS}}))
+    path.write_text("\n".join(lines) + "\n")
+
+
 def test_the_exported_file_warm_starts_a_ledger_over_the_same_prompts_in_another_order(tmp_path):
     ledger = fed_ledger()
-    path = tmp_path / "ledger.jsonl"
+    path = tmp_path / "ledger.parquet"
     ledger.export(path)
     header, records = read_ledger(path)
     assert header["format"] == "dataflex-ledger" and header["prompts"] == 3 and header["last_step"] == 2
     assert [record["id"] for record in records] == [10, 11, 12]
-    assert json.loads(path.read_text().splitlines()[1])["rollouts"] == 4  # one plain JSON object per prompt
+    assert pq.read_table(path).column("rollouts").to_pylist() == [4, 0, 2]  # plain Parquet any reader takes
     other_host = PromptLedger(PromptIds([12, 10, 11], "index"))  # another host's row order
     other_host.load(path)
+    assert by_id(other_host) == by_id(ledger) and other_host.last_step == 2 and other_host.seen_fraction == 2 / 3
+
+
+def test_this_releases_json_lines_files_still_load(tmp_path):
+    ledger = fed_ledger()
+    legacy_jsonl(ledger, tmp_path / "ledger.jsonl")
+    other_host = PromptLedger(PromptIds([12, 10, 11], "index"))
+    other_host.load(tmp_path / "ledger.jsonl")
     assert by_id(other_host) == by_id(ledger) and other_host.last_step == 2
+
+
+def test_parquet_round_trips_over_many_row_groups_with_string_ids(tmp_path, monkeypatch):
+    monkeypatch.setattr(ledger_file, "ROW_GROUP", 7)
+    ids = [f"p-{i}-é" for i in range(50)]
+    ledger = PromptLedger(PromptIds(ids, "uid"))
+    rows = torch.arange(50).repeat(3)
+    ledger.record(rows, torch.rand(150, dtype=torch.float64), 4, tokens=torch.arange(150))
+    ledger.export(tmp_path / "l.parquet")
+    assert pq.ParquetFile(tmp_path / "l.parquet").num_row_groups == 8
+    other = PromptLedger(PromptIds(list(reversed(ids)), "uid"))
+    other.load(tmp_path / "l.parquet")
+    assert by_id(other) == by_id(ledger)
+    state = ledger.state_dict()  # ids as one uint8 tensor, never a list
+    assert isinstance(state["ids_utf8"], torch.Tensor) and not any(isinstance(v, list) for v in state.values())
+    resumed = PromptLedger(PromptIds(ids, "uid"))
+    resumed.load_state_dict(state)
+    assert by_id(resumed) == by_id(ledger) and resumed.seen_fraction == 1.0
+
+
+def test_a_million_prompt_ledger_round_trips_through_checkpoint_state_and_parquet(tmp_path):
+    n = 1_000_000
+    ids = PromptIds(torch.arange(n) * 3 + 7, "index")
+    ledger = PromptLedger(ids)
+    g = torch.Generator().manual_seed(0)
+    rows = torch.randint(0, n, (200_000,), generator=g)
+    ledger.record(rows, torch.rand(len(rows), generator=g, dtype=torch.float64), 1, tokens=torch.ones_like(rows))
+    state = ledger.state_dict()
+    assert isinstance(state["ids"], torch.Tensor) and state["ids"].dtype == torch.int64
+    torch.save(state, tmp_path / "s.pt")
+    resumed = PromptLedger(ids)
+    resumed.load_state_dict(torch.load(tmp_path / "s.pt", weights_only=True))
+    ledger.export(tmp_path / "l.parquet")
+    imported = PromptLedger(ids)
+    imported.load(tmp_path / "l.parquet")
+    for column in COLUMNS:
+        assert torch.equal(getattr(resumed, column), getattr(ledger, column)), column
+        assert torch.equal(getattr(imported, column), getattr(ledger, column)), column
+    assert imported.seen_fraction == resumed.seen_fraction == float((ledger.times_sampled > 0).sum()) / n
+
+
+@pytest.mark.parametrize(
+    ("edit", "message"),
+    [
+        (lambda r: r[2].update(id=10), r"line 4 lists prompt id 10 a second time"),
+        (lambda r: r[0].update(rollouts=-1), r"line 2 \(id 10\) has rollouts=-1: it is at least 0"),
+        (lambda r: r[0].update(times_sampled=2.7), r"line 2 \(id 10\) has times_sampled=2.7: .* whole number"),
+        (lambda r: r[1].update(successes=float("inf")), r"line 3 \(id 11\) has successes=inf: .* finite"),
+        (lambda r: r[1].update(reward_sum=float("nan")), r"line 3 \(id 11\) has reward_sum=nan: .* finite"),
+        (lambda r: r[0].update(successes=9.0), r"line 2 \(id 10\) has successes=9.0: .* one success per rollout"),
+        (lambda r: r[0].update(rollouts="4"), r"line 2 \(id 10\) has rollouts='4': every counter is a number"),
+        (lambda r: r.pop(), r"has 2 records but its header lists 3 prompts: it is truncated"),
+    ],
+)
+def test_a_warm_start_refuses_values_no_run_records_naming_file_line_column_and_value(tmp_path, edit, message):
+    path = tmp_path / "ledger.jsonl"
+    legacy_jsonl(fed_ledger(), path)
+    header, *records = [json.loads(line) for line in path.read_text().splitlines()]
+    edit(records)
+    path.write_text("\n".join(json.dumps(line) for line in [header, *records]) + "\n")
+    with pytest.raises(ConfigError, match=f"ledger .*ledger.jsonl .*{message}"):
+        PromptLedger(PromptIds([10, 11, 12], "index")).load(path)
+
+
+def test_a_truncated_parquet_file_and_a_bad_parquet_value_are_named(tmp_path):
+    path = tmp_path / "l.parquet"
+    ledger = fed_ledger()
+    ledger.export(path)
+    data = path.read_bytes()
+    (tmp_path / "cut.parquet").write_bytes(data[: len(data) // 2])
+    with pytest.raises(ConfigError, match=r"cut.parquet is not a readable Parquet file .* truncated"):
+        PromptLedger(PromptIds([10, 11, 12], "index")).load(tmp_path / "cut.parquet")
+    ledger.rollouts_trained[2] = -3
+    ledger.export(path)
+    with pytest.raises(ConfigError, match=r"l.parquet row 2 \(id 12\) has rollouts_trained=-3"):
+        PromptLedger(PromptIds([10, 11, 12], "index")).load(path)
 
 
 @pytest.mark.parametrize(
     ("ids", "key", "message"),
     [
-        ([10, 11, 13], "index", r"recorded for another dataset: 3 prompts .* fingerprint"),
+        ([10, 11, 13], "index", r"recorded for another dataset: 3 prompts .* digest"),
         ([10, 11], "index", "recorded for another dataset: 3 prompts"),
         ([10, 11, 12], "problem_id", "keys its prompts by 'index', but this run keys them by .*'problem_id'"),
     ],
 )
 def test_a_ledger_of_another_dataset_is_refused(tmp_path, ids, key, message):
-    path = tmp_path / "ledger.jsonl"
+    path = tmp_path / "ledger.parquet"
     fed_ledger().export(path)
     with pytest.raises(ConfigError, match=message):
         PromptLedger(PromptIds(ids, key)).load(path)
@@ -131,7 +230,7 @@ def test_a_file_that_is_not_a_ledger_is_named(tmp_path, text, message):
 
 
 def test_a_missing_file_is_named(tmp_path):
-    with pytest.raises(ConfigError, match=r"dataflex.ledger.load='.*nowhere.jsonl' cannot be read"):
+    with pytest.raises(ConfigError, match=r"dataflex.ledger.load='.*nowhere.jsonl' does not exist"):
         PromptLedger(PromptIds([10], "index")).load(tmp_path / "nowhere.jsonl")
 
 
@@ -156,17 +255,28 @@ def curriculum_session(**extra) -> DataFlexSession:
     return session
 
 
-def test_a_curriculum_starts_from_dataflex_ledger_load_and_each_checkpoint_exports_it(tmp_path):
-    path = tmp_path / "profiled.jsonl"
+def test_a_curriculum_starts_from_dataflex_ledger_load_and_a_checkpoint_holds_it_once(tmp_path):
+    path = tmp_path / "profiled.parquet"
     fed_ledger().export(path)
     session = curriculum_session(ledger={"load": str(path)})
     assert session.ledger.rollouts.tolist() == [4, 0, 2]
     batch = rows_batch([2, 2], width=2, rewards=[1.0, 0.0], columns={"index": [11, 11]})
     session.run(batch, 3)
     session.save(tmp_path / "global_step_3", 3)
+    assert not [p.name for p in (tmp_path / "global_step_3").iterdir() if "ledger" in p.name]  # no second copy
     resumed = PromptLedger(PromptIds([10, 11, 12], "index"))
-    resumed.load(tmp_path / "global_step_3" / CHECKPOINT_LEDGER)
+    resumed.load(tmp_path / "global_step_3")  # a checkpoint folder: the ledger in its component state
     assert resumed.rollouts.tolist() == [4, 2, 2] and resumed.last_step == 3
+    assert session.export_ledger(tmp_path / "export.parquet")
+    exported = PromptLedger(PromptIds([10, 11, 12], "index"))
+    exported.load(tmp_path / "export.parquet")
+    assert exported.rollouts.tolist() == [4, 2, 2]
+
+
+@pytest.mark.parametrize("threshold", [float("nan"), float("inf"), float("-inf"), "1"])
+def test_success_threshold_must_be_finite_at_mount(threshold):
+    with pytest.raises(ConfigError, match=r"dataflex.success_threshold must be a finite number .* got"):
+        curriculum_session(success_threshold=threshold)
 
 
 def test_ledger_settings_are_checked():

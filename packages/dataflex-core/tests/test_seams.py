@@ -150,7 +150,9 @@ def test_the_flags_of_0_3_still_declare_seams_with_a_warning_and_read_back_from_
 
 
 def test_every_seam_of_this_release_has_a_name_and_says_what_the_host_does():
-    assert [s.name for s in SEAMS] == ["loss_weights", "train_sampler", "generation_rounds", "prompt_counts"]
+    assert [s.name for s in SEAMS] == [
+        "loss_weights", "train_sampler", "generation_rounds", "prompt_counts", "staged_generation"
+    ]  # fmt: skip
     assert all(s.does for s in SEAMS)
 
 

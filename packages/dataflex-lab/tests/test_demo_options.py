@@ -83,7 +83,7 @@ def test_a_short_runs_table_says_its_figures_are_too_few_to_compare(steps, tmp_p
                        plot_path=tmp_path / "demo.png", say=said.append)  # fmt: skip
     text = "\n".join(said)
     assert "first 1 steps" not in text
-    assert ("reward, first step |" in text) == (steps < 6)
+    assert ("| reward, step 1 |" in text) == (steps < 6)  # the labels say the steps each figure covers
     short = "too few to compare the arms' rewards or step times" in text
     assert short == (steps < demo_report.SHORT_RUN_STEPS), text
     if short:

@@ -9,7 +9,7 @@ import torch
 from trl_testkit import NUM_GENERATIONS, PROMPTS_PER_STEP, generate, loss_and_grads
 
 from dataflex_core import IncompatibleComponentError, register_scorer
-from dataflex_core.ledger import CHECKPOINT_LEDGER, read_ledger
+from dataflex_core.ledger import read_ledger
 from dataflex_core.mechanisms.filter import RefillSampler
 from dataflex_core.session import GenerationRounds
 from dataflex_lab.testing.components import DomainPreferenceScorer
@@ -104,8 +104,11 @@ def test_the_filters_ledger_survives_a_resume_and_warm_starts_another_run(make_t
     first = make_trainer("dapo", block, reward=split_reward, max_steps=2, save_strategy="steps", save_steps=2)
     first.train()
     saved = first.dataflex.ledger
-    exported = os.path.join(first.args.output_dir, "checkpoint-2", CHECKPOINT_LEDGER)
-    header, rows = read_ledger(exported)  # the checkpoint's ledger, every round's rollouts per prompt
+    checkpoint = os.path.join(first.args.output_dir, "checkpoint-2")
+    assert not [name for name in os.listdir(checkpoint) if "ledger" in name]  # once, in the component state
+    exported = os.path.join(first.args.output_dir, "ledger.parquet")
+    assert first.dataflex.export_ledger(exported)  # the explicit export (the run ended at the checkpoint's step)
+    header, rows = read_ledger(exported)  # every round's rollouts per prompt
     assert sum(row["rollouts"] for row in rows) == int(saved.rollouts.sum()) > 2 * PROMPTS_PER_STEP * NUM_GENERATIONS
     assert sum(row["rollouts_filtered"] for row in rows) == int(saved.rollouts_filtered.sum()) > 0
     before = {name: getattr(saved, name).clone() for name in ("rollouts", "rollouts_trained", "rollouts_filtered")}
@@ -120,8 +123,8 @@ def test_the_filters_ledger_survives_a_resume_and_warm_starts_another_run(make_t
         total = totals["rollouts_generated" if name == "rollouts" else name]
         assert int(getattr(ledger, name).sum()) == total, name  # and the totals continued with it
 
-    warm = make_trainer("dapo", {**block, "ledger": {"load": exported}}, reward=split_reward, max_steps=1)
-    warm.train()  # a new run (no checkpoint) that starts from the exported ledger
+    warm = make_trainer("dapo", {**block, "ledger": {"load": checkpoint}}, reward=split_reward, max_steps=1)
+    warm.train()  # a new run (no checkpoint) that starts from the checkpoint's ledger
     grown = warm.dataflex.ledger
     assert (
         int(grown.rollouts.sum())
@@ -215,3 +218,10 @@ def test_filter_is_refused_where_trl_cannot_refill(make_trainer):
 
     with pytest.raises(IncompatibleComponentError, match="cannot refill: refill rounds draw prompts by index"):
         make_trainer("dapo", DAPO, train_dataset=IterableDataset.from_generator(rows), max_steps=1)
+
+
+def test_pilot_is_refused_because_grpo_trainer_generates_a_step_at_once(make_trainer):
+    block = {"mechanism": "pilot", "scorer": {"name": "group_reward_variance"}, "actuator": {"name": "threshold_band"}}
+    with pytest.raises(IncompatibleComponentError, match=r"GRPOTrainer cannot: GRPOTrainer generates num_generations "
+                       r"completions of every prompt in one generate call"):  # fmt: skip
+        make_trainer("dapo", block, max_steps=1)

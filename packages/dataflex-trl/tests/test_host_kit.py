@@ -11,7 +11,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from dataflex_trl.mount import LOSS_UNITS
+import torch
+from dataflex_trl.mount import LOSS_UNITS, capabilities
 from trl_testkit import NUM_GENERATIONS, generate
 
 from dataflex_conformance.host import HostHarness, HostStep, HostSuite
@@ -24,9 +25,19 @@ def first_prompt_unscored(completions, answer, **kwargs):
     return [None] * NUM_GENERATIONS + rewards[NUM_GENERATIONS:]
 
 
+#: loss type -> the host's declaration (the same for every test of a loss type: built once)
+DECLARED: dict = {}
+
+
 class TrlHarness(HostHarness):
     def __init__(self, make_trainer, inputs, loss_type: str) -> None:
         self.make_trainer, self.inputs, self.loss_type = make_trainer, inputs, loss_type
+
+    def capabilities(self):  # what the host declares for this loss type: the kit runs those seams' suites
+        if self.loss_type not in DECLARED:
+            trainer = self.make_trainer(self.loss_type)
+            DECLARED[self.loss_type] = capabilities(trainer.args, trainer.train_dataset)
+        return DECLARED[self.loss_type]
 
     def step(self, block):
         trainer = self.make_trainer(self.loss_type, block, reward=first_prompt_unscored)
@@ -42,6 +53,16 @@ class TrlHarness(HostHarness):
         inert[:NUM_GENERATIONS] = True  # the unscored completions
         weights = applied[-1] if applied else None
         return HostStep(loss, mask, inert, LOSS_UNITS[self.loss_type], weights, metrics)
+
+    def draws(self, block, steps):
+        drawn = []
+
+        def recording(completions, answer, index, **kwargs):  # TRL hands the reward each prompt's dataset columns
+            drawn.append(torch.as_tensor(index, dtype=torch.int64))
+            return echo_reward(completions, answer)
+
+        self.make_trainer(self.loss_type, block, reward=recording, max_steps=steps, save_strategy="no").train()
+        return drawn
 
     def save(self, block):
         trainer = self.make_trainer(self.loss_type, block, max_steps=2, save_strategy="steps", save_steps=2)

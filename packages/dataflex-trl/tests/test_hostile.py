@@ -1,6 +1,6 @@
 """TRL's real ``GRPOTrainer`` against hostile plugins and checkpoints: named, isolated, never training wrong.
 
-The hostile-plugin suite (the testing kit's ``hostile_suite``) runs on TRL's real
+The hostile-plugin suite (the testing kit's ``hostile_suite.HostileStepSuite``) runs on TRL's real
 ``_generate_and_score_completions``; the degenerate steps are TRL's own tests'
 scenarios; saves, resumes and locks go through TRL's real training loop.
 
@@ -137,24 +137,25 @@ def _per_token(advantages: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     return advantages.unsqueeze(1) * mask if advantages.dim() == 1 else advantages * mask
 
 
-@pytest.mark.parametrize("on_invalid", ["raise", "uniform"])
-@pytest.mark.parametrize("case", hostile_suite.STEP_CASES, ids=lambda c: f"{c.fault_class}-{c.id}")
-def test_a_hostile_plugin_on_trls_step_is_named_falls_back_or_weighs_right(
-    make_trainer, generation_inputs, case, on_invalid
-):
-    config = {"num_iterations": 2}  # TRL computes old_per_token_logps itself: the tensor a component could change
-    plain = generate(make_trainer("dapo", **config), generation_inputs)
-    trainer = make_trainer("dapo", case.block(on_invalid), **config)
-    try:
-        output, error = generate(trainer, generation_inputs), None
-    except Exception as exc:  # noqa: BLE001 - the suite checks what it is
-        output, error = None, exc
-    metrics = {name: values[-1] for name, values in trainer._metrics["train"].items() if name.startswith("dataflex/")}
-    if output is None:  # nothing reached TRL's loss
-        outcome = hostile_suite.StepOutcome(error, metrics, False, True, False)
-    else:
+class TrlHostile(hostile_suite.HostileHarness):
+    """A hostile block through TRL's ``_generate_and_score_completions``, against TRL's own step on the same batch."""
+
+    def __init__(self, make_trainer, inputs) -> None:
+        self.make_trainer, self.inputs = make_trainer, inputs
+
+    def outcome(self, block):
+        config = {"num_iterations": 2}  # TRL computes old_per_token_logps itself: the tensor a component could change
+        plain = generate(self.make_trainer("dapo", **config), self.inputs)
+        trainer = self.make_trainer("dapo", block, **config)
+        try:
+            output, error = generate(trainer, self.inputs), None
+        except Exception as exc:  # noqa: BLE001 - the suite checks what it is
+            output, error = None, exc
+        metrics = {n: values[-1] for n, values in trainer._metrics["train"].items() if n.startswith("dataflex/")}
+        if output is None:  # nothing reached TRL's loss
+            return hostile_suite.StepOutcome(error, metrics, False, True, False)
         mask = plain["completion_mask"]
-        outcome = hostile_suite.StepOutcome(
+        return hostile_suite.StepOutcome(
             error,
             metrics,
             framework_loss=torch.allclose(
@@ -164,7 +165,12 @@ def test_a_hostile_plugin_on_trls_step_is_named_falls_back_or_weighs_right(
             and torch.equal(output["completion_mask"], mask),
             weights_have_graph=output["advantages"].requires_grad or output["advantages"].grad_fn is not None,
         )
-    hostile_suite.check_outcome(case, on_invalid, outcome)
+
+
+class TestTrlAgainstHostilePlugins(hostile_suite.HostileStepSuite):
+    @pytest.fixture
+    def hostile(self, make_trainer, generation_inputs):
+        return TrlHostile(make_trainer, generation_inputs)
 
 
 # -- a step with no valid token: TRL's own degenerate-step tests, with DataFlex ---------------------------

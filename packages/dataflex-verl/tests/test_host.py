@@ -713,3 +713,14 @@ def test_a_registration_failure_is_loud_and_reaches_the_user():
     assert "could not register its trainers" in result.stderr
     assert "RAISED trainer.v1.trainer_mode='dataflex_sync' is provided by dataflex-verl" in result.stdout
     assert "ModuleNotFoundError: import of dataflex_verl.trainers halted" in result.stdout
+
+
+def test_pilot_is_refused_on_the_v1_trainers_because_stages_are_not_exact_there(make_config):
+    """V1 dispatches each prompt once with its __rollout_n__; a second stage could reach another step's batch."""
+    from verl.trainer.ppo.v1 import get_trainer_cls
+
+    block = {"mechanism": "pilot", "scorer": {"name": "group_reward_variance"}, "actuator": {"name": "threshold_band"}}
+    config = make_config([], dataflex=block)
+    with pytest.raises(IncompatibleComponentError, match=r"verl cannot: verl V1's agent loop rolls each prompt out "
+                       r"once per dispatch.*not guaranteed exactly"):  # fmt: skip
+        get_trainer_cls("dataflex_sync")(config)

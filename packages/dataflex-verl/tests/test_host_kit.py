@@ -38,6 +38,11 @@ class VerlHarness(HostHarness):
         trainer.global_steps = 1
         return trainer
 
+    def capabilities(self):
+        from dataflex_verl.mount import capabilities
+
+        return capabilities(self.make_config([f"actor_rollout_ref.actor.loss_agg_mode={self.loss_agg_mode}"]), "v1")
+
     def advantage_step(self, trainer, seed: int):
         meta = sandbox.put_rollout(sandbox.synthetic_rollout(num_prompts=4, n=4, padding_rows=2, seed=seed))
         metrics: dict = {}
@@ -59,6 +64,25 @@ class VerlHarness(HostHarness):
         mask = got["response_mask"].bool()
         inert = padding | ~mask.any(-1)
         return HostStep(loss, mask, inert, LOSS_UNITS[self.loss_agg_mode], got.get("rollout_is_weights"), metrics)
+
+    def draws(self, block, steps):
+        import pandas as pd
+
+        path = self.root / "train.parquet"  # 32 prompts, verl's layout, extra_info.index = the row
+        rows = [
+            {
+                "prompt": [{"role": "user", "content": f"question {i}"}],
+                "data_source": "synthetic",
+                "reward_model": {"ground_truth": "1"},
+                "extra_info": {"index": i},
+            }
+            for i in range(32)
+        ]
+        pd.DataFrame(rows).to_parquet(path)
+        config = self.make_config(sandbox.dataset_overrides(str(path), 8, seed=3), dataflex=block)
+        trainer = sandbox.dataloader_trainer(config)  # verl's real train dataloader, DataFlex's sampler in it
+        batches = [trainer._next_train_batch() for _ in range(steps)]
+        return [torch.as_tensor([info["index"] for info in batch["extra_info"]]) for batch in batches]
 
     def save(self, block):
         trainer = sandbox.attach_workers(self.trainer(block))

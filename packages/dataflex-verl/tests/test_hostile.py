@@ -1,6 +1,6 @@
 """verl's real ``_compute_advantage`` and a real TransferQueue against the hostile-plugin suite.
 
-The suite (the testing kit's ``hostile_suite``) is the one TRL's tests run too: each
+The suite (the testing kit's ``hostile_suite.HostileStepSuite``) is the one TRL's tests run too: each
 hostile pipeline goes through the trainer ``get_trainer_cls("dataflex_sync")``
 builds from verl's real config, on a synthetic rollout in verl's layout put
 into the queue; what reached the actor is read back from the queue and fed to
@@ -50,39 +50,46 @@ def observe_results(trainer, monkeypatch) -> list:
     return results
 
 
-@pytest.mark.parametrize("on_invalid", ["raise", "uniform"])
-@pytest.mark.parametrize("case", hostile_suite.STEP_CASES, ids=lambda c: f"{c.fault_class}-{c.id}")
-def test_a_hostile_plugin_on_verls_step_is_named_falls_back_or_weighs_right(
-    make_config, queue, monkeypatch, case, on_invalid
-):
-    trainer = trainer_for(make_config, case.block(on_invalid))
-    results = observe_results(trainer, monkeypatch)
-    meta = sandbox.put_rollout(sandbox.synthetic_rollout(num_prompts=4, n=4, padding_rows=2))
-    before = padded(meta, "old_log_probs", "response_mask")
-    metrics: dict = {}
-    try:
-        out, error = trainer._compute_advantage(meta, metrics), None
-    except Exception as exc:  # noqa: BLE001 - the suite checks what it is
-        out, error = meta, exc
-    after = padded(meta, "old_log_probs", "response_mask")
-    unchanged = all(torch.equal(before[name], after[name]) for name in before)
-    if error is not None:
-        assert "rollout_is_weights" not in padded(meta, "rollout_is_weights")  # nothing reached the actor
-        outcome = hostile_suite.StepOutcome(error, {}, False, unchanged, False)
-    else:
+class VerlHostile(hostile_suite.HostileHarness):
+    """A hostile block through verl's ``_compute_advantage``; what reached the actor fed to verl's ``ppo_loss``."""
+
+    def __init__(self, make_config, monkeypatch) -> None:
+        self.make_config, self.monkeypatch = make_config, monkeypatch
+
+    def outcome(self, block):
+        trainer = trainer_for(self.make_config, block)
+        results = observe_results(trainer, self.monkeypatch)
+        meta = sandbox.put_rollout(sandbox.synthetic_rollout(num_prompts=4, n=4, padding_rows=2))
+        before = padded(meta, "old_log_probs", "response_mask")
+        metrics: dict = {}
+        try:
+            out, error = trainer._compute_advantage(meta, metrics), None
+        except Exception as exc:  # noqa: BLE001 - the suite checks what it is
+            out, error = meta, exc
+        after = padded(meta, "old_log_probs", "response_mask")
+        unchanged = all(torch.equal(before[name], after[name]) for name in before)
+        if error is not None:
+            assert "rollout_is_weights" not in padded(meta, "rollout_is_weights")  # nothing reached the actor
+            sandbox.clear(meta)
+            return hostile_suite.StepOutcome(error, {}, False, unchanged, False)
         ones = torch.ones_like(after["response_mask"], dtype=torch.float32)
         loss = sandbox.actor_loss(out, trainer.config)
         plain = sandbox.actor_loss(out, trainer.config, weights=ones)
         applied = results[-1].applied
-        outcome = hostile_suite.StepOutcome(
+        sandbox.clear(meta)
+        return hostile_suite.StepOutcome(
             error,
             {k: v for k, v in metrics.items() if k.startswith("dataflex/")},
             framework_loss=torch.allclose(loss, plain, rtol=1e-6, atol=0.0),
             framework_tensors_unchanged=unchanged,
             weights_have_graph=applied is not None and (applied.requires_grad or applied.grad_fn is not None),
         )
-    sandbox.clear(meta)
-    hostile_suite.check_outcome(case, on_invalid, outcome)
+
+
+class TestVerlAgainstHostilePlugins(hostile_suite.HostileStepSuite):
+    @pytest.fixture
+    def hostile(self, make_config, queue, monkeypatch):
+        return VerlHostile(make_config, monkeypatch)
 
 
 # -- a step with no valid token ------------------------------------------------------------------

@@ -31,6 +31,8 @@ from dataflex_core.session import (
     LossWeights,
     PromptCounts,
     SeamSupport,
+    StagedGeneration,
+    StepStages,
     TrainSampler,
 )
 
@@ -55,7 +57,8 @@ FIELDS = {
 
 
 def capabilities(config: ToyConfig) -> HostCapabilities:
-    """The loop multiplies per-token weights into its loss; it cannot drop rows or choose its prompts."""
+    """The loop multiplies per-token weights into its loss and can generate a step in stages; it cannot drop rows
+    or choose its prompts otherwise."""
     return HostCapabilities(
         name=f"toy loop (dataflex-host-example {__version__})",
         # the seams this host provides, and why not the others (a mechanism that needs one is refused with it)
@@ -64,6 +67,7 @@ def capabilities(config: ToyConfig) -> HostCapabilities:
             TrainSampler: SeamSupport(False, "the toy loop walks its dataset in order"),
             GenerationRounds: SeamSupport(False, "the toy loop generates one batch per step"),
             PromptCounts: SeamSupport(False, "the toy loop rolls every prompt out the same number of times"),
+            StagedGeneration: SeamSupport(True),
         },
         loss_units=(TOKEN_UNIT, SEQUENCE_UNIT),
         token_weights=True,
@@ -103,6 +107,14 @@ def canonical_batch(batch: Mapping[str, torch.Tensor], log_probs: torch.Tensor, 
 # --8<-- [end:batch]
 
 
+def assemble(parts: list[dict[str, torch.Tensor]], keep: list[torch.Tensor], padding: int) -> dict[str, torch.Tensor]:
+    """The trained batch of a staged step: each stage's kept rows, stage after stage, then ``padding`` rows."""
+    rows = {name: torch.cat([part[name][index] for part, index in zip(parts, keep)]) for name in parts[0]}
+    rows.pop("advantages", None)  # recomputed by the loop on the whole groups
+    pad = {name: value[-padding:] if padding else value[:0] for name, value in parts[0].items() if name in rows}
+    return {name: torch.cat([rows[name], pad[name]]) for name in rows}
+
+
 # --8<-- [start:session]
 class DataFlexToyTrainer(ToyTrainer):
     """The toy loop with a ``dataflex`` block: ``DataFlexToyTrainer(config, dataset, dataflex={...})``."""
@@ -123,6 +135,28 @@ class DataFlexToyTrainer(ToyTrainer):
             is_group_estimator=lambda name: True,
         )
         super().__init__(config, dataset)
+        #: The step's stages while a staged-generation mechanism (``pilot``) runs (``None`` otherwise).
+        self.stages: StepStages | None = None
+        staged = self.dataflex.seam(StagedGeneration)
+        if staged is not None:  # before a resume restores the sampler's position
+            staged.prepare(len(self.dataset), batch_size=config.prompts_per_step, seed=config.seed)
+
+    def rollout(self, step: int) -> dict[str, torch.Tensor]:
+        """The loop's batch, or under a staged-generation mechanism the stages it asks for, assembled."""
+        staged = self.dataflex.seam(StagedGeneration)
+        self.stages = None
+        if staged is None or self.dataflex.idle(step) is not None:
+            return super().rollout(step)
+        cfg, gen = self.config, self.step_generator(step)
+        stages = staged.stages(cfg.prompts_per_step, rollout_n=cfg.group_size)
+        parts = []
+        while (asked := stages.next()) is not None:
+            part = self.generate(asked.prompts, asked.counts, asked.uids, gen)
+            part["advantages"] = self.advantages(part)  # within the stage, for scorers that read them
+            staged.observe(stages, canonical_batch(part, self.log_probs(part), self.dataflex.fields), step)
+            parts.append(part)
+        self.stages = stages
+        return assemble(parts, stages.trained(), cfg.padding_rows)
 
     def loss_weights(self, batch: dict[str, torch.Tensor], step: int) -> torch.Tensor | None:
         idle = self.dataflex.idle(step)
@@ -130,7 +164,8 @@ class DataFlexToyTrainer(ToyTrainer):
             self.log(idle)
             return None
         start = time.perf_counter()
-        result = self.dataflex.run(canonical_batch(batch, self.log_probs(batch), self.dataflex.fields), step)
+        canonical = canonical_batch(batch, self.log_probs(batch), self.dataflex.fields)
+        result = self.dataflex.run(canonical, step, generation=self.stages)
         self.log(result.timed(start).metrics)
         if result.applied is None:  # a uniform fallback, an empty step: the loop's own loss
             return None

@@ -6,7 +6,8 @@ equal to the prompt's target), GRPO advantages, a per-token policy-gradient loss
 sequence, an optimizer step, and checkpoints a run resumes from. Batches have what frameworks' batches
 have: empty responses (length 0) and padding rows appended to fill the batch.
 
-Its seams are the methods a host overrides: :meth:`ToyTrainer.loss_weights` (per-token weights the loss
+Its seams are the methods a host overrides: :meth:`ToyTrainer.rollout` (the step's batch, which a host may
+generate in stages through :meth:`ToyTrainer.generate`), :meth:`ToyTrainer.loss_weights` (per-token weights the loss
 multiplies in), :meth:`ToyTrainer.save_checkpoint` and :meth:`ToyTrainer.load_checkpoint`.
 """
 
@@ -69,21 +70,31 @@ class ToyTrainer:
     def rollout(self, step: int) -> dict[str, torch.Tensor]:
         """The step's batch: ``prompts_per_step`` groups of ``group_size`` responses, then the padding rows."""
         cfg = self.config
-        gen = torch.Generator().manual_seed(cfg.seed * 1_000_003 + step)
-        groups = torch.randint(len(self.dataset), (cfg.prompts_per_step,), generator=gen)
-        prompt = groups.repeat_interleave(cfg.group_size)
+        gen = self.step_generator(step)
+        prompts = torch.randint(len(self.dataset), (cfg.prompts_per_step,), generator=gen)
+        counts = torch.full((cfg.prompts_per_step,), cfg.group_size)
+        return self.generate(prompts, counts, torch.arange(cfg.prompts_per_step), gen)
+
+    def step_generator(self, step: int) -> torch.Generator:
+        """The random stream of one step's sampling (seeded by the run's seed and the step)."""
+        return torch.Generator().manual_seed(self.config.seed * 1_000_003 + step)
+
+    def generate(
+        self, prompts: torch.Tensor, counts: torch.Tensor, groups: torch.Tensor, gen: torch.Generator
+    ) -> dict[str, torch.Tensor]:
+        """``counts[i]`` responses of dataset row ``prompts[i]`` in group ``groups[i]``, then the padding rows."""
+        cfg = self.config
+        prompt = prompts.to(torch.long).repeat_interleave(counts)
         probs = torch.softmax(self.logits.detach()[prompt], -1)
         tokens = torch.multinomial(probs, cfg.max_length, replacement=True, generator=gen)
         lengths = torch.randint(0, cfg.max_length + 1, (len(prompt),), generator=gen)  # 0: an empty response
         mask = torch.arange(cfg.max_length) < lengths.unsqueeze(-1)
-        target = torch.tensor([self.dataset[int(i)]["target"] for i in prompt])
+        target = torch.tensor([self.dataset[int(i)]["target"] for i in prompt], dtype=torch.long)
         reward = ((tokens == target.unsqueeze(-1)) & mask).sum(-1) / lengths.clamp(min=1)
         pad = cfg.padding_rows
         return {
             "prompt": torch.cat([prompt, torch.zeros(pad, dtype=prompt.dtype)]),
-            "group": torch.cat(
-                [torch.arange(cfg.prompts_per_step).repeat_interleave(cfg.group_size), torch.full((pad,), -1)]
-            ),  # fmt: skip
+            "group": torch.cat([groups.to(torch.long).repeat_interleave(counts), torch.full((pad,), -1)]),
             "tokens": torch.cat([tokens, torch.zeros(pad, cfg.max_length, dtype=tokens.dtype)]),
             "mask": torch.cat([mask, torch.zeros(pad, cfg.max_length, dtype=torch.bool)]),
             "reward": torch.cat([reward.to(torch.float32), torch.zeros(pad)]),

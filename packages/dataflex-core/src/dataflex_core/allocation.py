@@ -12,12 +12,12 @@ allocators, so they live here once:
   rollout goes to the prompt whose value gains most from it. For values that
   are concave in the count (each extra rollout is worth no more than the last)
   this is the exact optimum of the knapsack over the budget, the same as
-  dynamic programming, in ``O(budget log prompts)``.
+  dynamic programming, found by sorting the marginal gains of
+  ``prompts x levels`` in a few tensor passes (no step per rollout).
 """
 
 from __future__ import annotations
 
-import heapq
 from collections.abc import Callable
 
 import torch
@@ -35,40 +35,70 @@ def even_split(num_prompts: int, budget: int) -> torch.Tensor:
 
 
 def greedy_allocation(
-    value: Callable[[torch.Tensor], torch.Tensor], num_prompts: int, budget: int, n_min: int, n_max: int | None
+    value: Callable[[torch.Tensor], torch.Tensor],
+    num_prompts: int,
+    budget: int,
+    n_min: int,
+    n_max: int | None,
+    *,
+    batched: bool = False,
 ) -> torch.Tensor:
     """Counts int64 ``(n,)`` summing to ``budget`` within ``[n_min, n_max]`` that maximise ``sum_i value(n)_i``.
 
     :param value: maps counts int64 ``(n,)`` to each prompt's value at that count, float ``(n,)``.
     :param n_max: the most rollouts a prompt gets (``None``: the budget is the only cap).
+    :param batched: ``value`` also maps counts ``(levels, n)`` to values ``(levels, n)`` (elementwise, broadcast
+        against per-prompt tensors ``(n,)``): the levels are then evaluated in one call per growth, not one each.
 
-    Starts from ``n_min`` everywhere; each further rollout goes to the largest marginal gain
-    ``value(n_i + 1) - value(n_i)``, ties to the prompt with fewer rollouts, then the earlier one (so rollouts
-    no prompt gains from, when every value is flat, spread evenly). Exact when ``value`` is concave in the count.
-    The caller checks the budget is feasible (:func:`~dataflex_core.contracts.allocation_problem`).
+    The spare rollouts go to the largest marginal gains ``value(n_i + 1) - value(n_i)``, ties to the prompt with
+    fewer rollouts, then the earlier one (so rollouts no prompt gains from, when every value is flat, spread
+    evenly). Exact when ``value`` is concave in the count. The caller checks the budget is feasible
+    (:func:`~dataflex_core.contracts.allocation_problem`).
+
+    Computed in tensor passes, not one step per rollout: the gains of the first levels (counts above ``n_min``)
+    of every prompt are sorted once (stable, so ties keep the order level, then prompt) and the top ``spare``
+    taken; only prompts that took every level computed get more levels (doubling), and the sort is redone. For
+    concave values a prompt that stopped short of its levels never gains a further one, so the result equals
+    the one-rollout-at-a-time greedy; memory is the entries compared, ``prompts x levels`` at most.
+
+    :raises ValueError: ``value`` gave a NaN gain (named with the prompt and count).
     """
-    counts = torch.full((num_prompts,), int(n_min), dtype=torch.int64)
-    spare = int(budget) - num_prompts * int(n_min)
-    cap = spare + int(n_min) if n_max is None else min(int(n_max), spare + int(n_min))
+    n, n_min = int(num_prompts), int(n_min)
+    counts = torch.full((n,), n_min, dtype=torch.int64)
+    spare = int(budget) - n * n_min
+    cap = spare + n_min if n_max is None else min(int(n_max), spare + n_min)
     if spare <= 0 or cap <= n_min:
         return counts
-    # the marginal gains at each count, one batched value call per count reached (so the work grows with the
-    # counts handed out, not with the budget times the prompts)
-    values = [value(torch.full((num_prompts,), int(n_min), dtype=torch.int64)).to(torch.float64)]
-    gains: list[list[float]] = []
-
-    def gain(count: int, i: int) -> float:
-        level = count - int(n_min)
-        while len(gains) <= level:
-            values.append(value(torch.full((num_prompts,), int(n_min) + len(values), dtype=torch.int64)).double())
-            gains.append((values[-1] - values[-2]).tolist())
-        return gains[level][i]
-
-    heap = [(-gain(int(n_min), i), int(n_min), i) for i in range(num_prompts)]
-    heapq.heapify(heap)
-    for _ in range(spare):
-        _, count, i = heapq.heappop(heap)
-        counts[i] = count + 1
-        if count + 1 < cap:
-            heapq.heappush(heap, (-gain(count + 1, i), count + 1, i))
-    return counts
+    max_levels = cap - n_min
+    target = min(max_levels, -(-spare // n) + 1)
+    previous = value(torch.full((n,), n_min, dtype=torch.int64)).to(torch.float64)
+    active = torch.arange(n)
+    gains: list[torch.Tensor] = []
+    owners: list[torch.Tensor] = []
+    done = 0
+    while True:
+        if batched and target > done:
+            counts_grid = torch.arange(n_min + done + 1, n_min + target + 1, dtype=torch.int64).unsqueeze(1)
+            grid = value(counts_grid.expand(target - done, n)).to(torch.float64)
+        for level in range(done, target):
+            if batched:
+                current = grid[level - done]
+            else:
+                current = value(torch.full((n,), n_min + level + 1, dtype=torch.int64)).to(torch.float64)
+            gain = (current - previous)[active]
+            if bool(gain.isnan().any()):
+                bad = int(active[gain.isnan()][0])
+                count = n_min + level + 1
+                raise ValueError(f"the allocation value gave a NaN gain for prompt {bad} at {count} rollouts")
+            gains.append(gain)
+            owners.append(active)
+            previous = current
+        done = target
+        flat, owner = torch.cat(gains), torch.cat(owners)
+        # stable descending sort: equal gains keep the concatenation order, which is level-major, prompt-minor
+        order = torch.sort(flat, descending=True, stable=True).indices[:spare]
+        taken = torch.bincount(owner[order], minlength=n)
+        saturated = torch.nonzero(taken == target).flatten()
+        if len(saturated) == 0 or target >= max_levels:
+            return counts + taken
+        active, target = saturated, min(max_levels, 2 * target)

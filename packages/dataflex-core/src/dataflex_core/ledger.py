@@ -19,14 +19,17 @@ dataset's rows and back; :class:`PromptLedger` holds one entry per row:
   (:meth:`PromptLedger.solve_rate_posterior`).
 
 It is fed from each step's rewards (:meth:`PromptLedger.record`), travels with
-the checkpoints (it refuses state recorded for another dataset) and is
-exported to / loaded from a JSON Lines file (:meth:`PromptLedger.export`,
-:meth:`PromptLedger.load`; ``dataflex.ledger.load: path``), so one run, an
-offline profiling pass or another host warm-starts the next. JSON Lines, not
-Parquet: one self-describing record per prompt that any language reads and a
-person can grep, appended or streamed without a columnar library (the core
-depends on torch and pluggy only); the first line is a header naming the
-format, the prompt key and a fingerprint of the prompt ids.
+the checkpoints as columns in the component state, written once per checkpoint
+(it refuses state recorded for another dataset), and is exported to Parquet
+(:meth:`PromptLedger.export`) and loaded from Parquet, this release's JSON Lines
+files or a checkpoint folder (:meth:`PromptLedger.load`; ``dataflex.ledger.load:
+path``), so one run, an offline profiling pass or another host warm-starts the
+next (:mod:`dataflex_core.ledger_file`).
+
+Resident memory: 12 counters of 8 bytes and the ids three times (the ids, their
+sort order and the sorted ids: 24 bytes for integer ids), about 120 bytes per
+prompt (1.2 GB at 10M prompts). Every per-step update and metric touches only
+the step's prompts (``seen_fraction`` is a running count).
 
 A response *succeeds* by its reward: with ``success_threshold`` unset, a
 reward in ``[0, 1]`` counts as that fraction of a success (rewards outside are
@@ -39,17 +42,29 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import math
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import torch
 
-from .atomic_write import write_bytes_atomic
 from .errors import ConfigError
 from .groups import segment_count, segment_max, segment_min, segment_sum
+from .ledger_file import (
+    COLUMNS,
+    LEDGER_FORMAT,
+    PARQUET_VERSION,
+    check_columns,
+    checkpoint_ledger_state,
+    ids_digest,
+    jsonl_columns,
+    read_jsonl,
+    read_parquet,
+    write_parquet,
+)
 
 logger = logging.getLogger("dataflex_core.ledger")
 
@@ -58,12 +73,22 @@ SAME_REWARD_TOLERANCE = 1e-6
 
 
 def _id_array(values: Any) -> np.ndarray:
-    """``values`` as an int64 array when every id is an integer, else as a str array."""
-    array = np.asarray(list(values) if not isinstance(values, np.ndarray) else values, dtype=object).reshape(-1)
-    integral = all(isinstance(v, (int, np.integer)) and not isinstance(v, bool) for v in array.tolist())
-    if integral:
+    """``values`` as an int64 array when every id is an integer, else as a str array (vectorised by dtype; a
+    Python pass only over an object array, where numpy could not tell)."""
+    if isinstance(values, torch.Tensor):
+        values = values.cpu().numpy()
+    if not isinstance(values, np.ndarray):
+        try:
+            values = np.asarray(values if isinstance(values, (list, tuple)) else list(values))
+        except ValueError:
+            values = np.asarray(list(values), dtype=object)
+    array = values.reshape(-1)
+    if array.dtype.kind in "iu":
         return array.astype(np.int64)
-    return array.astype(str)
+    if array.dtype.kind != "O":
+        return array.astype(str)
+    integral = all(isinstance(v, (int, np.integer)) and not isinstance(v, bool) for v in array.tolist())
+    return array.astype(np.int64) if integral else array.astype(str)
 
 
 class PromptIds:
@@ -94,11 +119,12 @@ class PromptIds:
 
     def rows(self, ids: Any, where: str = "the step's rollouts") -> torch.Tensor:
         """The dataset rows (int64 ``(m,)``) of ``ids``; an id the dataset does not have is an error naming it."""
-        wanted = np.asarray(ids, dtype=object).reshape(-1)
+        plain = isinstance(ids, np.ndarray) and ids.dtype.kind == self.values.dtype.kind  # no object pass
+        wanted = ids.reshape(-1) if plain else np.asarray(ids, dtype=object).reshape(-1)
         if len(wanted) == 0:
             return torch.zeros(0, dtype=torch.long)
         try:
-            values = _id_array(wanted).astype(self.values.dtype)
+            values = wanted.astype(self.values.dtype) if plain else _id_array(wanted).astype(self.values.dtype)
         except (TypeError, ValueError):
             values = None
         if values is not None:
@@ -113,12 +139,32 @@ class PromptIds:
             )
         return torch.from_numpy(self._order[position].astype(np.int64))
 
-    def state(self) -> list[Any]:
-        """The ids as a list: checkpoint state holds plain data only (:mod:`dataflex_core.step.state`)."""
-        return self.values.tolist()
+    def state(self) -> dict[str, torch.Tensor]:
+        """The ids as one tensor, never a list (checkpoint state is tensors and plain data,
+        :mod:`dataflex_core.step.state`): ``{"ids": int64 (n,)}``, or ``{"ids_utf8": uint8 (n, width)}``, each
+        row an id's UTF-8 bytes padded with zeros."""
+        if self.values.dtype.kind == "i":
+            return {"ids": torch.from_numpy(self.values.copy())}
+        encoded = np.char.encode(self.values, "utf-8")
+        width = max(encoded.dtype.itemsize, 1)
+        return {"ids_utf8": torch.from_numpy(encoded.view(np.uint8).reshape(len(encoded), width).copy())}
+
+    @staticmethod
+    def from_state(state: Mapping[str, Any]) -> np.ndarray:
+        """The id array of :meth:`state` (or the list older checkpoints hold)."""
+        if "ids_utf8" in state:
+            raw = torch.as_tensor(state["ids_utf8"]).numpy()
+            width = max(raw.shape[-1], 1)
+            return np.char.decode(raw.reshape(len(raw), -1).copy().view(f"S{width}").reshape(-1), "utf-8")
+        ids = state["ids"]
+        return _id_array(ids.numpy() if isinstance(ids, torch.Tensor) else np.asarray(ids))
+
+    def digest(self) -> str:
+        """A digest of the id set (order-free), over the sorted ids' bytes: a file for another dataset differs."""
+        return ids_digest(self._sorted)
 
     def fingerprint(self) -> str:
-        """A digest of the id set (order-free): a ledger file recorded for another dataset has another one."""
+        """The JSON Lines files' digest of the id set (a JSON dump of the sorted ids): read only for those."""
         ordered = json.dumps(self._sorted.tolist(), separators=(",", ":"))
         return hashlib.sha256(ordered.encode()).hexdigest()[:16]
 
@@ -136,27 +182,8 @@ class StepOutcomes:
     outside_unit: int
 
 
-#: The format the first line of an exported ledger names, and its version (bumped only for changes older
-#: readers cannot understand).
-LEDGER_FORMAT = "dataflex-ledger"
-LEDGER_VERSION = 1
-#: The file a host writes beside the component state in each checkpoint folder.
-CHECKPOINT_LEDGER = "dataflex_ledger.jsonl"
-#: The per-prompt counters, their dtype and the value of a prompt never rolled out.
-COLUMNS: dict[str, tuple[torch.dtype, float]] = {
-    "times_sampled": (torch.long, 0),
-    "last_sampled_step": (torch.long, -1),
-    "rollouts": (torch.long, 0),
-    "rollouts_trained": (torch.long, 0),
-    "rollouts_filtered": (torch.long, 0),
-    "tokens_generated": (torch.long, 0),
-    "successes": (torch.float64, 0.0),
-    "reward_sum": (torch.float64, 0.0),
-    "reward_sq_sum": (torch.float64, 0.0),
-    "last_success_rate": (torch.float64, 0.0),
-    "uniform_reward_steps": (torch.long, 0),
-    "uniform_reward_streak": (torch.long, 0),
-}
+#: The name of the file ``PromptLedger.export`` writes beside a checkpoint when asked (``session.export_ledger``).
+LEDGER_EXPORT = "dataflex_ledger.parquet"
 #: The Beta prior of every prompt's solve rate: uniform on [0, 1].
 SOLVE_RATE_PRIOR = (1.0, 1.0)
 
@@ -181,6 +208,7 @@ class PromptLedger:
             setattr(self, column, torch.full((n,), fresh, dtype=dtype))
         #: The last step recorded (0 before the first); the next prompts are drawn for ``last_step + 1``.
         self.last_step = 0
+        self._seen = 0
 
     times_sampled: torch.Tensor
     last_sampled_step: torch.Tensor
@@ -239,6 +267,7 @@ class PromptLedger:
         rollouts = count.to(torch.long)
         kept = torch.ones(len(rows), dtype=torch.bool) if trained is None else trained.to(torch.bool).cpu()
         trained_count = segment_count(inverse, m, kept).to(torch.long)
+        self._seen += int((self.times_sampled[prompts] == 0).sum())
         self.times_sampled[prompts] += 1
         self.last_sampled_step[prompts] = int(step)
         self.rollouts[prompts] += rollouts
@@ -292,43 +321,63 @@ class PromptLedger:
 
     @property
     def seen_fraction(self) -> float:
-        """The share of the dataset's prompts rolled out at least once."""
-        return float((self.times_sampled > 0).sum()) / max(len(self), 1)
+        """The share of the dataset's prompts rolled out at least once (a running count: O(1) per step)."""
+        return self._seen / max(len(self), 1)
+
+    def _take(self, columns: Mapping[str, torch.Tensor], last_step: int) -> None:
+        for column, tensor in columns.items():
+            setattr(self, column, tensor)
+        self.last_step = int(last_step)
+        self._seen = int((self.times_sampled > 0).sum())
 
     # -- checkpoint state ------------------------------------------------------------
 
     def state_dict(self) -> dict[str, Any]:
+        """Columns only: the ids as one tensor (:meth:`PromptIds.state`) and each counter (not copied: the
+        checkpoint serialises them at once)."""
         return {
             "prompt_key": self.ids.key,
-            "ids": self.ids.state(),
+            **self.ids.state(),
             "success_threshold": self.success_threshold,
             "last_step": self.last_step,
-            **{column: getattr(self, column).clone() for column in COLUMNS},
+            **{column: getattr(self, column) for column in COLUMNS},
         }
 
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Restore a saved ledger; state recorded for another dataset or prompt key is refused.
+    def load_state_dict(self, state: dict[str, Any], source: str = "the checkpoint") -> None:
+        """Restore a saved ledger; state recorded for another dataset or prompt key, or with a counter no run
+        records (:func:`~dataflex_core.ledger_file.check_columns`), is refused.
 
         A state saved before a counter existed leaves that counter fresh.
         """
-        saved_ids = np.asarray(state["ids"])
+        saved_ids = PromptIds.from_state(state)
         if (
             state["prompt_key"] != self.ids.key
             or saved_ids.shape != self.ids.values.shape
-            or not np.array_equal(saved_ids.astype(self.ids.values.dtype), self.ids.values)
+            or saved_ids.dtype.kind != self.ids.values.dtype.kind
+            or not np.array_equal(saved_ids, self.ids.values)
         ):
             raise ConfigError(
-                f"the checkpoint's prompt history was recorded for {len(saved_ids)} prompts keyed by "
+                f"{source}'s prompt history was recorded for {len(saved_ids)} prompts keyed by "
                 f"{state['prompt_key']!r}, but this run's train dataset has {len(self.ids)} prompts keyed by "
                 f"{self.ids.key!r} with other ids or in another order; resume with the same train files and "
                 "dataflex.prompt_key, or start the curriculum afresh from a new checkpoint folder"
             )
-        self._check_threshold(state.get("success_threshold"), "the checkpoint's prompt history")
-        self.last_step = int(state["last_step"])
+        self._check_threshold(state.get("success_threshold"), f"{source}'s prompt history")
+        columns: dict[str, torch.Tensor] = {}
         for column, (dtype, fresh) in COLUMNS.items():
             value = state.get(column)
-            fresh_column = torch.full((len(self),), fresh, dtype=dtype)
-            setattr(self, column, fresh_column if value is None else torch.as_tensor(value).to(dtype).clone())
+            if value is None:
+                columns[column] = torch.full((len(self),), fresh, dtype=dtype)
+                continue
+            value = torch.as_tensor(value)
+            if value.shape != (len(self),):
+                raise ConfigError(
+                    f"{source}'s prompt history has {column} of shape {tuple(value.shape)}, not ({len(self)},): it "
+                    "was cut or altered; resume from another checkpoint"
+                )
+            columns[column] = value.to(dtype).clone()
+        check_columns(source, {c: v.numpy() for c, v in columns.items()}, 0, self.ids.values)
+        self._take(columns, int(state["last_step"]))
 
     def _check_threshold(self, saved: Any, what: str) -> None:
         if saved != self.success_threshold:
@@ -343,66 +392,114 @@ class PromptLedger:
     # -- the exported file --------------------------------------------------------------
 
     def header(self) -> dict[str, Any]:
-        """The first line of the exported file: what it is and which dataset it was recorded for."""
+        """The Parquet file's header (schema metadata): what it is and which dataset it was recorded for."""
         return {
             "format": LEDGER_FORMAT,
-            "version": LEDGER_VERSION,
+            "version": PARQUET_VERSION,
             "prompt_key": self.ids.key,
             "prompts": len(self),
-            "ids_fingerprint": self.ids.fingerprint(),
+            "ids_digest": self.ids.digest(),
             "success_threshold": self.success_threshold,
             "last_step": self.last_step,
         }
 
     def export(self, path: str | os.PathLike[str]) -> None:
-        """Write the ledger as JSON Lines (atomically): the :meth:`header`, then one record per prompt
-        (``{"id": ..., "times_sampled": ..., ...}`` in the dataset's row order)."""
-        columns = {column: getattr(self, column).tolist() for column in COLUMNS}
-        lines = [json.dumps(self.header())]
-        for row, prompt_id in enumerate(self.ids.values.tolist()):
-            lines.append(json.dumps({"id": prompt_id, **{column: columns[column][row] for column in COLUMNS}}))
-        write_bytes_atomic(os.fspath(path), ("\n".join(lines) + "\n").encode())
+        """Write the ledger as Parquet (atomically; one row group per 2^20 prompts, in the dataset's row order):
+        the column ``id`` and every counter, :meth:`header` in the schema's metadata."""
+        write_parquet(os.fspath(path), self.ids.values, {c: getattr(self, c) for c in COLUMNS}, self.header())
 
     def load(self, path: str | os.PathLike[str]) -> None:
-        """Take the counts of an exported ledger (:meth:`export`): a warm start from another run or host.
+        """Take the counts of an exported ledger: a warm start from another run or host.
 
-        Records are matched to this dataset's rows by id, so the file may list them in another order; a file
-        recorded for another dataset (another prompt key, or another set of ids) is refused.
+        ``path`` is a Parquet file (:meth:`export`), a JSON Lines file of this release, or a checkpoint folder
+        (its component state). File records are matched to this dataset's rows by id, so a file may list them
+        in another order; one recorded for another dataset (another prompt key, or another set of ids), an id
+        listed twice, a truncated file or a counter no run records is refused.
 
-        :raises ConfigError: naming the file, what does not match and the fix.
+        :raises ConfigError: naming the file, the row or line, the column and the value, and the fix.
         """
         path = os.fspath(path)
-        header, records = read_ledger(path)
-        fix = (
-            "export the ledger from a run over the same train files (its checkpoint's "
-            f"{CHECKPOINT_LEDGER}), or unset dataflex.ledger.load"
-        )
+        if os.path.isdir(path):
+            self.load_state_dict(checkpoint_ledger_state(path), f"the checkpoint {path}")
+            logger.info("dataflex: the prompt ledger starts from checkpoint %s (%d prompts)", path, len(self))
+            return
+        with open(path, "rb") if os.path.exists(path) else _missing(path) as handle:
+            parquet = handle.read(4) == b"PAR1"
+        if parquet:
+            header, chunks = read_parquet(path)
+            self._check_header(path, header, "ids_digest", self.ids.digest())
+        else:
+            header, records = read_jsonl(path)
+            self._check_header(path, header, "ids_fingerprint", self.ids.fingerprint())
+            ids = np.asarray([record["id"] for record in records], dtype=object)
+            chunks = iter([(0, ids, jsonl_columns(path, records))])
+        columns = {c: torch.full((len(self),), fresh, dtype=dtype) for c, (dtype, fresh) in COLUMNS.items()}
+        filled = torch.zeros(len(self), dtype=torch.bool)
+        for first, ids, values in chunks:
+            where = "line" if not parquet else "row"
+            rows = self.ids.rows(ids, f"the records of {path}")
+            check_columns(path, values, first, ids, lines=not parquet)
+            repeat = filled[rows] | _repeated(rows)
+            if bool(repeat.any()):
+                i = int(torch.nonzero(repeat)[0])
+                prompt = ids[i].item() if isinstance(ids[i], np.generic) else ids[i]
+                number = first + i + (2 if not parquet else 0)
+                raise ConfigError(
+                    f"the ledger {path} {where} {number} lists prompt id {prompt!r} a second time; each prompt has "
+                    "one record: export the ledger again, or unset dataflex.ledger.load"
+                )
+            filled[rows] = True
+            index = rows.numpy()
+            for name, array in values.items():
+                columns[name].numpy()[index] = array  # numpy casts; Arrow's arrays are read-only views
+        self._check_threshold(header.get("success_threshold"), f"the ledger {path}")
+        self._take(columns, int(header.get("last_step", 0)))
+        logger.info("dataflex: the prompt ledger starts from %s (%d prompts)", path, len(self))
+
+    def _check_header(self, path: str, header: Mapping[str, Any], digest_key: str, digest: str) -> None:
+        fix = "export the ledger from a run over the same train files, or unset dataflex.ledger.load"
         if header["prompt_key"] != self.ids.key:
             raise ConfigError(
                 f"the ledger {path} keys its prompts by {header['prompt_key']!r}, but this run keys them by "
                 f"dataflex.prompt_key={self.ids.key!r}; set the same prompt_key, or {fix}"
             )
-        if header["prompts"] != len(self) or header["ids_fingerprint"] != self.ids.fingerprint():
+        if header["prompts"] != len(self) or header.get(digest_key) != digest:
             raise ConfigError(
                 f"the ledger {path} was recorded for another dataset: {header['prompts']} prompts with ids "
-                f"fingerprint {header['ids_fingerprint']}, but this run's train dataset has {len(self)} prompts "
-                f"with fingerprint {self.ids.fingerprint()} (column {self.ids.key!r}); {fix}"
+                f"digest {header.get(digest_key)}, but this run's train dataset has {len(self)} prompts "
+                f"with digest {digest} (column {self.ids.key!r}); {fix}"
             )
-        rows = self.ids.rows([record["id"] for record in records], f"the records of {path}")
-        if len(torch.unique(rows)) != len(self):
-            raise ConfigError(f"the ledger {path} lists a prompt id twice; {fix}")
-        self._check_threshold(header.get("success_threshold"), f"the ledger {path}")
-        for column, (dtype, fresh) in COLUMNS.items():
-            values = torch.tensor([record.get(column, fresh) for record in records], dtype=dtype)
-            target = torch.empty(len(self), dtype=dtype)
-            target[rows] = values
-            setattr(self, column, target)
-        self.last_step = int(header.get("last_step", 0))
-        logger.info("dataflex: the prompt ledger starts from %s (%d prompts)", path, len(self))
+
+
+def _repeated(rows: torch.Tensor) -> torch.Tensor:
+    """Which entries of ``rows`` repeat an earlier one (bool, vectorised)."""
+    order = torch.sort(rows, stable=True).indices
+    ordered = rows[order]
+    later = torch.zeros(len(rows), dtype=torch.bool)
+    later[order[1:]] = ordered[1:] == ordered[:-1]
+    return later
+
+
+def _missing(path: str) -> Any:
+    raise ConfigError(f"dataflex.ledger.load={path!r} does not exist; give an exported ledger or a checkpoint folder")
 
 
 #: The ``dataflex:`` block key of the ledger's settings (``ledger: {load: path}``), with its default.
 LEDGER_KEY = {"ledger": None}
+
+
+def success_threshold_setting(value: Any) -> float | None:
+    """``dataflex.success_threshold`` checked: unset, or a finite number (NaN or an infinity would count every
+    response a failure, or every one a success)."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise ConfigError(
+            f"dataflex.success_threshold must be a finite number (a response succeeds when its reward reaches "
+            f"it) or unset (a reward in [0, 1] counts as that fraction of a success), got {value!r}; e.g. "
+            "success_threshold: 1.0 for rewards of 0 or 1 (or unset it)"
+        )
+    return float(value)
 
 
 def ledger_load_path(block: Any) -> str | None:
@@ -413,7 +510,8 @@ def ledger_load_path(block: Any) -> str | None:
     if not isinstance(settings, dict) or set(settings) - {"load"}:
         raise ConfigError(
             f"dataflex.ledger must be a mapping with the key load (an exported ledger to start from), got "
-            f"{settings!r}; e.g. ledger: {{load: run1/checkpoints/global_step_100/{CHECKPOINT_LEDGER}}}"
+            f"{settings!r}; e.g. ledger: {{load: run1/checkpoints/global_step_100}} (a checkpoint folder) or a "
+            f"Parquet file session.export_ledger wrote"
         )
     path = settings.get("load")
     if path is not None and (not isinstance(path, str) or not path):
@@ -422,45 +520,20 @@ def ledger_load_path(block: Any) -> str | None:
 
 
 def read_ledger(path: str | os.PathLike[str]) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    """``(header, records)`` of an exported ledger file, checked line by line.
-
-    :raises ConfigError: a missing or unreadable file, another format or version, a malformed line (named).
-    """
+    """``(header, records)`` of a ledger file, Parquet or JSON Lines (records: one dict per prompt; for tests
+    and small files: it holds every record at once)."""
     path = os.fspath(path)
-    try:
-        with open(path, encoding="utf-8") as handle:
-            lines = [line for line in handle.read().splitlines() if line.strip()]
-    except OSError as exc:
-        raise ConfigError(
-            f"dataflex.ledger.load={path!r} cannot be read ({exc.strerror}); give an exported ledger"
-        ) from None
-    entries = []
-    for number, line in enumerate(lines, start=1):
-        try:
-            entry = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise ConfigError(f"{path} line {number} is not JSON ({exc.msg}); it is not an exported ledger") from None
-        if not isinstance(entry, dict):
-            raise ConfigError(f"{path} line {number} is a {type(entry).__name__}, not a JSON object")
-        entries.append(entry)
-    header = entries[0] if entries else {}
-    if header.get("format") != LEDGER_FORMAT:
-        raise ConfigError(
-            f"{path} is not a DataFlex ledger: its first line must be a header with format {LEDGER_FORMAT!r}"
-        )
-    if header.get("version") != LEDGER_VERSION:
-        raise ConfigError(
-            f"{path} has ledger version {header.get('version')!r}, but this dataflex-core reads version "
-            f"{LEDGER_VERSION}; upgrade dataflex-core to the version that wrote it"
-        )
-    missing = [key for key in ("prompt_key", "prompts", "ids_fingerprint") if key not in header]
-    if missing:
-        raise ConfigError(f"{path}: its header lacks {missing}; it is not an exported ledger")
-    records = entries[1:]
-    for number, record in enumerate(records, start=2):
-        if "id" not in record:
-            raise ConfigError(f"{path} line {number} has no prompt id ('id')")
-        unknown = sorted(set(record) - {"id", *COLUMNS})
-        if unknown:
-            raise ConfigError(f"{path} line {number} has unknown counters {unknown}; expected {list(COLUMNS)}")
+    with open(path, "rb") if os.path.exists(path) else _missing(path) as handle:
+        parquet = handle.read(4) == b"PAR1"
+    if not parquet:
+        return read_jsonl(path)
+    header, chunks = read_parquet(path)
+    records = []
+    for _, ids, values in chunks:
+        for i, prompt_id in enumerate(ids.tolist()):
+            record = {"id": prompt_id}
+            for name, array in values.items():
+                value = float(array[i])
+                record[name] = int(value) if COLUMNS[name][0] == torch.long else value
+            records.append(record)
     return header, records

@@ -154,6 +154,29 @@ class DemoOptions:
     def seed_list(self) -> list[int]:
         return [self.seed + i for i in range(self.seeds)]
 
+    def plot_name(self) -> str:
+        """The default plot's file name: ``demo.png`` for the default demo, else one per mechanism and task, so
+        running another variant does not overwrite the last one's plot."""
+        if self.mechanism == "reweight" and self.task is None:
+            return "demo.png"
+        return f"demo-{self.mechanism}-{self.toy_task}.png"
+
+
+def arm_done_line(arm: str, seed: int, steps: list[dict[str, Any]], seconds: float) -> str:
+    """The line after an arm: its training steps (a validation before training, step 0, is not one) and time."""
+    trained = sum(1 for record in steps if record["step"] > 0)
+    before = " (and a validation before training)" if any(record["step"] == 0 for record in steps) else ""
+    return f"{arm}, seed {seed}: {trained} training step{'s' if trained != 1 else ''}{before} in {seconds:.0f} s"
+
+
+def shown_path(path: Path | str) -> str:
+    """A path as the demos print it: relative to the current directory when under it (both hosts alike)."""
+    path = Path(path)
+    try:
+        return str(path.resolve().relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return str(path)
+
 
 def add_demo_arguments(parser: Any, *, workdir: str) -> None:
     """The options both demos take (``--mechanism`` ... ``--val-every``), on an ``argparse`` parser."""
@@ -248,10 +271,17 @@ def run_command(program: str, extra: str, run: Callable[[], object], command: st
     return 0
 
 
+#: The advantage estimator both demos train with: every arm is GRPO, so a scorer that needs groups has them.
+DEMO_ESTIMATOR = "grpo"
+
+
 def check_components(block: dict[str, Any]) -> None:
     """Build the block against the installed registry now, so a typo fails before any run starts.
 
-    The host's trainer checks it again against the run's own config (mount-time checks). Under nox (the
+    The build is told the demos' estimator (:data:`DEMO_ESTIMATOR`, which groups rows by prompt), so a scorer
+    that declares ``needs_groups`` is checked rather than warned about (``GroupsUncheckedWarning`` would tell a
+    plugin author their correct scorer is misdeclared). The host's trainer checks it again against the run's
+    own config (mount-time checks). Under nox (the
     ``demo`` and ``demo-trl`` sessions rebuild their virtualenv each run) an unknown name also says how to add
     a plugin package to the session.
     """
@@ -260,7 +290,12 @@ def check_components(block: dict[str, Any]) -> None:
     from dataflex_core.config import CORE_KEYS
 
     try:
-        build_from_config(block, extra_keys=[key for key in block if key not in CORE_KEYS])
+        build_from_config(
+            block,
+            adv_estimator=DEMO_ESTIMATOR,
+            is_group_estimator=lambda name: name == DEMO_ESTIMATOR,
+            extra_keys=[key for key in block if key not in CORE_KEYS],
+        )
     except UnknownComponentError as exc:
         session = os.environ.get("NOX_CURRENT_SESSION")
         if not session:
@@ -325,6 +360,15 @@ def progress_line(arm: str, seed: int, steps: int, record: dict[str, Any], names
         )
     if "dataflex/kept_fraction" in m:
         line += f"  kept {m['dataflex/kept_fraction']:.0%}"
+    if "dataflex/allocate/n_mean" in m:
+        low, high = m.get("dataflex/allocate/n_min"), m.get("dataflex/allocate/n_max")
+        spread = f"{fmt(low, 0)}" if low == high else f"{fmt(low, 0)}-{fmt(high, 0)}"
+        line += (
+            f"  allocation: rollouts per prompt {spread} (mean {fmt(m['dataflex/allocate/n_mean'], 1)}), "
+            f"prompts seen before {m.get('dataflex/allocate/seen_before', 0):.0%}"
+        )
+        if m.get("dataflex/allocate/fallback"):
+            line += " (even split: allocator not asked)"
     if any(name.startswith("dataflex/mix/proportion/") for name in m):
         shares = ", ".join(
             f"{name.rsplit('/', 1)[1]} {value:.0%}"
@@ -344,9 +388,11 @@ def progress_line(arm: str, seed: int, steps: int, record: dict[str, Any], names
 
 
 def values(steps: list[dict[str, Any]], name: str, skip_first: bool = False) -> list[float]:
-    """The numeric values of metric ``name`` over ``steps`` (optionally without the first, warm-up step)."""
-    rows = steps[1:] if skip_first else steps
-    return [float(r["metrics"][name]) for r in rows if isinstance(r["metrics"].get(name), (int, float))]
+    """The numeric values of metric ``name`` over ``steps``; ``skip_first`` leaves out the first value (the
+    warm-up step) unless it is the only one, as :func:`~dataflex_lab.compare.costs.median_step_time` does: a
+    validation record before training (step 0) carries no step time, so it is not the one skipped."""
+    found = [float(r["metrics"][name]) for r in steps if isinstance(r["metrics"].get(name), (int, float))]
+    return found[1:] if skip_first and len(found) > 1 else found
 
 
 def _mean(xs: list[float]) -> float | None:
@@ -357,16 +403,49 @@ def _median(xs: list[float]) -> float | None:
     return statistics.median(xs) if xs else None
 
 
+def logged(steps: list[dict[str, Any]], name: str) -> list[dict[str, Any]]:
+    """The records of ``steps`` that carry a value of ``name`` (a validation metric: one every few steps)."""
+    return [r for r in steps if isinstance(r["metrics"].get(name), (int, float))]
+
+
+def reward_points(steps: list[dict[str, Any]], window: int, name: str) -> tuple[list[dict], list[dict]]:
+    """The first and last ``window`` records carrying ``name``, never overlapping, the last never step 0.
+
+    A validation metric is logged every few steps, so the windows count its points, not the steps: with 3
+    points the table compares the first with the last, rather than averaging the same points twice.
+    """
+    points = logged(steps, name)
+    trained = [r for r in points if r["step"] > 0]
+    size = max(1, min(window, len(points) // 2))
+    return points[:size], trained[-size:]
+
+
+def step_span(records: list[dict[str, Any]]) -> list[int] | None:
+    """``[first step, last step]`` of ``records`` (what a summary column's figure covers), or None."""
+    return [records[0]["step"], records[-1]["step"]] if records else None
+
+
 def summarize_arm(runs: list[list[dict[str, Any]]], window: int, names: HostMetrics) -> dict[str, Any]:
-    """Per-arm figures averaged over seeds: reward at the start and end, step time, weight statistics."""
+    """Per-arm figures averaged over seeds: reward at the start and end, step time, weight statistics.
+
+    ``reward_first_steps`` / ``reward_last_steps`` say which steps (of the first seed) the two reward figures
+    cover, so the table's labels say it too.
+    """
 
     def over_seeds(fn: Any) -> float | None:
         found = [v for v in (fn(steps) for steps in runs) if v is not None]
         return _mean(found)
 
+    def reward(steps: list[dict[str, Any]], end: int) -> float | None:
+        return _mean(values(reward_points(steps, window, names.reward)[end], names.reward))
+
+    first, last = reward_points(runs[0], window, names.reward) if runs else ([], [])
     summary = {
-        "reward_first": over_seeds(lambda s: _mean(values(s[:window], names.reward))),
-        "reward_last": over_seeds(lambda s: _mean(values(s[-window:], names.reward))),
+        "reward_metric": names.reward,
+        "reward_first": over_seeds(lambda s: reward(s, 0)),
+        "reward_last": over_seeds(lambda s: reward(s, 1)),
+        "reward_first_steps": step_span(first),
+        "reward_last_steps": step_span(last),
         # step 1 includes the framework's warm-up (first forward passes, lazy initialisation)
         "step_s_median": over_seeds(lambda s: _median(values(s, names.step_time, skip_first=True))),
         "hook_s_median": over_seeds(lambda s: _median(values(s, "dataflex/hook_time_s", skip_first=True))),
@@ -378,14 +457,80 @@ def summarize_arm(runs: list[list[dict[str, Any]]], window: int, names: HostMetr
     }
     if summary["hook_s_median"] is not None and summary["step_s_median"]:
         summary["hook_share"] = summary["hook_s_median"] / summary["step_s_median"]
+    allocation = allocation_summary(runs)
+    if allocation:
+        summary["allocation"] = allocation
     return summary
 
 
+def allocation_summary(runs: list[list[dict[str, Any]]]) -> dict[str, Any] | None:
+    """How an allocate arm split its rollouts: whether every step was even, and why (None for other arms)."""
+    records = [r["metrics"] for steps in runs for r in steps if "dataflex/allocate/n_mean" in r["metrics"]]
+    if not records:
+        return None
+    even = [m.get("dataflex/allocate/n_min") == m.get("dataflex/allocate/n_max") for m in records]
+    return {
+        "steps": len(records),
+        "even_steps": sum(even),
+        "fallback_steps": sum(1 for m in records if m.get("dataflex/allocate/fallback")),
+        "seen_before_max": max(float(m.get("dataflex/allocate/seen_before", 0.0)) for m in records),
+        "n": records[0].get("dataflex/allocate/n_mean"),
+    }
+
+
+def allocation_note(summaries: dict[str, dict[str, Any]]) -> str | None:
+    """The closing sentence when an allocate arm split evenly at every step: the two arms trained alike.
+
+    Says why (the allocator was never asked; or no prompt recurred, so the ledger could not tell prompts apart;
+    or the allocator chose even counts) and what to change.
+    """
+    for arm, summary in summaries.items():
+        allocation = summary.get("allocation")
+        if not allocation or allocation["even_steps"] < allocation["steps"]:
+            continue
+        n = fmt(allocation["n"], 0)
+        said = f"Arm {arm} split the budget evenly at every step ({n} rollouts per prompt), so it trained as uniform"
+        if allocation["fallback_steps"] == allocation["steps"]:
+            why = (
+                "the allocator was never asked (every step was before warmup_step, or its output was invalid "
+                "under on_invalid: uniform; see dataflex/allocate/fallback): lower the block's warmup_step below "
+                "--steps, or fix what the allocator's error said"
+            )
+        elif allocation["seen_before_max"] == 0.0:
+            why = (
+                "no prompt came back, so the ledger had no solve rate to tell prompts apart (dataflex/allocate/"
+                "seen_before stayed 0): run more --steps, or a --task with fewer train prompts, so that prompts recur "
+                "within the run"
+            )
+        else:
+            why = (
+                "the allocator gave every prompt the same count from what the ledger knew: try another scorer or "
+                "allocator (--scorer, --actuator), or a task whose prompts differ in difficulty"
+            )
+        return f"{said}: {why}."
+    return None
+
+
+def is_validation(metric: str) -> bool:
+    """Whether ``metric`` is a held-out validation reward (verl's ``val-*/reward/mean@k``, TRL's eval)."""
+    return (metric.startswith("val-") and "/reward/mean@" in metric) or metric == "eval_reward"
+
+
+def reward_label(summary: dict[str, Any], end: str) -> str:
+    """A reward column's label: which reward, and the step or steps its figure covers (e.g. ``step 0``)."""
+    what = "held-out reward" if is_validation(summary.get("reward_metric", "")) else "reward"
+    span = summary.get(f"reward_{end}_steps")
+    if not span:
+        return f"{what}, {end}"
+    low, high = span
+    return f"{what}, step {low}" if low == high else f"{what}, steps {low}-{high}"
+
+
 def summary_table(summaries: dict[str, dict[str, Any]], window: int) -> str:
-    """A Markdown table: one row per arm."""
-    steps = "step" if window == 1 else f"{window} steps"
+    """A Markdown table: one row per arm; the reward columns say which steps their figures cover."""
+    first = next(iter(summaries.values()), {})
     header = (
-        f"| arm | reward, first {steps} | reward, last {steps} | step time (median) | "
+        f"| arm | {reward_label(first, 'first')} | {reward_label(first, 'last')} | step time (median) | "
         "weight mean (loss unit) | weight std | ESS | zero-weight | hook share of step |"
     )
     lines = [header, "|" + " --- |" * 9]
@@ -600,6 +745,9 @@ def finish(
     note = short_run_note(steps)
     if note:
         say(note)
+    allocation = allocation_note(summaries)
+    if allocation:
+        say(allocation)
     if len(document["seeds"]) > 1:
         say("\n" + comparison(document, baseline=baseline, metric=names.reward))
     if rollouts_per_step is not None:
@@ -607,10 +755,10 @@ def finish(
     if json_path is not None:
         json_path.parent.mkdir(parents=True, exist_ok=True)
         json_path.write_text(json.dumps(document, indent=1) + "\n")
-        say(f"\nmetrics of every step: {json_path}")
+        say(f"\nmetrics of every step: {shown_path(json_path)}")
     try:
         plot(document, Path(plot_path), names, baseline=baseline, title=title)
-        say(f"plot: {plot_path}")
+        say(f"plot: {shown_path(plot_path)}")
     except ImportError:
         say("plot skipped: matplotlib is not installed (pip install matplotlib)")
     return document

@@ -70,4 +70,6 @@ def test_the_demo_trains_both_arms_on_a_task_family_with_any_pair_and_writes_its
     assert "| dataflex_sync |" in result.stdout and "not a benchmark result" in result.stdout
     # where its rollouts went (8 per group); one seed gives the value alone, no interval
     assert "| `sync` (baseline) | 1 | 8.0 |" in result.stdout
-    assert (tmp_path / "work" / "demo.png").stat().st_size > 10_000
+    # each variant its own plot (mechanism and task in the name), no spurious warning for a GRPO run's scorer
+    assert (tmp_path / "work" / "demo-reweight-repeat.png").stat().st_size > 10_000
+    assert "GroupsUncheckedWarning" not in result.stderr and "2 training steps" in result.stdout

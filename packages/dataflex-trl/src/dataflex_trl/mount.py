@@ -20,6 +20,7 @@ from dataflex_core.session import (
     HostCapabilities,
     LossWeights,
     PromptCounts,
+    StagedGeneration,
     SeamSupport,
     TrainSampler,
 )
@@ -71,6 +72,11 @@ def is_map_dataset(dataset: Any) -> bool:
 
 
 #: Why TRL's GRPOTrainer cannot give prompts unequal rollout counts (``mechanism: allocate`` is refused at mount).
+STAGED_REASON = (
+    "GRPOTrainer generates num_generations completions of every prompt in one generate call per step, and "
+    "DataFlexGRPOTrainer does not yet generate a step in stages (a few pilot rollouts, then the rest for the "
+    "admitted prompts); use mechanism filter on one process"
+)
 ALLOCATE_REASON = (
     "GRPOTrainer generates num_generations completions for every prompt: its RepeatSampler repeats each prompt "
     "num_generations times before generation and its advantages view the rewards as (-1, num_generations), so "
@@ -130,6 +136,8 @@ def capabilities(args: Any, train_dataset: Any) -> HostCapabilities:
             # GRPOTrainer generates num_generations completions for every prompt (its sampler repeats each prompt
             # num_generations times and its advantages reshape to (-1, num_generations))
             PromptCounts: SeamSupport(False, ALLOCATE_REASON),
+            # mechanism pilot: GRPOTrainer generates each step's completions at once
+            StagedGeneration: SeamSupport(False, STAGED_REASON),
         },
         loss_units=(TOKEN_UNIT, SEQUENCE_UNIT),
         token_weights=True,

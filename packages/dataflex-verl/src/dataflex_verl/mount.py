@@ -26,6 +26,7 @@ from dataflex_core.session import (
     HostCapabilities,
     LossWeights,
     PromptCounts,
+    StagedGeneration,
     SeamSupport,
     TrainSampler,
 )
@@ -227,6 +228,20 @@ ALLOCATE_REASONS = {
 }
 
 
+#: Why ``mechanism: pilot`` (the staged-generation seam) cannot run on each line yet.
+STAGED_REASONS = {
+    "v1": (
+        "verl V1's agent loop rolls each prompt out once per dispatch with its __rollout_n__, and a later stage "
+        "of the same prompt would be a second dispatch whose rollouts the replay buffer may hand to another "
+        "step; the stages of one step under one uid and one set of weights are not guaranteed exactly"
+    ),
+    "legacy": (
+        "staged rounds on RayPPOTrainer (dataflex_verl.legacy_rounds) are not implemented yet; use mechanism "
+        "filter there, whose generation rounds admit whole groups"
+    ),
+}
+
+
 def allocate_support(config: Any, line: str) -> str:
     """Why ``mechanism: allocate`` cannot run on ``line`` under ``config`` ("" when it can: V1 in sync mode)."""
     if line == "legacy":
@@ -265,6 +280,8 @@ def capabilities(config: Any, line: str = "v1") -> HostCapabilities:
             # V1's agent loop generates a per-prompt __rollout_n__ (verl#6340), which the trainer writes into each
             # prompt batch before dispatch (DataFlexTrainerMixin._submit_batch_to_rollout)
             PromptCounts: SeamSupport(not allocate, allocate),
+            # mechanism pilot: stages of (prompt, rollouts) requests within a step, on neither line yet
+            StagedGeneration: SeamSupport(False, STAGED_REASONS["legacy" if line == "legacy" else "v1"]),
         },
         loss_units=(TOKEN_UNIT, SEQUENCE_UNIT),
         token_weights=True,

@@ -14,7 +14,7 @@ from collections import Counter
 import pytest
 import torch
 
-from dataflex_core.ledger import CHECKPOINT_LEDGER, read_ledger
+from dataflex_core.ledger import PromptIds, PromptLedger
 from dataflex_core.step.state import CHECKPOINT_STATE
 from dataflex_lab.verl.cpu_loop.runner import RunSpec
 
@@ -68,6 +68,8 @@ def test_verl_generates_the_allocated_rollouts_of_each_prompt_under_the_budget(f
     folder = run.checkpoints / f"global_step_{STEPS}"
     state = torch.load(folder / CHECKPOINT_STATE, weights_only=True)["components"]["ledger"]["state"]
     assert int(torch.as_tensor(state["rollouts"]).sum()) == STEPS * budget
-    _, records = read_ledger(folder / CHECKPOINT_LEDGER)
-    generated = {int(r["id"]): int(r["rollouts"]) for r in records if r["times_sampled"]}
+    ledger = PromptLedger(PromptIds(PromptIds.from_state(state), state["prompt_key"]))
+    ledger.load(folder)  # a warm start reads the checkpoint folder's ledger
+    ids = ledger.ids.values.tolist()
+    generated = {int(ids[r]): int(ledger.rollouts[r]) for r in range(len(ids)) if ledger.times_sampled[r]}
     assert generated == dict(total)

@@ -7,7 +7,8 @@ from dataclasses import dataclass
 
 from ..components import KINDS
 from ..text_table import format_table
-from .file import BYTECODE_CACHE, CORE_DIST, MISSING_FILE, RESTORE_COMMAND, PluginSet
+from .file import BYTECODE_CACHE, CORE_DIST, MISSING_FILE, PluginSet
+from .restore import restore_lines
 
 #: Difference kinds, in the order rows are shown, with their labels.
 DIFFERENCE_LABELS = {
@@ -121,23 +122,17 @@ def format_differences(differences: Iterable[Difference]) -> str:
 def remedies(differences: Iterable[Difference], lock: str) -> list[str]:
     """What an operator can run to get back to the lock ``lock`` names, one line per kind of fix.
 
-    Reinstalling the locked versions restores every row but ``unexpected``
-    (with ``RESTORE_COMMAND``); an unexpected plugin is removed, or reviewed and locked.
+    The distributions that differ are reinstalled, only they, each from where it was installed (a checkout, a
+    wheelhouse, an index: :mod:`.restore`); an unexpected plugin is removed, or reviewed and locked.
     """
     differences = list(differences)
-    lines = []
-    restorable = sorted({d.dist for d in differences if d.kind != "unexpected"})
-    if restorable:
-        lines.append(
-            f"restore the locked versions of {', '.join(restorable)}: `dataflex lock --requirements --from {lock} "
-            f"> pins.txt && {RESTORE_COMMAND} pins.txt`"
-        )
+    lines = restore_lines(differences)
     unexpected = sorted({d.dist for d in differences if d.kind == "unexpected"})
     if unexpected:
         lines.append(
             f"remove what the lock does not list: `pip uninstall -y {' '.join(unexpected)}`, or review it and "
             f"add it to the lock with `dataflex lock -o {lock}`"
         )
-    if restorable:
+    if any(d.kind != "unexpected" for d in differences):
         lines.append(f"or, after reviewing the change, re-lock with `dataflex lock -o {lock}`")
     return lines

@@ -43,7 +43,7 @@ from ..allocation import even_split
 from ..config import DataFlexPipeline
 from ..contracts import GROUP_MIN_ROLLOUTS, allocation_problem, check_allocation, check_prompt_scores
 from ..errors import ConfigError
-from ..ledger import LEDGER_KEY, PromptIds, PromptLedger, ledger_load_path
+from ..ledger import LEDGER_KEY, PromptIds, PromptLedger, ledger_load_path, success_threshold_setting
 from ..normalize import valid_token_counts
 from ..step.context import StepContext
 from ..step.dataset import dataset_column
@@ -133,12 +133,8 @@ def allocate_settings(block: Mapping[str, Any]) -> AllocateSettings:
             f"dataflex.prompt_key must name the dataset column that identifies each prompt, got {key!r}; "
             "e.g. prompt_key: index (verl copies extra_info.index into it)"
         )
-    threshold = block.get("success_threshold")
-    if threshold is not None and (isinstance(threshold, bool) or not isinstance(threshold, (int, float))):
-        raise ConfigError(f"dataflex.success_threshold must be a number or unset, got {threshold!r}")
-    return AllocateSettings(
-        budget, n_min, n_max, key, None if threshold is None else float(threshold), ledger_load_path(block)
-    )
+    threshold = success_threshold_setting(block.get("success_threshold"))
+    return AllocateSettings(budget, n_min, n_max, key, threshold, ledger_load_path(block))
 
 
 @dataclass(frozen=True)
@@ -148,8 +144,12 @@ class Allocation:
     rows: torch.Tensor
     counts: torch.Tensor
     budget: int
-    #: True when the budget was split evenly (before ``warmup_step``, or after invalid output).
-    even: bool
+    #: True when the allocator was not asked and the budget was split evenly instead (before ``warmup_step``,
+    #: or after invalid output under ``on_invalid: uniform``); an allocator may still split evenly itself.
+    fallback: bool
+    #: The share of these prompts the ledger had seen before (rolled out at an earlier step): with none, a
+    #: ledger-based scorer has nothing to tell them apart and the allocator splits evenly.
+    seen_before: float = 0.0
 
     def metrics(self, n_min: int, n_max: int | None) -> dict[str, float]:
         counts = self.counts.to(torch.float64)
@@ -161,7 +161,10 @@ class Allocation:
             f"{ALLOCATE_PREFIX}n_max": float(counts.max()),
             f"{ALLOCATE_PREFIX}prompts_at_n_min": float((self.counts == n_min).sum()),
             f"{ALLOCATE_PREFIX}prompts_at_n_max": float((self.counts == n_max).sum()) if n_max is not None else 0.0,
-            f"{ALLOCATE_PREFIX}even": 1.0 if self.even else 0.0,
+            f"{ALLOCATE_PREFIX}fallback": 1.0 if self.fallback else 0.0,
+            f"{ALLOCATE_PREFIX}seen_before": self.seen_before,
+            # deprecated alias of fallback (it never meant "the counts were equal"); removed in the next release
+            f"{ALLOCATE_PREFIX}even": 1.0 if self.fallback else 0.0,
         }
 
 
@@ -280,15 +283,16 @@ class Allocate(Mechanism):
         n = len(rows)
         settings = self.settings
         budget = settings.check(n, rollout_n, f"the {n} prompts of step {step_id}")
-        counts, even = None, True
+        counts, fallback = None, True
         if step.pipeline.active(step_id):
             counts, _ = step.on_invalid.attempt(
                 lambda: self._counts(step, book, rows, budget, step_id), step=step_id, instead=self.fallback
             )
-            even = counts is None
+            fallback = counts is None
         if counts is None:
             counts = even_split(n, budget)
-        self.last = Allocation(rows, counts, budget, even)
+        seen = float((book.times_sampled[rows] > 0).to(torch.float64).mean()) if n else 0.0
+        self.last = Allocation(rows, counts, budget, fallback, seen)
         if uids is not None:
             uids = [str(u) for u in uids]
             if len(uids) != n:

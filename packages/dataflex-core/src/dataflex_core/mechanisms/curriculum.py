@@ -36,7 +36,7 @@ import torch
 from ..batch import Batch
 from ..config import DataFlexPipeline
 from ..errors import ConfigError, IncompatibleComponentError
-from ..ledger import LEDGER_KEY, ledger_load_path
+from ..ledger import LEDGER_KEY, ledger_load_path, success_threshold_setting
 from ..normalize import valid_sample_mask, valid_token_counts
 from ..step.context import StepContext
 from ..step.dataset import dataset_column
@@ -79,13 +79,8 @@ def curriculum_settings(block: Any) -> CurriculumSettings:
         raise ConfigError(
             f"dataflex.candidates must be an integer >= 0 (0 scores every prompt of the dataset), got {candidates!r}"
         )
-    threshold = plain.get("success_threshold", CURRICULUM_KEYS["success_threshold"])
-    if threshold is not None and (isinstance(threshold, bool) or not isinstance(threshold, (int, float))):
-        raise ConfigError(
-            f"dataflex.success_threshold must be a number (a response succeeds when its reward reaches it) or "
-            f"unset (a reward in [0, 1] counts as that fraction of a success), got {threshold!r}"
-        )
-    return CurriculumSettings(key, candidates, None if threshold is None else float(threshold), ledger_load_path(plain))
+    threshold = success_threshold_setting(plain.get("success_threshold", CURRICULUM_KEYS["success_threshold"]))
+    return CurriculumSettings(key, candidates, threshold, ledger_load_path(plain))
 
 
 def check_components(pipeline: DataFlexPipeline, host_name: str) -> None:

@@ -1,7 +1,7 @@
 """Where the mechanisms are found: the built-in six, and those registered by other code, in one table.
 
 A mechanism is a :class:`~dataflex_core.mechanisms.Mechanism` subclass; ``dataflex.mechanism`` names
-it. The built-in six (``reweight``, ``select``, ``mix``, ``curriculum``, ``filter``, ``allocate``) are
+it. The built-in seven (``reweight``, ``select``, ``mix``, ``curriculum``, ``filter``, ``allocate``, ``pilot``) are
 imported here; another is registered with :func:`register_mechanism`. The runner resolves a block's
 mechanism here once per mount (:func:`get_mechanism`).
 """
@@ -16,13 +16,16 @@ from .base import Mechanism
 from .curriculum import Curriculum
 from .filter import Filter
 from .mix import Mix
+from .pilot import Pilot
 from .reweight import Reweight
 from .select import Select
 
 M = TypeVar("M", bound=type[Mechanism])
 
 #: The built-in mechanisms, in the order users read them.
-BUILTIN: dict[str, type[Mechanism]] = {cls.name: cls for cls in (Reweight, Select, Mix, Curriculum, Filter, Allocate)}
+BUILTIN: dict[str, type[Mechanism]] = {
+    cls.name: cls for cls in (Reweight, Select, Mix, Curriculum, Filter, Allocate, Pilot)
+}
 #: Their names (the modules of this package that hold them).
 BUILTIN_MODULES = tuple(BUILTIN)
 

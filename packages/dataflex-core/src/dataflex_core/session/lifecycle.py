@@ -56,7 +56,7 @@ import torch
 
 from ..config import DataFlexPipeline
 from ..errors import IncompatibleComponentError
-from ..ledger import CHECKPOINT_LEDGER, PromptLedger
+from ..ledger import PromptLedger
 from ..lock.pinning import ResolvedPlugins, check_plugin_record, resolve_plugins, save_plugin_record
 from ..mechanisms.base import Mechanism
 from ..runner.mount import MountedStep, mount_step
@@ -65,7 +65,19 @@ from ..step.dataset import TrainDataset, dataset_column
 from ..step.fields import is_canonical
 from ..step.host import FieldSupport, HostCapabilities, SeamSupport
 from ..step.result import StepResult
-from ..step.seams import SEAMS, GenerationRounds, LossWeights, PromptCounts, S, Seam, StepRounds, TrainSampler
+from ..step.seams import (
+    SEAMS,
+    GenerationRounds,
+    LossWeights,
+    PromptCounts,
+    S,
+    Seam,
+    StagedGeneration,
+    StageRequests,
+    StepRounds,
+    StepStages,
+    TrainSampler,
+)
 from ..step.state import (
     SavedState,
     Stateful,
@@ -91,8 +103,11 @@ __all__ = [
     "SEAMS",
     "Seam",
     "SeamSupport",
+    "StagedGeneration",
+    "StageRequests",
     "StepResult",
     "StepRounds",
+    "StepStages",
     "TrainSampler",
     "TrainDataset",
     "dataset_column",
@@ -310,7 +325,6 @@ class DataFlexSession:
         """
         save_plugin_record(folder, self.plugins)
         write_component_state(folder, data)
-        self.export_ledger(os.path.join(os.fspath(folder), CHECKPOINT_LEDGER))
 
     @property
     def ledger(self) -> PromptLedger | None:
@@ -318,10 +332,11 @@ class DataFlexSession:
         return self.mechanism.ledger(self.sampler)
 
     def export_ledger(self, path: str | os.PathLike[str]) -> bool:
-        """Write the ledger to ``path`` in its file format (:meth:`~dataflex_core.ledger.PromptLedger.export`),
-        for ``dataflex.ledger.load`` of a later run; False when the mechanism keeps none.
+        """Write the ledger to ``path`` as Parquet (:meth:`~dataflex_core.ledger.PromptLedger.export`), for
+        ``dataflex.ledger.load`` of a later run or offline analysis; False when the mechanism keeps none.
 
-        Each checkpoint folder gets one (``dataflex_ledger.jsonl``) when the state is written.
+        Checkpoints hold the ledger once, in the component state (``dataflex.ledger.load`` takes a checkpoint
+        folder too); this is the explicit export, e.g. to ``dataflex_ledger.parquet``.
         """
         ledger = self.ledger
         if ledger is None:

@@ -23,7 +23,18 @@ from .on_invalid import ON_INVALID, InvalidOutputPolicy
 from .outputs import checked_scores, component_label
 from .prompt_sampler import CurriculumSampler, candidate_batch, candidate_columns, candidate_fields
 from .result import StepResult
-from .seams import SEAMS, GenerationRounds, LossWeights, PromptCounts, Seam, StepRounds, TrainSampler
+from .seams import (
+    SEAMS,
+    GenerationRounds,
+    LossWeights,
+    PromptCounts,
+    Seam,
+    StagedGeneration,
+    StageRequests,
+    StepRounds,
+    StepStages,
+    TrainSampler,
+)
 from .selection import selection_metrics
 from .weights import (
     LOSS_UNITS,
@@ -61,8 +72,11 @@ __all__ = [
     "SeamSupport",
     "StepContext",
     "StepOutcomes",
+    "StagedGeneration",
+    "StageRequests",
     "StepResult",
     "StepRounds",
+    "StepStages",
     "TrainDataset",
     "TrainSampler",
     "applied_unit_mean",

@@ -3,8 +3,9 @@
 Every mechanism runs on the step's batch (:meth:`~dataflex_core.session.DataFlexSession.run`); most also
 need the host to do something at one of its framework's seams: multiply weights into its loss
 (:class:`LossWeights`), draw its prompts through DataFlex's train sampler (:class:`TrainSampler`),
-generate further prompt batches within a step (:class:`GenerationRounds`), or generate a number of
-rollouts per prompt that DataFlex gives it (:class:`PromptCounts`). Each of those is a seam:
+generate further prompt batches within a step (:class:`GenerationRounds`), generate a number of
+rollouts per prompt that DataFlex gives it (:class:`PromptCounts`), or generate a step's rollouts in stages,
+each decided on the last one's rewards (:class:`StagedGeneration`). Each of those is a seam:
 
 - a mechanism declares the seams it needs (:attr:`~dataflex_core.mechanisms.Mechanism.seams`) and
   carries their code (its implementation of the seam's interface);
@@ -15,13 +16,14 @@ rollouts per prompt that DataFlex gives it (:class:`PromptCounts`). Each of thos
   (:meth:`~dataflex_core.session.DataFlexSession.seam`, ``None`` when the mechanism does not use it), so a
   host tests for a seam, never for a mechanism's name.
 
-A new way of acting through the host (staged generation within a step, say) is one more subclass of
-:class:`Seam` with the interface a host calls, the hosts that can declaring it.
+A new way of acting through the host is one more subclass of :class:`Seam` with the interface a host calls,
+the hosts that can declaring it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any, ClassVar, TypeVar
 
 import torch
@@ -169,5 +171,75 @@ class PromptCounts(Seam):
         raise NotImplementedError
 
 
+@dataclass(frozen=True)
+class StageRequests:
+    """One generation stage: roll prompt ``prompts[i]`` (a dataset row) out ``counts[i]`` times, under group ``uids[i]``.
+
+    A prompt requested again in a later stage of the same step keeps its ``uid``: its rollouts of every stage
+    are one group (same weights, so equally on-policy). All three are int64 ``(k,)``; a count may be 0 (nothing
+    to generate for that prompt in this stage).
+    """
+
+    prompts: torch.Tensor
+    counts: torch.Tensor
+    uids: torch.Tensor
+
+    @property
+    def rollouts(self) -> int:
+        """Rollouts this stage asks for."""
+        return int(self.counts.sum())
+
+
+class StepStages:
+    """One step's generation stages, as a :class:`StagedGeneration` seam keeps them: the host reads these."""
+
+    #: The groups the trained batch must have.
+    groups: int
+
+    @property
+    def stages(self) -> int:
+        """Stages generated so far."""
+        raise NotImplementedError
+
+    def next(self) -> StageRequests | None:
+        """The next stage's requests, decided on every stage observed so far; ``None``: the step is generated."""
+        raise NotImplementedError
+
+    def trained(self) -> list[torch.Tensor]:
+        """Per stage, the indices of its rows (in the order the host handed them to ``observe``, padding rows
+        included) that the trained batch keeps; the trained batch is their concatenation, stage after stage."""
+        raise NotImplementedError
+
+
+class StagedGeneration(Seam):
+    """The host generates a step's rollouts in stages, each a set of (prompt, rollouts) requests.
+
+    Per step the host calls :meth:`stages`; while ``stages.next()`` gives requests it generates exactly
+    ``counts[i]`` rollouts of dataset row ``prompts[i]`` with ``uid`` ``uids[i]`` (all under the step's weights)
+    and hands them to :meth:`observe` with their rewards; it then trains the rows ``stages.trained()`` names
+    (group advantages computed on the assembled batch, where each group is whole), passing
+    ``generation=stages`` to :meth:`~dataflex_core.session.DataFlexSession.run`.
+    """
+
+    name = "staged_generation"
+    does = "generate a step's rollouts in stages of (prompt, rollouts) requests, each decided on the last's rewards"
+
+    def prepare(self, population: int, *, batch_size: int, seed: int) -> None:
+        """Build what the stages draw prompts from, before a resume restores its position (where the host builds
+        its train dataloader, after ``session.train_sampler``)."""
+        raise NotImplementedError
+
+    def stages(self, groups: int, *, rollout_n: int, drawn: torch.Tensor | None = None) -> StepStages:
+        """A new step's stages for a trained batch of ``groups`` groups of ``rollout_n`` rollouts.
+
+        :param drawn: dataset rows the host's own dataloader already drew for the step (screened first).
+        """
+        raise NotImplementedError
+
+    def observe(self, stages: StepStages, batch: Any, step: int) -> None:
+        """One stage's rollouts (``batch`` in the canonical fields, ``uid`` the requests' uids) into ``stages``."""
+        raise NotImplementedError
+
+
 #: The seams of this release, in the order the docs list them.
-SEAMS: tuple[type[Seam], ...] = (LossWeights, TrainSampler, GenerationRounds, PromptCounts)
+SEAMS: tuple[type[Seam], ...] = (LossWeights, TrainSampler, GenerationRounds, PromptCounts, StagedGeneration)

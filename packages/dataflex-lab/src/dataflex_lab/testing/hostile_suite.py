@@ -13,10 +13,12 @@ tests, and every host added later, keep each class closed:
   with no valid token (each host builds its own), component state that cannot
   be checkpointed (``hostile_unpicklable``).
 
-A host's test runs each of :data:`STEP_CASES` under ``on_invalid: raise`` and
-``uniform`` through its framework's real step, describes what happened as a
-:class:`StepOutcome` and hands it to :func:`check_outcome`, which holds what the
-user is owed; the save, resume and lock cases need the host's own checkpoint
+A host's test subclasses :class:`HostileStepSuite` with a ``hostile`` fixture, a
+:class:`HostileHarness` that runs a block through its framework's real step and
+describes what happened as a :class:`StepOutcome`; the suite runs each of
+:data:`STEP_CASES` under ``on_invalid: raise`` and ``uniform`` and hands the
+outcome to :func:`check_outcome`, which holds what the user is owed; the save,
+resume and lock cases need the host's own checkpoint
 and plugin-site machinery and are written in the host's test with the
 components and texts here.
 """
@@ -27,6 +29,7 @@ import re
 from dataclasses import dataclass, field
 
 import numpy as np
+import pytest
 import torch
 
 from dataflex_core import ComponentError, Reweighter, Scorer, mean_one, register_reweighter, register_scorer
@@ -203,6 +206,31 @@ def check_outcome(case: StepCase, on_invalid: str, outcome: StepOutcome) -> None
         assert outcome.metrics["dataflex/uniform_fallback"] == 0.0
     if case.framework_loss:
         assert outcome.framework_loss, f"{case.id}: uniform weights must give the framework's own loss"
+
+
+class HostileHarness:
+    """A host's real step path, driven by :class:`HostileStepSuite`."""
+
+    def outcome(self, block: dict) -> StepOutcome:
+        """Run one step of the framework with the ``dataflex:`` ``block`` and say what it did."""
+        raise NotImplementedError(
+            f"{type(self).__name__}.outcome(block) must run one real step of the framework with the dataflex block "
+            "(catching what it raises) and return a StepOutcome"
+        )
+
+
+class HostileStepSuite:
+    """Every hostile pipeline under ``on_invalid: raise`` and ``uniform`` on a host's real step: subclass it in
+    the host's tests and define the ``hostile`` fixture (a :class:`HostileHarness`)."""
+
+    @pytest.fixture
+    def hostile(self) -> HostileHarness:
+        raise NotImplementedError("define the `hostile` fixture: a HostileHarness over the framework's real step")
+
+    @pytest.mark.parametrize("on_invalid", ["raise", "uniform"])
+    @pytest.mark.parametrize("case", STEP_CASES, ids=lambda c: f"{c.fault_class}-{c.id}")
+    def test_a_hostile_plugin_is_named_falls_back_or_weighs_right(self, hostile, case, on_invalid):
+        check_outcome(case, on_invalid, hostile.outcome(case.block(on_invalid)))
 
 
 # -- security: a module planted in a locked package, imported at run time ----------------------------

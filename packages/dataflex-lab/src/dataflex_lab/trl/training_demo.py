@@ -224,7 +224,7 @@ def run_training_demo(settings: DemoSettings, out: TextIO = sys.stdout) -> dict[
                 say(demo_report.progress_line(arm, seed, settings.steps, record, METRICS))
 
             steps = train_arm(settings, arm, seed, on_step)
-            say(f"{arm}, seed {seed}: {len(steps)} steps in {time.perf_counter() - arm_start:.0f} s")
+            say(demo_report.arm_done_line(arm, seed, steps, time.perf_counter() - arm_start))
             runs.append({"arm": arm, "seed": seed, "steps": steps})
     document = demo_report.demo_document(
         "trl",
@@ -258,7 +258,7 @@ def run_training_demo(settings: DemoSettings, out: TextIO = sys.stdout) -> dict[
         baseline="baseline",
         title=title,
         json_path=settings.json_path,
-        plot_path=Path(settings.plot_path or settings.workdir / "demo.png"),
+        plot_path=Path(settings.plot_path or Path(settings.workdir) / settings.plot_name()),
         say=say,
         rollouts_per_step=PROMPTS_PER_STEP * generations if validated else None,
         group_size=generations,

@@ -204,7 +204,7 @@ def run_training_demo(settings: DemoSettings, out: TextIO = sys.stdout) -> dict[
                     demo_report.progress_line(arm, seed, settings.steps, record, METRICS)
                 ),
             )
-            say(f"{arm}, seed {seed}: {len(steps)} steps in {time.perf_counter() - arm_start:.0f} s")
+            say(demo_report.arm_done_line(arm, seed, steps, time.perf_counter() - arm_start))
             runs.append({"arm": arm, "seed": seed, "steps": steps})
     document = demo_report.demo_document(
         "verl",
@@ -242,7 +242,7 @@ def run_training_demo(settings: DemoSettings, out: TextIO = sys.stdout) -> dict[
         baseline=arms[0],
         title=title,
         json_path=settings.json_path,
-        plot_path=settings.plot_path or workdir / "demo.png",
+        plot_path=settings.plot_path or workdir / settings.plot_name(),
         say=say,
         rollouts_per_step=prompts * samples if validated else None,
         group_size=samples,

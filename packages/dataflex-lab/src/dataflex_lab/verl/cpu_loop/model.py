@@ -15,6 +15,8 @@ which does not know this vocabulary.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
 
@@ -63,6 +65,20 @@ def build_tokenizer(folder: str | Path | None = None, alphabet: str = ALPHABET):
     return tokenizer
 
 
+@contextmanager
+def quiet_progress() -> Iterator[None]:
+    """transformers' progress bars off for the block, then back as they were."""
+    from transformers.utils import logging as hf_logging
+
+    was = hf_logging.is_progress_bar_enabled()
+    hf_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        if was:
+            hf_logging.enable_progress_bar()
+
+
 def build_model(folder: str | Path, seed: int, spec: TinyModelSpec = TinyModelSpec(), alphabet: str = ALPHABET) -> Path:
     """Write a randomly initialised Qwen2 (seeded) for ``alphabet``'s vocabulary to ``folder``; return the folder."""
     from transformers import GenerationConfig
@@ -70,7 +86,8 @@ def build_model(folder: str | Path, seed: int, spec: TinyModelSpec = TinyModelSp
     tokenizer = build_tokenizer(alphabet=alphabet)
     model = tiny_qwen2(tokenizer, seed, spec, bos=IM_START)
     folder = Path(folder)
-    model.save_pretrained(folder)
+    with quiet_progress():  # a "Writing model shards: 0%" bar in every demo run says nothing to a user
+        model.save_pretrained(folder)
     GenerationConfig(eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id).save_pretrained(folder)
     return folder
 

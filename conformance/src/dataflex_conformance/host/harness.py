@@ -1,0 +1,95 @@
+"""What a host provides the kit: one real step of its framework, a save and a resume through its checkpoints."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from dataflex_core.session import DataFlexSession, HostCapabilities
+
+
+# -- what a host provides ----------------------------------------------------------------------------------------
+@dataclass
+class HostStep:
+    """One training step of the framework on the harness's batch, as its loss saw it."""
+
+    #: The framework's loss on the step's batch (a scalar), computed by the framework's own loss code.
+    loss: torch.Tensor
+    #: ``(rows, L)`` bool: the tokens the framework's loss counts, as the framework built them (before DataFlex).
+    loss_mask: torch.Tensor
+    #: ``(rows,)`` bool: the padding rows and empty responses of the batch (what no component may weigh).
+    inert: torch.Tensor
+    #: ``token`` or ``sequence``: the unit the framework's loss averages over in this configuration.
+    loss_unit: str
+    #: ``(rows, L)``: the weight of each token in the framework's loss that the host applied (``None``: it
+    #: left the loss as the framework computes it).
+    weights: torch.Tensor | None = None
+    #: The step's ``dataflex/*`` metrics (empty without DataFlex).
+    metrics: dict[str, float] = field(default_factory=dict)
+    #: ``(rows, L)`` bool: the tokens the loss counted once DataFlex acted, where a hard drop removed rows from
+    #: the loss mask (``None``: ``loss_mask``, nothing removed).
+    trained_mask: torch.Tensor | None = None
+
+
+class HostHarness:
+    """A host's real framework, driven by the suite. Subclass it and implement the three methods.
+
+    Every :meth:`step` runs on the same batch (same prompts, same responses, same rewards: seed it), built as
+    the framework builds it, with at least one padding row or empty response.
+    """
+
+    def capabilities(self) -> HostCapabilities:
+        """The host's declaration for the harness's configuration: the kit runs the suites of the seams it
+        provides and skips the others with the host's reason. Default: the loss-weights seam alone."""
+        return HostCapabilities(name=type(self).__name__)
+
+    def draws(self, block: Mapping[str, Any], steps: int) -> list[torch.Tensor]:
+        """The prompts the framework's own dataloader draws for ``steps`` steps with ``block`` (its train sampler
+        seam), as int64 tensors of their ids: the train dataset's ``index`` column, unique per prompt, over at least
+        16 prompts, half of them even. Needed by hosts that provide the train-sampler seam."""
+        raise NotImplementedError(
+            f"{type(self).__name__}.draws(block, steps) must build the framework's train dataloader with the dataflex "
+            "block over a dataset with a unique int 'index' column and return the ids each of `steps` batches drew"
+        )
+
+    def step(self, block: Mapping[str, Any] | None) -> HostStep:
+        """One step of the framework with the ``dataflex:`` ``block`` (``None``: the framework without DataFlex).
+
+        Run the framework's real step up to its loss on the batch and return a :class:`HostStep`; what the
+        step raises propagates.
+        """
+        raise NotImplementedError(
+            f"{type(self).__name__}.step(block) must run one real step of the framework on the harness's batch "
+            "(with padding rows or empty responses) and return a HostStep: the framework's loss, its loss mask, the "
+            "inert rows, the loss unit and the weights the host applied"
+        )
+
+    def save(self, block: Mapping[str, Any]) -> tuple[Path, DataFlexSession]:
+        """Train a run with ``block`` for at least one step and checkpoint it through the framework's own save.
+
+        :returns: the checkpoint folder holding DataFlex's files, and the run's session.
+        """
+        raise NotImplementedError(
+            f"{type(self).__name__}.save(block) must train a real run with the dataflex block for a step or more, "
+            "write a checkpoint through the framework's own checkpointing and return (the checkpoint folder, the "
+            "run's DataFlexSession)"
+        )
+
+    def resume(self, block: Mapping[str, Any], folder: Path) -> DataFlexSession:
+        """Start a new run with ``block`` resuming from ``folder`` through the framework's own resume.
+
+        The run stops where the saved one did (no step after the resume), so its components hold what was saved.
+
+        :returns: the run's session once the framework and DataFlex restored their state; what the resume
+            raises propagates.
+        """
+        raise NotImplementedError(
+            f"{type(self).__name__}.resume(block, folder) must start a new run with the dataflex block, resume it "
+            "from the checkpoint folder through the framework's own resume path and return its DataFlexSession"
+        )
+
+

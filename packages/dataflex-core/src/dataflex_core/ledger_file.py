@@ -1,0 +1,289 @@
+"""The ledger's files: Parquet export/import in row groups, this release's JSON Lines, a checkpoint's state, checked.
+
+A warm start (``dataflex.ledger.load``) reads one of three things:
+
+- a Parquet file (:func:`write_parquet`): one row per prompt, the column ``id`` and
+  every counter, the header (format, prompt key, digest of the ids) in the schema's
+  metadata. Written and read one row group (:data:`ROW_GROUP` prompts) at a time, so
+  memory beyond the ledger's own columns stays bounded; the format verl's datasets
+  already use, readable by pandas, polars, DuckDB and Spark;
+- a JSON Lines file of this release (a header line, then one record per prompt);
+- a checkpoint folder: the ledger inside its component state (``dataflex_state.pt``).
+
+Every value is checked before it reaches a counter (:func:`check_columns`): a
+repeated id, a count that is negative, fractional, infinite or NaN, more
+successes than rollouts, a truncated file; the error names the file, the row (or
+line), the column and the value.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+import numpy as np
+import torch
+
+from .errors import ConfigError
+
+#: The format the header names, per file kind (bumped only for changes older readers cannot understand).
+LEDGER_FORMAT = "dataflex-ledger"
+JSONL_VERSION = 1
+PARQUET_VERSION = 2
+#: Prompts per Parquet row group: what one read or write holds beside the ledger.
+ROW_GROUP = 1 << 20
+#: The component state file of a checkpoint folder (the name :mod:`dataflex_core.step.state` writes).
+CHECKPOINT_STATE_FILE = "dataflex_state.pt"
+#: The per-prompt counters, their dtype and the value of a prompt never rolled out.
+COLUMNS: dict[str, tuple[torch.dtype, float]] = {
+    "times_sampled": (torch.long, 0),
+    "last_sampled_step": (torch.long, -1),
+    "rollouts": (torch.long, 0),
+    "rollouts_trained": (torch.long, 0),
+    "rollouts_filtered": (torch.long, 0),
+    "tokens_generated": (torch.long, 0),
+    "successes": (torch.float64, 0.0),
+    "reward_sum": (torch.float64, 0.0),
+    "reward_sq_sum": (torch.float64, 0.0),
+    "last_success_rate": (torch.float64, 0.0),
+    "uniform_reward_steps": (torch.long, 0),
+    "uniform_reward_streak": (torch.long, 0),
+}
+#: The least value of each counter (``None``: any finite value); ``last_success_rate`` is also at most 1.
+LOWEST = {name: (-1 if name == "last_sampled_step" else 0) for name in COLUMNS} | {"reward_sum": None}
+
+
+def ids_digest(sorted_ids: np.ndarray) -> str:
+    """A digest of the sorted id set, computed over its bytes (int64 ids) or its UTF-8 text (one pass in C)."""
+    if sorted_ids.dtype.kind == "i":
+        data = sorted_ids.astype("<i8").tobytes()
+    else:
+        data = "\x00".join(sorted_ids.tolist()).encode("utf-8", "surrogatepass")
+    return hashlib.sha256(data).hexdigest()[:16]
+
+
+def check_columns(
+    source: str, columns: Mapping[str, np.ndarray], first_row: int, ids: np.ndarray, *, lines: bool = False
+) -> None:
+    """Refuse a counter that no run records: each is finite, at least :data:`LOWEST`, whole for the counts,
+    ``last_success_rate`` in [0, 1], ``successes`` at most ``rollouts``. ``columns`` are numpy arrays (integer
+    or float) of rows ``first_row ...`` (``lines``: named as JSON Lines line numbers)."""
+
+    def fail(name: str, bad: np.ndarray, values: np.ndarray, reason: str) -> None:
+        i = int(np.flatnonzero(bad)[0])
+        where = f"line {first_row + i + 2}" if lines else f"row {first_row + i}"
+        value = float(values[i])
+        shown = int(value) if value.is_integer() and COLUMNS[name][0] == torch.long else value
+        prompt = ids[i].item() if isinstance(ids[i], np.generic) else ids[i]
+        raise ConfigError(
+            f"the ledger {source} {where} (id {prompt!r}) has {name}={shown!r}: {reason}; give a ledger a "
+            "DataFlex run exported (or fix that value), or unset dataflex.ledger.load"
+        )
+
+    for name, values in columns.items():
+        whole = values.dtype.kind in "iu"  # an integer column is finite and whole by its dtype
+        if not whole:
+            finite = np.isfinite(values)
+            if not finite.all():
+                fail(name, ~finite, values, "every counter is a finite number")
+        low = LOWEST[name]
+        if low is not None and values.min(initial=low) < low:
+            fail(name, values < low, values, f"it is at least {low}")
+        if not whole and COLUMNS[name][0] == torch.long and (np.floor(values) != values).any():
+            fail(name, np.floor(values) != values, values, "it counts, so it is a whole number")
+        if name == "last_success_rate" and values.max(initial=0) > 1:
+            fail(name, values > 1, values, "a success rate is at most 1")
+    if "successes" in columns and "rollouts" in columns:
+        over = columns["successes"] > columns["rollouts"] + 1e-9
+        if over.any():
+            fail("successes", over, columns["successes"], "a prompt has at most one success per rollout")
+
+
+def write_parquet(path: str, ids: np.ndarray, columns: Mapping[str, torch.Tensor], header: Mapping[str, Any]) -> None:
+    """The ledger as Parquet at ``path`` (atomically: a temp file renamed), one row group per :data:`ROW_GROUP`."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    id_type = pa.int64() if ids.dtype.kind == "i" else pa.string()
+    schema = pa.schema(
+        [pa.field("id", id_type)]
+        + [pa.field(name, pa.from_numpy_dtype(columns[name].numpy().dtype)) for name in COLUMNS],
+        metadata={"dataflex": json.dumps(dict(header))},
+    )
+    folder = os.path.dirname(os.path.abspath(path))
+    temp = os.path.join(folder, f".{os.path.basename(path)}.{os.getpid()}.tmp")
+    try:
+        with pq.ParquetWriter(temp, schema) as writer:
+            for start in range(0, len(ids), ROW_GROUP):
+                end = min(start + ROW_GROUP, len(ids))
+                arrays = [pa.array(ids[start:end], type=id_type)]
+                arrays += [pa.array(columns[name][start:end].numpy()) for name in COLUMNS]
+                writer.write_table(pa.Table.from_arrays(arrays, schema=schema))
+        os.replace(temp, path)
+    except BaseException:
+        if os.path.exists(temp):
+            os.remove(temp)
+        raise
+
+
+def _parquet_header(path: str) -> tuple[Any, dict[str, Any]]:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    try:
+        handle = pq.ParquetFile(path)
+    except (pa.ArrowException, OSError) as exc:
+        raise ConfigError(
+            f"the ledger {path} is not a readable Parquet file ({exc}): it is truncated or corrupt; export it again"
+        ) from None
+    raw = (handle.schema_arrow.metadata or {}).get(b"dataflex")
+    try:
+        header = json.loads(raw) if raw else {}
+    except json.JSONDecodeError:
+        header = {}
+    if header.get("format") != LEDGER_FORMAT:
+        raise ConfigError(f"{path} is a Parquet file without a DataFlex ledger header; it is not an exported ledger")
+    if header.get("version") != PARQUET_VERSION:
+        raise ConfigError(
+            f"{path} has ledger version {header.get('version')!r}, but this dataflex-core reads Parquet version "
+            f"{PARQUET_VERSION}; upgrade dataflex-core to the version that wrote it"
+        )
+    names = set(handle.schema_arrow.names)
+    unknown = sorted(names - {"id", *COLUMNS})
+    if "id" not in names or unknown:
+        raise ConfigError(f"{path}: expected the columns id and {list(COLUMNS)}, got {handle.schema_arrow.names}")
+    return handle, header
+
+
+def read_parquet(path: str) -> tuple[dict[str, Any], Iterator[tuple[int, np.ndarray, dict[str, np.ndarray]]]]:
+    """``(header, chunks)``: each chunk ``(first_row, ids, {column: float64 values})``, one row group at a time."""
+    import pyarrow as pa
+
+    handle, header = _parquet_header(path)
+    rows = handle.metadata.num_rows
+    if rows != header.get("prompts"):
+        raise ConfigError(
+            f"the ledger {path} has {rows} rows but its header lists {header.get('prompts')} prompts: it is "
+            "truncated or was edited; export it again"
+        )
+
+    def chunks() -> Iterator[tuple[int, np.ndarray, dict[str, np.ndarray]]]:
+        first = 0
+        for group in range(handle.num_row_groups):
+            try:
+                table = handle.read_row_group(group)
+            except (pa.ArrowException, OSError) as exc:
+                raise ConfigError(
+                    f"the ledger {path} row group {group} cannot be read ({exc}); export it again"
+                ) from None
+            ids = table.column("id").to_numpy(zero_copy_only=False)
+            values = {
+                name: table.column(name).to_numpy(zero_copy_only=False) for name in COLUMNS if name in table.column_names
+            }
+            yield first, ids, values
+            first += len(ids)
+
+    return header, chunks()
+
+
+def read_jsonl(path: str) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """``(header, records)`` of this release's JSON Lines ledger, checked line by line (a truncated file named)."""
+    try:
+        with open(path, encoding="utf-8") as handle:
+            lines = [line for line in handle.read().splitlines() if line.strip()]
+    except UnicodeDecodeError as exc:
+        raise ConfigError(
+            f"the ledger {path} is not UTF-8 text at byte {exc.start}; it is not an exported ledger"
+        ) from None
+    except OSError as exc:
+        raise ConfigError(
+            f"dataflex.ledger.load={path!r} cannot be read ({exc.strerror}); give an exported ledger"
+        ) from None
+    entries = []
+    for number, line in enumerate(lines, start=1):
+        try:
+            entry = json.loads(line)
+        except json.JSONDecodeError as exc:
+            end = " (the last line: the file is truncated)" if number == len(lines) else ""
+            raise ConfigError(
+                f"{path} line {number} is not JSON ({exc.msg}){end}; it is not an exported ledger"
+            ) from None
+        if not isinstance(entry, dict):
+            raise ConfigError(f"{path} line {number} is a {type(entry).__name__}, not a JSON object")
+        entries.append(entry)
+    header = entries[0] if entries else {}
+    if header.get("format") != LEDGER_FORMAT:
+        raise ConfigError(
+            f"{path} is not a DataFlex ledger: its first line must be a header with format {LEDGER_FORMAT!r}"
+        )
+    if header.get("version") != JSONL_VERSION:
+        raise ConfigError(
+            f"{path} has ledger version {header.get('version')!r}, but this dataflex-core reads version "
+            f"{JSONL_VERSION}; upgrade dataflex-core to the version that wrote it"
+        )
+    missing = [key for key in ("prompt_key", "prompts", "ids_fingerprint") if key not in header]
+    if missing:
+        raise ConfigError(f"{path}: its header lacks {missing}; it is not an exported ledger")
+    records = entries[1:]
+    for number, record in enumerate(records, start=2):
+        if "id" not in record:
+            raise ConfigError(f"{path} line {number} has no prompt id ('id')")
+        unknown = sorted(set(record) - {"id", *COLUMNS})
+        if unknown:
+            raise ConfigError(f"{path} line {number} has unknown counters {unknown}; expected {list(COLUMNS)}")
+    if len(records) != header["prompts"]:
+        raise ConfigError(
+            f"the ledger {path} has {len(records)} records but its header lists {header['prompts']} prompts: it is "
+            "truncated or was edited; export it again"
+        )
+    return header, records
+
+
+def jsonl_columns(path: str, records: list[dict[str, Any]]) -> dict[str, np.ndarray]:
+    """The counters of JSON Lines records as float64 arrays; a value that is not a number is named by line."""
+    out = {}
+    for name, (_, fresh) in COLUMNS.items():
+        values = [record.get(name, fresh) for record in records]
+        for i, value in enumerate(values):
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                raise ConfigError(
+                    f"the ledger {path} line {i + 2} (id {records[i]['id']!r}) has {name}={value!r}: every counter "
+                    "is a number; give a ledger a DataFlex run exported, or unset dataflex.ledger.load"
+                )
+        try:
+            out[name] = np.asarray(values, dtype=np.float64)
+        except OverflowError:
+            big = next(i for i, v in enumerate(values) if abs(v) > 2.0**1023)
+            raise ConfigError(f"the ledger {path} line {big + 2} has {name}={values[big]!r}: out of range") from None
+    return out
+
+
+def _is_ledger_state(state: Mapping[str, Any]) -> bool:
+    """A ledger's state by its keys (its role is ``ledger``, or ``history`` under ``mechanism: curriculum``)."""
+    return "prompt_key" in state and ("ids" in state or "ids_utf8" in state) and "times_sampled" in state
+
+
+def checkpoint_ledger_state(folder: str) -> dict[str, Any]:
+    """The ledger's state in a checkpoint folder's component state file (read as data only)."""
+    path = os.path.join(folder, CHECKPOINT_STATE_FILE)
+    if not os.path.exists(path):
+        raise ConfigError(
+            f"dataflex.ledger.load={folder!r} is a folder without {CHECKPOINT_STATE_FILE}; give a checkpoint folder "
+            "DataFlex wrote, or a ledger exported to Parquet"
+        )
+    try:
+        payload = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as exc:  # noqa: BLE001 - unpickling raises many types; each means the same here
+        raise ConfigError(f"{path} cannot be read ({type(exc).__name__}): it is truncated or not DataFlex's") from None
+    entries = payload.get("components", {}) if isinstance(payload, dict) else {}
+    ledgers = [
+        e["state"]
+        for e in entries.values()
+        if isinstance(e, dict) and isinstance(e.get("state"), dict) and _is_ledger_state(e["state"])
+    ]
+    if not ledgers:
+        raise ConfigError(f"{path} holds no prompt ledger (the run's mechanism kept none); give another checkpoint")
+    return ledgers[0]

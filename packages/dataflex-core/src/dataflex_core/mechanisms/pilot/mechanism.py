@@ -1,0 +1,168 @@
+"""``mechanism: pilot`` (Pilot-Commit, arXiv 2605.26606): screen prompts with a few rollouts, commit the budget to
+the prompts with signal.
+
+``filter`` spends a whole group of ``rollout.n`` rollouts on a prompt before it learns the group has no
+signal; ``pilot`` spends ``pilot.rollouts`` (2-4) on each of ``pilot.prompts`` x the batch's prompts, admits
+with the same group scorer and selector as ``filter`` (any selector declaring ``admits_groups``, e.g.
+``group_reward_variance`` + ``threshold_band``), and generates the rest of each trained group only for the
+admitted prompts (:mod:`.stages`: caps, the short-step policy, keeping the pilot rollouts or not). It needs
+the host's :class:`~dataflex_core.step.seams.StagedGeneration` seam; a host without it refuses the mechanism
+at mount with its reason.
+
+The loss is the framework's own on the assembled groups (advantages computed by the host within each whole
+group); every generated rollout is in the ``dataflex/compute/*`` counters (the pilot rollouts outside the
+trained batch as filtered), so ``dataflex compare --x rollouts`` charges the screening.
+
+Config (``dataflex:`` block): ``pilot: {prompts: 2, rollouts: 2, keep: true, max_stages: 3, max_screened,
+on_short: raise}``; the screened prompts come from a seeded shuffle of the dataset, checkpointed (drawing them
+through a mix or curriculum, ``pilot.draw``, is refused until a host provides both seams).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, ClassVar
+
+import numpy as np
+import torch
+
+from ...config import DataFlexPipeline
+from ...errors import ConfigError, InvalidOutputError
+from ...groups import segment_count
+from ...normalize import valid_sample_mask, valid_token_counts
+from ...precomputed import prepare_batch
+from ...step.context import StepContext
+from ...step.host import HostCapabilities
+from ...step.result import StepResult
+from ...step.seams import S, Seam, StagedGeneration, StepStages
+from ..curriculum import REWARD_FIELD, row_rewards
+from ..filter import Filter, group_rows
+from .settings import PilotSettings, pilot_settings
+from .stages import PILOT_PREFIX, PilotStages
+
+
+def stage_uids(batch: Any) -> torch.Tensor:
+    """Each row's uid as the stage's requests gave it (integers), or an error saying the host must carry them."""
+    uid = batch.non_tensor_batch.get("uid")
+    try:
+        return torch.as_tensor(np.asarray(uid).astype(np.int64), dtype=torch.long)
+    except (TypeError, ValueError):
+        raise InvalidOutputError(
+            f"mechanism pilot reads each stage's rows by the uids its requests gave (integers), but the rows carry "
+            f"uid {None if uid is None else np.asarray(uid)[:3].tolist()!r}...: a host of the staged_generation "
+            "seam hands observe() the rows with StageRequests.uids as their uid"
+        ) from None
+
+
+class Pilot(Filter):
+    """Screening stages admit prompts by their pilot rollouts; the commit stage tops the admitted up to ``rollout.n``.
+
+    It shares the filter's admission (whole groups, by a selector declaring ``admits_groups``), its mount
+    checks and its sampler of further prompts; what differs is the seam and the stages.
+    """
+
+    name: ClassVar[str] = "pilot"
+    keys: ClassVar[Mapping[str, Any]] = {"pilot": None, "prompt_key": None, "success_threshold": None, "ledger": None}
+    seams: ClassVar[tuple[type[Seam], ...]] = (StagedGeneration,)
+    fallback: ClassVar[str] = "admitting every screened prompt"
+    settings: PilotSettings
+
+    def parse(self, block: Mapping[str, Any]) -> PilotSettings:
+        return pilot_settings(block)
+
+    def implement(self, seam: type[S], step: StepContext) -> S:
+        if seam is StagedGeneration:
+            return PilotStagedGeneration(self, step)  # type: ignore[return-value]
+        return super().implement(seam, step)
+
+    def refusal(self, seam: type[Seam], host: HostCapabilities, reason: str) -> str:
+        why = reason or f"it does not declare the {seam.name} seam (HostCapabilities.seams)"
+        return (
+            f"mechanism 'pilot' needs the host to {seam.does}, but {host.name} cannot: {why}. Use mechanism filter "
+            "where the host generates further prompt batches (whole groups before admission)"
+        )
+
+    def fields(self, pipeline: DataFlexPipeline) -> list[str]:
+        return list(dict.fromkeys([*pipeline.requires, "uid", REWARD_FIELD]))
+
+    def stages(self, groups: int, rollout_n: int, drawn: torch.Tensor | None) -> PilotStages:
+        settings = self.settings
+        if isinstance(rollout_n, bool) or not isinstance(rollout_n, int) or rollout_n < settings.rollouts:
+            raise ConfigError(
+                f"dataflex.pilot.rollouts={settings.rollouts} exceeds the framework's rollouts per prompt "
+                f"(rollout.n={rollout_n!r}); set pilot.rollouts to at most rollout.n (2-4 of 8 or 16 is typical)"
+            )
+        if settings.max_screened is not None and settings.max_screened < groups:
+            raise ConfigError(
+                f"dataflex.pilot.max_screened={settings.max_screened} is below the batch's {groups} prompts: a step "
+                "could never fill its batch; set it to at least the batch's prompts, or unset it"
+            )
+        sampler = self.refill_sampler()
+        return PilotStages(groups, rollout_n, settings, sampler.next_block, drawn)
+
+    def observe(self, step: StepContext, stages: PilotStages, batch: Any, step_id: int) -> None:
+        """One stage's rows into ``stages``; a screening stage's prompts admitted by the scorer and selector."""
+        prepare_batch(batch)
+        uid = stage_uids(batch)
+        padding = batch.batch.get("is_padding")
+        if padding is not None:
+            uid = torch.where(padding.bool().cpu(), torch.full_like(uid, -1), uid)
+        tokens = valid_token_counts(batch).cpu()
+        stages.check_generated(uid)  # before admission: every requested prompt has its rows
+        if not stages.screening or not stages.screening[-1]:  # the commit stage: its rows, checked
+            stages.record(uid, tokens)
+            return
+        asked = stages.requests[-1].uids
+        admitted, _, _ = self.admit(step, batch, step_id)  # per group, in group_rows' order of the real rows
+        sub, _ = step.components_batch(batch)
+        index, groups = group_rows(sub)
+        valid = valid_sample_mask(sub).cpu()
+        rewards = torch.zeros(groups, dtype=torch.float64).index_add_(0, index, torch.where(valid, row_rewards(sub), 0))
+        mean = rewards / segment_count(index, groups, valid).clamp(min=1)
+        sub_uid = stage_uids(sub)
+        group_uid = torch.full((groups,), -1, dtype=torch.long).scatter_(0, index, sub_uid)  # group_rows' order
+        order = torch.argsort(group_uid)
+        at = order[torch.searchsorted(group_uid[order], asked).clamp(max=groups - 1)]
+        assert bool((group_uid[at] == asked).all())  # check_generated: every requested prompt has rows
+        per_prompt = admitted[at]
+        per_mean = mean[at].to(torch.float64)
+        stages.record(uid, tokens, per_prompt, per_mean)
+
+    def run(self, step: StepContext, batch: Any, step_id: int, importance_weights: torch.Tensor | None) -> StepResult:
+        """The trained batch, after the stages the host ran (``step.generation``): the pilot's metrics and counts."""
+        stages = step.generation
+        if not isinstance(stages, PilotStages):
+            raise RuntimeError(
+                "mechanism pilot runs on the batch its stages built; the host must generate them through "
+                "session.seam(StagedGeneration) and pass the stages to DataFlexSession.run(generation=...)"
+            )
+        metrics = stages.metrics()
+        advantages = batch.batch.get("advantages")
+        if advantages is not None:
+            sub, _ = step.components_batch(batch)
+            mask = sub.batch["response_mask"].bool()
+            adv = sub.batch["advantages"]
+            moving = ((adv != 0) & mask).any(-1) if adv.dim() == 2 else adv != 0
+            rows = mask.any(-1)
+            metrics[f"{PILOT_PREFIX}wasted_share"] = float((rows & ~moving).sum()) / max(int(rows.sum()), 1)
+        metrics.update(self.run_draw(step, batch, step_id))
+        return StepResult(metrics, compute=stages.counts())
+
+
+class PilotStagedGeneration(StagedGeneration):
+    """``mechanism: pilot``'s side of the staged-generation seam: what the host calls each step."""
+
+    def __init__(self, mechanism: Pilot, step: StepContext) -> None:
+        self.mechanism = mechanism
+        self.step = step
+
+    def prepare(self, population: int, *, batch_size: int, seed: int) -> None:
+        self.mechanism.prepare_refills(population, batch_size, seed)
+
+    def stages(self, groups: int, *, rollout_n: int, drawn: torch.Tensor | None = None) -> PilotStages:
+        return self.mechanism.stages(int(groups), rollout_n, drawn)
+
+    def observe(self, stages: StepStages, batch: Any, step: int) -> None:
+        if not isinstance(stages, PilotStages):
+            raise TypeError(f"mechanism pilot observes into the stages it made (stages()), not {stages!r}")
+        self.mechanism.observe(self.step, stages, batch, step)

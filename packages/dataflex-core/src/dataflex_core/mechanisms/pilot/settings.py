@@ -1,0 +1,93 @@
+"""``mechanism: pilot``'s keys of the ``dataflex:`` block (``pilot: {prompts, rollouts, keep, ...}``), checked at mount."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from ...errors import ConfigError
+from ..filter.settings import ON_SHORT, FilterSettings
+
+#: The ``dataflex.pilot`` keys and their defaults.
+PILOT_DEFAULTS: dict[str, Any] = {
+    "prompts": 2,
+    "rollouts": 2,
+    "keep": True,
+    "max_stages": 3,
+    "max_screened": None,
+    "on_short": "raise",
+    "draw": None,
+}
+
+
+@dataclass(frozen=True)
+class PilotSettings(FilterSettings):
+    """The filter's settings (``on_short``; no ledger, no ``draw`` yet) plus the pilot's own.
+
+    ``max_rounds`` is ``max_stages`` (the filter's reading of it is not used by the pilot).
+    """
+
+    #: Each screening stage screens this many times the prompts the batch still lacks.
+    prompts: int = 2
+    #: Rollouts of each screened prompt in its screening (pilot) stage.
+    rollouts: int = 2
+    #: The pilot rollouts of a committed prompt are part of its trained group (else screening only).
+    keep: bool = True
+    #: Stages per step at most, the commit stage included (>= 2: one screening stage, then the commit).
+    max_stages: int = 3
+    #: Prompts screened per step at most (``None``: ``prompts`` x groups x screening stages).
+    max_screened: int | None = None
+
+
+def _positive_int(plain: Mapping[str, Any], key: str, floor: int, meaning: str) -> int:
+    value = plain.get(key, PILOT_DEFAULTS[key])
+    if isinstance(value, bool) or not isinstance(value, int) or value < floor:
+        raise ConfigError(f"dataflex.pilot.{key} must be an integer >= {floor} ({meaning}), got {value!r}")
+    return value
+
+
+def pilot_settings(block: Mapping[str, Any]) -> PilotSettings:
+    """The ``dataflex.pilot`` keys, checked; raises :class:`ConfigError` naming the key and the fix."""
+    if block.get("prompt_key") is not None or block.get("ledger") or block.get("success_threshold") is not None:
+        raise ConfigError(
+            "mechanism pilot does not feed the per-prompt ledger yet: remove dataflex.prompt_key / ledger / "
+            "success_threshold, or use mechanism filter for a ledger of admitted and evicted prompts"
+        )
+    plain = block.get("pilot") or {}
+    if not isinstance(plain, Mapping):
+        raise ConfigError(f"dataflex.pilot must be a mapping (e.g. {{prompts: 2, rollouts: 2}}), got {plain!r}")
+    unknown = sorted(set(plain) - set(PILOT_DEFAULTS))
+    if unknown:
+        raise ConfigError(f"dataflex.pilot has unknown keys {unknown}; it accepts {sorted(PILOT_DEFAULTS)}")
+    prompts = _positive_int(plain, "prompts", 1, "prompts screened per prompt the batch still lacks")
+    rollouts = _positive_int(plain, "rollouts", 1, "rollouts of each screened prompt before it is admitted")
+    stages = _positive_int(plain, "max_stages", 2, "stages per step, one screening stage and the commit at least")
+    screened = plain.get("max_screened", PILOT_DEFAULTS["max_screened"])
+    if screened is not None and (isinstance(screened, bool) or not isinstance(screened, int) or screened < 1):
+        raise ConfigError(
+            f"dataflex.pilot.max_screened must be an integer >= 1 (prompts screened per step at most) or unset, "
+            f"got {screened!r}"
+        )
+    keep = plain.get("keep", PILOT_DEFAULTS["keep"])
+    if not isinstance(keep, bool):
+        raise ConfigError(
+            f"dataflex.pilot.keep must be true (pilot rollouts join the trained group) or false (screening only), "
+            f"got {keep!r}"
+        )
+    on_short = plain.get("on_short", PILOT_DEFAULTS["on_short"])
+    if on_short not in ON_SHORT:
+        raise ConfigError(
+            f"dataflex.pilot.on_short={on_short!r} is not one of {', '.join(ON_SHORT)}; raise stops a step that "
+            "admitted too few prompts within its caps, backfill commits screened prompts without signal to fill it"
+        )
+    if plain.get("draw") is not None:
+        raise ConfigError(
+            "dataflex.pilot.draw is not supported yet: no host provides both the train sampler and staged "
+            "generation, so the screened prompts come from the pilot's own seeded shuffle of the dataset; remove "
+            f"pilot.draw (got {plain['draw']!r})"
+        )
+    return PilotSettings(
+        max_rounds=stages, on_short=on_short, prompts=prompts, rollouts=rollouts, keep=keep,
+        max_stages=stages, max_screened=screened,
+    )  # fmt: skip
