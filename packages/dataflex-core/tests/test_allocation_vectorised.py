@@ -65,7 +65,9 @@ def test_equals_heap_greedy_on_random_concave_values(seed):
     p = torch.rand(n, generator=g, dtype=torch.float64)
     p[torch.rand(n, generator=g) < 0.4] = 1.0
     value = lambda c: 1.0 - p.pow(c.double()) - (1.0 - p).pow(c.double())  # noqa: E731
-    assert torch.equal(greedy_allocation(value, n, budget, n_min, n_max), heap_greedy(value, n, budget, n_min, n_max))
+    reference = heap_greedy(value, n, budget, n_min, n_max)
+    assert torch.equal(greedy_allocation(value, n, budget, n_min, n_max), reference)
+    assert torch.equal(greedy_allocation(value, n, budget, n_min, n_max, batched=True), reference)
 
 
 def test_flat_values_spread_evenly_and_one_hungry_prompt_takes_the_rest():

@@ -104,7 +104,7 @@ def test_more_stages_screen_the_prompts_still_lacking_until_the_caps():
         ({"max_stages": 1}, r"pilot.max_stages must be an integer >= 2"),
         ({"keep": "yes"}, r"pilot.keep must be true"),
         ({"on_short": "shrink"}, r"on_short='shrink' is not one of raise, backfill"),
-        ({"draw": {"mechanism": "curriculum"}}, r"pilot.draw takes a mix block"),
+        ({"draw": {"mechanism": "mix"}}, r"pilot.draw is not supported yet"),
     ],
 )
 def test_bad_settings_are_refused_at_mount_naming_the_key(pilot, message):
@@ -142,3 +142,12 @@ def test_keeping_pilot_rollouts_biases_the_trained_rewards_towards_mixed_outcome
     assert float(pilot[admitted].mean()) == 0.5 and abs(float(pilot.mean()) - 0.8) < 0.05
     commit = torch.bernoulli(torch.full((int(stages.admitted.sum()) * 6,), 0.8), generator=gen)
     assert abs(float(commit.mean()) - 0.8) < 0.05
+
+
+def test_rows_that_lost_the_requested_integer_uids_are_named():
+    seam = staged({"prompts": 1, "rollouts": 2})
+    stages = seam.stages(2, rollout_n=4)
+    stages.next()
+    rows = rows_batch([2, 2, 2, 2], width=3, rewards=[1, 0, 1, 0], uid=["a", "a", "b", "b"])
+    with pytest.raises(InvalidOutputError, match=r"uid \['a', 'a', 'b'\].*StageRequests.uids as their uid"):
+        seam.observe(stages, rows, 1)

@@ -11,6 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import torch
 from dataflex_trl.mount import LOSS_UNITS, capabilities
 from trl_testkit import NUM_GENERATIONS, generate
 
@@ -52,6 +53,16 @@ class TrlHarness(HostHarness):
         inert[:NUM_GENERATIONS] = True  # the unscored completions
         weights = applied[-1] if applied else None
         return HostStep(loss, mask, inert, LOSS_UNITS[self.loss_type], weights, metrics)
+
+    def draws(self, block, steps):
+        drawn = []
+
+        def recording(completions, answer, index, **kwargs):  # TRL hands the reward each prompt's dataset columns
+            drawn.append(torch.as_tensor(index, dtype=torch.int64))
+            return echo_reward(completions, answer)
+
+        self.make_trainer(self.loss_type, block, reward=recording, max_steps=steps, save_strategy="no").train()
+        return drawn
 
     def save(self, block):
         trainer = self.make_trainer(self.loss_type, block, max_steps=2, save_strategy="steps", save_steps=2)

@@ -65,6 +65,25 @@ class VerlHarness(HostHarness):
         inert = padding | ~mask.any(-1)
         return HostStep(loss, mask, inert, LOSS_UNITS[self.loss_agg_mode], got.get("rollout_is_weights"), metrics)
 
+    def draws(self, block, steps):
+        import pandas as pd
+
+        path = self.root / "train.parquet"  # 32 prompts, verl's layout, extra_info.index = the row
+        rows = [
+            {
+                "prompt": [{"role": "user", "content": f"question {i}"}],
+                "data_source": "synthetic",
+                "reward_model": {"ground_truth": "1"},
+                "extra_info": {"index": i},
+            }
+            for i in range(32)
+        ]
+        pd.DataFrame(rows).to_parquet(path)
+        config = self.make_config(sandbox.dataset_overrides(str(path), 8, seed=3), dataflex=block)
+        trainer = sandbox.dataloader_trainer(config)  # verl's real train dataloader, DataFlex's sampler in it
+        batches = [trainer._next_train_batch() for _ in range(steps)]
+        return [torch.as_tensor([info["index"] for info in batch["extra_info"]]) for batch in batches]
+
     def save(self, block):
         trainer = sandbox.attach_workers(self.trainer(block))
         for step in (1, 2):

@@ -19,6 +19,10 @@ capability (:class:`SeamSuite`): a suite runs on a host that declares its seam i
   what the saved run's held;
 - **a resume with another plugin set is refused**, and so is one with another component in a role.
 
+:class:`ResamplingSuite` (the train-sampler seam, ``mechanism: curriculum`` and ``mix``; the harness's
+:meth:`HostHarness.draws`): the framework's own dataloader draws the prompts DataFlex's sampler gives, never one it
+gave probability 0.
+
 :class:`SelectSuite` (the loss-weights seam, ``mechanism: select``):
 
 - **a selection keeping every row** leaves the framework's loss unchanged;
@@ -45,13 +49,24 @@ needs no plugin installed to run the suites. Needs ``pytest`` (``pip install dat
 
 from .components import BLOCKS, ELSEWHERE
 from .harness import HostHarness, HostStep
+from .resampling import ResamplingSuite
 from .reweight import ReweightSuite
 from .select import SelectSuite
 from .suite import SeamSuite
 
 
-class HostSuite(ReweightSuite, SelectSuite):
+class HostSuite(ReweightSuite, SelectSuite, ResamplingSuite):
     """Every capability's suite: each runs when the host declares its seam, and skips with the host's reason."""
 
 
-__all__ = ["BLOCKS", "ELSEWHERE", "HostHarness", "HostStep", "HostSuite", "ReweightSuite", "SeamSuite", "SelectSuite"]
+__all__ = [
+    "BLOCKS",
+    "ELSEWHERE",
+    "HostHarness",
+    "HostStep",
+    "HostSuite",
+    "ResamplingSuite",
+    "ReweightSuite",
+    "SeamSuite",
+    "SelectSuite",
+]

@@ -11,10 +11,12 @@ import torch
 
 from dataflex_core import (
     Reweighter,
+    Sampler,
     Scorer,
     Selector,
     mean_one,
     register_reweighter,
+    register_sampler,
     register_scorer,
     register_selector,
     valid_sample_mask,
@@ -112,8 +114,52 @@ class AboveMedian(Selector):
         return valid & (scores > median)
 
 
+@register_scorer("hostkit_even_ids")
+class EvenIds(Scorer):
+    """pre_rollout: 1 for a prompt whose ``index`` is even, 0 for the others."""
+
+    timing = "pre_rollout"
+    requires = ["index"]
+
+    def score(self, batch, step_id, **ctx):
+        column = batch.non_tensor_batch.get("index")  # a dataset column, as the host carries it
+        ids = batch.batch["index"].cpu().long() if column is None else torch.as_tensor([int(i) for i in column])
+        return (ids % 2 == 0).to(torch.float32)
+
+
+@register_sampler("hostkit_proportional")
+class Proportional(Sampler):
+    """Probabilities in proportion to the scores: a prompt scoring 0 is never drawn."""
+
+    def act(self, scores, batch, **ctx):
+        return scores.double() / scores.double().sum()
+
+    def min_probability(self, num_candidates):
+        return 0.0
+
+
+@register_sampler("hostkit_uniform")
+class Uniform(Sampler):
+    """Every candidate equally likely, whatever its score: the control of ``hostkit_proportional``."""
+
+    def act(self, scores, batch, **ctx):
+        return torch.full((len(scores),), 1.0 / len(scores), dtype=torch.float64)
+
+    def min_probability(self, num_candidates):
+        return 1.0 / num_candidates
+
+
 def _block(scorer: str, **more: Any) -> dict[str, Any]:
     return {"mechanism": "reweight", "scorer": {"name": scorer}, "actuator": {"name": "hostkit_linear"}, **more}
+
+
+def _curriculum(sampler: str) -> dict[str, Any]:
+    return {
+        "mechanism": "curriculum",
+        "prompt_key": "index",
+        "scorer": {"name": "hostkit_even_ids"},
+        "actuator": {"name": sampler},
+    }
 
 
 def _select(selector: str) -> dict[str, Any]:
@@ -130,6 +176,8 @@ BLOCKS: dict[str, dict[str, Any]] = {
     "stateful": _block("hostkit_counter"),
     "select_all": _select("hostkit_keep_all"),
     "select_some": _select("hostkit_above_median"),
+    "draw_even": _curriculum("hostkit_proportional"),
+    "draw_uniform": _curriculum("hostkit_uniform"),
 }
 #: The distribution a checkpoint of another plugin set records and this environment lacks.
 ELSEWHERE = "dataflex-hostkit-elsewhere"

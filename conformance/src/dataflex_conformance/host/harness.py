@@ -47,6 +47,15 @@ class HostHarness:
         provides and skips the others with the host's reason. Default: the loss-weights seam alone."""
         return HostCapabilities(name=type(self).__name__)
 
+    def draws(self, block: Mapping[str, Any], steps: int) -> list[torch.Tensor]:
+        """The prompts the framework's own dataloader draws for ``steps`` steps with ``block`` (its train sampler
+        seam), as int64 tensors of their ids: the train dataset's ``index`` column, unique per prompt, over at least
+        16 prompts, half of them even. Needed by hosts that provide the train-sampler seam."""
+        raise NotImplementedError(
+            f"{type(self).__name__}.draws(block, steps) must build the framework's train dataloader with the dataflex "
+            "block over a dataset with a unique int 'index' column and return the ids each of `steps` batches drew"
+        )
+
     def step(self, block: Mapping[str, Any] | None) -> HostStep:
         """One step of the framework with the ``dataflex:`` ``block`` (``None``: the framework without DataFlex).
 

@@ -35,12 +35,20 @@ def even_split(num_prompts: int, budget: int) -> torch.Tensor:
 
 
 def greedy_allocation(
-    value: Callable[[torch.Tensor], torch.Tensor], num_prompts: int, budget: int, n_min: int, n_max: int | None
+    value: Callable[[torch.Tensor], torch.Tensor],
+    num_prompts: int,
+    budget: int,
+    n_min: int,
+    n_max: int | None,
+    *,
+    batched: bool = False,
 ) -> torch.Tensor:
     """Counts int64 ``(n,)`` summing to ``budget`` within ``[n_min, n_max]`` that maximise ``sum_i value(n)_i``.
 
     :param value: maps counts int64 ``(n,)`` to each prompt's value at that count, float ``(n,)``.
     :param n_max: the most rollouts a prompt gets (``None``: the budget is the only cap).
+    :param batched: ``value`` also maps counts ``(levels, n)`` to values ``(levels, n)`` (elementwise, broadcast
+        against per-prompt tensors ``(n,)``): the levels are then evaluated in one call per growth, not one each.
 
     The spare rollouts go to the largest marginal gains ``value(n_i + 1) - value(n_i)``, ties to the prompt with
     fewer rollouts, then the earlier one (so rollouts no prompt gains from, when every value is flat, spread
@@ -69,8 +77,14 @@ def greedy_allocation(
     owners: list[torch.Tensor] = []
     done = 0
     while True:
+        if batched and target > done:
+            counts_grid = torch.arange(n_min + done + 1, n_min + target + 1, dtype=torch.int64).unsqueeze(1)
+            grid = value(counts_grid.expand(target - done, n)).to(torch.float64)
         for level in range(done, target):
-            current = value(torch.full((n,), n_min + level + 1, dtype=torch.int64)).to(torch.float64)
+            if batched:
+                current = grid[level - done]
+            else:
+                current = value(torch.full((n,), n_min + level + 1, dtype=torch.int64)).to(torch.float64)
             gain = (current - previous)[active]
             if bool(gain.isnan().any()):
                 bad = int(active[gain.isnan()][0])

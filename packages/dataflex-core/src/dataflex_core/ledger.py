@@ -119,11 +119,12 @@ class PromptIds:
 
     def rows(self, ids: Any, where: str = "the step's rollouts") -> torch.Tensor:
         """The dataset rows (int64 ``(m,)``) of ``ids``; an id the dataset does not have is an error naming it."""
-        wanted = np.asarray(ids, dtype=object).reshape(-1)
+        plain = isinstance(ids, np.ndarray) and ids.dtype.kind == self.values.dtype.kind  # no object pass
+        wanted = ids.reshape(-1) if plain else np.asarray(ids, dtype=object).reshape(-1)
         if len(wanted) == 0:
             return torch.zeros(0, dtype=torch.long)
         try:
-            values = _id_array(wanted).astype(self.values.dtype)
+            values = wanted.astype(self.values.dtype) if plain else _id_array(wanted).astype(self.values.dtype)
         except (TypeError, ValueError):
             values = None
         if values is not None:
@@ -375,9 +376,7 @@ class PromptLedger:
                     "was cut or altered; resume from another checkpoint"
                 )
             columns[column] = value.to(dtype).clone()
-        check_columns(
-            source, {c: v.to(torch.float64).numpy() for c, v in columns.items()}, 0, self.ids.values
-        )
+        check_columns(source, {c: v.numpy() for c, v in columns.items()}, 0, self.ids.values)
         self._take(columns, int(state["last_step"]))
 
     def _check_threshold(self, saved: Any, what: str) -> None:
@@ -450,8 +449,9 @@ class PromptLedger:
                     "one record: export the ledger again, or unset dataflex.ledger.load"
                 )
             filled[rows] = True
+            index = rows.numpy()
             for name, array in values.items():
-                columns[name][rows] = torch.from_numpy(array).to(columns[name].dtype)
+                columns[name].numpy()[index] = array  # numpy casts; Arrow's arrays are read-only views
         self._check_threshold(header.get("success_threshold"), f"the ledger {path}")
         self._take(columns, int(header.get("last_step", 0)))
         logger.info("dataflex: the prompt ledger starts from %s (%d prompts)", path, len(self))

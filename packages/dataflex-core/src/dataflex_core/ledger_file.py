@@ -69,8 +69,8 @@ def check_columns(
     source: str, columns: Mapping[str, np.ndarray], first_row: int, ids: np.ndarray, *, lines: bool = False
 ) -> None:
     """Refuse a counter that no run records: each is finite, at least :data:`LOWEST`, whole for the counts,
-    ``last_success_rate`` in [0, 1], ``successes`` at most ``rollouts``. ``columns`` are float64 arrays of
-    rows ``first_row ...`` (``lines``: named as JSON Lines line numbers)."""
+    ``last_success_rate`` in [0, 1], ``successes`` at most ``rollouts``. ``columns`` are numpy arrays (integer
+    or float) of rows ``first_row ...`` (``lines``: named as JSON Lines line numbers)."""
 
     def fail(name: str, bad: np.ndarray, values: np.ndarray, reason: str) -> None:
         i = int(np.flatnonzero(bad)[0])
@@ -84,15 +84,17 @@ def check_columns(
         )
 
     for name, values in columns.items():
-        finite = np.isfinite(values)
-        if not finite.all():
-            fail(name, ~finite, values, "every counter is a finite number")
+        whole = values.dtype.kind in "iu"  # an integer column is finite and whole by its dtype
+        if not whole:
+            finite = np.isfinite(values)
+            if not finite.all():
+                fail(name, ~finite, values, "every counter is a finite number")
         low = LOWEST[name]
-        if low is not None and (values < low).any():
+        if low is not None and values.min(initial=low) < low:
             fail(name, values < low, values, f"it is at least {low}")
-        if COLUMNS[name][0] == torch.long and (np.floor(values) != values).any():
+        if not whole and COLUMNS[name][0] == torch.long and (np.floor(values) != values).any():
             fail(name, np.floor(values) != values, values, "it counts, so it is a whole number")
-        if name == "last_success_rate" and (values > 1).any():
+        if name == "last_success_rate" and values.max(initial=0) > 1:
             fail(name, values > 1, values, "a success rate is at most 1")
     if "successes" in columns and "rollouts" in columns:
         over = columns["successes"] > columns["rollouts"] + 1e-9
@@ -179,9 +181,7 @@ def read_parquet(path: str) -> tuple[dict[str, Any], Iterator[tuple[int, np.ndar
                 ) from None
             ids = table.column("id").to_numpy(zero_copy_only=False)
             values = {
-                name: table.column(name).to_numpy(zero_copy_only=False).astype(np.float64)
-                for name in COLUMNS
-                if name in table.column_names
+                name: table.column(name).to_numpy(zero_copy_only=False) for name in COLUMNS if name in table.column_names
             }
             yield first, ids, values
             first += len(ids)

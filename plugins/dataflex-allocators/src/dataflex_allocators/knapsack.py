@@ -64,4 +64,6 @@ class KnapsackAllocator(Allocator):
 
     def act(self, scores: Any, batch: Any, *, budget: int, n_min: int, n_max: int | None, **ctx: Any) -> torch.Tensor:
         p = solve_rates("knapsack", scores, len(batch))
-        return greedy_allocation(lambda n: knapsack_value(p, n, info_gain=self.info_gain), len(p), budget, n_min, n_max)
+        return greedy_allocation(
+            lambda n: knapsack_value(p, n, info_gain=self.info_gain), len(p), budget, n_min, n_max, batched=True
+        )

@@ -20,9 +20,12 @@ MoPPS then prefers prompts whose sampled rate is near a target (near 1/2);
 pair it with the ``learnability`` sampler (weight ``gamma (1 - gamma)``,
 largest at 1/2).
 
-Determinism: the draws come from a generator seeded by ``(seed, step_id)``
-and are made for every prompt row in order, so a prompt's draw does not
-depend on which other prompts are candidates or in which order they come.
+Determinism: each prompt's draw is a function of ``(seed, step_id, prompt
+row)`` and its posterior (:mod:`~dataflex_curriculum.counter_beta`), so it
+does not depend on which other prompts are candidates or in which order they
+come, and a step costs O(candidates), not O(dataset). (Before 0.x the draws
+came from numpy's sequential generator over every row: other values, the
+same distribution.)
 Fractional successes (rewards in ``[0, 1]``) update the posterior as
 fractional counts.
 """
@@ -31,12 +34,12 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
 import torch
 
 from dataflex_core import Scorer, register_scorer
 
 from .checks import number
+from .counter_beta import beta_draws
 from .prompt_table import PromptTable, prompt_indices
 
 
@@ -86,15 +89,9 @@ class MoPPSBetaPosterior(Scorer):
         alpha, beta = self.posterior(index)
         if not self.thompson:
             rate = alpha / (alpha + beta)
-        elif index.numel():
-            # one draw per prompt row 0..max, in order: a prompt's draw is the same whatever the candidates
-            rows = torch.arange(max(len(self.table), int(index.max()) + 1))
-            all_alpha, all_beta = self.posterior(rows)
-            generator = np.random.default_rng([self.seed, int(step_id)])
-            draws = torch.from_numpy(generator.beta(all_alpha.numpy(), all_beta.numpy()))
-            rate = draws[index]
         else:
-            rate = torch.zeros(0, dtype=torch.float64)
+            # a draw keyed by (seed, step, prompt): the same whatever the candidates, computed for them alone
+            rate = beta_draws(alpha, beta, self.seed, int(step_id), index.cpu())
         return rate.to(torch.float32).to(batch.batch["prompt_index"].device)
 
     def observe(self, outcomes: Any, step_id: int, **ctx: Any) -> None:

@@ -63,9 +63,9 @@ class BlockSampler(Sampler[int]):
 
     def block_state(self) -> dict[str, Any]:
         """The generator and the position in the current block (part of a subclass's ``state_dict``)."""
-        return {"generator": self.generator.get_state().tolist(), "block": list(self._block), "yielded": self._yielded}
+        return {"generator": self.generator.get_state(), "block": list(self._block), "yielded": self._yielded}
 
     def load_block_state(self, state: dict[str, Any]) -> None:
-        self.generator.set_state(torch.tensor(state["generator"], dtype=torch.uint8))
+        self.generator.set_state(torch.as_tensor(state["generator"], dtype=torch.uint8).clone())
         self._block = list(state["block"])
         self._yielded = int(state["yielded"])

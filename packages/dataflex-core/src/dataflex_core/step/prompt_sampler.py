@@ -15,8 +15,8 @@ the draw is uniform over the candidates.
 The block is scored when the dataloader asks for it: a framework that
 prefetches batches (worker processes, accelerate's one-batch look-ahead) scores
 them with the history as it was then. The sampler's own state (generator,
-position in the pass and in the block, draw counts) is ``state_dict`` /
-``load_state_dict``, so a host that checkpoints it (verl, through torchdata's
+position in the pass and in the block, draw counts; tensors, not lists) is
+``state_dict`` / ``load_state_dict``, so a host that checkpoints it (verl, through torchdata's
 ``StatefulDataLoader``) resumes the same draws; the history is checkpointed
 with the components' state.
 """
@@ -187,9 +187,9 @@ class CurriculumSampler(BlockSampler):
     def state_dict(self) -> dict[str, Any]:
         return {
             **self.block_state(),
-            "pass": self._pass.tolist(),
+            "pass": self._pass.clone(),
             "cursor": self._cursor,
-            "draws": self.draws.tolist(),
+            "draws": self.draws.clone(),
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -199,6 +199,6 @@ class CurriculumSampler(BlockSampler):
                 f"dataset has {len(self.history)}; resume with the same train files"
             )
         self.load_block_state(state)
-        self._pass = torch.tensor(state["pass"], dtype=torch.long)
+        self._pass = torch.as_tensor(state["pass"], dtype=torch.long).clone()  # a list in older checkpoints
         self._cursor = int(state["cursor"])
-        self.draws = torch.tensor(state["draws"], dtype=torch.long)
+        self.draws = torch.as_tensor(state["draws"], dtype=torch.long).clone()

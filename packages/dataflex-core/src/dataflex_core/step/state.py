@@ -103,6 +103,20 @@ def _first_foreign(value: Any, where: str) -> str | None:
     return f"{where} is a {kind.__module__}.{kind.__qualname__}"
 
 
+def _plain(value: Any, depth: int = 0) -> bool:
+    """Whether ``value`` holds only exact plain leaves and plain tensors in dicts, lists, tuples and sets (what
+    ``torch.load(weights_only=True)`` builds); anything else (a tensor subclass too) takes the round trip."""
+    if depth > 50:
+        return False
+    if type(value) in _PLAIN_LEAVES or type(value) is torch.Tensor:
+        return True
+    if type(value) is dict:
+        return all(_plain(k, depth + 1) and _plain(v, depth + 1) for k, v in value.items())
+    if type(value) in (list, tuple, set):  # a frozenset does not load back: it takes the round trip and fails
+        return all(_plain(item, depth + 1) for item in value)
+    return False
+
+
 def _reloaded(state: Any) -> Any:
     buffer = io.BytesIO()
     torch.save(state, buffer)
@@ -119,6 +133,8 @@ def _checked_state(role: str, component: Stateful, labels: Mapping[str, str] | N
         raise ComponentStateError(f"{label}: state_dict() raised {type(exc).__name__}: {exc}") from exc
     if not isinstance(state, dict):
         raise ComponentStateError(f"{label}: state_dict() returned a {type(state).__name__}; {STATE_RULE}")
+    if _plain(state):
+        return state  # only what the reader builds: no round trip (a 10M-prompt ledger would pickle twice)
     try:
         _reloaded(state)
     except Exception as exc:  # noqa: BLE001 - pickling raises many types; each means the same here

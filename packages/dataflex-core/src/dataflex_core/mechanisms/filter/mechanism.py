@@ -170,14 +170,14 @@ class Filter(Mechanism):
         if not getattr(pipeline.actuator, "admits_groups", False):
             raise IncompatibleComponentError(
                 f"{pipeline.actuator_spec.kind} {pipeline.actuator_spec.label} does not declare admits_groups; "
-                "mechanism filter admits or evicts whole groups, so its selector must promise to keep or drop "
+                f"mechanism {cls.name} admits or evicts whole groups, so its selector must promise to keep or drop "
                 "each group whole on a group scorer's scores: use threshold_band, or declare "
                 "admits_groups = True on your selector and certify it (nox -s conformance)"
             )
         if bool(pipeline.actuator.recompute_advantage):
             raise IncompatibleComponentError(
                 f"{pipeline.actuator_spec.kind} {pipeline.actuator_spec.label} keeps part of each group "
-                "(recompute_advantage=True); mechanism filter admits or evicts whole groups: pick a selector of "
+                f"(recompute_advantage=True); mechanism {cls.name} admits or evicts whole groups: pick a selector of "
                 "whole groups (threshold_band on a group scorer)"
             )
 
@@ -319,7 +319,7 @@ class Filter(Mechanism):
         if bool(partial.any()):
             raise InvalidOutputError(
                 f"{component_label(step.pipeline, 'actuator')} kept part of {int(partial.sum())} group(s) at step "
-                f"{step_id}; mechanism filter admits or evicts whole groups: use a group scorer (granularity "
+                f"{step_id}; mechanism {self.name} admits or evicts whole groups: use a group scorer (granularity "
                 "prompt, e.g. group_reward_variance) with a band selector (threshold_band)"
             )
         return admitted, rollouts, tokens

@@ -14,8 +14,8 @@ group); every generated rollout is in the ``dataflex/compute/*`` counters (the p
 trained batch as filtered), so ``dataflex compare --x rollouts`` charges the screening.
 
 Config (``dataflex:`` block): ``pilot: {prompts: 2, rollouts: 2, keep: true, max_stages: 3, max_screened,
-on_short: raise, draw}``; ``draw`` is a mix block that draws the screened prompts (else a seeded shuffle of
-the dataset, checkpointed).
+on_short: raise}``; the screened prompts come from a seeded shuffle of the dataset, checkpointed (drawing them
+through a mix or curriculum, ``pilot.draw``, is refused until a host provides both seams).
 """
 
 from __future__ import annotations
@@ -23,10 +23,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
+import numpy as np
 import torch
 
 from ...config import DataFlexPipeline
-from ...errors import ConfigError
+from ...errors import ConfigError, InvalidOutputError
 from ...groups import segment_count
 from ...normalize import valid_sample_mask, valid_token_counts
 from ...precomputed import prepare_batch
@@ -38,6 +39,19 @@ from ..curriculum import REWARD_FIELD, row_rewards
 from ..filter import Filter, group_rows
 from .settings import PilotSettings, pilot_settings
 from .stages import PILOT_PREFIX, PilotStages
+
+
+def stage_uids(batch: Any) -> torch.Tensor:
+    """Each row's uid as the stage's requests gave it (integers), or an error saying the host must carry them."""
+    uid = batch.non_tensor_batch.get("uid")
+    try:
+        return torch.as_tensor(np.asarray(uid).astype(np.int64), dtype=torch.long)
+    except (TypeError, ValueError):
+        raise InvalidOutputError(
+            f"mechanism pilot reads each stage's rows by the uids its requests gave (integers), but the rows carry "
+            f"uid {None if uid is None else np.asarray(uid)[:3].tolist()!r}...: a host of the staged_generation "
+            "seam hands observe() the rows with StageRequests.uids as their uid"
+        ) from None
 
 
 class Pilot(Filter):
@@ -89,11 +103,12 @@ class Pilot(Filter):
     def observe(self, step: StepContext, stages: PilotStages, batch: Any, step_id: int) -> None:
         """One stage's rows into ``stages``; a screening stage's prompts admitted by the scorer and selector."""
         prepare_batch(batch)
-        uid = torch.as_tensor(batch.non_tensor_batch["uid"].astype("int64"), dtype=torch.long)
+        uid = stage_uids(batch)
         padding = batch.batch.get("is_padding")
         if padding is not None:
             uid = torch.where(padding.bool().cpu(), torch.full_like(uid, -1), uid)
         tokens = valid_token_counts(batch).cpu()
+        stages.check_generated(uid)  # before admission: every requested prompt has its rows
         if not stages.screening or not stages.screening[-1]:  # the commit stage: its rows, checked
             stages.record(uid, tokens)
             return
@@ -104,13 +119,13 @@ class Pilot(Filter):
         valid = valid_sample_mask(sub).cpu()
         rewards = torch.zeros(groups, dtype=torch.float64).index_add_(0, index, torch.where(valid, row_rewards(sub), 0))
         mean = rewards / segment_count(index, groups, valid).clamp(min=1)
-        sub_uid = torch.as_tensor(sub.non_tensor_batch["uid"].astype("int64"), dtype=torch.long)
+        sub_uid = stage_uids(sub)
         group_uid = torch.full((groups,), -1, dtype=torch.long).scatter_(0, index, sub_uid)  # group_rows' order
-        match = asked.unsqueeze(1) == group_uid.unsqueeze(0)  # (requested, groups)
-        found = match.any(1)
-        at = match.to(torch.long).argmax(1)
-        per_prompt = found & admitted[at]
-        per_mean = torch.where(found, mean[at].to(torch.float64), 0.0)
+        order = torch.argsort(group_uid)
+        at = order[torch.searchsorted(group_uid[order], asked).clamp(max=groups - 1)]
+        assert bool((group_uid[at] == asked).all())  # check_generated: every requested prompt has rows
+        per_prompt = admitted[at]
+        per_mean = mean[at].to(torch.float64)
         stages.record(uid, tokens, per_prompt, per_mean)
 
     def run(self, step: StepContext, batch: Any, step_id: int, importance_weights: torch.Tensor | None) -> StepResult:

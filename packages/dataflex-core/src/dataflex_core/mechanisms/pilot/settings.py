@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ...errors import ConfigError
-from ..filter.settings import ON_SHORT, FilterSettings, draw_block
+from ..filter.settings import ON_SHORT, FilterSettings
 
 #: The ``dataflex.pilot`` keys and their defaults.
 PILOT_DEFAULTS: dict[str, Any] = {
@@ -23,7 +23,7 @@ PILOT_DEFAULTS: dict[str, Any] = {
 
 @dataclass(frozen=True)
 class PilotSettings(FilterSettings):
-    """The filter's settings (admission, ``on_short``, ``draw``) plus the pilot's own.
+    """The filter's settings (``on_short``; no ledger, no ``draw`` yet) plus the pilot's own.
 
     ``max_rounds`` is ``max_stages`` (the filter's reading of it is not used by the pilot).
     """
@@ -81,13 +81,13 @@ def pilot_settings(block: Mapping[str, Any]) -> PilotSettings:
             f"dataflex.pilot.on_short={on_short!r} is not one of {', '.join(ON_SHORT)}; raise stops a step that "
             "admitted too few prompts within its caps, backfill commits screened prompts without signal to fill it"
         )
-    draw = draw_block(plain.get("draw"), None)
-    if draw is not None and draw["mechanism"] != "mix":
+    if plain.get("draw") is not None:
         raise ConfigError(
-            "dataflex.pilot.draw takes a mix block for now (a curriculum draws from the ledger, which pilot does "
-            f"not feed yet), got mechanism {draw['mechanism']!r}"
+            "dataflex.pilot.draw is not supported yet: no host provides both the train sampler and staged "
+            "generation, so the screened prompts come from the pilot's own seeded shuffle of the dataset; remove "
+            f"pilot.draw (got {plain['draw']!r})"
         )
     return PilotSettings(
-        max_rounds=stages, on_short=on_short, draw=draw, prompts=prompts, rollouts=rollouts, keep=keep,
+        max_rounds=stages, on_short=on_short, prompts=prompts, rollouts=rollouts, keep=keep,
         max_stages=stages, max_screened=screened,
     )  # fmt: skip

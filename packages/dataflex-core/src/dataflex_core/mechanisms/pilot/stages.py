@@ -36,6 +36,14 @@ EASY_ABOVE = 0.5
 _LONG = torch.long
 
 
+def per_uid_counts(uid: torch.Tensor, asked: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(counts, known)``: rows of each ``asked`` uid (ascending, as every stage asks them) and which rows
+    carry one of them; one sort-free pass, for batches of thousands of rows."""
+    at = torch.searchsorted(asked, uid).clamp(max=max(len(asked) - 1, 0))
+    known = (asked[at] == uid) if len(asked) else torch.zeros(len(uid), dtype=torch.bool)
+    return torch.bincount(at[known], minlength=len(asked)).to(_LONG), known
+
+
 class PilotStages(StepStages):
     """One step's stages: what each asked for, what it generated, which prompts were admitted and committed.
 
@@ -146,6 +154,26 @@ class PilotStages(StepStages):
         return self._ask(StageRequests(self.prompt[chosen], torch.full((len(chosen),), top_up, dtype=_LONG), chosen), False)
 
     # -- what the seam records ------------------------------------------------------------------------------
+    def check_generated(self, uid: torch.Tensor) -> torch.Tensor:
+        """Each handed row's uid (-1: padding) as int64, after checking they are exactly the last stage's requests.
+
+        :raises InvalidOutputError: the host did not generate what the stage asked for.
+        """
+        if not self._pending:
+            raise RuntimeError("mechanism pilot: observe() without a stage asked for (call stages.next() first)")
+        asked = self.requests[-1]
+        uid = torch.as_tensor(uid, dtype=_LONG).flatten()
+        got, known = per_uid_counts(uid[uid >= 0], asked.uids)
+        stray = int((~known).sum())
+        if stray or not torch.equal(got, asked.counts):
+            wrong = (got != asked.counts).nonzero().flatten()[:3].tolist()
+            raise InvalidOutputError(
+                f"stage {self.stages} of mechanism pilot asked for {asked.counts.tolist()} rollouts of uids "
+                f"{asked.uids.tolist()}, but the host generated {got.tolist()} (first differing positions {wrong}, "
+                f"{stray} row(s) of other uids): a host of the staged_generation seam generates exactly the requests"
+            )
+        return uid
+
     def record(
         self,
         uid: torch.Tensor,
@@ -154,23 +182,8 @@ class PilotStages(StepStages):
         mean_reward: torch.Tensor | None = None,
     ) -> None:
         """One stage's rows (each row's uid, -1 for padding; response tokens) and, for a screening stage, each
-        requested prompt's admission and mean pilot reward (in request order).
-
-        :raises InvalidOutputError: the host did not generate what the stage asked for.
-        """
-        if not self._pending:
-            raise RuntimeError("mechanism pilot: observe() without a stage asked for (call stages.next() first)")
-        asked = self.requests[-1]
-        uid = torch.as_tensor(uid, dtype=_LONG).flatten()
-        got = torch.stack([(uid == u).sum() for u in asked.uids]) if len(asked.uids) else torch.zeros(0, dtype=_LONG)
-        stray = int(((uid >= 0) & ~torch.isin(uid, asked.uids)).sum())
-        if stray or not torch.equal(got, asked.counts):
-            wrong = (got != asked.counts).nonzero().flatten()[:3].tolist()
-            raise InvalidOutputError(
-                f"stage {self.stages} of mechanism pilot asked for {asked.counts.tolist()} rollouts of uids "
-                f"{asked.uids.tolist()}, but the host generated {got.tolist()} (first differing positions {wrong}, "
-                f"{stray} row(s) of other uids): a host of the staged_generation seam generates exactly the requests"
-            )
+        requested prompt's admission and mean pilot reward (in request order), checked by :meth:`check_generated`."""
+        uid = self.check_generated(uid)
         self.row_uid.append(uid)
         self.row_tokens.append(torch.as_tensor(tokens, dtype=_LONG).flatten())
         if self.screening[-1]:
@@ -178,7 +191,7 @@ class PilotStages(StepStages):
             first = len(self.admitted)
             self.admitted = torch.cat([self.admitted, admitted.to(torch.bool).cpu()])
             self.mean_reward = torch.cat([self.mean_reward, mean_reward.to(torch.float64).cpu()])
-            assert len(self.admitted) == first + len(asked.uids)
+            assert len(self.admitted) == first + len(self.requests[-1].uids)
         else:
             self._done = True
         self._pending = False

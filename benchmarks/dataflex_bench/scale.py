@@ -1,0 +1,213 @@
+"""Case ``scale``: the ledger, allocation and curriculum draws at production sizes (issue 36).
+
+Each row times DataFlex's path against the plainest thing that does the same
+work, side by side in one process (:func:`~dataflex_bench.timing.measure_interleaved`):
+
+- the ledger at 1M and 10M prompts: its checkpoint state written and read
+  (``encode_component_state``; ``torch.load`` + ``load_state_dict``) against
+  ``torch.save`` / ``torch.load`` of its columns; the Parquet export and import
+  against the same; building it and one step's record (informational);
+- allocation at 16384 prompts / 262144 rollouts (knapsack values, most solve rates
+  0 or 1) against one top-k over the marginal-gain matrix of the same levels;
+- the ``mopps`` Thompson draw with ``candidates: 4096`` from 1M prompts against
+  from 100k, and over every prompt against a multinomial over the dataset.
+
+Quick mode runs small sizes, unjudged, in CI.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import tempfile
+from typing import Any
+
+import torch
+
+from .results import Result, measured
+from .timing import measure_interleaved
+
+#: Targets of issue 36 (ratios, full mode).
+CHECKPOINT_TARGET = 2.0
+ALLOCATION_TARGET = 3.0
+CANDIDATES_TARGET = 2.0
+DRAW_TARGET = 3.0
+
+
+def _ledger(n: int) -> Any:
+    from dataflex_core.ledger import PromptIds, PromptLedger
+
+    ledger = PromptLedger(PromptIds(torch.arange(n) * 2 + 1, "index"))
+    g = torch.Generator().manual_seed(0)
+    rows = torch.randint(0, n, (min(n, 512) * 16,), generator=g)
+    ledger.record(rows, torch.rand(len(rows), generator=g, dtype=torch.float64), 1, tokens=torch.ones_like(rows))
+    return ledger
+
+
+def _ledger_rows(n: int, reps: int, unjudged: str | None, progress) -> list[Result]:
+    from dataflex_core.ledger import COLUMNS, PromptIds, PromptLedger
+    from dataflex_core.step.state import encode_component_state
+
+    shape = f"{n:,} prompts"
+    progress(f"  scale: ledger at {shape}")
+    ledger = _ledger(n)
+    columns = {"ids": ledger.ids.state()["ids"], **{c: getattr(ledger, c) for c in COLUMNS}}
+    state_bytes = encode_component_state({"ledger": ledger}, 1)
+    plain = io.BytesIO()
+    torch.save(columns, plain)
+    plain_bytes = plain.getvalue()
+    rows = []
+
+    def save_plain() -> bytes:
+        buffer = io.BytesIO()
+        torch.save(columns, buffer)
+        return buffer.getvalue()
+
+    def read_state() -> None:
+        payload = torch.load(io.BytesIO(state_bytes), weights_only=True)
+        fresh = PromptLedger(ledger.ids)
+        fresh.load_state_dict(payload["components"]["ledger"]["state"])
+
+    def load_plain() -> object:
+        return torch.load(io.BytesIO(plain_bytes), weights_only=True)
+
+    pairs = {
+        "checkpoint write": (lambda: encode_component_state({"ledger": ledger}, 1), save_plain, CHECKPOINT_TARGET),
+        "checkpoint read": (read_state, load_plain, CHECKPOINT_TARGET),
+    }
+    with tempfile.TemporaryDirectory() as folder:
+        parquet, pt = os.path.join(folder, "l.parquet"), os.path.join(folder, "l.pt")
+        ledger.export(parquet)
+        torch.save(columns, pt)
+
+        def import_parquet() -> None:
+            PromptLedger(ledger.ids).load(parquet)
+
+        pairs["Parquet export"] = (lambda: ledger.export(parquet), lambda: torch.save(columns, pt), None)
+        pairs["Parquet import"] = (import_parquet, lambda: torch.load(pt, weights_only=True), None)
+        for name, (ours, baseline, target) in pairs.items():
+            timings = measure_interleaved({"baseline": baseline, "ours": ours}, reps=reps, warmup=1)
+            ratio = timings.ratio("ours", "baseline")
+            rows.append(
+                measured(
+                    "scale", f"ledger {name}", shape, median_s=timings.median("ours"),
+                    baseline_s=timings.median("baseline"), ratio=ratio, target=target or float("inf"),
+                    reps=reps, unjudged=unjudged or (None if target else "info"),
+                    note="against torch.save / torch.load of the columns",
+                )  # fmt: skip
+            )
+    ids = torch.arange(n) * 2 + 1
+    record_rows = torch.randint(0, n, (512 * 16,))
+    rewards = torch.rand(len(record_rows), dtype=torch.float64)
+    timings = measure_interleaved(
+        {
+            "baseline": lambda: torch.zeros(n, dtype=torch.long),
+            "build": lambda: PromptLedger(PromptIds(ids, "index")),
+            "record": lambda: ledger.record(record_rows, rewards, 2),
+        },
+        reps=reps,
+        warmup=1,
+    )
+    for name in ("build", "record"):
+        rows.append(
+            measured(
+                "scale", f"ledger {name}", shape, median_s=timings.median(name), baseline_s=timings.median("baseline"),
+                ratio=timings.ratio(name, "baseline"), target=float("inf"), reps=reps, unjudged=unjudged or "info",
+                note="against one zeros column of n (record: 512 prompts x 16 rollouts)",
+            )  # fmt: skip
+        )
+    return rows
+
+
+def _allocation_row(prompts: int, budget: int, reps: int, unjudged: str | None, progress) -> Result:
+    from dataflex_allocators.knapsack import knapsack_value
+
+    from dataflex_core import greedy_allocation
+
+    progress(f"  scale: allocation {prompts} prompts / {budget} rollouts")
+    g = torch.Generator().manual_seed(0)
+    p = torch.rand(prompts, generator=g, dtype=torch.float64)
+    extreme = torch.rand(prompts, generator=g) < 0.7
+    p[extreme] = (torch.rand(int(extreme.sum()), generator=g) < 0.5).double()
+    counts = greedy_allocation(lambda n: knapsack_value(p, n), prompts, budget, 2, None, batched=True)
+    levels = int(counts.max()) - 2 + 1
+    spare = budget - 2 * prompts
+
+    def topk() -> torch.Tensor:
+        n = torch.arange(2, 2 + levels + 1, dtype=torch.float64).unsqueeze(1)
+        values = knapsack_value(p.unsqueeze(0), n)
+        return torch.topk(torch.diff(values, dim=0).reshape(-1), spare).indices
+
+    timings = measure_interleaved(
+        {
+            "baseline": topk,
+            "ours": lambda: greedy_allocation(lambda n: knapsack_value(p, n), prompts, budget, 2, None, batched=True),
+        },
+        reps=reps,
+        warmup=1,
+    )
+    return measured(
+        "scale", "allocation (knapsack, greedy_allocation)", f"{prompts} prompts / {budget} rollouts",
+        median_s=timings.median("ours"), baseline_s=timings.median("baseline"), ratio=timings.ratio("ours", "baseline"),
+        target=ALLOCATION_TARGET, reps=reps, unjudged=unjudged,
+        note=f"against one top-k over the ({levels} levels x prompts) marginal-gain matrix",
+    )  # fmt: skip
+
+
+def _draw_rows(small: int, large: int, candidates: int, reps: int, unjudged: str | None, progress) -> list[Result]:
+    from dataflex_curriculum.mopps import MoPPSBetaPosterior
+
+    from dataflex_core.batch import Batch
+
+    progress(f"  scale: mopps draws from {small:,} and {large:,} prompts")
+
+    def scorer(n: int) -> Any:
+        s = MoPPSBetaPosterior()
+        s.table.grow(n)
+        s.table.columns["alpha"] += torch.rand(n, dtype=torch.float64) * 5
+        return s
+
+    def draw(s: Any, rows: torch.Tensor) -> Any:
+        return s.score(Batch({"prompt_index": rows}, {}), 3)
+
+    few, many = scorer(small), scorer(large)
+    pick_small = torch.randperm(small)[:candidates]
+    pick_large = torch.randperm(large)[:candidates]
+    every = torch.arange(large)
+    probabilities = torch.rand(large, dtype=torch.float64)
+    timings = measure_interleaved(
+        {
+            "from_small": lambda: draw(few, pick_small),
+            "from_large": lambda: draw(many, pick_large),
+            "multinomial": lambda: torch.multinomial(probabilities, 512, replacement=True),
+            "every": lambda: draw(many, every),
+        },
+        reps=reps,
+        warmup=1,
+    )
+    return [
+        measured(
+            "scale", f"mopps draw, candidates: {candidates}", f"{large:,} vs {small:,} prompts",
+            median_s=timings.median("from_large"), baseline_s=timings.median("from_small"),
+            ratio=timings.ratio("from_large", "from_small"), target=CANDIDATES_TARGET, reps=reps, unjudged=unjudged,
+            note="the draw from the large dataset against the same from the small one",
+        ),
+        measured(
+            "scale", "mopps draw, every prompt", f"{large:,} prompts", median_s=timings.median("every"),
+            baseline_s=timings.median("multinomial"), ratio=timings.ratio("every", "multinomial"), target=DRAW_TARGET,
+            reps=reps, unjudged=unjudged, note="against a multinomial over the dataset's probabilities",
+        ),
+    ]  # fmt: skip
+
+
+def run_scale(*, quick: bool, reps: int, unjudged: str | None = None, progress=print) -> list[Result]:
+    """The case's rows: quick mode at small sizes (unjudged), full mode at the issue's."""
+    sizes = (20_000,) if quick else (1_000_000, 10_000_000)
+    rows: list[Result] = []
+    for n in sizes:
+        rows += _ledger_rows(n, reps, unjudged, progress)
+    prompts, budget = (256, 4096) if quick else (16384, 262144)
+    rows.append(_allocation_row(prompts, budget, reps, unjudged, progress))
+    small, large, candidates = (2_000, 20_000, 256) if quick else (100_000, 1_000_000, 4096)
+    rows += _draw_rows(small, large, candidates, reps, unjudged, progress)
+    return rows
