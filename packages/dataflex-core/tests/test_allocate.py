@@ -163,3 +163,37 @@ def test_the_contract_and_the_rules():
     # a value concave in n: sqrt(n) * w; greedy gives the spare to the largest marginal gains
     w = torch.tensor([4.0, 1.0])
     assert greedy_allocation(lambda n: w * n.double().sqrt(), 2, 10, 2, None).tolist() == [8, 2]
+
+
+# -- overflow (issue 39, items 10 and 11) -------------------------------------------------------------------
+
+
+@register_allocator("alloctest_wraps_int64")
+class WrapsInt64(Allocator):
+    """Counts whose int64 sum wraps onto the budget: two of 2^63-1 and the rest."""
+
+    def act(self, scores, batch, *, budget, n_min, n_max, **ctx):
+        top = 2**63 - 1
+        return torch.tensor([top, top, budget + 2] + [n_min] * (len(batch) - 3), dtype=torch.int64)
+
+
+def test_counts_whose_int64_sum_wraps_onto_the_budget_are_refused_naming_the_plugin():
+    counts = torch.tensor([2**63 - 1, 2**63 - 1, 10], dtype=torch.int64)
+    assert int(counts.sum()) == 8  # the wrap the check must not trust
+    with pytest.raises(InvalidOutputError, match="a gave 3 prompt\\(s\\) more rollouts than the whole budget, 8"):
+        check_allocation(counts, 3, budget=8, n_min=2, n_max=None, owner="a", step=0)
+    with pytest.raises(InvalidOutputError, match="alloctest_wraps_int64.*more rollouts than the whole budget, 8"):
+        session("alloctest_wraps_int64", allocate={"budget": 8}).seam(PromptCounts).counts([12, 10, 11], 1, rollout_n=4)
+
+
+def test_a_count_above_the_budget_is_refused_even_when_negatives_balance_the_sum():
+    with pytest.raises(InvalidOutputError, match="fewer than n_min=2"):
+        check_allocation(torch.tensor([20, -12]), 2, budget=8, n_min=2, n_max=None, owner="a", step=0)
+    with pytest.raises(InvalidOutputError, match="more rollouts than the whole budget, 8.*most 1e\\+30"):
+        check_allocation(torch.tensor([1e30, 2.0], dtype=torch.float64), 2, budget=8, n_min=2, n_max=None, owner="a", step=0)
+
+
+@pytest.mark.parametrize("key", ["budget", "n_max", "n_min"])
+def test_an_astronomical_allocate_setting_is_refused_at_mount_with_the_value_and_the_fix(key):
+    with pytest.raises(ConfigError, match=f"dataflex.allocate.{key}={10**30} is above .* set it to the rollouts"):
+        session(allocate={key: 10**30})

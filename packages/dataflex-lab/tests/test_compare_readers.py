@@ -289,3 +289,43 @@ def test_cli_plot_without_matplotlib_fails_first_and_says_what_to_install(tmp_pa
     assert (
         "--plot needs matplotlib, which is not installed: pip install matplotlib" in captured.err and captured.out == ""
     )
+
+
+# -- paths that cannot take the report, and cut files (issue 39, item 13) -------------------------------------
+
+
+@pytest.mark.parametrize("target", ["{tmp}", "{tmp}/missing/report.json", "/dev/full"], ids=["dir", "missing", "full"])
+def test_cli_json_to_a_path_that_cannot_take_a_file_is_one_line_and_exit_2(tmp_path, capsys, target):
+    demo = tmp_path / "demo.json"
+    demo.write_text(json.dumps(demo_document()))
+    target = target.format(tmp=tmp_path)
+    assert main(["compare", str(demo), "--json", target]) == EXIT_COMPARE_ERROR
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("dataflex compare: ") and target in err and "\n" not in err and "Traceback" not in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["demo.json"]
+
+
+def test_cli_json_on_a_full_disk_is_one_line_and_exit_2(tmp_path, capsys, monkeypatch):
+    demo = tmp_path / "demo.json"
+    demo.write_text(json.dumps(demo_document()))
+
+    def full(*args, **kwargs):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr("os.fsync", full)
+    target = tmp_path / "report.json"
+    assert main(["compare", str(demo), "--json", str(target)]) == EXIT_COMPARE_ERROR
+    err = capsys.readouterr().err.strip()
+    assert err == f"dataflex compare: cannot write {str(target)!r}: No space left on device"
+
+
+@pytest.mark.parametrize("indent", [2, None], ids=["pretty", "one-line"])
+@pytest.mark.parametrize("cut", [0.5, 0.999], ids=["half", "last-byte"])
+def test_a_truncated_demo_file_is_named_truncated_not_a_bad_verl_log(tmp_path, indent, cut):
+    text = json.dumps(demo_document(), indent=indent)
+    path = tmp_path / "demo.json"
+    path.write_text(text[: int(len(text) * cut)])
+    with pytest.raises(CompareError) as caught:
+        read_path(path)
+    message = str(caught.value)
+    assert message.startswith(f"{path}: truncated") and "verl" not in message

@@ -1,28 +1,89 @@
-"""Write a file so that a reader sees the old content or the new, never half of it."""
+"""Write a file so that a reader sees the old content or the new, never half of it.
+
+The writer makes regular files only: a rename over a device node, a FIFO or a
+link to one (``-o /dev/full``, ``-o /dev/stdout``) would replace the node with a
+plain file, and as root would remove the system's device. Such a target, a
+directory, a missing folder or a dangling link is refused with one line naming
+the path; a link to a regular file is followed, so the file it names is
+replaced and the link stays.
+"""
 
 from __future__ import annotations
 
 import os
+import stat
 from pathlib import Path
+
+from .errors import DataFlexError
+
+
+class UnwritableTargetError(DataFlexError, OSError):
+    """The path cannot take a regular file: a directory, a device, a FIFO, a missing folder, a dangling link.
+
+    An ``OSError`` too, so callers that handle a failed write (a full or read-only disk) handle this one.
+    """
+
+
+def _kind(mode: int) -> str:
+    if stat.S_ISDIR(mode):
+        return "a directory"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "a device"
+    if stat.S_ISFIFO(mode):
+        return "a FIFO"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    return "not a regular file"
+
+
+def regular_target(path: str | os.PathLike[str]) -> Path:
+    """The file a write to ``path`` replaces: ``path``, or the regular file its link names; else refused."""
+    given = Path(path)
+    target = given
+    if given.is_symlink():
+        target = Path(os.path.realpath(given))
+        if not target.exists():
+            raise UnwritableTargetError(
+                f"{str(given)!r} is a link to {str(target)!r}, which does not exist; "
+                "write to a regular file's path instead"
+            )
+    try:
+        mode = target.stat().st_mode
+    except FileNotFoundError:
+        mode = None
+    except OSError as exc:
+        raise UnwritableTargetError(f"cannot write {str(given)!r}: {exc.strerror or exc}") from None
+    if mode is not None and not stat.S_ISREG(mode):
+        via = "" if target == given else f" (a link to {str(target)!r})"
+        raise UnwritableTargetError(
+            f"{str(given)!r}{via} is {_kind(mode)}; DataFlex writes only regular files: name a file path"
+        )
+    folder = target.parent
+    if not folder.is_dir():
+        what = "does not exist" if not folder.exists() else "is not a directory"
+        raise UnwritableTargetError(
+            f"cannot write {str(given)!r}: its folder {str(folder)!r} {what}; create the folder first"
+        )
+    return target
 
 
 def write_bytes_atomic(path: str | os.PathLike[str], data: bytes) -> Path:
     """Write ``data`` to a temporary file beside ``path``, flush it to disk, then rename it over ``path``.
 
     A crash leaves either the old file or the new one; the temporary file (a dot-name
-    no framework looks for) is removed on any error.
+    no framework looks for) is removed on any error. Returns the path written.
     """
-    path = Path(path)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    target = regular_target(path)
+    tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
     try:
         with open(tmp, "wb") as handle:
             handle.write(data)
             handle.flush()
             os.fsync(handle.fileno())
-        os.replace(tmp, path)
+        os.replace(tmp, target)
     finally:
         tmp.unlink(missing_ok=True)
-    return path
+    return Path(path)
 
 
 def write_text_atomic(path: str | os.PathLike[str], text: str) -> Path:

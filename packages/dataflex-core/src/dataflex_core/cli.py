@@ -127,9 +127,10 @@ def _lock(args: argparse.Namespace) -> int:
         text = plugin_set.requirements(source=args.from_lock or "")
         if args.output in (None, "-"):
             sys.stdout.write(text)
-        else:
-            write_text_atomic(args.output, text)
-            print(f"wrote {len(plugin_set.plugins) + 1} pins to {args.output}", file=sys.stderr)
+            return 0
+        if not _write_or_report(lambda: write_text_atomic(args.output, text), args.output):
+            return EXIT_LOCK_ERROR
+        print(f"wrote {len(plugin_set.plugins) + 1} pins to {args.output}", file=sys.stderr)
         return 0
     if args.from_lock:
         print("dataflex lock: --from only makes sense with --requirements", file=sys.stderr)
@@ -138,9 +139,26 @@ def _lock(args: argparse.Namespace) -> int:
     if output == "-":
         sys.stdout.write(plugin_set.to_toml())
         return 0
-    write_lock(plugin_set, output)
+    if not _write_or_report(lambda: write_lock(plugin_set, output), output):
+        return EXIT_LOCK_ERROR
     print(f"locked {plugin_set.summary()} from {source} into {output}", file=sys.stderr)
     return 0
+
+
+def _write_or_report(write, output: str) -> bool:
+    """Run ``write``; a path that cannot take the file (a directory, a device, a missing folder, a full or
+    read-only disk) is one line on stderr naming it, and False."""
+    from .atomic_write import UnwritableTargetError
+
+    try:
+        write()
+    except UnwritableTargetError as exc:
+        print(f"dataflex lock: {exc}", file=sys.stderr)
+        return False
+    except OSError as exc:
+        print(f"dataflex lock: cannot write {output!r}: {exc.strerror or exc}", file=sys.stderr)
+        return False
+    return True
 
 
 def _verify(args: argparse.Namespace) -> int:

@@ -363,17 +363,24 @@ def check_allocation(
                 f"{owner} returned {int(wrong.sum())} rollout counts that are not whole numbers{_at(step)} "
                 f"(e.g. {float(counts[wrong][0])!r}); return int64 counts"
             )
+    # Each count in [n_min, budget] before any sum: counts near 2^63 would wrap the int64 sum onto the budget.
+    low = counts < n_min
+    if low.any():
+        raise InvalidOutputError(
+            f"{owner} gave {int(low.sum())} prompt(s) fewer than n_min={n_min} rollouts{_at(step)} (least "
+            f"{counts.min().item()!r}); every prompt gets at least n_min"
+        )
+    high = counts > budget
+    if high.any():
+        raise InvalidOutputError(
+            f"{owner} gave {int(high.sum())} prompt(s) more rollouts than the whole budget, {budget}{_at(step)} "
+            f"(most {counts.max().item()!r}); the counts must sum to the budget"
+        )
     counts = counts.to(torch.int64)
     total = int(counts.sum())
     if total != budget:
         raise InvalidOutputError(
             f"{owner} gave {total} rollouts to {num_prompts} prompts{_at(step)}; they must sum to the budget, {budget}"
-        )
-    low = counts < n_min
-    if low.any():
-        raise InvalidOutputError(
-            f"{owner} gave {int(low.sum())} prompt(s) fewer than n_min={n_min} rollouts{_at(step)} (least "
-            f"{int(counts.min())}); every prompt gets at least n_min"
         )
     if n_max is not None and bool((counts > n_max).any()):
         raise InvalidOutputError(

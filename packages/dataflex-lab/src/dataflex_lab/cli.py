@@ -43,15 +43,29 @@ def _compare(args: argparse.Namespace) -> int:
         else:
             sys.stdout.write(report.markdown())
         if args.json not in (None, "-"):
-            report.write_json(args.json)
-            print(f"wrote {args.json}", file=sys.stderr)
+            _write(report.write_json, args.json)
         if args.plot:
-            report.plot(args.plot)
-            print(f"wrote {args.plot}", file=sys.stderr)
+            _write(report.plot, args.plot)
     except CompareError as exc:
         print(f"dataflex compare: {exc}", file=sys.stderr)
         return EXIT_COMPARE_ERROR
     return 0
+
+
+def _write(write, path: str) -> None:
+    """``write(path)`` then a note; a path that cannot take the file (a directory, a device, a missing folder, a
+    full or read-only disk) is a :class:`~dataflex_lab.compare.CompareError` naming it, one line and exit 2."""
+    from dataflex_core.atomic_write import UnwritableTargetError
+
+    from .compare import CompareError
+
+    try:
+        write(path)
+    except UnwritableTargetError as exc:
+        raise CompareError(str(exc)) from None
+    except OSError as exc:
+        raise CompareError(f"cannot write {path!r}: {exc.strerror or exc}") from None
+    print(f"wrote {path}", file=sys.stderr)
 
 
 def _metric_listing(runs) -> str:

@@ -180,6 +180,11 @@ def parse_lock(text: str, source: str = "<lock>") -> PluginSet:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise LockFileError(f"{source} is not valid TOML ({exc}); regenerate it with `dataflex lock`") from exc
+    except RecursionError:  # tables or arrays nested thousands deep: no lock `dataflex lock` writes nests so
+        raise LockFileError(
+            f"{source} nests its tables or arrays too deeply to read, so `dataflex lock` did not write it; "
+            "regenerate it with `dataflex lock`"
+        ) from None
     fmt = data.get("lock_version")
     if fmt != LOCK_FORMAT:
         raise LockFileError(

@@ -92,12 +92,22 @@ class AllocateSettings:
         return budget
 
 
+#: The most rollouts any ``dataflex.allocate`` count may name (2^40, a trillion): far past any real batch, and
+#: low enough that a step's counts (10^5 prompts of at most this each) sum in int64 without wrapping.
+MAX_ROLLOUTS = 2**40
+
+
 def _whole(value: Any, name: str, low: int, *, none: bool) -> int | None:
     if value is None and none:
         return None
     if isinstance(value, bool) or not isinstance(value, int) or value < low:
         unset = " or null" if none else ""
         raise ConfigError(f"dataflex.allocate.{name} must be an integer >= {low}{unset}, got {value!r}")
+    if value > MAX_ROLLOUTS:
+        raise ConfigError(
+            f"dataflex.allocate.{name}={value} is above {MAX_ROLLOUTS} (2^40) rollouts, more than any host can "
+            f"generate; set it to the rollouts one batch of prompts really gets (null: prompts x rollout.n)"
+        )
     return int(value)
 
 

@@ -40,6 +40,7 @@ import torch
 
 from ..atomic_write import write_bytes_atomic
 from ..errors import ConfigError, DataFlexError
+from .state_checks import describe, state_problem
 
 logger = logging.getLogger("dataflex_core.step")
 
@@ -265,6 +266,9 @@ def read_component_state(folder: str | os.PathLike[str]) -> SavedState | None:
     steps = payload.get("global_steps")
     if not entries_ok or isinstance(steps, bool) or not isinstance(steps, int):
         raise _unreadable(path, "is malformed (expected components: {role: {kind, name, state}} and global_steps)")
+    problem = state_problem(steps, components)
+    if problem is not None:
+        raise ComponentStateError(describe(path, problem))
     return SavedState(path=path, global_steps=steps, components=components)
 
 

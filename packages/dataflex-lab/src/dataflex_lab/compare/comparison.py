@@ -18,6 +18,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
 
+from dataflex_core.atomic_write import write_text_atomic
+
 from . import axis as axes_
 from . import stats
 from . import target as target_
@@ -158,7 +160,9 @@ class ComparisonReport:
         }
 
     def write_json(self, path: str | Path) -> None:
-        Path(path).write_text(json.dumps(self.as_dict(), indent=2) + "\n", encoding="utf-8")
+        """Write the report as JSON, atomically; a path that is not a regular file's raises
+        :class:`~dataflex_core.atomic_write.UnwritableTargetError` naming it."""
+        write_text_atomic(path, json.dumps(self.as_dict(), indent=2) + "\n")
 
     def plot(self, path: str | Path) -> None:
         """Mean curve of each arm with its bootstrap band, one panel per metric (needs matplotlib)."""

@@ -105,6 +105,8 @@ def read_path(
         return runs_from_demo(document, str(path))
     if isinstance(document, dict) and "log_history" in document:
         return [_name(_from_trainer_state(document, str(path)), path, arm, seed, name_from)]
+    if document is None and text.lstrip().startswith("{"):
+        _refuse_cut_document(text, path)
     if (document is None and text.lstrip().startswith("{")) or (isinstance(document, dict) and "data" in document):
         return [_name(_from_verl_jsonl(text, str(path)), path, arm, seed, name_from)]
     raise CompareError(f"{path}: not a log this command reads; expected {SUPPORTED}")
@@ -258,6 +260,30 @@ def _read_text(path: Path) -> str:
         return path.read_text(encoding="utf-8")
     except UnicodeDecodeError:
         raise CompareError(f"{path}: not a text file; expected {SUPPORTED}") from None
+
+
+def _refuse_cut_document(text: str, path: Path) -> None:
+    """A text opening with ``{`` that is not one JSON value is JSON lines only if its first line is an object;
+    else it is one document cut short (a demo's --json file of a killed or disk-full run), named as such."""
+    first = next(line for line in text.splitlines() if line.strip())
+    try:
+        json.loads(first)
+        return
+    except (json.JSONDecodeError, RecursionError):
+        pass
+    try:
+        json.loads(text)
+    except json.JSONDecodeError as exc:
+        if exc.pos >= len(text.rstrip()) or exc.msg.startswith("Unterminated string"):
+            raise CompareError(
+                f"{path}: truncated: the JSON document ends early (line {exc.lineno} column {exc.colno}), so the "
+                "file was cut short (a killed run or a full disk); rerun the demo, or restore the file"
+            ) from None
+        raise CompareError(
+            f"{path}: not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno}); expected {SUPPORTED}"
+        ) from None
+    except RecursionError:
+        raise CompareError(f"{path}: {TOO_DEEP}") from None
 
 
 def _json_document(text: str, path: Path) -> Any:

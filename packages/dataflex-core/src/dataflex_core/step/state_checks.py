@@ -1,0 +1,97 @@
+"""Checks of a checkpoint's component state that loads but would train wrong, before any component takes it.
+
+``torch.load`` accepts a ledger column cut to 2 of 4 rows, negative or NaN
+counts and ``global_steps=-5``; the next step then fails with a raw
+``IndexError``, or a curriculum or allocator acts on counts no run can make.
+Each is refused here in one line naming the file, the component's role and the
+field (issue 39, item 7).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from ..ledger import COLUMNS
+
+#: Ledger columns that count something: never negative.
+COUNTS = frozenset(
+    {
+        "times_sampled",
+        "rollouts",
+        "rollouts_trained",
+        "rollouts_filtered",
+        "tokens_generated",
+        "successes",
+        "reward_sq_sum",
+        "uniform_reward_steps",
+        "uniform_reward_streak",
+    }
+)
+#: The lowest value of the other columns that have one (``-1``: never sampled).
+FLOORS = {"last_sampled_step": -1}
+#: Columns that may hold NaN (a rate of a prompt with no scored rollout).
+MAY_BE_NAN = frozenset({"last_success_rate"})
+
+
+def state_problem(global_steps: int, components: Mapping[str, Mapping[str, Any]]) -> str | None:
+    """What is wrong with a state that loaded (``None``: nothing), naming the role and the field."""
+    if global_steps < 0:
+        return f"global_steps={global_steps} is negative (a run counts its steps from 0)"
+    for role, entry in components.items():
+        problem = _walk(entry["state"], f"{role} {entry['kind']} {entry['name']!r}: state")
+        if problem is not None:
+            return problem
+    return None
+
+
+def _walk(state: Any, where: str) -> str | None:
+    if not isinstance(state, Mapping):
+        return None
+    if "ids" in state and any(column in state for column in COLUMNS):
+        problem = _ledger_problem(state, where)
+        if problem is not None:
+            return problem
+    for key, value in state.items():
+        problem = _walk(value, f"{where}[{key!r}]")
+        if problem is not None:
+            return problem
+    return None
+
+
+def _ledger_problem(state: Mapping[str, Any], where: str) -> str | None:
+    """A per-prompt ledger's columns: one value per id, finite, counts not negative."""
+    try:
+        rows = len(state["ids"])
+    except TypeError:
+        return f"{where}['ids'] is not a list of prompt ids (got {type(state['ids']).__name__})"
+    for column in COLUMNS:
+        if column not in state or state[column] is None:
+            continue
+        value = state[column]
+        field = f"{where}[{column!r}]"
+        if not isinstance(value, torch.Tensor) or value.dim() != 1:
+            return f"{field} is not a 1-D tensor (got {type(value).__name__})"
+        if len(value) != rows:
+            return f"{field} has {len(value)} rows for {rows} prompt ids (the column was cut or padded)"
+        if value.is_floating_point():
+            bad = ~torch.isfinite(value) & ~(torch.isnan(value) if column in MAY_BE_NAN else False)
+            if bool(bad.any()):
+                at = int(bad.nonzero()[0])
+                return f"{field} holds {value[at].item()!r} at row {at}; every value must be finite"
+        floor = 0 if column in COUNTS else FLOORS.get(column)
+        if floor is not None and bool((value < floor).any()):
+            at = int((value < floor).nonzero()[0])
+            return f"{field} holds {value[at].item()!r} at row {at}; it counts, so it is never below {floor}"
+    return None
+
+
+def describe(path: Path, problem: str) -> str:
+    """The one-line refusal of a checkpoint whose state is wrong."""
+    return (
+        f"{path}: {problem}; it was not written by this run's DataFlex or was altered: resume from another "
+        f"checkpoint, or delete {path.name} from it to start the dataflex components fresh"
+    )
