@@ -29,12 +29,13 @@ from .discovery import run_discovery
 from .fit import run_fit
 from .host import run_host
 from .memory import run_memory
+from .pilot import run_pilot
 from .pairs import PAIR_TARGET, Shape, discover_pairs, run_pairs
 from .scale import run_scale
 from .results import STATUSES, Result, format_table, notes, summary_markdown, write_json
 from .trl_step import run_trl
 
-CASES = ("discovery", "pairs", "memory", "device", "host", "fit", "fit-legacy", "trl", "scale")
+CASES = ("discovery", "pairs", "memory", "device", "host", "fit", "fit-legacy", "trl", "scale", "pilot")
 ALLOCATORS = ("default", "fixed", "both")
 #: (pair case, scaling case) measured in this process with the default allocator: pairs judged, scaling not
 #: (it would measure glibc's 32 MiB boundary, see allocator.py).
@@ -295,6 +296,10 @@ def _run(args: argparse.Namespace, registry, default_threads: int) -> int:
         elif case == "scale":
             results += run_case(
                 case, lambda: run_scale(quick=args.quick, reps=reps, unjudged=plan.unjudged, progress=_log)
+            )
+        elif case == "pilot":
+            results += run_case(
+                case, lambda: run_pilot(quick=args.quick, reps=reps, unjudged=plan.unjudged, progress=_log)
             )
 
     elapsed = (_dt.datetime.now(_dt.timezone.utc) - started).total_seconds()
