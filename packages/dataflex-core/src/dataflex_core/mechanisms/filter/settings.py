@@ -59,6 +59,18 @@ def draw_block(plain: Any, prompt_key: str | None) -> dict[str, Any] | None:
     return dict(plain)
 
 
+def mechanism_keys(block: Mapping[str, Any], name: str, defaults: Mapping[str, Any], example: str) -> Mapping[str, Any]:
+    """``dataflex.<name>``: a mapping of known keys (empty when absent); raises :class:`ConfigError` naming the
+    unknown keys or the value that is not a mapping, with ``example`` as the fix."""
+    plain = block.get(name) or {}
+    if not isinstance(plain, Mapping):
+        raise ConfigError(f"dataflex.{name} must be a mapping (e.g. {example}), got {plain!r}")
+    unknown = sorted(set(plain) - set(defaults))
+    if unknown:
+        raise ConfigError(f"dataflex.{name} has unknown keys {unknown}; it accepts {sorted(defaults)}")
+    return plain
+
+
 def filter_settings(block: Mapping[str, Any]) -> FilterSettings:
     """The ``dataflex.filter`` keys and the ledger's, checked; raises :class:`ConfigError` with the fix."""
     key = block.get("prompt_key")
@@ -68,12 +80,7 @@ def filter_settings(block: Mapping[str, Any]) -> FilterSettings:
             "dataflex.ledger / dataflex.success_threshold configure the per-prompt ledger of mechanism filter, "
             "which is keyed by dataflex.prompt_key; set prompt_key to the dataset column of the prompt ids"
         )
-    plain = block.get("filter") or {}
-    if not isinstance(plain, Mapping):
-        raise ConfigError(f"dataflex.filter must be a mapping (e.g. {{max_rounds: 4, on_short: raise}}), got {plain!r}")
-    unknown = sorted(set(plain) - set(FILTER_DEFAULTS))
-    if unknown:
-        raise ConfigError(f"dataflex.filter has unknown keys {unknown}; it accepts {sorted(FILTER_DEFAULTS)}")
+    plain = mechanism_keys(block, "filter", FILTER_DEFAULTS, "{max_rounds: 4, on_short: raise}")
     rounds = plain.get("max_rounds", FILTER_DEFAULTS["max_rounds"])
     if isinstance(rounds, bool) or not isinstance(rounds, int) or rounds < 1:
         raise ConfigError(

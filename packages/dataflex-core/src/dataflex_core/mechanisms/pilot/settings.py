@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ...errors import ConfigError
-from ..filter.settings import ON_SHORT, FilterSettings
+from ..filter.settings import ON_SHORT, FilterSettings, mechanism_keys
 
 #: The ``dataflex.pilot`` keys and their defaults.
 PILOT_DEFAULTS: dict[str, Any] = {
@@ -54,12 +54,7 @@ def pilot_settings(block: Mapping[str, Any]) -> PilotSettings:
             "mechanism pilot does not feed the per-prompt ledger yet: remove dataflex.prompt_key / ledger / "
             "success_threshold, or use mechanism filter for a ledger of admitted and evicted prompts"
         )
-    plain = block.get("pilot") or {}
-    if not isinstance(plain, Mapping):
-        raise ConfigError(f"dataflex.pilot must be a mapping (e.g. {{prompts: 2, rollouts: 2}}), got {plain!r}")
-    unknown = sorted(set(plain) - set(PILOT_DEFAULTS))
-    if unknown:
-        raise ConfigError(f"dataflex.pilot has unknown keys {unknown}; it accepts {sorted(PILOT_DEFAULTS)}")
+    plain = mechanism_keys(block, "pilot", PILOT_DEFAULTS, "{prompts: 2, rollouts: 2}")
     prompts = _positive_int(plain, "prompts", 1, "prompts screened per prompt the batch still lacks")
     rollouts = _positive_int(plain, "rollouts", 1, "rollouts of each screened prompt before it is admitted")
     stages = _positive_int(plain, "max_stages", 2, "stages per step, one screening stage and the commit at least")
