@@ -37,7 +37,7 @@ logger = logging.getLogger("dataflex_core.step")
 #: Key of the ``dataflex:`` block holding these settings.
 PLUGINS_KEY = "plugins"
 #: ``dataflex.plugins`` keys with their defaults.
-PLUGIN_SETTINGS = {"lock": None, "allow_drift": False}
+PLUGIN_SETTINGS = {"lock": None, "allow_drift": False, "allow_missing_state": False}
 #: The plugin set a checkpoint was written with: a lock file under its usual name (``dataflex verify`` reads it).
 CHECKPOINT_PLUGIN_SET = DEFAULT_LOCK_FILE
 #: How the set was pinned when the checkpoint was written, and the drift accepted then.
@@ -60,6 +60,8 @@ class PluginSettings:
 
     lock: str | None = None
     allow_drift: bool = False
+    #: Resume a checkpoint that lacks DataFlex's files (plugin set unchecked, components fresh) instead of refusing.
+    allow_missing_state: bool = False
     #: Where the lock path came from, for messages: the config key or the environment variable.
     lock_from: str = f"dataflex.{PLUGINS_KEY}.lock"
 
@@ -83,14 +85,17 @@ def plugin_settings(block: Any) -> PluginSettings:
     lock, allow_drift = raw.get("lock"), raw.get("allow_drift", False)
     if lock is not None and (not isinstance(lock, str) or not lock.strip()):
         raise ConfigError(f"dataflex.{PLUGINS_KEY}.lock must be the path of a `dataflex lock` file, got {lock!r}")
-    if not isinstance(allow_drift, bool):
-        raise ConfigError(f"dataflex.{PLUGINS_KEY}.allow_drift must be true or false, got {allow_drift!r}")
+    missing_state = raw.get("allow_missing_state", False)
+    for key, value in (("allow_drift", allow_drift), ("allow_missing_state", missing_state)):
+        if not isinstance(value, bool):
+            raise ConfigError(f"dataflex.{PLUGINS_KEY}.{key} must be true or false, got {value!r}")
+    flags = {"allow_drift": allow_drift, "allow_missing_state": missing_state}
     if lock:
-        return PluginSettings(lock=lock, allow_drift=allow_drift)
+        return PluginSettings(lock=lock, **flags)
     env_lock = os.environ.get(ENV_PLUGINS_LOCK, "").strip()
     if env_lock:
-        return PluginSettings(lock=env_lock, allow_drift=allow_drift, lock_from=f"${ENV_PLUGINS_LOCK}")
-    return PluginSettings(allow_drift=allow_drift)
+        return PluginSettings(lock=env_lock, lock_from=f"${ENV_PLUGINS_LOCK}", **flags)
+    return PluginSettings(**flags)
 
 
 @dataclass

@@ -57,7 +57,13 @@ import torch
 from ..config import DataFlexPipeline
 from ..errors import IncompatibleComponentError
 from ..ledger import PromptLedger
-from ..lock.pinning import ResolvedPlugins, check_plugin_record, resolve_plugins, save_plugin_record
+from ..lock.pinning import (
+    CHECKPOINT_PLUGIN_SET,
+    ResolvedPlugins,
+    check_plugin_record,
+    resolve_plugins,
+    save_plugin_record,
+)
 from ..mechanisms.base import Mechanism
 from ..runner.mount import MountedStep, mount_step
 from ..runner.run import DataFlexStep
@@ -79,6 +85,8 @@ from ..step.seams import (
     TrainSampler,
 )
 from ..step.state import (
+    CHECKPOINT_STATE,
+    ComponentStateError,
     SavedState,
     Stateful,
     check_component_state,
@@ -87,6 +95,7 @@ from ..step.state import (
     restore_component_state,
     write_component_state,
 )
+from ..step.state_checks import FRESH_START_SETTING
 from ..step.weights import LOSS_UNITS, SEQUENCE_UNIT, TOKEN_UNIT
 
 #: What a host needs from the core, in one import.
@@ -349,8 +358,23 @@ class DataFlexSession:
         self.write_state(folder, self.encode_state(global_steps))
 
     def check_resume(self, folder: str | os.PathLike[str]) -> None:
-        """Before the framework loads anything from ``folder``: refuse another plugin set, and read and check the
-        component state (an unreadable file stops the resume here, in one line naming it)."""
+        """Before the framework loads anything from ``folder``: refuse a checkpoint without DataFlex's files (unless
+        ``dataflex.plugins.allow_missing_state``), refuse another plugin set, and read and check the component
+        state (an unreadable file stops the resume here, in one line naming it).
+
+        Every DataFlex save writes both files, so a checkpoint without them was written before DataFlex was added,
+        or the process stopped between the framework's save and DataFlex's: resuming it silently would skip the
+        plugin-set check and start every component (a curriculum's ledger, a sampler's pass) from nothing.
+        """
+        files = (CHECKPOINT_PLUGIN_SET, CHECKPOINT_STATE)
+        missing = [name for name in files if not os.path.exists(os.path.join(folder, name))]
+        if missing and not self.plugins.settings.allow_missing_state:
+            raise ComponentStateError(
+                f"checkpoint {os.fspath(folder)} has no {' or '.join(missing)}: it was written without DataFlex's "
+                "checkpointing, or the process stopped between the framework's save and DataFlex's files; resume "
+                f"from an earlier checkpoint that has them, or set {FRESH_START_SETTING} to resume it with the "
+                "plugin set unchecked and every dataflex component fresh"
+            )
         check_plugin_record(folder, self.plugins)
         self._resumed = (os.fspath(folder), read_component_state(folder))
 

@@ -40,7 +40,7 @@ import torch
 
 from ..atomic_write import write_bytes_atomic
 from ..errors import ConfigError, DataFlexError
-from .state_checks import describe, state_problem
+from .state_checks import describe, fresh_start, state_problem
 
 logger = logging.getLogger("dataflex_core.step")
 
@@ -202,8 +202,7 @@ class SavedState:
 
 def _unreadable(path: Path, what: str) -> ComponentStateError:
     return ComponentStateError(
-        f"{path} {what}; resume from another checkpoint, or delete {path.name} from it to start the dataflex "
-        "components fresh"
+        f"{path} {what}; resume from another checkpoint, or {fresh_start(path.name)}"
     )
 
 
@@ -255,7 +254,7 @@ def read_component_state(folder: str | os.PathLike[str]) -> SavedState | None:
         raise ComponentStateError(
             f"{path} has state format {fmt!r}, but this dataflex-core reads format {STATE_FORMAT}; "
             + ("upgrade dataflex-core to the version that wrote it" if newer else "it was not written by DataFlex")
-            + f", or delete {path.name} from the checkpoint to start the dataflex components fresh"
+            + f", or {fresh_start(path.name)}"
         )
     components = payload.get("components")
     entries_ok = isinstance(components, dict) and all(

@@ -89,9 +89,18 @@ def _ledger_problem(state: Mapping[str, Any], where: str) -> str | None:
     return None
 
 
+#: The documented way to resume a checkpoint whose DataFlex state is wrong or absent (:meth:`check_resume`).
+FRESH_START_SETTING = "dataflex.plugins.allow_missing_state=true"
+
+
+def fresh_start(name: str) -> str:
+    """The fix that starts the components fresh from a checkpoint whose state file ``name`` cannot be used."""
+    return f"delete {name} from it and set {FRESH_START_SETTING} to start the dataflex components fresh"
+
+
 def describe(path: Path, problem: str) -> str:
     """The one-line refusal of a checkpoint whose state is wrong."""
     return (
         f"{path}: {problem}; it was not written by this run's DataFlex or was altered: resume from another "
-        f"checkpoint, or delete {path.name} from it to start the dataflex components fresh"
+        f"checkpoint, or {fresh_start(path.name)}"
     )
