@@ -21,7 +21,13 @@ DISTS = all_dists(with_template=True)
 #: import name -> distributions providing it, in this environment (what is not installed maps by its name).
 PROVIDERS = packages_distributions()
 #: Import names whose distribution is not spelled like them and may be absent here (so not in PROVIDERS).
-KNOWN = {"yaml": ["PyYAML"], "google": ["protobuf"], "tomli_w": ["tomli-w"], "transfer_queue": ["TransferQueue"]}
+KNOWN = {
+    "yaml": ["PyYAML"],
+    "hydra": ["hydra-core"],
+    "google": ["protobuf"],
+    "tomli_w": ["tomli-w"],
+    "transfer_queue": ["TransferQueue"],
+}
 
 
 def normalise(name: str) -> str:
