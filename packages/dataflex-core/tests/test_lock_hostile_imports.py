@@ -70,7 +70,9 @@ def outside_plugin(request, pip_site, tmp_path, monkeypatch, marker) -> str:
     return request.param
 
 
-def test_lock_refuses_an_entry_point_whose_module_its_distribution_does_not_ship(outside_plugin, tmp_path, marker, capsys):
+def test_lock_refuses_an_entry_point_whose_module_its_distribution_does_not_ship(
+    outside_plugin, tmp_path, marker, capsys
+):
     lock = tmp_path / "dataflex.lock"
     capsys.readouterr()
     assert cli_main(["lock", "-o", str(lock)]) == 2

@@ -21,6 +21,10 @@ DIFFERENCE_LABELS = {
     "load_failed": "load failed",
     "outside": "entry point outside its distribution",
 }
+#: What to do about an entry point naming a module its distribution does not ship (:mod:`.outside`).
+OUTSIDE_FIX = (
+    "ship that module in the distribution (or point the entry point at one of its own modules) and reinstall it"
+)
 #: Differences ``allow_drift`` downgrades to a warning.
 DRIFT_KINDS = frozenset({"version", "content"})
 
@@ -143,8 +147,7 @@ def remedies(differences: Iterable[Difference], lock: str) -> list[str]:
     if outside:
         lines.append(
             f"{', '.join(outside)}: an entry point names a module the distribution does not ship, so no lock can "
-            "hash the code it runs; ship that module in the distribution (or point the entry point at one of its own "
-            "modules) and reinstall it, or uninstall it"
+            f"hash the code it runs; {OUTSIDE_FIX}, or uninstall it"
         )
     if any(d.kind not in ("unexpected", "outside") for d in differences):
         lines.append(f"or, after reviewing the change, re-lock with `dataflex lock -o {lock}`")

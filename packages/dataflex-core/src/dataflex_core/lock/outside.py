@@ -15,14 +15,11 @@ import importlib.metadata as importlib_metadata
 from collections.abc import Iterable
 
 from ..distributions import ENTRY_POINT_GROUP
-from .compare import Difference, sorted_rows
+from .compare import OUTSIDE_FIX, Difference, sorted_rows
 from .file import DistRecord, PluginSet
 from .importer import module_of
 
-#: What a lock, ``verify`` and ``dataflex lock`` say to do about such an entry point.
-OUTSIDE_FIX = (
-    "ship that module in the distribution (or point the entry point at one of its own modules) and reinstall it"
-)
+__all__ = ["OUTSIDE_FIX", "describe", "entry_point_module", "outside_entry_points", "outside_rows", "shipped_modules"]
 
 
 def entry_point_module(value: str) -> str:
@@ -49,8 +46,8 @@ def outside_entry_points(record: DistRecord) -> dict[str, str]:
 
 
 def describe(record: DistRecord, outside: dict[str, str]) -> str:
-    """One clause per entry point, e.g. ``entry point hs = other_pkg names 'other_pkg', which hs-good does not
-    ship``."""
+    """One clause per entry point, e.g. ``entry point hs = other_pkg names module 'other_pkg', which hs-good does
+    not ship (...)``."""
     return "; ".join(
         f"entry point {name} = {record.entry_points[name]} names module {module!r}, which {record.name} does not "
         "ship (another distribution's, or a file on sys.path)"
