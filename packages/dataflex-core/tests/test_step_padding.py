@@ -46,12 +46,14 @@ LAYOUTS = [
 
 
 def _pairs(kind: str) -> list[tuple[str, str]]:
+    """Every installed plugin's scorer (run in the step) x actuator of ``kind`` that takes its granularity."""
     registry = dataflex_core.get_registry()
     out = []
-    for scorer in registry.components["scorer"].values():
+    shipped = {k: [s for s in registry.components[k].values() if s.dist] for k in ("scorer", kind)}  # not tests'
+    for scorer in shipped["scorer"]:
         if scorer.cls.timing not in STEP_TIMINGS:
             continue
-        for actuator in registry.components[kind].values():
+        for actuator in shipped[kind]:
             if scorer.cls.granularity in actuator.cls.accepts_granularity:
                 out.append((scorer.name, actuator.name))
     return sorted(out)
