@@ -94,7 +94,7 @@ def child_main(spec: dict[str, Any]) -> list[dict[str, Any]]:
         row: dict[str, Any] = {"name": pair.name}
         try:
             scorer, reweighter = pair.build()
-            read = tuple(name for name in read_fields(scorer, reweighter) if name in plain.batch or name == "is_padding")
+            read = read_fields(scorer, reweighter)
             with_uid = bool(scorer.needs_groups or reweighter.needs_groups)
             block = {"mechanism": "reweight", "scorer": {"name": pair.scorer.name},
                      "actuator": {"name": pair.reweighter.name}}  # fmt: skip
@@ -191,7 +191,8 @@ def run_padded_step(
     progress(f"  scale: the padded step at {shape} (fresh process)")
     spec = {"num_groups": groups, "group_size": size, "length": length, "reps": reps, "only": [s for s in only if s]}
     env = {**os.environ, **CHILD_ENV}
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(Path(__file__).resolve().parent.parent), env.get("PYTHONPATH")]))
+    here = str(Path(__file__).resolve().parent.parent)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [here, env.get("PYTHONPATH")]))
     start = time.perf_counter()
     proc = subprocess.run(
         [sys.executable, "-c", CHILD_CODE, json.dumps(spec)], capture_output=True, text=True, env=env, check=False

@@ -21,7 +21,8 @@ def test_padding_rows_are_verls_scattered_empty_rows_with_one_pad_uid():
 
 
 def test_quick_padded_step_measures_every_pair_unjudged():
-    rows = run_padded_step(quick=True, reps=1, only=["softmax", "high_entropy"], unjudged="smoke", progress=lambda _: None)
+    only = ["softmax", "high_entropy"]
+    rows = run_padded_step(quick=True, reps=1, only=only, unjudged="smoke", progress=lambda _: None)
     names = {row.name for row in rows}
     assert "padding rows time advantage_magnitude+softmax" in names
     assert "V1 host step peak token_entropy+high_entropy_tokens" in names

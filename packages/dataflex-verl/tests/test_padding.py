@@ -8,7 +8,6 @@ The weights on the real rows, and every ``dataflex/*`` metric, are the same; pad
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
 import torch
 import transfer_queue as tq
@@ -17,7 +16,10 @@ from dataflex_lab.verl import sandbox
 
 pytestmark = pytest.mark.verl
 
-ADV_SOFTMAX = {"scorer": {"name": "advantage_magnitude"}, "actuator": {"name": "softmax", "params": {"temperature": 0.5}}}
+ADV_SOFTMAX = {
+    "scorer": {"name": "advantage_magnitude"},
+    "actuator": {"name": "softmax", "params": {"temperature": 0.5}},
+}
 
 #: Metrics that time or describe the host's I/O rather than the step's result.
 NOT_COMPARED = {"dataflex/hook_time_s", "dataflex/separate_io", "dataflex/separate_io_total"}
