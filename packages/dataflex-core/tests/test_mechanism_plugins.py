@@ -171,3 +171,14 @@ def test_a_lock_refuses_a_kind_that_is_not_a_kind_name():
     )
     with pytest.raises(LockFileError, match="'Not A Kind'"):
         parse_lock(text)
+
+
+def test_a_kind_base_defined_again_by_a_re_import_replaces_the_old_one():
+    namespace = {"__name__": "disc_rerun"}
+    source = "from dataflex_core import Actuator\nclass Grader(Actuator):\n    kind = 'disc_rerun_grader'\n"
+    exec(source, namespace)
+    first = namespace["Grader"]
+    exec(source, namespace)  # a notebook cell run twice, or a reloaded module
+    assert BASE_CLASSES["disc_rerun_grader"] is namespace["Grader"] is not first
+    with pytest.raises(DeclarationError, match="does not subclass disc_rerun.Grader"):
+        exec("from dataflex_core import Actuator\nclass Other(Actuator):\n    kind = 'disc_rerun_grader'\n", {"__name__": "elsewhere"})  # fmt: skip

@@ -48,7 +48,8 @@ def declare_kind(kind: str, base: type, *, reserved: Iterable[str] = ()) -> None
             f"{base.__qualname__}.kind = {kind!r} is not a kind name; write a lower-case identifier, e.g. kind = 'ranker'"
         )
     held = BASE_CLASSES.get(kind)
-    if held is not None and held is not base:
+    redefined = held is not None and (held.__module__, held.__qualname__) == (base.__module__, base.__qualname__)
+    if held is not None and held is not base and not redefined:  # a re-imported module or re-run cell redefines
         raise DeclarationError(
             f"{base.__module__}.{base.__qualname__} declares kind {kind!r}, which "
             f"{held.__module__}.{held.__qualname__} already declares; subclass it, or pick another kind name"
@@ -150,7 +151,7 @@ class Component:
         kind = cls.__dict__.get("kind")
         if kind:  # a class that names its kind is that kind's base (or re-states an inherited one)
             held = BASE_CLASSES.get(kind)
-            if held is None:
+            if held is None or (held.__module__, held.__qualname__) == (cls.__module__, cls.__qualname__):
                 declare_kind(kind, cls)
             elif not issubclass(cls, held):
                 raise DeclarationError(
