@@ -31,7 +31,8 @@ def dataflex_register_components(register: Register) -> None:
         from the class's base (:class:`~dataflex_core.Scorer`,
         :class:`~dataflex_core.Reweighter`, :class:`~dataflex_core.Selector`,
         :class:`~dataflex_core.Mixer`, :class:`~dataflex_core.Sampler`,
-        :class:`~dataflex_core.Allocator`); ``name`` defaults to ``cls.name``.
+        :class:`~dataflex_core.Allocator`, or a base class of the plugin's own that
+        declares a new kind by setting ``kind = "..."``); ``name`` defaults to ``cls.name``.
         A class that subclasses none of them fails this plugin's registration
         with an error naming the class and the bases.
     :returns: nothing. Duplicate names and failing hooks behave as for the
