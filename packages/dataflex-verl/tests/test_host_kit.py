@@ -55,7 +55,8 @@ class VerlHarness(HostHarness):
     def step(self, block):
         trainer = self.trainer(block)
         out, metrics = self.advantage_step(trainer, seed=11)
-        fields = ["response_mask", *(["rollout_is_weights"] if "rollout_is_weights" in out.fields else [])]
+        fields = ["response_mask", "advantages", "rm_scores"]
+        fields += ["rollout_is_weights"] if "rollout_is_weights" in out.fields else []
         data = tq.kv_batch_get(keys=out.keys, partition_id=out.partition_id, select_fields=fields)
         got = {name: data[name].to_padded_tensor(0) for name in fields}
         loss = sandbox.actor_loss(out, trainer.config)
@@ -63,7 +64,25 @@ class VerlHarness(HostHarness):
         sandbox.clear(out)
         mask = got["response_mask"].bool()
         inert = padding | ~mask.any(-1)
-        return HostStep(loss, mask, inert, LOSS_UNITS[self.loss_agg_mode], got.get("rollout_is_weights"), metrics)
+        uids = [key.rsplit("_", 2)[0] for key in out.keys]  # a trajectory key is {uid}_{session}_{index}
+        return HostStep(
+            loss, mask, inert, LOSS_UNITS[self.loss_agg_mode], got.get("rollout_is_weights"), metrics,
+            advantages=got["advantages"], batch={**got, "uid": uids},
+        )  # fmt: skip
+
+    def advantages_alone(self, step, rows):
+        """verl's own estimator (``algorithm.adv_estimator``) on ``rows`` alone."""
+        import numpy as np
+        from verl.trainer.ppo.core_algos import get_adv_estimator_fn
+
+        estimator = get_adv_estimator_fn(str(self.make_config().algorithm.adv_estimator))
+        batch, rows = step.batch, rows.tolist()
+        advantages, _ = estimator(
+            token_level_rewards=batch["rm_scores"][rows],
+            response_mask=batch["response_mask"][rows],
+            index=np.asarray([batch["uid"][r] for r in rows], dtype=object),
+        )
+        return advantages
 
     def draws(self, block, steps):
         import pandas as pd

@@ -29,6 +29,14 @@ gave probability 0.
 - **dropped rows leave the loss** (weight 0, or out of the loss mask where the host hard-drops) and the kept
   rows share one weight, mean one in the loss's unit: dropping half the batch does not halve the step.
 
+:class:`RecomputeSuite` and :class:`HardDropSuite` (the loss-weights seam, on hosts that recompute a selector's
+advantages or hard-drop its rows; the harness's :meth:`HostHarness.advantages_alone` and
+:meth:`HostHarness.loss_alone`):
+
+- **kept rows get the framework's advantages computed on them alone**, and are otherwise as it built them;
+- **dropped rows leave the loss mask and have no effect on the loss**: the step's loss is the framework's on the
+  kept rows alone.
+
 A host's tests subclass :class:`HostSuite` (every suite) and provide the ``host`` fixture, a :class:`HostHarness` over
 the real framework (its real step and loss, its real checkpoint save and resume; no stand-in for the
 framework)::
@@ -49,22 +57,25 @@ needs no plugin installed to run the suites. Needs ``pytest`` (``pip install dat
 
 from .components import BLOCKS, ELSEWHERE
 from .harness import HostHarness, HostStep
+from .recompute import HardDropSuite, RecomputeSuite
 from .resampling import ResamplingSuite
 from .reweight import ReweightSuite
 from .select import SelectSuite
 from .suite import SeamSuite
 
 
-class HostSuite(ReweightSuite, SelectSuite, ResamplingSuite):
+class HostSuite(ReweightSuite, SelectSuite, RecomputeSuite, HardDropSuite, ResamplingSuite):
     """Every capability's suite: each runs when the host declares its seam, and skips with the host's reason."""
 
 
 __all__ = [
     "BLOCKS",
     "ELSEWHERE",
+    "HardDropSuite",
     "HostHarness",
     "HostStep",
     "HostSuite",
+    "RecomputeSuite",
     "ResamplingSuite",
     "ReweightSuite",
     "SeamSuite",

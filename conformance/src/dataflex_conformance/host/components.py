@@ -14,6 +14,7 @@ from dataflex_core import (
     Sampler,
     Scorer,
     Selector,
+    group_index,
     mean_one,
     register_reweighter,
     register_sampler,
@@ -21,6 +22,10 @@ from dataflex_core import (
     register_selector,
     valid_sample_mask,
 )
+
+
+#: Rows of each group ``hostkit_two_per_group`` keeps.
+KEEP_PER_GROUP = 2
 
 
 # -- the suite's components ------------------------------------------------------------------------------------
@@ -114,6 +119,24 @@ class AboveMedian(Selector):
         return valid & (scores > median)
 
 
+@register_selector("hostkit_two_per_group")
+class TwoPerGroup(Selector):
+    """Keeps the first :data:`KEEP_PER_GROUP` valid rows of each ``uid`` group (in row order) and asks for their
+    advantages recomputed as if only they had been sampled (as GFPO does): some rows of every group dropped."""
+
+    recompute_advantage = True
+
+    def act(self, scores, batch, **ctx):
+        valid = valid_sample_mask(batch).to(scores.device)
+        groups, _ = group_index(batch.non_tensor_batch["uid"], scores.device)
+        groups = torch.where(valid, groups, torch.full_like(groups, -1))  # invalid rows rank in a group of their own
+        order = torch.argsort(groups, stable=True)
+        ordered = groups[order]
+        rank = torch.empty_like(groups)
+        rank[order] = torch.arange(len(groups), device=scores.device) - torch.searchsorted(ordered, ordered)
+        return valid & (rank < KEEP_PER_GROUP)
+
+
 @register_scorer("hostkit_even_ids")
 class EvenIds(Scorer):
     """pre_rollout: 1 for a prompt whose ``index`` is even, 0 for the others."""
@@ -176,6 +199,7 @@ BLOCKS: dict[str, dict[str, Any]] = {
     "stateful": _block("hostkit_counter"),
     "select_all": _select("hostkit_keep_all"),
     "select_some": _select("hostkit_above_median"),
+    "select_recompute": _select("hostkit_two_per_group"),
     "draw_even": _curriculum("hostkit_proportional"),
     "draw_uniform": _curriculum("hostkit_uniform"),
 }

@@ -33,6 +33,12 @@ class HostStep:
     #: ``(rows, L)`` bool: the tokens the loss counted once DataFlex acted, where a hard drop removed rows from
     #: the loss mask (``None``: ``loss_mask``, nothing removed).
     trained_mask: torch.Tensor | None = None
+    #: ``(rows,)`` or ``(rows, L)``: the advantages the loss multiplied, before any DataFlex weight (a selector's
+    #: recomputed ones where the host recomputed them; ``None``: not reported, needed by the recompute suite).
+    advantages: torch.Tensor | None = None
+    #: The harness's own record of the step's batch (responses, rewards, groups), read back by its
+    #: :meth:`HostHarness.advantages_alone` and :meth:`HostHarness.loss_alone`; the suites never read it.
+    batch: Any = None
 
 
 class HostHarness:
@@ -54,6 +60,23 @@ class HostHarness:
         raise NotImplementedError(
             f"{type(self).__name__}.draws(block, steps) must build the framework's train dataloader with the dataflex "
             "block over a dataset with a unique int 'index' column and return the ids each of `steps` batches drew"
+        )
+
+    def advantages_alone(self, step: HostStep, rows: torch.Tensor) -> torch.Tensor:
+        """The framework's own advantage estimator on the rows ``rows`` of ``step``'s batch alone (the same
+        responses and rewards, as if only those rows had been sampled): ``(len(rows),)`` or ``(len(rows), L)``.
+        Needed by hosts that recompute a selector's advantages (``HostCapabilities.recompute_advantage``)."""
+        raise NotImplementedError(
+            f"{type(self).__name__}.advantages_alone(step, rows) must run the framework's advantage estimator on the "
+            "given rows of the step's batch (HostStep.batch) alone and return their advantages"
+        )
+
+    def loss_alone(self, step: HostStep, rows: torch.Tensor) -> torch.Tensor:
+        """The framework's own loss (a scalar) on a batch of the rows ``rows`` of ``step``'s batch alone, their
+        advantages computed on them alone. Needed by hosts that hard-drop rows (``HostCapabilities.hard_drop``)."""
+        raise NotImplementedError(
+            f"{type(self).__name__}.loss_alone(step, rows) must build the framework's batch of the given rows of the "
+            "step's batch (HostStep.batch) alone, advantages computed on them, and return the framework's loss on it"
         )
 
     def step(self, block: Mapping[str, Any] | None) -> HostStep:
