@@ -89,14 +89,24 @@ class TrlHarness(HostHarness):
         alone["num_items_in_batch"] = output["completion_mask"][rows].sum()
         return trainer._compute_loss(trainer.model, alone).detach()
 
-    def draws(self, block, steps):
+    def draws(self, block, steps, resume_after=None):
         drawn = []
 
         def recording(completions, answer, index, **kwargs):  # TRL hands the reward each prompt's dataset columns
             drawn.append(torch.as_tensor(index, dtype=torch.int64))
             return echo_reward(completions, answer)
 
-        self.make_trainer(self.loss_type, block, reward=recording, max_steps=steps, save_strategy="no").train()
+        if resume_after is None:
+            self.make_trainer(self.loss_type, block, reward=recording, max_steps=steps, save_strategy="no").train()
+            return drawn
+        first = self.make_trainer(
+            self.loss_type, block, reward=recording, max_steps=resume_after, save_strategy="steps",
+            save_steps=resume_after,
+        )  # fmt: skip
+        first.train()
+        folder = Path(first.args.output_dir) / f"checkpoint-{resume_after}"
+        resumed = self.make_trainer(self.loss_type, block, reward=recording, max_steps=steps, save_strategy="no")
+        resumed.train(resume_from_checkpoint=str(folder))  # TRL's resume: the rebuilt dataloader skips what ran
         return drawn
 
     def save(self, block):

@@ -84,7 +84,7 @@ class VerlHarness(HostHarness):
         )
         return advantages
 
-    def draws(self, block, steps):
+    def draws(self, block, steps, resume_after=None):
         import pandas as pd
 
         path = self.root / "train.parquet"  # 32 prompts, verl's layout, extra_info.index = the row
@@ -100,7 +100,12 @@ class VerlHarness(HostHarness):
         pd.DataFrame(rows).to_parquet(path)
         config = self.make_config(sandbox.dataset_overrides(str(path), 8, seed=3), dataflex=block)
         trainer = sandbox.dataloader_trainer(config)  # verl's real train dataloader, DataFlex's sampler in it
-        batches = [trainer._next_train_batch() for _ in range(steps)]
+        batches = [trainer._next_train_batch() for _ in range(steps if resume_after is None else resume_after)]
+        if resume_after is not None:  # what verl's checkpoint saves in data.pt, into a fresh trainer's dataloader
+            state = trainer.train_dataloader.state_dict()
+            trainer = sandbox.dataloader_trainer(config)
+            trainer.train_dataloader.load_state_dict(state)
+            batches += [trainer._next_train_batch() for _ in range(steps - resume_after)]
         return [torch.as_tensor([info["index"] for info in batch["extra_info"]]) for batch in batches]
 
     def save(self, block):

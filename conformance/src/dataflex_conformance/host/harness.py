@@ -53,13 +53,21 @@ class HostHarness:
         provides and skips the others with the host's reason. Default: the loss-weights seam alone."""
         return HostCapabilities(name=type(self).__name__)
 
-    def draws(self, block: Mapping[str, Any], steps: int) -> list[torch.Tensor]:
+    def draws(self, block: Mapping[str, Any], steps: int, resume_after: int | None = None) -> list[torch.Tensor]:
         """The prompts the framework's own dataloader draws for ``steps`` steps with ``block`` (its train sampler
         seam), as int64 tensors of their ids: the train dataset's ``index`` column, unique per prompt, over at least
-        16 prompts, half of them even. Needed by hosts that provide the train-sampler seam."""
+        16 prompts, half of them even, at least ``steps`` batches of them (so a resume after 2 is mid-epoch). Seed
+        them: the same call draws the same prompts. Needed by hosts that provide the train-sampler seam.
+
+        :param resume_after: draw that many batches, save the sampler's state as the framework checkpoints it
+            (its own save, or its dataloader's ``state_dict``), restore it into a fresh run's dataloader (its own
+            resume) and draw the remaining batches there; the batches of both, in order.
+        """
         raise NotImplementedError(
-            f"{type(self).__name__}.draws(block, steps) must build the framework's train dataloader with the dataflex "
-            "block over a dataset with a unique int 'index' column and return the ids each of `steps` batches drew"
+            f"{type(self).__name__}.draws(block, steps, resume_after=None) must build the framework's train "
+            "dataloader with the dataflex block over a dataset with a unique int 'index' column and return the ids "
+            "each of `steps` batches drew (with resume_after: the first batches, then those of a fresh loader "
+            "restored from the state the framework saved after them)"
         )
 
     def advantages_alone(self, step: HostStep, rows: torch.Tensor) -> torch.Tensor:
