@@ -16,7 +16,7 @@ from dataflex_trl.advantages import grpo_advantages
 from dataflex_trl.mount import LOSS_UNITS, capabilities
 from trl_testkit import NUM_GENERATIONS, generate
 
-from dataflex_conformance.host import HostHarness, HostStep, HostSuite
+from dataflex_conformance.host import HostHarness, HostStep, HostSuite, RoundsStep
 from dataflex_lab.trl.toy import echo_reward
 
 
@@ -24,6 +24,12 @@ def first_prompt_unscored(completions, answer, **kwargs):
     """The toy echo reward, with ``None`` (not scored) for the first prompt's completions."""
     rewards = echo_reward(completions, answer)
     return [None] * NUM_GENERATIONS + rewards[NUM_GENERATIONS:]
+
+
+def kit_reward(completions, index, **kwargs):
+    """The kit's rewards for the generation rounds: an even prompt's completions all get 1, an odd prompt's 0, 1,
+    0, 1 (a group's completions are consecutive)."""
+    return [1.0 if int(i) % 2 == 0 else float(j % 2) for j, i in enumerate(index)]
 
 
 #: loss type -> the host's declaration (the same for every test of a loss type: built once)
@@ -108,6 +114,21 @@ class TrlHarness(HostHarness):
         resumed = self.make_trainer(self.loss_type, block, reward=recording, max_steps=steps, save_strategy="no")
         resumed.train(resume_from_checkpoint=str(folder))  # TRL's resume: the rebuilt dataloader skips what ran
         return drawn
+
+    def rounds(self, block, steps):
+        trainer = self.make_trainer(self.loss_type, block, reward=kit_reward, max_steps=steps, save_strategy="no")
+        trained = []
+        real = trainer._dataflex_on_generation
+
+        def on_generation(inputs, output, step, start, generation=None):  # the trained batch, after the rounds
+            prompts = torch.as_tensor([int(row["index"]) for row in inputs], dtype=torch.int64)
+            uids = torch.arange(len(inputs)) // NUM_GENERATIONS  # TRL's groups: num_generations consecutive rows
+            trained.append(RoundsStep(prompts, uids, len(inputs) // NUM_GENERATIONS, NUM_GENERATIONS, generation.rounds))
+            return real(inputs, output, step, start, generation=generation)
+
+        trainer._dataflex_on_generation = on_generation
+        trainer.train()
+        return trained
 
     def save(self, block):
         trainer = self.make_trainer(self.loss_type, block, max_steps=2, save_strategy="steps", save_steps=2)

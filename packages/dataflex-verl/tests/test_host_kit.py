@@ -4,17 +4,23 @@ A step is verl's real ``_compute_advantage`` on a rollout put into the session's
 rows included), its loss verl's real ``ppo_loss`` on the fields the actor receives; a save is two such steps
 then verl's real ``_save_checkpoint``, a resume verl's real ``_load_checkpoint`` (the actor's FSDP workers,
 which need GPUs, are the sandbox's ``LocalActorGroup``).
+
+The legacy line (``RayPPOTrainer``, built by its real constructor) runs the generation-rounds suite where fit pulls
+its prompts: its real train dataloader under ``dataflex_verl.legacy_rounds``, then fit's own generate call; the
+rollout servers, which need GPUs, are :class:`KitRollouts` (rollouts with the kit's rewards, as verl's reward
+loop streams them in ``rm_scores``).
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 import transfer_queue as tq
 
-from dataflex_conformance.host import HostHarness, HostStep, HostSuite
+from dataflex_conformance.host import GenerationRoundsSuite, HostHarness, HostStep, HostSuite, RoundsStep
 from dataflex_lab.verl import sandbox
 
 pytestmark = pytest.mark.verl
@@ -128,3 +134,86 @@ class TestVerlHost(HostSuite):
     @pytest.fixture(params=list(LOSS_UNITS))
     def host(self, request, make_config, queue, tmp_path):
         return VerlHarness(make_config, tmp_path, request.param)
+
+
+class KitRollouts:
+    """verl's rollout manager on the legacy line (its servers need GPUs): ``generate_sequences`` gives each
+    prompt row its rollouts with the kit's rewards (an even prompt's all 1, an odd one's 0, 1, 0, 1 within its
+    group), seeded, in the layout fit reads (``responses``, ``response_mask``, ``rm_scores`` on the last token)."""
+
+    def __init__(self, seed: int = 0, width: int = 6) -> None:
+        self.gen, self.width = torch.Generator().manual_seed(seed), width
+
+    def generate_sequences(self, prompts):
+        from tensordict import TensorDict
+        from verl import DataProto
+
+        index = torch.as_tensor(np.asarray(prompts.non_tensor_batch["index"], dtype=np.int64))
+        rows = len(index)
+        starts = torch.ones(rows, dtype=torch.bool)
+        starts[1:] = index[1:] != index[:-1]  # fit repeats each prompt n times, interleaved
+        start = torch.cummax(torch.where(starts, torch.arange(rows), torch.zeros(rows, dtype=torch.long)), 0).values
+        reward = torch.where(index % 2 == 0, 1.0, ((torch.arange(rows) - start) % 2).to(torch.float32))
+        lengths = torch.randint(1, self.width + 1, (rows,), generator=self.gen)
+        scores = torch.zeros(rows, self.width)
+        scores[torch.arange(rows), lengths - 1] = reward
+        batch = {
+            "responses": torch.randint(3, 100, (rows, self.width), generator=self.gen),
+            "response_mask": (torch.arange(self.width) < lengths.unsqueeze(-1)).to(torch.int64),
+            "rm_scores": scores,
+        }
+        uid = np.array(prompts.non_tensor_batch["uid"], dtype=object, copy=True)
+        return DataProto(TensorDict(batch, batch_size=[rows]), {"uid": uid}, meta_info={"timing": {}})
+
+
+class LegacyRoundsHarness(HostHarness):
+    """verl's legacy ``RayPPOTrainer``: its generation rounds, as fit pulls and generates its prompts."""
+
+    def __init__(self, make_config) -> None:
+        self.make_config = make_config
+
+    def config(self, block=None):
+        return self.make_config(["trainer.use_v1=false", "data.train_batch_size=4", "data.seed=3"], dataflex=block)
+
+    def capabilities(self):
+        from dataflex_verl.mount import capabilities
+
+        return capabilities(self.config(), "legacy")
+
+    def rounds(self, block, steps):
+        import uuid
+
+        import verl.trainer.main_ppo_v0 as main_ppo_v0
+        from verl import DataProto
+        from verl.trainer.ppo.ray_trainer import Role
+        from verl.utils.dataset.rl_dataset import collate_fn
+
+        from dataflex_verl.legacy import running
+        from dataflex_verl.legacy_rounds import installed
+
+        prompts = [{"index": i, "input_ids": torch.tensor([i])} for i in range(16)]
+        trainer = main_ppo_v0.RayPPOTrainer(
+            self.config(block), tokenizer=None, role_worker_mapping={Role.ActorRollout: object},
+            resource_pool_manager=None, train_dataset=prompts, val_dataset=prompts, collate_fn=collate_fn,
+        )  # fmt: skip
+        trainer.async_rollout_manager = KitRollouts()
+        n = int(trainer.config.actor_rollout_ref.rollout.n)
+        out = []
+        with running(trainer), installed(trainer):  # what fit installs
+            pulls = iter(trainer.train_dataloader)
+            for step in range(1, steps + 1):
+                trainer.global_steps = step
+                batch = DataProto.from_single_dict(next(pulls))  # fit's pull: the rounds run here
+                batch.non_tensor_batch["uid"] = np.array([uuid.uuid4().hex for _ in range(len(batch))], dtype=object)
+                requests = trainer._get_gen_batch(batch).repeat(repeat_times=n, interleave=True)
+                rollouts = trainer.async_rollout_manager.generate_sequences(requests)  # fit's: the rounds' choice
+                ids = torch.as_tensor(np.asarray(requests.non_tensor_batch["index"], dtype=np.int64))
+                rounds = trainer.dataflex_generation.rounds
+                out.append(RoundsStep(ids, rollouts.non_tensor_batch["uid"], len(batch), n, rounds))
+        return out
+
+
+class TestVerlLegacyRounds(GenerationRoundsSuite):
+    @pytest.fixture
+    def host(self, make_config):
+        return LegacyRoundsHarness(make_config)

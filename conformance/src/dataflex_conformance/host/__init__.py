@@ -37,6 +37,11 @@ advantages or hard-drop its rows; the harness's :meth:`HostHarness.advantages_al
 - **dropped rows leave the loss mask and have no effect on the loss**: the step's loss is the framework's on the
   kept rows alone.
 
+:class:`GenerationRoundsSuite` (the generation-rounds seam, ``mechanism: filter``; the harness's
+:meth:`HostHarness.rounds`): every trained group is whole and admitted and the batch stays full; a step still short
+after ``max_rounds`` stops naming the cap, or with ``on_short: backfill`` is completed within it; the same seed
+admits the same prompts.
+
 A host's tests subclass :class:`HostSuite` (every suite) and provide the ``host`` fixture, a :class:`HostHarness` over
 the real framework (its real step and loss, its real checkpoint save and resume; no stand-in for the
 framework)::
@@ -56,21 +61,23 @@ needs no plugin installed to run the suites. Needs ``pytest`` (``pip install dat
 """
 
 from .components import BLOCKS, ELSEWHERE
-from .harness import HostHarness, HostStep
+from .harness import HostHarness, HostStep, RoundsStep
 from .recompute import HardDropSuite, RecomputeSuite
 from .resampling import ResamplingSuite
+from .rounds import GenerationRoundsSuite
 from .reweight import ReweightSuite
 from .select import SelectSuite
 from .suite import SeamSuite
 
 
-class HostSuite(ReweightSuite, SelectSuite, RecomputeSuite, HardDropSuite, ResamplingSuite):
+class HostSuite(ReweightSuite, SelectSuite, RecomputeSuite, HardDropSuite, ResamplingSuite, GenerationRoundsSuite):
     """Every capability's suite: each runs when the host declares its seam, and skips with the host's reason."""
 
 
 __all__ = [
     "BLOCKS",
     "ELSEWHERE",
+    "GenerationRoundsSuite",
     "HardDropSuite",
     "HostHarness",
     "HostStep",
@@ -78,6 +85,7 @@ __all__ = [
     "RecomputeSuite",
     "ResamplingSuite",
     "ReweightSuite",
+    "RoundsStep",
     "SeamSuite",
     "SelectSuite",
 ]

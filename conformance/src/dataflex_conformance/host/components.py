@@ -16,6 +16,7 @@ from dataflex_core import (
     Selector,
     group_index,
     mean_one,
+    segment_var,
     register_reweighter,
     register_sampler,
     register_scorer,
@@ -137,6 +138,39 @@ class TwoPerGroup(Selector):
         return valid & (rank < KEEP_PER_GROUP)
 
 
+@register_scorer("hostkit_reward_spread")
+class RewardSpread(Scorer):
+    """The variance of each group's rewards (``rm_scores`` summed over the response), given to each of its rows:
+    0 for a group whose rollouts all got the same reward."""
+
+    requires = ["rm_scores", "response_mask", "uid"]
+    timing = "post_reward"
+    granularity = "prompt"
+    needs_groups = True
+
+    def score(self, batch, step_id, **ctx):
+        mask = batch.batch["response_mask"].bool()
+        reward = torch.where(mask, batch.batch["rm_scores"].to(torch.float64), torch.zeros((), dtype=torch.float64))
+        valid = valid_sample_mask(batch).to(reward.device)
+        groups, count = group_index(batch.non_tensor_batch["uid"], reward.device)
+        spread = segment_var(reward.sum(-1), groups, count, valid)[groups]
+        return torch.where(valid, spread, torch.zeros_like(spread)).to(torch.float32)
+
+
+@register_selector("hostkit_above")
+class Above(Selector):
+    """Keeps the valid rows scoring above ``bound`` (default 0): on a group's shared score, whole groups."""
+
+    admits_groups = True
+
+    def __init__(self, bound: float = 0.0, **kwargs):
+        super().__init__(**kwargs)
+        self.bound = float(bound)
+
+    def act(self, scores, batch, **ctx):
+        return valid_sample_mask(batch).to(scores.device) & (scores.double() > self.bound)
+
+
 @register_scorer("hostkit_even_ids")
 class EvenIds(Scorer):
     """pre_rollout: 1 for a prompt whose ``index`` is even, 0 for the others."""
@@ -185,6 +219,15 @@ def _curriculum(sampler: str) -> dict[str, Any]:
     }
 
 
+def _filter(bound: float = 0.0, **settings: Any) -> dict[str, Any]:
+    return {
+        "mechanism": "filter",
+        "scorer": {"name": "hostkit_reward_spread"},
+        "actuator": {"name": "hostkit_above", "params": {"bound": bound}},
+        "filter": {"max_rounds": 8, **settings},
+    }
+
+
 def _select(selector: str) -> dict[str, Any]:
     return {"mechanism": "select", "scorer": {"name": "hostkit_advantage"}, "actuator": {"name": selector}}
 
@@ -201,6 +244,9 @@ BLOCKS: dict[str, dict[str, Any]] = {
     "select_some": _select("hostkit_above_median"),
     "select_recompute": _select("hostkit_two_per_group"),
     "draw_even": _curriculum("hostkit_proportional"),
+    "rounds": _filter(),
+    "rounds_never": _filter(1.0e9, max_rounds=2),
+    "rounds_backfill": _filter(1.0e9, max_rounds=2, on_short="backfill"),
     "draw_uniform": _curriculum("hostkit_uniform"),
 }
 #: The distribution a checkpoint of another plugin set records and this environment lacks.

@@ -41,6 +41,21 @@ class HostStep:
     batch: Any = None
 
 
+@dataclass
+class RoundsStep:
+    """One step of the framework's generation rounds (``mechanism: filter``), as its trained batch came out."""
+
+    #: ``(rows,)`` int64: the prompt (dataset ``index``) of each trained row, padding rows left out.
+    prompts: torch.Tensor
+    #: ``(rows,)``: the group (``uid``) of each trained row, as the framework carries it.
+    uids: Any
+    #: Groups (prompts) a step of the framework trains, and rollouts per group.
+    groups: int
+    group_size: int
+    #: Generation rounds the step took, the first included.
+    rounds: int
+
+
 class HostHarness:
     """A host's real framework, driven by the suite. Subclass it and implement the three methods.
 
@@ -85,6 +100,22 @@ class HostHarness:
         raise NotImplementedError(
             f"{type(self).__name__}.loss_alone(step, rows) must build the framework's batch of the given rows of the "
             "step's batch (HostStep.batch) alone, advantages computed on them, and return the framework's loss on it"
+        )
+
+    def rounds(self, block: Mapping[str, Any], steps: int) -> list[RoundsStep]:
+        """``steps`` steps of the framework's generation rounds with ``block`` (its generation-rounds seam): each
+        generates a batch of prompts, further ones while too few groups are admitted, and trains the chosen groups.
+
+        The prompts come from a dataset with a unique int ``index`` column over at least 16 prompts, and the
+        rewards are the kit's: every rollout of an even prompt gets the same reward, those of an odd prompt
+        rewards that vary within its group (so a filter on the reward variance admits the odd prompts only).
+        Seed it: the same call generates the same prompts. What a step raises propagates. Needed by hosts that
+        provide the generation-rounds seam.
+        """
+        raise NotImplementedError(
+            f"{type(self).__name__}.rounds(block, steps) must run `steps` steps of the framework's generation "
+            "rounds with the dataflex block (even prompts: one reward per group; odd: varied) and return a "
+            "RoundsStep per step"
         )
 
     def step(self, block: Mapping[str, Any] | None) -> HostStep:
