@@ -42,7 +42,8 @@ class TestWalker(SamplerSuite, RecomputeSuite):
 
 def test_every_suite_is_in_the_host_suite():
     assert {c.__name__ for c in HostSuite.__mro__ if issubclass(c, SeamSuite)} >= {
-        "ReweightSuite", "SelectSuite", "RecomputeSuite", "HardDropSuite", "ResamplingSuite"
+        "ReweightSuite", "SelectSuite", "RecomputeSuite", "HardDropSuite", "ResamplingSuite",
+        "GenerationRoundsSuite", "PromptCountsSuite",
     }
 '''
 

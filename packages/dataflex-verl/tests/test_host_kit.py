@@ -20,7 +20,14 @@ import pytest
 import torch
 import transfer_queue as tq
 
-from dataflex_conformance.host import GenerationRoundsSuite, HostHarness, HostStep, HostSuite, RoundsStep
+from dataflex_conformance.host import (
+    CountsStep,
+    GenerationRoundsSuite,
+    HostHarness,
+    HostStep,
+    HostSuite,
+    RoundsStep,
+)
 from dataflex_lab.verl import sandbox
 
 pytestmark = pytest.mark.verl
@@ -90,10 +97,11 @@ class VerlHarness(HostHarness):
         )
         return advantages
 
-    def draws(self, block, steps, resume_after=None):
+    def dataset(self) -> str:
+        """32 prompts in verl's layout, ``extra_info.index`` the row."""
         import pandas as pd
 
-        path = self.root / "train.parquet"  # 32 prompts, verl's layout, extra_info.index = the row
+        path = self.root / "train.parquet"
         rows = [
             {
                 "prompt": [{"role": "user", "content": f"question {i}"}],
@@ -104,6 +112,10 @@ class VerlHarness(HostHarness):
             for i in range(32)
         ]
         pd.DataFrame(rows).to_parquet(path)
+        return str(path)
+
+    def draws(self, block, steps, resume_after=None):
+        path = self.dataset()
         config = self.make_config(sandbox.dataset_overrides(str(path), 8, seed=3), dataflex=block)
         trainer = sandbox.dataloader_trainer(config)  # verl's real train dataloader, DataFlex's sampler in it
         batches = [trainer._next_train_batch() for _ in range(steps if resume_after is None else resume_after)]
@@ -113,6 +125,23 @@ class VerlHarness(HostHarness):
             trainer.train_dataloader.load_state_dict(state)
             batches += [trainer._next_train_batch() for _ in range(steps - resume_after)]
         return [torch.as_tensor([info["index"] for info in batch["extra_info"]]) for batch in batches]
+
+    def counts(self, block, steps):
+        config = self.make_config(sandbox.dataset_overrides(self.dataset(), 8, seed=3), dataflex=block)
+        trainer = sandbox.dataloader_trainer(config)
+        trainer.agent_loop_manager = AgentLoop(trainer.config)
+        out = []
+        for step in range(1, steps + 1):
+            trainer.global_steps = step
+            trainer._add_batch_to_generate()  # verl's dispatch: the prompts, their __rollout_n__, the agent loop
+            prompts, sessions = trainer.agent_loop_manager.dispatched[-1]
+            out.append(
+                CountsStep(
+                    torch.as_tensor(np.asarray(prompts["index"], dtype=np.int64)), list(prompts["uid"]),
+                    prompts["__rollout_n__"].clone(), int(config.actor_rollout_ref.rollout.n), sessions,
+                )
+            )  # fmt: skip
+        return out
 
     def save(self, block):
         trainer = sandbox.attach_workers(self.trainer(block))
@@ -128,6 +157,43 @@ class VerlHarness(HostHarness):
         trainer._load_checkpoint()  # verl's resume_mode auto: the tracker file names global_step_2
         assert trainer.global_steps == 2, "verl did not resume from the saved checkpoint"
         return trainer.dataflex
+
+
+def agent_loop_worker():
+    """verl V1's agent-loop worker class (``AgentLoopWorkerTQ``, a Ray actor class in verl: its own class here)."""
+    from verl.trainer.ppo.v1.agent_loop_tq import AgentLoopWorkerTQ
+
+    return AgentLoopWorkerTQ.__ray_metadata__.modified_class
+
+
+class AgentLoop:
+    """verl V1's agent-loop manager, whose workers start model servers (GPUs): one of verl's own agent-loop workers
+    in this process, whose ``generate_sequences`` and ``_run_prompt`` (verl's code: it reads each prompt's
+    ``__rollout_n__`` and starts that many sessions under the prompt's uid) run as they do in a worker; only the
+    model's session (``_run_agent_loop``) is recorded instead of generated."""
+
+    def __init__(self, config) -> None:
+        class Sessions(agent_loop_worker()):
+            def __init__(self) -> None:  # the worker's state _run_prompt reads; no servers
+                self.config, self.background_tasks, self.started = config, set(), []
+
+            async def _run_agent_loop(self, sampling_params, trajectory, trace=False, session_id=0, **prompt):
+                self.started.append(prompt["uid"])
+
+        self.worker = Sessions()
+        #: ``(prompts, the uid of every session started)`` per dispatch.
+        self.dispatched: list[tuple] = []
+
+    def generate_sequences(self, prompts) -> None:
+        import asyncio
+
+        async def dispatch() -> None:
+            await self.worker.generate_sequences(prompts.clone())
+            await asyncio.gather(*list(self.worker.background_tasks))
+
+        begun = len(self.worker.started)
+        asyncio.run(dispatch())
+        self.dispatched.append((prompts, self.worker.started[begun:]))
 
 
 class TestVerlHost(HostSuite):

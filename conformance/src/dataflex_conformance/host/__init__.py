@@ -42,6 +42,10 @@ advantages or hard-drop its rows; the harness's :meth:`HostHarness.advantages_al
 after ``max_rounds`` stops naming the cap, or with ``on_short: backfill`` is completed within it; the same seed
 admits the same prompts.
 
+:class:`PromptCountsSuite` (the per-prompt counts seam, ``mechanism: allocate``; the harness's
+:meth:`HostHarness.counts`): a batch's counts hold its budget and are the allocator's; each prompt got exactly its
+count of rollouts, under its one uid.
+
 A host's tests subclass :class:`HostSuite` (every suite) and provide the ``host`` fixture, a :class:`HostHarness` over
 the real framework (its real step and loss, its real checkpoint save and resume; no stand-in for the
 framework)::
@@ -61,7 +65,8 @@ needs no plugin installed to run the suites. Needs ``pytest`` (``pip install dat
 """
 
 from .components import BLOCKS, ELSEWHERE
-from .harness import HostHarness, HostStep, RoundsStep
+from .counts import PromptCountsSuite
+from .harness import CountsStep, HostHarness, HostStep, RoundsStep
 from .recompute import HardDropSuite, RecomputeSuite
 from .resampling import ResamplingSuite
 from .rounds import GenerationRoundsSuite
@@ -70,18 +75,28 @@ from .select import SelectSuite
 from .suite import SeamSuite
 
 
-class HostSuite(ReweightSuite, SelectSuite, RecomputeSuite, HardDropSuite, ResamplingSuite, GenerationRoundsSuite):
+class HostSuite(
+    ReweightSuite,
+    SelectSuite,
+    RecomputeSuite,
+    HardDropSuite,
+    ResamplingSuite,
+    GenerationRoundsSuite,
+    PromptCountsSuite,
+):
     """Every capability's suite: each runs when the host declares its seam, and skips with the host's reason."""
 
 
 __all__ = [
     "BLOCKS",
+    "CountsStep",
     "ELSEWHERE",
     "GenerationRoundsSuite",
     "HardDropSuite",
     "HostHarness",
     "HostStep",
     "HostSuite",
+    "PromptCountsSuite",
     "RecomputeSuite",
     "ResamplingSuite",
     "ReweightSuite",

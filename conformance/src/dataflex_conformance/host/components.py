@@ -10,6 +10,7 @@ from typing import Any
 import torch
 
 from dataflex_core import (
+    Allocator,
     Reweighter,
     Sampler,
     Scorer,
@@ -17,6 +18,7 @@ from dataflex_core import (
     group_index,
     mean_one,
     segment_var,
+    register_allocator,
     register_reweighter,
     register_sampler,
     register_scorer,
@@ -206,6 +208,28 @@ class Uniform(Sampler):
         return 1.0 / num_candidates
 
 
+def favoured_counts(favoured: torch.Tensor, budget: int, n_min: int) -> torch.Tensor:
+    """``hostkit_favour``'s counts: ``n_min`` each, the rest of ``budget`` split evenly over the ``favoured``
+    prompts (every prompt when none is), one more for the first of them in order. What the suite expects."""
+    counts = torch.full((len(favoured),), int(n_min), dtype=torch.int64)
+    chosen = favoured.bool().nonzero().flatten() if favoured.any() else torch.arange(len(favoured))
+    spare, share = divmod(int(budget) - int(counts.sum()), len(chosen))
+    counts[chosen] += spare
+    counts[chosen[:share]] += 1
+    return counts
+
+
+@register_allocator("hostkit_favour")
+class Favour(Allocator):
+    """Gives the prompts scoring above 0 (``hostkit_even_ids``: the even ones) every rollout past ``n_min``."""
+
+    def act(self, scores, batch, *, budget, n_min, n_max=None, **ctx):
+        counts = favoured_counts(scores > 0, budget, n_min)
+        if n_max is not None and int(counts.max()) > int(n_max):
+            raise ValueError(f"hostkit_favour gives {int(counts.max())} rollouts to a prompt, over n_max={n_max}")
+        return counts
+
+
 def _block(scorer: str, **more: Any) -> dict[str, Any]:
     return {"mechanism": "reweight", "scorer": {"name": scorer}, "actuator": {"name": "hostkit_linear"}, **more}
 
@@ -244,6 +268,12 @@ BLOCKS: dict[str, dict[str, Any]] = {
     "select_some": _select("hostkit_above_median"),
     "select_recompute": _select("hostkit_two_per_group"),
     "draw_even": _curriculum("hostkit_proportional"),
+    "counts": {
+        "mechanism": "allocate",
+        "prompt_key": "index",
+        "scorer": {"name": "hostkit_even_ids"},
+        "actuator": {"name": "hostkit_favour"},
+    },
     "rounds": _filter(),
     "rounds_never": _filter(1.0e9, max_rounds=2),
     "rounds_backfill": _filter(1.0e9, max_rounds=2, on_short="backfill"),

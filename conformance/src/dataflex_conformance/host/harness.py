@@ -56,6 +56,22 @@ class RoundsStep:
     rounds: int
 
 
+@dataclass
+class CountsStep:
+    """One batch of prompts under per-prompt rollout counts (``mechanism: allocate``), as the framework got it."""
+
+    #: ``(prompts,)`` int64: each prompt's dataset ``index``, in the order the host dispatched them.
+    prompts: torch.Tensor
+    #: ``(prompts,)``: each prompt's group id (``uid``), as the framework gave it.
+    uids: Any
+    #: ``(prompts,)`` int64: the rollouts the host asked the framework for, per prompt.
+    counts: torch.Tensor
+    #: The framework's uniform count (``rollout.n``, ``num_generations``): the budget is ``prompts x rollout_n``.
+    rollout_n: int
+    #: ``(rollouts,)``: the group id of every rollout the framework generated for the batch.
+    generated: Any
+
+
 class HostHarness:
     """A host's real framework, driven by the suite. Subclass it and implement the three methods.
 
@@ -116,6 +132,20 @@ class HostHarness:
             f"{type(self).__name__}.rounds(block, steps) must run `steps` steps of the framework's generation "
             "rounds with the dataflex block (even prompts: one reward per group; odd: varied) and return a "
             "RoundsStep per step"
+        )
+
+    def counts(self, block: Mapping[str, Any], steps: int) -> list[CountsStep]:
+        """``steps`` batches of prompts dispatched by the framework with ``block`` (its per-prompt counts seam):
+        the counts the host asked for and the rollouts the framework's own generation started for each.
+
+        The prompts come from a dataset with a unique int ``index`` column, more than ``steps`` batches of them;
+        the budget is left to the framework's uniform count. Where the rollouts themselves need the framework's
+        model servers (GPUs), stand in for the model's sessions only: the framework's own code reads the counts
+        and starts the rollouts. Needed by hosts that provide the per-prompt counts seam.
+        """
+        raise NotImplementedError(
+            f"{type(self).__name__}.counts(block, steps) must dispatch `steps` batches of prompts through the "
+            "framework with the dataflex block and return a CountsStep per batch: the counts asked, the rollouts begun"
         )
 
     def step(self, block: Mapping[str, Any] | None) -> HostStep:
