@@ -31,7 +31,9 @@ def assert_whole_and_full(step: RoundsStep, at: int) -> torch.Tensor:
     prompts = torch.as_tensor(step.prompts, dtype=torch.int64)
     groups, count = group_index(step.uids)
     sizes = torch.bincount(groups, minlength=count)
-    assert count == step.groups, f"step {at} trained {count} groups; its batch has {step.groups}: not full"
+    assert count == step.groups, (
+        f"step {at} trained {count} groups; its batch holds {step.groups} (a group split, or the batch not full)"
+    )
     assert bool((sizes == step.group_size).all()), (
         f"step {at} trained groups of {sizes.tolist()} rows; every group has {step.group_size} rollouts"
     )
