@@ -9,7 +9,7 @@ from __future__ import annotations
 
 pytest_plugins = ["pytester"]
 
-HOSTS = '''
+HOSTS = """
 import pytest
 import torch
 
@@ -63,7 +63,7 @@ class TestReported(GenerationRoundsSuite, PromptCountsSuite):
     @pytest.fixture
     def host(self):
         return Reported()
-'''
+"""
 
 
 def run(pytester, defect):

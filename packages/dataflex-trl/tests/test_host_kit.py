@@ -123,7 +123,8 @@ class TrlHarness(HostHarness):
         def on_generation(inputs, output, step, start, generation=None):  # the trained batch, after the rounds
             prompts = torch.as_tensor([int(row["index"]) for row in inputs], dtype=torch.int64)
             uids = torch.arange(len(inputs)) // NUM_GENERATIONS  # TRL's groups: num_generations consecutive rows
-            trained.append(RoundsStep(prompts, uids, len(inputs) // NUM_GENERATIONS, NUM_GENERATIONS, generation.rounds))
+            groups = len(inputs) // NUM_GENERATIONS
+            trained.append(RoundsStep(prompts, uids, groups, NUM_GENERATIONS, generation.rounds))
             return real(inputs, output, step, start, generation=generation)
 
         trainer._dataflex_on_generation = on_generation

@@ -69,8 +69,8 @@ from .counts import PromptCountsSuite
 from .harness import CountsStep, HostHarness, HostStep, RoundsStep
 from .recompute import HardDropSuite, RecomputeSuite
 from .resampling import ResamplingSuite
-from .rounds import GenerationRoundsSuite
 from .reweight import ReweightSuite
+from .rounds import GenerationRoundsSuite
 from .select import SelectSuite
 from .suite import SeamSuite
 

@@ -17,15 +17,14 @@ from dataflex_core import (
     Selector,
     group_index,
     mean_one,
-    segment_var,
     register_allocator,
     register_reweighter,
     register_sampler,
     register_scorer,
     register_selector,
+    segment_var,
     valid_sample_mask,
 )
-
 
 #: Rows of each group ``hostkit_two_per_group`` keeps.
 KEEP_PER_GROUP = 2
@@ -281,5 +280,3 @@ BLOCKS: dict[str, dict[str, Any]] = {
 }
 #: The distribution a checkpoint of another plugin set records and this environment lacks.
 ELSEWHERE = "dataflex-hostkit-elsewhere"
-
-

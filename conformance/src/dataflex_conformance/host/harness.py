@@ -183,5 +183,3 @@ class HostHarness:
             f"{type(self).__name__}.resume(block, folder) must start a new run with the dataflex block, resume it "
             "from the checkpoint folder through the framework's own resume path and return its DataFlexSession"
         )
-
-

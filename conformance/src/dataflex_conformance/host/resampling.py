@@ -44,7 +44,9 @@ class ResamplingSuite(SeamSuite):
         resumed = _ids(host.draws(BLOCKS["draw_uniform"], STEPS, resume_after=RESUME_AFTER))
         assert len(resumed) == STEPS, f"the harness returned {len(resumed)} batches for {STEPS} steps"
         assert resumed[:RESUME_AFTER] == straight[:RESUME_AFTER], (
-            "the same seed drew other prompts before the save: the harness's draws must be seeded", straight, resumed
+            "the same seed drew other prompts before the save: the harness's draws must be seeded",
+            straight,
+            resumed,
         )
         assert resumed[RESUME_AFTER:] == straight[RESUME_AFTER:], (
             f"after restoring the sampler's state saved at step {RESUME_AFTER}, the framework drew "
