@@ -181,3 +181,20 @@ def test_pilot_is_refused_where_trl_cannot_draw_prompts_by_index(make_trainer):
 
     with pytest.raises(IncompatibleComponentError, match="stages draw prompts by index, and the train dataset is not"):
         make_trainer("dapo", PILOT, train_dataset=IterableDataset.from_generator(rows), max_steps=1)
+
+
+def test_pilot_counts_that_cannot_split_over_the_processes_are_refused_at_mount(make_trainer):
+    from types import SimpleNamespace
+
+    from dataflex_trl.mount import check_stage_shares
+
+    from dataflex_core import ConfigError
+
+    trainer = make_trainer("dapo", {**PILOT, "pilot": {"rollouts": 1}})  # mounted on one process: fine there
+    on_two = SimpleNamespace(world_size=2, num_generations=NUM_GENERATIONS)
+    with pytest.raises(ConfigError, match=r"2 processes.*dataflex.pilot.rollouts \(1\) and the commit's top-up \(3\) "
+                       r"is not a multiple of 2"):  # fmt: skip
+        check_stage_shares(trainer.dataflex, on_two)
+    even = make_trainer("dapo", {**PILOT, "pilot": {"rollouts": 2}})
+    check_stage_shares(even.dataflex, on_two)  # 2 pilots and a top-up of 2: even shares
+    check_stage_shares(trainer.dataflex, SimpleNamespace(world_size=1, num_generations=NUM_GENERATIONS))

@@ -182,3 +182,26 @@ def mount(session: DataFlexSession, args: Any, train_dataset: Any) -> None:
         is_group_estimator=lambda name: True,
     )
     session.check_dataset_columns(dataset_columns(train_dataset))
+    check_stage_shares(session, args)
+
+
+def check_stage_shares(session: DataFlexSession, args: Any) -> None:
+    """On several processes each generation stage splits evenly over them (TRL gathers an equal share from each):
+    the rollouts per prompt of every stage (``pilot.rollouts``, and the commit's top-up) must be multiples of the
+    process count, or the run is refused here, before a step that happens to have an odd count stops it."""
+    processes = int(getattr(args, "world_size", 1) or 1)
+    settings = getattr(session.mechanism, "settings", None)
+    if processes == 1 or session.seam(StagedGeneration) is None or not hasattr(settings, "rollouts"):
+        return
+    generations = int(getattr(args, "num_generations", 0) or 0)
+    top_up = generations - (settings.rollouts if settings.keep else 0)
+    counts = {"dataflex.pilot.rollouts": settings.rollouts, "the commit's top-up": top_up}
+    uneven = {name: count for name, count in counts.items() if count > 0 and count % processes}
+    if uneven:
+        named = " and ".join(f"{name} ({count})" for name, count in uneven.items())
+        raise ConfigError(
+            f"this run has {processes} processes, and each generation stage of mechanism pilot splits its rollouts "
+            f"evenly over them, but {named} is not a multiple of {processes}; set dataflex.pilot.rollouts and "
+            f"num_generations={generations} so that both pilot.rollouts and num_generations minus it (with "
+            f"pilot.keep, else num_generations) are multiples of {processes}"
+        )
