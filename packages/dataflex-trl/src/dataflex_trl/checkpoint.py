@@ -22,12 +22,14 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 from typing import Any
 
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, get_last_checkpoint
 
 from dataflex_core import ConfigError
-from dataflex_core.session import DataFlexSession
+from dataflex_core.session import DataFlexSession, missing_state_files
+from dataflex_core.step.state import ComponentStateError
 
 logger = logging.getLogger("dataflex_trl")
 
@@ -46,6 +48,20 @@ def resume_folder(resume_from_checkpoint: Any, output_dir: str) -> str | None:
             raise ConfigError(f"resume_from_checkpoint=True, but {output_dir!r} holds no checkpoint-N folder")
         return folder
     return str(resume_from_checkpoint)
+
+
+def newest_with_state(output_dir: str, before: str) -> str | None:
+    """The newest ``checkpoint-N`` in ``output_dir`` older than ``before`` that holds DataFlex's files."""
+    found = []
+    for name in os.listdir(output_dir):
+        match = re.fullmatch(rf"{PREFIX_CHECKPOINT_DIR}-(\d+)", name)
+        folder = os.path.join(output_dir, name)
+        if match and os.path.isdir(folder) and os.path.abspath(folder) != os.path.abspath(before):
+            found.append((int(match.group(1)), folder))
+    for _, folder in sorted(found, reverse=True):
+        if not missing_state_files(folder):
+            return folder
+    return None
 
 
 def rotate_older_checkpoints(trainer: Any, run_dir: str) -> None:
@@ -101,7 +117,17 @@ class DataFlexCheckpointMixin:
     def train(self, resume_from_checkpoint: Any = None, *args: Any, **kwargs: Any) -> Any:
         folder = resume_folder(resume_from_checkpoint, self.args.output_dir)  # type: ignore[attr-defined]
         if folder is not None:
-            self.dataflex.check_resume(folder)
+            try:
+                self.dataflex.check_resume(folder)
+            except ComponentStateError as exc:
+                # a checkpoint-N without DataFlex's files (a kill inside the save): name the one to resume from
+                lacking = missing_state_files(folder)
+                earlier = newest_with_state(os.path.dirname(folder) or ".", folder) if lacking else None
+                if earlier is None:
+                    raise
+                raise ComponentStateError(
+                    f"{exc}; the newest one with them is {earlier}: pass it as resume_from_checkpoint"
+                ) from None
         return super().train(resume_from_checkpoint, *args, **kwargs)  # type: ignore[misc]
 
     def _load_optimizer_and_scheduler(self, checkpoint: Any) -> None:
