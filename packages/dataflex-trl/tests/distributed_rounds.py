@@ -119,7 +119,10 @@ def main(out: str) -> None:
         log: list = []
         record(trainer, log)
         trainer.train()
-        results[name] = log
+        from accelerate.utils import gather_object
+
+        logged = [{k: v for k, v in e.items() if k.startswith("dataflex/compute/")} for e in trainer.state.log_history]
+        results[name] = {"steps": log, "logged": gather_object([[e for e in logged if e]])}
     if int(os.environ.get("RANK", "0")) == 0:
         torch.save(results, out)
 

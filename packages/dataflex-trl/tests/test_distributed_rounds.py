@@ -3,7 +3,8 @@
 Every process runs the same rounds (or stages) and takes the same decision; the trained batch, each process's
 slice in process order, is exactly the batch the decision rule gives on every generated row (nothing lost,
 nothing twice, nothing moved to the wrong process); it is full, its groups have reward variance, and every
-process's ``num_items_in_batch`` counts the tokens of the whole trained batch.
+process's ``num_items_in_batch`` counts the tokens of the whole trained batch; every generated rollout is in
+every process's ``dataflex/compute/*``.
 """
 
 from __future__ import annotations
@@ -57,8 +58,20 @@ def check_trained(step: dict, expected: list) -> None:
         assert len({index for index, _ in trained[group * GENERATIONS : (group + 1) * GENERATIONS]}) == 1
 
 
+def check_counted(results: dict) -> None:
+    """Every process logs every generated rollout of each step in ``dataflex/compute/*``."""
+    rows = PROMPTS * GENERATIONS
+    generated = [sum(len(g["rows"]) for g in step["generated"]) for step in results["steps"]]
+    for logged in results["logged"]:  # one list per process
+        assert [e["dataflex/compute/rollouts_generated"] for e in logged] == generated
+        assert [e["dataflex/compute/rollouts_filtered"] for e in logged] == [g - rows for g in generated]
+        assert [e["dataflex/compute/generation_rounds"] for e in logged] == [len(s["generated"]) for s in results["steps"]]
+    assert results["logged"][0][-1]["dataflex/compute/rollouts_generated_total"] == sum(generated)
+
+
 def test_filter_admits_once_and_trains_every_admitted_group_once(two_processes):
-    steps = two_processes["filter"]
+    check_counted(two_processes["filter"])
+    steps = two_processes["filter"]["steps"]
     assert len(steps) == 2
     refills = 0
     for step in steps:
@@ -78,7 +91,8 @@ def test_filter_admits_once_and_trains_every_admitted_group_once(two_processes):
 
 
 def test_pilot_screens_once_and_trains_every_committed_group_whole(two_processes):
-    steps = two_processes["pilot"]
+    check_counted(two_processes["pilot"])
+    steps = two_processes["pilot"]["steps"]
     assert len(steps) == 2
     for step in steps:
         decided = step["decided"]
