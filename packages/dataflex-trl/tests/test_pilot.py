@@ -198,3 +198,15 @@ def test_pilot_counts_that_cannot_split_over_the_processes_are_refused_at_mount(
     even = make_trainer("dapo", {**PILOT, "pilot": {"rollouts": 2}})
     check_stage_shares(even.dataflex, on_two)  # 2 pilots and a top-up of 2: even shares
     check_stage_shares(trainer.dataflex, SimpleNamespace(world_size=1, num_generations=NUM_GENERATIONS))
+
+
+def test_steps_before_warmup_are_trls_own_and_still_counted(make_trainer):
+    block = {**PILOT, "warmup_step": 2, "pilot": {"prompts": 2, "rollouts": 2, "on_short": "backfill"}}
+    trainer = make_trainer("dapo", block, reward=signal_reward, max_steps=2)
+    record = Recorder(trainer)
+    trainer.train()
+    assert len(record.steps) == 1  # step 2 only was generated in stages
+    logged = [e for e in trainer.state.log_history if f"{COMPUTE}rollouts_generated" in e]
+    assert [e[f"{COMPUTE}rollouts_generated"] for e in logged][0] == ROWS  # TRL's one batch
+    assert "dataflex/pilot/stages" not in logged[0] and logged[1]["dataflex/pilot/stages"] >= 2
+    assert logged[1][f"{COMPUTE}rollouts_generated"] == sum(len(rows) for rows, _, _ in record.stages[0])
