@@ -11,7 +11,9 @@ own experimental trainers are:
   advantages per token by the weights. For ``w >= 0`` every TRL loss type is
   linear in the advantage of its policy term (``-min(c1 w A, c2 w A) =
   -w min(c1 A, c2 A)``), so this is exactly a per-token weight on the policy
-  term; the KL and entropy terms stay unweighted;
+  term; the KL and entropy terms stay unweighted. Under ``filter`` it adds
+  generation rounds (:mod:`dataflex_trl.refill`); under ``pilot`` the step's
+  rows come from its stages, one TRL call each (:mod:`dataflex_trl.staged`);
 - ``_get_train_sampler``: for a mechanism that draws the prompts (``mix``:
   by domain proportions; ``curriculum``: by a ``pre_rollout`` scorer and a
   sampler over a per-prompt history that each generation batch's rewards
