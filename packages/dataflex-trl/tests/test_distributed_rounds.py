@@ -65,7 +65,9 @@ def check_counted(results: dict) -> None:
     for logged in results["logged"]:  # one list per process
         assert [e["dataflex/compute/rollouts_generated"] for e in logged] == generated
         assert [e["dataflex/compute/rollouts_filtered"] for e in logged] == [g - rows for g in generated]
-        assert [e["dataflex/compute/generation_rounds"] for e in logged] == [len(s["generated"]) for s in results["steps"]]
+        assert [e["dataflex/compute/generation_rounds"] for e in logged] == [
+            len(s["generated"]) for s in results["steps"]
+        ]
     assert results["logged"][0][-1]["dataflex/compute/rollouts_generated_total"] == sum(generated)
 
 

@@ -20,8 +20,8 @@ from dataflex_core.session import (
     HostCapabilities,
     LossWeights,
     PromptCounts,
-    StagedGeneration,
     SeamSupport,
+    StagedGeneration,
     TrainSampler,
 )
 
@@ -120,7 +120,9 @@ def capabilities(args: Any, train_dataset: Any) -> HostCapabilities:
                 map_dataset, "" if map_dataset else "the train dataset is not a map-style dataset"
             ),
             # DataFlexGRPOTrainer generates further prompt batches until the batch is full (dataflex_trl.refill)
-            GenerationRounds: SeamSupport(map_dataset, by_index and f"refill rounds draw prompts by index, and {by_index}"),
+            GenerationRounds: SeamSupport(
+                map_dataset, by_index and f"refill rounds draw prompts by index, and {by_index}"
+            ),
             # GRPOTrainer generates num_generations completions for every prompt (its sampler repeats each prompt
             # num_generations times and its advantages reshape to (-1, num_generations))
             PromptCounts: SeamSupport(False, ALLOCATE_REASON),

@@ -125,10 +125,10 @@ class DataFlexGRPOTrainer(DataFlexCheckpointMixin, GRPOTrainer):
     def _generate_and_score_completions(self, inputs):
         self._dataflex_rewards_per_func = None
         step = int(self.state.global_step) + 1  # the optimizer step this generation batch trains, from 1
-        staged = self.dataflex.seam(StagedGeneration) if self.model.training else None
-        if staged is not None and self.dataflex.idle(step) is None:  # the step's rows come from its stages
+        in_stages = self.dataflex.seam(StagedGeneration) if self.model.training else None
+        if in_stages is not None and self.dataflex.idle(step) is None:  # the step's rows come from its stages
             began = time.perf_counter()
-            inputs, output, stages = self._dataflex_stages(staged, step)
+            inputs, output, stages = self._dataflex_stages(in_stages, step)
             metrics = self._dataflex_on_generation(inputs, output, step, time.perf_counter(), generation=stages)
             metrics["dataflex/pilot/stages_time_s"] = time.perf_counter() - began
             return self._dataflex_log(output, metrics)
@@ -179,14 +179,14 @@ class DataFlexGRPOTrainer(DataFlexCheckpointMixin, GRPOTrainer):
         rounds = seam.rounds(self.args.generation_batch_size // size)
         pool = [(distributed.gather_values(accelerator, inputs), output, self._dataflex_rewards_per_func)]
         batch = self._dataflex_batch(inputs, output)[0]
-        distributed.decide_on_main(accelerator, rounds, lambda: seam.admit(rounds, batch, step))
+        distributed.decide_on_main(accelerator, rounds, lambda batch=batch: seam.admit(rounds, batch, step))
         sampler = seam.refill_sampler()
         while rounds.needs_refill:
             more = [self.train_dataset[int(i)] for i in sampler.next_block() for _ in range(size)]
             local, generated, rewards = self._dataflex_generate(more, size)
             pool.append((more, generated, rewards))
             batch = self._dataflex_batch(local, generated)[0]
-            distributed.decide_on_main(accelerator, rounds, lambda: seam.admit(rounds, batch, step))
+            distributed.decide_on_main(accelerator, rounds, lambda batch=batch: seam.admit(rounds, batch, step))
         if rounds.rounds == 1 and rounds.admitted_groups == rounds.groups:
             self._dataflex_rewards_per_func = pool[0][2]
             return inputs, output, rounds  # every group admitted at once: TRL's batch as it is
@@ -212,11 +212,11 @@ class DataFlexGRPOTrainer(DataFlexCheckpointMixin, GRPOTrainer):
             pool.append((more, generated, rewards))
             uids.append(row_uid)
             batch = self._dataflex_batch(local, generated, uids=row_uid)[0]
-            distributed.decide_on_main(accelerator, stages, lambda: seam.observe(stages, batch, step))
+            distributed.decide_on_main(accelerator, stages, lambda batch=batch: seam.observe(stages, batch, step))
         trained = stages.trained()
         order = staged.group_order([uid[rows] for uid, rows in zip(uids, trained)], size)
         if len(pool) == 1 and len(trained[0]) == len(uids[0]) and bool((order == torch.arange(len(order))).all()):
-            (rows, output, rewards), = pool  # one stage of whole groups, all trained: TRL's batch as it is
+            ((rows, output, rewards),) = pool  # one stage of whole groups, all trained: TRL's batch as it is
             self._dataflex_rewards_per_func = rewards
             return distributed.local_part(accelerator, rows), output, stages
         inputs, output = self._dataflex_assemble(pool, trained, order)
