@@ -29,6 +29,11 @@ gave probability 0.
 - **dropped rows leave the loss** (weight 0, or out of the loss mask where the host hard-drops) and the kept
   rows share one weight, mean one in the loss's unit: dropping half the batch does not halve the step.
 
+:class:`StagedSuite` (the staged-generation seam, ``mechanism: pilot``; the harness's
+:meth:`HostHarness.staged_steps` and :meth:`HostHarness.staged_resume`): every stage generates exactly its requests,
+a uid's rollouts of every stage train as one whole group, the batch is full and every rollout counted, the same seed
+gives the same stages, and a run resumed in the middle repeats the steps after its checkpoint.
+
 A host's tests subclass :class:`HostSuite` (every suite) and provide the ``host`` fixture, a :class:`HostHarness` over
 the real framework (its real step and loss, its real checkpoint save and resume; no stand-in for the
 framework)::
@@ -48,14 +53,15 @@ needs no plugin installed to run the suites. Needs ``pytest`` (``pip install dat
 """
 
 from .components import BLOCKS, ELSEWHERE
-from .harness import HostHarness, HostStep
+from .harness import HostHarness, HostStep, StagedRows, StagedStep
 from .resampling import ResamplingSuite
 from .reweight import ReweightSuite
 from .select import SelectSuite
+from .staged import StagedSuite
 from .suite import SeamSuite
 
 
-class HostSuite(ReweightSuite, SelectSuite, ResamplingSuite):
+class HostSuite(ReweightSuite, SelectSuite, ResamplingSuite, StagedSuite):
     """Every capability's suite: each runs when the host declares its seam, and skips with the host's reason."""
 
 
@@ -69,4 +75,7 @@ __all__ = [
     "ReweightSuite",
     "SeamSuite",
     "SelectSuite",
+    "StagedRows",
+    "StagedStep",
+    "StagedSuite",
 ]
