@@ -27,6 +27,9 @@ from dataflex_conformance.host import (
     HostStep,
     HostSuite,
     RoundsStep,
+    StagedRows,
+    StagedStep,
+    StagedSuite,
 )
 from dataflex_lab.verl import sandbox
 
@@ -283,3 +286,127 @@ class TestVerlLegacyRounds(GenerationRoundsSuite):
     @pytest.fixture
     def host(self, make_config):
         return LegacyRoundsHarness(make_config)
+
+
+# -- the legacy line's staged generation (mechanism pilot) ---------------------------------------------------------
+PROMPTS, N = 4, 4
+
+
+def _collate(rows):
+    """verl's collated prompt dict: a token tensor and the dataset columns as object arrays."""
+    return {
+        "input_ids": torch.tensor([[row["index"], 0] for row in rows]),
+        "index": np.array([row["index"] for row in rows], dtype=object),
+    }
+
+
+class LegacyStagedHarness(HostHarness):
+    """verl's ``RayPPOTrainer`` (its real constructor, dataloader, ``compute_advantage`` and checkpoint path), its
+    step's stages generated where fit pulls its prompts; the replicas and the actor's workers, which need GPUs, are
+    the sandbox's ``KeyedRollouts`` and ``LocalActorGroup``."""
+
+    def __init__(self, make_config, root: Path) -> None:
+        self.make_config, self.root, self.runs = make_config, root, 0
+
+    def config(self, block):
+        from omegaconf import open_dict
+
+        overrides = ["trainer.use_v1=false", f"data.train_batch_size={PROMPTS}", f"actor_rollout_ref.rollout.n={N}",
+                     "data.dataloader_num_workers=0", "trainer.resume_mode=auto"]  # fmt: skip
+        config = self.make_config(overrides, dataflex=None if block is None else dict(block))
+        with open_dict(config):
+            config.trainer.default_local_dir = str(self.root / f"checkpoints{self.runs}")
+        return config
+
+    def capabilities(self):
+        from dataflex_verl.mount import capabilities
+
+        return capabilities(self.config(None), "legacy")
+
+    def trainer(self, block, folder: Path | None = None):
+        import verl.trainer.main_ppo_v0 as main_ppo_v0
+        from omegaconf import open_dict
+        from verl.trainer.ppo.ray_trainer import Role
+
+        self.runs += 1
+        config = self.config(block)
+        if folder is not None:  # verl's resume_mode auto: the tracker file in default_local_dir names the step
+            with open_dict(config):
+                config.trainer.default_local_dir = str(folder.parent)
+        rows = [{"index": i} for i in range(32)]
+        trainer = main_ppo_v0.RayPPOTrainer(
+            config, tokenizer=None, role_worker_mapping={Role.ActorRollout: object}, resource_pool_manager=None,
+            train_dataset=rows, val_dataset=rows, collate_fn=_collate,
+        )  # fmt: skip
+        trainer.actor_rollout_wg = sandbox.LocalActorGroup()
+        trainer.async_rollout_manager = sandbox.KeyedRollouts()
+        trainer.global_steps = 0
+        return trainer
+
+    def train(self, trainer, steps: int, save_at: int | None = None):
+        """fit's loop up to its loss: pull, generate (the stages), compute_advantage; DataFlex's step runs there."""
+        from verl import DataProto
+        from verl.trainer.ppo import ray_trainer
+
+        from dataflex_verl import legacy_stages
+        from dataflex_verl.legacy import running
+
+        recorded = []
+        with running(trainer), legacy_stages.installed(trainer):
+            replicas = trainer.async_rollout_manager.manager
+            calls = []
+            generate = replicas.generate_sequences
+            replicas.generate_sequences = lambda prompts: calls.append(generate(prompts)) or calls[-1]
+            loader = iter(trainer.train_dataloader)
+            while trainer.global_steps < steps:
+                trainer.global_steps += 1
+                calls.clear()
+                chosen = next(loader)
+                batch = DataProto.from_single_dict(chosen)
+                batch.non_tensor_batch["uid"] = np.array([str(i) for i in range(len(batch))], dtype=object)
+                gen_batch = trainer._get_gen_batch(batch)
+                out = trainer.async_rollout_manager.generate_sequences(gen_batch.repeat(repeat_times=N, interleave=True))
+                stages = trainer.dataflex_generation
+                data = batch.repeat(repeat_times=N, interleave=True).union(out)
+                data.batch["token_level_rewards"] = data.batch["rm_scores"]
+                config = trainer.config
+                ray_trainer.compute_advantage(
+                    data, adv_estimator=config.algorithm.adv_estimator, gamma=config.algorithm.gamma,
+                    lam=config.algorithm.lam, num_repeat=N, norm_adv_by_std_in_grpo=True, config=config.algorithm,
+                )  # fmt: skip
+                metrics, trainer.dataflex_metrics = dict(trainer.dataflex_metrics), {}
+                recorded.append(StagedStep(
+                    [*stages.requests], [_rows(call) for call in calls], stages.trained(), _rows(out), stages.groups,
+                    stages.rollout_n, metrics,
+                ))  # fmt: skip
+                if trainer.global_steps == save_at:
+                    trainer._save_checkpoint()
+        return recorded
+
+    def staged_steps(self, block, steps, *, save_at=None):
+        trainer = self.trainer(block)
+        steps_done = self.train(trainer, steps, save_at)
+        folder = None if save_at is None else Path(trainer.config.trainer.default_local_dir) / f"global_step_{save_at}"
+        return steps_done, folder
+
+    def staged_resume(self, block, folder, steps):
+        trainer = self.trainer(block, folder)
+        trainer._load_checkpoint()
+        assert trainer.global_steps == int(folder.name.rsplit("_", 1)[1]), "verl did not resume the checkpoint"
+        return self.train(trainer, steps)
+
+
+def _rows(rollouts) -> StagedRows:
+    """Rollout rows as the kit reads them: their group (an int), their prompt's dataset row, their response."""
+    uid = rollouts.non_tensor_batch["uid"]
+    return StagedRows(
+        torch.as_tensor(np.asarray(uid).astype(np.int64)),
+        torch.as_tensor(np.asarray(rollouts.non_tensor_batch["index"]).astype(np.int64)),
+        rollouts.batch["responses"],
+    )
+
+
+class TestVerlLegacyStaged(StagedSuite):
+    @pytest.fixture
+    def host(self, make_config, tmp_path):
+        return LegacyStagedHarness(make_config, tmp_path)

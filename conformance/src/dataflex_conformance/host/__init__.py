@@ -46,6 +46,11 @@ admits the same prompts.
 :meth:`HostHarness.counts`): a batch's counts hold its budget and are the allocator's; each prompt got exactly its
 count of rollouts, under its one uid.
 
+:class:`StagedSuite` (the staged-generation seam, ``mechanism: pilot``; the harness's
+:meth:`HostHarness.staged_steps` and :meth:`HostHarness.staged_resume`): every stage generates exactly its requests,
+a uid's rollouts of every stage train as one whole group, the batch is full and every rollout counted, the same seed
+gives the same stages, and a run resumed in the middle repeats the steps after its checkpoint.
+
 A host's tests subclass :class:`HostSuite` (every suite) and provide the ``host`` fixture, a :class:`HostHarness` over
 the real framework (its real step and loss, its real checkpoint save and resume; no stand-in for the
 framework)::
@@ -66,12 +71,13 @@ needs no plugin installed to run the suites. Needs ``pytest`` (``pip install dat
 
 from .components import BLOCKS, ELSEWHERE
 from .counts import PromptCountsSuite
-from .harness import CountsStep, HostHarness, HostStep, RoundsStep
+from .harness import CountsStep, HostHarness, HostStep, RoundsStep, StagedRows, StagedStep
 from .recompute import HardDropSuite, RecomputeSuite
 from .resampling import ResamplingSuite
 from .reweight import ReweightSuite
 from .rounds import GenerationRoundsSuite
 from .select import SelectSuite
+from .staged import StagedSuite
 from .suite import SeamSuite
 
 
@@ -83,6 +89,7 @@ class HostSuite(
     ResamplingSuite,
     GenerationRoundsSuite,
     PromptCountsSuite,
+    StagedSuite,
 ):
     """Every capability's suite: each runs when the host declares its seam, and skips with the host's reason."""
 
@@ -103,4 +110,7 @@ __all__ = [
     "RoundsStep",
     "SeamSuite",
     "SelectSuite",
+    "StagedRows",
+    "StagedStep",
+    "StagedSuite",
 ]

@@ -72,6 +72,37 @@ class CountsStep:
     generated: Any
 
 
+@dataclass
+class StagedRows:
+    """Rows of a staged step: each row's group, its dataset row and its response tokens (the row's identity)."""
+
+    #: ``(rows,)`` int64: the row's group (a stage's ``uid``; in the trained batch any label, one per group).
+    group: torch.Tensor
+    #: ``(rows,)`` int64: the dataset row of the row's prompt.
+    prompt: torch.Tensor
+    #: ``(rows, L)``: the row's response tokens, as generated.
+    response: torch.Tensor
+
+
+@dataclass
+class StagedStep:
+    """One step a host generated in stages (the staged-generation seam), as it generated and trained it."""
+
+    #: Per stage: the requests ``stages.next()`` gave the host.
+    requests: list[Any]
+    #: Per stage: the real rows the host generated for them and handed to ``observe`` (padding rows left out).
+    generated: list[StagedRows]
+    #: Per stage: the indices into ``generated[stage]`` of the rows ``stages.trained()`` names (padding left out).
+    kept: list[torch.Tensor]
+    #: The real rows of the batch the framework trained.
+    trained: StagedRows
+    #: The trained batch's groups (its prompts) and rollouts per group, as the host asked the seam for them.
+    groups: int
+    rollout_n: int
+    #: The step's ``dataflex/*`` metrics.
+    metrics: dict[str, float] = field(default_factory=dict)
+
+
 class HostHarness:
     """A host's real framework, driven by the suite. Subclass it and implement the three methods.
 
@@ -158,6 +189,30 @@ class HostHarness:
             f"{type(self).__name__}.step(block) must run one real step of the framework on the harness's batch "
             "(with padding rows or empty responses) and return a HostStep: the framework's loss, its loss mask, the "
             "inert rows, the loss unit and the weights the host applied"
+        )
+
+    def staged_steps(
+        self, block: Mapping[str, Any], steps: int, *, save_at: int | None = None
+    ) -> tuple[list[StagedStep], Path | None]:
+        """A run of ``steps`` steps with ``block`` (a staged-generation mechanism), each generated in stages through
+        the framework's own generation; with ``save_at``, checkpointed after that step through the framework's own
+        save. The run's seed and data are the same on every call. Needed by hosts that provide the
+        staged-generation seam.
+
+        :returns: each step as a :class:`StagedStep`, and the checkpoint folder (``None`` without ``save_at``).
+        """
+        raise NotImplementedError(
+            f"{type(self).__name__}.staged_steps(block, steps, save_at=None) must train `steps` steps of a run with "
+            "the dataflex block, generating each step's stages through the framework, and return a StagedStep per "
+            "step (the requests, the rows generated and kept per stage, the trained rows) and the checkpoint folder"
+        )
+
+    def staged_resume(self, block: Mapping[str, Any], folder: Path, steps: int) -> list[StagedStep]:
+        """A new run with ``block`` resumed from ``folder`` through the framework's own resume, trained until step
+        ``steps``: the :class:`StagedStep` of each step after the checkpoint."""
+        raise NotImplementedError(
+            f"{type(self).__name__}.staged_resume(block, folder, steps) must resume a run with the dataflex block "
+            "from the checkpoint folder through the framework's resume and return a StagedStep per step it trains"
         )
 
     def save(self, block: Mapping[str, Any]) -> tuple[Path, DataFlexSession]:
