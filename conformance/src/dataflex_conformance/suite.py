@@ -101,7 +101,7 @@ MIXER_CASES = [
     Case("scores=tiny", scores="tiny"),
     Case("scores=negative", scores="negative"),
 ]
-#: Batches filter admits from, as hosts build them; scores equal within each group (a group scorer's).
+#: Batches filter and pilot admit from, as hosts build them; scores equal within each group (a group scorer's).
 ADMISSION_CASES = [
     Case("groups=unequal_validity", bs=12, empty_rows=(1, 5, 6), group_scores=True),
     Case("groups=one_all_empty", bs=12, empty_rows=(4, 5, 6, 7), scores="unit_interval", group_scores=True, seed=1),
@@ -110,7 +110,13 @@ ADMISSION_CASES = [
     Case("groups=singletons", group_size=1, empty_rows=(2,), group_scores=True, seed=4),
     Case("groups=bs=37-short_last", bs=37, length=5, group_size=5, empty_rows=(7, 20, 21), group_scores=True, seed=5),
     Case("groups=unit_interval", bs=16, empty_rows=(3,), scores="unit_interval", group_scores=True, seed=6),
-]
+    # pilot-sized groups (mechanism pilot admits on 2-4 pilot rollouts a prompt): a pair with one empty rollout,
+    # a pair all empty, framework padding after them
+    Case("groups=pilot_pairs", bs=12, group_size=2, empty_rows=(3, 6, 7), padding_rows=(10, 11), group_scores=True,
+         seed=7),
+    Case("groups=pilot_triples", bs=12, group_size=3, empty_rows=(1, 2), padding_rows=(11,), scores="unit_interval",
+         group_scores=True, seed=8),
+]  # fmt: skip
 #: The scaling check's case: its rows are set by the check itself.
 SCALING = [Case("rows=n-vs-2n")]
 

@@ -13,7 +13,7 @@ import torch
 from dataflex_host_example import DataFlexToyTrainer, ToyConfig, ToyTrainer, toy_dataset
 from dataflex_host_example.host import LOSS_UNITS, capabilities
 
-from dataflex_conformance.host import HostHarness, HostStep, HostSuite
+from dataflex_conformance.host import HostHarness, HostStep, HostSuite, StagedRows, StagedStep
 
 
 class ToyHarness(HostHarness):
@@ -41,6 +41,18 @@ class ToyHarness(HostHarness):
         metrics = dict(trainer.history[-1]) if trainer.history else {}
         return HostStep(loss.detach(), batch["mask"], inert, LOSS_UNITS[self.loss_agg], weights, metrics)
 
+    def staged_steps(self, block, steps, *, save_at=None):
+        trainer = self.trainer(block, save_steps=save_at or 0)
+        recorded = staged_recording(trainer)
+        trainer.train(steps)
+        return recorded, (None if save_at is None else trainer.checkpoint_folder(save_at))
+
+    def staged_resume(self, block, folder, steps):
+        trainer = self.trainer(block)
+        recorded = staged_recording(trainer)
+        trainer.train(steps, resume_from=folder)
+        return recorded
+
     def save(self, block):
         trainer = self.trainer(block, save_steps=2)
         trainer.train(2)
@@ -50,6 +62,43 @@ class ToyHarness(HostHarness):
         trainer = self.trainer(block)
         trainer.train(2, resume_from=folder)  # restores, then stops: step 2 is done
         return trainer.dataflex
+
+
+def _rows(part) -> StagedRows:
+    real = ~part["is_padding"]
+    return StagedRows(part["group"][real], part["prompt"][real], part["tokens"][real])
+
+
+def staged_recording(trainer) -> list[StagedStep]:
+    """Each step ``trainer`` trains, as its stages generated it (the loop's ``generate``) and its loss trained it."""
+    steps: list[StagedStep] = []
+    generate, rollout, log = trainer.generate, trainer.rollout, trainer.log
+    parts: list[dict[str, torch.Tensor]] = []
+
+    def generating(prompts, counts, groups, gen):
+        part = generate(prompts, counts, groups, gen)
+        parts.append({name: value.clone() for name, value in part.items()})
+        return part
+
+    def rolling_out(step):
+        parts.clear()
+        batch = rollout(step)
+        stages = trainer.stages
+        if stages is None:  # a step the mechanism left to the loop (before warmup_step)
+            return batch
+        kept = [keep[keep < int((~part["is_padding"]).sum())] for part, keep in zip(parts, stages.trained())]
+        steps.append(StagedStep(
+            [*stages.requests], [_rows(part) for part in parts], kept, _rows(batch), stages.groups, stages.rollout_n,
+        ))  # fmt: skip
+        return batch
+
+    def logging(metrics):
+        log(metrics)
+        if steps and any(name.startswith("dataflex/") for name in metrics):
+            steps[-1].metrics.update(metrics)
+
+    trainer.generate, trainer.rollout, trainer.log = generating, rolling_out, logging
+    return steps
 
 
 class TestToyHost(HostSuite):  # every suite: those of seams the loop lacks skip with its reason

@@ -20,6 +20,17 @@ def test_each_mechanism_defaults_to_its_pair_with_its_params():
     assert DemoOptions(mechanism="curriculum").block()["prompt_key"] == "index"
 
 
+def test_pilot_screens_on_the_mixed_task_and_runs_on_verls_legacy_line_only():
+    from dataflex_lab.verl.training_demo import DemoSettings, check_trainer_line
+
+    options = DemoOptions(mechanism="pilot")
+    assert options.block()["pilot"] == demo_report.PILOT_DEMO and options.toy_task == "mixed"
+    check_trainer_line(DemoSettings(mechanism="pilot", trainer="legacy"))
+    for line in ("v1", "one-step-off"):
+        with pytest.raises(ValueError, match=f"--mechanism pilot does not run on verl's {line} .* --trainer legacy"):
+            check_trainer_line(DemoSettings(mechanism="pilot", trainer=line))
+
+
 def test_naming_another_component_drops_the_defaults_params():
     block = DemoOptions(actuator="per_advantage").block()  # softmax's temperature is not per_advantage's
     assert block["actuator"] == {"name": "per_advantage", "params": {}}

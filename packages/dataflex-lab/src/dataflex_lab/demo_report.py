@@ -58,7 +58,13 @@ DEFAULT_PAIRS: dict[str, tuple[str, dict[str, Any], str, dict[str, Any]]] = {
     "filter": ("group_reward_variance", {}, "threshold_band", {"low": 0.0, "high": 1.0e9}),
     # Knapsack RL's per-prompt rollout counts from the ledger's solve rates (verl V1; TRL refuses it at mount)
     "allocate": ("solve_rate_posterior", {}, "knapsack", {}),
+    # Pilot-Commit: admit the prompts whose pilot rewards vary, commit the rest of the group to them (verl's legacy
+    # trainer; verl V1 refuses it at mount)
+    "pilot": ("group_reward_variance", {}, "threshold_band", {"low": 0.0, "high": 1.0e9}),
 }
+#: The pilot arm's ``pilot:`` keys: two pilots on twice the prompts a stage lacks, up to three screening stages,
+#: then backfill (the mixed task's constant prompts are often all solved or all failed).
+PILOT_DEMO = {"prompts": 2, "rollouts": 2, "keep": True, "max_stages": 4, "on_short": "backfill"}
 #: The curriculum demo's task and its number of train prompts (few enough that each recurs within a run).
 CURRICULUM_TASK, CURRICULUM_TRAIN_ROWS = "mixed", 48
 #: Completions per prompt on a task family, in both demos: with a binary reward, 8 samples make a group
@@ -86,7 +92,7 @@ class DemoOptions:
     plot_path: Path | None = None
     warmup_step: int = 0
     #: ``echo``, ``mixed`` or a task family (:mod:`.task_families`); ``None``: mixed for mechanisms curriculum,
-    #: filter and allocate, echo otherwise.
+    #: filter, allocate and pilot, echo otherwise.
     task: str | None = None
     #: Validate every N steps (a family: on its held-out split; and compare the arms on it); 0 never;
     #: ``None``: 3 for curriculum, 5 for a task family.
@@ -94,12 +100,14 @@ class DemoOptions:
     #: A task family's ``--task-params`` (:class:`~dataflex_lab.task_families.Structure`'s keys).
     task_params: dict[str, Any] | None = None
     #: ``mechanism: filter``'s ``filter:`` keys (core's defaults for those left out); ``None``: up to 8 rounds,
-    #: then backfill (the mixed task's constant prompts are often all solved or all failed).
+    #: then backfill (the mixed task's constant prompts are often all solved or all failed). ``mechanism: pilot``
+    #: gets :data:`PILOT_DEMO`.
     filter_params: dict[str, Any] | None = None
 
     @property
     def toy_task(self) -> str:
-        return self.task or (CURRICULUM_TASK if self.mechanism in ("curriculum", "filter", "allocate") else "echo")
+        mixed = ("curriculum", "filter", "allocate", "pilot")
+        return self.task or (CURRICULUM_TASK if self.mechanism in mixed else "echo")
 
     @property
     def task_family(self) -> Any:
@@ -147,6 +155,8 @@ class DemoOptions:
                 if self.filter_params is not None
                 else {"max_rounds": 8, "on_short": "backfill"}
             )
+        if self.mechanism == "pilot":
+            block["pilot"] = dict(PILOT_DEMO)
         if self.mechanism in ("curriculum", "allocate"):
             block["prompt_key"] = "index"  # each toy row's id (verl copies extra_info.index into it)
         return block

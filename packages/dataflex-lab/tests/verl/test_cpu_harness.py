@@ -57,6 +57,20 @@ def test_sampling_is_keyed_by_step_prompt_and_sample_not_by_request_order():
         sample_key({"global_steps": 3, "session_id": 0})
 
 
+def test_a_later_stage_of_a_prompt_on_the_legacy_line_draws_new_samples_not_the_earlier_ones():
+    """verl's legacy trajectory info numbers a prompt's samples within one generate call; a pilot commit stage's
+    rows carry how many rollouts their group already has, so its samples are numbered on from there."""
+    from dataflex_lab.verl.cpu_loop.agent_loop import TRAJECTORY
+    from dataflex_verl.legacy_rounds import ROLLOUT_OFFSET
+
+    token = TRAJECTORY.set({"step": 3, "sample_index": 17, "rollout_n": 1})
+    try:
+        assert sample_key({"raw_prompt": []}) == "3:17:1"
+        assert sample_key({"raw_prompt": [], ROLLOUT_OFFSET: 2}) == "3:17:3"
+    finally:
+        TRAJECTORY.reset(token)
+
+
 def test_filter_logits_keeps_top_k_and_the_top_p_nucleus():
     logits = torch.log(torch.tensor([0.5, 0.3, 0.15, 0.05]))
     assert torch.isinf(filter_logits(logits, top_k=2, top_p=1.0)).tolist() == [False, False, True, True]

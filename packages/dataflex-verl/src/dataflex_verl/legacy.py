@@ -12,7 +12,8 @@ the batch verl returned. Everywhere else it is verl's function.
 The trainer side is :class:`DataFlexLegacyMixin`: it mounts the session in the
 constructor (when the config asks for DataFlex on this line), draws prompts
 through the session's train sampler (mix, curriculum), runs the generation rounds of a
-mechanism that needs them (``filter``) where fit pulls its prompts (:mod:`dataflex_verl.legacy_rounds`), saves and restores
+mechanism that needs them (``filter``) where fit pulls its prompts (:mod:`dataflex_verl.legacy_rounds`), and there the
+stages of one that generates a step in stages (``pilot``, :mod:`dataflex_verl.legacy_stages`), saves and restores
 component state with verl's checkpoints, and hands DataFlex's metrics to
 verl's step metrics with the actor's output. All ``DataProto`` access is
 :mod:`dataflex_verl.dataproto_io`; what both lines share is :mod:`dataflex_verl.adapter`.
@@ -28,9 +29,9 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
-from dataflex_core.session import DataFlexSession, GenerationRounds
+from dataflex_core.session import DataFlexSession, GenerationRounds, StagedGeneration
 
-from . import adapter, dataproto_io, legacy_rounds
+from . import adapter, dataproto_io, legacy_rounds, legacy_stages
 from .checkpoint import DataFlexCheckpointMixin
 from .lines import trainer_line
 from .mount import field_hints, mount, scales_advantages
@@ -116,7 +117,7 @@ class DataFlexLegacyMixin(DataFlexCheckpointMixin):
         #: DataFlex's metrics of the step, handed to verl's with the actor's output
         self.dataflex_metrics: dict[str, float] = {}
         self.dataflex_scales_advantages = False
-        #: the generation rounds that built this step's batch (:mod:`dataflex_verl.legacy_rounds`), if any
+        #: the generation rounds or stages that built this step's batch (legacy_rounds, legacy_stages), if any
         self.dataflex_generation: Any = None
         if trainer_line(config) == "legacy":
             self.dataflex = mount(config, "legacy")
@@ -129,7 +130,7 @@ class DataFlexLegacyMixin(DataFlexCheckpointMixin):
         super().__init__(config, *args, **kwargs)
 
     def fit(self) -> Any:
-        with running(self), legacy_rounds.installed(self):
+        with running(self), legacy_rounds.installed(self), legacy_stages.installed(self):
             return super().fit()  # type: ignore[misc]
 
     # -- the step, at compute_advantage ----------------------------------------------------------
@@ -215,6 +216,10 @@ class DataFlexLegacyMixin(DataFlexCheckpointMixin):
         if rounds is not None:  # what the refill rounds draw from, before a resume restores its position
             prompts = self.train_dataloader.batch_size  # type: ignore[attr-defined]
             rounds.prepare(len(self.train_dataset), batch_size=prompts, seed=data_seed(self))  # type: ignore[attr-defined]
+        staged = self.dataflex.seam(StagedGeneration)
+        if staged is not None:  # what the stages screen beyond fit's pull, before a resume restores its position
+            prompts, rows = self.train_dataloader.batch_size, len(self.train_dataset)  # type: ignore[attr-defined]
+            staged.prepare(rows, batch_size=prompts, seed=data_seed(self))
 
     # -- checkpoints ------------------------------------------------------------------------------
     def _save_checkpoint(self) -> None:

@@ -43,6 +43,8 @@ from . import dataproto_io
 
 #: The rollout field whose rewards admit a round's groups (verl's reward loop writes it with the rollout).
 REWARD_FIELD = "rm_scores"
+#: The generation rows' column of the rollouts a row's group already has this step (``roll_out(offsets=...)``).
+ROLLOUT_OFFSET = "dataflex_rollout_offset"
 #: The dataset column that names each prompt's row (verl's ``RLHFDataset`` writes it), checked on fit's call.
 ROW_COLUMN = "index"
 
@@ -86,7 +88,7 @@ class Prepared:
 
 
 class RoundsRollout:
-    """fit's rollout manager in a filter run: the step's generate call gets the rollouts the rounds prepared.
+    """fit's rollout manager in a filter or pilot run: the step's generate call gets the rollouts prepared for it.
 
     Every other call (validation, steps before ``warmup_step``) is verl's manager's.
     """
@@ -106,7 +108,7 @@ class RoundsRollout:
         )
         if len(prompts) != len(out) or other_rows:
             raise RuntimeError(
-                f"mechanism filter prepared the rollouts of {len(out)} rows for the prompts its rounds chose, but "
+                f"DataFlex prepared the rollouts of {len(out)} rows for the prompts its generation chose, but "
                 f"verl's fit asked to generate {len(prompts)} other rows; this verl's RayPPOTrainer.fit does not "
                 "generate the batch its train dataloader yields as verl 0.9.1 does (dataflex-verl supports its range)"
             )
@@ -119,12 +121,13 @@ class RoundsRollout:
 
 
 class RoundsLoader:
-    """fit's train dataloader in a filter run: each batch it yields is one step's chosen prompts.
+    """fit's train dataloader in a filter or pilot run: each batch it yields is one step's chosen prompts.
 
     Its length and checkpoint state are the wrapped loader's (one pull per step, whatever the rounds).
     """
 
-    def __init__(self, loader: Any, rounds: FilterRounds) -> None:
+    def __init__(self, loader: Any, rounds: Any) -> None:
+        """:param rounds: what builds each step (``step(batch_dict)``: the prompts fit trains, rollouts prepared)."""
         self.loader = loader
         self.rounds = rounds
 
@@ -190,36 +193,58 @@ class FilterRounds:
 
     def generate(self, batch_dict: dict[str, Any], step: int, admission: Any) -> Round:
         """One round as fit generates a step's batch; its groups admitted by the session."""
-        from verl import DataProto
-        from verl.trainer.ppo.ray_trainer import compute_response_mask
-
-        trainer = self.trainer
-        rollout_config = trainer.config.actor_rollout_ref.rollout
-        batch = DataProto.from_single_dict(batch_dict)
-        batch.meta_info["temperature"] = rollout_config.temperature
-        batch.non_tensor_batch["uid"] = round_uids(len(batch))
-        gen_batch = trainer._get_gen_batch(batch)
-        gen_batch.meta_info["global_steps"] = step
-        n = int(rollout_config.n)
-        rollouts = self.rollout.manager.generate_sequences(gen_batch.repeat(repeat_times=n, interleave=True))
-        if REWARD_FIELD not in rollouts.batch.keys():
-            raise ConfigError(
-                f"mechanism filter on verl's legacy line admits each round's groups by the rewards verl's reward loop "
-                f"streams with the rollout ({REWARD_FIELD}), but this rollout returned none; run the reward model "
-                "on a resource pool of its own (reward.reward_model.enable_resource_pool=true) or use a rule reward"
-            )
-        data = batch.repeat(repeat_times=n, interleave=True).union(rollouts)
-        if "response_mask" not in data.batch.keys():
-            data.batch["response_mask"] = compute_response_mask(data)
-        read = dataproto_io.read_batch(data, trainer.dataflex.fields, producers=trainer.dataflex_field_hints)
+        uids = round_uids(prompt_count(batch_dict))
+        n = int(self.trainer.config.actor_rollout_ref.rollout.n)
+        counts = torch.full((len(uids),), n, dtype=torch.long)
+        rollouts, data = roll_out(self.trainer, self.rollout.manager, batch_dict, uids, counts, step, "filter")
+        read = dataproto_io.read_batch(data, self.trainer.dataflex.fields, producers=self.trainer.dataflex_field_hints)
         self.seam.admit(admission, read, step)
-        return Round(batch_dict, rollouts, torch.argsort(group_index(batch.non_tensor_batch["uid"])[0]))
+        return Round(batch_dict, rollouts, torch.argsort(group_index(uids)[0]))
 
     def draw(self, rows: list[int]) -> dict[str, Any]:
         """A refill round's prompts: dataset rows ``rows``, collated as fit's dataloader collates them."""
         loader = self.trainer.train_dataloader
         dataset = self.trainer.train_dataset
         return loader.collate_fn([dataset[int(i)] for i in rows])
+
+
+def roll_out(
+    trainer: Any, manager: Any, batch_dict: dict[str, Any], uids: np.ndarray, counts: torch.Tensor, step: int,
+    mechanism: str, offsets: torch.Tensor | None = None,
+) -> tuple[Any, Any]:
+    """Prompt ``i`` of ``batch_dict`` rolled out ``counts[i]`` times under group ``uids[i]``, as fit generates a
+    step's batch (its meta-info, generation batch and interleaved repetition: rollouts of a prompt consecutive).
+
+    :param offsets: per prompt, the rollouts its group already has this step (a later stage's): each generation
+        row carries its number within the group from there in :data:`ROLLOUT_OFFSET` (an agent loop keying its
+        sampling by the row's number then does not repeat an earlier stage's samples), removed from what returns.
+    :returns: verl's rollouts, and those rows joined with their prompts' columns (``response_mask`` included).
+    """
+    from verl import DataProto
+    from verl.trainer.ppo.ray_trainer import compute_response_mask
+
+    rollout_config = trainer.config.actor_rollout_ref.rollout
+    batch = DataProto.from_single_dict(batch_dict)
+    batch.meta_info["temperature"] = rollout_config.temperature
+    batch.non_tensor_batch["uid"] = uids
+    gen_batch = trainer._get_gen_batch(batch)
+    gen_batch.meta_info["global_steps"] = step
+    rows = np.repeat(np.arange(len(batch)), torch.as_tensor(counts).numpy())
+    requests = gen_batch.select_idxs(rows)
+    if offsets is not None:
+        requests.non_tensor_batch[ROLLOUT_OFFSET] = torch.as_tensor(offsets).numpy()[rows]
+    rollouts = manager.generate_sequences(requests)
+    rollouts.non_tensor_batch.pop(ROLLOUT_OFFSET, None)
+    if REWARD_FIELD not in rollouts.batch.keys():
+        raise ConfigError(
+            f"mechanism {mechanism} on verl's legacy line admits by the rewards verl's reward loop streams with the "
+            f"rollout ({REWARD_FIELD}), but this rollout returned none; run the reward model on a resource pool of "
+            "its own (reward.reward_model.enable_resource_pool=true) or use a rule reward"
+        )
+    data = batch.select_idxs(rows).union(rollouts)
+    if "response_mask" not in data.batch.keys():
+        data.batch["response_mask"] = compute_response_mask(data)
+    return rollouts, data
 
 
 def round_uids(prompts: int) -> np.ndarray:

@@ -202,10 +202,13 @@ def refill_support(config: Any, line: str) -> str:
     return ""
 
 
-def admission_fields(fields: dict[str, FieldSupport]) -> dict[str, FieldSupport]:
-    """``fields`` as the filter's rounds have them on the legacy line: those verl computes later are not there."""
+def admission_fields(
+    fields: dict[str, FieldSupport], admits: str = "mechanism filter on verl's legacy line admits each round's groups"
+) -> dict[str, FieldSupport]:
+    """``fields`` as the legacy line's rounds or stages have them when ``admits`` (the mechanism, what it admits):
+    those verl computes later are not there."""
     fix = (
-        "mechanism filter on verl's legacy line admits each round's groups right after rollout and reward, before "
+        f"{admits} right after rollout and reward, before "
         "verl computes log-probs, values and advantages; pick a scorer of the rewards (rm_scores), e.g. "
         "group_reward_variance"
     )
@@ -228,18 +231,24 @@ ALLOCATE_REASONS = {
 }
 
 
-#: Why ``mechanism: pilot`` (the staged-generation seam) cannot run on each line yet.
+#: Why ``mechanism: pilot`` (the staged-generation seam) cannot run on verl's V1 line.
 STAGED_REASONS = {
     "v1": (
         "verl V1's agent loop rolls each prompt out once per dispatch with its __rollout_n__, and a later stage "
         "of the same prompt would be a second dispatch whose rollouts the replay buffer may hand to another "
         "step; the stages of one step under one uid and one set of weights are not guaranteed exactly"
     ),
-    "legacy": (
-        "staged rounds on RayPPOTrainer (dataflex_verl.legacy_rounds) are not implemented yet; use mechanism "
-        "filter there, whose generation rounds admit whole groups"
-    ),
 }
+
+
+def staged_support(config: Any, line: str) -> str:
+    """Why ``mechanism: pilot`` cannot run on ``line`` under ``config`` ("" when it can).
+
+    The legacy ``RayPPOTrainer`` generates the stages where fit pulls its prompts
+    (:mod:`dataflex_verl.legacy_stages`) under the conditions of the filter's rounds: each stage's rewards
+    streamed with its rollout, the step's weights throughout, no extra request riding with the batch.
+    """
+    return STAGED_REASONS["v1"] if line != "legacy" else refill_support(config, line)
 
 
 def allocate_support(config: Any, line: str) -> str:
@@ -265,7 +274,9 @@ def capabilities(config: Any, line: str = "v1") -> HostCapabilities:
     """
     refill = refill_support(config, line)
     allocate = allocate_support(config, line)
+    staged = staged_support(config, line)
     fields = field_sources(config)
+    screening = "mechanism pilot on verl's legacy line admits each screening stage's prompts"
     return HostCapabilities(
         name="verl",
         seams={
@@ -280,8 +291,12 @@ def capabilities(config: Any, line: str = "v1") -> HostCapabilities:
             # V1's agent loop generates a per-prompt __rollout_n__ (verl#6340), which the trainer writes into each
             # prompt batch before dispatch (DataFlexTrainerMixin._submit_batch_to_rollout)
             PromptCounts: SeamSupport(not allocate, allocate),
-            # mechanism pilot: stages of (prompt, rollouts) requests within a step, on neither line yet
-            StagedGeneration: SeamSupport(False, STAGED_REASONS["legacy" if line == "legacy" else "v1"]),
+            # mechanism pilot: stages of (prompt, rollouts) requests where RayPPOTrainer.fit pulls its prompts
+            # (legacy line only), each screening stage admitted at reward time, before advantages
+            StagedGeneration: SeamSupport(
+                not staged, staged, timings=("post_reward",),
+                fields=admission_fields(fields, screening),
+            ),  # fmt: skip
         },
         loss_units=(TOKEN_UNIT, SEQUENCE_UNIT),
         token_weights=True,

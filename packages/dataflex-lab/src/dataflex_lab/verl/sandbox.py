@@ -295,6 +295,42 @@ class LocalActorGroup:
         self.loaded.append(Path(local_path, "weights.txt").read_text())
 
 
+class KeyedRollouts:
+    """Stands in for verl's rollout replicas (a model server needs weights and a GPU) on the legacy line.
+
+    Each generation row gets a response and a 0/1 reward on its last token drawn from its key alone (the step,
+    the prompt's ``index``, the row's number within its group: its place among the call's rows of its ``uid``
+    plus the row's ``dataflex_rollout_offset``), as the CPU harness's keyed sampling does; every other column is
+    echoed back, as verl's agent loop does.
+    """
+
+    def __init__(self, width: int = 4, vocab: int = 50) -> None:
+        self.width, self.vocab = width, vocab
+
+    def generate_sequences(self, prompts: Any) -> Any:
+        import numpy as np
+        from tensordict import TensorDict
+        from verl import DataProto
+
+        from dataflex_verl.legacy_rounds import ROLLOUT_OFFSET
+
+        columns = prompts.non_tensor_batch
+        index = np.asarray(columns["index"]).astype(np.int64)
+        uid = np.asarray(columns["uid"])
+        offset = np.asarray(columns.get(ROLLOUT_OFFSET, np.zeros(len(uid)))).astype(np.int64)
+        step = int(prompts.meta_info.get("global_steps", 0))
+        rows, scores = [], torch.zeros(len(uid), self.width)
+        for i in range(len(uid)):
+            number = int(offset[i]) + sum(1 for j in range(i) if uid[j] == uid[i])
+            gen = torch.Generator().manual_seed(hash((step, int(index[i]), number)) % (2**62))
+            rows.append(torch.randint(3, self.vocab, (self.width,), generator=gen))
+            scores[i, -1] = float(torch.rand((), generator=gen) < 0.5)
+        batch = {"responses": torch.stack(rows), "response_mask": torch.ones(len(uid), self.width, dtype=torch.int64),
+                 "rm_scores": scores}  # fmt: skip
+        echoed = {name: np.array(value, copy=True) for name, value in columns.items()}
+        return DataProto(batch=TensorDict(batch, batch_size=[len(uid)]), non_tensor_batch=echoed)
+
+
 def attach_workers(trainer: Any) -> Any:
     """``trainer`` with a :class:`LocalActorGroup` and a small ``StatefulDataLoader``: enough for verl's real
     ``_save_checkpoint`` and ``_load_checkpoint`` on the CPU."""

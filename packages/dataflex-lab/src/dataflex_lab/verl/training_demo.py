@@ -19,6 +19,10 @@ arm is not comparable with uniform sampling's (it draws other prompts), the
 validation reward is. The summary then says how many steps and rollouts each
 arm needed to reach 3/4 of the baseline's improvement of it.
 
+``--mechanism filter`` and ``--mechanism pilot`` (screen with pilot rollouts, commit the rest to the prompts with
+signal) run on verl's legacy trainer (``--trainer legacy``), on the mixed task; elsewhere the demo refuses them
+before starting verl, with verl's reason.
+
 ``--task repeat|count`` (``--task-params JSON``) trains on a task family
 (:mod:`dataflex_lab.task_families`): its train prompts as verl's train files,
 its binary rule as the reward (:func:`dataflex_lab.verl.cpu_loop.task.compute_score`),
@@ -150,6 +154,26 @@ def seed_workspace(settings: demo_report.DemoOptions, workdir: Path, seed: int) 
     )
 
 
+def check_trainer_line(settings: DemoSettings) -> None:
+    """Refuse before any run a mechanism the chosen trainer line cannot carry, with verl's reason and the fix.
+
+    ``filter`` and ``pilot`` generate within a step where ``RayPPOTrainer.fit`` pulls its prompts; V1 and the
+    one-step-off trainer refuse them at mount, which a demo would report only after starting verl.
+    """
+    from dataflex_verl.mount import REFILL_REASONS, STAGED_REASONS
+
+    reasons = {
+        "v1": {"filter": REFILL_REASONS["v1"], "pilot": STAGED_REASONS["v1"]},
+        "one-step-off": {"filter": REFILL_REASONS["one_step_off"], "pilot": REFILL_REASONS["one_step_off"]},
+    }
+    reason = reasons.get(settings.trainer, {}).get(settings.mechanism)
+    if reason is not None:
+        raise ValueError(
+            f"--mechanism {settings.mechanism} does not run on verl's {settings.trainer} trainer line: {reason}. "
+            "Add --trainer legacy (verl's RayPPOTrainer, trainer.use_v1=false)"
+        )
+
+
 def run_training_demo(settings: DemoSettings, out: TextIO = sys.stdout) -> dict[str, Any]:
     """Train every arm for every seed; print progress, the summary table (and the comparison); return the document."""
     from .cpu_loop import runner
@@ -158,6 +182,7 @@ def run_training_demo(settings: DemoSettings, out: TextIO = sys.stdout) -> dict[
         print(message, file=out, flush=True)
 
     block = settings.block()
+    check_trainer_line(settings)
     demo_report.check_components(block)
     started = time.perf_counter()
     workdir = Path(settings.workdir).resolve()

@@ -17,6 +17,8 @@ from typing import Any
 
 from verl.experimental.agent_loop.single_turn_agent_loop import SingleTurnAgentLoop
 
+from dataflex_verl.legacy_rounds import ROLLOUT_OFFSET
+
 from .names import AGENT_LOOP_NAME
 
 #: The trajectory info (``step``, ``sample_index``, ``rollout_n``) of the sample being generated, set by
@@ -29,11 +31,14 @@ def sample_key(kwargs: dict[str, Any]) -> str:
     """``"<step>:<dataset index>:<sample index>"`` from the fields verl passes an agent loop's ``run``.
 
     On verl's legacy line the step and sample index come from the trajectory info verl computed
-    (:data:`TRAJECTORY`): the samples of a prompt are consecutive there, numbered by ``rollout_n``.
+    (:data:`TRAJECTORY`): the samples of a prompt are consecutive there, numbered by ``rollout_n`` within one
+    generate call; a later stage of the same prompt in the step (``mechanism: pilot``) numbers its samples on
+    from the ones its group has (the row's ``ROLLOUT_OFFSET`` column), so they are new samples, not repeats.
     """
     trajectory = TRAJECTORY.get()
     if "global_steps" not in kwargs and trajectory is not None:
-        return f"{int(trajectory['step'])}:{int(trajectory['sample_index'])}:{int(trajectory['rollout_n'])}"
+        sample = int(trajectory["rollout_n"]) + int(kwargs.get(ROLLOUT_OFFSET, 0))
+        return f"{int(trajectory['step'])}:{int(trajectory['sample_index'])}:{sample}"
     missing = [name for name in ("global_steps", "index", "session_id") if name not in kwargs]
     if missing:
         raise KeyError(

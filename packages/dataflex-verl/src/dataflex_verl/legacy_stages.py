@@ -1,0 +1,182 @@
+"""``mechanism: pilot`` on verl's legacy line: a step's rollouts generated in stages where ``RayPPOTrainer.fit``
+pulls its prompts.
+
+The stages run at the same pull as the filter's rounds (:mod:`dataflex_verl.legacy_rounds`: fit itself is not
+changed, the replicas are awake with the step's weights): the pulled prompt batch is screened first (named by
+verl's ``index`` column, the dataset row in verl's preprocessing scripts; without one the screened prompts all
+come from the pilot's seeded shuffle of the dataset), further screened prompts are dataset rows from that
+shuffle, collated as fit's dataloader collates them. Each stage is the mechanism's requests, generated as fit
+generates a batch (:func:`~dataflex_verl.legacy_rounds.roll_out`: exactly ``counts[i]`` rollouts of prompt
+``i`` under its integer ``uid``) and handed to the session with verl's streamed rewards (``rm_scores``);
+the commit stage tops the admitted prompts up under the uids of their pilot rollouts.
+
+fit trains ``rollout.n`` rollouts per prompt, consecutive: the loader yields the committed prompts and fit's
+generate call gets back each one's trained rows (the rows ``stages.trained()`` names), group by group, stage
+after stage within a group, under the uid fit gives that prompt. A stage mechanism whose trained groups are
+not ``rollout.n`` each is stopped naming the sizes (fit's own repetition could not hold them).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+import torch
+
+from dataflex_core.session import StagedGeneration
+
+from . import dataproto_io
+from .legacy_rounds import ROW_COLUMN, Prepared, RoundsLoader, RoundsRollout, concat_rows, prompt_count, roll_out
+from .legacy_rounds import select_rows
+
+
+def drawn_rows(batch_dict: dict[str, Any]) -> torch.Tensor | None:
+    """The pulled prompts' ``index`` column as int64 (what the stages screen first), ``None`` when it has none."""
+    column = batch_dict.get(ROW_COLUMN)
+    if column is None:
+        return None
+    try:
+        return torch.as_tensor(np.asarray(column).astype(np.int64), dtype=torch.long)
+    except (TypeError, ValueError):
+        return None
+
+
+class PromptTable:
+    """Every prompt screened in a step, collated: row ``u`` is the prompt of uid ``u`` (uids are given in order).
+
+    :param pulled: the prompts fit pulled (screened first, in order when the stages name them), or ``None``.
+    """
+
+    def __init__(self, trainer: Any, pulled: dict[str, Any] | None, drawn: torch.Tensor | None) -> None:
+        self.trainer = trainer
+        self.pulled, self.drawn = pulled, drawn
+        self.parts: list[dict[str, Any]] = []
+        self.known = 0
+        self.table: dict[str, Any] | None = None
+
+    def add(self, uids: torch.Tensor, prompts: torch.Tensor) -> None:
+        """Collate the prompts of uids not seen yet (``prompts``: their dataset rows or pulled ids)."""
+        new = uids >= self.known
+        if not bool(new.any()):
+            return
+        fresh, rows = uids[new], prompts[new]
+        if not torch.equal(fresh, torch.arange(self.known, self.known + len(fresh))):
+            raise RuntimeError(
+                f"the staged-generation seam gave new prompts uids {fresh.tolist()}, not the next ones from "
+                f"{self.known}: verl's legacy host numbers a step's prompts in the order they are screened"
+            )
+        pulled = 0 if self.drawn is None else max(min(len(self.drawn) - self.known, len(fresh)), 0)
+        if pulled:
+            at = torch.arange(self.known, self.known + pulled)
+            if not torch.equal(rows[:pulled], self.drawn[at]):
+                raise RuntimeError(
+                    f"the staged-generation seam was handed the pulled prompts {self.drawn.tolist()} to screen first "
+                    f"but asked for {rows[:pulled].tolist()}"
+                )
+            self.parts.append(select_rows(self.pulled, at))
+        if pulled < len(fresh):
+            loader, dataset = self.trainer.train_dataloader, self.trainer.train_dataset
+            self.parts.append(loader.collate_fn([dataset[int(i)] for i in rows[pulled:]]))
+        self.known += len(fresh)
+        self.table = concat_rows(self.parts)
+
+    def rows(self, uids: torch.Tensor) -> dict[str, Any]:
+        assert self.table is not None
+        return select_rows(self.table, uids)
+
+
+class PilotStagesRounds:
+    """One legacy trainer's staged generation, for a mechanism that needs it (``mechanism: pilot``).
+
+    :param seam: the mounted mechanism's side of the stages (``session.seam(StagedGeneration)``).
+    """
+
+    def __init__(self, trainer: Any, rollout: RoundsRollout, seam: StagedGeneration) -> None:
+        self.trainer = trainer
+        self.rollout = rollout
+        self.seam = seam
+
+    def step(self, batch_dict: dict[str, Any]) -> dict[str, Any]:
+        """The prompts fit trains at this step, their rollouts prepared; ``batch_dict`` is screened first."""
+        trainer = self.trainer
+        session = trainer.dataflex
+        step = int(trainer.global_steps)
+        if session.idle(step) is not None:  # before warmup_step: fit generates its own batch
+            return batch_dict
+        began = time.perf_counter()
+        n = int(trainer.config.actor_rollout_ref.rollout.n)
+        drawn = drawn_rows(batch_dict)
+        stages = self.seam.stages(prompt_count(batch_dict), rollout_n=n, drawn=drawn)
+        table = PromptTable(trainer, batch_dict, drawn)
+        parts: list[tuple[Any, torch.Tensor]] = []  # per stage: its rollouts, each row's uid
+        generated = torch.zeros(0, dtype=torch.long)  # per uid, its rollouts so far
+        while (asked := stages.next()) is not None:
+            table.add(asked.uids, asked.prompts)
+            generated = torch.cat([generated, torch.zeros(table.known - len(generated), dtype=torch.long)])
+            uids = np.array(asked.uids.tolist(), dtype=object)
+            rollouts, data = roll_out(
+                trainer, self.rollout.manager, table.rows(asked.uids), uids, asked.counts, step, "pilot",
+                offsets=generated[asked.uids],
+            )  # fmt: skip
+            generated.index_add_(0, asked.uids, asked.counts)
+            read = dataproto_io.read_batch(data, session.fields, producers=trainer.dataflex_field_hints)
+            self.seam.observe(stages, read, step)
+            parts.append((rollouts, asked.uids.repeat_interleave(asked.counts)))
+        out, committed = trained_groups(parts, stages.trained(), n)
+        rows = table.rows(committed)
+        spent = time.perf_counter() - began
+        first = parts[0][0].meta_info
+        meta = {k: v for k, v in first.items() if k != "timing"}
+        # fit's gen and step timers started after the stages: verl adds its own time to the rollout's timing
+        out.meta_info = {**meta, "timing": {**first.get("timing", {}), "gen": spent, "step": spent}}
+        pulled = rows.get(ROW_COLUMN)
+        self.rollout.prepared = Prepared(out, None if pulled is None else np.repeat(np.asarray(pulled), n))
+        trainer.dataflex_generation = stages
+        trainer.dataflex_metrics["dataflex/pilot/stages_time_s"] = spent
+        return rows
+
+
+def trained_groups(parts: list[tuple[Any, torch.Tensor]], trained: list[torch.Tensor], n: int) -> tuple[Any, Any]:
+    """The trained rows of every stage as fit lays out a step (each group's ``n`` rows consecutive, groups in uid
+    order, stages in order within a group), and the groups' uids.
+
+    :raises RuntimeError: a trained group that is not ``n`` rows (fit repeats each prompt ``n`` times).
+    """
+    uid = torch.cat([uids[keep] for (_, uids), keep in zip(parts, trained)])  # stage after stage
+    order = torch.argsort(uid, stable=True)  # each group's rows together, in stage order
+    committed, sizes = torch.unique_consecutive(uid[order], return_counts=True)
+    if not bool((sizes == n).all()):
+        raise RuntimeError(
+            f"the staged generation trains groups of {sizes.tolist()} rollouts, but verl's legacy fit trains "
+            f"actor_rollout_ref.rollout.n={n} per prompt: a mechanism of the staged_generation seam on this host "
+            "tops every trained group up to rollout.n"
+        )
+    pieces = [rollouts.select_idxs(keep.numpy()) for (rollouts, _), keep in zip(parts, trained)]
+    for piece in pieces:
+        piece.meta_info = {}
+    return type(pieces[0]).concat(pieces).select_idxs(order.numpy()), committed
+
+
+@contextlib.contextmanager
+def installed(trainer: Any) -> Iterator[None]:
+    """While inside (fit), ``trainer``'s dataloader and rollout manager generate the step in stages for a mechanism
+    that needs it (the :class:`~dataflex_core.step.seams.StagedGeneration` seam)."""
+    session = trainer.dataflex
+    seam = None if session is None else session.seam(StagedGeneration)
+    if seam is None:
+        yield
+        return
+    loader, manager = trainer.train_dataloader, trainer.async_rollout_manager
+    rollout = RoundsRollout(manager)
+    trainer.train_dataloader = RoundsLoader(loader, PilotStagesRounds(trainer, rollout, seam))
+    trainer.async_rollout_manager = rollout
+    try:
+        yield
+    finally:
+        trainer.train_dataloader, trainer.async_rollout_manager = loader, manager
+
+
+__all__ = ["PilotStagesRounds", "PromptTable", "drawn_rows", "installed", "trained_groups"]
