@@ -157,6 +157,35 @@ def test_a_million_prompt_ledger_round_trips_through_checkpoint_state_and_parque
     assert imported.seen_fraction == resumed.seen_fraction == float((ledger.times_sampled > 0).sum()) / n
 
 
+def test_a_resumed_ledger_takes_the_loaded_columns_but_never_shares_another_ledgers(tmp_path):
+    ids = PromptIds(torch.arange(5), "index")
+    ledger = PromptLedger(ids)
+    ledger.record(torch.tensor([0, 1, 1]), torch.tensor([1.0, 0.0, 1.0]), step=1)
+    passed = PromptLedger(ids)
+    passed.load_state_dict(ledger.state_dict())  # state_dict does not copy: the load must
+    ledger.record(torch.tensor([1, 2]), torch.tensor([1.0, 1.0]), step=2)
+    assert passed.rollouts.tolist() == [1, 2, 0, 0, 0] and ledger.rollouts.tolist() == [1, 3, 1, 0, 0]
+    passed.record(torch.tensor([4]), torch.tensor([0.0]), step=2)
+    assert ledger.rollouts[4] == 0
+    torch.save(ledger.state_dict(), tmp_path / "s.pt")
+    state = torch.load(tmp_path / "s.pt", weights_only=True)
+    resumed = PromptLedger(ids)
+    resumed.load_state_dict(state)
+    assert resumed.rollouts is state["rollouts"]  # the checkpoint's tensor, not a copy of it
+    assert torch.equal(resumed.successes, ledger.successes)
+
+
+def test_more_successes_than_rollouts_is_named_by_row_past_the_first_check_block(monkeypatch):
+    monkeypatch.setattr(ledger_file, "CHECK_BLOCK", 4)
+    ledger = PromptLedger(PromptIds(torch.arange(10), "index"))
+    ledger.record(torch.arange(10), torch.ones(10), step=1)
+    state = ledger.state_dict()
+    state["successes"] = state["successes"].clone()
+    state["successes"][9] = 3.0
+    with pytest.raises(ConfigError, match=r"row 9 \(id 9\) has successes=3.0: .* one success per rollout"):
+        PromptLedger(PromptIds(torch.arange(10), "index")).load_state_dict(state)
+
+
 @pytest.mark.parametrize(
     ("edit", "message"),
     [

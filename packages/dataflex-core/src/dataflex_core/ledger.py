@@ -44,6 +44,7 @@ import json
 import logging
 import math
 import os
+import weakref
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -157,6 +158,8 @@ class PromptIds:
             width = max(raw.shape[-1], 1)
             return np.char.decode(raw.reshape(len(raw), -1).copy().view(f"S{width}").reshape(-1), "utf-8")
         ids = state["ids"]
+        if isinstance(ids, torch.Tensor) and ids.dtype == torch.long and ids.dim() == 1:
+            return ids.numpy()  # the saved tensor itself: read, never written
         return _id_array(ids.numpy() if isinstance(ids, torch.Tensor) else np.asarray(ids))
 
     def digest(self) -> str:
@@ -206,6 +209,7 @@ class PromptLedger:
         n = len(ids)
         for column, (dtype, fresh) in COLUMNS.items():
             setattr(self, column, torch.full((n,), fresh, dtype=dtype))
+            _LIVE_COLUMNS.add(getattr(self, column))
         #: The last step recorded (0 before the first); the next prompts are drawn for ``last_step + 1``.
         self.last_step = 0
         self._seen = 0
@@ -327,6 +331,7 @@ class PromptLedger:
     def _take(self, columns: Mapping[str, torch.Tensor], last_step: int) -> None:
         for column, tensor in columns.items():
             setattr(self, column, tensor)
+            _LIVE_COLUMNS.add(tensor)
         self.last_step = int(last_step)
         self._seen = int((self.times_sampled > 0).sum())
 
@@ -347,6 +352,9 @@ class PromptLedger:
         """Restore a saved ledger; state recorded for another dataset or prompt key, or with a counter no run
         records (:func:`~dataflex_core.ledger_file.check_columns`), is refused.
 
+        The state's counter tensors become the ledger's columns without a copy (as ``torch.load`` built them for
+        the resume), except those another live ledger holds (a ``state_dict()`` passed between two ledgers).
+
         A state saved before a counter existed leaves that counter fresh.
         """
         saved_ids = PromptIds.from_state(state)
@@ -354,7 +362,7 @@ class PromptLedger:
             state["prompt_key"] != self.ids.key
             or saved_ids.shape != self.ids.values.shape
             or saved_ids.dtype.kind != self.ids.values.dtype.kind
-            or not np.array_equal(saved_ids, self.ids.values)
+            or not _same_ids(saved_ids, self.ids.values)
         ):
             raise ConfigError(
                 f"{source}'s prompt history was recorded for {len(saved_ids)} prompts keyed by "
@@ -364,6 +372,7 @@ class PromptLedger:
             )
         self._check_threshold(state.get("success_threshold"), f"{source}'s prompt history")
         columns: dict[str, torch.Tensor] = {}
+        live = _live_storages()
         for column, (dtype, fresh) in COLUMNS.items():
             value = state.get(column)
             if value is None:
@@ -375,7 +384,10 @@ class PromptLedger:
                     f"{source}'s prompt history has {column} of shape {tuple(value.shape)}, not ({len(self)},): it "
                     "was cut or altered; resume from another checkpoint"
                 )
-            columns[column] = value.to(dtype).clone()
+            value = value.to(dtype)
+            # a loaded checkpoint's tensors are taken as they are (a copy would be a third of the read); only
+            # another live ledger's columns (its state_dict does not copy them) are copied, so two stay apart
+            columns[column] = value.clone() if value.untyped_storage().data_ptr() in live else value
         check_columns(source, {c: v.numpy() for c, v in columns.items()}, 0, self.ids.values)
         self._take(columns, int(state["last_step"]))
 
@@ -469,6 +481,22 @@ class PromptLedger:
                 f"digest {header.get(digest_key)}, but this run's train dataset has {len(self)} prompts "
                 f"with digest {digest} (column {self.ids.key!r}); {fix}"
             )
+
+
+#: Every ledger's current counter columns (weakly: a replaced or dropped column leaves by itself).
+_LIVE_COLUMNS: weakref.WeakSet[torch.Tensor] = weakref.WeakSet()
+
+
+def _live_storages() -> set[int]:
+    """The storages of every live ledger's columns, by address (a view of one shares its storage)."""
+    return {column.untyped_storage().data_ptr() for column in list(_LIVE_COLUMNS)}
+
+
+def _same_ids(saved: np.ndarray, ours: np.ndarray) -> bool:
+    """Whether two id arrays of one shape and kind are equal, in one pass without a mask of n (integer ids)."""
+    if saved.dtype.kind == "i":
+        return torch.equal(torch.from_numpy(saved), torch.from_numpy(ours))
+    return bool(np.array_equal(saved, ours))
 
 
 def _repeated(rows: torch.Tensor) -> torch.Tensor:

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 from collections.abc import Iterator, Mapping
 from typing import Any
@@ -35,6 +36,8 @@ JSONL_VERSION = 1
 PARQUET_VERSION = 2
 #: Prompts per Parquet row group: what one read or write holds beside the ledger.
 ROW_GROUP = 1 << 20
+#: Rows per block of a check that compares two columns (bounded temporaries, hot in cache).
+CHECK_BLOCK = 1 << 16
 #: The component state file of a checkpoint folder (the name :mod:`dataflex_core.step.state` writes).
 CHECKPOINT_STATE_FILE = "dataflex_state.pt"
 #: The per-prompt counters, their dtype and the value of a prompt never rolled out.
@@ -85,21 +88,38 @@ def check_columns(
 
     for name, values in columns.items():
         whole = values.dtype.kind in "iu"  # an integer column is finite and whole by its dtype
-        if not whole:
+        if not len(values):
+            continue
+        # one pass per column on a valid one (its least and largest value: a NaN or an infinity shows there);
+        # the mask that locates the bad row only when that pass says there is one
+        least, most = extremes(values)
+        if not whole and not (math.isfinite(least) and math.isfinite(most)):
             finite = np.isfinite(values)
-            if not finite.all():
-                fail(name, ~finite, values, "every counter is a finite number")
+            fail(name, ~finite, values, "every counter is a finite number")
         low = LOWEST[name]
-        if low is not None and values.min(initial=low) < low:
+        if low is not None and least < low:
             fail(name, values < low, values, f"it is at least {low}")
         if not whole and COLUMNS[name][0] == torch.long and (np.floor(values) != values).any():
             fail(name, np.floor(values) != values, values, "it counts, so it is a whole number")
-        if name == "last_success_rate" and values.max(initial=0) > 1:
+        if name == "last_success_rate" and most > 1:
             fail(name, values > 1, values, "a success rate is at most 1")
     if "successes" in columns and "rollouts" in columns:
-        over = columns["successes"] > columns["rollouts"] + 1e-9
-        if over.any():
-            fail("successes", over, columns["successes"], "a prompt has at most one success per rollout")
+        successes, rollouts = columns["successes"], columns["rollouts"]
+        for start in range(0, len(rollouts), CHECK_BLOCK):  # in blocks: no temporary of n values
+            block = slice(start, start + CHECK_BLOCK)
+            over = successes[block] > rollouts[block] + 1e-9
+            if over.any():
+                bad = np.zeros(len(rollouts), dtype=bool)
+                bad[block] = over
+                fail("successes", bad, successes, "a prompt has at most one success per rollout")
+
+
+def extremes(values: np.ndarray) -> tuple[float, float]:
+    """``(least, largest)`` of a non-empty column in one pass (NaN if it holds one)."""
+    if values.flags.writeable:  # torch reads numpy's memory as is (a read-only Arrow view takes numpy's two)
+        least, most = torch.aminmax(torch.from_numpy(values))
+        return float(least), float(most)
+    return float(values.min()), float(values.max())
 
 
 def write_parquet(path: str, ids: np.ndarray, columns: Mapping[str, torch.Tensor], header: Mapping[str, Any]) -> None:
