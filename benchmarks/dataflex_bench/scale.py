@@ -18,8 +18,13 @@ Quick mode runs small sizes, unjudged, in CI.
 from __future__ import annotations
 
 import io
+import json
 import os
+import subprocess
+import sys
 import tempfile
+import time
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -32,6 +37,8 @@ CHECKPOINT_TARGET = 2.0
 ALLOCATION_TARGET = 3.0
 CANDIDATES_TARGET = 2.0
 DRAW_TARGET = 3.0
+#: Parquet export / import: peak extra resident bytes over the ledger's column bytes.
+MEMORY_TARGET = 0.5
 
 
 def _ledger(n: int) -> Any:
@@ -131,6 +138,71 @@ def _ledger_rows(n: int, reps: int, unjudged: str | None, progress) -> list[Resu
     return rows
 
 
+MEMORY_CHILD = """
+import json, sys
+from dataflex_bench.scale import ledger_memory_child
+print(json.dumps(ledger_memory_child(int(sys.argv[1]))))
+"""
+
+
+def ledger_memory_child(n: int) -> dict[str, float]:
+    """In a fresh process: the peak resident bytes Parquet export and import add beside a ledger of ``n``."""
+    from dataflex_core.ledger import COLUMNS, PromptLedger
+
+    from .memory import PeakMeter
+
+    ledger = _ledger(n)
+    column_bytes = ledger.ids.values.nbytes + sum(getattr(ledger, c).nbytes for c in COLUMNS)
+    meter = PeakMeter()
+    with tempfile.TemporaryDirectory() as folder:
+        path = os.path.join(folder, "l.parquet")
+        _ledger(100).export(os.path.join(folder, "warm.parquet"))  # pyarrow's imports are not the export's cost
+        PromptLedger(_ledger(100).ids).load(os.path.join(folder, "warm.parquet"))
+        meter.reset()
+        start = time.perf_counter()
+        ledger.export(path)
+        out = {"export_s": time.perf_counter() - start, "export": meter.peak_extra()}
+        fresh = PromptLedger(ledger.ids)  # built at mount, before the warm start
+        meter.reset()
+        start = time.perf_counter()
+        fresh.load(path)
+        out.update(import_s=time.perf_counter() - start, **{"import": meter.peak_extra()})
+        same = all(torch.equal(getattr(fresh, c), getattr(ledger, c)) for c in COLUMNS)
+    return {"column_bytes": column_bytes, "same": int(same), **out}
+
+
+def _ledger_memory_rows(n: int, unjudged: str | None, progress) -> list[Result]:
+    from .memory import CHILD_ENV, MIB, unsupported
+
+    shape = f"{n:,} prompts"
+    reason = unsupported()
+    if reason:
+        return [Result("scale", "ledger Parquet peak memory", shape, status="skip", target=MEMORY_TARGET, note=reason)]
+    progress(f"  scale: ledger Parquet peak memory at {shape} (fresh process)")
+    env = {**os.environ, **CHILD_ENV}
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(Path(__file__).resolve().parent.parent), env.get("PYTHONPATH")]))
+    proc = subprocess.run(
+        [sys.executable, "-c", MEMORY_CHILD, str(n)], capture_output=True, text=True, env=env, check=False
+    )
+    if proc.returncode != 0:
+        note = f"child process failed (exit {proc.returncode}): {proc.stderr.strip()[-1500:]}"
+        return [Result("scale", "ledger Parquet peak memory", shape, status="error", note=note)]
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    rows = []
+    for name in ("export", "import"):
+        peak, columns = out[name], out["column_bytes"]
+        rows.append(
+            measured(
+                "scale", f"ledger Parquet {name} peak memory", shape, median_s=out[f"{name}_s"], baseline_s=None,
+                ratio=peak / columns, target=MEMORY_TARGET, reps=1,
+                unjudged=unjudged or (None if out["same"] else "error"),
+                note=f"peak extra {peak / MIB:.0f} MiB over {columns / MIB:.0f} MiB of columns (ids + counters)"
+                + ("" if out["same"] else "; the import differs from the ledger exported"),
+            )  # fmt: skip
+        )
+    return rows
+
+
 def _allocation_row(prompts: int, budget: int, reps: int, unjudged: str | None, progress) -> Result:
     from dataflex_allocators.knapsack import knapsack_value
 
@@ -218,6 +290,7 @@ def run_scale(*, quick: bool, reps: int, unjudged: str | None = None, progress=p
     rows: list[Result] = []
     for n in sizes:
         rows += _ledger_rows(n, reps, unjudged, progress)
+        rows += _ledger_memory_rows(n, unjudged, progress)
     prompts, budget = (256, 4096) if quick else (16384, 262144)
     rows.append(_allocation_row(prompts, budget, reps, unjudged, progress))
     small, large, candidates = (2_000, 20_000, 256) if quick else (100_000, 1_000_000, 4096)

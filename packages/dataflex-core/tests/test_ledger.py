@@ -136,6 +136,20 @@ def test_parquet_round_trips_over_many_row_groups_with_string_ids(tmp_path, monk
     assert by_id(resumed) == by_id(ledger) and resumed.seen_fraction == 1.0
 
 
+def test_a_file_refused_in_a_later_row_group_leaves_the_ledger_fresh_not_half_loaded(tmp_path, monkeypatch):
+    monkeypatch.setattr(ledger_file, "ROW_GROUP", 7)
+    monkeypatch.setattr(ledger_file, "READ_BATCH", 5)
+    ledger = PromptLedger(PromptIds(torch.arange(50), "index"))
+    ledger.record(torch.arange(50), torch.ones(50), 3, tokens=torch.ones(50, dtype=torch.long))
+    ledger.rollouts_filtered[40] = -2
+    ledger.export(tmp_path / "l.parquet")
+    warm = PromptLedger(PromptIds(torch.arange(50), "index"))
+    with pytest.raises(ConfigError, match=r"l.parquet row 40 \(id 40\) has rollouts_filtered=-2"):
+        warm.load(tmp_path / "l.parquet")
+    assert int(warm.rollouts.sum()) == 0 and int(warm.times_sampled.sum()) == 0  # rows 0-39 were read and written first
+    assert bool((warm.last_sampled_step == -1).all()) and warm.last_step == 0 and warm.seen_fraction == 0.0
+
+
 def test_a_million_prompt_ledger_round_trips_through_checkpoint_state_and_parquet(tmp_path):
     n = 1_000_000
     ids = PromptIds(torch.arange(n) * 3 + 7, "index")
