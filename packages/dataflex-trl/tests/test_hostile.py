@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from transformers import TrainerCallback
 from transformers.trainer_utils import get_last_checkpoint
 from trl_testkit import generate
 
@@ -253,7 +254,61 @@ def test_a_failed_write_after_trls_files_leaves_no_checkpoint_trl_would_resume_f
         trainer.train()
     out = trainer.args.output_dir
     assert get_last_checkpoint(out) is None
-    assert [p for p in os.listdir(out) if p.startswith("checkpoint-")] == ["checkpoint-1.incomplete"]
+    assert [p for p in os.listdir(out) if "checkpoint-" in p] == ["incomplete-checkpoint-1"]
+
+
+def test_a_failed_write_under_save_total_limit_keeps_the_older_checkpoint_to_resume_from(make_trainer, monkeypatch):
+    # transformers deletes older checkpoints at the end of its save; DataFlex holds that back until its files are
+    # written, so a full disk at step 2 leaves checkpoint-1 (with DataFlex's files) for resume_from_checkpoint=True
+    from dataflex_core.session import lifecycle
+
+    write = lifecycle.write_component_state
+    calls = []
+
+    def full_on_second_save(folder, data):
+        calls.append(folder)
+        if len(calls) == 2:
+            raise OSError(28, "No space left on device")
+        write(folder, data)
+
+    monkeypatch.setattr(lifecycle, "write_component_state", full_on_second_save)
+    trainer = make_trainer("dapo", BLOCK, max_steps=2, save_strategy="steps", save_steps=1, save_total_limit=1)
+    with pytest.raises(OSError, match="No space left on device"):
+        trainer.train()
+    out = trainer.args.output_dir
+    assert sorted(p for p in os.listdir(out) if "checkpoint-" in p) == ["checkpoint-1", "incomplete-checkpoint-2"]
+    last = get_last_checkpoint(out)
+    assert os.path.basename(last) == "checkpoint-1"
+    assert {"dataflex_plugins.lock", "dataflex_state.pt"} <= set(os.listdir(last))
+    monkeypatch.setattr(lifecycle, "write_component_state", write)
+    resumed = make_trainer("dapo", BLOCK, max_steps=2, save_strategy="steps", save_steps=1, save_total_limit=1)
+    resumed.train(resume_from_checkpoint=True)
+    assert resumed.state.global_step == 2
+    # the limit still holds once DataFlex's files are in, and the incomplete folder never counted as a checkpoint
+    assert sorted(p for p in os.listdir(out) if "checkpoint-" in p) == ["checkpoint-2", "incomplete-checkpoint-2"]
+
+
+def test_a_kill_between_trls_save_and_dataflexs_files_is_refused_naming_the_checkpoint_to_resume(make_trainer):
+    # the newest checkpoint-N lacks DataFlex's files (the process stopped inside the save): resume_from_checkpoint=True
+    # is refused, naming the newest checkpoint that has them; allow_missing_state resumes it on purpose
+    trainer = make_trainer("dapo", BLOCK, max_steps=2, save_strategy="steps", save_steps=1)
+    trainer.train()
+    out = trainer.args.output_dir
+    os.remove(os.path.join(out, "checkpoint-2", "dataflex_state.pt"))
+    resumed = make_trainer("dapo", BLOCK, max_steps=2, save_strategy="steps", save_steps=1)
+    with pytest.raises(ComponentStateError, match=r"checkpoint-2 has no dataflex_state\.pt.*the newest one with them is "
+                       r".*checkpoint-1: pass it as resume_from_checkpoint"):  # fmt: skip
+        resumed.train(resume_from_checkpoint=True)
+    on_purpose = make_trainer("dapo", {**BLOCK, "plugins": {"allow_missing_state": True}}, max_steps=2)
+    started = []
+
+    class StartStep(TrainerCallback):
+        def on_train_begin(self, args, state, control, **kwargs):
+            started.append(state.global_step)
+
+    on_purpose.add_callback(StartStep())
+    on_purpose.train(resume_from_checkpoint=True)
+    assert started == [2]  # resumed from checkpoint-2 (a fresh start begins at 0)
 
 
 # -- security: a module planted in a locked package while the job runs -----------------------------------

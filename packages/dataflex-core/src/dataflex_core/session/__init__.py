@@ -26,6 +26,7 @@ from .lifecycle import (
     TrainDataset,
     TrainSampler,
     dataset_column,
+    missing_state_files,
 )
 
 __all__ = [
@@ -49,4 +50,5 @@ __all__ = [
     "TrainDataset",
     "TrainSampler",
     "dataset_column",
+    "missing_state_files",
 ]

@@ -125,6 +125,11 @@ __all__ = [
 logger = logging.getLogger("dataflex_core.session")
 
 
+def missing_state_files(folder: str | os.PathLike[str]) -> list[str]:
+    """The DataFlex files every DataFlex save writes that ``folder`` lacks (a host names an earlier checkpoint)."""
+    return [name for name in (CHECKPOINT_PLUGIN_SET, CHECKPOINT_STATE) if not os.path.exists(os.path.join(folder, name))]
+
+
 class DataFlexSession:
     """One host run's DataFlex: plugin pinning, the mounted step, the train sampler, component state, metrics.
 
@@ -366,8 +371,7 @@ class DataFlexSession:
         or the process stopped between the framework's save and DataFlex's: resuming it silently would skip the
         plugin-set check and start every component (a curriculum's ledger, a sampler's pass) from nothing.
         """
-        files = (CHECKPOINT_PLUGIN_SET, CHECKPOINT_STATE)
-        missing = [name for name in files if not os.path.exists(os.path.join(folder, name))]
+        missing = missing_state_files(folder)
         if missing and not self.plugins.settings.allow_missing_state:
             raise ComponentStateError(
                 f"checkpoint {os.fspath(folder)} has no {' or '.join(missing)}: it was written without DataFlex's "
