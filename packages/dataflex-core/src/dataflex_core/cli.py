@@ -171,6 +171,8 @@ def _verify(args: argparse.Namespace) -> int:
         remedies,
         scan_environment,
     )
+    from .lock.compare import sorted_rows
+    from .lock.outside import outside_rows
 
     path = args.lock or os.environ.get(ENV_PLUGINS_LOCK, "").strip() or DEFAULT_LOCK_FILE
     try:
@@ -179,11 +181,13 @@ def _verify(args: argparse.Namespace) -> int:
         print(f"dataflex verify: {exc}", file=sys.stderr)
         return EXIT_LOCK_ERROR
     # Only locked distributions whose files match the lock are imported (to list their components):
-    # a changed one is reported from its metadata and hashes, never run.
-    unchanged = [] if args.no_import else _unchanged_dists(locked, installed_plugin_set(only=locked.dist_names))
+    # a changed one, or one with an entry point outside its files, is reported from its metadata and hashes, never run.
+    installed = installed_plugin_set(only=locked.dist_names)
+    outside = outside_rows(installed)
+    unchanged = [] if args.no_import else _unchanged_dists(locked, installed, outside)
     with _stdout_to_stderr():
         actual = scan_environment(load=unchanged)
-    differences = compare(locked, actual)
+    differences = sorted_rows([*compare(locked, actual), *outside])
     refused = [d for d in differences if not (args.allow_drift and d.is_drift)]
     if args.json:
         print(
@@ -203,10 +207,10 @@ def _verify(args: argparse.Namespace) -> int:
     return 0
 
 
-def _unchanged_dists(locked, installed) -> list[str]:
+def _unchanged_dists(locked, installed, outside) -> list[str]:
     from .lock import compare
 
-    changed = {d.dist for d in compare(locked, installed)}
+    changed = {d.dist for d in [*compare(locked, installed), *outside]}
     return [name for name in locked.dist_names if name not in changed]
 
 

@@ -19,7 +19,12 @@ DIFFERENCE_LABELS = {
     "entry_points": "entry points changed",
     "components": "components changed",
     "load_failed": "load failed",
+    "outside": "entry point outside its distribution",
 }
+#: What to do about an entry point naming a module its distribution does not ship (:mod:`.outside`).
+OUTSIDE_FIX = (
+    "ship that module in the distribution (or point the entry point at one of its own modules) and reinstall it"
+)
 #: Differences ``allow_drift`` downgrades to a warning.
 DRIFT_KINDS = frozenset({"version", "content"})
 
@@ -108,6 +113,11 @@ def compare(expected: PluginSet, actual: PluginSet) -> list[Difference]:
                 rows.append(
                     Difference("components", name, _components_text(want.components), _components_text(have.components))
                 )
+    return sorted_rows(rows)
+
+
+def sorted_rows(rows: Iterable[Difference]) -> list[Difference]:
+    """Rows in table order: ``dataflex-core`` first, then by distribution and kind of difference."""
     order = list(DIFFERENCE_LABELS)
     return sorted(rows, key=lambda d: (d.dist != CORE_DIST, d.dist, order.index(d.kind)))
 
@@ -133,6 +143,12 @@ def remedies(differences: Iterable[Difference], lock: str) -> list[str]:
             f"remove what the lock does not list: `pip uninstall -y {' '.join(unexpected)}`, or review it and "
             f"add it to the lock with `dataflex lock -o {lock}`"
         )
-    if any(d.kind != "unexpected" for d in differences):
+    outside = sorted({d.dist for d in differences if d.kind == "outside"})
+    if outside:
+        lines.append(
+            f"{', '.join(outside)}: an entry point names a module the distribution does not ship, so no lock can "
+            f"hash the code it runs; {OUTSIDE_FIX}, or uninstall it"
+        )
+    if any(d.kind not in ("unexpected", "outside") for d in differences):
         lines.append(f"or, after reviewing the change, re-lock with `dataflex lock -o {lock}`")
     return lines

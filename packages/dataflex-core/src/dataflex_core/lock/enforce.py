@@ -26,10 +26,12 @@ from ..discovery import ENV_PLUGINS_LOCK, DataFlexPluginManager
 from ..distributions import canonical_name
 from ..errors import DataFlexError, PluginLoadError
 from ..registry import Registry
-from .compare import Difference, compare, format_differences, remedies
+from .compare import Difference, compare, format_differences, remedies, sorted_rows
 from .environment import installed_plugin_set
 from .file import PluginSet, read_lock
+from .guarded import GuardedPluginManager
 from .importer import CHECKED_IMPORTER, uninstall
+from .outside import outside_rows
 
 
 class PluginSetMismatch(DataFlexError):
@@ -91,12 +93,16 @@ def enforce_before_import(
 
     :param lock: the lock's path, for the restore commands in the error.
     :raises PluginSetMismatch: a locked distribution is missing, or its version, entry
-        points or files differ (version and content only warn with ``allow_drift``).
+        points or files differ (version and content only warn with ``allow_drift``), or
+        an entry point names a module it does not ship (:mod:`.outside`, never accepted).
     """
     mine = restrict_to(installed, locked.dist_names)
-    differences = compare(locked, mine)
+    outside = outside_rows(mine)
+    differences = sorted_rows([*compare(locked, mine), *outside])
     refused = [d for d in differences if not (allow_drift and d.is_drift)]
     hint = "no plugin was imported. " + "; ".join(remedies(refused, lock)) if refused else ""
+    if outside:
+        raise PluginSetMismatch(differences, expected_from, hint)
     return enforce(locked, mine, allow_drift=allow_drift, expected_from=expected_from, hint=hint)
 
 
@@ -123,7 +129,7 @@ def locked_manager(
         for name, record in installed.plugins.items()
     ]
     CHECKED_IMPORTER.add(listed, refuse_imported=True)
-    manager = DataFlexPluginManager()
+    manager = GuardedPluginManager(locked.dist_names)
     manager.lock_path = str(lock_path)
     manager.load_entrypoints(only_dists=locked.dist_names)
     return manager

@@ -12,7 +12,10 @@ lock before any plugin code runs. A distribution's files are:
   place of, or beside, the files RECORD lists (``pkg/module/`` wins over
   ``pkg/module.py``);
 - cached bytecode Python would run for one of its modules (the ``.pyc`` header
-  matches the source) that is not compiled from that module's source.
+  matches the source) that is not compiled from that module's source;
+- every file in a namespace-package folder of its modules (a folder without
+  ``__init__``, shared with other distributions) that no installed
+  distribution's RECORD lists: its package could import it.
 
 A clean install has only the first kind, so its hash is the same on every
 machine. Editable installs have no code in their RECORD, so their files are the
@@ -34,6 +37,7 @@ from pathlib import Path, PurePosixPath
 from ..distributions import ENTRY_POINT_GROUP, canonical_name, dataflex_entry_points, plugin_distributions
 from ..version import __version__
 from .file import BYTECODE_CACHE, CORE_DIST, MISSING_FILE, DistRecord, PluginSet
+from .importer import module_of
 
 #: Optimization levels a cached ``.pyc`` may be written for (``python``, ``-O``, ``-OO``).
 _OPT_LEVELS = ("", 1, 2)
@@ -111,6 +115,50 @@ def _unlisted_files(listed: Mapping[str, Path]) -> dict[str, Path]:
     return {rel: path for rel, path in found.items() if rel not in listed}
 
 
+def _namespace_folders(listed: Mapping[str, Path]) -> dict[str, Path]:
+    """Folders above its modules without an ``__init__`` (namespace packages, outside any regular package of
+    it), keyed by path."""
+    folders = {}
+    for rel, path in listed.items():
+        if module_of(rel) is None:
+            continue
+        parts = rel.split("/")
+        for depth in range(1, len(parts)):
+            key = "/".join(parts[:depth])
+            if any(f"{key}/__init__{s}" in listed for s in importlib.machinery.all_suffixes()):
+                break  # a regular package: what is inside it is walked as the package's
+            folders[key] = path.parents[len(parts) - 1 - depth]
+    return folders
+
+
+def _installed_under(folders: Collection[Path]) -> set[str]:
+    """Every file an installed distribution's RECORD puts under ``folders`` (normalised absolute paths)."""
+    roots = tuple(os.path.normpath(f) + os.sep for f in folders)
+    owned = set()
+    for dist in importlib_metadata.distributions():
+        for rel in dist.files or []:
+            path = os.path.normpath(dist.locate_file(rel))
+            if path.startswith(roots):
+                owned.add(path)
+    return owned
+
+
+def _namespace_files(listed: Mapping[str, Path]) -> tuple[dict[str, Path], frozenset[str]]:
+    """``(files in its namespace folders that no distribution installed, files other distributions installed
+    there)``: the first are hashed as its own (a planted one shows as added), the second stay importable."""
+    folders = _namespace_folders(listed)
+    if not folders:
+        return {}, frozenset()
+    owned = _installed_under(folders.values())
+    mine = {os.path.normpath(p) for p in listed.values()}
+    unowned: dict[str, Path] = {}
+    for key, folder in folders.items():
+        for rel, path in _walk(folder, tuple(key.split("/"))).items():
+            if os.path.normpath(path) not in owned:
+                unowned[rel] = path
+    return unowned, frozenset(owned - mine)
+
+
 def _runs_instead_of(cache: Path, source: Path, level: str | int) -> bool:
     """Whether Python would execute ``cache`` for ``source``, and it was not compiled from that source."""
     try:
@@ -182,12 +230,19 @@ def _source_locations(dist: importlib_metadata.Distribution) -> dict[str, Path |
 
 def installed_locations(dist: importlib_metadata.Distribution) -> tuple[dict[str, Path | None], bool]:
     """``(path -> where it is, editable)`` for one distribution: every file its hash covers (``None``: gone)."""
+    locations, editable, _ = _installed_locations(dist)
+    return locations, editable
+
+
+def _installed_locations(dist: importlib_metadata.Distribution) -> tuple[dict[str, Path | None], bool, frozenset[str]]:
+    """:func:`installed_locations`, plus the files other distributions install into its namespace folders."""
     if _is_editable(dist):
         listed = _source_locations(dist)
         present = {rel: p for rel, p in listed.items() if p is not None}
-        return {**listed, **_foreign_bytecode(present)}, True
+        return {**listed, **_foreign_bytecode(present)}, True, frozenset()
     listed = _record_locations(dist)
-    return {**listed, **_unlisted_files(listed), **_foreign_bytecode(listed)}, False
+    unowned, shared = _namespace_files(listed)
+    return {**listed, **_unlisted_files(listed), **unowned, **_foreign_bytecode(listed)}, False, shared
 
 
 def _digests(locations: Mapping[str, Path | None]) -> dict[str, str]:
@@ -218,7 +273,7 @@ def installed_plugin_set(only: Collection[str] | None = None) -> PluginSet:
     for name, dist in plugin_distributions().items():
         if wanted is not None and name not in wanted:
             continue
-        locations, editable = installed_locations(dist)
+        locations, editable, shared = _installed_locations(dist)
         plugins[name] = DistRecord(
             name=name,
             version=dist.version,
@@ -227,5 +282,6 @@ def installed_plugin_set(only: Collection[str] | None = None) -> PluginSet:
             files=_digests(locations),
             editable=editable,
             locations={rel: str(p) for rel, p in locations.items() if p is not None},
+            shared=shared,
         )
     return PluginSet(core_version=core_version(), plugins=plugins)

@@ -73,6 +73,9 @@ class DistRecord:
     load_error: str | None = None
     #: Installed records only: path -> where the file is on this machine, so a lock in force imports those bytes.
     locations: Mapping[str, str] = field(default_factory=dict, compare=False, repr=False)
+    #: Installed records only: files other distributions install into its namespace-package folders (absolute
+    #: paths), the only files there besides its own that a lock in force lets Python import.
+    shared: frozenset[str] = field(default_factory=frozenset, compare=False, repr=False)
 
     @property
     def startup_files(self) -> list[str]:

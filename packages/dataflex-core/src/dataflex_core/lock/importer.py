@@ -27,11 +27,12 @@ import importlib.abc
 import importlib.machinery
 import importlib.util
 import marshal
+import os
 import sys
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from types import ModuleType
+from types import BuiltinFunctionType, ModuleType
 from typing import Any
 
 from ..errors import PluginLoadError, UncheckedModuleError
@@ -52,7 +53,7 @@ class CheckedModule:
     is_package: bool
 
 
-def _module_of(rel: str) -> tuple[str, str, bool] | None:
+def module_of(rel: str) -> tuple[str, str, bool] | None:
     """``(module name, kind, is package)`` of a distribution file Python can import, else ``None``."""
     parts = rel.split("/")
     if BYTECODE_CACHE in parts:
@@ -80,7 +81,7 @@ def checked_modules(record: DistRecord) -> tuple[dict[str, CheckedModule], dict[
     namespace packages (folders of its modules without ``__init__``), by name -> folder."""
     modules: dict[str, CheckedModule] = {}
     for rel, digest in sorted(record.files.items()):
-        found = _module_of(rel)
+        found = module_of(rel)
         location = record.locations.get(rel)
         if found is None or location is None or digest == MISSING_FILE:
             continue
@@ -171,6 +172,11 @@ class CheckedImporter(importlib.abc.MetaPathFinder):
         #: Every refused import, in order: ``(module, distribution)`` (``from pkg import mod`` turns the refusal
         #: into a plain ``ImportError`` without its cause, so whoever needs to know looks here).
         self.refused: list[tuple[str, str]] = []
+        #: Every spec this finder returned, by module name: a module of a checked distribution is its checked
+        #: file's only when its ``__spec__`` is one of these objects (identity: a record of equal value is forged).
+        self.issued: dict[str, list[importlib.machinery.ModuleSpec]] = {}
+        #: Files other distributions install into checked namespace folders: importable there (absolute paths).
+        self.shared: frozenset[str] = frozenset()
 
     def _enclosing_package(self, fullname: str) -> str | None:
         parts = fullname.split(".")
@@ -202,18 +208,45 @@ class CheckedImporter(importlib.abc.MetaPathFinder):
         spec.submodule_search_locations = folders
         return spec
 
+    def _planted_in_namespace(self, fullname: str) -> str | None:
+        """The checked distribution whose namespace folder holds ``fullname`` as a file no distribution
+        installed (planted), else ``None``: other distributions' portions of the namespace stay importable."""
+        parent = fullname.rpartition(".")[0]
+        owners = self.namespaces.get(parent) if parent not in self.modules else None
+        if not owners:
+            return None
+        for dist, folder in owners:
+            spec = importlib.machinery.PathFinder.find_spec(fullname, [folder])
+            if spec is None:
+                continue
+            if spec.has_location and spec.origin:
+                where = os.path.normpath(spec.origin)
+                if where not in self.shared:
+                    return dist
+            else:  # a folder without __init__: planted unless another distribution installs files in it
+                inside = tuple(os.path.normpath(p) + os.sep for p in spec.submodule_search_locations or ())
+                if not any(p.startswith(inside) for p in self.shared):
+                    return dist
+        return None
+
     def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> Any:
+        spec = self._find_spec(fullname, path)
+        if spec is not None:
+            self.issued.setdefault(fullname, []).append(spec)
+        return spec
+
+    def _find_spec(self, fullname: str, path: Any) -> Any:
         module = self.modules.get(fullname)
         if module is None and fullname in self.namespaces:
             return self._namespace_spec(fullname, path)
         if module is None:
-            dist = self.owner(fullname)
+            dist = self.owner(fullname) or self._planted_in_namespace(fullname)
             if dist is None:
                 return None  # not a checked distribution's: the usual finders answer
             self.refused.append((fullname, dist))
             raise UncheckedModuleError(
-                f"No module named {fullname!r} among the checked files of {dist} (a file dropped into its package "
-                "after installation is never imported while its files are locked)",
+                f"No module named {fullname!r} among the checked files of {dist} (a file dropped into its package, "
+                "or into its namespace folder that no distribution installed, is never imported while it is locked)",
                 name=fullname,
             )
         loader = _LOADERS[module.kind](module)
@@ -234,6 +267,7 @@ class CheckedImporter(importlib.abc.MetaPathFinder):
         table = CheckedImporter()
         table.modules = {n: m for n, m in self.modules.items() if m.dist not in names}
         table.packages = {n: d for n, d in self.packages.items() if d not in names}
+        table.shared = self.shared.union(*(r.shared for r in records))
         for name, owners in self.namespaces.items():
             kept = [(d, f) for d, f in owners if d not in names]
             if kept:
@@ -247,30 +281,84 @@ class CheckedImporter(importlib.abc.MetaPathFinder):
             for name, folder in namespaces.items():
                 table.namespaces.setdefault(name, []).append((record.name, folder))
         if refuse_imported:
+            table.issued = self.issued
             _refuse_imported(table, names)
         self.modules, self.packages, self.namespaces = table.modules, table.packages, table.namespaces
+        self.shared = table.shared
         install()
 
 
-def _loaded_from_checked(module: ModuleType, table: CheckedImporter, name: str) -> bool:
+def _spec_of(module: Any) -> Any:
+    """A module's ``__spec__`` as the module object holds it (no attribute hook of a forged object runs)."""
+    return vars(module).get("__spec__") if isinstance(module, ModuleType) else None
+
+
+def _plain_namespace(module: Any, name: str) -> bool:
+    """A namespace package, whoever made it: no file, and every other attribute is its imported submodule."""
+    if not isinstance(module, ModuleType) or vars(module).get("__file__") is not None:
+        return False
+    extra = {k: v for k, v in vars(module).items() if not (k.startswith("__") and k.endswith("__"))}
+    return all(value is sys.modules.get(f"{name}.{key}") for key, value in extra.items())
+
+
+def _loaded_from_checked(module: Any, table: CheckedImporter, name: str) -> bool:
     if name in table.namespaces and name not in table.modules:
-        return getattr(module, "__file__", None) is None  # a namespace package runs no code
-    loader = getattr(getattr(module, "__spec__", None), "loader", None)
-    return name in table.modules and getattr(loader, "checked", None) == table.modules[name]
+        return _plain_namespace(module, name)  # it runs no code
+    spec = _spec_of(module)
+    if not any(spec is issued for issued in table.issued.get(name, ())):
+        return False  # not a spec this finder returned: another finder's, or forged
+    return name in table.modules and getattr(spec.loader, "checked", None) == table.modules[name]
+
+
+def _origin(module: Any) -> str:
+    file = vars(module).get("__file__") if isinstance(module, ModuleType) else None
+    return str(file) if file else f"an unknown location ({type(module).__name__} object)"
+
+
+def unchecked_modules(table: CheckedImporter, dists: Collection[str] | None = None) -> list[str]:
+    """``module (dist) from FILE`` for each module in ``sys.modules`` of a checked distribution (of ``dists``)
+    that did not come from its checked file through ``table``."""
+    found = []
+    for name, module in list(sys.modules.items()):
+        dist = table.owner(name) if module is not None else None
+        if dist is not None and (dists is None or dist in dists) and not _loaded_from_checked(module, table, name):
+            found.append(f"{name} ({dist}) from {_origin(module)}")
+    return found
+
+
+def import_replaced() -> str | None:
+    """What ``builtins.__import__`` is, when it is not Python's own (start-up code or a plugin replaced it)."""
+    builtins_dict = sys._getframe().f_builtins  # what `import` statements use, whatever sys.modules says
+    current = builtins_dict.get("__import__")
+    own = (
+        isinstance(current, BuiltinFunctionType)
+        and current.__name__ == "__import__"
+        and isinstance(current.__self__, ModuleType)
+        and vars(current.__self__) is builtins_dict
+    )
+    return None if own else repr(current)
+
+
+def shown(items: list[str]) -> str:
+    return "; ".join(items[:5]) + (f"; and {len(items) - 5} more" if len(items) > 5 else "")
 
 
 def _refuse_imported(table: CheckedImporter, dists: set[str]) -> None:
-    unchecked = []
-    for name, module in list(sys.modules.items()):
-        dist = table.owner(name) if module is not None else None
-        if dist in dists and not _loaded_from_checked(module, table, name):
-            unchecked.append(f"{name} ({dist}) from {getattr(module, '__file__', None) or 'an unknown location'}")
+    unchecked = unchecked_modules(table, dists)
     if unchecked:
-        shown = "; ".join(unchecked[:5]) + (f"; and {len(unchecked) - 5} more" if len(unchecked) > 5 else "")
         raise PluginLoadError(
             f"locked plugin modules were imported before the lock was in force, so the code that ran was never "
-            f"checked: {shown}. Apply the lock before anything imports a plugin (set DATAFLEX_PLUGINS_LOCK in the "
-            "job's environment, or build the trainer before importing plugin modules yourself)"
+            f"checked: {shown(unchecked)}. Apply the lock before anything imports a plugin (set DATAFLEX_PLUGINS_LOCK "
+            "in the job's environment, or build the trainer before importing plugin modules yourself); a module "
+            "that no import put there was planted by start-up code (a .pth file, sitecustomize): see what a lock "
+            "guarantees in the production guide"
+        )
+    replaced = import_replaced()
+    if replaced is not None:
+        raise PluginLoadError(
+            f"builtins.__import__ was replaced (it is {replaced}), so an import statement of a locked plugin could "
+            "run code the lock never checked; remove what replaces it (start-up code: a .pth file, sitecustomize, "
+            "or the job's own code before the lock is applied)"
         )
 
 
@@ -291,4 +379,6 @@ def uninstall(*, forget: bool = True) -> None:
     while CHECKED_IMPORTER in sys.meta_path:
         sys.meta_path.remove(CHECKED_IMPORTER)
     if forget:
+        # ``issued`` stays: a module it loaded is still its checked file's, should a lock list that file again
         CHECKED_IMPORTER.modules, CHECKED_IMPORTER.packages, CHECKED_IMPORTER.namespaces = {}, {}, {}
+        CHECKED_IMPORTER.shared = frozenset()

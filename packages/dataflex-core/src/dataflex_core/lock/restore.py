@@ -72,10 +72,11 @@ def _restore_version(dist: str, rows: list[Difference]) -> str:
 
 
 def restore_sources(differences: Iterable[Difference]) -> list[InstallSource]:
-    """One source per distribution that differs (not those the lock does not list: they are removed)."""
+    """One source per distribution that differs (not one the lock does not list, or whose entry point is outside it:
+    a reinstall mends neither)."""
     by_dist: dict[str, list[Difference]] = {}
     for row in differences:
-        if row.kind != "unexpected":
+        if row.kind not in ("unexpected", "outside"):  # reinstalling mends neither
             by_dist.setdefault(row.dist, []).append(row)
     return [install_source(dist, _restore_version(dist, rows)) for dist, rows in sorted(by_dist.items())]
 

@@ -12,9 +12,13 @@ from collections.abc import Collection
 
 from ..discovery import DataFlexPluginManager, PluginLoadWarning
 from ..distributions import canonical_name, iter_entry_points
+from ..errors import PluginLoadError
+from ..plugin_report import PluginFailure
 from .environment import installed_plugin_set
 from .file import DistRecord, LockFileError, PluginSet
+from .guarded import GuardedPluginManager
 from .importer import CHECKED_IMPORTER
+from .outside import OUTSIDE_FIX, describe, entry_point_module, outside_entry_points
 
 
 def load_plugins(
@@ -27,17 +31,27 @@ def load_plugins(
 
     Their modules come from the files ``plugin_set`` hashed (default: hashed now). Load
     failures are kept on ``manager.failures`` rather than warned about; the caller reports
-    them as differences.
+    them as differences. An entry point whose module its distribution does not ship is
+    never imported (:mod:`.outside`): it is a failure of that plugin, and so is one whose import
+    breaks the lock (:mod:`.guarded`).
     """
-    manager = manager if manager is not None else DataFlexPluginManager()
     wanted = {canonical_name(d) for d in dists}
+    manager = manager if manager is not None else GuardedPluginManager(wanted, refuse=False)
     plugin_set = plugin_set if plugin_set is not None else installed_plugin_set(only=wanted)
     CHECKED_IMPORTER.add([r for n, r in plugin_set.plugins.items() if n in wanted], refuse_imported=False)
+    outside = {n: outside_entry_points(r) for n, r in plugin_set.plugins.items() if n in wanted}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", PluginLoadWarning)
         for ep, info in iter_entry_points():
-            if info.dist is not None and canonical_name(info.dist) in wanted:
-                manager.load_entrypoint(ep, info, strict=False)
+            dist = canonical_name(info.dist) if info.dist is not None else None
+            if dist not in wanted:
+                continue
+            if dist not in plugin_set.plugins or outside[dist].get(ep.name) == entry_point_module(ep.value):
+                record = plugin_set.plugins.get(dist)
+                why = describe(record, {ep.name: outside[dist][ep.name]}) if record else f"{dist} was not hashed"
+                manager.failures.append(PluginFailure(info, PluginLoadError(f"{why}; not imported"), ""))
+                continue
+            manager.load_entrypoint(ep, info, strict=False)
     return manager
 
 
@@ -69,6 +83,7 @@ def scan_environment(
     *,
     load: Collection[str] | None = None,
     manager: DataFlexPluginManager | None = None,
+    installed: PluginSet | None = None,
 ) -> PluginSet:
     """The installed plugin set, with components of the distributions whose entry points are imported.
 
@@ -77,8 +92,9 @@ def scan_environment(
         (what ``dataflex lock`` does). Others get ``components=None``.
     :param manager: a manager that already loaded the plugins (a host's); nothing
         more is imported, its loaded distributions give the components.
+    :param installed: the installed set, already hashed (default: hashed now).
     """
-    installed = installed_plugin_set()
+    installed = installed if installed is not None else installed_plugin_set()
     if manager is None:
         names = installed.dist_names if load is None else [d for d in installed.dist_names if d in {canonical_name(n) for n in load}]  # fmt: skip
         manager = load_plugins(names, plugin_set=installed)
@@ -103,9 +119,22 @@ def scan_environment(
 def lock_environment() -> PluginSet:
     """The plugin set to write to a lock: every installed plugin, imported to list its components.
 
-    A plugin that fails to import cannot be locked: the error names it.
+    A plugin that fails to import cannot be locked, nor one with an entry point whose module it does not
+    ship (checked before anything is imported): the error names it.
     """
-    plugin_set = scan_environment()
+    installed = installed_plugin_set()
+    outside = {n: outside_entry_points(r) for n, r in installed.plugins.items()}
+    outside = {n: found for n, found in outside.items() if found}
+    if outside:
+        listed = "\n".join(
+            f"  {n}=={installed.plugins[n].version}: {describe(installed.plugins[n], found)}"
+            for n, found in outside.items()
+        )
+        raise LockFileError(
+            "cannot lock a plugin whose code the lock could not hash (nothing was imported):\n"
+            f"{listed}\n{OUTSIDE_FIX}, or uninstall it (pip uninstall ...), then run `dataflex lock` again"
+        )
+    plugin_set = scan_environment(installed=installed)
     broken = {n: r.load_error for n, r in plugin_set.plugins.items() if r.load_error}
     if broken:
         listed = "\n".join(f"  {n}=={plugin_set.plugins[n].version}: {e}" for n, e in broken.items())
