@@ -275,10 +275,10 @@ def _draw_rows(small: int, large: int, candidates: int, reps: int, unjudged: str
     alpha = every.step.mounted.pipeline.scorer.table.columns["alpha"]
     beta = every.step.mounted.pipeline.scorer.table.columns["beta"]
     probabilities = torch.rand(large, dtype=torch.float64)
-    timings = measure_interleaved(
+    # draws of a few ms: five times the repetitions (a median of 3 at that size is the machine's noise)
+    timings = measure_interleaved({"from_small": few.next_block, "from_large": many.next_block}, reps=5 * reps, warmup=1)
+    full = measure_interleaved(
         {
-            "from_small": few.next_block,
-            "from_large": many.next_block,
             "multinomial": lambda: torch.multinomial(probabilities, batch, replacement=True),
             "torch_beta": lambda: torch.distributions.Beta(alpha, beta).sample(),
             "every": every.next_block,
@@ -286,6 +286,8 @@ def _draw_rows(small: int, large: int, candidates: int, reps: int, unjudged: str
         reps=reps,
         warmup=1,
     )
+    for name in full.samples:
+        timings.samples[name], timings.cpu_samples[name] = full.samples[name], full.cpu_samples[name]
     floor = timings.ratio("torch_beta", "multinomial")
     return [
         measured(
