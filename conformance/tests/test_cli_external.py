@@ -150,6 +150,7 @@ def test_external_plugin_is_certified_with_a_full_report(site, tmp_path):
             "version": "0.3.1",
             "components": ["scorer:acme_length", "reweighter:acme_linear"],
             "errors": [],
+            "notes": [],
         }
     ]
     by_name = {c["name"]: c for c in report["components"]}

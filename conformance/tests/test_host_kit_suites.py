@@ -41,7 +41,10 @@ class TestWalker(SamplerSuite, RecomputeSuite):
 
 
 def test_every_suite_is_in_the_host_suite():
-    assert {c.__name__ for c in HostSuite.__mro__ if issubclass(c, SeamSuite)} >= {"ReweightSuite", "SelectSuite"}
+    assert {c.__name__ for c in HostSuite.__mro__ if issubclass(c, SeamSuite)} >= {
+        "ReweightSuite", "SelectSuite", "RecomputeSuite", "HardDropSuite", "ResamplingSuite",
+        "GenerationRoundsSuite", "PromptCountsSuite",
+    }
 '''
 
 

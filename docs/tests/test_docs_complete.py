@@ -45,6 +45,7 @@ TRANSLATED = [
     "tutorials/add-a-reweighter.md",
     "tutorials/plugin-package.md",
     "tutorials/write-a-host.md",
+    "write-a-mechanism.md",
     "host.md",
     "mechanisms.md",
     "production.md",

@@ -12,9 +12,11 @@ from __future__ import annotations
 import importlib.metadata as importlib_metadata
 from collections.abc import Mapping
 
-from dataflex_core import ENTRY_POINT_GROUP, get_plugin_manager
+from dataflex_core import ENTRY_POINT_GROUP, KINDS, get_plugin_manager
+from dataflex_core.components import MECHANISM_KIND
 from dataflex_core.distributions import canonical_name
 
+from .checks_mechanism import MECHANISM_CHECKS, mechanism_problems
 from .devices import resolve_devices
 from .fields import FieldSynthesiser
 from .report import PackageEntry, Report
@@ -30,6 +32,17 @@ def _package_entries(dists: list[str] | None, manager) -> list[PackageEntry]:
         if spec.dist:
             entry = entries.setdefault(canonical_name(spec.dist), PackageEntry(spec.dist, spec.version))
             entry.components.append(f"{spec.kind}:{spec.name}")
+            if spec.kind == MECHANISM_KIND:  # its declarations; its behaviour is the host kit's, per seam
+                entry.errors += mechanism_problems(spec.cls)
+                entry.notes.append(
+                    f"mechanism {spec.name}: declarations checked ({', '.join(MECHANISM_CHECKS)}); its behaviour is "
+                    "certified per seam by the host kit of each host that runs it"
+                )
+            elif spec.kind not in KINDS:
+                entry.notes.append(
+                    f"{spec.kind} {spec.name}: kind {spec.kind!r} is declared by its distribution, which holds its "
+                    "contract; conformance has no suite for it (test it with the mechanism that drives it)"
+                )
     for clash in registry.clashes.values():
         for spec in clash.providers:
             if spec.dist:
@@ -117,6 +130,6 @@ def certify(
         scorers=scorers,
         packages=packages,
     )
-    if not components and not any(p.errors for p in packages):
+    if not components and not any(p.errors or p.components for p in packages):
         report.errors.append("no dataflex components found to certify" + (f" in {', '.join(dists)}" if dists else ""))
     return report

@@ -37,6 +37,8 @@ class PackageEntry:
     version: str | None = None
     components: list[str] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
+    #: What was (or could not be) checked beyond the component suites: a mechanism's declarations, a plugin's kind.
+    notes: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -121,7 +123,7 @@ class Report:
             "expected_failures": dict(self.expected_failures),
             "unpaired": list(self.unpaired),
             "packages": [
-                {"name": p.name, "version": p.version, "components": p.components, "errors": p.errors}
+                {"name": p.name, "version": p.version, "components": p.components, "errors": p.errors, "notes": p.notes}
                 for p in self.packages
             ],
             "summary": {s: counts.get(s, 0) for s in (PASSED, FAILED, EXPECTED_FAILURE, BLOCKED)}
@@ -245,6 +247,7 @@ def summary_lines(report: Report) -> list[str]:
         lines.append("no components were checked")
     for error in report.errors + [f"{p.name}: {e}" for p in report.packages for e in p.errors]:
         lines.append(f"ERROR {error}")
+    lines += [f"NOTE {p.name}: {note}" for p in report.packages for note in p.notes]
     if report.unpaired:
         lines.append("")
         lines.append(f"not paired ({len(report.unpaired)}; score ranges do not fit):")

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from dataflex_core import Component, ComponentSpec, Registry, accepted_params
+from dataflex_core import KINDS, Component, ComponentSpec, Registry, accepted_params
 from dataflex_core.distributions import canonical_name
 
 from .batches import score_range_of
@@ -199,6 +199,8 @@ def subjects_from_registry(
     for spec in [*registry, *clashed]:  # a clashed name is still each plugin's component to certify
         if spec.dist is None:
             continue  # components defined outside any installed distribution
+        if spec.kind not in KINDS:
+            continue  # a mechanism, or a kind a distribution declares: no check suite of a shipped kind (certify.py)
         sets = params.get(spec.name) or [{}]
         subjects = [Subject.from_spec(spec, p) for p in sets]
         if spec.kind == "scorer":

@@ -220,10 +220,3 @@ def test_filter_is_refused_where_trl_cannot_refill(make_trainer):
 
     with pytest.raises(IncompatibleComponentError, match="cannot refill: refill rounds draw prompts by index"):
         make_trainer("dapo", DAPO, train_dataset=IterableDataset.from_generator(rows), max_steps=1)
-
-
-def test_pilot_is_refused_because_grpo_trainer_generates_a_step_at_once(make_trainer):
-    block = {"mechanism": "pilot", "scorer": {"name": "group_reward_variance"}, "actuator": {"name": "threshold_band"}}
-    with pytest.raises(IncompatibleComponentError, match=r"GRPOTrainer cannot: GRPOTrainer generates num_generations "
-                       r"completions of every prompt in one generate call"):  # fmt: skip
-        make_trainer("dapo", block, max_steps=1)

@@ -12,10 +12,11 @@ from pathlib import Path
 
 import pytest
 import torch
+from dataflex_trl.advantages import grpo_advantages
 from dataflex_trl.mount import LOSS_UNITS, capabilities
 from trl_testkit import NUM_GENERATIONS, generate
 
-from dataflex_conformance.host import HostHarness, HostStep, HostSuite
+from dataflex_conformance.host import HostHarness, HostStep, HostSuite, RoundsStep
 from dataflex_lab.trl.toy import echo_reward
 
 
@@ -23,6 +24,12 @@ def first_prompt_unscored(completions, answer, **kwargs):
     """The toy echo reward, with ``None`` (not scored) for the first prompt's completions."""
     rewards = echo_reward(completions, answer)
     return [None] * NUM_GENERATIONS + rewards[NUM_GENERATIONS:]
+
+
+def kit_reward(completions, index, **kwargs):
+    """The kit's rewards for the generation rounds: an even prompt's completions all get 1, an odd prompt's 0, 1,
+    0, 1 (a group's completions are consecutive)."""
+    return [1.0 if int(i) % 2 == 0 else float(j % 2) for j, i in enumerate(index)]
 
 
 #: loss type -> the host's declaration (the same for every test of a loss type: built once)
@@ -41,28 +48,88 @@ class TrlHarness(HostHarness):
 
     def step(self, block):
         trainer = self.make_trainer(self.loss_type, block, reward=first_prompt_unscored)
-        applied = []
-        if block is not None:  # record what the host multiplies into TRL's advantages
-            real = trainer._dataflex_token_weights
-            trainer._dataflex_token_weights = lambda *args: applied.append(real(*args)) or applied[-1]
+        applied, built, recomputed, rewards = [], [], [], []
+        real_rewards = trainer._calculate_rewards  # TRL's rewards per function: what advantages_alone reads
+        trainer._calculate_rewards = lambda *args: rewards.append(real_rewards(*args)) or rewards[-1]
+        if block is not None:  # record what the host multiplies into TRL's advantages, and TRL's mask before it
+            real_weights, real_hook = trainer._dataflex_token_weights, trainer._dataflex_on_generation
+            real_advantages = trainer._dataflex_advantages
+            trainer._dataflex_token_weights = lambda *args: applied.append(real_weights(*args)) or applied[-1]
+            trainer._dataflex_advantages = lambda *args: recomputed.append(real_advantages(*args)) or recomputed[-1]
+
+            def on_generation(inputs, output, *args, **kwargs):
+                built.append(output["completion_mask"].clone())
+                return real_hook(inputs, output, *args, **kwargs)
+
+            trainer._dataflex_on_generation = on_generation
         output = generate(trainer, self.inputs)
         loss = trainer._compute_loss(trainer.model, output).detach()
         metrics = {name: values[-1] for name, values in trainer._metrics["train"].items() if "dataflex/" in name}
-        mask = output["completion_mask"].bool()
+        trained = output["completion_mask"].bool()
+        mask = built[-1].bool() if built else trained
         inert = ~mask.any(-1)
         inert[:NUM_GENERATIONS] = True  # the unscored completions
         weights = applied[-1] if applied else None
-        return HostStep(loss, mask, inert, LOSS_UNITS[self.loss_type], weights, metrics)
+        advantages = recomputed[-1] if recomputed else output["advantages"]
+        return HostStep(
+            loss, mask, inert, LOSS_UNITS[self.loss_type], weights, metrics,
+            trained_mask=trained if metrics.get("dataflex/hard_drop") == 1.0 else None,
+            advantages=advantages, batch=(trainer, output, rewards[-1].cpu()),
+        )  # fmt: skip
 
-    def draws(self, block, steps):
+    def advantages_alone(self, step, rows):
+        """TRL's advantage formula (GRPOTrainer's, as ``test_select`` holds) on a batch of ``rows`` alone."""
+        trainer, _, rewards = step.batch
+        size = len(rows) // len(torch.unique(rows // NUM_GENERATIONS))
+        assert len(rows) == size * len(torch.unique(rows // NUM_GENERATIONS)), "groups of unequal kept rows"
+        return grpo_advantages(
+            rewards[rows], trainer.reward_weights.cpu(), size,
+            scale_rewards=trainer.scale_rewards, aggregation=trainer.multi_objective_aggregation,
+        )  # fmt: skip
+
+    def loss_alone(self, step, rows):
+        """TRL's ``_compute_loss`` on the generation batch TRL would have built had only ``rows`` been sampled."""
+        trainer, output, _ = step.batch
+        alone = {name: value[rows] for name, value in output.items() if isinstance(value, torch.Tensor) and value.dim()}
+        alone["advantages"] = self.advantages_alone(step, rows).to(output["advantages"].dtype)
+        alone["num_items_in_batch"] = output["completion_mask"][rows].sum()
+        return trainer._compute_loss(trainer.model, alone).detach()
+
+    def draws(self, block, steps, resume_after=None):
         drawn = []
 
         def recording(completions, answer, index, **kwargs):  # TRL hands the reward each prompt's dataset columns
             drawn.append(torch.as_tensor(index, dtype=torch.int64))
             return echo_reward(completions, answer)
 
-        self.make_trainer(self.loss_type, block, reward=recording, max_steps=steps, save_strategy="no").train()
+        if resume_after is None:
+            self.make_trainer(self.loss_type, block, reward=recording, max_steps=steps, save_strategy="no").train()
+            return drawn
+        first = self.make_trainer(
+            self.loss_type, block, reward=recording, max_steps=resume_after, save_strategy="steps",
+            save_steps=resume_after,
+        )  # fmt: skip
+        first.train()
+        folder = Path(first.args.output_dir) / f"checkpoint-{resume_after}"
+        resumed = self.make_trainer(self.loss_type, block, reward=recording, max_steps=steps, save_strategy="no")
+        resumed.train(resume_from_checkpoint=str(folder))  # TRL's resume: the rebuilt dataloader skips what ran
         return drawn
+
+    def rounds(self, block, steps):
+        trainer = self.make_trainer(self.loss_type, block, reward=kit_reward, max_steps=steps, save_strategy="no")
+        trained = []
+        real = trainer._dataflex_on_generation
+
+        def on_generation(inputs, output, step, start, generation=None):  # the trained batch, after the rounds
+            prompts = torch.as_tensor([int(row["index"]) for row in inputs], dtype=torch.int64)
+            uids = torch.arange(len(inputs)) // NUM_GENERATIONS  # TRL's groups: num_generations consecutive rows
+            groups = len(inputs) // NUM_GENERATIONS
+            trained.append(RoundsStep(prompts, uids, groups, NUM_GENERATIONS, generation.rounds))
+            return real(inputs, output, step, start, generation=generation)
+
+        trainer._dataflex_on_generation = on_generation
+        trainer.train()
+        return trained
 
     def save(self, block):
         trainer = self.make_trainer(self.loss_type, block, max_steps=2, save_strategy="steps", save_steps=2)

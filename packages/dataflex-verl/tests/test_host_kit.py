@@ -4,17 +4,30 @@ A step is verl's real ``_compute_advantage`` on a rollout put into the session's
 rows included), its loss verl's real ``ppo_loss`` on the fields the actor receives; a save is two such steps
 then verl's real ``_save_checkpoint``, a resume verl's real ``_load_checkpoint`` (the actor's FSDP workers,
 which need GPUs, are the sandbox's ``LocalActorGroup``).
+
+The legacy line (``RayPPOTrainer``, built by its real constructor) runs the generation-rounds suite where fit pulls
+its prompts: its real train dataloader under ``dataflex_verl.legacy_rounds``, then fit's own generate call; the
+rollout servers, which need GPUs, are :class:`KitRollouts` (rollouts with the kit's rewards, as verl's reward
+loop streams them in ``rm_scores``).
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 import transfer_queue as tq
 
-from dataflex_conformance.host import HostHarness, HostStep, HostSuite
+from dataflex_conformance.host import (
+    CountsStep,
+    GenerationRoundsSuite,
+    HostHarness,
+    HostStep,
+    HostSuite,
+    RoundsStep,
+)
 from dataflex_lab.verl import sandbox
 
 pytestmark = pytest.mark.verl
@@ -55,7 +68,8 @@ class VerlHarness(HostHarness):
     def step(self, block):
         trainer = self.trainer(block)
         out, metrics = self.advantage_step(trainer, seed=11)
-        fields = ["response_mask", *(["rollout_is_weights"] if "rollout_is_weights" in out.fields else [])]
+        fields = ["response_mask", "advantages", "rm_scores"]
+        fields += ["rollout_is_weights"] if "rollout_is_weights" in out.fields else []
         data = tq.kv_batch_get(keys=out.keys, partition_id=out.partition_id, select_fields=fields)
         got = {name: data[name].to_padded_tensor(0) for name in fields}
         loss = sandbox.actor_loss(out, trainer.config)
@@ -63,12 +77,31 @@ class VerlHarness(HostHarness):
         sandbox.clear(out)
         mask = got["response_mask"].bool()
         inert = padding | ~mask.any(-1)
-        return HostStep(loss, mask, inert, LOSS_UNITS[self.loss_agg_mode], got.get("rollout_is_weights"), metrics)
+        uids = [key.rsplit("_", 2)[0] for key in out.keys]  # a trajectory key is {uid}_{session}_{index}
+        return HostStep(
+            loss, mask, inert, LOSS_UNITS[self.loss_agg_mode], got.get("rollout_is_weights"), metrics,
+            advantages=got["advantages"], batch={**got, "uid": uids},
+        )  # fmt: skip
 
-    def draws(self, block, steps):
+    def advantages_alone(self, step, rows):
+        """verl's own estimator (``algorithm.adv_estimator``) on ``rows`` alone."""
+        import numpy as np
+        from verl.trainer.ppo.core_algos import get_adv_estimator_fn
+
+        estimator = get_adv_estimator_fn(str(self.make_config().algorithm.adv_estimator))
+        batch, rows = step.batch, rows.tolist()
+        advantages, _ = estimator(
+            token_level_rewards=batch["rm_scores"][rows],
+            response_mask=batch["response_mask"][rows],
+            index=np.asarray([batch["uid"][r] for r in rows], dtype=object),
+        )
+        return advantages
+
+    def dataset(self) -> str:
+        """32 prompts in verl's layout, ``extra_info.index`` the row."""
         import pandas as pd
 
-        path = self.root / "train.parquet"  # 32 prompts, verl's layout, extra_info.index = the row
+        path = self.root / "train.parquet"
         rows = [
             {
                 "prompt": [{"role": "user", "content": f"question {i}"}],
@@ -79,10 +112,36 @@ class VerlHarness(HostHarness):
             for i in range(32)
         ]
         pd.DataFrame(rows).to_parquet(path)
+        return str(path)
+
+    def draws(self, block, steps, resume_after=None):
+        path = self.dataset()
         config = self.make_config(sandbox.dataset_overrides(str(path), 8, seed=3), dataflex=block)
         trainer = sandbox.dataloader_trainer(config)  # verl's real train dataloader, DataFlex's sampler in it
-        batches = [trainer._next_train_batch() for _ in range(steps)]
+        batches = [trainer._next_train_batch() for _ in range(steps if resume_after is None else resume_after)]
+        if resume_after is not None:  # what verl's checkpoint saves in data.pt, into a fresh trainer's dataloader
+            state = trainer.train_dataloader.state_dict()
+            trainer = sandbox.dataloader_trainer(config)
+            trainer.train_dataloader.load_state_dict(state)
+            batches += [trainer._next_train_batch() for _ in range(steps - resume_after)]
         return [torch.as_tensor([info["index"] for info in batch["extra_info"]]) for batch in batches]
+
+    def counts(self, block, steps):
+        config = self.make_config(sandbox.dataset_overrides(self.dataset(), 8, seed=3), dataflex=block)
+        trainer = sandbox.dataloader_trainer(config)
+        trainer.agent_loop_manager = AgentLoop(trainer.config)
+        out = []
+        for step in range(1, steps + 1):
+            trainer.global_steps = step
+            trainer._add_batch_to_generate()  # verl's dispatch: the prompts, their __rollout_n__, the agent loop
+            prompts, sessions = trainer.agent_loop_manager.dispatched[-1]
+            out.append(
+                CountsStep(
+                    torch.as_tensor(np.asarray(prompts["index"], dtype=np.int64)), list(prompts["uid"]),
+                    prompts["__rollout_n__"].clone(), int(config.actor_rollout_ref.rollout.n), sessions,
+                )
+            )  # fmt: skip
+        return out
 
     def save(self, block):
         trainer = sandbox.attach_workers(self.trainer(block))
@@ -100,7 +159,127 @@ class VerlHarness(HostHarness):
         return trainer.dataflex
 
 
+def agent_loop_worker():
+    """verl V1's agent-loop worker class (``AgentLoopWorkerTQ``, a Ray actor class in verl: its own class here)."""
+    from verl.trainer.ppo.v1.agent_loop_tq import AgentLoopWorkerTQ
+
+    return AgentLoopWorkerTQ.__ray_metadata__.modified_class
+
+
+class AgentLoop:
+    """verl V1's agent-loop manager, whose workers start model servers (GPUs): one of verl's own agent-loop workers
+    in this process, whose ``generate_sequences`` and ``_run_prompt`` (verl's code: it reads each prompt's
+    ``__rollout_n__`` and starts that many sessions under the prompt's uid) run as they do in a worker; only the
+    model's session (``_run_agent_loop``) is recorded instead of generated."""
+
+    def __init__(self, config) -> None:
+        class Sessions(agent_loop_worker()):
+            def __init__(self) -> None:  # the worker's state _run_prompt reads; no servers
+                self.config, self.background_tasks, self.started = config, set(), []
+
+            async def _run_agent_loop(self, sampling_params, trajectory, trace=False, session_id=0, **prompt):
+                self.started.append(prompt["uid"])
+
+        self.worker = Sessions()
+        #: ``(prompts, the uid of every session started)`` per dispatch.
+        self.dispatched: list[tuple] = []
+
+    def generate_sequences(self, prompts) -> None:
+        import asyncio
+
+        async def dispatch() -> None:
+            await self.worker.generate_sequences(prompts.clone())
+            await asyncio.gather(*list(self.worker.background_tasks))
+
+        begun = len(self.worker.started)
+        asyncio.run(dispatch())
+        self.dispatched.append((prompts, self.worker.started[begun:]))
+
+
 class TestVerlHost(HostSuite):
     @pytest.fixture(params=list(LOSS_UNITS))
     def host(self, request, make_config, queue, tmp_path):
         return VerlHarness(make_config, tmp_path, request.param)
+
+
+class KitRollouts:
+    """verl's rollout manager on the legacy line (its servers need GPUs): ``generate_sequences`` gives each
+    prompt row its rollouts with the kit's rewards (an even prompt's all 1, an odd one's 0, 1, 0, 1 within its
+    group), seeded, in the layout fit reads (``responses``, ``response_mask``, ``rm_scores`` on the last token)."""
+
+    def __init__(self, seed: int = 0, width: int = 6) -> None:
+        self.gen, self.width = torch.Generator().manual_seed(seed), width
+
+    def generate_sequences(self, prompts):
+        from tensordict import TensorDict
+        from verl import DataProto
+
+        index = torch.as_tensor(np.asarray(prompts.non_tensor_batch["index"], dtype=np.int64))
+        rows = len(index)
+        starts = torch.ones(rows, dtype=torch.bool)
+        starts[1:] = index[1:] != index[:-1]  # fit repeats each prompt n times, interleaved
+        start = torch.cummax(torch.where(starts, torch.arange(rows), torch.zeros(rows, dtype=torch.long)), 0).values
+        reward = torch.where(index % 2 == 0, 1.0, ((torch.arange(rows) - start) % 2).to(torch.float32))
+        lengths = torch.randint(1, self.width + 1, (rows,), generator=self.gen)
+        scores = torch.zeros(rows, self.width)
+        scores[torch.arange(rows), lengths - 1] = reward
+        batch = {
+            "responses": torch.randint(3, 100, (rows, self.width), generator=self.gen),
+            "response_mask": (torch.arange(self.width) < lengths.unsqueeze(-1)).to(torch.int64),
+            "rm_scores": scores,
+        }
+        uid = np.array(prompts.non_tensor_batch["uid"], dtype=object, copy=True)
+        return DataProto(TensorDict(batch, batch_size=[rows]), {"uid": uid}, meta_info={"timing": {}})
+
+
+class LegacyRoundsHarness(HostHarness):
+    """verl's legacy ``RayPPOTrainer``: its generation rounds, as fit pulls and generates its prompts."""
+
+    def __init__(self, make_config) -> None:
+        self.make_config = make_config
+
+    def config(self, block=None):
+        return self.make_config(["trainer.use_v1=false", "data.train_batch_size=4", "data.seed=3"], dataflex=block)
+
+    def capabilities(self):
+        from dataflex_verl.mount import capabilities
+
+        return capabilities(self.config(), "legacy")
+
+    def rounds(self, block, steps):
+        import uuid
+
+        import verl.trainer.main_ppo_v0 as main_ppo_v0
+        from verl import DataProto
+        from verl.trainer.ppo.ray_trainer import Role
+        from verl.utils.dataset.rl_dataset import collate_fn
+
+        from dataflex_verl.legacy import running
+        from dataflex_verl.legacy_rounds import installed
+
+        prompts = [{"index": i, "input_ids": torch.tensor([i])} for i in range(16)]
+        trainer = main_ppo_v0.RayPPOTrainer(
+            self.config(block), tokenizer=None, role_worker_mapping={Role.ActorRollout: object},
+            resource_pool_manager=None, train_dataset=prompts, val_dataset=prompts, collate_fn=collate_fn,
+        )  # fmt: skip
+        trainer.async_rollout_manager = KitRollouts()
+        n = int(trainer.config.actor_rollout_ref.rollout.n)
+        out = []
+        with running(trainer), installed(trainer):  # what fit installs
+            pulls = iter(trainer.train_dataloader)
+            for step in range(1, steps + 1):
+                trainer.global_steps = step
+                batch = DataProto.from_single_dict(next(pulls))  # fit's pull: the rounds run here
+                batch.non_tensor_batch["uid"] = np.array([uuid.uuid4().hex for _ in range(len(batch))], dtype=object)
+                requests = trainer._get_gen_batch(batch).repeat(repeat_times=n, interleave=True)
+                rollouts = trainer.async_rollout_manager.generate_sequences(requests)  # fit's: the rounds' choice
+                ids = torch.as_tensor(np.asarray(requests.non_tensor_batch["index"], dtype=np.int64))
+                rounds = trainer.dataflex_generation.rounds
+                out.append(RoundsStep(ids, rollouts.non_tensor_batch["uid"], len(batch), n, rounds))
+        return out
+
+
+class TestVerlLegacyRounds(GenerationRoundsSuite):
+    @pytest.fixture
+    def host(self, make_config):
+        return LegacyRoundsHarness(make_config)

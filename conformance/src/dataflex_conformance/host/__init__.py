@@ -29,6 +29,23 @@ gave probability 0.
 - **dropped rows leave the loss** (weight 0, or out of the loss mask where the host hard-drops) and the kept
   rows share one weight, mean one in the loss's unit: dropping half the batch does not halve the step.
 
+:class:`RecomputeSuite` and :class:`HardDropSuite` (the loss-weights seam, on hosts that recompute a selector's
+advantages or hard-drop its rows; the harness's :meth:`HostHarness.advantages_alone` and
+:meth:`HostHarness.loss_alone`):
+
+- **kept rows get the framework's advantages computed on them alone**, and are otherwise as it built them;
+- **dropped rows leave the loss mask and have no effect on the loss**: the step's loss is the framework's on the
+  kept rows alone.
+
+:class:`GenerationRoundsSuite` (the generation-rounds seam, ``mechanism: filter``; the harness's
+:meth:`HostHarness.rounds`): every trained group is whole and admitted and the batch stays full; a step still short
+after ``max_rounds`` stops naming the cap, or with ``on_short: backfill`` is completed within it; the same seed
+admits the same prompts.
+
+:class:`PromptCountsSuite` (the per-prompt counts seam, ``mechanism: allocate``; the harness's
+:meth:`HostHarness.counts`): a batch's counts hold its budget and are the allocator's; each prompt got exactly its
+count of rollouts, under its one uid.
+
 A host's tests subclass :class:`HostSuite` (every suite) and provide the ``host`` fixture, a :class:`HostHarness` over
 the real framework (its real step and loss, its real checkpoint save and resume; no stand-in for the
 framework)::
@@ -48,25 +65,42 @@ needs no plugin installed to run the suites. Needs ``pytest`` (``pip install dat
 """
 
 from .components import BLOCKS, ELSEWHERE
-from .harness import HostHarness, HostStep
+from .counts import PromptCountsSuite
+from .harness import CountsStep, HostHarness, HostStep, RoundsStep
+from .recompute import HardDropSuite, RecomputeSuite
 from .resampling import ResamplingSuite
 from .reweight import ReweightSuite
+from .rounds import GenerationRoundsSuite
 from .select import SelectSuite
 from .suite import SeamSuite
 
 
-class HostSuite(ReweightSuite, SelectSuite, ResamplingSuite):
+class HostSuite(
+    ReweightSuite,
+    SelectSuite,
+    RecomputeSuite,
+    HardDropSuite,
+    ResamplingSuite,
+    GenerationRoundsSuite,
+    PromptCountsSuite,
+):
     """Every capability's suite: each runs when the host declares its seam, and skips with the host's reason."""
 
 
 __all__ = [
     "BLOCKS",
+    "CountsStep",
     "ELSEWHERE",
+    "GenerationRoundsSuite",
+    "HardDropSuite",
     "HostHarness",
     "HostStep",
     "HostSuite",
+    "PromptCountsSuite",
+    "RecomputeSuite",
     "ResamplingSuite",
     "ReweightSuite",
+    "RoundsStep",
     "SeamSuite",
     "SelectSuite",
 ]

@@ -10,17 +10,24 @@ from typing import Any
 import torch
 
 from dataflex_core import (
+    Allocator,
     Reweighter,
     Sampler,
     Scorer,
     Selector,
+    group_index,
     mean_one,
+    register_allocator,
     register_reweighter,
     register_sampler,
     register_scorer,
     register_selector,
+    segment_var,
     valid_sample_mask,
 )
+
+#: Rows of each group ``hostkit_two_per_group`` keeps.
+KEEP_PER_GROUP = 2
 
 
 # -- the suite's components ------------------------------------------------------------------------------------
@@ -114,6 +121,57 @@ class AboveMedian(Selector):
         return valid & (scores > median)
 
 
+@register_selector("hostkit_two_per_group")
+class TwoPerGroup(Selector):
+    """Keeps the first :data:`KEEP_PER_GROUP` valid rows of each ``uid`` group (in row order) and asks for their
+    advantages recomputed as if only they had been sampled (as GFPO does): some rows of every group dropped."""
+
+    recompute_advantage = True
+
+    def act(self, scores, batch, **ctx):
+        valid = valid_sample_mask(batch).to(scores.device)
+        groups, _ = group_index(batch.non_tensor_batch["uid"], scores.device)
+        groups = torch.where(valid, groups, torch.full_like(groups, -1))  # invalid rows rank in a group of their own
+        order = torch.argsort(groups, stable=True)
+        ordered = groups[order]
+        rank = torch.empty_like(groups)
+        rank[order] = torch.arange(len(groups), device=scores.device) - torch.searchsorted(ordered, ordered)
+        return valid & (rank < KEEP_PER_GROUP)
+
+
+@register_scorer("hostkit_reward_spread")
+class RewardSpread(Scorer):
+    """The variance of each group's rewards (``rm_scores`` summed over the response), given to each of its rows:
+    0 for a group whose rollouts all got the same reward."""
+
+    requires = ["rm_scores", "response_mask", "uid"]
+    timing = "post_reward"
+    granularity = "prompt"
+    needs_groups = True
+
+    def score(self, batch, step_id, **ctx):
+        mask = batch.batch["response_mask"].bool()
+        reward = torch.where(mask, batch.batch["rm_scores"].to(torch.float64), torch.zeros((), dtype=torch.float64))
+        valid = valid_sample_mask(batch).to(reward.device)
+        groups, count = group_index(batch.non_tensor_batch["uid"], reward.device)
+        spread = segment_var(reward.sum(-1), groups, count, valid)[groups]
+        return torch.where(valid, spread, torch.zeros_like(spread)).to(torch.float32)
+
+
+@register_selector("hostkit_above")
+class Above(Selector):
+    """Keeps the valid rows scoring above ``bound`` (default 0): on a group's shared score, whole groups."""
+
+    admits_groups = True
+
+    def __init__(self, bound: float = 0.0, **kwargs):
+        super().__init__(**kwargs)
+        self.bound = float(bound)
+
+    def act(self, scores, batch, **ctx):
+        return valid_sample_mask(batch).to(scores.device) & (scores.double() > self.bound)
+
+
 @register_scorer("hostkit_even_ids")
 class EvenIds(Scorer):
     """pre_rollout: 1 for a prompt whose ``index`` is even, 0 for the others."""
@@ -149,6 +207,28 @@ class Uniform(Sampler):
         return 1.0 / num_candidates
 
 
+def favoured_counts(favoured: torch.Tensor, budget: int, n_min: int) -> torch.Tensor:
+    """``hostkit_favour``'s counts: ``n_min`` each, the rest of ``budget`` split evenly over the ``favoured``
+    prompts (every prompt when none is), one more for the first of them in order. What the suite expects."""
+    counts = torch.full((len(favoured),), int(n_min), dtype=torch.int64)
+    chosen = favoured.bool().nonzero().flatten() if favoured.any() else torch.arange(len(favoured))
+    spare, share = divmod(int(budget) - int(counts.sum()), len(chosen))
+    counts[chosen] += spare
+    counts[chosen[:share]] += 1
+    return counts
+
+
+@register_allocator("hostkit_favour")
+class Favour(Allocator):
+    """Gives the prompts scoring above 0 (``hostkit_even_ids``: the even ones) every rollout past ``n_min``."""
+
+    def act(self, scores, batch, *, budget, n_min, n_max=None, **ctx):
+        counts = favoured_counts(scores > 0, budget, n_min)
+        if n_max is not None and int(counts.max()) > int(n_max):
+            raise ValueError(f"hostkit_favour gives {int(counts.max())} rollouts to a prompt, over n_max={n_max}")
+        return counts
+
+
 def _block(scorer: str, **more: Any) -> dict[str, Any]:
     return {"mechanism": "reweight", "scorer": {"name": scorer}, "actuator": {"name": "hostkit_linear"}, **more}
 
@@ -159,6 +239,15 @@ def _curriculum(sampler: str) -> dict[str, Any]:
         "prompt_key": "index",
         "scorer": {"name": "hostkit_even_ids"},
         "actuator": {"name": sampler},
+    }
+
+
+def _filter(bound: float = 0.0, **settings: Any) -> dict[str, Any]:
+    return {
+        "mechanism": "filter",
+        "scorer": {"name": "hostkit_reward_spread"},
+        "actuator": {"name": "hostkit_above", "params": {"bound": bound}},
+        "filter": {"max_rounds": 8, **settings},
     }
 
 
@@ -176,10 +265,18 @@ BLOCKS: dict[str, dict[str, Any]] = {
     "stateful": _block("hostkit_counter"),
     "select_all": _select("hostkit_keep_all"),
     "select_some": _select("hostkit_above_median"),
+    "select_recompute": _select("hostkit_two_per_group"),
     "draw_even": _curriculum("hostkit_proportional"),
+    "counts": {
+        "mechanism": "allocate",
+        "prompt_key": "index",
+        "scorer": {"name": "hostkit_even_ids"},
+        "actuator": {"name": "hostkit_favour"},
+    },
+    "rounds": _filter(),
+    "rounds_never": _filter(1.0e9, max_rounds=2),
+    "rounds_backfill": _filter(1.0e9, max_rounds=2, on_short="backfill"),
     "draw_uniform": _curriculum("hostkit_uniform"),
 }
 #: The distribution a checkpoint of another plugin set records and this environment lacks.
 ELSEWHERE = "dataflex-hostkit-elsewhere"
-
-

@@ -33,6 +33,43 @@ class HostStep:
     #: ``(rows, L)`` bool: the tokens the loss counted once DataFlex acted, where a hard drop removed rows from
     #: the loss mask (``None``: ``loss_mask``, nothing removed).
     trained_mask: torch.Tensor | None = None
+    #: ``(rows,)`` or ``(rows, L)``: the advantages the loss multiplied, before any DataFlex weight (a selector's
+    #: recomputed ones where the host recomputed them; ``None``: not reported, needed by the recompute suite).
+    advantages: torch.Tensor | None = None
+    #: The harness's own record of the step's batch (responses, rewards, groups), read back by its
+    #: :meth:`HostHarness.advantages_alone` and :meth:`HostHarness.loss_alone`; the suites never read it.
+    batch: Any = None
+
+
+@dataclass
+class RoundsStep:
+    """One step of the framework's generation rounds (``mechanism: filter``), as its trained batch came out."""
+
+    #: ``(rows,)`` int64: the prompt (dataset ``index``) of each trained row, padding rows left out.
+    prompts: torch.Tensor
+    #: ``(rows,)``: the group (``uid``) of each trained row, as the framework carries it.
+    uids: Any
+    #: Groups (prompts) a step of the framework trains, and rollouts per group.
+    groups: int
+    group_size: int
+    #: Generation rounds the step took, the first included.
+    rounds: int
+
+
+@dataclass
+class CountsStep:
+    """One batch of prompts under per-prompt rollout counts (``mechanism: allocate``), as the framework got it."""
+
+    #: ``(prompts,)`` int64: each prompt's dataset ``index``, in the order the host dispatched them.
+    prompts: torch.Tensor
+    #: ``(prompts,)``: each prompt's group id (``uid``), as the framework gave it.
+    uids: Any
+    #: ``(prompts,)`` int64: the rollouts the host asked the framework for, per prompt.
+    counts: torch.Tensor
+    #: The framework's uniform count (``rollout.n``, ``num_generations``): the budget is ``prompts x rollout_n``.
+    rollout_n: int
+    #: ``(rollouts,)``: the group id of every rollout the framework generated for the batch.
+    generated: Any
 
 
 class HostHarness:
@@ -47,13 +84,68 @@ class HostHarness:
         provides and skips the others with the host's reason. Default: the loss-weights seam alone."""
         return HostCapabilities(name=type(self).__name__)
 
-    def draws(self, block: Mapping[str, Any], steps: int) -> list[torch.Tensor]:
+    def draws(self, block: Mapping[str, Any], steps: int, resume_after: int | None = None) -> list[torch.Tensor]:
         """The prompts the framework's own dataloader draws for ``steps`` steps with ``block`` (its train sampler
         seam), as int64 tensors of their ids: the train dataset's ``index`` column, unique per prompt, over at least
-        16 prompts, half of them even. Needed by hosts that provide the train-sampler seam."""
+        16 prompts, half of them even, at least ``steps`` batches of them (so a resume after 2 is mid-epoch). Seed
+        them: the same call draws the same prompts. Needed by hosts that provide the train-sampler seam.
+
+        :param resume_after: draw that many batches, save the sampler's state as the framework checkpoints it
+            (its own save, or its dataloader's ``state_dict``), restore it into a fresh run's dataloader (its own
+            resume) and draw the remaining batches there; the batches of both, in order.
+        """
         raise NotImplementedError(
-            f"{type(self).__name__}.draws(block, steps) must build the framework's train dataloader with the dataflex "
-            "block over a dataset with a unique int 'index' column and return the ids each of `steps` batches drew"
+            f"{type(self).__name__}.draws(block, steps, resume_after=None) must build the framework's train "
+            "dataloader with the dataflex block over a dataset with a unique int 'index' column and return the ids "
+            "each of `steps` batches drew (with resume_after: the first batches, then those of a fresh loader "
+            "restored from the state the framework saved after them)"
+        )
+
+    def advantages_alone(self, step: HostStep, rows: torch.Tensor) -> torch.Tensor:
+        """The framework's own advantage estimator on the rows ``rows`` of ``step``'s batch alone (the same
+        responses and rewards, as if only those rows had been sampled): ``(len(rows),)`` or ``(len(rows), L)``.
+        Needed by hosts that recompute a selector's advantages (``HostCapabilities.recompute_advantage``)."""
+        raise NotImplementedError(
+            f"{type(self).__name__}.advantages_alone(step, rows) must run the framework's advantage estimator on the "
+            "given rows of the step's batch (HostStep.batch) alone and return their advantages"
+        )
+
+    def loss_alone(self, step: HostStep, rows: torch.Tensor) -> torch.Tensor:
+        """The framework's own loss (a scalar) on a batch of the rows ``rows`` of ``step``'s batch alone, their
+        advantages computed on them alone. Needed by hosts that hard-drop rows (``HostCapabilities.hard_drop``)."""
+        raise NotImplementedError(
+            f"{type(self).__name__}.loss_alone(step, rows) must build the framework's batch of the given rows of the "
+            "step's batch (HostStep.batch) alone, advantages computed on them, and return the framework's loss on it"
+        )
+
+    def rounds(self, block: Mapping[str, Any], steps: int) -> list[RoundsStep]:
+        """``steps`` steps of the framework's generation rounds with ``block`` (its generation-rounds seam): each
+        generates a batch of prompts, further ones while too few groups are admitted, and trains the chosen groups.
+
+        The prompts come from a dataset with a unique int ``index`` column over at least 16 prompts, and the
+        rewards are the kit's: every rollout of an even prompt gets the same reward, those of an odd prompt
+        rewards that vary within its group (so a filter on the reward variance admits the odd prompts only).
+        Seed it: the same call generates the same prompts. What a step raises propagates. Needed by hosts that
+        provide the generation-rounds seam.
+        """
+        raise NotImplementedError(
+            f"{type(self).__name__}.rounds(block, steps) must run `steps` steps of the framework's generation "
+            "rounds with the dataflex block (even prompts: one reward per group; odd: varied) and return a "
+            "RoundsStep per step"
+        )
+
+    def counts(self, block: Mapping[str, Any], steps: int) -> list[CountsStep]:
+        """``steps`` batches of prompts dispatched by the framework with ``block`` (its per-prompt counts seam):
+        the counts the host asked for and the rollouts the framework's own generation started for each.
+
+        The prompts come from a dataset with a unique int ``index`` column, more than ``steps`` batches of them;
+        the budget is left to the framework's uniform count. Where the rollouts themselves need the framework's
+        model servers (GPUs), stand in for the model's sessions only: the framework's own code reads the counts
+        and starts the rollouts. Needed by hosts that provide the per-prompt counts seam.
+        """
+        raise NotImplementedError(
+            f"{type(self).__name__}.counts(block, steps) must dispatch `steps` batches of prompts through the "
+            "framework with the dataflex block and return a CountsStep per batch: the counts asked, the rollouts begun"
         )
 
     def step(self, block: Mapping[str, Any] | None) -> HostStep:
@@ -91,5 +183,3 @@ class HostHarness:
             f"{type(self).__name__}.resume(block, folder) must start a new run with the dataflex block, resume it "
             "from the checkpoint folder through the framework's own resume path and return its DataFlexSession"
         )
-
-

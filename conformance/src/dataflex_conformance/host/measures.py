@@ -33,3 +33,18 @@ def assert_frameworks_loss(flex: HostStep, plain: HostStep) -> None:
     if flex.weights is not None:
         mask = valid_tokens(flex)
         assert close(applied(flex)[mask], torch.ones(int(mask.sum()), dtype=torch.float64))
+
+
+def per_token(values: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
+    """``values`` per row ``(rows,)`` or per token ``(rows, L)`` as float64 of ``like``'s ``(rows, L)`` shape."""
+    values = values.detach().to(torch.float64)
+    return values.unsqueeze(-1).expand(like.shape) if values.dim() == 1 else values[:, : like.shape[-1]]
+
+
+def kept_rows(step: HostStep) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """``(weights, valid rows, kept rows)``: a valid row is kept when it has a weighted token the loss counts."""
+    valid = valid_tokens(step)
+    counted = valid if step.trained_mask is None else valid & step.trained_mask.bool()
+    weights = applied(step) * counted
+    rows = valid.any(-1)
+    return weights, rows, rows & (weights != 0).any(-1)

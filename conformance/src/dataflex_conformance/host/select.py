@@ -7,25 +7,13 @@ hard-drops, leave its loss mask (:attr:`~dataflex_conformance.host.HostStep.trai
 
 from __future__ import annotations
 
-import torch
-
 from dataflex_core.contracts import MEAN_ONE_TOLERANCE
 from dataflex_core.session import LossWeights
 from dataflex_core.step import unit_mean
 
 from .components import BLOCKS
-from .harness import HostStep
-from .measures import applied, assert_frameworks_loss, close, valid_tokens
+from .measures import applied, assert_frameworks_loss, close, kept_rows, valid_tokens
 from .suite import SeamSuite
-
-
-def _row_weights(step: HostStep) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """``(weights, valid rows, kept rows)``: a valid row is kept when it has a weighted token the loss counts."""
-    valid = valid_tokens(step)
-    counted = valid if step.trained_mask is None else valid & step.trained_mask.bool()
-    weights = applied(step) * counted
-    rows = valid.any(-1)
-    return weights, rows, rows & (weights != 0).any(-1)
 
 
 class SelectSuite(SeamSuite):
@@ -40,7 +28,7 @@ class SelectSuite(SeamSuite):
 
     def test_dropped_rows_leave_the_loss_and_kept_rows_share_one_weight(self, host, plain):
         flex = host.step(BLOCKS["select_some"])
-        weights, rows, kept = _row_weights(flex)
+        weights, rows, kept = kept_rows(flex)
         dropped = rows & ~kept
         assert kept.any() and dropped.any(), (
             f"the selector kept {int(kept.sum())} of {int(rows.sum())} valid rows; the harness's batch must have "

@@ -1,14 +1,21 @@
-"""Base classes of the five component kinds and the checks on their declarations.
+"""Base classes of the six component kinds, the table of every kind, and the checks on their declarations.
 
 A plugin declares what it reads and when it runs as class attributes; hosts
 plan their work (which queue fields to fetch, whether groups are needed) from
 those declarations alone, so a wrong declaration is caught when the class is
 defined rather than in the middle of a training run.
+
+A kind is its base class: a :class:`Component` subclass that sets ``kind`` in
+its own body declares that kind (:data:`BASE_CLASSES`), so a distribution adds
+a kind with one class and the contract its mechanism checks; the mechanisms'
+base declares the ``mechanism`` kind the same way (:func:`declare_kind`).
 """
 
 from __future__ import annotations
 
 import inspect
+import re
+from collections.abc import Iterable
 from typing import Any, ClassVar
 
 import torch
@@ -19,7 +26,48 @@ TIMINGS = ("pre_rollout", "post_reward", "post_advantage", "in_loss")
 GRANULARITIES = ("domain", "prompt", "response", "token")
 #: Granularities whose scores have shape ``(bs,)``.
 SAMPLE_GRANULARITIES = ("prompt", "response")
+#: The component kinds dataflex-core ships, in the order users read them.
 KINDS = ("scorer", "reweighter", "selector", "mixer", "sampler", "allocator")
+#: The kind of a mechanism registered by a plugin (its base, ``dataflex_core.mechanisms.Mechanism``, declares it).
+MECHANISM_KIND = "mechanism"
+_KIND_NAME = re.compile(r"[a-z][a-z0-9_]*")
+
+#: Every declared kind -> its base class: the six above, ``mechanism``, and any kind a plugin's base class declares.
+BASE_CLASSES: dict[str, type] = {}
+#: Kind -> names only dataflex-core may register (the built-in mechanisms); a plugin registering one fails.
+RESERVED_NAMES: dict[str, frozenset[str]] = {}
+
+
+def declare_kind(kind: str, base: type, *, reserved: Iterable[str] = ()) -> None:
+    """Make ``base`` the base class of ``kind``; ``reserved`` names stay dataflex-core's.
+
+    :raises DeclarationError: ``kind`` is not a lower-case identifier, or another base already declares it.
+    """
+    if not is_kind_name(kind):
+        raise DeclarationError(
+            f"{base.__qualname__}.kind = {kind!r} is not a kind name; write a lower-case identifier, e.g. kind = 'ranker'"
+        )
+    held = BASE_CLASSES.get(kind)
+    redefined = held is not None and (held.__module__, held.__qualname__) == (base.__module__, base.__qualname__)
+    if held is not None and held is not base and not redefined:  # a re-imported module or re-run cell redefines
+        raise DeclarationError(
+            f"{base.__module__}.{base.__qualname__} declares kind {kind!r}, which "
+            f"{held.__module__}.{held.__qualname__} already declares; subclass it, or pick another kind name"
+        )
+    BASE_CLASSES[kind] = base
+    if reserved:
+        RESERVED_NAMES[kind] = frozenset(reserved)
+
+
+def is_kind_name(kind: object) -> bool:
+    """True for a lower-case identifier, what a kind may be named (a lock file's component tables are checked so)."""
+    return isinstance(kind, str) and _KIND_NAME.fullmatch(kind) is not None
+
+
+def declared_kinds(kinds: Iterable[str]) -> list[str]:
+    """``kinds`` in reading order: the shipped component kinds first, then the others sorted (stable listings)."""
+    given = set(kinds)
+    return [k for k in KINDS if k in given] + sorted(given - set(KINDS))
 
 
 def _check_requires(cls: type, value: Any) -> None:
@@ -100,6 +148,16 @@ class Component:
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
+        kind = cls.__dict__.get("kind")
+        if kind:  # a class that names its kind is that kind's base (or re-states an inherited one)
+            held = BASE_CLASSES.get(kind)
+            if held is None or (held.__module__, held.__qualname__) == (cls.__module__, cls.__qualname__):
+                declare_kind(kind, cls)
+            elif not issubclass(cls, held):
+                raise DeclarationError(
+                    f"{cls.__qualname__}.kind = {kind!r}, but it does not subclass {base_label(held)}, the base "
+                    f"of that kind; subclass it"
+                )
         _check_requires(cls, cls.requires)
         _check_bool(cls, "needs_groups", cls.needs_groups)
         _check_score_range(cls, cls.score_range)
@@ -307,25 +365,23 @@ def declared_fields(component: Component) -> list[str]:
     return list(dict.fromkeys(fields))
 
 
-BASE_CLASSES: dict[str, type[Component]] = {
-    "scorer": Scorer,
-    "reweighter": Reweighter,
-    "selector": Selector,
-    "mixer": Mixer,
-    "sampler": Sampler,
-    "allocator": Allocator,
-}
+def base_label(base: type) -> str:
+    """How messages name a kind's base: ``dataflex_core.Scorer`` for core's, ``module.Class`` for a plugin's."""
+    if any(BASE_CLASSES.get(kind) is base for kind in KINDS):
+        return f"dataflex_core.{base.__name__}"
+    return f"{base.__module__}.{base.__qualname__}"
 
 
 def kind_of(cls: object) -> str | None:
-    """The component kind ``cls`` is, read from its base class; None if it subclasses none.
+    """The kind ``cls`` is, read from its nearest base class in :data:`BASE_CLASSES`; None if it has none.
 
     Why: one registration hook serves every kind, so a new kind costs only its
-    base class (added to :data:`BASE_CLASSES`) and its contract.
+    base class (declared by setting ``kind`` on it) and its contract.
     """
     if not isinstance(cls, type):
         return None
-    for kind, base in BASE_CLASSES.items():
-        if issubclass(cls, base):
-            return kind
+    by_base = {base: kind for kind, base in BASE_CLASSES.items()}
+    for klass in cls.__mro__:
+        if klass in by_base:
+            return by_base[klass]
     return None

@@ -28,7 +28,7 @@ from typing import Any
 import pluggy
 
 from . import hookspecs
-from .components import Component
+from .components import MECHANISM_KIND, kind_of
 from .decorators import DECORATED, DecoratedComponent
 from .distributions import ENTRY_POINT_GROUP as ENTRY_POINT_GROUP  # re-exported: plugins publish under it
 from .distributions import canonical_name, iter_entry_points
@@ -222,8 +222,8 @@ class DataFlexPluginManager(pluggy.PluginManager):
             for d in current_decorated()
             if d in new or d.cls.__module__ == package or d.cls.__module__.startswith(package + ".")
         ]
-        if isinstance(obj, type) and issubclass(obj, Component) and not any(d.cls is obj for d in mine):
-            kind = obj.kind
+        kind = kind_of(obj)  # an entry point naming a component or mechanism class registers it
+        if kind is not None and not any(d.cls is obj for d in mine):
             mine.append(DecoratedComponent(kind, obj.name or info.name, obj))
         key = self.plugin_key(info)
         self.plugin_infos[key] = info
@@ -233,7 +233,9 @@ class DataFlexPluginManager(pluggy.PluginManager):
                 self.check_pending()  # a hook name no spec knows: misspelled
             except pluggy.PluginValidationError:
                 unknown = sorted(n for n, h in vars(self.hook).items() if not n.startswith("_") and not h.has_spec() and h.get_hookimpls())  # fmt: skip
-                known = ", ".join([hookspecs.COMPONENTS_HOOK, *hookspecs.REGISTRATION_HOOKS.values()])
+                known = ", ".join(
+                    [hookspecs.COMPONENTS_HOOK, hookspecs.MECHANISMS_HOOK, *hookspecs.REGISTRATION_HOOKS.values()]
+                )
                 raise PluginLoadError(
                     f"unknown hook {', '.join(map(repr, unknown))} (misspelled?); known hooks: {known}"
                 ) from None
@@ -263,7 +265,11 @@ class DataFlexPluginManager(pluggy.PluginManager):
         """Each plugin's ``(kind, name, cls)`` registrations; a plugin whose hook fails registers nothing."""
         by_plugin: dict[str, list[tuple[str, str | None, type]]] = {}
         failed: dict[str, PluginFailure] = {}
-        hooks = [(None, hookspecs.COMPONENTS_HOOK), *hookspecs.REGISTRATION_HOOKS.items()]
+        hooks = [
+            (None, hookspecs.COMPONENTS_HOOK),
+            (MECHANISM_KIND, hookspecs.MECHANISMS_HOOK),
+            *hookspecs.REGISTRATION_HOOKS.items(),
+        ]
         for kind, hook_name in hooks:
             for impl in getattr(self.hook, hook_name).get_hookimpls():
                 plugin_name = (self.get_name(impl.plugin) or "").removesuffix("[decorated]")
@@ -289,7 +295,7 @@ class DataFlexPluginManager(pluggy.PluginManager):
         return by_plugin, list(failed.values())
 
     def registry(self) -> Registry:
-        """Components registered by loaded plugins and by in-process decorators.
+        """Components and mechanisms registered by loaded plugins, and components of in-process decorators.
 
         Rebuilt when a plugin was registered or unregistered, or a class decorated,
         since the last call. A name two plugins register is left out as a clash

@@ -31,7 +31,8 @@ def dataflex_register_components(register: Register) -> None:
         from the class's base (:class:`~dataflex_core.Scorer`,
         :class:`~dataflex_core.Reweighter`, :class:`~dataflex_core.Selector`,
         :class:`~dataflex_core.Mixer`, :class:`~dataflex_core.Sampler`,
-        :class:`~dataflex_core.Allocator`); ``name`` defaults to ``cls.name``.
+        :class:`~dataflex_core.Allocator`, or a base class of the plugin's own that
+        declares a new kind by setting ``kind = "..."``); ``name`` defaults to ``cls.name``.
         A class that subclasses none of them fails this plugin's registration
         with an error naming the class and the bases.
     :returns: nothing. Duplicate names and failing hooks behave as for the
@@ -39,6 +40,26 @@ def dataflex_register_components(register: Register) -> None:
 
     Called once per plugin each time the registry is (re)built, before the
     per-kind aliases.
+
+    .. versionadded:: 0.5
+    """
+
+
+@hookspec
+def dataflex_register_mechanisms(register: Register) -> None:
+    """Register the plugin's mechanisms, so ``dataflex.mechanism: <name>`` can select one it ships.
+
+    :param register: callback ``register(cls, name=None)``; ``cls`` must subclass
+        :class:`~dataflex_core.mechanisms.Mechanism` and ``name`` defaults to ``cls.name``. A class
+        that does not, or a name dataflex-core ships (``reweight``, ``select``, ...), fails this
+        plugin's registration with an error naming the class; the other plugins stay usable.
+    :returns: nothing. A name two distributions register is a clash, as for components: configuring
+        it raises :class:`~dataflex_core.DuplicateComponentError` naming both.
+
+    Called once per plugin each time the registry is (re)built. The mechanism is then locked,
+    listed by ``dataflex plugins`` and resolved by every host like a built-in one; the component
+    kinds it drives (its ``actuator_kind``, possibly a kind its own distribution declares) are
+    registered through :func:`dataflex_register_components`.
 
     .. versionadded:: 0.5
     """
@@ -140,6 +161,9 @@ def dataflex_register_allocators(register: Register) -> None:
 
 #: The one hook for every kind; the kind comes from the class (``components.kind_of``).
 COMPONENTS_HOOK = "dataflex_register_components"
+
+#: The hook for mechanisms (kind ``mechanism``: the class must subclass ``dataflex_core.mechanisms.Mechanism``).
+MECHANISMS_HOOK = "dataflex_register_mechanisms"
 
 #: Per-kind aliases of :data:`COMPONENTS_HOOK`, kept for one release: which hook registers which kind.
 REGISTRATION_HOOKS = {

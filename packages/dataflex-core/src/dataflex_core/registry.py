@@ -1,4 +1,8 @@
-"""The table of registered components: kind -> name -> class and where it came from."""
+"""The table of registered components and plugin mechanisms: kind -> name -> class and where it came from.
+
+Every declared kind has a table (:data:`~dataflex_core.components.BASE_CLASSES`): the six component kinds,
+``mechanism``, and a kind a plugin's base class declares, so a new kind needs no change here.
+"""
 
 from __future__ import annotations
 
@@ -6,7 +10,7 @@ import difflib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from .components import BASE_CLASSES, KINDS, kind_of
+from .components import BASE_CLASSES, KINDS, RESERVED_NAMES, base_label, declared_kinds, kind_of
 from .errors import DeclarationError, DuplicateComponentError
 
 
@@ -99,7 +103,7 @@ class Registry:
         """The kind ``cls`` is, from its base class; :class:`DeclarationError` if it has none."""
         kind = kind_of(cls)
         if kind is None:
-            bases = ", ".join(f"dataflex_core.{base.__name__}" for base in BASE_CLASSES.values())
+            bases = ", ".join(base_label(base) for base in BASE_CLASSES.values())
             raise DeclarationError(
                 f"plugin {plugin.label} registers {cls!r}, which subclasses no component base; subclass one of {bases}"
             )
@@ -107,18 +111,23 @@ class Registry:
 
     @staticmethod
     def checked_name(kind: str, name: str | None, cls: type, plugin: PluginInfo) -> str:
-        """The name ``cls`` registers under; :class:`DeclarationError` if it is not a ``kind`` with a name."""
+        """The name ``cls`` registers under; :class:`DeclarationError` if it is not a ``kind`` with a name, or the
+        name is one dataflex-core ships for that kind (a built-in mechanism)."""
         base = BASE_CLASSES[kind]
         if not (isinstance(cls, type) and issubclass(cls, base)):
             raise DeclarationError(
-                f"plugin {plugin.label} registers {cls!r} as a {kind}, but it does not "
-                f"subclass dataflex_core.{base.__name__}"
+                f"plugin {plugin.label} registers {cls!r} as a {kind}, but it does not subclass {base_label(base)}"
             )
         name = name or getattr(cls, "name", None)
-        if not name:
+        if not name or not isinstance(name, str):
             raise DeclarationError(
                 f"plugin {plugin.label} registers {cls.__qualname__} without a name; "
                 "pass register(cls, name='...') or set cls.name"
+            )
+        if name in RESERVED_NAMES.get(kind, ()):
+            raise DeclarationError(
+                f"plugin {plugin.label} registers {kind} {name!r} ({cls.__module__}.{cls.__qualname__}), but "
+                f"dataflex-core ships a {kind} of that name; give it another name"
             )
         return name
 
@@ -131,7 +140,7 @@ class Registry:
             if all(p.cls is not cls for p in clash.providers):
                 self.clashes[(kind, name)] = NameClash(kind, name, (*clash.providers, spec))
             return
-        table = self.components[kind]
+        table = self.components.setdefault(kind, {})
         existing = table.get(name)
         if existing is None:
             table[name] = spec
@@ -140,7 +149,7 @@ class Registry:
             self.clashes[(kind, name)] = NameClash(kind, name, (existing, spec))
 
     def get(self, kind: str, name: str) -> ComponentSpec | None:
-        return self.components[kind].get(name)
+        return self.components.get(kind, {}).get(name)
 
     def clash(self, kind: str, name: str) -> NameClash | None:
         """Why ``name`` is unusable, when two plugins register it."""
@@ -154,7 +163,11 @@ class Registry:
         return self.get(kind, name)
 
     def names(self, kind: str) -> list[str]:
-        return sorted(self.components[kind])
+        return sorted(self.components.get(kind, {}))
+
+    def kinds(self) -> list[str]:
+        """The kinds with a table (the shipped component kinds always), in reading order."""
+        return declared_kinds([*self.components, *(kind for kind, _ in self.clashes)])
 
     def close_match(self, kind: str, name: str) -> str | None:
         matches = difflib.get_close_matches(name, self.names(kind), n=1, cutoff=0.6)
@@ -162,12 +175,13 @@ class Registry:
 
     def find_kind(self, name: str) -> list[str]:
         """Kinds under which ``name`` is registered (clashed names included)."""
-        return [kind for kind in KINDS if name in self.components[kind] or (kind, name) in self.clashes]
+        return [kind for kind in self.kinds() if name in self.components.get(kind, {}) or (kind, name) in self.clashes]
 
     def __iter__(self) -> Iterator[ComponentSpec]:
-        for kind in KINDS:
-            for name in sorted(self.components[kind]):
-                yield self.components[kind][name]
+        for kind in self.kinds():
+            table = self.components.get(kind, {})
+            for name in sorted(table):
+                yield table[name]
 
     def by_plugin(self) -> dict[PluginInfo, list[ComponentSpec]]:
         out: dict[PluginInfo, list[ComponentSpec]] = {}

@@ -9,6 +9,14 @@ on the main process, and its result is broadcast and sliced back. Running the
 components on one process keeps stateful and random components consistent; an
 error raised there is re-raised on every process instead of leaving the others
 waiting.
+
+Generation rounds (``filter``) and stages (``pilot``) generate a step's rows
+across processes too: each round's rows are laid out in process order and
+split evenly (:func:`local_part`), its admission is decided once on the main
+process on the gathered rows and every process takes the decision
+(:func:`decide_on_main`), so all of them run the same rounds; the trained
+batch is assembled from the gathered outputs (:func:`gather_output`) and each
+process keeps its slice.
 """
 
 from __future__ import annotations
@@ -17,6 +25,8 @@ from typing import Any
 
 import torch
 from accelerate.utils import broadcast_object_list, gather, gather_object
+
+from dataflex_core import DataFlexError
 
 
 def gather_rows(accelerator: Any, value: torch.Tensor) -> torch.Tensor:
@@ -40,6 +50,76 @@ def local_rows(accelerator: Any, rows_per_process: int) -> slice:
     """This process's rows of the gathered batch."""
     start = accelerator.process_index * rows_per_process
     return slice(start, start + rows_per_process)
+
+
+def local_part(accelerator: Any, rows: list[Any], what: str = "a generation round") -> list[Any]:
+    """This process's share of ``rows`` (the whole round's, in process order): an even, contiguous slice.
+
+    :raises DataFlexError: ``rows`` do not split evenly over the processes (TRL gathers equal slices).
+    """
+    processes = accelerator.num_processes
+    if len(rows) % processes:
+        raise DataFlexError(
+            f"{what} has {len(rows)} rollouts, which do not split evenly over the run's {processes} processes "
+            "(TRL gathers an equal share from each); make the rollouts per prompt of every round (num_generations, "
+            "and under mechanism pilot pilot.rollouts and num_generations minus it) a multiple of the process count"
+        )
+    share = len(rows) // processes
+    start = accelerator.process_index * share
+    return list(rows[start : start + share])
+
+
+def gather_output(accelerator: Any, output: dict[str, Any], pad_token_id: int, left_padded: tuple[str, ...]) -> dict:
+    """TRL's generation output of this process -> the output of every process's rows, in process order.
+
+    Per-row tensors are gathered (``left_padded`` keys padded on the left to the longest process's width, with
+    ``pad_token_id`` for ``prompt_ids``, the others on the right with 0); ``num_items_in_batch`` is TRL's
+    gathered count already and is kept.
+    """
+    if accelerator.num_processes == 1:
+        return dict(output)
+    out: dict[str, Any] = {}
+    for key, value in output.items():
+        if key == "num_items_in_batch" or not isinstance(value, torch.Tensor):
+            out[key] = value
+            continue
+        if value.dim() >= 2:
+            fill = pad_token_id if key in ("prompt_ids", "completion_ids") else 0
+            value = accelerator.pad_across_processes(value, dim=1, pad_index=fill, pad_first=key in left_padded)
+        out[key] = gather(value.contiguous())
+    return out
+
+
+def local_output(accelerator: Any, output: dict[str, Any]) -> dict[str, Any]:
+    """The whole step's generation output -> this process's rows of it (``num_items_in_batch`` stays the whole
+    batch's count, as TRL's is)."""
+    if accelerator.num_processes == 1:
+        return output
+    rows = len(output["advantages"])
+    mine = local_rows(accelerator, rows // accelerator.num_processes)
+    return {
+        key: value[mine] if isinstance(value, torch.Tensor) and key != "num_items_in_batch" else value
+        for key, value in output.items()
+    }
+
+
+def decide_on_main(accelerator: Any, record: Any, decide: Any) -> Any:
+    """``decide()`` on the main process, which records its decision in ``record`` (a step's rounds or stages);
+    every other process takes the main process's ``record`` (its data attributes), so all run the same rounds.
+
+    The components run once, on the whole step's batch; their error is raised on every process.
+    """
+    if accelerator.num_processes == 1:
+        return decide()
+
+    def run() -> tuple[Any, dict[str, Any]]:
+        value = decide()
+        return value, {name: item for name, item in vars(record).items() if not callable(item)}
+
+    value, state = from_main(accelerator, run)
+    if not accelerator.is_main_process:
+        vars(record).update(state)
+    return value
 
 
 def from_main(accelerator: Any, compute: Any) -> Any:

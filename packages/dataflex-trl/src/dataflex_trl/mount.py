@@ -20,8 +20,8 @@ from dataflex_core.session import (
     HostCapabilities,
     LossWeights,
     PromptCounts,
-    StagedGeneration,
     SeamSupport,
+    StagedGeneration,
     TrainSampler,
 )
 
@@ -72,11 +72,6 @@ def is_map_dataset(dataset: Any) -> bool:
 
 
 #: Why TRL's GRPOTrainer cannot give prompts unequal rollout counts (``mechanism: allocate`` is refused at mount).
-STAGED_REASON = (
-    "GRPOTrainer generates num_generations completions of every prompt in one generate call per step, and "
-    "DataFlexGRPOTrainer does not yet generate a step in stages (a few pilot rollouts, then the rest for the "
-    "admitted prompts); use mechanism filter on one process"
-)
 ALLOCATE_REASON = (
     "GRPOTrainer generates num_generations completions for every prompt: its RepeatSampler repeats each prompt "
     "num_generations times before generation and its advantages view the rewards as (-1, num_generations), so "
@@ -113,16 +108,9 @@ def capabilities(args: Any, train_dataset: Any) -> HostCapabilities:
         "values": FieldSupport(False, "TRL's GRPOTrainer has no critic; pick a scorer that does not read values"),
         "returns": FieldSupport(False, "TRL's GRPOTrainer computes no returns; read advantages instead"),
     }
-    processes = int(getattr(args, "world_size", 1) or 1)
     map_dataset = is_map_dataset(train_dataset)
-    refill_reason = ""
-    if not map_dataset:
-        refill_reason = "refill rounds draw prompts by index, and the train dataset is not a map-style dataset"
-    elif processes > 1:
-        refill_reason = (
-            f"refill rounds merge generation batches on one process, and this run has {processes} processes "
-            "(multi-process refill is not implemented yet)"
-        )
+    # refill rounds and stages draw their prompts by index; on several processes each generates an even share
+    by_index = "" if map_dataset else "the train dataset is not a map-style dataset"
     return HostCapabilities(
         name=f"TRL {trl.__version__} GRPOTrainer",
         seams={
@@ -131,13 +119,15 @@ def capabilities(args: Any, train_dataset: Any) -> HostCapabilities:
             TrainSampler: SeamSupport(
                 map_dataset, "" if map_dataset else "the train dataset is not a map-style dataset"
             ),
-            # DataFlexGRPOTrainer generates further prompt batches until the batch is full
-            GenerationRounds: SeamSupport(not refill_reason, refill_reason),
+            # DataFlexGRPOTrainer generates further prompt batches until the batch is full (dataflex_trl.refill)
+            GenerationRounds: SeamSupport(
+                map_dataset, by_index and f"refill rounds draw prompts by index, and {by_index}"
+            ),
             # GRPOTrainer generates num_generations completions for every prompt (its sampler repeats each prompt
             # num_generations times and its advantages reshape to (-1, num_generations))
             PromptCounts: SeamSupport(False, ALLOCATE_REASON),
-            # mechanism pilot: GRPOTrainer generates each step's completions at once
-            StagedGeneration: SeamSupport(False, STAGED_REASON),
+            # DataFlexGRPOTrainer generates a step in stages, one TRL call each (dataflex_trl.staged)
+            StagedGeneration: SeamSupport(map_dataset, by_index and f"stages draw prompts by index, and {by_index}"),
         },
         loss_units=(TOKEN_UNIT, SEQUENCE_UNIT),
         token_weights=True,
@@ -194,3 +184,26 @@ def mount(session: DataFlexSession, args: Any, train_dataset: Any) -> None:
         is_group_estimator=lambda name: True,
     )
     session.check_dataset_columns(dataset_columns(train_dataset))
+    check_stage_shares(session, args)
+
+
+def check_stage_shares(session: DataFlexSession, args: Any) -> None:
+    """On several processes each generation stage splits evenly over them (TRL gathers an equal share from each):
+    the rollouts per prompt of every stage (``pilot.rollouts``, and the commit's top-up) must be multiples of the
+    process count, or the run is refused here, before a step that happens to have an odd count stops it."""
+    processes = int(getattr(args, "world_size", 1) or 1)
+    settings = getattr(session.mechanism, "settings", None)
+    if processes == 1 or session.seam(StagedGeneration) is None or not hasattr(settings, "rollouts"):
+        return
+    generations = int(getattr(args, "num_generations", 0) or 0)
+    top_up = generations - (settings.rollouts if settings.keep else 0)
+    counts = {"dataflex.pilot.rollouts": settings.rollouts, "the commit's top-up": top_up}
+    uneven = {name: count for name, count in counts.items() if count > 0 and count % processes}
+    if uneven:
+        named = " and ".join(f"{name} ({count})" for name, count in uneven.items())
+        raise ConfigError(
+            f"this run has {processes} processes, and each generation stage of mechanism pilot splits its rollouts "
+            f"evenly over them, but {named} is not a multiple of {processes}; set dataflex.pilot.rollouts and "
+            f"num_generations={generations} so that both pilot.rollouts and num_generations minus it (with "
+            f"pilot.keep, else num_generations) are multiples of {processes}"
+        )

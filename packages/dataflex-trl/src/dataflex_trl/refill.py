@@ -13,9 +13,11 @@ groups of every round, merged here (:func:`merge_outputs`: prompts
 left-padded, completions right-padded, as TRL pads them) with
 ``num_items_in_batch`` recounted over its loss mask.
 
-One process only: TRL's groups are laid out across processes, and a refill
-would have to move rows between them (the host refuses filter at mount on
-several processes).
+On several processes each round's rows are split evenly over them (TRL
+generates and scores its slice on each, gathering the rewards for the group
+advantages), the admission is decided once on the gathered rows, and the
+trained batch is merged from the gathered outputs; each process keeps its
+slice (:mod:`dataflex_trl.distributed`).
 """
 
 from __future__ import annotations
@@ -41,6 +43,11 @@ RIGHT_PADDED = (
 )
 #: One value per completion.
 PER_ROW = ("advantages",)
+
+
+def is_per_row(key: str) -> bool:
+    """Whether output ``key`` holds one entry per completion (``num_items_in_batch`` is the batch's count)."""
+    return key in LEFT_PADDED or key in RIGHT_PADDED or key in PER_ROW
 
 
 def _pad(value: torch.Tensor, width: int, fill: float, left: bool) -> torch.Tensor:

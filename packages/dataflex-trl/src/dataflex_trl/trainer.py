@@ -11,7 +11,9 @@ own experimental trainers are:
   advantages per token by the weights. For ``w >= 0`` every TRL loss type is
   linear in the advantage of its policy term (``-min(c1 w A, c2 w A) =
   -w min(c1 A, c2 A)``), so this is exactly a per-token weight on the policy
-  term; the KL and entropy terms stay unweighted;
+  term; the KL and entropy terms stay unweighted. Under ``filter`` it adds
+  generation rounds (:mod:`dataflex_trl.refill`); under ``pilot`` the step's
+  rows come from its stages, one TRL call each (:mod:`dataflex_trl.staged`);
 - ``_get_train_sampler``: for a mechanism that draws the prompts (``mix``:
   by domain proportions; ``curriculum``: by a ``pre_rollout`` scorer and a
   sampler over a per-prompt history that each generation batch's rewards
@@ -40,9 +42,9 @@ from trl import GRPOTrainer
 
 from dataflex_core import Batch
 from dataflex_core.groups import consecutive_group_rows
-from dataflex_core.session import DataFlexSession, GenerationRounds, LossWeights
+from dataflex_core.session import DataFlexSession, GenerationRounds, LossWeights, StagedGeneration
 
-from . import distributed, refill
+from . import distributed, refill, staged
 from .advantages import completion_rewards, grpo_advantages
 from .checkpoint import DataFlexCheckpointMixin
 from .mount import TrlTrainDataset, mount
@@ -106,6 +108,12 @@ class DataFlexGRPOTrainer(DataFlexCheckpointMixin, GRPOTrainer):
                 len(self.train_dataset), batch_size=self.args.generation_batch_size // self.num_generations,
                 seed=self.args.seed,
             )  # fmt: skip
+        stages = self.dataflex.seam(StagedGeneration)
+        if stages is not None:  # what the stages draw their prompts from, before any resume restores its position
+            stages.prepare(
+                len(self.train_dataset), batch_size=self.args.generation_batch_size // self.num_generations,
+                seed=self.args.seed,
+            )  # fmt: skip
         logger.info("dataflex-trl %s mounted: %s", __version__, self.dataflex.describe())
 
     # -- TRL's seams ---------------------------------------------------------------------
@@ -116,10 +124,17 @@ class DataFlexGRPOTrainer(DataFlexCheckpointMixin, GRPOTrainer):
 
     def _generate_and_score_completions(self, inputs):
         self._dataflex_rewards_per_func = None
+        step = int(self.state.global_step) + 1  # the optimizer step this generation batch trains, from 1
+        in_stages = self.dataflex.seam(StagedGeneration) if self.model.training else None
+        if in_stages is not None and self.dataflex.idle(step) is None:  # the step's rows come from its stages
+            began = time.perf_counter()
+            inputs, output, stages = self._dataflex_stages(in_stages, step)
+            metrics = self._dataflex_on_generation(inputs, output, step, time.perf_counter(), generation=stages)
+            metrics["dataflex/pilot/stages_time_s"] = time.perf_counter() - began
+            return self._dataflex_log(output, metrics)
         output = super()._generate_and_score_completions(inputs)
         if not self.model.training:
             return output
-        step = int(self.state.global_step) + 1  # the optimizer step this generation batch trains, from 1
         rounds, rounds_time = None, None
         seam = self.dataflex.seam(GenerationRounds)
         if seam is not None and self.dataflex.idle(step) is None:
@@ -129,34 +144,107 @@ class DataFlexGRPOTrainer(DataFlexCheckpointMixin, GRPOTrainer):
         metrics = self._dataflex_on_generation(inputs, output, step, time.perf_counter(), generation=rounds)
         if rounds_time is not None:
             metrics["dataflex/filter/rounds_time_s"] = rounds_time
+        return self._dataflex_log(output, metrics)
+
+    def _dataflex_log(self, output: dict, metrics: dict[str, float]) -> dict:
         for name, value in metrics.items():
             self._metrics["train"][name].append(value)
         return output
+
+    def _dataflex_generate(self, rows: list[dict], group_size: int) -> tuple[list[dict], dict, torch.Tensor]:
+        """TRL's own generation and scoring of one round's ``rows`` (every process's, in process order, each group
+        ``group_size`` consecutive rows): this process generates its even share; TRL gathers the rewards and
+        computes the advantages within those groups. Returns this process's rows, its output and the gathered
+        rewards per function."""
+        local = distributed.local_part(self.accelerator, rows)
+        uniform = self.num_generations
+        self.num_generations = group_size  # TRL's group statistics view the rewards as (-1, num_generations)
+        self._dataflex_rewards_per_func = None
+        try:
+            output = GRPOTrainer._generate_and_score_completions(self, local)
+        finally:
+            self.num_generations = uniform
+        return local, output, self._dataflex_rewards_per_func
 
     def _dataflex_rounds(
         self, seam: GenerationRounds, inputs: list[dict], output: dict, step: int
     ) -> tuple[list[dict], dict, Any]:
         """The generation-rounds seam (``mechanism: filter``): TRL's round, further rounds from the seam's refill
         sampler (with ``filter.draw``: the train sampler the mix or curriculum drives) while too few groups are
-        admitted, then the chosen groups of every round as one generation batch (:mod:`dataflex_trl.refill`)."""
-        size = self.num_generations
-        rounds = seam.rounds(len(output["advantages"]) // size)
-        pool = [(inputs, output, self._dataflex_rewards_per_func)]
-        seam.admit(rounds, self._dataflex_batch(inputs, output)[0], step)
+        admitted, then the chosen groups of every round as one generation batch (:mod:`dataflex_trl.refill`).
+
+        On several processes every process runs the same rounds: each generates its share of a round, the main
+        process admits on the gathered round and the others take its decision."""
+        size, accelerator = self.num_generations, self.accelerator
+        rounds = seam.rounds(self.args.generation_batch_size // size)
+        pool = [(distributed.gather_values(accelerator, inputs), output, self._dataflex_rewards_per_func)]
+        batch = self._dataflex_batch(inputs, output)[0]
+        distributed.decide_on_main(accelerator, rounds, lambda batch=batch: seam.admit(rounds, batch, step))
         sampler = seam.refill_sampler()
         while rounds.needs_refill:
             more = [self.train_dataset[int(i)] for i in sampler.next_block() for _ in range(size)]
-            self._dataflex_rewards_per_func = None
-            generated = GRPOTrainer._generate_and_score_completions(self, more)
-            pool.append((more, generated, self._dataflex_rewards_per_func))
-            seam.admit(rounds, self._dataflex_batch(more, generated)[0], step)
+            local, generated, rewards = self._dataflex_generate(more, size)
+            pool.append((more, generated, rewards))
+            batch = self._dataflex_batch(local, generated)[0]
+            distributed.decide_on_main(accelerator, rounds, lambda batch=batch: seam.admit(rounds, batch, step))
         if rounds.rounds == 1 and rounds.admitted_groups == rounds.groups:
+            self._dataflex_rewards_per_func = pool[0][2]
             return inputs, output, rounds  # every group admitted at once: TRL's batch as it is
         rows = [consecutive_group_rows(keep, size) for keep in rounds.chosen()]
-        merged = refill.merge_outputs([o for _, o, _ in pool], rows, pad_token_id=self._dataflex_pad_token_id())
-        self._dataflex_rewards_per_func = torch.cat([rpf[r.to(rpf.device)] for (_, _, rpf), r in zip(pool, rows)])
-        merged_inputs = [rows_in[i] for (rows_in, _, _), r in zip(pool, rows) for i in r.tolist()]
-        return merged_inputs, merged, rounds
+        inputs, output = self._dataflex_assemble(pool, rows)
+        return inputs, output, rounds
+
+    def _dataflex_stages(self, seam: StagedGeneration, step: int) -> tuple[list[dict], dict, Any]:
+        """The staged-generation seam (``mechanism: pilot``): each stage's requests generated by TRL (every prompt
+        of a stage the same number of times), observed by the seam, then the trained rows of every stage as one
+        generation batch, each group's rows together and its advantages TRL's on the whole group.
+
+        The step's prompts are the stages' (drawn by the seam); the dataloader's draw for the step is not generated.
+        """
+        size, accelerator = self.num_generations, self.accelerator
+        stages = seam.stages(self.args.generation_batch_size // size, rollout_n=size)
+        pool, uids = [], []
+        while (asked := stages.next()) is not None:
+            count = staged.uniform_count(asked)
+            more = [self.train_dataset[int(i)] for i in asked.prompts.tolist() for _ in range(count)]
+            row_uid = asked.uids.repeat_interleave(asked.counts)
+            local, generated, rewards = self._dataflex_generate(more, count)
+            pool.append((more, generated, rewards))
+            uids.append(row_uid)
+            batch = self._dataflex_batch(local, generated, uids=row_uid)[0]
+            distributed.decide_on_main(accelerator, stages, lambda batch=batch: seam.observe(stages, batch, step))
+        trained = stages.trained()
+        order = staged.group_order([uid[rows] for uid, rows in zip(uids, trained)], size)
+        if len(pool) == 1 and len(trained[0]) == len(uids[0]) and bool((order == torch.arange(len(order))).all()):
+            ((rows, output, rewards),) = pool  # one stage of whole groups, all trained: TRL's batch as it is
+            self._dataflex_rewards_per_func = rewards
+            return distributed.local_part(accelerator, rows), output, stages
+        inputs, output = self._dataflex_assemble(pool, trained, order)
+        advantages = grpo_advantages(
+            self._dataflex_rewards_per_func.cpu(), self.reward_weights.cpu(), size,
+            scale_rewards=self.scale_rewards, aggregation=self.multi_objective_aggregation,
+        )  # fmt: skip
+        mine = distributed.local_rows(accelerator, len(advantages) // accelerator.num_processes)
+        output["advantages"] = advantages[mine].to(output["advantages"].device, output["advantages"].dtype)
+        return inputs, output, stages
+
+    def _dataflex_assemble(
+        self, pool: list[tuple[list[dict], dict, torch.Tensor]], rows: list[torch.Tensor], order: Any = None
+    ) -> tuple[list[dict], dict]:
+        """The rows ``rows[i]`` of each round ``pool[i]`` (its rows of every process, this process's output, the
+        gathered rewards), in that order or permuted by ``order``, as one generation batch: this process's rows
+        and output; the gathered rewards of the batch in ``self._dataflex_rewards_per_func``."""
+        accelerator, pad = self.accelerator, self._dataflex_pad_token_id()
+        full = [distributed.gather_output(accelerator, out, pad, refill.LEFT_PADDED) for _, out, _ in pool]
+        merged = refill.merge_outputs(full, rows, pad_token_id=pad)
+        rewards = torch.cat([rpf[r.to(rpf.device)] for (_, _, rpf), r in zip(pool, rows)])
+        inputs = [every[i] for (every, _, _), r in zip(pool, rows) for i in r.tolist()]
+        if order is not None:
+            merged = {k: v[order.to(v.device)] if refill.is_per_row(k) else v for k, v in merged.items()}
+            rewards = rewards[order.to(rewards.device)]
+            inputs = [inputs[i] for i in order.tolist()]
+        self._dataflex_rewards_per_func = rewards
+        return distributed.local_part(accelerator, inputs), distributed.local_output(accelerator, merged)
 
     def _dataflex_pad_token_id(self) -> int:
         tokenizer = getattr(self.processing_class, "tokenizer", self.processing_class)
@@ -310,11 +398,14 @@ class DataFlexGRPOTrainer(DataFlexCheckpointMixin, GRPOTrainer):
             )
         return logps, entropy
 
-    def _dataflex_batch(self, inputs: list[dict], output: dict) -> tuple[Batch, torch.Tensor, torch.Tensor]:
+    def _dataflex_batch(
+        self, inputs: list[dict], output: dict, uids: torch.Tensor | None = None
+    ) -> tuple[Batch, torch.Tensor, torch.Tensor]:
         """The whole generation batch (every process's rows) in the canonical fields the step reads, TRL's loss
         mask of those rows and TRL's ``(B,)`` advantages (for the compute counters).
 
-        ``uid`` is the prompt group (``num_generations`` consecutive rows); ``rm_scores`` /
+        ``uid`` is the prompt group (``num_generations`` consecutive rows, or ``uids``: each gathered row's, as a
+        stage's requests give them); ``rm_scores`` /
         ``token_level_scores`` hold TRL's reward (weighted sum over reward functions) on the last
         response token. Completions no reward function scored get an empty ``response_mask`` here:
         TRL gives them advantage 0 and leaves them out of its group statistics, and so do components.
@@ -349,7 +440,8 @@ class DataFlexGRPOTrainer(DataFlexCheckpointMixin, GRPOTrainer):
                     tensors[name] = scores
         objects: dict[str, np.ndarray] = {}
         if "uid" in fields:
-            objects["uid"] = np.arange(len(reward), dtype=np.int64) // self.num_generations
+            group = np.arange(len(reward), dtype=np.int64) // self.num_generations
+            objects["uid"] = group if uids is None else uids.cpu().numpy().astype(np.int64)
         columns = [name for name in fields if name not in tensors and name != "uid"]
         for name in columns:
             values = distributed.gather_values(accelerator, [row.get(name) for row in inputs])

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from ..components import KINDS
+from ..components import declared_kinds
 from ..text_table import format_table
 from .file import BYTECODE_CACHE, CORE_DIST, MISSING_FILE, PluginSet
 from .restore import restore_lines
@@ -81,7 +81,7 @@ def _ep_text(eps: Mapping[str, str]) -> str:
 
 
 def _components_text(components: Mapping[str, tuple[str, ...]]) -> str:
-    return "; ".join(f"{k}: {', '.join(components[k])}" for k in KINDS if components.get(k)) or "-"
+    return "; ".join(f"{k}: {', '.join(components[k])}" for k in declared_kinds(components) if components[k]) or "-"
 
 
 def compare(expected: PluginSet, actual: PluginSet) -> list[Difference]:

@@ -20,7 +20,7 @@ from typing import Any
 import tomli_w
 
 from ..atomic_write import write_text_atomic
-from ..components import KINDS
+from ..components import KINDS, declared_kinds, is_kind_name
 from ..distributions import canonical_name
 from ..errors import DataFlexError
 from ..version import __version__
@@ -114,7 +114,9 @@ class PluginSet:
                 "entry_points": dict(sorted(rec.entry_points.items())),
             }
             if rec.components is not None:
-                table["components"] = {k: list(rec.components[k]) for k in KINDS if rec.components.get(k)}
+                table["components"] = {
+                    k: list(rec.components[k]) for k in declared_kinds(rec.components) if rec.components[k]
+                }
             if rec.load_error is not None:
                 table["load_error"] = rec.load_error
             table["files"] = dict(sorted(rec.files.items()))
@@ -161,7 +163,9 @@ def _str_table(value: Any, source: str, where: str) -> dict[str, str]:
 def _components(raw: Any, source: str, where: str) -> dict[str, tuple[str, ...]]:
     _expect(isinstance(raw, dict), source, where, "a table", raw)
     for kind, names in raw.items():
-        _expect(kind in KINDS, source, f"{where} key", f"one of {', '.join(KINDS)}", kind)
+        _expect(
+            is_kind_name(kind), source, f"{where} key", f"a kind name ({', '.join(KINDS)}, mechanism or a plugin's)", kind
+        )
         _expect(
             isinstance(names, list) and all(isinstance(n, str) for n in names),
             source,

@@ -1,16 +1,20 @@
-"""Where the mechanisms are found: the built-in six, and those registered by other code, in one table.
+"""Where the mechanisms are found: the built-in seven, those registered in-process, and those plugins ship.
 
 A mechanism is a :class:`~dataflex_core.mechanisms.Mechanism` subclass; ``dataflex.mechanism`` names
 it. The built-in seven (``reweight``, ``select``, ``mix``, ``curriculum``, ``filter``, ``allocate``, ``pilot``) are
-imported here; another is registered with :func:`register_mechanism`. The runner resolves a block's
-mechanism here once per mount (:func:`get_mechanism`).
+imported here; a script or a test registers another with :func:`register_mechanism`; a distribution
+ships one through the ``dataflex_register_mechanisms`` hook, so it is found (and locked, and listed)
+like a component: its kind, ``mechanism``, is declared here with the built-in names reserved. The runner
+resolves a block's mechanism here once per mount (:func:`get_mechanism`).
 """
 
 from __future__ import annotations
 
 from typing import TypeVar
 
+from ..components import MECHANISM_KIND, declare_kind
 from ..errors import ConfigError
+from ..lock.enforce import get_registry
 from .allocate import Allocate
 from .base import Mechanism
 from .curriculum import Curriculum
@@ -28,6 +32,8 @@ BUILTIN: dict[str, type[Mechanism]] = {
 }
 #: Their names (the modules of this package that hold them).
 BUILTIN_MODULES = tuple(BUILTIN)
+# plugins register mechanisms as the kind ``mechanism``: subclasses of Mechanism, never a built-in's name
+declare_kind(MECHANISM_KIND, Mechanism, reserved=BUILTIN)
 
 _registry: dict[str, type[Mechanism]] = {}
 
@@ -59,16 +65,27 @@ def unregister_mechanism(name: str) -> None:
 
 
 def get_mechanism(name: str) -> type[Mechanism]:
-    """The class registered as ``name``; an unknown name is an error listing the registered ones."""
-    try:
-        return BUILTIN.get(name) or _registry[name]
-    except (KeyError, TypeError):
-        raise ConfigError(f"dataflex.mechanism={name!r} is not one of {', '.join(mechanism_names())}") from None
+    """The class registered as ``name``: built in, registered in-process, or shipped by a loaded plugin.
+
+    :raises ConfigError: an unknown name, listing the registered ones.
+    :raises DuplicateComponentError: two plugins register ``name``, naming both.
+    """
+    if not isinstance(name, str):
+        raise ConfigError(f"dataflex.mechanism must be a mechanism name, got {name!r}; one of {', '.join(mechanism_names())}")  # fmt: skip
+    held = BUILTIN.get(name) or _registry.get(name)
+    if held is not None:
+        return held
+    spec = get_registry().require(MECHANISM_KIND, name)
+    if spec is None:
+        raise ConfigError(f"dataflex.mechanism={name!r} is not one of {', '.join(mechanism_names())}")
+    return spec.cls
 
 
 def mechanism_names() -> tuple[str, ...]:
-    """Every registered mechanism name: the built-ins in their order, then the others as registered."""
-    return (*BUILTIN, *_registry)
+    """Every registered mechanism name: the built-ins in their order, the in-process ones as registered, then the
+    plugins' (sorted)."""
+    shipped = [n for n in get_registry().names(MECHANISM_KIND) if n not in _registry]
+    return (*BUILTIN, *_registry, *shipped)
 
 
 def mechanisms() -> tuple[type[Mechanism], ...]:

@@ -216,3 +216,22 @@ def fake_site(root: Path, monkeypatch: Any) -> Iterator[FakeSite]:
     monkeypatch.syspath_prepend(str(site.root))
     with _fresh_discovery(site):
         yield site
+
+
+def install_into_target(source: Path, target: Path) -> Path:
+    """``pip install --no-deps --target target`` a distribution's source folder, built from a copy of it.
+
+    What a user's fresh site holds after ``pip install`` of a third-party plugin: put ``target`` on
+    ``PYTHONPATH`` of a subprocess to run with it. The copy keeps the build's ``egg-info`` out of the checkout;
+    the build uses this environment's setuptools (``--no-build-isolation``), so no index is needed.
+    """
+    import shutil
+
+    copy = target.parent / f"{source.name}-src"
+    shutil.copytree(source, copy, ignore=shutil.ignore_patterns("*.egg-info", "build", "__pycache__"))
+    subprocess.run(
+        [sys.executable, "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "--no-deps",
+         "--no-build-isolation", "--no-index", "--target", str(target), str(copy)],
+        check=True, capture_output=True,
+    )  # fmt: skip
+    return target

@@ -1,0 +1,131 @@
+"""Two steps of ``filter`` and of ``pilot`` in real DataFlexGRPOTrainers under accelerate, run by
+test_distributed_rounds.py (``torch.distributed.run --nproc_per_node 2 distributed_rounds.py OUT``).
+
+Each process records, for every generation round or stage, what was generated (gathered: each row's prompt id,
+completion tokens and rewards), what its decision object says on that process, and its own slice of the
+trained batch; the main process saves every process's record to OUT, and the test rebuilds the expected
+batch from the generated rows alone.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import warnings
+import zlib
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
+
+import torch  # noqa: E402
+
+PROMPTS, GENERATIONS = 4, 4
+SIGNAL = {"scorer": {"name": "group_reward_variance"},
+          "actuator": {"name": "threshold_band", "params": {"low": 0.0, "high": 1.0e9}}}  # fmt: skip
+BLOCKS = {
+    "filter": {"mechanism": "filter", **SIGNAL, "filter": {"max_rounds": 8}},
+    "pilot": {"mechanism": "pilot", **SIGNAL, "pilot": {"prompts": 2, "rollouts": 2, "max_stages": 4}},
+}
+
+
+def signal_reward(completions, index, **_):
+    """Even prompt ids: 1 for every completion (no signal); odd: a value fixed by the completion's text."""
+    return [1.0 if int(i) % 2 == 0 else (zlib.crc32(c.encode()) % 997) / 997 for c, i in zip(completions, index)]
+
+
+def rows_of(trainer, rows, output) -> list[tuple[int, tuple[int, ...]]]:
+    """``(prompt id, completion tokens)`` of this process's ``rows`` and ``output``."""
+    ids, mask = output["completion_ids"], output["completion_mask"].bool()
+    return [(int(row["index"]), tuple(ids[i][mask[i]].tolist())) for i, row in enumerate(rows)]
+
+
+def record(trainer, log: list) -> None:
+    from accelerate.utils import gather_object
+
+    generate, rounds, stages = trainer._dataflex_generate, trainer._dataflex_rounds, trainer._dataflex_stages
+    rank = trainer.accelerator.process_index
+
+    def generated(rows, group_size):
+        local, output, rewards = generate(rows, group_size)
+        made = gather_object(rows_of(trainer, local, output))
+        log[-1]["generated"].append({"rows": made, "rewards": rewards.sum(1).cpu(), "group_size": group_size})
+        return local, output, rewards
+
+    def trained(inputs, output, decided):
+        step = log[-1]
+        step["trained"] = gather_object([rows_of(trainer, inputs, output)])
+        step["num_items"] = gather_object([int(output["num_items_in_batch"])])
+        step["rows_per_process"] = gather_object([len(output["advantages"])])
+        if hasattr(decided, "chosen"):
+            step["decided"] = gather_object([(rank, decided.rounds, [c.tolist() for c in decided.chosen()])])
+        else:
+            step["decided"] = gather_object(
+                [(rank, decided.stages, decided.committed.tolist(), decided.admitted.tolist())]
+            )
+
+    def in_rounds(seam, inputs, output, step):
+        log.append({"generated": [], "step": step})
+        first = {"rows": gather_object(rows_of(trainer, inputs, output)),
+                 "rewards": trainer._dataflex_rewards_per_func.sum(1).cpu(), "group_size": GENERATIONS}  # fmt: skip
+        log[-1]["generated"].append(first)
+        inputs, output, decided = rounds(seam, inputs, output, step)
+        trained(inputs, output, decided)
+        return inputs, output, decided
+
+    def in_stages(seam, step):
+        log.append({"generated": [], "step": step})
+        inputs, output, decided = stages(seam, step)
+        trained(inputs, output, decided)
+        return inputs, output, decided
+
+    trainer._dataflex_generate, trainer._dataflex_rounds, trainer._dataflex_stages = generated, in_rounds, in_stages
+
+
+def main(out: str) -> None:
+    from dataflex_trl import DataFlexGRPOTrainer
+    from trl import GRPOConfig
+
+    from dataflex_lab.trl.toy import char_tokenizer, tiny_model, toy_dataset
+
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    tokenizer = char_tokenizer()
+    results = {"world": world}
+    for name, block in BLOCKS.items():
+        args = GRPOConfig(
+            output_dir=os.path.join(os.path.dirname(out), f"{name}{world}"),
+            per_device_train_batch_size=PROMPTS * GENERATIONS // world,
+            num_generations=GENERATIONS,
+            max_completion_length=6,
+            max_steps=2,
+            learning_rate=1e-2,
+            loss_type="dapo",
+            logging_steps=1,
+            report_to=[],
+            use_cpu=True,
+            save_strategy="no",
+            disable_tqdm=True,
+            seed=0,
+        )
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            trainer = DataFlexGRPOTrainer(
+                model=tiny_model(tokenizer, seed=0),
+                reward_funcs=signal_reward,
+                args=args,
+                train_dataset=toy_dataset(32, seed=0),
+                processing_class=tokenizer,
+                dataflex=block,
+            )
+        log: list = []
+        record(trainer, log)
+        trainer.train()
+        from accelerate.utils import gather_object
+
+        logged = [{k: v for k, v in e.items() if k.startswith("dataflex/compute/")} for e in trainer.state.log_history]
+        results[name] = {"steps": log, "logged": gather_object([[e for e in logged if e]])}
+    if int(os.environ.get("RANK", "0")) == 0:
+        torch.save(results, out)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])
