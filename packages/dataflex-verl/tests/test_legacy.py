@@ -408,16 +408,6 @@ def test_fully_async_is_refused_in_run_ppo_before_ray_starts():
     assert ray.is_initialized() == started
 
 
-def test_pilot_is_refused_at_mount_on_the_legacy_line_with_the_reason(make_config):
-    """The staged-generation seam is not on RayPPOTrainer yet: mechanism pilot stops at mount, naming filter."""
-    from dataflex_core import IncompatibleComponentError
-
-    block = {"mechanism": "pilot", "scorer": {"name": "group_reward_variance"}, "actuator": {"name": "threshold_band"}}
-    with pytest.raises(IncompatibleComponentError, match=r"'pilot' needs the host to generate a step's rollouts in "
-                       r"stages.*verl cannot: staged rounds on RayPPOTrainer .* use mechanism filter"):  # fmt: skip
-        legacy_trainer(make_config, block)
-
-
 #: Metrics that time the host rather than describe the step's result.
 NOT_COMPARED = {"dataflex/hook_time_s"}
 
