@@ -17,6 +17,7 @@ from dataflex_core import (
     register_scorer,
 )
 from dataflex_core.contracts import allocation_problem, check_allocation
+from dataflex_core.mechanisms.allocate import N_MAX_FACTOR, allocate_settings
 from dataflex_core.session import DataFlexSession, PromptCounts
 from dataflex_core.step import FieldSupport, HostCapabilities, LossWeights, SeamSupport
 from dataflex_lab.testing import PromptDataset, rows_batch
@@ -197,3 +198,19 @@ def test_a_count_above_the_budget_is_refused_even_when_negatives_balance_the_sum
 def test_an_astronomical_allocate_setting_is_refused_at_mount_with_the_value_and_the_fix(key):
     with pytest.raises(ConfigError, match=f"dataflex.allocate.{key}={10**30} is above .* set it to the rollouts"):
         session(allocate={key: 10**30})
+
+
+def test_n_max_unset_caps_a_prompt_at_eight_times_the_mean_count_and_a_greedy_allocator_is_held_to_it():
+    settings = allocate_settings({"allocate": {"budget": None, "n_min": 2}})
+    assert N_MAX_FACTOR == 8 and settings.n_max_for(10, 160) == 128 and settings.n_max_for(3, 10) == 32
+    assert allocate_settings({"allocate": {"n_max": 5}}).n_max_for(10, 40) == 5  # a set n_max stays as set
+    assert settings.n_max_for(1000, 1001) == 16 and settings.n_max_for(4, 0) == 2  # at least n_min
+    flex = DataFlexSession(
+        {"mechanism": "allocate", "scorer": {"name": "alloctest_rollouts"},
+         "actuator": {"name": "alloctest_first_gets_rest"}, "allocate": {"budget": 200}}
+    )  # fmt: skip
+    flex.mount(HOST, loss_unit="token", adv_estimator="grpo", is_group_estimator=lambda name: True)
+    flex.train_sampler(PromptDataset(list(range(10))), batch_size=10, seed=0)
+    # 200 rollouts over 10 prompts: mean 20, cap 160; the first would get 200 - 9 x 2 = 182
+    with pytest.raises(InvalidOutputError, match="more than n_max=160"):
+        flex.seam(PromptCounts).counts(list(range(10)), 1, rollout_n=4, uids=[str(i) for i in range(10)])

@@ -136,6 +136,20 @@ def test_parquet_round_trips_over_many_row_groups_with_string_ids(tmp_path, monk
     assert by_id(resumed) == by_id(ledger) and resumed.seen_fraction == 1.0
 
 
+def test_a_file_refused_in_a_later_row_group_leaves_the_ledger_fresh_not_half_loaded(tmp_path, monkeypatch):
+    monkeypatch.setattr(ledger_file, "ROW_GROUP", 7)
+    monkeypatch.setattr(ledger_file, "READ_BATCH", 5)
+    ledger = PromptLedger(PromptIds(torch.arange(50), "index"))
+    ledger.record(torch.arange(50), torch.ones(50), 3, tokens=torch.ones(50, dtype=torch.long))
+    ledger.rollouts_filtered[40] = -2
+    ledger.export(tmp_path / "l.parquet")
+    warm = PromptLedger(PromptIds(torch.arange(50), "index"))
+    with pytest.raises(ConfigError, match=r"l.parquet row 40 \(id 40\) has rollouts_filtered=-2"):
+        warm.load(tmp_path / "l.parquet")
+    assert int(warm.rollouts.sum()) == 0 and int(warm.times_sampled.sum()) == 0  # rows 0-39 were read and written first
+    assert bool((warm.last_sampled_step == -1).all()) and warm.last_step == 0 and warm.seen_fraction == 0.0
+
+
 def test_a_million_prompt_ledger_round_trips_through_checkpoint_state_and_parquet(tmp_path):
     n = 1_000_000
     ids = PromptIds(torch.arange(n) * 3 + 7, "index")
@@ -155,6 +169,35 @@ def test_a_million_prompt_ledger_round_trips_through_checkpoint_state_and_parque
         assert torch.equal(getattr(resumed, column), getattr(ledger, column)), column
         assert torch.equal(getattr(imported, column), getattr(ledger, column)), column
     assert imported.seen_fraction == resumed.seen_fraction == float((ledger.times_sampled > 0).sum()) / n
+
+
+def test_a_resumed_ledger_takes_the_loaded_columns_but_never_shares_another_ledgers(tmp_path):
+    ids = PromptIds(torch.arange(5), "index")
+    ledger = PromptLedger(ids)
+    ledger.record(torch.tensor([0, 1, 1]), torch.tensor([1.0, 0.0, 1.0]), step=1)
+    passed = PromptLedger(ids)
+    passed.load_state_dict(ledger.state_dict())  # state_dict does not copy: the load must
+    ledger.record(torch.tensor([1, 2]), torch.tensor([1.0, 1.0]), step=2)
+    assert passed.rollouts.tolist() == [1, 2, 0, 0, 0] and ledger.rollouts.tolist() == [1, 3, 1, 0, 0]
+    passed.record(torch.tensor([4]), torch.tensor([0.0]), step=2)
+    assert ledger.rollouts[4] == 0
+    torch.save(ledger.state_dict(), tmp_path / "s.pt")
+    state = torch.load(tmp_path / "s.pt", weights_only=True)
+    resumed = PromptLedger(ids)
+    resumed.load_state_dict(state)
+    assert resumed.rollouts is state["rollouts"]  # the checkpoint's tensor, not a copy of it
+    assert torch.equal(resumed.successes, ledger.successes)
+
+
+def test_more_successes_than_rollouts_is_named_by_row_past_the_first_check_block(monkeypatch):
+    monkeypatch.setattr(ledger_file, "CHECK_BLOCK", 4)
+    ledger = PromptLedger(PromptIds(torch.arange(10), "index"))
+    ledger.record(torch.arange(10), torch.ones(10), step=1)
+    state = ledger.state_dict()
+    state["successes"] = state["successes"].clone()
+    state["successes"][9] = 3.0
+    with pytest.raises(ConfigError, match=r"row 9 \(id 9\) has successes=3.0: .* one success per rollout"):
+        PromptLedger(PromptIds(torch.arange(10), "index")).load_state_dict(state)
 
 
 @pytest.mark.parametrize(

@@ -110,3 +110,9 @@ def test_sampler_state_round_trip_mid_epoch_continues_identically():
     resumed = iter(second)
     assert [next(it) for _ in range(20)] == [next(resumed) for _ in range(20)]
     assert len(set(head)) == 6
+    assert all(isinstance(p, torch.Tensor) and p.dtype == torch.long for p in state["perms"])  # never n-id lists
+    older = DomainMixtureSampler(rows, ["a", "b", "c"], 4, torch.tensor([1.0, 0.0, 0.0]), seed=99)
+    older.load_state_dict({**state, "perms": [p.tolist() for p in state["perms"]]})  # what 0.x states hold
+    again = DomainMixtureSampler(rows, ["a", "b", "c"], 4, torch.tensor([1.0, 0.0, 0.0]), seed=99)
+    again.load_state_dict(state)
+    assert [next(iter(older)) for _ in range(8)] == [next(iter(again)) for _ in range(8)]

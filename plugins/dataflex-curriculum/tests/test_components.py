@@ -226,3 +226,15 @@ def test_greso_exploration_one_never_skips_and_the_floor_holds():
 def test_greso_params_are_checked(params, message):
     with pytest.raises(ValueError, match=message):
         GresoSkip(**params)
+
+
+def test_the_prompt_table_gives_known_rows_their_values_and_rows_beyond_it_the_prior():
+    from dataflex_curriculum.prompt_table import PromptTable
+
+    table = PromptTable({"alpha": 1.0})
+    table.set("alpha", torch.tensor([0, 2]), torch.tensor([5.0, 7.0]))
+    assert table.get("alpha", torch.tensor([2, 1, 0])).tolist() == [7.0, 1.0, 5.0]  # all in the table
+    assert table.get("alpha", torch.tensor([2, 9, 0])).tolist() == [7.0, 1.0, 5.0]  # row 9 is beyond it
+    assert table.get("alpha", torch.zeros(0, dtype=torch.long)).tolist() == []
+    table.get("alpha", torch.tensor([0]))[0] = 99.0  # a copy, never a view of the column
+    assert table.columns["alpha"][0] == 5.0

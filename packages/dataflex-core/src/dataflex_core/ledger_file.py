@@ -4,7 +4,7 @@ A warm start (``dataflex.ledger.load``) reads one of three things:
 
 - a Parquet file (:func:`write_parquet`): one row per prompt, the column ``id`` and
   every counter, the header (format, prompt key, digest of the ids) in the schema's
-  metadata. Written and read one row group (:data:`ROW_GROUP` prompts) at a time, so
+  metadata. Written one row group (:data:`ROW_GROUP` prompts) and read one batch (:data:`READ_BATCH`) at a time, so
   memory beyond the ledger's own columns stays bounded; the format verl's datasets
   already use, readable by pandas, polars, DuckDB and Spark;
 - a JSON Lines file of this release (a header line, then one record per prompt);
@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 from collections.abc import Iterator, Mapping
 from typing import Any
@@ -33,8 +34,13 @@ from .errors import ConfigError
 LEDGER_FORMAT = "dataflex-ledger"
 JSONL_VERSION = 1
 PARQUET_VERSION = 2
-#: Prompts per Parquet row group: what one read or write holds beside the ledger.
-ROW_GROUP = 1 << 20
+#: Prompts per Parquet row group and per read batch: what one write or read holds beside the ledger (about
+#: 13 MiB of columns; the writer keeps one row group's pages until it closes it).
+ROW_GROUP = 1 << 17
+#: Rows per batch an import reads (about 3.4 MiB of columns, and the arrays made from them).
+READ_BATCH = 1 << 15
+#: Rows per block of a check that compares two columns (bounded temporaries, hot in cache).
+CHECK_BLOCK = 1 << 16
 #: The component state file of a checkpoint folder (the name :mod:`dataflex_core.step.state` writes).
 CHECKPOINT_STATE_FILE = "dataflex_state.pt"
 #: The per-prompt counters, their dtype and the value of a prompt never rolled out.
@@ -57,12 +63,16 @@ LOWEST = {name: (-1 if name == "last_sampled_step" else 0) for name in COLUMNS} 
 
 
 def ids_digest(sorted_ids: np.ndarray) -> str:
-    """A digest of the sorted id set, computed over its bytes (int64 ids) or its UTF-8 text (one pass in C)."""
-    if sorted_ids.dtype.kind == "i":
-        data = sorted_ids.astype("<i8").tobytes()
-    else:
-        data = "\x00".join(sorted_ids.tolist()).encode("utf-8", "surrogatepass")
-    return hashlib.sha256(data).hexdigest()[:16]
+    """A digest of the sorted id set, over its bytes (int64 ids) or its UTF-8 text joined by NULs, fed in blocks
+    of :data:`CHECK_BLOCK` ids (no copy of the whole id array)."""
+    digest = hashlib.sha256()
+    for start in range(0, len(sorted_ids), CHECK_BLOCK):
+        block = sorted_ids[start : start + CHECK_BLOCK]
+        if sorted_ids.dtype.kind == "i":
+            digest.update(np.ascontiguousarray(block, dtype="<i8").data)
+        else:
+            digest.update((("\x00" if start else "") + "\x00".join(block.tolist())).encode("utf-8", "surrogatepass"))
+    return digest.hexdigest()[:16]
 
 
 def check_columns(
@@ -85,21 +95,38 @@ def check_columns(
 
     for name, values in columns.items():
         whole = values.dtype.kind in "iu"  # an integer column is finite and whole by its dtype
-        if not whole:
+        if not len(values):
+            continue
+        # one pass per column on a valid one (its least and largest value: a NaN or an infinity shows there);
+        # the mask that locates the bad row only when that pass says there is one
+        least, most = extremes(values)
+        if not whole and not (math.isfinite(least) and math.isfinite(most)):
             finite = np.isfinite(values)
-            if not finite.all():
-                fail(name, ~finite, values, "every counter is a finite number")
+            fail(name, ~finite, values, "every counter is a finite number")
         low = LOWEST[name]
-        if low is not None and values.min(initial=low) < low:
+        if low is not None and least < low:
             fail(name, values < low, values, f"it is at least {low}")
         if not whole and COLUMNS[name][0] == torch.long and (np.floor(values) != values).any():
             fail(name, np.floor(values) != values, values, "it counts, so it is a whole number")
-        if name == "last_success_rate" and values.max(initial=0) > 1:
+        if name == "last_success_rate" and most > 1:
             fail(name, values > 1, values, "a success rate is at most 1")
     if "successes" in columns and "rollouts" in columns:
-        over = columns["successes"] > columns["rollouts"] + 1e-9
-        if over.any():
-            fail("successes", over, columns["successes"], "a prompt has at most one success per rollout")
+        successes, rollouts = columns["successes"], columns["rollouts"]
+        for start in range(0, len(rollouts), CHECK_BLOCK):  # in blocks: no temporary of n values
+            block = slice(start, start + CHECK_BLOCK)
+            over = successes[block] > rollouts[block] + 1e-9
+            if over.any():
+                bad = np.zeros(len(rollouts), dtype=bool)
+                bad[block] = over
+                fail("successes", bad, successes, "a prompt has at most one success per rollout")
+
+
+def extremes(values: np.ndarray) -> tuple[float, float]:
+    """``(least, largest)`` of a non-empty column in one pass (NaN if it holds one)."""
+    if values.flags.writeable:  # torch reads numpy's memory as is (a read-only Arrow view takes numpy's two)
+        least, most = torch.aminmax(torch.from_numpy(values))
+        return float(least), float(most)
+    return float(values.min()), float(values.max())
 
 
 def write_parquet(path: str, ids: np.ndarray, columns: Mapping[str, torch.Tensor], header: Mapping[str, Any]) -> None:
@@ -116,7 +143,9 @@ def write_parquet(path: str, ids: np.ndarray, columns: Mapping[str, torch.Tensor
     folder = os.path.dirname(os.path.abspath(path))
     temp = os.path.join(folder, f".{os.path.basename(path)}.{os.getpid()}.tmp")
     try:
-        with pq.ParquetWriter(temp, schema) as writer:
+        # no dictionary pages: the writer would hold each column's dictionary and its indices (5x the peak, and
+        # slower, for counters that compress well enough without)
+        with pq.ParquetWriter(temp, schema, use_dictionary=False) as writer:
             for start in range(0, len(ids), ROW_GROUP):
                 end = min(start + ROW_GROUP, len(ids))
                 arrays = [pa.array(ids[start:end], type=id_type)]
@@ -159,7 +188,7 @@ def _parquet_header(path: str) -> tuple[Any, dict[str, Any]]:
 
 
 def read_parquet(path: str) -> tuple[dict[str, Any], Iterator[tuple[int, np.ndarray, dict[str, np.ndarray]]]]:
-    """``(header, chunks)``: each chunk ``(first_row, ids, {column: float64 values})``, one row group at a time."""
+    """``(header, chunks)``: each chunk ``(first_row, ids, {column: values})``, :data:`READ_BATCH` rows at a time."""
     import pyarrow as pa
 
     handle, header = _parquet_header(path)
@@ -171,17 +200,22 @@ def read_parquet(path: str) -> tuple[dict[str, Any], Iterator[tuple[int, np.ndar
         )
 
     def chunks() -> Iterator[tuple[int, np.ndarray, dict[str, np.ndarray]]]:
+        # record batches of READ_BATCH rows, whatever the file's row groups: what one read holds stays bounded
+        # (one thread: decoding columns in parallel holds several at once)
         first = 0
-        for group in range(handle.num_row_groups):
+        batches = handle.iter_batches(batch_size=READ_BATCH, use_threads=False)
+        while True:
             try:
-                table = handle.read_row_group(group)
+                batch = next(batches, None)
             except (pa.ArrowException, OSError) as exc:
                 raise ConfigError(
-                    f"the ledger {path} row group {group} cannot be read ({exc}); export it again"
+                    f"the ledger {path} cannot be read after row {first} ({exc}); export it again"
                 ) from None
-            ids = table.column("id").to_numpy(zero_copy_only=False)
+            if batch is None:
+                return
+            ids = batch.column("id").to_numpy(zero_copy_only=False)
             values = {
-                name: table.column(name).to_numpy(zero_copy_only=False) for name in COLUMNS if name in table.column_names
+                name: batch.column(name).to_numpy(zero_copy_only=False) for name in COLUMNS if name in batch.schema.names
             }
             yield first, ids, values
             first += len(ids)

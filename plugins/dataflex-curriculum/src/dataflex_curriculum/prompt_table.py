@@ -51,6 +51,8 @@ class PromptTable:
 
     def get(self, name: str, index: torch.Tensor) -> torch.Tensor:
         """Column ``name`` at ``index`` (float64); prompts beyond the table have the prior."""
+        if not index.numel() or int(index.max()) < len(self):
+            return self.columns[name][index]  # every prompt in the table: one gather, no mask of the index
         out = torch.full(index.shape, self.priors[name], dtype=torch.float64)
         known = index < len(self)
         out[known] = self.columns[name][index[known]]

@@ -25,7 +25,8 @@ Config (``dataflex:`` block): ``allocate: {budget: null, n_min: 2, n_max:
 null}`` (``budget``: the rollouts of one batch of prompts the host submits,
 ``null`` the batch's prompts times the framework's ``rollout.n``, the compute
 of a uniform run; ``n_min`` at least 2 under a group estimator; ``n_max``
-``null`` for no cap besides the budget), and as for curriculum ``prompt_key``,
+``null`` for :data:`N_MAX_FACTOR` (8) times the batch's mean count,
+``ceil(budget / prompts)``), and as for curriculum ``prompt_key``,
 ``success_threshold`` and ``ledger.load``.
 """
 
@@ -79,6 +80,14 @@ class AllocateSettings:
         """The budget of a batch of ``num_prompts`` prompts whose uniform count would be ``rollout_n``."""
         return int(num_prompts) * int(rollout_n) if self.budget is None else self.budget
 
+    def n_max_for(self, num_prompts: int, budget: int) -> int:
+        """The most rollouts one prompt of the batch gets: ``n_max``, or unset :data:`N_MAX_FACTOR` times the
+        batch's mean count (``ceil(budget / prompts)``, at least ``n_min``): finite, so an allocator's work and
+        memory stay ``prompts x levels`` however large the budget."""
+        if self.n_max is not None:
+            return self.n_max
+        return max(self.n_min, N_MAX_FACTOR * -(-int(budget) // max(int(num_prompts), 1)))
+
     def check(self, num_prompts: int, rollout_n: int, where: str) -> int:
         """The budget of such a batch, or a :class:`ConfigError` saying which key to change."""
         budget = self.budget_for(num_prompts, rollout_n)
@@ -92,6 +101,9 @@ class AllocateSettings:
         return budget
 
 
+#: ``n_max`` unset: a prompt gets at most this many times the batch's mean count (16 rollouts a prompt on
+#: average: at most 128 for one).
+N_MAX_FACTOR = 8
 #: The most rollouts any ``dataflex.allocate`` count may name (2^40, a trillion): far past any real batch, and
 #: low enough that a step's counts (10^5 prompts of at most this each) sum in int64 without wrapping.
 MAX_ROLLOUTS = 2**40
@@ -306,14 +318,15 @@ class Allocate(Mechanism):
         pipeline, settings, calls, ctx = step.pipeline, self.settings, step.calls, step.ctx
         batch = candidate_batch(book, rows, candidate_fields(pipeline), self.columns)
         n = len(rows)
+        n_max = settings.n_max_for(n, budget)
         scores = calls.call("scorer", "score", batch, step_id, at_step=step_id, **ctx)
         scores = check_prompt_scores(scores, n, owner=component_label(pipeline, "scorer"), step=step_id)
         counts = calls.call(
             "actuator", "act", scores, batch, at_step=step_id, step_id=step_id,
-            budget=budget, n_min=settings.n_min, n_max=settings.n_max, **ctx,
+            budget=budget, n_min=settings.n_min, n_max=n_max, **ctx,
         )  # fmt: skip
         return check_allocation(
-            counts, n, budget=budget, n_min=settings.n_min, n_max=settings.n_max,
+            counts, n, budget=budget, n_min=settings.n_min, n_max=n_max,
             owner=component_label(pipeline, "actuator"), step=step_id,
         )  # fmt: skip
 
@@ -368,7 +381,8 @@ class Allocate(Mechanism):
                 "gave them (e.g. uid %s: %d given, %d generated)", len(wrong), uid, want, got,
             )  # fmt: skip
         settings = self.settings
-        metrics = self.last.metrics(settings.n_min, settings.n_max) if self.last is not None else {}
+        last = self.last
+        metrics = {} if last is None else last.metrics(settings.n_min, settings.n_max_for(len(last.rows), last.budget))
         metrics.update({
             f"{ALLOCATE_PREFIX}groups": float(len(uids)),
             f"{ALLOCATE_PREFIX}rollouts": float(rollouts.sum()),

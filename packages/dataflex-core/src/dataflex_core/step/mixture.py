@@ -104,7 +104,7 @@ class DomainMixtureSampler(BlockSampler):
     def state_dict(self) -> dict[str, Any]:
         return {
             **self.block_state(),
-            "perms": [p.tolist() for p in self._perms],
+            "perms": [p.clone() for p in self._perms],  # each domain's pass as a tensor: n ids in all, never lists
             "cursor": list(self._cursor),
             "drawn": self.drawn.tolist(),
             "proportions": self.proportions.tolist(),
@@ -113,7 +113,7 @@ class DomainMixtureSampler(BlockSampler):
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.load_block_state(state)
-        self._perms = [torch.tensor(p, dtype=torch.long) for p in state["perms"]]
+        self._perms = [torch.as_tensor(p, dtype=torch.long).clone() for p in state["perms"]]  # lists: older states
         self._cursor = list(state["cursor"])
         self.drawn = torch.tensor(state["drawn"], dtype=torch.long)
         self.set_proportions(torch.tensor(state["proportions"], dtype=torch.float64))

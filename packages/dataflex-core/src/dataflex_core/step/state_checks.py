@@ -9,6 +9,7 @@ field (issue 39, item 7).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -77,13 +78,19 @@ def _ledger_problem(state: Mapping[str, Any], where: str) -> str | None:
             return f"{field} is not a 1-D tensor (got {type(value).__name__})"
         if len(value) != rows:
             return f"{field} has {len(value)} rows for {rows} prompt ids (the column was cut or padded)"
-        if value.is_floating_point():
+        # one reduction per rule on a valid column (a 10M-prompt ledger is read at every resume); the mask
+        # that locates the bad row only when the reduction says there is one
+        if not len(value):
+            continue
+        least, most = (float(v) for v in torch.aminmax(value))  # NaN when the column holds one
+        if value.is_floating_point() and not (math.isfinite(least) and math.isfinite(most)):
             bad = ~torch.isfinite(value) & ~(torch.isnan(value) if column in MAY_BE_NAN else False)
             if bool(bad.any()):
                 at = int(bad.nonzero()[0])
                 return f"{field} holds {value[at].item()!r} at row {at}; every value must be finite"
+            least = float(value.nan_to_num(nan=math.inf).min())  # NaN allowed here: the least other value
         floor = 0 if column in COUNTS else FLOORS.get(column)
-        if floor is not None and bool((value < floor).any()):
+        if floor is not None and least < floor:
             at = int((value < floor).nonzero()[0])
             return f"{field} holds {value[at].item()!r} at row {at}; it counts, so it is never below {floor}"
     return None

@@ -13,7 +13,8 @@ class RefillSampler(BlockSampler):
     """The prompts of refill rounds: shuffled passes over the dataset, one prompt batch at a time.
 
     Seeded by the run's seed (its own generator, apart from the framework's prompt order), so refills are
-    deterministic; its position travels with the component state.
+    deterministic; its position travels with the component state: the rest of the current pass as one int64
+    tensor (a dataset's worth of ids; older checkpoints' lists still load).
     """
 
     kind = "refill"
@@ -21,21 +22,23 @@ class RefillSampler(BlockSampler):
 
     def __init__(self, population: int, batch_size: int, seed: int = 0) -> None:
         super().__init__(population, batch_size, seed)
-        self._order: list[int] = []
+        self._order = torch.zeros(0, dtype=torch.long)
 
     def next_block(self) -> list[int]:
-        block: list[int] = []
-        while len(block) < self.batch_size:
-            if not self._order:
-                self._order = torch.randperm(self.population, generator=self.generator).tolist()
-            take = self.batch_size - len(block)
-            block += self._order[:take]
-            self._order = self._order[take:]
-        return block
+        parts: list[torch.Tensor] = []
+        wanted = self.batch_size
+        while wanted:
+            if not len(self._order):
+                self._order = torch.randperm(self.population, generator=self.generator)
+            take = self._order[:wanted]
+            parts.append(take)
+            self._order = self._order[len(take) :]
+            wanted -= len(take)
+        return torch.cat(parts).tolist()
 
     def state_dict(self) -> dict[str, Any]:
-        return {**self.block_state(), "order": list(self._order)}
+        return {**self.block_state(), "order": self._order.clone()}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.load_block_state(state)
-        self._order = list(state["order"])
+        self._order = torch.as_tensor(state["order"], dtype=torch.long).reshape(-1).clone()
