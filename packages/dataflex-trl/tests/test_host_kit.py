@@ -22,7 +22,18 @@ from trl_testkit import NUM_GENERATIONS, generate
 
 from dataflex_core.step.seams import StagedGeneration
 
-from dataflex_conformance.host import HostHarness, HostStep, HostSuite, RoundsStep, StagedRows, StagedStep
+from dataflex_conformance.host import (
+    GenerationRoundsSuite,
+    HostHarness,
+    HostStep,
+    HostSuite,
+    PromptCountsSuite,
+    ResamplingSuite,
+    RoundsStep,
+    StagedRows,
+    StagedStep,
+    StagedSuite,
+)
 from dataflex_lab.trl.toy import echo_reward
 
 
@@ -235,7 +246,25 @@ class Restored(Exception):
     """TRL's resume reached DataFlex's restore (after TRL loaded its own state); the harness stops it there."""
 
 
-class TestTrlHost(HostSuite):
+#: The suites whose promises do not read TRL's loss (its sampler, its generation rounds and stages, the per-prompt
+#: counts): they run under one loss type. Every other suite of the kit (the loss's: reweight, select, recompute, hard
+#: drop, and any suite the kit adds) runs under both.
+LOSS_FREE = (ResamplingSuite, GenerationRoundsSuite, PromptCountsSuite, StagedSuite)
+LOSS_SUITES = tuple(suite for suite in HostSuite.__bases__ if suite not in LOSS_FREE)
+
+
+class TestTrlHost(*LOSS_SUITES):
     @pytest.fixture(params=["dapo", "grpo"])
     def host(self, request, make_trainer, generation_inputs):
         return TrlHarness(make_trainer, generation_inputs, request.param)
+
+
+class TestTrlHostOneLossType(*LOSS_FREE):
+    @pytest.fixture
+    def host(self, make_trainer, generation_inputs):
+        return TrlHarness(make_trainer, generation_inputs, "dapo")
+
+
+def test_the_suites_run_under_one_loss_type_are_the_kits():
+    """A suite the kit renames or drops is not silently left out here: the loss-free ones are all the kit's."""
+    assert set(LOSS_FREE) <= set(HostSuite.__bases__), set(LOSS_FREE) - set(HostSuite.__bases__)
