@@ -20,8 +20,6 @@ from dataflex_trl.advantages import grpo_advantages
 from dataflex_trl.mount import LOSS_UNITS, capabilities
 from trl_testkit import NUM_GENERATIONS, generate
 
-from dataflex_core.step.seams import StagedGeneration
-
 from dataflex_conformance.host import (
     GenerationRoundsSuite,
     HostHarness,
@@ -34,6 +32,7 @@ from dataflex_conformance.host import (
     StagedStep,
     StagedSuite,
 )
+from dataflex_core.step.seams import StagedGeneration
 from dataflex_lab.trl.toy import echo_reward
 
 
