@@ -32,6 +32,7 @@ from .memory import run_memory
 from .pilot import run_pilot
 from .pairs import PAIR_TARGET, Shape, discover_pairs, run_pairs
 from .scale import run_scale
+from .scale_padding import run_padded_step
 from .results import STATUSES, Result, format_table, notes, summary_markdown, write_json
 from .trl_step import run_trl
 
@@ -296,6 +297,9 @@ def _run(args: argparse.Namespace, registry, default_threads: int) -> int:
         elif case == "scale":
             results += run_case(
                 case, lambda: run_scale(quick=args.quick, reps=reps, unjudged=plan.unjudged, progress=_log)
+            )
+            results += run_case(
+                case, lambda: run_padded_step(quick=args.quick, reps=reps, unjudged=plan.unjudged, progress=_log)
             )
         elif case == "pilot":
             results += run_case(

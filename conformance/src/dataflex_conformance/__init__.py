@@ -38,6 +38,7 @@ from .checks_output import (
     check_output_shape,
     check_permutation_equivariant,
 )
+from .checks_padding import check_framework_padding_ignored
 from .checks_prompts import (
     check_candidate_order_free,
     check_constant_scores_uniform_probabilities,
@@ -124,6 +125,7 @@ __all__ = [
     "check_output_finite",
     "check_output_shape",
     "check_empty_rows_ignored",
+    "check_framework_padding_ignored",
     "check_permutation_equivariant",
     "check_proportions_nonnegative",
     "check_proportions_sum_to_one",

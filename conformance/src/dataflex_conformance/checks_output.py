@@ -82,8 +82,8 @@ def check_empty_rows_ignored(probe: Probe) -> None:
     """Rows with an empty response stay out of every statistic and group: removing them changes
     nothing for the other rows; reweighters give them weight 0.
 
-    Hosts hand components real rows only (they remove framework padding), but
-    a real row can have an empty response (``response_mask`` all 0), and it sits
+    Framework padding is :func:`~dataflex_conformance.check_framework_padding_ignored`'s; here
+    a real row has an empty response (``response_mask`` all 0), and it sits
     in its ``uid`` group beside rows that have one.
     """
     out_full, out_reduced, full, reduced = empty_rows_outputs(probe)

@@ -18,6 +18,7 @@ from . import checks_admission as admission
 from . import checks_allocation as alloc
 from . import checks_common as common
 from . import checks_output as output
+from . import checks_padding as padding
 from . import checks_prompts as prompts
 from . import checks_scaling as scaling
 from .batches import BatchFactory, Case, is_bounded, score_range_of
@@ -68,6 +69,13 @@ PERMUTATIONS = [
     Case("perm=groups", bs=12, empty_rows=(5,), permutation="groups", seed=3),
 ]
 #: Where empty-response rows sit: inside a group, a whole group, a lone row, L=1, a singleton group.
+#: Batches the padding check inserts verl's padding rows into (empty rows and singleton groups beside them).
+PADDING_CASES = [
+    Case("padded", empty_rows=(5,)),
+    Case("padded-empty_group", empty_rows=(4, 5, 6, 7)),
+    Case("padded-singleton_groups", group_size=1, empty_rows=(2,)),
+    Case("padded-groups_of_2", group_size=2, empty_rows=(3,)),
+]
 EMPTY_ROW_CASES = [
     DEFAULT,
     Case("empty_rows", empty_rows=(1, 5)),
@@ -208,6 +216,7 @@ CHECKS: dict[str, list[CheckDef]] = {
         *_PURITY,
         CheckDef(output.check_permutation_equivariant, _fixed(PERMUTATIONS)),
         CheckDef(output.check_empty_rows_ignored, _fixed(EMPTY_ROW_CASES)),
+        CheckDef(padding.check_framework_padding_ignored, _fixed(PADDING_CASES)),
         CheckDef(output.check_scores_in_declared_range, _range_declared(LAYOUTS)),
     ],
     "reweighter": [
@@ -221,6 +230,7 @@ CHECKS: dict[str, list[CheckDef]] = {
         CheckDef(act.check_constant_scores_uniform, _constant_cases),
         CheckDef(act.check_rejects_out_of_range, _range_declared([DEFAULT])),
         CheckDef(output.check_empty_rows_ignored, _fixed(EMPTY_ROW_CASES)),
+        CheckDef(padding.check_framework_padding_ignored, _fixed(PADDING_CASES)),
         *_PURITY,
     ],
     "selector": [
@@ -228,6 +238,7 @@ CHECKS: dict[str, list[CheckDef]] = {
         CheckDef(act.check_rejects_out_of_range, _range_declared([DEFAULT])),
         CheckDef(common.check_output_device, _fixed([DEFAULT])),
         CheckDef(output.check_empty_rows_ignored, _fixed(EMPTY_ROW_CASES)),
+        CheckDef(padding.check_framework_padding_ignored, _fixed(PADDING_CASES)),
         *[c for c in _PURITY if c.name != "check_no_autograd_graph"],
         # admission (mechanism filter): selectors that declare admits_groups
         CheckDef(act.check_selection_valid, _admission_cases),

@@ -339,6 +339,26 @@ class OverSummingMixer(Mixer):
         return 2.0 * torch.softmax(torch.nan_to_num(scores.float() - scores.float().max()), dim=0)
 
 
+class PaddingAsRealReweighter(Reweighter):
+    """Takes the framework's padding rows for real ones (a row is valid when it has a response *or* is padding):
+    right on every batch without padding, wrong on verl's padded ones."""
+
+    name = "broken_padding_as_real"
+
+    @torch.no_grad()
+    def act(self, scores, batch, **ctx):
+        rows = batch.batch["response_mask"].bool().any(-1)
+        padding = batch.batch.get("is_padding")
+        if padding is not None:
+            rows = rows | padding.bool()
+        ones = torch.ones(rows.shape, dtype=torch.float32, device=rows.device)
+        weights = torch.where(rows, ones, torch.zeros_like(ones))
+        if scores.dim() == 2:
+            weights = weights.unsqueeze(-1) * batch.batch["response_mask"].float()
+            return weights * (batch.batch["response_mask"].bool().sum() / weights.sum().clamp(min=1))
+        return weights
+
+
 #: broken component -> the check that must catch it.
 BROKEN = {
     WrongShapeScorer: "check_output_shape",
@@ -359,6 +379,7 @@ BROKEN = {
     NegativeWeightsReweighter: "check_weights_nonnegative",
     WrongDeviceReweighter: "check_output_device",
     EmptyRowsZScoreReweighter: "check_empty_rows_ignored",
+    PaddingAsRealReweighter: "check_framework_padding_ignored",
     QuadraticReweighter: "check_scales_linearly",
     GuideSoftmax: "check_invalid_units_zero",
     ClampingRangeReweighter: "check_rejects_out_of_range",

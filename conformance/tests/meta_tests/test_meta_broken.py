@@ -13,12 +13,20 @@ from dataflex_conformance import BLOCKED, FAILED, Subject, certify_subjects
 MESSAGE = re.compile(r"^.+, expected .+ \[[a-z_]+\(.*\), .+, (cpu|meta|cuda(:\d+)?)\]$", re.S)
 
 
+#: Checks a broken component may fail beside its own: one that groups rows by position is split by a padding row
+#: inserted inside a group as by a reorder. (One that lets empty rows in, or weighs them, has the padding check
+#: blocked by that check: padding rows are empty rows.)
+ALSO_FAILS = {"check_permutation_equivariant": {"check_framework_padding_ignored"}}
+
+
 @pytest.mark.parametrize("component, check", list(BROKEN.items()), ids=[c.name for c in BROKEN])
 def test_broken_component_fails_exactly_its_check(component, check):
     report = certify_subjects([Subject.from_component(component)], device="cpu")
     failed = {r.check for r in report.results if r.status == FAILED}
     blocked_by = {r.blocked_by for r in report.results if r.status == BLOCKED}
-    assert failed == {check}, [r.message for r in report.results if r.status == FAILED and r.check != check][:3]
+    assert check in failed and failed - {check} <= ALSO_FAILS.get(check, set()), [
+        r.message for r in report.results if r.status == FAILED and r.check != check
+    ][:3]
     assert blocked_by <= {check}
     assert not report.ok
     messages = [r.message for r in report.results if r.status == FAILED]

@@ -142,19 +142,36 @@ def rollout(rewards, lengths, padding=None, uid=None):
     return rows_batch(lengths, width=4, rewards=rewards, padding=padding, uid=uid)
 
 
-def test_components_see_only_real_rows_and_padding_gets_weight_zero():
+def test_components_see_padding_rows_as_empty_rows_without_a_copy_and_padding_gets_weight_zero():
     step = DataFlexStep(mount_step(block("steptest_reward", "steptest_plus"), HOST, loss_unit="sequence"))
     SEEN.clear()
     batch = rollout([1.0, 0.0, 3.0, 0.0], [2, 3, 1, 0], padding=[False, False, False, True])
     result = step.run(batch, step=1)
     (seen,) = SEEN
-    assert len(seen) == 3 and "is_padding" not in seen.batch
+    # every row, the very tensors the host handed over; the padding row is an empty row (no response token)
+    assert len(seen) == 4 and seen.batch["rm_scores"] is batch.batch["rm_scores"]
+    assert seen.batch["response_mask"][3].sum() == 0 and seen.batch["is_padding"].tolist() == [False] * 3 + [True]
     assert result.applied.shape == (4,) and result.applied[3] == 0
     # raw weights 2, 1, 4 over three valid sequences: mean one per sequence
     torch.testing.assert_close(result.applied, torch.tensor([6 / 7, 3 / 7, 12 / 7, 0.0]))
     assert result.metrics["dataflex/weight/mean"] == pytest.approx(1.0)
     assert result.metrics["dataflex/valid_samples"] == 3.0
     assert result.kept is None and not result.fallback
+
+
+def test_a_padding_row_with_response_tokens_is_shown_empty_and_weighs_nothing():
+    """A host that leaves tokens in its padding rows' mask: components see those rows emptied, the rest as is."""
+    step = DataFlexStep(mount_step(block("steptest_reward", "steptest_plus"), HOST, loss_unit="token"))
+    SEEN.clear()
+    padded = rollout([1.0, 5.0, 0.0], [2, 4, 3], padding=[False, True, False])
+    result = step.run(padded, step=1)
+    (seen,) = SEEN
+    assert seen.batch["response_mask"].sum(-1).tolist() == [2, 0, 3]
+    assert padded.batch["response_mask"].sum(-1).tolist() == [2, 4, 3]  # the host's own mask is left alone
+    plain = step.run(rollout([1.0, 0.0], [2, 3]), step=2)
+    torch.testing.assert_close(result.applied[[0, 2]], plain.applied)
+    assert result.applied[1] == 0
+    assert result.metrics["dataflex/valid_tokens"] == plain.metrics["dataflex/valid_tokens"] == 5.0
 
 
 def test_composition_keeps_the_frameworks_step_size():

@@ -406,3 +406,65 @@ def test_fully_async_is_refused_in_run_ppo_before_ray_starts():
     with pytest.raises(ConfigError, match="fully-async trainer .* does not run DataFlex: its trainer takes rollouts"):
         main_ppo.run_ppo(config, task_runner_class=None)
     assert ray.is_initialized() == started
+
+
+def test_pilot_is_refused_at_mount_on_the_legacy_line_with_the_reason(make_config):
+    """The staged-generation seam is not on RayPPOTrainer yet: mechanism pilot stops at mount, naming filter."""
+    from dataflex_core import IncompatibleComponentError
+
+    block = {"mechanism": "pilot", "scorer": {"name": "group_reward_variance"}, "actuator": {"name": "threshold_band"}}
+    with pytest.raises(IncompatibleComponentError, match=r"'pilot' needs the host to generate a step's rollouts in "
+                       r"stages.*verl cannot: staged rounds on RayPPOTrainer .* use mechanism filter"):  # fmt: skip
+        legacy_trainer(make_config, block)
+
+
+#: Metrics that time the host rather than describe the step's result.
+NOT_COMPARED = {"dataflex/hook_time_s"}
+
+
+def assert_same_metrics(padded: dict, plain: dict) -> None:
+    padded = {k: float(v) for k, v in padded.items() if k.startswith("dataflex/") and k not in NOT_COMPARED}
+    plain = {k: float(v) for k, v in plain.items() if k.startswith("dataflex/") and k not in NOT_COMPARED}
+    assert set(padded) == set(plain)
+    for key, value in plain.items():
+        assert padded[key] == pytest.approx(value, rel=1e-5, abs=1e-6), key
+
+
+# -- the legacy line: compute_advantage on a DataProto ------------------------------------------------------------
+
+
+def with_padding_rows(data, rows: int, seed: int):
+    """``data`` with ``rows`` padding rows inserted at random places (empty mask, shared pad uid, junk values, the
+    ``is_padding`` column), and the kept-row positions of the real rows."""
+    from tensordict import TensorDict
+    from verl import DataProto
+
+    bs = len(data)
+    gen = torch.Generator().manual_seed(seed)
+    is_padding = torch.zeros(bs + rows, dtype=torch.bool)
+    is_padding[torch.randperm(bs + rows, generator=gen)[:rows]] = True
+    source = torch.empty(bs + rows, dtype=torch.long)
+    source[~is_padding] = torch.arange(bs)
+    source[is_padding] = 0
+    tensors = {name: value[source].clone() for name, value in data.batch.items()}
+    tensors["response_mask"][is_padding] = 0
+    for name in ("token_level_scores", "token_level_rewards", "rm_scores"):
+        tensors[name][is_padding] = 0.0
+    tensors["old_log_probs"][is_padding] = -50.0
+    uid = np.asarray(data.non_tensor_batch["uid"], dtype=object)[source.numpy()]
+    uid[is_padding.numpy()] = "pad0123456789abcdef"
+    non_tensor = {"uid": uid, "is_padding": is_padding.numpy().astype(object)}
+    return DataProto(batch=TensorDict(tensors, batch_size=[bs + rows]), non_tensor_batch=non_tensor), ~is_padding
+
+
+def test_padded_and_unpadded_steps_weigh_the_real_rows_alike(make_config):
+    """verl's legacy line adds no padding rows, but a batch that carries them (an ``is_padding`` column, as
+    ``dataproto_io.padding_rows`` reads it) gets the same weights and metrics on its real rows (issue 36)."""
+    plain_data = at_the_seam(trainer := legacy_trainer(make_config, ADV_SOFTMAX), legacy_batch(seed=3))
+    plain_metrics = dict(trainer.dataflex_metrics)
+    padded_input, real = with_padding_rows(legacy_batch(seed=3), 4, seed=9)
+    padded_data = at_the_seam(trainer := legacy_trainer(make_config, ADV_SOFTMAX), padded_input)
+    weights = padded_data.batch["rollout_is_weights"]
+    torch.testing.assert_close(weights[real], plain_data.batch["rollout_is_weights"], rtol=1e-5, atol=1e-6)
+    assert weights[~real].abs().sum() == 0
+    assert_same_metrics(trainer.dataflex_metrics, plain_metrics)

@@ -28,9 +28,13 @@ framework adds are never counted):
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, ClassVar
 
 import torch
+
+from .blockwise import masked_row_reduce, row_counts
+from .precomputed import inputs_for_mask
 
 #: The prefix of every compute counter.
 COMPUTE_PREFIX = "dataflex/compute/"
@@ -72,22 +76,19 @@ def compute_counters(
     :param generation_rounds: generation passes this step; :param refills: prompt batches beyond the first.
     :param totals: the run's cumulative counts; updated in place with this step's.
     """
-    mask = response_mask.bool()
-    counts = mask.sum(-1)
-    real = torch.ones(mask.shape[0], dtype=torch.bool, device=mask.device)
+    tokens, counts = _tokens_and_counts(response_mask)
+    real = torch.ones(counts.shape[0], dtype=torch.bool, device=counts.device)
     if is_padding is not None:
-        real = ~is_padding.to(mask.device).bool()
+        real = ~is_padding.to(counts.device).bool()
     trained = real & (counts > 0)
     filtered = torch.zeros_like(real)
     if kept is not None:
-        kept = kept.to(mask.device).bool()
+        kept = kept.to(counts.device).bool()
         filtered = real & ~kept
         trained = trained & kept
     wasted = 0
     if advantages is not None:
-        adv = advantages.to(mask.device)
-        moving = ((adv != 0) & mask).any(-1) if adv.dim() == 2 else adv.reshape(-1) != 0
-        wasted = int((trained & ~moving).sum())
+        wasted = int((trained & ~_moving_rows(advantages.to(counts.device), tokens)).sum())
     real_counts = torch.where(real, counts, torch.zeros((), dtype=counts.dtype, device=counts.device))
     step = {
         "rollouts_generated": int(real.sum()) + int(evicted_rollouts),
@@ -103,6 +104,23 @@ def compute_counters(
     if totals is not None:
         out.update(totals.add(step))
     return out
+
+
+def _tokens_and_counts(response_mask: torch.Tensor) -> tuple[Callable[[], torch.Tensor], torch.Tensor]:
+    """``(the bool response tokens, on demand; (bs,) response tokens per row)``: the step's prepared values when
+    ``response_mask`` is the prepared batch's (:mod:`dataflex_core.precomputed`), so the counters add no pass."""
+    inputs = inputs_for_mask(response_mask)
+    if inputs is not None:
+        return inputs.response_tokens, inputs.response_counts()
+    return response_mask.bool, row_counts(response_mask)
+
+
+def _moving_rows(advantages: torch.Tensor, tokens: Callable[[], torch.Tensor]) -> torch.Tensor:
+    """``(bs,)`` bool: rows with a nonzero advantage on a response token, block by block on the CPU (no
+    ``(bs, L)`` temporary)."""
+    if advantages.dim() != 2:
+        return advantages.reshape(-1) != 0
+    return masked_row_reduce(advantages, tokens(), 0.0, lambda block: (block != 0).any(-1))
 
 
 class ComputeTotals:

@@ -42,6 +42,9 @@ STEP_INPUTS_KEY = "dataflex_step_inputs"
 #: that receive the raw array or mask (``group_index(uid)``, ``masked_seq_sum(x, mask)``) find it.
 _BY_UID: weakref.WeakValueDictionary[int, StepInputs] = weakref.WeakValueDictionary()
 _BY_MASK: weakref.WeakValueDictionary[int, StepInputs] = weakref.WeakValueDictionary()
+#: ``id(valid tokens)`` -> the live StepInputs that handed them out, so the step's weight and metric passes
+#: (:func:`valid_row_counts`) find the counts already made rather than recount the mask.
+_BY_VALID: weakref.WeakValueDictionary[int, StepInputs] = weakref.WeakValueDictionary()
 
 
 def dense_group_index(uid: Any, device: torch.device | str | None = None) -> tuple[torch.Tensor, int]:
@@ -144,15 +147,29 @@ class StepInputs:
         """``(bs,)`` int64 response tokens per row."""
         return self._get("response_counts", lambda: row_counts(self.response_tokens()))
 
-    def valid_tokens(self) -> torch.Tensor:
-        """``(bs, L)`` bool: response tokens of non-padding rows."""
+    def padding_is_empty(self) -> bool:
+        """True when no padding row has a response token (verl's padding rows: an empty ``response_mask``), so the
+        response tokens are the valid tokens; read on the padding rows alone."""
         if not self._has_padding():
-            return self.response_tokens()
-        return self._get("valid_tokens", lambda: compute_valid_tokens(self.response_tokens(), self.padding))
+            return True
+        return self._get("padding_is_empty", lambda: not bool(self.response_tokens()[self._padding_rows()].any()))
+
+    def _padding_rows(self) -> torch.Tensor:
+        return self.padding.to(self.response_mask.device).bool().nonzero(as_tuple=True)[0]
+
+    def valid_tokens(self) -> torch.Tensor:
+        """``(bs, L)`` bool: response tokens of non-padding rows (the response tokens themselves, no copy, when
+        the padding rows are empty)."""
+        if self.padding_is_empty():
+            tokens = self.response_tokens()
+        else:
+            tokens = self._get("valid_tokens", lambda: compute_valid_tokens(self.response_tokens(), self.padding))
+        _BY_VALID[id(tokens)] = self
+        return tokens
 
     def token_counts(self) -> torch.Tensor:
         """``(bs,)`` int64 valid tokens per row (0 on padding and empty rows)."""
-        if not self._has_padding():
+        if self.padding_is_empty():
             return self.response_counts()
         return self._get("token_counts", lambda: row_counts(self.valid_tokens()))
 
@@ -231,6 +248,17 @@ def inputs_for_uid(uid: Any) -> StepInputs | None:
     if inputs is None or not inputs.uid_unchanged(uid):
         return None
     return inputs
+
+
+def valid_row_counts(valid_tokens: torch.Tensor) -> torch.Tensor:
+    """``(bs,)`` int64 set tokens per row of ``valid_tokens``: the prepared counts when these are a prepared
+    batch's valid tokens (:meth:`StepInputs.valid_tokens`, unmodified), a count otherwise."""
+    inputs = _BY_VALID.get(id(valid_tokens))
+    if inputs is not None and inputs.mask_unchanged(inputs.response_mask):
+        held = inputs.valid_tokens()
+        if held is valid_tokens:
+            return inputs.token_counts()
+    return row_counts(valid_tokens)
 
 
 def inputs_for_mask(mask: Any) -> StepInputs | None:

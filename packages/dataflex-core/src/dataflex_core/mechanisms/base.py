@@ -231,15 +231,16 @@ def check_fields(pipeline: DataFlexPipeline, host: HostCapabilities) -> None:
 class LossMechanism(Mechanism):
     """A mechanism whose result is weights the framework's loss multiplies in, mean one in the loss's unit.
 
-    A subclass says how the raw weights of the real rows come about (:meth:`weights`); the rest (padding
-    rows back at weight 0, normalisation in the loss unit, composition with the framework's importance
-    weights, the ``dataflex/weight/*`` metrics) is shared.
+    A subclass says how the raw weights come about (:meth:`weights`); the rest (padding rows at weight 0,
+    normalisation in the loss unit, composition with the framework's importance weights, the
+    ``dataflex/weight/*`` metrics) is shared.
     """
 
     seams: ClassVar[tuple[type[Seam], ...]] = (LossWeights,)
 
     def weights(self, step: StepContext, batch: Any, step_id: int) -> torch.Tensor:
-        """Raw non-negative weights ``(n,)`` or ``(n, L)`` for the real rows in ``batch`` (padding removed)."""
+        """Raw non-negative weights ``(bs,)`` or ``(bs, L)`` for ``batch``, its padding rows shown as empty rows
+        (:meth:`~dataflex_core.step.StepContext.components_view`); what they get there is not used."""
         raise NotImplementedError(f"mechanism {self.name!r} ({type(self).__qualname__}) must implement weights()")
 
     def run(self, step: StepContext, batch: Any, step_id: int, importance_weights: torch.Tensor | None) -> StepResult:

@@ -6,8 +6,9 @@ batch in the canonical vocabulary (:mod:`dataflex_core.step.fields`):
 1. the warm-up rule: before ``warmup_step`` the step does nothing (a
    mechanism that records history meanwhile says so: ``runs_in_warmup``);
 2. prepare the batch's shared values once (:func:`~dataflex_core.prepare_batch`:
-   valid masks, token counts, the ``uid`` group index); components see only
-   the real rows (the framework's ``is_padding`` rows removed);
+   valid masks, token counts, the ``uid`` group index); components see the
+   framework's ``is_padding`` rows as the empty rows they are (never as real
+   ones, and without a copy of the real rows);
 3. a step with no valid token (every row padding or an empty response: a
    reward function that scored nothing, every completion masked) is left to
    the framework as it is: no component is called, nothing is written, and
@@ -143,7 +144,7 @@ class DataFlexStep(StepContext):
         """The mechanism on ``batch``: weights (or a kept mask) for the loss, or an update of the train sampler.
 
         :param batch: the step's fields (:attr:`MountedStep.fields`) plus ``response_mask`` and optionally a
-            bool ``is_padding`` ``(bs,)``; components see only the non-padding rows.
+            bool ``is_padding`` ``(bs,)``; components see padding rows as empty rows (weight 0 there).
         :param importance_weights: ``(bs, L)`` weights the framework already applies; loss weights compose
             with them (:func:`~dataflex_core.step.weights.finalize`).
         :param start: ``time.perf_counter()`` when the host's hook began, so ``dataflex/hook_time_s`` counts

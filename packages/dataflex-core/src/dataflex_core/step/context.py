@@ -5,7 +5,7 @@ A mechanism (:mod:`dataflex_core.mechanisms`) runs inside the runner's step
 what this class offers, so the mechanisms sit below the runner that mounts and runs them: the mounted
 pipeline and host, the loss unit and the components' ``ctx``, every call into a component
 (:mod:`.calls`), ``dataflex.on_invalid`` (:mod:`.on_invalid`), the warm-up rule, the train sampler the
-mechanism drives, and what the framework's padding rows mean for the components (they never see them).
+mechanism drives, and what the framework's padding rows mean for the components (empty rows, never real ones).
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ import torch
 
 from ..batch import Batch
 from ..config import DataFlexPipeline
+from ..precomputed import STEP_INPUTS_KEY, prepare_batch, step_inputs
 from .calls import ComponentCalls
 from .host import HostCapabilities
 from .on_invalid import InvalidOutputPolicy
@@ -77,23 +78,55 @@ class StepContext:
         return {f"{PREFIX}active": 0.0}
 
     def components_batch(self, batch: Batch) -> tuple[Batch, torch.Tensor | None]:
-        """``batch`` without framework padding rows, and the kept-row mask (``None`` when nothing was removed)."""
+        """``batch`` without framework padding rows (a copy of its real rows), and the kept-row mask (``None`` when
+        nothing was removed).
+
+        For mechanisms that keep something per real row (a prompt's record, a domain's share); the loss
+        mechanisms run their components on :meth:`components_view` instead, which copies nothing.
+        """
         padding = batch.batch.get("is_padding")
         if padding is None or not bool(padding.any()):
             return _without_padding_field(batch), None
         real = ~padding.bool()
         return _without_padding_field(batch.select_rows(real)), real
 
+    def components_view(self, batch: Batch) -> Batch:
+        """``batch`` as a loss mechanism's components see it: every row, the framework's padding rows as the empty
+        rows they are.
+
+        verl's padding rows already have an empty ``response_mask`` (and a shared ``pad...`` uid), which the
+        contract already handles: such a row gets weight 0 and stays out of every statistic, mean and group, so
+        a padding row never counts as a real one and a group of padding rows is never a group of responses.
+        ``batch`` is then handed over as it is (``is_padding`` kept, its prepared values shared): no field is
+        copied. Padding rows that carry response tokens (a host that does not empty them) get a copy of
+        ``response_mask`` with those rows emptied, the one field that says which rows hold a response.
+        """
+        padding = batch.batch.get("is_padding")
+        if padding is None:
+            return batch
+        inputs = step_inputs(batch)
+        if inputs is None:
+            inputs = step_inputs(prepare_batch(batch))
+        if inputs.padding_is_empty():
+            return batch
+        mask = batch.batch["response_mask"]
+        emptied = mask * (~padding.to(mask.device).bool()).unsqueeze(-1).to(mask.dtype)
+        meta = {k: v for k, v in batch.meta_info.items() if k != STEP_INPUTS_KEY}
+        return prepare_batch(Batch({**batch.batch, "response_mask": emptied}, batch.non_tensor_batch, meta))
+
     def on_real_rows(self, batch: Batch, compute: Callable[[Batch], torch.Tensor]) -> torch.Tensor:
-        """``compute`` on the real rows of ``batch``; its ``(n, ...)`` output scattered back to every row (0 on
-        padding)."""
-        sub, real = self.components_batch(batch)
-        values = compute(sub)
-        if real is None:
+        """``compute`` on :meth:`components_view` of ``batch``: its ``(bs, ...)`` output for every row, with per-row
+        ``(bs,)`` values 0 on padding rows.
+
+        A ``(bs, L)`` output keeps the component's values on padding rows (they are invalid tokens there):
+        :func:`~dataflex_core.step.weights.finalize` writes the weights once, 0 on every invalid token, so no
+        full-size copy is made here.
+        """
+        values = compute(self.components_view(batch))
+        padding = batch.batch.get("is_padding")
+        if values.dim() != 1 or padding is None or not bool(padding.any()):
             return values
-        full = torch.zeros((len(batch), *values.shape[1:]), dtype=torch.float32, device=values.device)
-        full[real.to(values.device)] = values.to(torch.float32)
-        return full
+        return values.masked_fill(padding.to(values.device).bool(), 0)
 
 
 def _without_padding_field(batch: Batch) -> Batch:

@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import torch
 
-from ..blockwise import blockwise, row_counts, row_slices
+from ..blockwise import blockwise, row_slices
+from ..precomputed import valid_row_counts
 from .result import PREFIX
 from .weights import SEQUENCE_UNIT, TOKEN_UNIT, unit_mean
 
@@ -39,7 +40,7 @@ def weight_metrics(
 
     Masked reductions only (no boolean indexing): this runs on the whole global batch every step.
     """
-    token_count = row_counts(valid_tokens)  # a bool mask's sum(-1) copies it to int64 first
+    token_count = valid_row_counts(valid_tokens)  # the step's prepared counts when these are its valid tokens
     if factor.dim() == 1:
         out = _sample_metrics(factor, token_count, unit)
     else:

@@ -33,8 +33,8 @@ import math
 
 import torch
 
-from ..blockwise import row_counts
 from ..errors import InvalidOutputError
+from ..precomputed import valid_row_counts
 
 TOKEN_UNIT = "token"
 SEQUENCE_UNIT = "sequence"
@@ -83,8 +83,8 @@ def unit_mean(
     zero = torch.zeros((), dtype=token_weights.dtype, device=token_weights.device)
     w = token_weights if masked else torch.where(valid_tokens, token_weights, zero)
     if unit == TOKEN_UNIT:
-        return w.sum() / torch.count_nonzero(valid_tokens).clamp(min=1)
-    per_seq_count = row_counts(valid_tokens)  # a bool mask's sum(-1) copies it to int64 first
+        return w.sum() / valid_row_counts(valid_tokens).sum().clamp(min=1)
+    per_seq_count = valid_row_counts(valid_tokens)  # the prepared counts when these are the step's valid tokens
     per_seq = w.sum(-1) / per_seq_count.clamp(min=1)
     return per_seq.sum() / (per_seq_count > 0).sum().clamp(min=1)
 
@@ -149,7 +149,7 @@ def finalize(
     if unit not in LOSS_UNITS:
         raise ValueError(f"unit must be one of {', '.join(LOSS_UNITS)}, got {unit!r}")
     if dataflex_weights.dim() == 1 and importance_weights is None:
-        factor = finalize_samples(dataflex_weights, row_counts(valid_tokens), unit)
+        factor = finalize_samples(dataflex_weights, valid_row_counts(valid_tokens), unit)
         return factor, factor
     factor = to_token_weights(dataflex_weights, valid_tokens)
     if not valid_tokens.any():
@@ -181,5 +181,5 @@ def finalize(
 def applied_unit_mean(weights: torch.Tensor, valid_tokens: torch.Tensor, unit: str) -> float:
     """The mean of applied weights (``(bs,)`` per sample or ``(bs, L)``) in ``unit``: 1 when normalised."""
     if weights.dim() == 1:
-        return float(sample_unit_mean(weights, row_counts(valid_tokens), unit))
+        return float(sample_unit_mean(weights, valid_row_counts(valid_tokens), unit))
     return float(unit_mean(_working(weights), valid_tokens, unit))

@@ -1,0 +1,207 @@
+"""Case ``scale``, the padded step: the step verl's V1 adapter runs, on a batch padded as verl pads it (issue 36).
+
+verl's V1 trainer appends padding rows (``upsample_batch_to_divisible_size``: an empty ``response_mask``, one
+shared ``pad...`` uid, the template row's values elsewhere) and ``_balance_batch`` reorders the batch, so they
+sit anywhere. For every shipped scorer + reweighter pair, in one fresh child process per shape (glibc's mmap
+threshold fixed, as the memory case does, so the resident size follows the live bytes):
+
+- **padding rows**: the step (``DataFlexStep.run``, token unit, what ``session.run`` runs for the V1 adapter,
+  without the queue I/O) on the batch with :data:`PADDING_ROWS` padding rows scattered in it, against the same
+  step on the batch without them; time and peak extra memory, each <= :data:`PADDING_TARGET`;
+- **V1 host step**: that padded step against one ``clone()`` of the fields it reads (time <= :data:`STEP_TARGET`),
+  and its peak extra memory over the bytes of those fields (<= :data:`STEP_MEMORY_TARGET`).
+
+Every call gets a fresh copy of the fields it reads, built untimed (a host reads a new batch every step). Quick
+mode runs a small shape, unjudged, in CI.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from .results import Result, measured
+
+#: Issue 36's targets (full mode).
+PADDING_TARGET = 1.1
+STEP_TARGET = 2.5
+STEP_MEMORY_TARGET = 1.5
+#: verl pads to a multiple of its dp size x mini-batches: a handful of rows (8 of an 8192-row batch).
+PADDING_ROWS = 8
+#: ``(groups, group size, L)``: quick mode, and the issue's production shape.
+QUICK_SHAPE = (64, 8, 256)
+FULL_SHAPE = (1024, 8, 4096)
+
+
+def padded_copy(batch: Any, rows: int, seed: int) -> Any:
+    """``batch`` with ``rows`` verl-style padding rows inserted at seeded random places (the real rows keep their
+    order): an empty mask, the shared uid ``pad<hex>``, rewards 0, row 0's values in every other field."""
+    import numpy as np
+    import torch
+
+    from dataflex_core import Batch
+
+    bs = len(batch)
+    gen = torch.Generator().manual_seed(seed)
+    padding = torch.zeros(bs + rows, dtype=torch.bool)
+    padding[torch.randperm(bs + rows, generator=gen)[:rows]] = True
+    source = torch.zeros(bs + rows, dtype=torch.long)
+    source[~padding] = torch.arange(bs)
+    tensors = {}
+    for name, value in batch.batch.items():
+        if name == "is_padding":
+            continue
+        out = value[source]
+        if name == "response_mask" or name in ("rm_scores", "token_level_scores", "token_level_rewards"):
+            out[padding] = 0
+        tensors[name] = out
+    tensors["is_padding"] = padding
+    uid = np.asarray(batch.non_tensor_batch["uid"], dtype=object)[source.numpy()]
+    uid[padding.numpy()] = "pad" + "0" * 32
+    return Batch(tensors, {"uid": uid})
+
+
+def child_main(spec: dict[str, Any]) -> list[dict[str, Any]]:
+    """In the child: build the batches once, then for each pair time and measure the three calls."""
+    import dataflex_core
+    from dataflex_core.runner import DataFlexStep, mount_step
+    from dataflex_core.step import CANONICAL_FIELDS, FieldSupport, HostCapabilities
+
+    from .memory import PeakMeter, field_bytes
+    from .pairs import CONTEXT, clone_inputs, discover_pairs, fresh_batch, read_fields
+    from .synthetic import SyntheticGRPO
+    from .timing import Fresh, measure_interleaved
+
+    pairs = discover_pairs(dataflex_core.get_registry(), spec["only"])
+    fields: set[str] = set()
+    for pair in pairs:
+        fields.update(pair.fields)
+    synth = SyntheticGRPO(spec["num_groups"], spec["group_size"], spec["length"], seed=1)
+    plain = synth.batch(fields)
+    del synth
+    plain.batch.pop("is_padding")
+    padded = padded_copy(plain, PADDING_ROWS, seed=2)
+    host = HostCapabilities(name="benchmark host", fields={name: FieldSupport(True) for name in CANONICAL_FIELDS})
+    meter = PeakMeter()
+    out = []
+    for pair in pairs:
+        row: dict[str, Any] = {"name": pair.name}
+        try:
+            scorer, reweighter = pair.build()
+            read = read_fields(scorer, reweighter)
+            with_uid = bool(scorer.needs_groups or reweighter.needs_groups)
+            block = {"mechanism": "reweight", "scorer": {"name": pair.scorer.name},
+                     "actuator": {"name": pair.reweighter.name}}  # fmt: skip
+            step = DataFlexStep(mount_step(block, host, loss_unit="token", ctx=CONTEXT, adv_estimator="grpo"))
+            plain_read = tuple(n for n in read if n in plain.batch)
+            padded_read = tuple(n for n in read if n in padded.batch)
+
+            def run(batch: Any) -> Any:
+                return step.run(batch, 1)
+
+            timings = measure_interleaved(
+                {
+                    "clone": Fresh(lambda b: clone_inputs(b, padded_read, with_uid), lambda: padded),
+                    "plain": Fresh(run, lambda: fresh_batch(plain, plain_read)),
+                    "padded": Fresh(run, lambda: fresh_batch(padded, padded_read)),
+                },
+                reps=spec["reps"],
+                warmup=1,
+            )
+            peaks = {}
+            for name, template, names in (("plain", plain, plain_read), ("padded", padded, padded_read)):
+                batch = fresh_batch(template, names)
+                meter.reset()
+                result = run(batch)
+                peaks[name] = meter.peak_extra()
+                del result, batch
+            row.update(
+                seconds={k: timings.median(k) for k in ("clone", "plain", "padded")},
+                peak_bytes=peaks,
+                field_bytes=field_bytes(padded, padded_read, with_uid),
+            )
+        except ValueError as exc:  # the reweighter refuses this scorer's scores (see the pair case)
+            row["skip"] = f"{type(exc).__name__}: {exc}"
+        except Exception as exc:  # noqa: BLE001 - one broken pair is a row
+            row["error"] = f"{type(exc).__name__}: {exc}"
+        out.append(row)
+    return out
+
+
+CHILD_CODE = """
+import json, sys
+from dataflex_bench.scale_padding import child_main
+print(json.dumps(child_main(json.loads(sys.argv[1]))))
+"""
+
+
+def _mib(nbytes: float) -> str:
+    return f"{nbytes / (1 << 20):.0f} MiB"
+
+
+def _rows(row: dict[str, Any], shape: str, reps: int, unjudged: str | None) -> list[Result]:
+    name = row["name"]
+    if "skip" in row or "error" in row:
+        status = "skip" if "skip" in row else "error"
+        return [Result("scale", f"padded step {name}", shape, status=status, note=row.get("skip") or row["error"])]
+    s, peak, fields = row["seconds"], row["peak_bytes"], row["field_bytes"]
+    return [
+        measured(
+            "scale", f"padding rows time {name}", shape, median_s=s["padded"], baseline_s=s["plain"],
+            ratio=s["padded"] / s["plain"], target=PADDING_TARGET, reps=reps, unjudged=unjudged,
+            note=f"the step with {PADDING_ROWS} verl padding rows scattered in the batch against the same without",
+        ),
+        measured(
+            "scale", f"padding rows peak {name}", shape, median_s=s["padded"], baseline_s=None,
+            ratio=peak["padded"] / max(peak["plain"], 1), target=PADDING_TARGET, reps=1, unjudged=unjudged,
+            note=f"peak extra {_mib(peak['padded'])} padded, {_mib(peak['plain'])} without",
+        ),
+        measured(
+            "scale", f"V1 host step time {name}", shape, median_s=s["padded"], baseline_s=s["clone"],
+            ratio=s["padded"] / s["clone"], target=STEP_TARGET, reps=reps, unjudged=unjudged,
+            note="the padded step against one clone() of the fields it reads",
+        ),
+        measured(
+            "scale", f"V1 host step peak {name}", shape, median_s=s["padded"], baseline_s=None,
+            ratio=peak["padded"] / fields, target=STEP_MEMORY_TARGET, reps=1, unjudged=unjudged,
+            note=f"peak extra {_mib(peak['padded'])} for {_mib(fields)} of fields read",
+            extra={"peak_bytes": peak["padded"], "field_bytes": fields},
+        ),
+    ]  # fmt: skip
+
+
+def run_padded_step(
+    *, quick: bool, reps: int, only: Iterable[str] = (), unjudged: str | None = None, progress=print
+) -> list[Result]:
+    """The padded-step rows of the ``scale`` case, from one fresh child process."""
+    from .memory import CHILD_ENV, unsupported
+
+    reason = unsupported()
+    if reason:
+        progress(f"  SKIP padded step: {reason}")
+        return [Result("scale", "padded step (all pairs)", "-", status="skip", note=reason)]
+    groups, size, length = QUICK_SHAPE if quick else FULL_SHAPE
+    shape = f"bs={groups * size}+{PADDING_ROWS} padding ({groups}x{size}) L={length}"
+    progress(f"  scale: the padded step at {shape} (fresh process)")
+    spec = {"num_groups": groups, "group_size": size, "length": length, "reps": reps, "only": [s for s in only if s]}
+    env = {**os.environ, **CHILD_ENV}
+    here = str(Path(__file__).resolve().parent.parent)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [here, env.get("PYTHONPATH")]))
+    start = time.perf_counter()
+    proc = subprocess.run(
+        [sys.executable, "-c", CHILD_CODE, json.dumps(spec)], capture_output=True, text=True, env=env, check=False
+    )
+    if proc.returncode != 0:
+        note = f"child process failed (exit {proc.returncode}): {proc.stderr.strip()[-1500:]}"
+        return [Result("scale", "padded step (all pairs)", shape, status="error", note=note)]
+    results = []
+    for row in json.loads(proc.stdout.strip().splitlines()[-1]):
+        results += _rows(row, shape, reps, unjudged)
+    progress(f"  scale: padded step done in {time.perf_counter() - start:.0f} s")
+    return results

@@ -1,0 +1,31 @@
+"""Case ``scale``, the padded step, in quick mode: every pair's four rows measured, none crashed (issue 36)."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from dataflex_bench.scale_padding import PADDING_ROWS, padded_copy, run_padded_step
+from dataflex_bench.synthetic import SyntheticGRPO
+
+
+def test_padding_rows_are_verls_scattered_empty_rows_with_one_pad_uid():
+    plain = SyntheticGRPO(4, 4, 8, seed=0).batch(["rm_scores", "advantages"])
+    padded = padded_copy(plain, 3, seed=1)
+    pad = padded.batch["is_padding"]
+    assert int(pad.sum()) == 3 and len(padded) == len(plain) + 3
+    assert not padded.batch["response_mask"][pad].any() and not padded.batch["rm_scores"][pad].any()
+    assert len(set(padded.non_tensor_batch["uid"][pad.numpy()])) == 1
+    assert torch.equal(padded.batch["advantages"][~pad], plain.batch["advantages"])  # real rows kept, in order
+
+
+def test_quick_padded_step_measures_every_pair_unjudged():
+    only = ["softmax", "high_entropy"]
+    rows = run_padded_step(quick=True, reps=1, only=only, unjudged="smoke", progress=lambda _: None)
+    names = {row.name for row in rows}
+    assert "padding rows time advantage_magnitude+softmax" in names
+    assert "V1 host step peak token_entropy+high_entropy_tokens" in names
+    measured_rows = [row for row in rows if row.status != "skip"]
+    assert measured_rows and all(row.status == "smoke" and math.isfinite(row.ratio) for row in measured_rows)
+    assert all(f"+{PADDING_ROWS} padding" in row.shape for row in rows)
