@@ -4,6 +4,10 @@ A step is TRL's real ``_generate_and_score_completions`` on one generation batch
 completions every time), its loss TRL's real ``_compute_loss``; the first prompt's completions are left
 unscored by the reward function (TRL's empty rows: advantage 0, outside DataFlex's valid rows). A save is
 TRL's real training loop for two steps with ``save_steps=2``, a resume ``train(resume_from_checkpoint=...)``.
+
+A staged step (``mechanism: pilot``) is TRL's real training loop: each stage one TRL generation call
+(``_dataflex_generate``, recorded with the requests the stages gave), the trained batch the one the stages assembled
+for TRL's loss; its checkpoints and resume are TRL's own.
 """
 
 from __future__ import annotations
@@ -16,7 +20,19 @@ from dataflex_trl.advantages import grpo_advantages
 from dataflex_trl.mount import LOSS_UNITS, capabilities
 from trl_testkit import NUM_GENERATIONS, generate
 
-from dataflex_conformance.host import HostHarness, HostStep, HostSuite, RoundsStep
+from dataflex_conformance.host import (
+    GenerationRoundsSuite,
+    HostHarness,
+    HostStep,
+    HostSuite,
+    PromptCountsSuite,
+    ResamplingSuite,
+    RoundsStep,
+    StagedRows,
+    StagedStep,
+    StagedSuite,
+)
+from dataflex_core.step.seams import StagedGeneration
 from dataflex_lab.trl.toy import echo_reward
 
 
@@ -131,6 +147,19 @@ class TrlHarness(HostHarness):
         trainer.train()
         return trained
 
+    def staged_steps(self, block, steps, *, save_at=None):
+        saves = {"save_strategy": "no"} if save_at is None else {"save_strategy": "steps", "save_steps": save_at}
+        trainer = self.make_trainer(self.loss_type, block, reward=kit_reward, max_steps=steps, **saves)
+        recorded = staged_recording(trainer)
+        trainer.train()
+        return recorded, (None if save_at is None else Path(trainer.args.output_dir) / f"checkpoint-{save_at}")
+
+    def staged_resume(self, block, folder, steps):
+        trainer = self.make_trainer(self.loss_type, block, reward=kit_reward, max_steps=steps, save_strategy="no")
+        recorded = staged_recording(trainer)
+        trainer.train(resume_from_checkpoint=str(folder))  # TRL's resume: its RNG, then DataFlex's state
+        return recorded
+
     def save(self, block):
         trainer = self.make_trainer(self.loss_type, block, max_steps=2, save_strategy="steps", save_steps=2)
         trainer.train()
@@ -150,11 +179,91 @@ class TrlHarness(HostHarness):
         return session
 
 
+def _staged_rows(rows: list[dict], output: dict, group: torch.Tensor, width: int) -> StagedRows:
+    """TRL rows as the kit reads them: each completion's tokens under its mask (-1 elsewhere, ``width`` wide, so a
+    row is the same whatever the batch's padding), its prompt's dataset row (the ``index`` column), its group."""
+    ids, mask = output["completion_ids"].cpu(), output["completion_mask"].cpu().bool()
+    response = torch.full((len(ids), width), -1, dtype=torch.int64)
+    response[:, : ids.shape[1]] = torch.where(mask, ids, -1)
+    prompt = torch.as_tensor([int(row["index"]) for row in rows], dtype=torch.int64)
+    return StagedRows(group.to(torch.int64), prompt, response)
+
+
+def staged_recording(trainer) -> list[StagedStep]:
+    """Each step ``trainer`` generates in stages, as TRL generated each stage (its ``_dataflex_generate``, the one
+    TRL call per stage) and the trained batch the stages assembled, with the step's ``dataflex/*`` metrics."""
+    steps: list[StagedStep] = []
+    seam, width = trainer.dataflex.seam(StagedGeneration), trainer.args.max_completion_length
+    new_stages, generate, run_stages = seam.stages, trainer._dataflex_generate, trainer._dataflex_stages
+    log = trainer._dataflex_log
+    requests: list = []
+    generated: list[StagedRows] = []
+    unlogged: list[StagedStep] = []
+
+    def stages(*args, **kwargs):  # a step's stages: every request they give is recorded
+        step_stages = new_stages(*args, **kwargs)
+        next_stage = step_stages.next
+
+        def asking():
+            asked = next_stage()
+            if asked is not None:
+                requests.append(asked)
+            return asked
+
+        step_stages.next = asking
+        return step_stages
+
+    def generating(rows, group_size):  # TRL's generation of the last request: its rows under the request's uids
+        local, output, rewards = generate(rows, group_size)
+        asked = requests[-1]
+        generated.append(_staged_rows(local, output, asked.uids.repeat_interleave(asked.counts), width))
+        return local, output, rewards
+
+    def staging(seam, step):
+        requests.clear()
+        generated.clear()
+        inputs, output, done = run_stages(seam, step)
+        groups = torch.arange(len(inputs)) // trainer.num_generations  # TRL's groups: consecutive rows
+        steps.append(StagedStep(
+            [*requests], [*generated], [keep.cpu() for keep in done.trained()],
+            _staged_rows(inputs, output, groups, width), done.groups, trainer.num_generations,
+        ))  # fmt: skip
+        unlogged.append(steps[-1])
+        return inputs, output, done
+
+    def logging(output, metrics):  # the staged step's metrics, as the trainer logs them
+        while unlogged:
+            unlogged.pop().metrics.update({name: v for name, v in metrics.items() if name.startswith("dataflex/")})
+        return log(output, metrics)
+
+    seam.stages, trainer._dataflex_generate, trainer._dataflex_stages = stages, generating, staging
+    trainer._dataflex_log = logging
+    return steps
+
+
 class Restored(Exception):
     """TRL's resume reached DataFlex's restore (after TRL loaded its own state); the harness stops it there."""
 
 
-class TestTrlHost(HostSuite):
+#: The suites whose promises do not read TRL's loss (its sampler, its generation rounds and stages, the per-prompt
+#: counts): they run under one loss type. Every other suite of the kit (the loss's: reweight, select, recompute, hard
+#: drop, and any suite the kit adds) runs under both.
+LOSS_FREE = (ResamplingSuite, GenerationRoundsSuite, PromptCountsSuite, StagedSuite)
+LOSS_SUITES = tuple(suite for suite in HostSuite.__bases__ if suite not in LOSS_FREE)
+
+
+class TestTrlHost(*LOSS_SUITES):
     @pytest.fixture(params=["dapo", "grpo"])
     def host(self, request, make_trainer, generation_inputs):
         return TrlHarness(make_trainer, generation_inputs, request.param)
+
+
+class TestTrlHostOneLossType(*LOSS_FREE):
+    @pytest.fixture
+    def host(self, make_trainer, generation_inputs):
+        return TrlHarness(make_trainer, generation_inputs, "dapo")
+
+
+def test_the_suites_run_under_one_loss_type_are_the_kits():
+    """A suite the kit renames or drops is not silently left out here: the loss-free ones are all the kit's."""
+    assert set(LOSS_FREE) <= set(HostSuite.__bases__), set(LOSS_FREE) - set(HostSuite.__bases__)

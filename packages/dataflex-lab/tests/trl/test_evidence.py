@@ -121,6 +121,34 @@ def test_every_table_method_is_one_entry_and_slices_are_named_as_documented():
         parse_seeds("a-b")
 
 
+def test_pilot_is_a_trl_method_the_quick_campaign_can_run(tmp_path):
+    """``mechanism: pilot`` is a table method on TRL, its block the demo's ``--mechanism pilot``, and a campaign of
+    the quick settings naming it passes the campaign's checks (no run here: the quick campaign runs above)."""
+    from dataflex_trl.mount import mount
+
+    from dataflex_core.session import DataFlexSession
+    from dataflex_core.step.seams import StagedGeneration
+    from dataflex_lab import task_families
+    from dataflex_lab.demo_report import PILOT_DEMO
+    from dataflex_lab.trl.toy import family_dataset
+    from dataflex_lab.trl.training_demo import DemoSettings, grpo_config
+
+    spec = METHODS["pilot"]
+    assert "pilot" in TABLE_METHODS and spec.host == "trl" and spec.baseline == UNIFORM
+    settings = DemoSettings(**spec.options, task="repeat", steps=2, val_every=0, workdir=tmp_path)
+    block = settings.block()
+    assert block["mechanism"] == "pilot" and block["pilot"] == PILOT_DEMO
+    task = task_families.family("repeat")
+    splits = task.build(task_families.structure_from(None, task), 0)
+    session = DataFlexSession(block)
+    mount(session, grpo_config(settings, "pilot", 0), family_dataset(splits.train))  # what the run's trainer mounts
+    assert session.seam(StagedGeneration) is not None
+    campaign = Campaign(**{**QUICK, "methods": [*QUICK["methods"], "pilot"]})
+    campaign.check()
+    assert campaign.key("repeat", "pilot")["options"] == {"mechanism": "pilot"}
+    assert "pilot" in Campaign().methods  # the full campaign runs it by default
+
+
 def test_a_campaign_refuses_what_it_cannot_compare():
     with pytest.raises(ValueError, match="unknown method\\(s\\) \\['pilots'\\]"):
         Campaign(methods=[UNIFORM, "pilots"]).check()

@@ -16,7 +16,7 @@ Time: every finished run is written at once (``runs/<family>/<method>/seed<k>.js
 same settings skips it, so ``--families``, ``--methods`` and ``--seeds`` slices add up and an interrupted campaign
 resumes; ``--quick`` is CI's smoke test of the whole path (its own workdir), not evidence.
 
-To add a method, add one entry to :data:`METHODS` (``mechanism: pilot`` lands this way, then
+To add a method, add one entry to :data:`METHODS` (``mechanism: pilot`` landed this way:
 ``nox -s evidence -- --methods uniform,pilot`` adds its rows to the table).
 """
 
@@ -96,6 +96,10 @@ METHODS: dict[str, Method] = {
     "filter": Method("trl", _FILTER, UNIFORM, "group_reward_variance -> threshold_band, refill up to 4 rounds"),
     "filter_greso": Method("trl", {**_FILTER, "filter_params": {"on_short": "backfill", "draw": GRESO_DRAW}}, UNIFORM,
                            "the filter, its prompts drawn through the greso curriculum"),
+    # Pilot-Commit: screen prompts with 2 pilot rollouts each, commit the rest of the group to those whose pilot
+    # rewards vary; the demo's pilot block (demo_report.PILOT_DEMO: up to 4 stages, then backfill)
+    "pilot": Method("trl", {"mechanism": "pilot"}, UNIFORM,
+                    "group_reward_variance -> threshold_band on 2 pilot rollouts, the rest committed, 4 stages"),
     "select": Method("trl", {"mechanism": "select"}, UNIFORM, "control: advantage_magnitude -> topk_fraction 0.5"),
     "reweight": Method("trl", {"mechanism": "reweight"}, UNIFORM, "control: advantage_magnitude -> softmax"),
     # TRL groups completions by a fixed num_generations and refuses allocate: it runs on verl, against verl
