@@ -28,17 +28,17 @@ import torch
 
 from ...config import DataFlexPipeline
 from ...errors import ConfigError, InvalidOutputError
-from ...groups import segment_count
-from ...normalize import valid_sample_mask, valid_token_counts
+from ...blockwise import masked_row_reduce
+from ...normalize import response_token_mask, valid_sample_mask, valid_token_counts
 from ...precomputed import prepare_batch
 from ...step.context import StepContext
 from ...step.host import HostCapabilities
 from ...step.result import StepResult
 from ...step.seams import S, Seam, StagedGeneration, StepStages
-from ..curriculum import REWARD_FIELD, row_rewards
+from ..curriculum import REWARD_FIELD
 from ..filter import Filter, group_rows
 from .settings import PilotSettings, pilot_settings
-from .stages import PILOT_PREFIX, PilotStages
+from .stages import PILOT_PREFIX, PilotStages, screened_prompts, stage_rewards
 
 
 def stage_uids(batch: Any) -> torch.Tensor:
@@ -112,20 +112,13 @@ class Pilot(Filter):
         if not stages.screening or not stages.screening[-1]:  # the commit stage: its rows, checked
             stages.record(uid, tokens)
             return
-        asked = stages.requests[-1].uids
         admitted, _, _ = self.admit(step, batch, step_id)  # per group, in group_rows' order of the real rows
         sub, _ = step.components_batch(batch)
         index, groups = group_rows(sub)
-        valid = valid_sample_mask(sub).cpu()
-        rewards = torch.zeros(groups, dtype=torch.float64).index_add_(0, index, torch.where(valid, row_rewards(sub), 0))
-        mean = rewards / segment_count(index, groups, valid).clamp(min=1)
-        sub_uid = stage_uids(sub)
-        group_uid = torch.full((groups,), -1, dtype=torch.long).scatter_(0, index, sub_uid)  # group_rows' order
-        order = torch.argsort(group_uid)
-        at = order[torch.searchsorted(group_uid[order], asked).clamp(max=groups - 1)]
-        assert bool((group_uid[at] == asked).all())  # check_generated: every requested prompt has rows
-        per_prompt = admitted[at]
-        per_mean = mean[at].to(torch.float64)
+        per_prompt, per_mean = screened_prompts(
+            stages.requests[-1].uids, admitted, index, groups, valid_sample_mask(sub).cpu(), stage_rewards(sub),
+            stage_uids(sub),
+        )  # fmt: skip
         stages.record(uid, tokens, per_prompt, per_mean)
 
     def run(self, step: StepContext, batch: Any, step_id: int, importance_weights: torch.Tensor | None) -> StepResult:
@@ -140,10 +133,10 @@ class Pilot(Filter):
         advantages = batch.batch.get("advantages")
         if advantages is not None:
             sub, _ = step.components_batch(batch)
-            mask = sub.batch["response_mask"].bool()
+            mask = response_token_mask(sub)
             adv = sub.batch["advantages"]
-            moving = ((adv != 0) & mask).any(-1) if adv.dim() == 2 else adv != 0
-            rows = mask.any(-1)
+            moving = masked_row_reduce(adv, mask, 0.0, lambda b: (b != 0).any(-1)) if adv.dim() == 2 else adv != 0
+            rows = valid_sample_mask(sub)  # the step's prepared counts: no pass over the tokens
             metrics[f"{PILOT_PREFIX}wasted_share"] = float((rows & ~moving).sum()) / max(int(rows.sum()), 1)
         metrics.update(self.run_draw(step, batch, step_id))
         return StepResult(metrics, compute=stages.counts())

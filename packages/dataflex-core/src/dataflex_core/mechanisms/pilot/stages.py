@@ -20,12 +20,17 @@ or *deferred* (too hard: the rest).
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import torch
 
-from ...errors import InvalidOutputError
+from ...blockwise import masked_row_reduce
+from ...errors import ConfigError, InvalidOutputError
+from ...groups import segment_count
+from ...normalize import response_token_mask
 from ...step.result import PREFIX
 from ...step.seams import StageRequests, StepStages
+from ..curriculum import REWARD_FIELD
 from .settings import PilotSettings
 
 #: The prefix of the pilot's metrics.
@@ -42,6 +47,38 @@ def per_uid_counts(uid: torch.Tensor, asked: torch.Tensor) -> tuple[torch.Tensor
     at = torch.searchsorted(asked, uid).clamp(max=max(len(asked) - 1, 0))
     known = (asked[at] == uid) if len(asked) else torch.zeros(len(uid), dtype=torch.bool)
     return torch.bincount(at[known], minlength=len(asked)).to(_LONG), known
+
+
+def stage_rewards(batch: Any) -> torch.Tensor:
+    """Each row's outcome reward (``rm_scores`` over its response tokens, float64 ``(bs,)``), summed in float64
+    block by block, without a float64 copy of the scores: the screening stage's one pass over its tokens."""
+    scores = batch.batch.get(REWARD_FIELD)
+    if scores is None:
+        raise ConfigError(
+            f"mechanism pilot admits prompts by their pilot rewards, but the batch has no {REWARD_FIELD!r}: a host of "
+            "the staged_generation seam hands observe() each stage's rows with their reward scores"
+        )
+    return masked_row_reduce(scores, response_token_mask(batch), 0.0, lambda b: b.sum(-1, dtype=torch.float64)).cpu()
+
+
+def screened_prompts(
+    asked: torch.Tensor,
+    admitted: torch.Tensor,
+    index: torch.Tensor,
+    groups: int,
+    valid: torch.Tensor,
+    rewards: torch.Tensor,
+    row_uid: torch.Tensor,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(admitted, mean pilot reward)`` of each ``asked`` uid (request order), from the per-group admission
+    (``admitted``, groups in ``index``'s order) and each row's reward, validity and uid; no loop over groups."""
+    total = torch.zeros(groups, dtype=torch.float64).index_add_(0, index, torch.where(valid, rewards, 0))
+    mean = total / segment_count(index, groups, valid).clamp(min=1)
+    group_uid = torch.full((groups,), -1, dtype=_LONG).scatter_(0, index, row_uid)
+    order = torch.argsort(group_uid)
+    at = order[torch.searchsorted(group_uid[order], asked).clamp(max=max(groups - 1, 0))]
+    assert bool((group_uid[at] == asked).all())  # check_generated: every requested prompt has rows
+    return admitted[at], mean[at].to(torch.float64)
 
 
 class PilotStages(StepStages):
@@ -78,6 +115,8 @@ class PilotStages(StepStages):
         self.backfilled = 0
         self._pending = False
         self._done = False
+        #: The uids :meth:`check_generated` last returned (so :meth:`record` does not check them twice).
+        self._checked: torch.Tensor | None = None
 
     # -- what the host reads --------------------------------------------------------------------------
     @property
@@ -172,6 +211,7 @@ class PilotStages(StepStages):
                 f"{asked.uids.tolist()}, but the host generated {got.tolist()} (first differing positions {wrong}, "
                 f"{stray} row(s) of other uids): a host of the staged_generation seam generates exactly the requests"
             )
+        self._checked = uid
         return uid
 
     def record(
@@ -183,7 +223,8 @@ class PilotStages(StepStages):
     ) -> None:
         """One stage's rows (each row's uid, -1 for padding; response tokens) and, for a screening stage, each
         requested prompt's admission and mean pilot reward (in request order), checked by :meth:`check_generated`."""
-        uid = self.check_generated(uid)
+        uid = uid if uid is self._checked else self.check_generated(uid)
+        self._checked = None
         self.row_uid.append(uid)
         self.row_tokens.append(torch.as_tensor(tokens, dtype=_LONG).flatten())
         if self.screening[-1]:
@@ -234,4 +275,4 @@ class PilotStages(StepStages):
         }
 
 
-__all__ = ["EASY_ABOVE", "PILOT_PREFIX", "PilotStages"]
+__all__ = ["EASY_ABOVE", "PILOT_PREFIX", "PilotStages", "per_uid_counts", "screened_prompts", "stage_rewards"]

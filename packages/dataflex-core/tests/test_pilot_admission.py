@@ -1,0 +1,37 @@
+"""The pilot's screening admission in tensors: rewards summed in float64 and groups mapped back to the requests."""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from dataflex_core import Batch
+from dataflex_core.groups import group_index
+from dataflex_core.mechanisms.pilot.stages import screened_prompts, stage_rewards
+from dataflex_core.precomputed import prepare_batch
+
+
+def test_stage_rewards_sum_float32_scores_in_float64_over_response_tokens_only():
+    g = torch.Generator().manual_seed(3)
+    scores = torch.randn(6, 9, generator=g) * 1e3
+    mask = torch.rand(6, 9, generator=g) > 0.4
+    mask[2] = False  # an empty row
+    batch = prepare_batch(Batch({"response_mask": mask.long(), "rm_scores": scores}, {}))
+    expected = torch.where(mask, scores.double(), torch.zeros((), dtype=torch.float64)).sum(-1)
+    got = stage_rewards(batch)
+    assert got.dtype == torch.float64
+    assert torch.equal(got, expected)  # bit for bit what a float64 copy of the scores sums to
+    assert got[2] == 0
+
+
+def test_screened_prompts_follows_the_requests_not_the_groups_text_order():
+    # uids as a host of object uids hands them: group_index sorts them as text, so "10" comes before "2"
+    row_uid = torch.tensor([2, 2, 10, 10, 5, 5])
+    index, groups = group_index(np.array([str(u) for u in row_uid.tolist()], dtype=object))
+    admitted_by_group = torch.zeros(groups, dtype=torch.bool).scatter_(0, index[2:4], True)  # uid 10's group only
+    valid = torch.tensor([True, True, True, False, True, True])
+    rewards = torch.tensor([1.0, 0.0, 1.0, 9.0, 1.0, 1.0], dtype=torch.float64)
+    asked = torch.tensor([2, 5, 10])
+    admitted, mean = screened_prompts(asked, admitted_by_group, index, groups, valid, rewards, row_uid)
+    assert admitted.tolist() == [False, False, True]
+    assert mean.tolist() == [0.5, 1.0, 1.0]  # uid 10's invalid row (reward 9) is out of its mean
