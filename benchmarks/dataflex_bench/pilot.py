@@ -1,13 +1,18 @@
 """Case ``pilot``: the staged-generation seam's own cost per step (issue 37), generation excluded.
 
-One step of ``mechanism: pilot`` (``stages.next()`` / ``observe()`` per stage, the top-up
-assembly of ``stages.trained()``, then ``session.run``) against ``session.run`` of the
-default mechanism (reweight: the same scorer, a softmax reweighter) on the same final batch, alternated
-in one process. Rows are pre-built: a stage's "generation" is a slice of them, so what is
-timed is the seam's bookkeeping, admission and assembly. Target: ratio <= 1.05.
+One step of ``mechanism: pilot`` as verl's legacy host runs it (``stages.next()`` / ``observe()`` per stage,
+then the top-up assembly of ``stages.trained()`` by :func:`dataflex_verl.legacy_stages.trained_groups`, the
+host's own code: each stage's trained rows selected from its ``DataProto``, concatenated, laid out group by
+group), then ``session.run``, against ``session.run`` of the default mechanism (reweight: the same scorer, a
+softmax reweighter) on the same final batch, alternated in one process. In the ratio: the seam's bookkeeping,
+the admission and the assembly. Not in it: generation (a stage's rows are slices of pre-built rows, wrapped in
+a ``DataProto`` without a copy) and the host's advantages and batch reading, which a step pays with or
+without stages. Each phase's median is in the row's ``extra``. Target: ratio <= 1.05.
 """
 
 from __future__ import annotations
+
+import time
 
 import numpy as np
 import torch
@@ -84,11 +89,12 @@ class Rows:
         self.log_probs = -torch.rand(rows, length, generator=g) * self.mask
 
     def take(self, uids: np.ndarray | torch.Tensor, counts: torch.Tensor):
-        from dataflex_core import Batch
+        """A stage's rows as verl hands them (a ``DataProto``, no copy) and each row's uid."""
+        from verl import DataProto
 
         counts = torch.as_tensor(counts)
         n = int(counts.sum())
-        uid = np.repeat(np.asarray(torch.as_tensor(uids).tolist(), dtype=np.int64), counts.numpy())
+        uid = torch.as_tensor(uids).repeat_interleave(counts)
         tensors = {
             "response_mask": self.mask[:n],
             "advantages": self.advantages[:n],
@@ -97,19 +103,19 @@ class Rows:
             "old_log_probs": self.log_probs[:n],
             "is_padding": torch.zeros(n, dtype=torch.bool),
         }
-        return Batch(tensors, {"uid": uid})
+        return DataProto.from_dict(tensors, {"uid": uid.numpy().copy()}), uid  # an array of its own, as verl has
 
 
-def _assemble(parts, keep):
+def as_batch(data):
+    """The step's view of a ``DataProto`` (its tensors, not copied)."""
     from dataflex_core import Batch
 
-    tensors = {name: torch.cat([p.batch[name][i] for p, i in zip(parts, keep)]) for name in parts[0].batch}
-    uid = np.concatenate([p.non_tensor_batch["uid"][i.numpy()] for p, i in zip(parts, keep)])
-    return Batch(tensors, {"uid": uid})
+    return Batch(dict(data.batch.items()), {"uid": np.asarray(data.non_tensor_batch["uid"], dtype=np.int64)})
 
 
 def run_pilot(*, quick: bool, reps: int, unjudged: str | None = None, progress=print) -> list[Result]:
     from dataflex_core.session import StagedGeneration
+    from dataflex_verl.legacy_stages import trained_groups
 
     prompts, n, length = (16, 4, 64) if quick else (512, 8, 1024)
     shape = f"{prompts} prompts x {n} rollouts x {length} tokens"
@@ -121,18 +127,26 @@ def run_pilot(*, quick: bool, reps: int, unjudged: str | None = None, progress=p
     rows = Rows(prompts * n * 4, length)
     step = {"pilot": 0, "base": 0}
     final = {}
+    phases: dict[str, list[float]] = {"stages": [], "assembly": [], "run": []}
 
     def pilot_step():
         step["pilot"] += 1
+        began = time.perf_counter()
         stages = staged.stages(prompts, rollout_n=n)
         parts = []
         while (asked := stages.next()) is not None:
-            part = rows.take(asked.uids, asked.counts)
-            staged.observe(stages, part, step["pilot"])
-            parts.append(part)
-        batch = _assemble(parts, stages.trained())
-        final["batch"] = batch
-        return pilot.run(batch, step["pilot"], generation=stages)
+            data, uid = rows.take(asked.uids, asked.counts)
+            staged.observe(stages, as_batch(data), step["pilot"])
+            parts.append((data, uid))
+        assembling = time.perf_counter()
+        out, _ = trained_groups(parts, stages.trained(), n)
+        batch = final["batch"] = as_batch(out)
+        running = time.perf_counter()
+        result = pilot.run(batch, step["pilot"], generation=stages)
+        done = time.perf_counter()
+        for name, spent in zip(phases, (assembling - began, running - assembling, done - running)):
+            phases[name].append(spent)
+        return result
 
     pilot_step()  # the final batch the baseline steps on
     batch = final["batch"]
@@ -154,7 +168,10 @@ def run_pilot(*, quick: bool, reps: int, unjudged: str | None = None, progress=p
             target=TARGET,
             reps=reps,
             unjudged=unjudged,
-            note="generation excluded (pre-built rows)",
-            extra={"trained_rows": len(batch)},
+            note="generation excluded (pre-built rows); top-up assembly: verl's legacy trained_groups",
+            extra={
+                "trained_rows": len(batch),
+                **{f"{name}_ms": float(np.median(spent[1:] or spent)) * 1e3 for name, spent in phases.items()},
+            },
         )
     ]

@@ -14,4 +14,5 @@ def test_quick_pilot_case_reports_the_seam_ratio_on_a_full_batch():
     assert row.median_s > 0 and row.baseline_s > 0 and math.isfinite(row.ratio)
     assert row.ratio == row.median_s / row.baseline_s
     assert row.extra["trained_rows"] == 16 * 4  # the staged step filled its batch: 16 groups of rollout.n
+    assert all(row.extra[f"{phase}_ms"] > 0 for phase in ("stages", "assembly", "run"))  # each phase timed
     assert "pilot" in cli.CASES
