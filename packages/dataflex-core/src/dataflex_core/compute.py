@@ -28,7 +28,6 @@ framework adds are never counted):
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any, ClassVar
 
 import torch
@@ -76,7 +75,7 @@ def compute_counters(
     :param generation_rounds: generation passes this step; :param refills: prompt batches beyond the first.
     :param totals: the run's cumulative counts; updated in place with this step's.
     """
-    tokens, counts = _tokens_and_counts(response_mask)
+    counts = _response_counts(response_mask)
     real = torch.ones(counts.shape[0], dtype=torch.bool, device=counts.device)
     if is_padding is not None:
         real = ~is_padding.to(counts.device).bool()
@@ -88,7 +87,7 @@ def compute_counters(
         trained = trained & kept
     wasted = 0
     if advantages is not None:
-        wasted = int((trained & ~_moving_rows(advantages.to(counts.device), tokens)).sum())
+        wasted = int((trained & ~moving_rows(advantages.to(counts.device), response_mask)).sum())
     real_counts = torch.where(real, counts, torch.zeros((), dtype=counts.dtype, device=counts.device))
     step = {
         "rollouts_generated": int(real.sum()) + int(evicted_rollouts),
@@ -106,21 +105,24 @@ def compute_counters(
     return out
 
 
-def _tokens_and_counts(response_mask: torch.Tensor) -> tuple[Callable[[], torch.Tensor], torch.Tensor]:
-    """``(the bool response tokens, on demand; (bs,) response tokens per row)``: the step's prepared values when
-    ``response_mask`` is the prepared batch's (:mod:`dataflex_core.precomputed`), so the counters add no pass."""
+def _response_counts(response_mask: torch.Tensor) -> torch.Tensor:
+    """``(bs,)`` response tokens per row: the step's prepared counts when ``response_mask`` is the prepared
+    batch's (:mod:`dataflex_core.precomputed`), so the counters add no pass."""
     inputs = inputs_for_mask(response_mask)
     if inputs is not None:
-        return inputs.response_tokens, inputs.response_counts()
-    return response_mask.bool, row_counts(response_mask)
+        return inputs.response_counts()
+    return row_counts(response_mask)
 
 
-def _moving_rows(advantages: torch.Tensor, tokens: Callable[[], torch.Tensor]) -> torch.Tensor:
+def moving_rows(advantages: torch.Tensor, response_mask: torch.Tensor) -> torch.Tensor:
     """``(bs,)`` bool: rows with a nonzero advantage on a response token, block by block on the CPU (no
-    ``(bs, L)`` temporary)."""
+    ``(bs, L)`` temporary); once per step and advantages tensor when ``response_mask`` is the prepared batch's."""
+    inputs = inputs_for_mask(response_mask)
+    if inputs is not None:
+        return inputs.moving_rows(advantages)
     if advantages.dim() != 2:
         return advantages.reshape(-1) != 0
-    return masked_row_reduce(advantages, tokens(), 0.0, lambda block: (block != 0).any(-1))
+    return masked_row_reduce(advantages, response_mask.bool(), 0.0, lambda block: (block != 0).any(-1))
 
 
 class ComputeTotals:

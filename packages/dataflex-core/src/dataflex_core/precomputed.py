@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from .blockwise import row_counts
+from .blockwise import masked_row_reduce, row_counts
 
 #: Where :func:`prepare_batch` puts the :class:`StepInputs` of a batch.
 STEP_INPUTS_KEY = "dataflex_step_inputs"
@@ -176,6 +176,18 @@ class StepInputs:
     def valid_rows(self) -> torch.Tensor:
         """``(bs,)`` bool: rows that are not padding and have at least one response token."""
         return self._get("valid_rows", lambda: self.token_counts() > 0)
+
+    def moving_rows(self, advantages: torch.Tensor) -> torch.Tensor:
+        """``(bs,)`` bool: rows with a nonzero advantage on a response token, one pass per ``advantages`` tensor
+        (a mechanism's wasted share and the compute counters read the same pass; an in-place change recomputes)."""
+
+        def compute() -> tuple[torch.Tensor, torch.Tensor]:
+            if advantages.dim() != 2:
+                return advantages, advantages.reshape(-1) != 0
+            tokens = self.response_tokens()
+            return advantages, masked_row_reduce(advantages, tokens, 0.0, lambda block: (block != 0).any(-1))
+
+        return self._get(("moving_rows", id(advantages)), compute)[1]
 
     def groups(self, device: torch.device | str | None = None) -> tuple[torch.Tensor, int]:
         """Dense group index of ``uid`` on ``device`` (default: the CPU, or the tensor's device) and ``G``."""

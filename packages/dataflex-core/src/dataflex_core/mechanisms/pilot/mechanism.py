@@ -28,8 +28,8 @@ import torch
 
 from ...config import DataFlexPipeline
 from ...errors import ConfigError, InvalidOutputError
-from ...blockwise import masked_row_reduce
-from ...normalize import response_token_mask, valid_sample_mask, valid_token_counts
+from ...compute import moving_rows
+from ...normalize import valid_sample_mask, valid_token_counts
 from ...precomputed import prepare_batch
 from ...step.context import StepContext
 from ...step.host import HostCapabilities
@@ -133,9 +133,8 @@ class Pilot(Filter):
         advantages = batch.batch.get("advantages")
         if advantages is not None:
             sub, _ = step.components_batch(batch)
-            mask = response_token_mask(sub)
-            adv = sub.batch["advantages"]
-            moving = masked_row_reduce(adv, mask, 0.0, lambda b: (b != 0).any(-1)) if adv.dim() == 2 else adv != 0
+            # the counters' own pass over the advantages (the step's prepared batch): not a second one
+            moving = moving_rows(sub.batch["advantages"], sub.batch["response_mask"])
             rows = valid_sample_mask(sub)  # the step's prepared counts: no pass over the tokens
             metrics[f"{PILOT_PREFIX}wasted_share"] = float((rows & ~moving).sum()) / max(int(rows.sum()), 1)
         metrics.update(self.run_draw(step, batch, step_id))
