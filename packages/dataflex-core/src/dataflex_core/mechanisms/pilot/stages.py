@@ -26,6 +26,7 @@ import torch
 from ...errors import InvalidOutputError
 from ...step.result import PREFIX
 from ...step.seams import StageRequests, StepStages
+from ..filter.rounds import RoundPrompts
 from .settings import PilotSettings
 
 #: The prefix of the pilot's metrics.
@@ -76,6 +77,8 @@ class PilotStages(StepStages):
         #: The uids the commit stage trains (set when it is decided) and how many of them were backfilled.
         self.committed: torch.Tensor | None = None
         self.backfilled = 0
+        #: Per stage: its valid responses for the ledger, ``group`` the uid (``None`` without a ledger).
+        self.ledger_prompts: list[RoundPrompts | None] = []
         self._pending = False
         self._done = False
 
