@@ -1,6 +1,8 @@
 """``mechanism: pilot`` in the core: screening stages on groups of 2 with empty and padding rows, the commit's
-requests, exact generation checked, settings checked at mount, a host without the seam refused, and the
-selection bias of keeping pilot rollouts on a known reward distribution."""
+requests, exact generation checked, settings checked at mount, a host without the seam refused, the
+selection bias of keeping pilot rollouts on a known reward distribution, the per-prompt ledger every stage feeds
+(resumed with the checkpoint), and ``pilot.draw`` through a curriculum (greso's effect is tested in
+dataflex-curriculum's tests)."""
 
 from __future__ import annotations
 
@@ -8,11 +10,14 @@ import numpy as np
 import pytest
 import torch
 
-from dataflex_core import ConfigError, IncompatibleComponentError, InvalidOutputError
+from dataflex_core import ConfigError, IncompatibleComponentError, InvalidOutputError, register_scorer
 from dataflex_core.mechanisms.pilot import PilotStages
 from dataflex_core.session import DataFlexSession, StagedGeneration
 from dataflex_core.step import FieldSupport, HostCapabilities, LossWeights, SeamSupport, TrainSampler
 from dataflex_lab.testing import rows_batch
+from dataflex_lab.testing.components import DomainPreferenceScorer, register_toy_components
+
+register_toy_components("pilottest")
 
 HOST = HostCapabilities(
     name="stagedhost",
@@ -160,7 +165,7 @@ def test_rows_that_lost_the_requested_integer_uids_are_named():
 
 
 class Prompts:
-    """A train dataset whose prompt ids (column ``index``) are their rows."""
+    """A train dataset whose prompt ids (column ``index``) are their rows, in ``domain`` x (even) or y (odd)."""
 
     def __init__(self, count):
         self.ids = list(range(count))
@@ -169,18 +174,25 @@ class Prompts:
         return len(self.ids)
 
     def columns(self):
-        return ["index"]
+        return ["index", "domain"]
 
     def column(self, name):
-        return self.ids
+        return self.ids if name == "index" else ["x" if i % 2 == 0 else "y" for i in self.ids]
 
 
 LEDGER_HOST = HostCapabilities(
     name="stagedhost", seams={**HOST.seams, TrainSampler: SeamSupport(True)}, fields=HOST.fields,
     timings=("pre_rollout", "post_reward", "post_advantage"), dataset_columns=True,
 )  # fmt: skip
-GRESO = {"mechanism": "curriculum", "prompt_key": "index", "scorer": {"name": "greso"},
-         "actuator": {"name": "temperature", "params": {"temperature": 1.0, "exploration": 0.0}}}  # fmt: skip
+X_ONLY = {"mechanism": "curriculum", "prompt_key": "index", "scorer": {"name": "pilottest_x_only"},
+          "actuator": {"name": "pilottest_proportional"}}  # fmt: skip
+
+
+@register_scorer("pilottest_x_only")
+class XOnly(DomainPreferenceScorer):
+    """pre_rollout: a curriculum that draws only the prompts of domain x (the even ids)."""
+
+    domain_scores, other_score = {"x": 1.0}, 0.0
 
 
 def ledger_session(pilot=None, population=8, batch_size=2, **extra) -> DataFlexSession:
@@ -257,28 +269,30 @@ def test_screening_only_records_the_pilots_of_committed_prompts_as_filtered():
     assert flex.ledger.rollouts_filtered[committed].tolist() == [2, 2]
 
 
-def test_a_greso_draw_screens_fewer_always_solved_prompts_than_the_pilots_shuffle():
-    solved = lambda prompt: prompt < 12  # noqa: E731  # 12 of 16 prompts are always solved
-    reward = lambda prompt, k: 1.0 if solved(prompt) else float(k % 2)  # noqa: E731
-    pilot = {"prompts": 2, "rollouts": 2, "max_stages": 4, "on_short": "backfill"}
-    screened = {}
-    for name, extra in [("uniform", {}), ("greso", {"draw": GRESO})]:
-        flex = ledger_session({**pilot, **extra}, population=16)
-        count = 0
-        for step in range(1, 13):
-            stages, _ = run_step(flex, step, reward)
-            count += sum(solved(int(p)) for p in stages.prompt)
-        screened[name] = count
-        assert flex.ledger is not None and int(flex.ledger.rollouts.sum()) > 0
-    assert screened["greso"] < 0.8 * screened["uniform"], screened
+def test_a_curriculum_drawing_the_prompts_screens_what_it_draws_and_is_fed_every_stage(tmp_path):
+    flex = ledger_session({"prompts": 2, "rollouts": 2, "on_short": "backfill", "draw": X_ONLY}, population=8)
+    sampler = flex.sampler
+    stages, metrics = run_step(flex, 1, lambda prompt, k: float(k % 2) if prompt % 4 else 1.0)
+    assert len(stages.prompt) and all(int(p) % 2 == 0 for p in stages.prompt)  # domain x only, as drawn
+    history = flex.ledger
+    assert history is sampler.history  # the curriculum's history is the ledger the stages feed
+    rollouts = torch.zeros(8, dtype=torch.long)
+    for asked in stages.requests:
+        rollouts.index_add_(0, asked.prompts, asked.counts)
+    assert torch.equal(history.rollouts, rollouts)
+    assert metrics["dataflex/curriculum/prompts"] == float(len(stages.prompt.unique()))  # evicted ones too
+    flex.save(tmp_path / "global_step_1", 1)
+    resumed = ledger_session({"prompts": 2, "rollouts": 2, "on_short": "backfill", "draw": X_ONLY}, population=8)
+    resumed.restore(tmp_path / "global_step_1")
+    assert torch.equal(resumed.ledger.rollouts, history.rollouts)
 
 
 def test_pilot_draw_needs_the_train_sampler_seam_and_is_checked():
     with pytest.raises(IncompatibleComponentError, match="stagedhost cannot"):
-        staged({"draw": GRESO})  # HOST has no train sampler
+        staged({"draw": X_ONLY})  # HOST has no train sampler
     with pytest.raises(ConfigError, match="pilot.draw must be the block of the mechanism that draws the prompts"):
         staged({"draw": {"mechanism": "select"}})
     with pytest.raises(ConfigError, match="prompt_key='id' but dataflex.pilot.draw.prompt_key='index'"):
-        ledger_session({"draw": GRESO}, prompt_key="id")
+        ledger_session({"draw": X_ONLY}, prompt_key="id")
     with pytest.raises(ConfigError, match="ledger of mechanism pilot, which is keyed by dataflex.prompt_key"):
         staged({}, block={"success_threshold": 0.5})
