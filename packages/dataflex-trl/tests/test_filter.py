@@ -153,7 +153,8 @@ def test_refills_come_from_the_seeded_refill_sampler(make_trainer, dataset):
         assert all(int(i) % 2 == 1 for i in trained)  # and only prompts with reward variance
     state, expected = trainer.dataflex.seam(GenerationRounds).refill_sampler().state_dict(), replay.state_dict()
     assert state.keys() == expected.keys()
-    assert torch.equal(state.pop("generator"), expected.pop("generator")) and state == expected  # the generator a tensor
+    for key, value in expected.items():  # the generator and the rest of the pass are tensors
+        assert torch.equal(state[key], value) if isinstance(value, torch.Tensor) else state[key] == value, key
 
 
 def test_refills_come_from_the_curriculum_that_draws_the_prompts_deterministically(make_trainer, dataset):
