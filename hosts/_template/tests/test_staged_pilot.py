@@ -12,7 +12,7 @@ import pytest
 import torch
 from dataflex_host_example import DataFlexToyTrainer, ToyConfig, ToyTrainer, toy_dataset
 
-from dataflex_core import InvalidOutputError
+from dataflex_core import IncompatibleComponentError, InvalidOutputError
 
 THRESHOLD = 0.01
 PILOT = {
@@ -43,9 +43,9 @@ class Recording(DataFlexToyTrainer):
         return batch
 
 
-def run(tmp_path, pilot, steps=3, **config) -> Recording:
+def run(tmp_path, pilot, steps=3, block=None, **config) -> Recording:
     settings = {"output_dir": str(tmp_path / "run"), "group_size": 4, "prompts_per_step": 4, **config}
-    trainer = Recording(ToyConfig(**settings), toy_dataset(24), dataflex={**PILOT, "pilot": pilot})
+    trainer = Recording(ToyConfig(**settings), toy_dataset(24), dataflex={**PILOT, "pilot": pilot, **(block or {})})
     trainer.train(steps)
     return trainer
 
@@ -147,3 +147,46 @@ def test_a_resume_repeats_the_steps(tmp_path):
     assert resumed.history[-1][f"{COMPUTE}rollouts_generated_total"] == full.history[-1][
         f"{COMPUTE}rollouts_generated_total"
     ]
+
+
+def generated_per_prompt(parts, size=24):
+    """Responses with a token generated for each dataset row (counted from the stages' rows as generated)."""
+    out = torch.zeros(size, dtype=torch.long)
+    for part in parts:
+        rows = real_rows(part) & part["mask"].any(-1)
+        out.index_add_(0, part["prompt"][rows], torch.ones(int(rows.sum()), dtype=torch.long))
+    return out
+
+
+@pytest.mark.parametrize("keep", [True, False])
+def test_the_ledger_counts_every_pilot_and_commit_rollout_of_each_prompt(tmp_path, keep):
+    pilot = {"prompts": 2, "rollouts": 2, "keep": keep, "on_short": "backfill"}
+    trainer = run(tmp_path, pilot, steps=3, save_steps=3, block={"prompt_key": "prompt"})
+    ledger = trainer.dataflex.ledger
+    want = sum(generated_per_prompt(parts) for parts, _, _ in trainer.steps)
+    assert torch.equal(ledger.rollouts, want)  # pilot and commit rollouts, per prompt
+    assert torch.equal(ledger.rollouts_trained + ledger.rollouts_filtered, want)
+    assert int(ledger.rollouts_trained.sum()) == sum(h[f"{COMPUTE}rollouts_trained"] for h in trainer.history)
+    parts, stages, _ = trainer.steps[-1]
+    committed = stages.committed.tolist()
+    equal = 0
+    for uid, prompt in enumerate(stages.prompt.tolist()):
+        rows = [real_rows(p) & p["mask"].any(-1) & (p["group"] == uid) for p in parts[:-1]]
+        rewards = torch.cat([p["reward"][r] for p, r in zip(parts, rows)])
+        once = int((stages.prompt == prompt).sum()) == 1
+        if uid not in committed and once and len(rewards) and bool((rewards == rewards[0]).all()):
+            equal += 1  # a prompt whose pilot rewards were all equal: recorded as such, for a curriculum
+            assert int(ledger.uniform_reward_streak[prompt]) >= 1 and int(ledger.last_sampled_step[prompt]) == 3
+    assert equal > 0
+    resumed = Recording(ToyConfig(output_dir=str(tmp_path / "b"), group_size=4, prompts_per_step=4),
+                        toy_dataset(24), dataflex={**PILOT, "pilot": pilot, "prompt_key": "prompt"})  # fmt: skip
+    resumed.load_checkpoint(trainer.checkpoint_folder(3))
+    assert torch.equal(resumed.dataflex.ledger.rollouts, ledger.rollouts)
+    assert torch.equal(resumed.dataflex.ledger.uniform_reward_streak, ledger.uniform_reward_streak)
+
+
+def test_pilot_draw_is_refused_on_the_toy_loop_with_its_reason(tmp_path):
+    draw = {"mechanism": "curriculum", "prompt_key": "prompt", "scorer": {"name": "greso"},
+            "actuator": {"name": "temperature"}}  # fmt: skip
+    with pytest.raises(IncompatibleComponentError, match="the toy loop walks its dataset in order"):
+        run(tmp_path, {"draw": draw}, steps=1)

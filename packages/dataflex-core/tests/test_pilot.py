@@ -1,17 +1,23 @@
 """``mechanism: pilot`` in the core: screening stages on groups of 2 with empty and padding rows, the commit's
-requests, exact generation checked, settings checked at mount, a host without the seam refused, and the
-selection bias of keeping pilot rollouts on a known reward distribution."""
+requests, exact generation checked, settings checked at mount, a host without the seam refused, the
+selection bias of keeping pilot rollouts on a known reward distribution, the per-prompt ledger every stage feeds
+(resumed with the checkpoint), and ``pilot.draw`` through a curriculum (greso's effect is tested in
+dataflex-curriculum's tests)."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 import torch
 
-from dataflex_core import ConfigError, IncompatibleComponentError, InvalidOutputError
+from dataflex_core import ConfigError, IncompatibleComponentError, InvalidOutputError, register_scorer
 from dataflex_core.mechanisms.pilot import PilotStages
 from dataflex_core.session import DataFlexSession, StagedGeneration
-from dataflex_core.step import FieldSupport, HostCapabilities, LossWeights, SeamSupport
+from dataflex_core.step import FieldSupport, HostCapabilities, LossWeights, SeamSupport, TrainSampler
 from dataflex_lab.testing import rows_batch
+from dataflex_lab.testing.components import DomainPreferenceScorer, register_toy_components
+
+register_toy_components("pilottest")
 
 HOST = HostCapabilities(
     name="stagedhost",
@@ -25,8 +31,11 @@ PILOT = {
 }
 
 
-def staged(pilot=None, host=HOST, population=64, batch_size=4):
-    flex = DataFlexSession({**PILOT, "pilot": pilot or {}})
+COMPUTE = "dataflex/compute/"
+
+
+def staged(pilot=None, host=HOST, population=64, batch_size=4, block=None):
+    flex = DataFlexSession({**PILOT, "pilot": pilot or {}, **(block or {})})
     flex.mount(host, loss_unit="token", adv_estimator="grpo", is_group_estimator=lambda name: True)
     seam = flex.seam(StagedGeneration)
     seam.prepare(population, batch_size=batch_size, seed=0)
@@ -104,7 +113,6 @@ def test_more_stages_screen_the_prompts_still_lacking_until_the_caps():
         ({"max_stages": 1}, r"pilot.max_stages must be an integer >= 2"),
         ({"keep": "yes"}, r"pilot.keep must be true"),
         ({"on_short": "shrink"}, r"on_short='shrink' is not one of raise, backfill"),
-        ({"draw": {"mechanism": "mix"}}, r"pilot.draw is not supported yet"),
     ],
 )
 def test_bad_settings_are_refused_at_mount_naming_the_key(pilot, message):
@@ -151,3 +159,140 @@ def test_rows_that_lost_the_requested_integer_uids_are_named():
     rows = rows_batch([2, 2, 2, 2], width=3, rewards=[1, 0, 1, 0], uid=["a", "a", "b", "b"])
     with pytest.raises(InvalidOutputError, match=r"uid \['a', 'a', 'b'\].*StageRequests.uids as their uid"):
         seam.observe(stages, rows, 1)
+
+
+# -- the per-prompt ledger and pilot.draw -----------------------------------------------------------------
+
+
+class Prompts:
+    """A train dataset whose prompt ids (column ``index``) are their rows, in ``domain`` x (even) or y (odd)."""
+
+    def __init__(self, count):
+        self.ids = list(range(count))
+
+    def __len__(self):
+        return len(self.ids)
+
+    def columns(self):
+        return ["index", "domain"]
+
+    def column(self, name):
+        return self.ids if name == "index" else ["x" if i % 2 == 0 else "y" for i in self.ids]
+
+
+LEDGER_HOST = HostCapabilities(
+    name="stagedhost", seams={**HOST.seams, TrainSampler: SeamSupport(True)}, fields=HOST.fields,
+    timings=("pre_rollout", "post_reward", "post_advantage"), dataset_columns=True,
+)  # fmt: skip
+X_ONLY = {"mechanism": "curriculum", "prompt_key": "index", "scorer": {"name": "pilottest_x_only"},
+          "actuator": {"name": "pilottest_proportional"}}  # fmt: skip
+
+
+@register_scorer("pilottest_x_only")
+class XOnly(DomainPreferenceScorer):
+    """pre_rollout: a curriculum that draws only the prompts of domain x (the even ids)."""
+
+    domain_scores, other_score = {"x": 1.0}, 0.0
+
+
+def ledger_session(pilot=None, population=8, batch_size=2, **extra) -> DataFlexSession:
+    block = {**PILOT, "pilot": pilot or {}, **({} if (pilot or {}).get("draw") else {"prompt_key": "index"}), **extra}
+    flex = DataFlexSession(block)
+    flex.mount(LEDGER_HOST, loss_unit="token", adv_estimator="grpo", is_group_estimator=lambda name: True)
+    flex.train_sampler(Prompts(population), batch_size=batch_size, seed=0)
+    flex.seam(StagedGeneration).prepare(population, batch_size=batch_size, seed=0)
+    return flex
+
+
+def generated(asked, reward_of, padding=1):
+    """The host's rows for ``asked``: ``reward_of(prompt, k)`` for rollout ``k`` of each prompt, the prompt's
+    id in ``index``, then padding rows."""
+    prompts = asked.prompts.repeat_interleave(asked.counts).tolist()
+    rank = torch.cat([torch.arange(int(c)) for c in asked.counts]).tolist() if len(asked.counts) else []
+    rewards = [float(reward_of(p, k)) for p, k in zip(prompts, rank)]
+    batch = stage_batch(asked, rewards, padding=padding)
+    batch.non_tensor_batch["index"] = np.asarray(prompts + [0] * padding, dtype=object)
+    return batch
+
+
+def run_step(flex, step, reward_of, groups=2, rollout_n=4):
+    """One step through the seam; the trained batch (the committed rows of every stage) run; its stages."""
+    seam = flex.seam(StagedGeneration)
+    stages = seam.stages(groups, rollout_n=rollout_n)
+    parts = []
+    while (asked := stages.next()) is not None:
+        part = generated(asked, reward_of)
+        seam.observe(stages, part, step)
+        parts.append(part)
+    rows = [(part, keep) for part, keep in zip(parts, stages.trained()) if len(keep)]
+    pick = lambda name: np.concatenate([p.non_tensor_batch[name][k.numpy()] for p, k in rows])  # noqa: E731
+    trained = rows_batch(
+        [2] * sum(len(k) for _, k in rows), width=3, uid=pick("uid").astype(np.int64).tolist(),
+        rewards=torch.cat([p.batch["rm_scores"][k].sum(-1) for p, k in rows]).tolist(),
+        columns={"index": pick("index").tolist()},
+    )  # fmt: skip
+    return stages, flex.run(trained, step, generation=stages).metrics
+
+
+def test_every_pilot_and_commit_rollout_feeds_the_ledger_and_a_resume_keeps_it(tmp_path):
+    flex = ledger_session({"prompts": 2, "rollouts": 2}, population=8)
+    # row 0 always solved (too easy), row 1 never (too hard), the others alternate (signal)
+    reward = lambda prompt, k: 1.0 if prompt == 0 else 0.0 if prompt == 1 else float(k % 2)  # noqa: E731
+    stages, metrics = run_step(flex, 1, reward)
+    ledger = flex.ledger
+    screened = stages.prompt
+    rollouts = torch.zeros(8, dtype=torch.long)  # counted from the stages' requests
+    for asked in stages.requests:
+        rollouts.index_add_(0, asked.prompts, asked.counts)
+    assert torch.equal(ledger.rollouts, rollouts) and int(rollouts.sum()) == metrics[f"{COMPUTE}rollouts_generated"]
+    committed = stages.prompt[stages.committed]
+    assert torch.equal(ledger.rollouts_trained[committed], torch.full((2,), 4))  # the kept pilots + the commit
+    assert int(ledger.rollouts_trained.sum()) == metrics[f"{COMPUTE}rollouts_trained"]
+    assert int(ledger.rollouts_filtered.sum()) == metrics[f"{COMPUTE}rollouts_filtered"]
+    silent = screened[~stages.admitted]  # all-equal pilot rewards: recorded, not trained
+    assert len(silent) and bool((ledger.rollouts_filtered[silent] == 2).all())
+    assert bool((ledger.uniform_reward_streak[silent] == 1).all())
+    assert ledger.successes[silent].tolist() == [2.0 if int(p) == 0 else 0.0 for p in silent]
+    assert ledger.times_sampled[screened].tolist() == [1] * len(screened) and ledger.last_step == 1
+    flex.save(tmp_path / "global_step_1", 1)
+    resumed = ledger_session({"prompts": 2, "rollouts": 2}, population=8)
+    resumed.restore(tmp_path / "global_step_1")
+    assert torch.equal(resumed.ledger.rollouts, ledger.rollouts) and resumed.ledger.last_step == 1
+    assert torch.equal(resumed.ledger.uniform_reward_streak, ledger.uniform_reward_streak)
+
+
+def test_screening_only_records_the_pilots_of_committed_prompts_as_filtered():
+    flex = ledger_session({"prompts": 1, "rollouts": 2, "keep": False}, population=8)
+    stages, metrics = run_step(flex, 1, lambda prompt, k: float(k % 2))  # every prompt has signal
+    committed = stages.prompt[stages.committed]
+    assert flex.ledger.rollouts_trained[committed].tolist() == [4, 4]
+    assert flex.ledger.rollouts_filtered[committed].tolist() == [2, 2]
+
+
+def test_a_curriculum_drawing_the_prompts_screens_what_it_draws_and_is_fed_every_stage(tmp_path):
+    flex = ledger_session({"prompts": 2, "rollouts": 2, "on_short": "backfill", "draw": X_ONLY}, population=8)
+    sampler = flex.sampler
+    stages, metrics = run_step(flex, 1, lambda prompt, k: float(k % 2) if prompt % 4 else 1.0)
+    assert len(stages.prompt) and all(int(p) % 2 == 0 for p in stages.prompt)  # domain x only, as drawn
+    history = flex.ledger
+    assert history is sampler.history  # the curriculum's history is the ledger the stages feed
+    rollouts = torch.zeros(8, dtype=torch.long)
+    for asked in stages.requests:
+        rollouts.index_add_(0, asked.prompts, asked.counts)
+    assert torch.equal(history.rollouts, rollouts)
+    assert metrics["dataflex/curriculum/prompts"] == float(len(stages.prompt.unique()))  # evicted ones too
+    flex.save(tmp_path / "global_step_1", 1)
+    resumed = ledger_session({"prompts": 2, "rollouts": 2, "on_short": "backfill", "draw": X_ONLY}, population=8)
+    resumed.restore(tmp_path / "global_step_1")
+    assert torch.equal(resumed.ledger.rollouts, history.rollouts)
+
+
+def test_pilot_draw_needs_the_train_sampler_seam_and_is_checked():
+    with pytest.raises(IncompatibleComponentError, match="stagedhost cannot"):
+        staged({"draw": X_ONLY})  # HOST has no train sampler
+    with pytest.raises(ConfigError, match="pilot.draw must be the block of the mechanism that draws the prompts"):
+        staged({"draw": {"mechanism": "select"}})
+    with pytest.raises(ConfigError, match="prompt_key='id' but dataflex.pilot.draw.prompt_key='index'"):
+        ledger_session({"draw": X_ONLY}, prompt_key="id")
+    with pytest.raises(ConfigError, match="ledger of mechanism pilot, which is keyed by dataflex.prompt_key"):
+        staged({}, block={"success_threshold": 0.5})

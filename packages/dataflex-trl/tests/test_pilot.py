@@ -210,3 +210,23 @@ def test_steps_before_warmup_are_trls_own_and_still_counted(make_trainer):
     assert [e[f"{COMPUTE}rollouts_generated"] for e in logged][0] == ROWS  # TRL's one batch
     assert "dataflex/pilot/stages" not in logged[0] and logged[1]["dataflex/pilot/stages"] >= 2
     assert logged[1][f"{COMPUTE}rollouts_generated"] == sum(len(rows) for rows, _, _ in record.stages[0])
+
+
+def test_a_pilot_run_with_prompt_key_records_every_stage_in_the_ledger(make_trainer):
+    pilot = {"prompts": 3, "rollouts": 2, "max_stages": 4}
+    block = {**PILOT, "pilot": pilot, "prompt_key": "index"}
+    trainer = make_trainer("dapo", block, reward=signal_reward, max_steps=2)
+    record = Recorder(trainer)
+    trainer.train()
+    ledger = trainer.dataflex.ledger
+    generated: dict[int, int] = {}  # counted from the stages TRL generated
+    for parts in record.stages:
+        for rows, _, _ in parts:
+            for row in rows:
+                generated[int(row["index"])] = generated.get(int(row["index"]), 0) + 1
+    recorded = {int(i): int(n) for i, n in zip(ledger.ids.values.tolist(), ledger.rollouts.tolist()) if n}
+    assert recorded == generated
+    assert int(ledger.rollouts_trained.sum()) == 2 * ROWS  # two steps of full batches
+    even = torch.as_tensor([int(i) % 2 == 0 for i in ledger.ids.values.tolist()])
+    assert int(ledger.rollouts[even].sum()) > 0 and int(ledger.rollouts_trained[even].sum()) == 0  # screened, evicted
+    assert bool((ledger.uniform_reward_streak[even & (ledger.rollouts > 0)] >= 1).all())

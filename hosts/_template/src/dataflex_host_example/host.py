@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -73,7 +73,7 @@ def capabilities(config: ToyConfig) -> HostCapabilities:
         token_weights=True,
         complete_groups=True,
         fields=FIELDS,
-        dataset_columns=False,
+        dataset_columns=True,  # other names are columns of the toy dataset, carried into each row
     )
 
 
@@ -81,8 +81,14 @@ def capabilities(config: ToyConfig) -> HostCapabilities:
 
 
 # --8<-- [start:batch]
-def canonical_batch(batch: Mapping[str, torch.Tensor], log_probs: torch.Tensor, fields: list[str]) -> Batch:
-    """The loop's batch as the step reads it: per-token tensors masked to the response, ``uid`` the group.
+def canonical_batch(
+    batch: Mapping[str, torch.Tensor],
+    log_probs: torch.Tensor,
+    fields: list[str],
+    dataset: Sequence[Mapping[str, Any]] = (),
+) -> Batch:
+    """The loop's batch as the step reads it: per-token tensors masked to the response, ``uid`` the group, and
+    the dataset columns it reads (a ledger's ``prompt_key``) from each row's prompt.
 
     Only the fields the mounted pipeline reads are built; padding rows carry ``is_padding``.
     """
@@ -101,7 +107,26 @@ def canonical_batch(batch: Mapping[str, torch.Tensor], log_probs: torch.Tensor, 
     tensors = {name: value for name, value in values.items() if name in fields or name == "response_mask"}
     tensors["is_padding"] = batch["is_padding"]
     objects = {"uid": np.asarray(batch["group"].tolist(), dtype=np.int64)} if "uid" in fields else {}
+    prompts = batch["prompt"].tolist()
+    for name in (n for n in fields if n not in FIELDS and dataset and n in dataset[0]):
+        objects[name] = np.asarray([dataset[p][name] for p in prompts], dtype=object)
     return Batch(tensors, objects)
+
+
+class ToyColumns:
+    """The toy dataset as DataFlex reads a train dataset (:class:`~dataflex_core.session.TrainDataset`)."""
+
+    def __init__(self, rows: Sequence[Mapping[str, Any]]) -> None:
+        self.rows = rows
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def columns(self) -> list[str]:
+        return list(self.rows[0]) if self.rows else []
+
+    def column(self, name: str) -> list[Any]:
+        return [row[name] for row in self.rows]
 
 
 # --8<-- [end:batch]
@@ -135,6 +160,9 @@ class DataFlexToyTrainer(ToyTrainer):
             is_group_estimator=lambda name: True,
         )
         super().__init__(config, dataset)
+        # the dataset, where the loop builds its prompt order: a ledger is keyed by its prompt ids (the toy loop
+        # keeps its own order: it declares no train sampler)
+        self.dataflex.train_sampler(ToyColumns(self.dataset), batch_size=config.prompts_per_step, seed=config.seed)
         #: The step's stages while a staged-generation mechanism (``pilot``) runs (``None`` otherwise).
         self.stages: StepStages | None = None
         staged = self.dataflex.seam(StagedGeneration)
@@ -153,7 +181,8 @@ class DataFlexToyTrainer(ToyTrainer):
         while (asked := stages.next()) is not None:
             part = self.generate(asked.prompts, asked.counts, asked.uids, gen)
             part["advantages"] = self.advantages(part)  # within the stage, for scorers that read them
-            staged.observe(stages, canonical_batch(part, self.log_probs(part), self.dataflex.fields), step)
+            canonical = canonical_batch(part, self.log_probs(part), self.dataflex.fields, self.dataset)
+            staged.observe(stages, canonical, step)
             parts.append(part)
         self.stages = stages
         return assemble(parts, stages.trained(), cfg.padding_rows)
@@ -164,7 +193,7 @@ class DataFlexToyTrainer(ToyTrainer):
             self.log(idle)
             return None
         start = time.perf_counter()
-        canonical = canonical_batch(batch, self.log_probs(batch), self.dataflex.fields)
+        canonical = canonical_batch(batch, self.log_probs(batch), self.dataflex.fields, self.dataset)
         result = self.dataflex.run(canonical, step, generation=self.stages)
         self.log(result.timed(start).metrics)
         if result.applied is None:  # a uniform fallback, an empty step: the loop's own loss

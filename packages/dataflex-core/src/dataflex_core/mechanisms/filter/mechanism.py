@@ -272,8 +272,15 @@ class Filter(Mechanism):
         A curriculum drawing the prompts takes them as its step (its history and its scorer's ``observe``: what
         every prompt did, evicted ones included); its metrics are returned.
         """
+        return self.feed_ledger(rounds.prompts, chosen, step_id)
+
+    def feed_ledger(
+        self, prompts: list[RoundPrompts | None], chosen: list[torch.Tensor], step_id: int
+    ) -> dict[str, float]:
+        """Each part's valid responses into the ledger (or the drawing curriculum), trained where their
+        ``group`` is in the part's ``chosen``, else filtered; one ledger step for the whole step."""
         ledger = self.prompt_ledger
-        parts = [(p, keep) for p, keep in zip(rounds.prompts, chosen) if p is not None]
+        parts = [(p, keep) for p, keep in zip(prompts, chosen) if p is not None]
         if ledger is None or not parts:
             return {}
         ids = np.concatenate([p.ids for p, _ in parts])

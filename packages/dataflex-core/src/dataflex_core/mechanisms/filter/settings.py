@@ -39,13 +39,14 @@ class FilterSettings:
     draw: Mapping[str, Any] | None = None
 
 
-def draw_block(plain: Any, prompt_key: str | None) -> dict[str, Any] | None:
-    """``filter.draw``, checked: a ``dataflex:`` block of mechanism mix or curriculum (``None``: unset)."""
+def draw_block(plain: Any, prompt_key: str | None, owner: str = "filter") -> dict[str, Any] | None:
+    """``<owner>.draw`` (``filter.draw``, ``pilot.draw``), checked: a ``dataflex:`` block of mechanism mix or
+    curriculum (``None``: unset)."""
     if plain is None:
         return None
     if not isinstance(plain, Mapping) or plain.get("mechanism") not in DRAW_MECHANISMS:
         raise ConfigError(
-            f"dataflex.filter.draw must be the block of the mechanism that draws the prompts, with mechanism "
+            f"dataflex.{owner}.draw must be the block of the mechanism that draws the prompts, with mechanism "
             f"{' or '.join(DRAW_MECHANISMS)} (e.g. {{mechanism: curriculum, scorer: {{name: ...}}, actuator: "
             f"{{name: ...}}}}), got {plain!r}"
         )
@@ -53,8 +54,8 @@ def draw_block(plain: Any, prompt_key: str | None) -> dict[str, Any] | None:
         draw_key = curriculum_settings(plain).prompt_key
         if prompt_key is not None and prompt_key != draw_key:
             raise ConfigError(
-                f"dataflex.prompt_key={prompt_key!r} but dataflex.filter.draw.prompt_key={draw_key!r}: with a "
-                "curriculum drawing the prompts the filter feeds the curriculum's ledger; set the key in draw only"
+                f"dataflex.prompt_key={prompt_key!r} but dataflex.{owner}.draw.prompt_key={draw_key!r}: with a "
+                f"curriculum drawing the prompts the {owner} feeds the curriculum's ledger; set the key in draw only"
             )
     return dict(plain)
 

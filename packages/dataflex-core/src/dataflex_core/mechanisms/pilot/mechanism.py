@@ -13,14 +13,23 @@ The loss is the framework's own on the assembled groups (advantages computed by 
 group); every generated rollout is in the ``dataflex/compute/*`` counters (the pilot rollouts outside the
 trained batch as filtered), so ``dataflex compare --x rollouts`` charges the screening.
 
+Every generated response feeds the per-prompt ledger as under ``filter`` when ``prompt_key`` names the dataset
+column of the prompt ids: the step's stages are one ledger step, a committed prompt's rollouts recorded as
+trained (its pilot rollouts too under ``keep: true``), every other pilot rollout as filtered; a prompt whose
+pilot rewards were all equal is recorded with those rollouts and a reward without spread (all successes: too
+easy, none: too hard), which is what GRESO's streak and ``solve_rate_ema`` read on later steps.
+
 Config (``dataflex:`` block): ``pilot: {prompts: 2, rollouts: 2, keep: true, max_stages: 3, max_screened,
-on_short: raise}``; the screened prompts come from a seeded shuffle of the dataset, checkpointed (drawing them
-through a mix or curriculum, ``pilot.draw``, is refused until a host provides both seams).
+on_short: raise, draw}``, ``prompt_key``, ``success_threshold`` and ``ledger.load`` as for ``filter``. The
+screened prompts come from a seeded shuffle of the dataset, checkpointed, or with ``pilot.draw`` (the block of
+a mix or curriculum, as ``filter.draw``) from the train sampler it drives; a host without the train-sampler
+seam refuses ``pilot.draw`` at mount with its reason.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any, ClassVar
 
 import numpy as np
@@ -36,7 +45,7 @@ from ...step.host import HostCapabilities
 from ...step.result import StepResult
 from ...step.seams import S, Seam, StagedGeneration, StepStages
 from ..curriculum import REWARD_FIELD
-from ..filter import Filter, group_rows
+from ..filter import LEDGER_KEYS, Filter, RoundPrompts, group_rows
 from .settings import PilotSettings, pilot_settings
 from .stages import PILOT_PREFIX, PilotStages, screened_prompts, stage_rewards
 
@@ -62,7 +71,7 @@ class Pilot(Filter):
     """
 
     name: ClassVar[str] = "pilot"
-    keys: ClassVar[Mapping[str, Any]] = {"pilot": None, "prompt_key": None, "success_threshold": None, "ledger": None}
+    keys: ClassVar[Mapping[str, Any]] = {"pilot": None, **LEDGER_KEYS}
     seams: ClassVar[tuple[type[Seam], ...]] = (StagedGeneration,)
     fallback: ClassVar[str] = "admitting every screened prompt"
     settings: PilotSettings
@@ -83,7 +92,7 @@ class Pilot(Filter):
         )
 
     def fields(self, pipeline: DataFlexPipeline) -> list[str]:
-        return list(dict.fromkeys([*pipeline.requires, "uid", REWARD_FIELD]))
+        return list(dict.fromkeys([*super().fields(pipeline), REWARD_FIELD]))
 
     def stages(self, groups: int, rollout_n: int, drawn: torch.Tensor | None) -> PilotStages:
         settings = self.settings
@@ -109,8 +118,10 @@ class Pilot(Filter):
             uid = torch.where(padding.bool().cpu(), torch.full_like(uid, -1), uid)
         tokens = valid_token_counts(batch).cpu()
         stages.check_generated(uid)  # before admission: every requested prompt has its rows
+        prompts = self.stage_prompts(step, batch)
         if not stages.screening or not stages.screening[-1]:  # the commit stage: its rows, checked
             stages.record(uid, tokens)
+            stages.ledger_prompts.append(prompts)
             return
         admitted, _, _ = self.admit(step, batch, step_id)  # per group, in group_rows' order of the real rows
         sub, _ = step.components_batch(batch)
@@ -120,6 +131,23 @@ class Pilot(Filter):
             stage_uids(sub),
         )  # fmt: skip
         stages.record(uid, tokens, per_prompt, per_mean)
+        stages.ledger_prompts.append(prompts)
+
+    def stage_prompts(self, step: StepContext, batch: Any) -> RoundPrompts | None:
+        """One stage's valid responses for the ledger, each with its uid as ``group`` (``None`` without one)."""
+        prompts = self.round_prompts(step, batch)
+        if prompts is None:
+            return None
+        sub, _ = step.components_batch(batch)
+        return replace(prompts, group=stage_uids(sub)[valid_sample_mask(sub).cpu()])
+
+    def feed_stages(self, stages: PilotStages, step_id: int) -> dict[str, float]:
+        """The step's stages into the ledger: the committed uids trained (a screening stage's only under
+        ``keep: true``), every other response filtered."""
+        assert stages.committed is not None
+        none = torch.zeros(0, dtype=torch.long)
+        chosen = [stages.committed if self.settings.keep or not s else none for s in stages.screening]
+        return self.feed_ledger(stages.ledger_prompts, chosen, step_id)
 
     def run(self, step: StepContext, batch: Any, step_id: int, importance_weights: torch.Tensor | None) -> StepResult:
         """The trained batch, after the stages the host ran (``step.generation``): the pilot's metrics and counts."""
@@ -137,6 +165,7 @@ class Pilot(Filter):
             moving = moving_rows(sub.batch["advantages"], sub.batch["response_mask"])
             rows = valid_sample_mask(sub)  # the step's prepared counts: no pass over the tokens
             metrics[f"{PILOT_PREFIX}wasted_share"] = float((rows & ~moving).sum()) / max(int(rows.sum()), 1)
+        metrics.update(self.feed_stages(stages, step_id))
         metrics.update(self.run_draw(step, batch, step_id))
         return StepResult(metrics, compute=stages.counts())
 

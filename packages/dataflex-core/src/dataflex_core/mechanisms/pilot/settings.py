@@ -7,7 +7,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from ...errors import ConfigError
-from ..filter.settings import ON_SHORT, FilterSettings, mechanism_keys
+from ..curriculum import curriculum_settings
+from ..filter.settings import ON_SHORT, FilterSettings, draw_block, mechanism_keys
 
 #: The ``dataflex.pilot`` keys and their defaults.
 PILOT_DEFAULTS: dict[str, Any] = {
@@ -23,7 +24,7 @@ PILOT_DEFAULTS: dict[str, Any] = {
 
 @dataclass(frozen=True)
 class PilotSettings(FilterSettings):
-    """The filter's settings (``on_short``; no ledger, no ``draw`` yet) plus the pilot's own.
+    """The filter's settings (``on_short``, the ledger's keys, ``draw``) plus the pilot's own.
 
     ``max_rounds`` is ``max_stages`` (the filter's reading of it is not used by the pilot).
     """
@@ -49,10 +50,12 @@ def _positive_int(plain: Mapping[str, Any], key: str, floor: int, meaning: str) 
 
 def pilot_settings(block: Mapping[str, Any]) -> PilotSettings:
     """The ``dataflex.pilot`` keys, checked; raises :class:`ConfigError` naming the key and the fix."""
-    if block.get("prompt_key") is not None or block.get("ledger") or block.get("success_threshold") is not None:
+    key = block.get("prompt_key")
+    ledger = curriculum_settings({**block, "prompt_key": "index" if key is None else key})
+    if key is None and (ledger.ledger_load is not None or ledger.success_threshold is not None):
         raise ConfigError(
-            "mechanism pilot does not feed the per-prompt ledger yet: remove dataflex.prompt_key / ledger / "
-            "success_threshold, or use mechanism filter for a ledger of admitted and evicted prompts"
+            "dataflex.ledger / dataflex.success_threshold configure the per-prompt ledger of mechanism pilot, "
+            "which is keyed by dataflex.prompt_key; set prompt_key to the dataset column of the prompt ids"
         )
     plain = mechanism_keys(block, "pilot", PILOT_DEFAULTS, "{prompts: 2, rollouts: 2}")
     prompts = _positive_int(plain, "prompts", 1, "prompts screened per prompt the batch still lacks")
@@ -76,13 +79,8 @@ def pilot_settings(block: Mapping[str, Any]) -> PilotSettings:
             f"dataflex.pilot.on_short={on_short!r} is not one of {', '.join(ON_SHORT)}; raise stops a step that "
             "admitted too few prompts within its caps, backfill commits screened prompts without signal to fill it"
         )
-    if plain.get("draw") is not None:
-        raise ConfigError(
-            "dataflex.pilot.draw is not supported yet: no host provides both the train sampler and staged "
-            "generation, so the screened prompts come from the pilot's own seeded shuffle of the dataset; remove "
-            f"pilot.draw (got {plain['draw']!r})"
-        )
     return PilotSettings(
-        max_rounds=stages, on_short=on_short, prompts=prompts, rollouts=rollouts, keep=keep,
-        max_stages=stages, max_screened=screened,
+        max_rounds=stages, on_short=on_short, prompt_key=key, success_threshold=ledger.success_threshold,
+        ledger_load=ledger.ledger_load, draw=draw_block(plain.get("draw"), key, "pilot"), prompts=prompts,
+        rollouts=rollouts, keep=keep, max_stages=stages, max_screened=screened,
     )  # fmt: skip

@@ -31,6 +31,7 @@ from ...normalize import response_token_mask
 from ...step.result import PREFIX
 from ...step.seams import StageRequests, StepStages
 from ..curriculum import REWARD_FIELD
+from ..filter.rounds import RoundPrompts
 from .settings import PilotSettings
 
 #: The prefix of the pilot's metrics.
@@ -113,6 +114,8 @@ class PilotStages(StepStages):
         #: The uids the commit stage trains (set when it is decided) and how many of them were backfilled.
         self.committed: torch.Tensor | None = None
         self.backfilled = 0
+        #: Per stage: its valid responses for the ledger, ``group`` the uid (``None`` without a ledger).
+        self.ledger_prompts: list[RoundPrompts | None] = []
         self._pending = False
         self._done = False
         #: The uids :meth:`check_generated` last returned (so :meth:`record` does not check them twice).
