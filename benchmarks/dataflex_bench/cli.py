@@ -29,11 +29,11 @@ from .discovery import run_discovery
 from .fit import run_fit
 from .host import run_host
 from .memory import run_memory
-from .pilot import run_pilot
 from .pairs import PAIR_TARGET, Shape, discover_pairs, run_pairs
+from .pilot import run_pilot
+from .results import STATUSES, Result, format_table, notes, summary_markdown, write_json
 from .scale import run_scale
 from .scale_padding import run_padded_step
-from .results import STATUSES, Result, format_table, notes, summary_markdown, write_json
 from .trl_step import run_trl
 
 CASES = ("discovery", "pairs", "memory", "device", "host", "fit", "fit-legacy", "trl", "scale", "pilot")

@@ -83,9 +83,8 @@ def test_conformance_checks_the_mechanisms_declarations_and_notes_the_kind(site,
 
 
 def test_a_mechanism_with_bad_declarations_gets_one_line_per_problem():
-    from dataflex_core.mechanisms import Mechanism
-
     from dataflex_conformance.checks_mechanism import mechanism_problems
+    from dataflex_core.mechanisms import Mechanism
 
     class Careless(Mechanism):
         name = "careless"

@@ -4,13 +4,11 @@ from __future__ import annotations
 
 import json
 
+import pyarrow.parquet as pq
 import pytest
 import torch
 
-from dataflex_core import ConfigError, Scorer, register_scorer
-import pyarrow.parquet as pq
-
-from dataflex_core import ledger_file
+from dataflex_core import ConfigError, Scorer, ledger_file, register_scorer
 from dataflex_core.ledger import COLUMNS, PromptIds, PromptLedger, read_ledger
 from dataflex_core.session import DataFlexSession
 from dataflex_core.step import FieldSupport, HostCapabilities, LossWeights, SeamSupport, TrainSampler

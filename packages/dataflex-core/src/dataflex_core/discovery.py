@@ -22,7 +22,7 @@ import os
 import sys
 import traceback
 import warnings
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from typing import Any
 
 import pluggy

@@ -295,8 +295,7 @@ def check_components(block: dict[str, Any]) -> None:
     ``demo`` and ``demo-trl`` sessions rebuild their virtualenv each run) an unknown name also says how to add
     a plugin package to the session.
     """
-    from dataflex_core import UnknownComponentError
-    from dataflex_core import build_from_config
+    from dataflex_core import UnknownComponentError, build_from_config
     from dataflex_core.config import CORE_KEYS
 
     try:

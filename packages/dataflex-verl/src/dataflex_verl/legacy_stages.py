@@ -29,8 +29,16 @@ import torch
 from dataflex_core.session import StagedGeneration
 
 from . import dataproto_io
-from .legacy_rounds import ROW_COLUMN, Prepared, RoundsLoader, RoundsRollout, concat_rows, prompt_count, roll_out
-from .legacy_rounds import select_rows
+from .legacy_rounds import (
+    ROW_COLUMN,
+    Prepared,
+    RoundsLoader,
+    RoundsRollout,
+    concat_rows,
+    prompt_count,
+    roll_out,
+    select_rows,
+)
 
 
 def drawn_rows(batch_dict: dict[str, Any]) -> torch.Tensor | None:

@@ -26,8 +26,8 @@ from dataflex_core.session import (
     HostCapabilities,
     LossWeights,
     PromptCounts,
-    StagedGeneration,
     SeamSupport,
+    StagedGeneration,
     TrainSampler,
 )
 
