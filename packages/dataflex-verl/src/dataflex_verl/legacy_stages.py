@@ -21,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -151,9 +152,15 @@ def trained_groups(parts: list[tuple[Any, torch.Tensor]], trained: list[torch.Te
     """The trained rows of every stage as fit lays out a step (each group's ``n`` rows consecutive, groups in uid
     order, stages in order within a group), and the groups' uids.
 
-    :raises RuntimeError: a trained group that is not ``n`` rows (fit repeats each prompt ``n`` times).
+    The batch is allocated once and each stage's kept rows are written straight to their final rows: one copy of
+    the trained batch, not the three of ``select_idxs`` per stage, ``DataProto.concat`` and a reorder (the seam's
+    largest cost per step, ``benchmarks/README.md``). ``meta_info`` is empty: the caller sets the step's.
+
+    :raises RuntimeError: a trained group that is not ``n`` rows (fit repeats each prompt ``n`` times), or stages
+        whose rows do not share fields, shapes and dtypes (one batch cannot hold them).
     """
-    uid = torch.cat([uids[keep] for (_, uids), keep in zip(parts, trained)])  # stage after stage
+    kept = [_kept_rows(keep, len(uids)) for (_, uids), keep in zip(parts, trained)]
+    uid = torch.cat([uids[keep] for (_, uids), keep in zip(parts, kept)])  # stage after stage
     order = torch.argsort(uid, stable=True)  # each group's rows together, in stage order
     committed, sizes = torch.unique_consecutive(uid[order], return_counts=True)
     if not bool((sizes == n).all()):
@@ -162,10 +169,104 @@ def trained_groups(parts: list[tuple[Any, torch.Tensor]], trained: list[torch.Te
             f"actor_rollout_ref.rollout.n={n} per prompt: a mechanism of the staged_generation seam on this host "
             "tops every trained group up to rollout.n"
         )
-    pieces = [rollouts.select_idxs(keep.numpy()) for (rollouts, _), keep in zip(parts, trained)]
-    for piece in pieces:
-        piece.meta_info = {}
-    return type(pieces[0]).concat(pieces).select_idxs(order.numpy()), committed
+    final = torch.empty_like(order)
+    final[order] = torch.arange(len(order))  # the final row of each kept row, stage after stage
+    used = [Kept(stage, rollouts, keep) for stage, ((rollouts, _), keep) in enumerate(zip(parts, kept)) if len(keep)]
+    used = used or [Kept(0, parts[0][0], kept[0])]  # nothing trained: an empty batch of the first stage's fields
+    into = torch.split(final, [len(part.keep) for part in used])
+    return assembled(used, into, len(order)), committed
+
+
+def _kept_rows(keep: torch.Tensor, rows: int) -> torch.Tensor:
+    """``stages.trained()``'s entry for a stage as int64 row indices (a boolean mask is accepted too)."""
+    keep = torch.as_tensor(keep)
+    if keep.dtype == torch.bool:
+        return keep.nonzero().flatten()
+    if len(keep) and (int(keep.min()) < 0 or int(keep.max()) >= rows):
+        raise RuntimeError(
+            f"the staged generation keeps rows {keep.tolist()} of a stage of {rows} rows: stages.trained() names "
+            "rows of each stage as it was handed to observe"
+        )
+    return keep.long()
+
+
+@dataclass
+class Kept:
+    """A stage that the trained batch keeps rows of: its number, its rollouts (verl's), the kept rows."""
+
+    stage: int
+    rollouts: Any
+    keep: torch.Tensor
+    #: Every row kept, in order: the stage's tensors are copied as they are, without a gather first.
+    whole: bool = field(init=False)
+
+    def __post_init__(self) -> None:
+        rows = len(self.rollouts)
+        self.whole = len(self.keep) == rows and bool(torch.equal(self.keep, torch.arange(rows)))
+
+
+def assembled(used: list[Kept], into: tuple[torch.Tensor, ...], total: int) -> Any:
+    """One ``DataProto`` of ``total`` rows, allocated once: ``used[s]``'s kept rows written to rows ``into[s]``.
+
+    Tensors field by field (``index_copy_`` into the final rows), each non-tensor column by one fancy index of the
+    stages' columns; fields keep the first stage's order, ``meta_info`` is empty.
+    """
+    from tensordict import TensorDict
+
+    first = used[0].rollouts
+    fields = list(first.batch.keys(include_nested=True, leaves_only=True))
+    columns = list(first.non_tensor_batch)
+    _check_same_fields(used, fields, columns)
+    out = TensorDict({}, batch_size=[total], device=first.batch.device)
+    for name in fields:
+        like = first.batch.get(name)
+        if not isinstance(like, torch.Tensor):
+            raise RuntimeError(
+                f"the staged rollouts' field {name!r} is a {type(like).__name__}: verl's rollouts hold tensors in "
+                "their batch (and other values in non_tensor_batch), which is what the staged assembly copies"
+            )
+        buffer = like.new_empty((total, *like.shape[1:]))
+        for part, rows in zip(used, into):
+            piece = _stage_field(part, name, like)
+            buffer.index_copy_(0, rows, piece if part.whole else piece.index_select(0, part.keep))
+        out.set(name, buffer)
+    source = np.empty(total, dtype=np.int64)  # each final row's row among the used stages' rows, stage after stage
+    starts = np.cumsum([0] + [len(part.rollouts) for part in used[:-1]])
+    source[torch.cat(into).numpy()] = torch.cat([part.keep + int(at) for part, at in zip(used, starts)]).numpy()
+    non_tensor = {
+        column: np.concatenate([part.rollouts.non_tensor_batch[column] for part in used])[source] for column in columns
+    }
+    return type(first)(batch=out, non_tensor_batch=non_tensor, meta_info={})
+
+
+def _stage_field(part: Kept, name: Any, like: torch.Tensor) -> torch.Tensor:
+    """The stage's tensor ``name``, checked against the first stage's (one batch holds them)."""
+    piece = part.rollouts.batch.get(name)
+    if not isinstance(piece, torch.Tensor) or piece.dtype != like.dtype or piece.shape[1:] != like.shape[1:]:
+        raise RuntimeError(
+            f"stage {part.stage} of the staged generation returned field {name!r} as {_described(piece)}, the "
+            f"first stage as {_described(like)}: every stage's rollouts must have the fields, per-row shapes and "
+            "dtypes of the first (a step's rollout has one response_length)"
+        )
+    return piece
+
+
+def _described(value: Any) -> str:
+    if isinstance(value, torch.Tensor):
+        return f"{tuple(value.shape)} {value.dtype}"
+    return type(value).__name__
+
+
+def _check_same_fields(used: list[Kept], fields: list[Any], columns: list[str]) -> None:
+    """Every stage has the first stage's tensor fields and non-tensor columns, no more and no fewer."""
+    for part in used[1:]:
+        has = list(part.rollouts.batch.keys(include_nested=True, leaves_only=True))
+        if set(has) != set(fields) or set(part.rollouts.non_tensor_batch) != set(columns):
+            raise RuntimeError(
+                f"stage {part.stage} of the staged generation returned fields {sorted(map(str, has))} and columns "
+                f"{sorted(part.rollouts.non_tensor_batch)}, the first stage {sorted(map(str, fields))} and "
+                f"{sorted(columns)}: every stage's rollouts must have the same fields"
+            )
 
 
 @contextlib.contextmanager
@@ -187,4 +288,4 @@ def installed(trainer: Any) -> Iterator[None]:
         trainer.train_dataloader, trainer.async_rollout_manager = loader, manager
 
 
-__all__ = ["PilotStagesRounds", "PromptTable", "drawn_rows", "installed", "trained_groups"]
+__all__ = ["Kept", "PilotStagesRounds", "PromptTable", "assembled", "drawn_rows", "installed", "trained_groups"]
