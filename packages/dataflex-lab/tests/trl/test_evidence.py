@@ -236,3 +236,18 @@ def test_a_failed_run_is_named_not_kept_and_rerun_next_time(tmp_path, monkeypatc
     summary = run_campaign(campaign, out=out)
     assert calls[6:] == [("curriculum", 1)] and "(5 done before, resumed; 1 to run" in out.getvalue()
     assert summary["table"][0]["seeds"] == [0, 1, 2]
+
+
+def test_progress_counts_runs_left_and_divides_the_time_left_by_the_runs_side_by_side():
+    from dataflex_lab.trl.evidence import Progress
+
+    said: list[str] = []
+    todo = [("repeat", UNIFORM, seed) for seed in range(5)]
+    progress = Progress(todo, done_before=1, say=said.append, jobs=2)
+    progress.finished("repeat", UNIFORM, 0, {"wall_s": 10.0, "steps": []})
+    # 4 TRL runs of about 10 s left, 2 at a time: about 20 s, not the 40 s of one after another
+    assert said[-1].startswith("  [2/6] repeat uniform seed 0: 10 s")
+    assert said[-1].endswith("4 runs left, about 20 s left")
+    for seed in range(1, 5):
+        progress.finished("repeat", UNIFORM, seed, {"wall_s": 10.0, "steps": []})
+    assert said[-1].endswith("0 runs left")

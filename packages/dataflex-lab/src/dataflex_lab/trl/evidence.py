@@ -300,14 +300,20 @@ def write_record(path: Path, record: dict[str, Any]) -> None:
 
 
 def _duration(seconds: float) -> str:
+    if seconds < 59.5:
+        return f"{max(int(round(seconds)), 1)} s"
     minutes = int(round(seconds / 60))
     return f"{minutes // 60} h {minutes % 60:02d} min" if minutes >= 60 else f"{max(minutes, 1)} min"
 
 
 class Progress:
-    """Runs done and left, and the time left from the mean wall time of this campaign's runs per host."""
+    """Runs done and left, and the time left from the mean wall time of this campaign's runs per host (TRL's runs
+    ``jobs`` at a time, verl's one at a time)."""
 
-    def __init__(self, todo: Sequence[tuple[str, str, int]], done_before: int, say: Callable[[str], None]) -> None:
+    def __init__(
+        self, todo: Sequence[tuple[str, str, int]], done_before: int, say: Callable[[str], None], jobs: int = 1
+    ) -> None:
+        self.jobs = max(jobs, 1)
         self.left = {host: sum(1 for _, m, _ in todo if METHODS[m].host == host) for host in ("trl", "verl")}
         self.total, self.done, self.say = len(todo) + done_before, done_before, say
         self.walls: dict[str, list[float]] = {"trl": [], "verl": []}
@@ -324,7 +330,9 @@ class Progress:
         self.left[host] -= 1
         self.done += 1
         known = [w for walls in self.walls.values() for w in walls]
-        estimate = sum(n * statistics.fmean(self.walls[h] or known) for h, n in self.left.items() if n)
+        side_by_side = {"trl": min(self.jobs, self.left["trl"]) or 1, "verl": 1}
+        estimate = sum(n * statistics.fmean(self.walls[h] or known) / side_by_side[h]
+                       for h, n in self.left.items() if n)  # fmt: skip
         left = self.total - self.done
         eta = f", about {_duration(estimate)} left" if left else ""
         self.say(
@@ -358,7 +366,7 @@ def run_campaign(campaign: Campaign, out: TextIO = sys.stdout) -> dict[str, Any]
         f"steps ({len(done)} done before, resumed; {len(todo)} to run, {campaign.jobs} at a time); held-out score "
         f"every {campaign.val_every} steps; records in {campaign.workdir / 'runs'}"
     )
-    progress = Progress(todo, len(done), say)
+    progress = Progress(todo, len(done), say, campaign.jobs)
     started = time.perf_counter()
 
     failed: list[str] = []
