@@ -21,6 +21,7 @@ without a copy). Each phase's median is in the rows' ``extra``. Target: ratio <=
 from __future__ import annotations
 
 import time
+from types import SimpleNamespace
 
 import numpy as np
 import torch
@@ -121,26 +122,97 @@ def as_batch(data):
     return Batch(dict(data.batch.items()), {"uid": np.asarray(data.non_tensor_batch["uid"], dtype=np.int64)})
 
 
-def prompt_batch(prompts: int):
-    """fit's pulled prompt batch after ``_get_gen_batch``, as verl's ``RLHFDataset`` collates it: ``dummy_tensor``
-    and the columns fit keeps for the reward (``index`` too: DataFlex keeps the dataset columns it reads)."""
-    from verl import DataProto
+class Replicas:
+    """verl's rollout manager's place (generation excluded): each request row gets the next pre-built row, its
+    tensors sliced, no copy. With the reward loop streaming ``rm_scores`` verl's agent loop echoes no prompt
+    column, so the rows carry none (fit's ``union`` adds them)."""
 
-    def column(values):
-        out = np.empty(prompts, dtype=object)
-        out[:] = values
-        return out
+    def __init__(self, rows: Rows) -> None:
+        self.rows = rows
 
-    return DataProto.from_dict(
-        {"dummy_tensor": torch.zeros(prompts, 1, dtype=torch.uint8)},
+    def generate_sequences(self, requests):
+        from verl import DataProto
+
+        k, rows = len(requests), self.rows
+        tensors = {"response_mask": rows.mask[:k], "rm_scores": rows.scores[:k], "old_log_probs": rows.log_probs[:k]}
+        return DataProto.from_dict(tensors, meta_info={"timing": {"generate_sequences": 0.0}})
+
+
+def dataset(size: int) -> list[dict]:
+    """Prompt rows as verl's ``RLHFDataset.__getitem__`` returns them, already tokenized (a real dataset applies
+    the chat template per row when the stages collate a screened prompt: not in this bench)."""
+    return [
         {
-            "data_source": column(["bench"] * prompts),
-            "reward_model": column([{"ground_truth": str(i), "style": "rule"} for i in range(prompts)]),
-            "extra_info": column([{"index": i} for i in range(prompts)]),
-            "index": column(list(range(prompts))),
-            "uid": column([f"fit-{i:08d}" for i in range(prompts)]),  # fit's uuid4 strings' place
-        },
-    )
+            "dummy_tensor": torch.zeros(1, dtype=torch.uint8),
+            "raw_prompt": [{"role": "user", "content": f"question {i}"}],
+            "data_source": "bench",
+            "reward_model": {"ground_truth": str(i), "style": "rule"},
+            "extra_info": {"index": i},
+            "index": i,
+            "tools_kwargs": {},
+            "interaction_kwargs": {},
+        }
+        for i in range(size)
+    ]
+
+
+class FitController:
+    """What verl's legacy ``RayPPOTrainer.fit`` does on the controller with a pulled prompt batch, from the pull to
+    the workers' calls, generation replaced by :class:`Replicas`; with a pilot session, through the host's staged
+    generation (:class:`dataflex_verl.legacy_stages.PilotStagesRounds`, its own code: the stages, the prompt table,
+    ``roll_out`` per stage, the one-copy assembly)."""
+
+    def __init__(self, session, rows: Rows, prompts: int, n: int, staged: bool) -> None:
+        from omegaconf import OmegaConf
+        from verl.utils.dataset.rl_dataset import collate_fn
+
+        from dataflex_core.session import StagedGeneration
+        from dataflex_verl.legacy_rounds import RoundsRollout
+        from dataflex_verl.legacy_stages import PilotStagesRounds
+
+        self.session, self.n, self.step = session, n, 0
+        self.generation = None  # the last step's stages (``None`` without the seam)
+        self.dataset = dataset(prompts * 64)
+        self.collate = collate_fn
+        self.trainer = SimpleNamespace(
+            dataflex=session,
+            global_steps=0,
+            config=OmegaConf.create({"actor_rollout_ref": {"rollout": {"n": n, "temperature": 1.0}}}),
+            train_dataloader=SimpleNamespace(collate_fn=collate_fn),
+            train_dataset=self.dataset,
+            _get_gen_batch=self.gen_batch,
+            dataflex_field_hints={},
+            dataflex_metrics={},
+            dataflex_generation=None,
+        )
+        self.rollout = RoundsRollout(Replicas(rows))
+        self.rounds = PilotStagesRounds(self.trainer, self.rollout, session.seam(StagedGeneration)) if staged else None
+        self.pulled = collate_fn(self.dataset[:prompts])
+
+    def gen_batch(self, batch):
+        """verl's ``_get_gen_batch``, the dataset columns DataFlex reads kept (``DataFlexLegacyMixin``'s)."""
+        from verl.trainer.ppo.ray_trainer import RayPPOTrainer
+
+        from dataflex_verl import dataproto_io
+
+        gen_batch = RayPPOTrainer._get_gen_batch(self.trainer, batch)
+        dataproto_io.keep_columns(batch, gen_batch, self.session.dataset_columns())
+        return gen_batch
+
+    def __call__(self):
+        from verl import DataProto
+
+        self.step += 1
+        self.trainer.global_steps = self.step
+        chosen = self.pulled if self.rounds is None else self.rounds.step(self.pulled)  # the loader's yield
+        batch = DataProto.from_single_dict(chosen)
+        batch.non_tensor_batch["uid"] = np.array([f"fit-{i:08d}" for i in range(len(batch))], dtype=object)
+        gen_batch = self.gen_batch(batch)
+        gen_batch.meta_info["global_steps"] = self.step
+        rollouts = self.rollout.generate_sequences(gen_batch.repeat(repeat_times=self.n, interleave=True))
+        rollouts.meta_info.pop("timing", None)
+        self.generation, self.trainer.dataflex_generation = self.trainer.dataflex_generation, None
+        return host_step(self.session, batch, rollouts, self.n, self.step, generation=self.generation)
 
 
 def host_step(session, prompts, rollouts, n: int, step: int, generation=None):
@@ -150,7 +222,6 @@ def host_step(session, prompts, rollouts, n: int, step: int, generation=None):
     from verl.trainer.ppo import ray_trainer
     from verl.trainer.ppo.reward import extract_reward
 
-    rollouts.non_tensor_batch["uid"] = np.repeat(prompts.non_tensor_batch["uid"], n)  # RoundsRollout's / fit's uids
     batch = prompts.repeat(repeat_times=n, interleave=True)
     batch = batch.union(rollouts)
     reward, _ = extract_reward(batch)
@@ -188,11 +259,12 @@ def run_pilot(*, quick: bool, reps: int, unjudged: str | None = None, progress=p
     for session in (pilot, pilot_host):
         session.seam(StagedGeneration).prepare(prompts * 64, batch_size=prompts, seed=0)
     rows = Rows(prompts * n * 4, length)
-    pulled = prompt_batch(prompts)
-    step = {"pilot": 0, "base": 0, "pilot_host": 0, "base_host": 0}
+    staged_fit = FitController(pilot_host, rows, prompts, n, staged=True)
+    plain_fit = FitController(base_host, rows, prompts, n, staged=False)
+    step = {"pilot": 0, "base": 0}
     final = {}
     phases: dict[str, list[float]] = {"stages": [], "assembly": [], "run": []}
-    host_phases: dict[str, list[float]] = {"stages": [], "assembly": [], "host_step": []}
+    seam_spent: list[float] = []
 
     def stages_and_assembly(session, at: int):
         staged = session.seam(StagedGeneration)
@@ -211,7 +283,6 @@ def run_pilot(*, quick: bool, reps: int, unjudged: str | None = None, progress=p
         step["pilot"] += 1
         stages, out, spent = stages_and_assembly(pilot, step["pilot"])
         batch = final["batch"] = as_batch(out)
-        final["rollouts"] = out
         running = time.perf_counter()
         result = pilot.run(batch, step["pilot"], generation=stages)
         for name, took in zip(phases, (*spent, time.perf_counter() - running)):
@@ -219,26 +290,18 @@ def run_pilot(*, quick: bool, reps: int, unjudged: str | None = None, progress=p
         return result
 
     def pilot_host_step():
-        step["pilot_host"] += 1
-        stages, out, spent = stages_and_assembly(pilot_host, step["pilot_host"])
-        hosting = time.perf_counter()
-        result = host_step(pilot_host, pulled, out, n, step["pilot_host"], generation=stages)
-        for name, took in zip(host_phases, (*spent, time.perf_counter() - hosting)):
-            host_phases[name].append(took)
-        return result
+        out = staged_fit()
+        seam_spent.append(staged_fit.trainer.dataflex_metrics.pop("dataflex/pilot/stages_time_s"))
+        return out
 
     pilot_step()  # the final batch the baselines step on
-    batch, plain = final["batch"], final["rollouts"]  # the same rows as a step without stages gets them
+    batch = final["batch"]
 
     def base_step():
         step["base"] += 1
         return base.run(batch, step["base"])
 
-    def base_host_step():
-        step["base_host"] += 1
-        return host_step(base_host, pulled, plain, n, step["base_host"])
-
-    steps = {"pilot": pilot_step, "base": base_step, "pilot_host": pilot_host_step, "base_host": base_host_step}
+    steps = {"pilot": pilot_step, "base": base_step, "pilot_host": pilot_host_step, "base_host": plain_fit}
     timings = measure_interleaved(steps, reps=reps)
     p, b = timings.median("pilot"), timings.median("base")
     ph, bh = timings.median("pilot_host"), timings.median("base_host")
@@ -267,10 +330,14 @@ def run_pilot(*, quick: bool, reps: int, unjudged: str | None = None, progress=p
             baseline_s=bh,
             ratio=ph / bh,
             note=(
-                "generation excluded; both: verl's legacy fit between generation and the workers (repeat, union, "
-                "extract_reward, GRPO compute_advantage) + DataFlex's legacy step; staged adds the seam"
+                "generation excluded; both: verl's legacy fit from the pulled batch to the workers (uids, gen batch, "
+                "repeat, union, extract_reward, GRPO compute_advantage, DataFlex's step); staged: through the seam"
             ),
-            extra={"trained_rows": len(batch), "host_step_base_ms": bh * 1e3, **medians(host_phases)},
+            extra={
+                "trained_rows": len(batch),
+                "seam_ms": float(np.median(seam_spent[1:] or seam_spent)) * 1e3,
+                "fit_without_seam_ms": bh * 1e3,
+            },
             **common,
         ),
     ]

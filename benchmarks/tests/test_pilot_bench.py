@@ -1,12 +1,16 @@
-"""Case ``pilot`` in quick mode: the staged step against the reweight step and the staged host step against the host
-step without stages, both measured, the ratios reported."""
+"""Case ``pilot`` in quick mode: the staged step against the reweight step and verl's fit controller with the seam
+against it without, both measured, the ratios reported."""
 
 from __future__ import annotations
 
 import math
 
+import numpy as np
+import torch
+
 from dataflex_bench import cli
-from dataflex_bench.pilot import TARGET, host_step, prompt_batch, run_pilot
+from dataflex_core.session import StagedGeneration
+from dataflex_bench.pilot import SELECT, TARGET, FitController, Rows, _session, run_pilot
 
 
 def test_quick_pilot_case_reports_both_seam_ratios_on_a_full_batch():
@@ -18,24 +22,34 @@ def test_quick_pilot_case_reports_both_seam_ratios_on_a_full_batch():
         assert row.ratio == row.median_s / row.baseline_s
         assert row.extra["trained_rows"] == 16 * 4  # the staged step filled its batch: 16 groups of rollout.n
     assert all(alone.extra[f"{phase}_ms"] > 0 for phase in ("stages", "assembly", "run"))  # each phase timed
-    assert all(hosted.extra[f"{phase}_ms"] > 0 for phase in ("stages", "assembly", "host_step", "host_step_base"))
+    assert hosted.extra["seam_ms"] > 0 and hosted.extra["fit_without_seam_ms"] == hosted.baseline_s * 1e3
     assert "pilot" in cli.CASES
 
 
-def test_host_step_gives_verls_grpo_advantages_and_dataflex_weights_on_fits_batch():
-    import numpy as np
-    import torch
-
-    from dataflex_bench.pilot import Rows, _session
-
-    session = _session({"scorer": {"name": "group_reward_variance"}, "actuator": {"name": "softmax"}})
-    rows = Rows(8, 6)
-    rollouts, _ = rows.take(np.arange(4), torch.full((4,), 2))  # 4 prompts x 2 rollouts
-    batch = host_step(session, prompt_batch(4), rollouts, 2, step=1)
-    assert batch.non_tensor_batch["uid"].tolist() == [f"fit-{i:08d}" for i in range(4) for _ in range(2)]
-    reward = rows.reward[:8].view(4, 2)
-    spread = (reward[:, :1] != reward[:, 1:]).flatten().repeat_interleave(2)  # groups whose two rewards differ
-    advantages = batch.batch["advantages"].abs().sum(-1)
-    assert bool((advantages[spread] > 0).all()) and bool((advantages[~spread] == 0).all())  # verl's GRPO ran
-    assert "rollout_is_weights" in batch.batch.keys()  # DataFlex's step wrote its weights, as at compute_advantage
-    assert torch.equal(batch.batch["rm_scores"], rows.scores[:8]) and "data_source" in batch.non_tensor_batch
+def test_fit_controller_trains_fits_batch_with_verls_advantages_and_dataflex_weights():
+    """Both sides of the host-step ratio do a step's work: GRPO advantages by group, DataFlex's step (the reweighter's
+    weights written), and the staged side trains admitted groups (rewards that vary) of rollout.n rows under fit's
+    uids."""
+    block = {**SELECT, "mechanism": "pilot", "pilot": {"prompts": 2, "rollouts": 2, "on_short": "backfill"}}
+    reweight = {"scorer": SELECT["scorer"], "actuator": {"name": "softmax"}}
+    rows = Rows(8 * 4 * 4, 6)
+    pilot = _session(block)
+    pilot.seam(StagedGeneration).prepare(8 * 64, batch_size=8, seed=0)
+    for session, staged in ((_session(reweight), False), (pilot, True)):
+        fit = FitController(session, rows, 8, 4, staged=staged)
+        batch = fit()
+        assert len(batch) == 8 * 4
+        assert batch.non_tensor_batch["uid"].tolist() == [f"fit-{i:08d}" for i in range(8) for _ in range(4)]
+        reward = batch.batch["rm_scores"].sum(-1).view(8, 4)
+        varies = reward.max(-1).values != reward.min(-1).values
+        spread = varies.repeat_interleave(4)
+        advantages = batch.batch["advantages"].abs().sum(-1)
+        assert bool((advantages[spread] > 0).all()) and bool((advantages[~spread] == 0).all())  # verl's GRPO ran
+        # DataFlex's step ran at compute_advantage: the reweighter wrote its weights; pilot trains its groups as they are
+        assert ("rollout_is_weights" in batch.batch.keys()) == (not staged)
+        if staged:  # a group without signal is one the stages backfilled (admitted ones varied in their pilots)
+            assert fit.generation is not None and int((~varies).sum()) <= fit.generation.backfilled
+        else:  # fit's own batch: the pulled prompts, each rollout.n times, the replicas' rows in order
+            assert fit.generation is None and torch.equal(batch.batch["rm_scores"], rows.scores[: 8 * 4])
+            prompts = [info["index"] for info in batch.non_tensor_batch["extra_info"]]
+            assert prompts == np.repeat(np.arange(8), 4).tolist()
