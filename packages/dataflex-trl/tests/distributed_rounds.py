@@ -24,11 +24,11 @@ import torch  # noqa: E402
 PROMPTS, GENERATIONS = 4, 4
 SIGNAL = {"scorer": {"name": "group_reward_variance"},
           "actuator": {"name": "threshold_band", "params": {"low": 0.0, "high": 1.0e9}}}  # fmt: skip
-#: pilot.draw: GRESO's skip with a vanishing keep probability, so a prompt whose rewards were all equal at a
-#: visit is not screened again (its probability 1e-9 of a fresh prompt's)
+#: pilot.draw: GRESO's skip with a vanishing keep probability and no uniform floor in the sampler, so a prompt
+#: whose rewards were all equal at a visit is not screened again (its probability 1e-9 of a fresh prompt's)
 GRESO = {"mechanism": "curriculum", "prompt_key": "index",
          "scorer": {"name": "greso", "params": {"exploration": 1.0e-9, "min_keep": 1.0e-9}},
-         "actuator": {"name": "temperature", "params": {"temperature": 1.0}}}  # fmt: skip
+         "actuator": {"name": "temperature", "params": {"temperature": 1.0, "exploration": 0.0}}}  # fmt: skip
 BLOCKS = {
     "filter": {"mechanism": "filter", **SIGNAL, "prompt_key": "index", "filter": {"max_rounds": 8}},
     "pilot": {"mechanism": "pilot", **SIGNAL, "pilot": {"prompts": 2, "rollouts": 2, "max_stages": 6, "draw": GRESO}},
