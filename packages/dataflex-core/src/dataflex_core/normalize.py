@@ -124,10 +124,12 @@ def _masked_sum_min(w: torch.Tensor, valid: torch.Tensor, own: bool) -> tuple[to
     total, low = 0.0, np.inf
     with np.errstate(over="ignore", invalid="ignore"):  # an overflowing or NaN total is handled by the caller
         for rows in numpy_chunks(xs.size):
-            chunk, outside = os_[rows], invalid[: rows.stop - rows.start]
-            if not own:
-                np.copyto(chunk, xs[rows])
-            np.copyto(chunk, 0, where=np.logical_not(ms[rows], out=outside))
+            chunk = os_[rows]
+            if own:
+                np.copyto(chunk, 0, where=np.logical_not(ms[rows], out=invalid[: rows.stop - rows.start]))
+            else:  # zeros, then the valid values: one masked copy, no inverted mask
+                chunk.fill(0)
+                np.copyto(chunk, xs[rows], where=ms[rows])
             total += float(np.add.reduce(chunk))
             low = np.minimum(low, chunk.min())  # NaN stays NaN (Python's min would drop it)
     return out, torch.tensor(total, dtype=w.dtype), torch.tensor(float(low), dtype=w.dtype)
