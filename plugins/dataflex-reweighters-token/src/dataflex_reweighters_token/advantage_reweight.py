@@ -6,9 +6,10 @@ import numpy as np
 import torch
 
 from dataflex_core import Reweighter, actuator_scores, count_set, register_reweighter
+from dataflex_core.blockwise import chunk_map
 
 from ._inputs import finish
-from .selection import CHUNK, chunks, numpy_view
+from .selection import CHUNK, numpy_view
 
 
 @register_reweighter("advantage_reweight")
@@ -89,15 +90,18 @@ def mixed_weights(
     out = torch.empty(prob.shape, dtype=prob.dtype)
     ws = out.numpy().reshape(-1)
     a, b = xs.dtype.type(alpha), xs.dtype.type(1.0 - alpha)
-    outside = np.empty(min(CHUNK, xs.size), dtype=bool)
-    total, low, high = 0.0, np.inf, -np.inf
-    for rows in chunks(xs.size):
+
+    def mix(rows: slice) -> tuple[float, float, float]:
         x, w = xs[rows], ws[rows]
-        low, high = min(low, float(x.min())), max(high, float(x.max()))
         np.multiply(x, a, out=w)
         np.add(w, b, out=w)
-        np.copyto(w, 0, where=np.logical_not(ms[rows], out=outside[: rows.stop - rows.start]))
-        total += float(np.add.reduce(w))
+        np.copyto(w, 0, where=np.logical_not(ms[rows]))
+        return float(np.add.reduce(w)), float(x.min()), float(x.max())
+
+    total, low, high = 0.0, np.inf, -np.inf
+    for chunk_total, chunk_low, chunk_high in chunk_map(xs.size, mix, CHUNK):  # in order: the serial sum
+        total += chunk_total
+        low, high = min(low, chunk_low), max(high, chunk_high)
     return out, total, (low, high)
 
 
@@ -109,5 +113,6 @@ def scale_to_mean_one(weights: torch.Tensor, valid: torch.Tensor, total: float) 
         return weights.float()
     factor = torch.tensor(count, dtype=dtype) / torch.tensor(total, dtype=dtype)
     xs = weights.numpy().reshape(-1)
-    np.multiply(xs, xs.dtype.type(factor.item()), out=xs)
+    scale = xs.dtype.type(factor.item())
+    chunk_map(xs.size, lambda rows: np.multiply(xs[rows], scale, out=xs[rows]), CHUNK)
     return weights.float()

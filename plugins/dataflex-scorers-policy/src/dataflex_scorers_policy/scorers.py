@@ -6,8 +6,8 @@ reaches a statistic. The result is the only full-size tensor either builds:
 the boolean response mask is the step's shared one (``response_token_mask``).
 On the CPU the result is written in one numpy pass, chunk by chunk while the
 chunk is in cache (zeros, then the response positions), where torch needs a
-pass for the values and another for the zeros; a numpy call is also never a
-parallel region that waits for every torch thread to get a core.
+pass for the values and another for the zeros; the chunks are shared by
+torch's thread count (``dataflex_core.blockwise.chunk_map``).
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ import numpy as np
 import torch
 
 from dataflex_core import Scorer, register_scorer, response_token_mask
+from dataflex_core.blockwise import chunk_map
 
 #: Values written per numpy call: a float32 chunk and its mask (1.25 MiB) stay in L2.
 CHUNK = 1 << 18
@@ -45,14 +46,16 @@ def _on_response(
         return None
     out = torch.empty(values.shape, dtype=values.dtype)
     os_ = out.numpy().reshape(-1)
-    for start in range(0, xs.size, CHUNK):
-        rows = slice(start, min(start + CHUNK, xs.size))
+
+    def write(rows: slice) -> None:
         chunk, where = os_[rows], ms[rows]
         chunk.fill(0)
         if ufunc is None:
             np.copyto(chunk, xs[rows], where=where)
         else:  # computed on the response positions only: garbage elsewhere is never read
             ufunc(xs[rows], out=chunk, where=where)
+
+    chunk_map(xs.size, write, CHUNK)  # the chunks shared by torch's threads
     return out
 
 

@@ -13,10 +13,12 @@ over valid samples says how many samples the update effectively uses.
 
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 import torch
 
-from ..blockwise import flat_numpy
+from ..blockwise import chunk_map, flat_numpy
 from ..precomputed import valid_row_counts
 from .result import PREFIX
 from .weights import SEQUENCE_UNIT, TOKEN_UNIT, unit_mean
@@ -152,22 +154,32 @@ def _numpy_2d(x: torch.Tensor) -> np.ndarray | None:
 
 def _numpy_row_stats(xs: np.ndarray, ms: np.ndarray) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     """:func:`_masked_row_stats` in numpy: each block of rows is copied once into a float64 buffer with its
-    invalid tokens 0, and every statistic is read from that buffer while it is in cache. Row sums and squares are
-    float64 sums of float64 values, as the whole-tensor expression computes them."""
+    invalid tokens 0, and every statistic is read from that buffer while it is in cache; the blocks are shared by
+    torch's thread count (:func:`~dataflex_core.blockwise.chunk_map`) and their results added in order. Row sums
+    and squares are float64 sums of float64 values, as the whole-tensor expression computes them."""
     bs, length = xs.shape
     step = max(1, _STATS_BLOCK // max(1, length))
-    buffer = np.empty((min(step, bs), length), dtype=np.float64)
     row_sum = np.empty(bs, dtype=np.float64)
-    squares, low, high = 0.0, np.inf, -np.inf
-    for start in range(0, bs, step):
-        stop = min(start + step, bs)
-        block, valid = buffer[: stop - start], ms[start:stop]
+    buffers = threading.local()
+
+    def block_stats(rows: slice) -> tuple[float, float, float]:
+        buffer = getattr(buffers, "value", None)
+        if buffer is None:
+            buffer = buffers.value = np.empty((min(step, bs), length), dtype=np.float64)
+        block, valid = buffer[: rows.stop - rows.start], ms[rows]
         block.fill(0.0)
-        np.copyto(block, xs[start:stop], where=valid)
-        np.add.reduce(block, axis=1, out=row_sum[start:stop])
-        squares += float(np.einsum("ij,ij->", block, block))
-        low = min(low, float(np.minimum.reduce(block, axis=None, where=valid, initial=np.inf)))
-        high = max(high, float(np.maximum.reduce(block, axis=None, where=valid, initial=-np.inf)))
+        np.copyto(block, xs[rows], where=valid)
+        np.add.reduce(block, axis=1, out=row_sum[rows])
+        return (
+            float(np.einsum("ij,ij->", block, block)),
+            float(np.minimum.reduce(block, axis=None, where=valid, initial=np.inf)),
+            float(np.maximum.reduce(block, axis=None, where=valid, initial=-np.inf)),
+        )
+
+    squares, low, high = 0.0, np.inf, -np.inf
+    for block_squares, block_low, block_high in chunk_map(bs, block_stats, step):
+        squares += block_squares
+        low, high = min(low, block_low), max(high, block_high)
     return (
         torch.from_numpy(row_sum),
         torch.tensor(squares, dtype=torch.float64),
