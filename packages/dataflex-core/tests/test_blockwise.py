@@ -226,3 +226,29 @@ def _chunk_starts_in_child() -> list[int]:
     assert _pool(2).submit(os.getpid).result(timeout=20) == os.getpid()  # the child's own threads run the work
     torch.set_num_threads(2)
     return chunk_map(1 << 20, lambda r: r.start, chunk=1 << 14)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16])
+def test_rows_with_a_nonzero_value_on_the_mask_match_torch_over_many_blocks(dtype):
+    """The compute counters' moving rows: a nonzero (or NaN) value on a set mask position; zeros or junk outside
+    the mask never count, in numpy blocks shared by threads and on the torch path (bf16) alike."""
+    from dataflex_core.blockwise import masked_row_any_nonzero
+
+    gen = torch.Generator().manual_seed(9)
+    bs, length = 900, 700  # 630k values: several blocks
+    lengths = torch.randint(0, length + 1, (bs,), generator=gen)
+    mask = torch.arange(length)[None, :] < lengths[:, None]
+    x = torch.randn(bs, 1, generator=gen).expand(bs, length).contiguous()
+    x[::3] = 0.0  # zero-variance groups
+    x[1::7, -1] = 5.0  # junk outside the mask (unless the row is full)
+    x[2::11, 0] = float("nan")
+    x = x.to(dtype)
+    expected = (torch.where(mask, x, torch.zeros((), dtype=dtype)) != 0).any(-1)
+    before = torch.get_num_threads()
+    try:
+        for threads in (1, 2):
+            torch.set_num_threads(threads)
+            assert torch.equal(masked_row_any_nonzero(x, mask), expected)
+    finally:
+        torch.set_num_threads(before)
+    assert torch.equal(masked_row_any_nonzero(x, mask.long()), expected)  # a non-bool mask: the torch path

@@ -160,3 +160,25 @@ def chunk_map(n: int, body: Callable[[slice], T], chunk: int = NUMPY_CHUNK) -> l
     spans = [ranges[i : i + per] for i in range(0, len(ranges), per)]
     futures = [_pool(len(spans)).submit(lambda span=span: [body(r) for r in span]) for span in spans]
     return [result for future in futures for result in future.result()]
+
+
+def masked_row_any_nonzero(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """``(bs,)`` bool: rows of a ``(bs, L)`` tensor with a nonzero value where the bool ``mask`` is set.
+
+    On the CPU in numpy, blocks of rows shared by torch's threads (:func:`chunk_map`; a compare, an and, an any
+    on a block in cache: no float temporary); elsewhere :func:`masked_row_reduce`.
+    """
+    xs, ms = flat_numpy(x), flat_numpy(mask)
+    if xs is None or ms is None or x.dim() != 2 or mask.shape != x.shape or mask.dtype != torch.bool:
+        return masked_row_reduce(x, mask.bool(), 0.0, lambda block: (block != 0).any(-1))
+    rows_, length = x.shape
+    values, valid = xs.reshape(rows_, length), ms.reshape(rows_, length)
+    out = np.empty(rows_, dtype=bool)
+
+    def block(rows: slice) -> None:
+        nonzero = np.not_equal(values[rows], 0)
+        np.logical_and(nonzero, valid[rows], out=nonzero)
+        np.logical_or.reduce(nonzero, axis=1, out=out[rows])
+
+    chunk_map(rows_, block, max(1, NUMPY_CHUNK // max(1, length)))
+    return torch.from_numpy(out)
