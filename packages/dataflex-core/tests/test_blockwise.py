@@ -1,7 +1,9 @@
 """Blockwise CPU reductions equal their full-size expressions, on every path and edge case."""
 
 import math
+import os
 
+import numpy as np
 import pytest
 import torch
 
@@ -166,3 +168,87 @@ def test_blocks_stay_under_torchs_parallel_grain_with_several_threads():
         assert torch.equal(blockwise.masked_row_reduce(x, mask, 0.0, lambda v: v.sum(-1)), want)
     finally:
         torch.set_num_threads(threads)
+
+
+def test_chunk_map_shares_the_chunks_between_torchs_threads_and_keeps_the_serial_order():
+    """Each chunk once, the results in chunk order (a caller's in-order sum is the serial one bit for bit), and with
+    torch's 3 threads three spans of chunks at once (each waits for the others at its first chunk)."""
+    import threading
+
+    from dataflex_core.blockwise import chunk_map
+
+    values = np.random.default_rng(0).random(1_000_003).astype(np.float32)
+    together = threading.Barrier(3, timeout=20)
+    local = threading.local()
+
+    def body(rows):
+        return rows, float(np.add.reduce(values[rows]))
+
+    def meeting_body(rows):
+        if not getattr(local, "met", False):
+            local.met = True
+            together.wait()  # raises BrokenBarrierError unless three spans run at the same time
+        return body(rows)
+
+    before = torch.get_num_threads()
+    try:
+        torch.set_num_threads(1)
+        serial = chunk_map(values.size, body, chunk=1 << 14)
+        torch.set_num_threads(3)
+        shared = chunk_map(values.size, meeting_body, chunk=1 << 14)
+    finally:
+        torch.set_num_threads(before)
+    assert [r for r, _ in shared] == [r for r, _ in serial]
+    assert [r.start for r, _ in serial] == list(range(0, values.size, 1 << 14)) and serial[-1][0].stop == values.size
+    assert sum(s for _, s in shared) == sum(s for _, s in serial)
+
+
+def test_chunk_map_works_in_a_forked_child_of_a_process_that_used_its_threads():
+    """A dataloader or Ray worker forked after a step: the parent's pool threads are not in the child."""
+    import multiprocessing
+
+    from dataflex_core.blockwise import chunk_map
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        assert chunk_map(1 << 20, lambda r: r.start, chunk=1 << 14)[-1] == (1 << 20) - (1 << 14)  # the pool runs
+        context = multiprocessing.get_context("fork")
+        with context.Pool(1) as pool:
+            assert pool.apply_async(_chunk_starts_in_child).get(timeout=60) == list(range(0, 1 << 20, 1 << 14))
+    finally:
+        torch.set_num_threads(before)
+
+
+def _chunk_starts_in_child() -> list[int]:
+    from dataflex_core.blockwise import _pool, chunk_map
+
+    assert _pool(2).submit(os.getpid).result(timeout=20) == os.getpid()  # the child's own threads run the work
+    torch.set_num_threads(2)
+    return chunk_map(1 << 20, lambda r: r.start, chunk=1 << 14)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16])
+def test_rows_with_a_nonzero_value_on_the_mask_match_torch_over_many_blocks(dtype):
+    """The compute counters' moving rows: a nonzero (or NaN) value on a set mask position; zeros or junk outside
+    the mask never count, in numpy blocks shared by threads and on the torch path (bf16) alike."""
+    from dataflex_core.blockwise import masked_row_any_nonzero
+
+    gen = torch.Generator().manual_seed(9)
+    bs, length = 900, 700  # 630k values: several blocks
+    lengths = torch.randint(0, length + 1, (bs,), generator=gen)
+    mask = torch.arange(length)[None, :] < lengths[:, None]
+    x = torch.randn(bs, 1, generator=gen).expand(bs, length).contiguous()
+    x[::3] = 0.0  # zero-variance groups
+    x[1::7, -1] = 5.0  # junk outside the mask (unless the row is full)
+    x[2::11, 0] = float("nan")
+    x = x.to(dtype)
+    expected = (torch.where(mask, x, torch.zeros((), dtype=dtype)) != 0).any(-1)
+    before = torch.get_num_threads()
+    try:
+        for threads in (1, 2):
+            torch.set_num_threads(threads)
+            assert torch.equal(masked_row_any_nonzero(x, mask), expected)
+    finally:
+        torch.set_num_threads(before)
+    assert torch.equal(masked_row_any_nonzero(x, mask.long()), expected)  # a non-bool mask: the torch path

@@ -11,6 +11,7 @@ import pytest
 import torch
 
 from dataflex_core import ConfigError, IncompatibleComponentError, InvalidOutputError, register_scorer
+from dataflex_core.ledger_file import COLUMNS as LEDGER_COLUMNS
 from dataflex_core.mechanisms.pilot import PilotStages
 from dataflex_core.session import DataFlexSession, StagedGeneration
 from dataflex_core.step import FieldSupport, HostCapabilities, LossWeights, SeamSupport, TrainSampler
@@ -47,7 +48,9 @@ def stage_batch(asked, rewards, lengths=None, padding=1):
     uid = asked.uids.repeat_interleave(asked.counts).tolist() + [-1] * padding
     rewards = list(rewards) + [0.0] * padding
     lengths = (lengths or [2] * (len(rewards) - padding)) + [0] * padding
-    return rows_batch(lengths, width=3, rewards=rewards, uid=uid, padding=[False] * (len(uid) - padding) + [True] * padding)
+    return rows_batch(
+        lengths, width=3, rewards=rewards, uid=uid, padding=[False] * (len(uid) - padding) + [True] * padding
+    )
 
 
 def test_screening_on_pairs_with_empty_rows_admits_the_mixed_prompts_and_commits_them_to_rollout_n():
@@ -285,6 +288,26 @@ def test_a_curriculum_drawing_the_prompts_screens_what_it_draws_and_is_fed_every
     resumed = ledger_session({"prompts": 2, "rollouts": 2, "on_short": "backfill", "draw": X_ONLY}, population=8)
     resumed.restore(tmp_path / "global_step_1")
     assert torch.equal(resumed.ledger.rollouts, history.rollouts)
+
+
+def same_ledger(a, b) -> bool:
+    return a.last_step == b.last_step and all(torch.equal(getattr(a, c), getattr(b, c)) for c in LEDGER_COLUMNS)
+
+
+@pytest.mark.parametrize("draw", [None, X_ONLY])
+def test_the_other_processes_record_the_main_processes_step(draw):
+    """A host with several processes runs the step on the main one and hands the others ``shared_state``: their
+    ledger (or the drawing curriculum's history, which its draws read) must record the same step (the draws on two
+    TRL processes: packages/dataflex-trl/tests/test_distributed_rounds.py)."""
+    pilot = {"prompts": 2, "rollouts": 2, "on_short": "backfill", **({} if draw is None else {"draw": draw})}
+    main, other = ledger_session(pilot, population=8), ledger_session(pilot, population=8)
+    reward = lambda prompt, k: 1.0 if prompt % 4 == 0 else float(k % 2)  # noqa: E731
+    for step in (1, 2):
+        stages, _ = run_step(main, step, reward)
+        other.load_shared_state(main.shared_state())
+        assert int(main.ledger.rollouts.sum()) > 0 and same_ledger(main.ledger, other.ledger), step
+    if draw is not None:  # the history the other process's curriculum draws from
+        assert other.ledger is other.sampler.history
 
 
 def test_pilot_draw_needs_the_train_sampler_seam_and_is_checked():

@@ -258,6 +258,43 @@ def test_candidates_cover_the_dataset_once_per_pass_without_repeats():
     assert sorted(seen) == sorted(list(range(10)) * 2)
 
 
+def _candidates_by_the_first_rule(rows, candidates, seed, draws):
+    """The candidate draws of dataflex-core 0.3's rule, written out: on a wrap, the pass's last rows, then the first
+    rows of a new permutation not among them; the new pass is that permutation without the rows taken."""
+    gen = torch.Generator().manual_seed(seed)
+    order, cursor, out = torch.randperm(rows, generator=gen), 0, []
+    for _ in range(draws):
+        if cursor + candidates > len(order):
+            rest = order[cursor:]
+            fresh = torch.randperm(rows, generator=gen)
+            taken = fresh[~torch.isin(fresh, rest)][: candidates - len(rest)]
+            order, cursor = fresh[~torch.isin(fresh, taken)], 0
+            out.append(torch.cat([rest, taken]).tolist())
+        else:
+            out.append(order[cursor : cursor + candidates].tolist())
+            cursor += candidates
+    return out
+
+
+@pytest.mark.parametrize(("rows", "candidates"), [(10, 4), (37, 8), (50, 10), (23, 22), (9, 2)])
+def test_a_pass_wrap_draws_the_same_candidates_as_the_first_rule(rows, candidates):
+    """The wrap touches O(candidates) rows beyond its one permutation, and draws exactly what the rule drew."""
+    _, sampler = curriculum([1.0] * rows, batch_size=2, candidates=candidates, seed=5)
+    ours = [sampler.candidates().tolist() for _ in range(40)]
+    assert ours == _candidates_by_the_first_rule(rows, candidates, 5, 40)
+
+
+def test_a_resume_mid_pass_and_across_a_wrap_repeats_the_candidates():
+    _, first = curriculum([1.0] * 37, batch_size=2, candidates=8, seed=3)
+    for _ in range(6):  # past the first wrap (37 rows, 8 a draw), into the second pass
+        first.candidates()
+    state = first.state_dict()
+    expected = [first.candidates().tolist() for _ in range(12)]  # two more wraps
+    _, resumed = curriculum([1.0] * 37, batch_size=2, candidates=8, seed=0)
+    resumed.load_state_dict(state)
+    assert [resumed.candidates().tolist() for _ in range(12)] == expected
+
+
 def test_candidates_must_hold_a_batch_and_fit_the_dataset():
     with pytest.raises(ConfigError, match="candidates=3 must lie between the prompts per batch \\(4\\)"):
         curriculum([1.0] * 10, batch_size=4, candidates=3)

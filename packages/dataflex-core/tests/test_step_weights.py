@@ -100,3 +100,50 @@ def test_with_importance_weights_the_mean_is_relative_to_the_frameworks_weights(
 def test_an_unknown_unit_is_refused():
     with pytest.raises(ValueError, match="'tokens'"):
         finalize(torch.tensor([1.0, 1.0, 1.0]), VALID, "tokens")
+
+
+def test_token_metrics_over_many_row_blocks_match_a_float64_reference():
+    """The CPU metrics pass goes block by block through a float64 buffer: its statistics equal the whole-tensor
+    float64 ones, junk on invalid tokens (even NaN) never counts, and float32 / float64 factors agree."""
+    gen = torch.Generator().manual_seed(5)
+    bs, length = 700, 1500  # about four row blocks
+    lengths = torch.randint(0, length + 1, (bs,), generator=gen)
+    valid = torch.arange(length)[None, :] < lengths[:, None]
+    factor = torch.rand(bs, length, generator=gen) * 3
+    factor[~valid] = float("nan")
+    factor[0, :] = 5.0  # a row whose valid tokens all weigh the same
+    w = torch.where(valid, factor.double(), torch.zeros((), dtype=torch.float64))
+    counts = valid.sum(-1)
+    n = int(counts.sum())
+    per_sample = (w.sum(-1) / counts.clamp(min=1))[counts > 0]
+    expected = {
+        "dataflex/weight/token_mean": float(w.sum() / n),
+        "dataflex/weight/std": float(((w * w).sum() / n - (w.sum() / n) ** 2).sqrt()),
+        "dataflex/weight/min": float(factor.double()[valid].min()),
+        "dataflex/weight/max": float(factor.double()[valid].max()),
+        "dataflex/ess": float(per_sample.sum() ** 2 / (per_sample**2).sum()),
+    }
+    for dtype in (torch.float32, torch.float64):
+        m = weight_metrics(factor.to(dtype), valid, TOKEN_UNIT)
+        for key, value in expected.items():
+            assert m[key] == pytest.approx(value, rel=1e-12), (dtype, key)
+        assert m["dataflex/valid_tokens"] == float(n)
+
+
+@pytest.mark.parametrize("unit", [TOKEN_UNIT, SEQUENCE_UNIT])
+def test_token_weights_over_many_chunks_are_normalised_as_the_formula_says(unit):
+    """The CPU pass that masks the weights also sums them (float32 chunks added in float64): the factor is the
+    masked weights over their mean in the unit, 0 on invalid tokens whatever they held."""
+    gen = torch.Generator().manual_seed(6)
+    bs, length = 400, 1800  # 720k tokens: several chunks
+    lengths = torch.randint(0, length + 1, (bs,), generator=gen)
+    valid = torch.arange(length)[None, :] < lengths[:, None]
+    raw = torch.rand(bs, length, generator=gen) * 4
+    raw[~valid] = 1e30  # junk a framework leaves outside the mask
+    applied, factor = finalize(raw, valid, unit)
+    assert applied is factor and factor.dtype == torch.float32
+    assert (factor[~valid] == 0).all() and raw[~valid].eq(1e30).all()  # the input is not changed
+    masked = torch.where(valid, raw.double(), torch.zeros((), dtype=torch.float64))
+    mean = unit_mean(masked, valid, unit, masked=True)
+    torch.testing.assert_close(factor.double(), masked / mean, rtol=1e-6, atol=1e-7)
+    assert float(unit_mean(factor.double(), valid, unit, masked=True)) == pytest.approx(1.0, abs=1e-6)

@@ -2,9 +2,11 @@
 test_distributed_rounds.py (``torch.distributed.run --nproc_per_node 2 distributed_rounds.py OUT``).
 
 Each process records, for every generation round or stage, what was generated (gathered: each row's prompt id,
-completion tokens and rewards), what its decision object says on that process, and its own slice of the
-trained batch; the main process saves every process's record to OUT, and the test rebuilds the expected
-batch from the generated rows alone.
+completion tokens and rewards), the prompts each process asked for (its own draw), what its decision object
+says on that process, and its own slice of the trained batch, and after the run its per-prompt ledger; the
+main process saves every process's record to OUT, and the test rebuilds the expected batch and ledger from the
+generated rows alone. ``filter`` keeps a ledger (``prompt_key``); ``pilot`` draws its prompts through GRESO
+(``pilot.draw``), whose history is the ledger.
 """
 
 from __future__ import annotations
@@ -22,9 +24,14 @@ import torch  # noqa: E402
 PROMPTS, GENERATIONS = 4, 4
 SIGNAL = {"scorer": {"name": "group_reward_variance"},
           "actuator": {"name": "threshold_band", "params": {"low": 0.0, "high": 1.0e9}}}  # fmt: skip
+#: pilot.draw: GRESO's skip with a vanishing keep probability and no uniform floor in the sampler, so a prompt
+#: whose rewards were all equal at a visit is not screened again (its probability 1e-9 of a fresh prompt's)
+GRESO = {"mechanism": "curriculum", "prompt_key": "index",
+         "scorer": {"name": "greso", "params": {"exploration": 1.0e-9, "min_keep": 1.0e-9}},
+         "actuator": {"name": "temperature", "params": {"temperature": 1.0, "exploration": 0.0}}}  # fmt: skip
 BLOCKS = {
-    "filter": {"mechanism": "filter", **SIGNAL, "filter": {"max_rounds": 8}},
-    "pilot": {"mechanism": "pilot", **SIGNAL, "pilot": {"prompts": 2, "rollouts": 2, "max_stages": 4}},
+    "filter": {"mechanism": "filter", **SIGNAL, "prompt_key": "index", "filter": {"max_rounds": 8}},
+    "pilot": {"mechanism": "pilot", **SIGNAL, "pilot": {"prompts": 2, "rollouts": 2, "max_stages": 6, "draw": GRESO}},
 }
 
 
@@ -48,7 +55,10 @@ def record(trainer, log: list) -> None:
     def generated(rows, group_size):
         local, output, rewards = generate(rows, group_size)
         made = gather_object(rows_of(trainer, local, output))
-        log[-1]["generated"].append({"rows": made, "rewards": rewards.sum(1).cpu(), "group_size": group_size})
+        asked = gather_object([[int(row["index"]) for row in rows]])  # what each process asked (its own draw)
+        log[-1]["generated"].append(
+            {"rows": made, "rewards": rewards.sum(1).cpu(), "group_size": group_size, "asked": asked}
+        )
         return local, output, rewards
 
     def trained(inputs, output, decided):
@@ -122,7 +132,11 @@ def main(out: str) -> None:
         from accelerate.utils import gather_object
 
         logged = [{k: v for k, v in e.items() if k.startswith("dataflex/compute/")} for e in trainer.state.log_history]
-        results[name] = {"steps": log, "logged": gather_object([[e for e in logged if e]])}
+        ledger = trainer.dataflex.ledger  # every process's, after the run
+        columns = ("rollouts", "rollouts_trained", "rollouts_filtered", "uniform_reward_streak", "times_sampled")
+        state = {"ids": ledger.ids.values.tolist(), **{c: getattr(ledger, c).clone() for c in columns}}
+        results[name] = {"steps": log, "logged": gather_object([[e for e in logged if e]]),
+                         "ledgers": gather_object([state])}  # fmt: skip
     if int(os.environ.get("RANK", "0")) == 0:
         torch.save(results, out)
 

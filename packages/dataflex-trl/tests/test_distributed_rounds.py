@@ -4,7 +4,8 @@ Every process runs the same rounds (or stages) and takes the same decision; the 
 slice in process order, is exactly the batch the decision rule gives on every generated row (nothing lost,
 nothing twice, nothing moved to the wrong process); it is full, its groups have reward variance, and every
 process's ``num_items_in_batch`` counts the tokens of the whole trained batch; every generated rollout is in
-every process's ``dataflex/compute/*``.
+every process's ``dataflex/compute/*``. Every process's per-prompt ledger holds the whole step's batch (not its
+own slice), and ``pilot.draw`` (GRESO) asks the same prompts on every process, skipping those without signal.
 """
 
 from __future__ import annotations
@@ -71,8 +72,50 @@ def check_counted(results: dict) -> None:
     assert results["logged"][0][-1]["dataflex/compute/rollouts_generated_total"] == sum(generated)
 
 
+def visits(step: dict) -> dict[int, tuple[int, int, bool]]:
+    """Per prompt id of one step: its responses with a token, those trained, whether their rewards were all
+    equal; counted from the generated and the trained rows (the ledger leaves empty responses out)."""
+    rewards: dict[int, list[float]] = {}
+    for generated in step["generated"]:
+        for (index, completion), reward in zip(generated["rows"], generated["rewards"].tolist()):
+            if completion:
+                rewards.setdefault(index, []).append(reward)
+    trained: dict[int, int] = {}
+    for index, completion in (row for part in step["trained"] for row in part):
+        trained[index] = trained.get(index, 0) + bool(completion)
+    return {i: (len(r), trained.get(i, 0), max(r) - min(r) <= 1e-6) for i, r in rewards.items()}
+
+
+def expected_ledger(steps: list[dict]) -> dict[int, tuple[int, int, int, int, int]]:
+    """Per prompt id: ``(rollouts, trained, filtered, uniform-reward streak, steps sampled)`` after ``steps``."""
+    want: dict[int, list[int]] = {}
+    for step in steps:
+        for index, (rollouts, trained, uniform) in visits(step).items():
+            entry = want.setdefault(index, [0, 0, 0, 0, 0])
+            entry[0] += rollouts
+            entry[1] += trained
+            entry[2] += rollouts - trained
+            entry[3] = entry[3] + 1 if uniform else 0
+            entry[4] += 1
+    return {index: tuple(entry) for index, entry in want.items()}
+
+
+def check_ledgers(results: dict) -> None:
+    """Every process's ledger holds the whole step's batch: the counts of every generated and trained row."""
+    want = expected_ledger(results["steps"])
+    assert len(results["ledgers"]) == PROCESSES
+    for state in results["ledgers"]:
+        got = {
+            int(index): tuple(int(state[c][i]) for c in ("rollouts", "rollouts_trained", "rollouts_filtered",
+                                                         "uniform_reward_streak", "times_sampled"))
+            for i, index in enumerate(state["ids"]) if int(state["times_sampled"][i])
+        }  # fmt: skip
+        assert got == want
+
+
 def test_filter_admits_once_and_trains_every_admitted_group_once(two_processes):
     check_counted(two_processes["filter"])
+    check_ledgers(two_processes["filter"])
     steps = two_processes["filter"]["steps"]
     assert len(steps) == 2
     refills = 0
@@ -94,6 +137,7 @@ def test_filter_admits_once_and_trains_every_admitted_group_once(two_processes):
 
 def test_pilot_screens_once_and_trains_every_committed_group_whole(two_processes):
     check_counted(two_processes["pilot"])
+    check_ledgers(two_processes["pilot"])
     steps = two_processes["pilot"]["steps"]
     assert len(steps) == 2
     for step in steps:
@@ -111,3 +155,14 @@ def test_pilot_screens_once_and_trains_every_committed_group_whole(two_processes
         for (top_up, _), uid in zip(groups_of(commit), committed):  # kept: the pilot rollouts, then the top-up
             expected += pilots[uid][0] + top_up
         check_trained(step, expected)
+
+
+def test_pilot_draw_asks_the_same_prompts_on_every_process_and_skips_those_without_signal(two_processes):
+    steps = two_processes["pilot"]["steps"]
+    for step in steps:
+        for generated in step["generated"]:  # each process drew its stage's prompts from its own curriculum
+            assert len(generated["asked"]) == PROCESSES
+            assert all(asked == generated["asked"][0] for asked in generated["asked"])
+    silent = {index for index, (_, _, _, streak, _) in expected_ledger(steps[:1]).items() if streak}
+    screened = {index for generated in steps[1]["generated"][:-1] for index, _ in generated["rows"]}
+    assert silent and not silent & screened  # GRESO skips what step 1 recorded without signal

@@ -212,6 +212,40 @@ def test_steps_before_warmup_are_trls_own_and_still_counted(make_trainer):
     assert logged[1][f"{COMPUTE}rollouts_generated"] == sum(len(rows) for rows, _, _ in record.stages[0])
 
 
+def ledger_from_rows(record: Recorder, steps: int | None = None) -> dict[int, tuple[int, int, int, int]]:
+    """Per prompt id: ``(rollouts, trained, filtered, uniform-reward streak)`` after the first ``steps`` (all), counted
+    from the rows TRL generated in every stage and the batch it trained (responses without a token left out, as
+    the ledger does)."""
+    want: dict[int, list[int]] = {}
+    for parts, (inputs, output, _, _) in list(zip(record.stages, record.steps))[:steps]:
+        rewards: dict[int, list[float]] = {}
+        for rows, out, rpf in parts:
+            valid = (out["completion_mask"].sum(1) > 0).tolist()
+            for row, ok, reward in zip(rows, valid, rpf.sum(1).tolist()):
+                if ok:
+                    rewards.setdefault(int(row["index"]), []).append(reward)
+        trained: dict[int, int] = {}
+        for row, ok in zip(inputs, (output["completion_mask"].sum(1) > 0).tolist()):
+            trained[int(row["index"])] = trained.get(int(row["index"]), 0) + int(ok)
+        for index, values in rewards.items():
+            entry = want.setdefault(index, [0, 0, 0, 0])
+            entry[0] += len(values)
+            entry[1] += trained.get(index, 0)
+            entry[2] += len(values) - trained.get(index, 0)
+            entry[3] = entry[3] + 1 if max(values) - min(values) <= 1e-6 else 0
+    return {index: tuple(entry) for index, entry in want.items()}
+
+
+def ledger_counts(ledger) -> dict[int, tuple[int, int, int, int]]:
+    """The ledger's ``ledger_from_rows`` view: its prompts rolled out at least once."""
+    columns = [ledger.rollouts, ledger.rollouts_trained, ledger.rollouts_filtered, ledger.uniform_reward_streak]
+    return {
+        int(index): tuple(int(column[i]) for column in columns)
+        for i, index in enumerate(ledger.ids.values.tolist())
+        if int(ledger.rollouts[i])
+    }
+
+
 def test_a_pilot_run_with_prompt_key_records_every_stage_in_the_ledger(make_trainer):
     pilot = {"prompts": 3, "rollouts": 2, "max_stages": 4}
     block = {**PILOT, "pilot": pilot, "prompt_key": "index"}
@@ -219,14 +253,41 @@ def test_a_pilot_run_with_prompt_key_records_every_stage_in_the_ledger(make_trai
     record = Recorder(trainer)
     trainer.train()
     ledger = trainer.dataflex.ledger
-    generated: dict[int, int] = {}  # counted from the stages TRL generated
-    for parts in record.stages:
-        for rows, _, _ in parts:
-            for row in rows:
-                generated[int(row["index"])] = generated.get(int(row["index"]), 0) + 1
-    recorded = {int(i): int(n) for i, n in zip(ledger.ids.values.tolist(), ledger.rollouts.tolist()) if n}
-    assert recorded == generated
+    assert ledger_counts(ledger) == ledger_from_rows(record)  # every prompt's rollouts, trained, filtered, streak
     assert int(ledger.rollouts_trained.sum()) == 2 * ROWS  # two steps of full batches
     even = torch.as_tensor([int(i) % 2 == 0 for i in ledger.ids.values.tolist()])
     assert int(ledger.rollouts[even].sum()) > 0 and int(ledger.rollouts_trained[even].sum()) == 0  # screened, evicted
     assert bool((ledger.uniform_reward_streak[even & (ledger.rollouts > 0)] >= 1).all())
+
+
+#: GRESO drawing the screened prompts, with a vanishing keep probability for a prompt whose latest visit had one
+#: reward for every rollout and no uniform floor in the sampler: such a prompt is not screened again (1e-9 of a
+#: fresh prompt's probability).
+GRESO = {"mechanism": "curriculum", "prompt_key": "index",
+         "scorer": {"name": "greso", "params": {"exploration": 1.0e-9, "min_keep": 1.0e-9}},
+         "actuator": {"name": "temperature", "params": {"temperature": 1.0, "exploration": 0.0}}}  # fmt: skip
+
+
+def test_pilot_draw_screens_what_greso_draws_from_the_ledger_the_stages_feed(make_trainer, dataset):
+    steps = 4
+    pilot = {"prompts": 2, "rollouts": 2, "max_stages": 6, "draw": GRESO}
+    trainer = make_trainer("dapo", {**PILOT, "pilot": pilot}, reward=signal_reward, max_steps=steps)
+    record = Recorder(trainer)
+    trainer.train()
+    history = trainer.dataflex.ledger
+    assert history is trainer.dataflex.sampler.history  # the curriculum reads the ledger the stages feed
+    assert ledger_counts(history) == ledger_from_rows(record)
+    logged = [e for e in trainer.state.log_history if "dataflex/curriculum/draw/max_probability" in e]
+    assert len(logged) == steps
+    skipped = 0
+    for step in range(2, steps + 1):
+        silent = {index for index, (_, _, _, streak) in ledger_from_rows(record, step - 1).items() if streak}
+        screened = {int(row["index"]) for rows, _, _ in record.stages[step - 1][:-1] for row in rows}
+        assert silent and not silent & screened, step  # every prompt recorded without signal is skipped
+        skipped += len(silent)
+        metrics = logged[step - 1]
+        # the draw's probabilities are GRESO's on the streaks counted from the rows: 1 / (prompts with streak 0)
+        assert metrics["dataflex/curriculum/draw/history_step"] == step - 1
+        fresh = len(dataset) - len(silent)
+        assert metrics["dataflex/curriculum/draw/max_probability"] == pytest.approx(1 / fresh, rel=1e-6)
+    assert skipped >= steps  # the skip was exercised on every later step

@@ -41,6 +41,14 @@ def test_rows_to_jagged_repeats_each_rows_weight_over_its_masked_tokens():
     assert [row.tolist() for row in jagged.unbind()] == [[2.0], [3.0, 0.0, 3.0], []]
 
 
+def test_rows_to_jagged_leaves_the_row_values_it_was_given_unchanged():
+    # the zeros are filled in place into the repeat: a row of length 1 must not alias the caller's tensor
+    weights = torch.tensor([2.0, 3.0])
+    out = rows_to_jagged(weights, torch.tensor([0, 1, 2]), torch.tensor([False, True]))
+    assert [row.tolist() for row in out.unbind()] == [[0.0], [3.0]]
+    assert weights.tolist() == [2.0, 3.0]
+
+
 def test_padded_to_jagged_keeps_each_rows_length():
     offsets = torch.tensor([0, 1, 4, 4])
     jagged = padded_to_jagged(torch.arange(9.0).reshape(3, 3), offsets)

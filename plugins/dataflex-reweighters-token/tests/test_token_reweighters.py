@@ -226,3 +226,27 @@ def test_high_entropy_on_the_bracketed_path_keeps_exactly_the_tokens_at_or_above
     # Every kept token has the same weight, count / kept, as normalising 0/1 weights gives it.
     expected = (torch.tensor(int(valid.sum()), dtype=dtype) / torch.tensor(int(kept.sum()), dtype=dtype)).float()
     assert torch.equal(w[kept], expected.expand(int(kept.sum())))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_advantage_reweight_one_pass_gives_the_formulas_weights_bit_for_bit(dtype):
+    """On the CPU the weights are mixed, masked and summed in one numpy pass: bit for bit the weights of the
+    formula through core's normalisation, over several chunks, junk outside the valid tokens never read."""
+    from dataflex_core import normalize_mean_one, valid_token_mask
+
+    gen = torch.Generator().manual_seed(11)
+    bs, length = 350, 2000  # 700k tokens: three chunks
+    lengths = torch.randint(0, length + 1, (bs,), generator=gen)
+    mask = (torch.arange(length)[None, :] < lengths[:, None]).long()
+    padding = torch.zeros(bs, dtype=torch.bool)
+    padding[::97] = True
+    probs = torch.rand(bs, length, generator=gen, dtype=dtype)
+    probs[mask == 0] = 7.0  # outside [0, 1], but not on a valid token
+    batch = Batch({"response_mask": mask, "is_padding": padding})
+    valid = valid_token_mask(batch)
+    for alpha in (0.0, 0.3, 0.9):
+        ours = AdvantageReweightReweighter(alpha=alpha).act(probs, batch)
+        formula = normalize_mean_one(probs * alpha + (1 - alpha), valid).float()
+        assert ours.dtype == torch.float32 and torch.equal(ours, formula), alpha
+    empty = Batch({"response_mask": torch.zeros(3, 4, dtype=torch.long)})
+    assert torch.equal(AdvantageReweightReweighter().act(torch.rand(3, 4), empty), torch.zeros(3, 4))

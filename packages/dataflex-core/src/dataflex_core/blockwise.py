@@ -18,10 +18,15 @@ oversubscribed cores each torch op waits until every torch thread gets one).
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from typing import TypeVar
 
 import numpy as np
 import torch
+
+T = TypeVar("T")
 
 #: Elements per block of rows with one torch thread: 4 MiB of float32, held by the last-level cache.
 BLOCK_ELEMENTS = 1 << 20
@@ -119,3 +124,61 @@ def masked_row_reduce(
         out[rows] = reduced
     assert out is not None
     return out
+
+
+#: Chunks each worker takes at least before a pass is split between threads (below that, threads cost more).
+_MIN_CHUNKS_PER_WORKER = 4
+_POOL: ThreadPoolExecutor | None = None
+_POOL_SIZE = 0
+_POOL_PID = 0
+
+
+def _pool(workers: int) -> ThreadPoolExecutor:
+    """The process's chunk threads, at least ``workers``; a new pool in a forked child (its parent's threads are
+    not there: work handed to the inherited pool would wait for ever)."""
+    global _POOL, _POOL_SIZE, _POOL_PID
+    if _POOL is None or _POOL_SIZE < workers or _POOL_PID != os.getpid():
+        _POOL = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="dataflex-chunks")
+        _POOL_SIZE, _POOL_PID = workers, os.getpid()
+    return _POOL
+
+
+def chunk_map(n: int, body: Callable[[slice], T], chunk: int = NUMPY_CHUNK) -> list[T]:
+    """``body(s)`` for the consecutive ranges of ``chunk`` covering ``0..n``, in order, on as many threads as torch
+    uses (``torch.get_num_threads()``).
+
+    A numpy pass runs on one core where torch's own ops use every thread torch has; numpy releases the GIL in
+    its loops, so threads that each take a contiguous span of the chunks share the pass (page faults of a fresh
+    output included). The chunks and the order of the results are those of the serial loop, so a caller that
+    adds the results in order gets the serial sum bit for bit. ``body`` must only write inside its range.
+    """
+    ranges = [slice(start, min(start + chunk, n)) for start in range(0, n, chunk)]
+    workers = min(torch.get_num_threads(), len(ranges) // _MIN_CHUNKS_PER_WORKER)
+    if workers <= 1:
+        return [body(r) for r in ranges]
+    per = -(-len(ranges) // workers)
+    spans = [ranges[i : i + per] for i in range(0, len(ranges), per)]
+    futures = [_pool(len(spans)).submit(lambda span=span: [body(r) for r in span]) for span in spans]
+    return [result for future in futures for result in future.result()]
+
+
+def masked_row_any_nonzero(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """``(bs,)`` bool: rows of a ``(bs, L)`` tensor with a nonzero value where the bool ``mask`` is set.
+
+    On the CPU in numpy, blocks of rows shared by torch's threads (:func:`chunk_map`; a compare, an and, an any
+    on a block in cache: no float temporary); elsewhere :func:`masked_row_reduce`.
+    """
+    xs, ms = flat_numpy(x), flat_numpy(mask)
+    if xs is None or ms is None or x.dim() != 2 or mask.shape != x.shape or mask.dtype != torch.bool:
+        return masked_row_reduce(x, mask.bool(), 0.0, lambda block: (block != 0).any(-1))
+    rows_, length = x.shape
+    values, valid = xs.reshape(rows_, length), ms.reshape(rows_, length)
+    out = np.empty(rows_, dtype=bool)
+
+    def block(rows: slice) -> None:
+        nonzero = np.not_equal(values[rows], 0)
+        np.logical_and(nonzero, valid[rows], out=nonzero)
+        np.logical_or.reduce(nonzero, axis=1, out=out[rows])
+
+    chunk_map(rows_, block, max(1, NUMPY_CHUNK // max(1, length)))
+    return torch.from_numpy(out)

@@ -32,7 +32,7 @@ from typing import Any, ClassVar
 
 import torch
 
-from .blockwise import masked_row_reduce, row_counts
+from .blockwise import masked_row_any_nonzero, row_counts
 from .precomputed import inputs_for_mask
 
 #: The prefix of every compute counter.
@@ -122,7 +122,7 @@ def moving_rows(advantages: torch.Tensor, response_mask: torch.Tensor) -> torch.
         return inputs.moving_rows(advantages)
     if advantages.dim() != 2:
         return advantages.reshape(-1) != 0
-    return masked_row_reduce(advantages, response_mask.bool(), 0.0, lambda block: (block != 0).any(-1))
+    return masked_row_any_nonzero(advantages, response_mask.bool())
 
 
 class ComputeTotals:

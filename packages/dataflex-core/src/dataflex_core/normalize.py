@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from .blockwise import NUMPY_CHUNK, count_set, flat_numpy, numpy_chunks, row_counts
+from .blockwise import chunk_map, count_set, flat_numpy, row_counts
 from .errors import InvalidOutputError
 from .precomputed import compute_valid_tokens, step_inputs
 
@@ -109,8 +109,8 @@ def _masked_sum_min(w: torch.Tensor, valid: torch.Tensor, own: bool) -> tuple[to
     """``(where(valid, w, 0), its sum, its min)``, written into ``w`` itself when ``own``.
 
     On the CPU in numpy, chunk by chunk while the chunk is in cache (one pass over
-    memory, no parallel region: on oversubscribed cores each torch op waits until
-    every torch thread gets a core); the chunks' float32 sums are added in float64.
+    memory, the chunks shared by torch's thread count, :func:`~dataflex_core.blockwise.chunk_map`);
+    the chunks' float32 sums are added in float64, in order.
     Elsewhere three whole-tensor torch ops.
     """
     xs, ms = flat_numpy(w), flat_numpy(valid)
@@ -120,16 +120,22 @@ def _masked_sum_min(w: torch.Tensor, valid: torch.Tensor, own: bool) -> tuple[to
         return masked, masked.sum(), masked.min()
     out = w if own else torch.empty_like(w, memory_format=torch.contiguous_format)
     os_ = out.numpy().reshape(-1)
-    invalid = np.empty(min(NUMPY_CHUNK, xs.size), dtype=bool)
+
+    def masked_chunk(rows: slice) -> tuple[float, float]:
+        chunk = os_[rows]
+        with np.errstate(over="ignore", invalid="ignore"):  # an overflowing or NaN total is handled by the caller
+            if own:
+                np.copyto(chunk, 0, where=np.logical_not(ms[rows]))
+            else:  # zeros, then the valid values: one masked copy, no inverted mask
+                chunk.fill(0)
+                np.copyto(chunk, xs[rows], where=ms[rows])
+            return float(np.add.reduce(chunk)), chunk.min()
+
     total, low = 0.0, np.inf
-    with np.errstate(over="ignore", invalid="ignore"):  # an overflowing or NaN total is handled by the caller
-        for rows in numpy_chunks(xs.size):
-            chunk, outside = os_[rows], invalid[: rows.stop - rows.start]
-            if not own:
-                np.copyto(chunk, xs[rows])
-            np.copyto(chunk, 0, where=np.logical_not(ms[rows], out=outside))
-            total += float(np.add.reduce(chunk))
-            low = np.minimum(low, chunk.min())  # NaN stays NaN (Python's min would drop it)
+    with np.errstate(over="ignore", invalid="ignore"):
+        for chunk_total, chunk_low in chunk_map(xs.size, masked_chunk):  # in order: the serial sum
+            total += chunk_total
+            low = np.minimum(low, chunk_low)  # NaN stays NaN (Python's min would drop it)
     return out, torch.tensor(total, dtype=w.dtype), torch.tensor(float(low), dtype=w.dtype)
 
 

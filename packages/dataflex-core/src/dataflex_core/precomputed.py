@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from .blockwise import masked_row_reduce, row_counts
+from .blockwise import masked_row_any_nonzero, row_counts
 
 #: Where :func:`prepare_batch` puts the :class:`StepInputs` of a batch.
 STEP_INPUTS_KEY = "dataflex_step_inputs"
@@ -185,7 +185,7 @@ class StepInputs:
             if advantages.dim() != 2:
                 return advantages, advantages.reshape(-1) != 0
             tokens = self.response_tokens()
-            return advantages, masked_row_reduce(advantages, tokens, 0.0, lambda block: (block != 0).any(-1))
+            return advantages, masked_row_any_nonzero(advantages, tokens)
 
         return self._get(("moving_rows", id(advantages)), compute)[1]
 

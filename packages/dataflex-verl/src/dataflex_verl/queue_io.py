@@ -143,7 +143,8 @@ def rows_to_jagged(row_values: torch.Tensor, offsets: torch.Tensor, mask_values:
     """``(bs,)`` one value per row -> jagged per-token tensor, 0 where ``mask_values`` is false."""
     lengths = offsets.to(row_values.device).diff()
     values = row_values.repeat_interleave(lengths, output_size=int(mask_values.numel()))
-    return jagged(torch.where(mask_values.to(values.device), values, torch.zeros((), dtype=values.dtype)), offsets)
+    # in place: the repeat is this function's own buffer, so no second (tokens,) tensor for the zeros
+    return jagged(values.masked_fill_(~mask_values.to(values.device), 0), offsets)
 
 
 def response_fields(values: dict[str, torch.Tensor], read: QueueBatch) -> dict[str, torch.Tensor]:

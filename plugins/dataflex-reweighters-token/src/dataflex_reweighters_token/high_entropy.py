@@ -8,8 +8,9 @@ import numpy as np
 import torch
 
 from dataflex_core import Reweighter, actuator_scores, count_set, register_reweighter
+from dataflex_core.blockwise import chunk_map
 
-from .selection import CHUNK, chunks, numpy_view, select_kth
+from .selection import CHUNK, numpy_view, select_kth
 
 
 def quantile_rank(quantile: float, count: int) -> int:
@@ -85,11 +86,12 @@ def kept_weights(
         return out.copy_(keep).mul_(scale.to(out.device))
     ws = out.numpy().reshape(-1)
     thr, factor = xs.dtype.type(threshold.item()), np.float32(scale.item())
-    mask = np.empty(min(xs.size, CHUNK), dtype=bool)
-    for rows in chunks(xs.size):
-        keep = mask[: rows.stop - rows.start]
-        np.greater_equal(xs[rows], thr, out=keep)
+
+    def write(rows: slice) -> None:
+        keep = np.greater_equal(xs[rows], thr)
         np.logical_and(keep, ms[rows], out=keep)
         np.copyto(ws[rows], keep)  # 1.0 / 0.0, then the scale: faster than multiplying the bools
         np.multiply(ws[rows], factor, out=ws[rows])
+
+    chunk_map(xs.size, write, CHUNK)  # the chunks shared by torch's threads
     return out

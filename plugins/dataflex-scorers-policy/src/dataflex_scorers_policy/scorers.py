@@ -4,18 +4,59 @@ Both scorers return a full (bs, L) matrix for token reweighters; positions
 outside the response mask are set to 0 so garbage there (even NaN) never
 reaches a statistic. The result is the only full-size tensor either builds:
 the boolean response mask is the step's shared one (``response_token_mask``).
+On the CPU the result is written in one numpy pass, chunk by chunk while the
+chunk is in cache (zeros, then the response positions), where torch needs a
+pass for the values and another for the zeros; the chunks are shared by
+torch's thread count (``dataflex_core.blockwise.chunk_map``).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
+import numpy as np
 import torch
 
 from dataflex_core import Scorer, register_scorer, response_token_mask
+from dataflex_core.blockwise import chunk_map
+
+#: Values written per numpy call: a float32 chunk and its mask (1.25 MiB) stay in L2.
+CHUNK = 1 << 18
 
 
 def _as_float(values: torch.Tensor) -> torch.Tensor:
     """``values`` itself when float32/float64, else a float32 copy (bf16, fp16)."""
     return values if values.dtype in (torch.float32, torch.float64) else values.float()
+
+
+def _flat_numpy(x: torch.Tensor) -> np.ndarray | None:
+    """A contiguous CPU tensor's memory as a 1-D numpy view, or None."""
+    if x.device.type != "cpu" or x.dtype == torch.bfloat16 or not x.is_contiguous():
+        return None
+    return x.detach().numpy().reshape(-1)
+
+
+def _on_response(
+    values: torch.Tensor, response: torch.Tensor, ufunc: Callable[..., np.ndarray] | None
+) -> torch.Tensor | None:
+    """A new tensor: ``ufunc(values)`` (``values`` when None) on the response positions, 0 elsewhere; numpy on
+    the CPU. None where numpy cannot read the tensors (another device): the caller uses torch."""
+    xs, ms = _flat_numpy(values), _flat_numpy(response)
+    if xs is None or ms is None or ms.dtype != np.bool_ or xs.size != ms.size:
+        return None
+    out = torch.empty(values.shape, dtype=values.dtype)
+    os_ = out.numpy().reshape(-1)
+
+    def write(rows: slice) -> None:
+        chunk, where = os_[rows], ms[rows]
+        chunk.fill(0)
+        if ufunc is None:
+            np.copyto(chunk, xs[rows], where=where)
+        else:  # computed on the response positions only: garbage elsewhere is never read
+            ufunc(xs[rows], out=chunk, where=where)
+
+    chunk_map(xs.size, write, CHUNK)  # the chunks shared by torch's threads
+    return out
 
 
 def _zero_outside(values: torch.Tensor, response: torch.Tensor) -> torch.Tensor:
@@ -52,8 +93,13 @@ class TokenProbScorer(Scorer):
         # then zero outside the response in place (exp of garbage there is overwritten).
         field = batch.batch["old_log_probs"]
         log_probs = _as_float(field)
+        response = response_token_mask(batch)
+        if log_probs is field:
+            probs = _on_response(log_probs, response, np.exp)
+            if probs is not None:
+                return probs
         probs = log_probs.exp_() if log_probs is not field else log_probs.exp()
-        return _zero_outside(probs, response_token_mask(batch))
+        return _zero_outside(probs, response)
 
 
 @register_scorer("token_entropy")
@@ -83,6 +129,10 @@ class TokenEntropyScorer(Scorer):
         field = batch.batch["entropy"]
         entropy = _as_float(field)
         if entropy is field:  # not ours to modify: one new tensor
+            response = response_token_mask(batch)
+            out = _on_response(entropy, response, None)
+            if out is not None:
+                return out
             zero = torch.zeros((), dtype=entropy.dtype, device=entropy.device)
-            return torch.where(response_token_mask(batch), entropy, zero)
+            return torch.where(response, entropy, zero)
         return _zero_outside(entropy, response_token_mask(batch))

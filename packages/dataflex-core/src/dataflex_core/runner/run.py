@@ -47,7 +47,7 @@ import torch
 from ..batch import Batch
 from ..compute import ComputeTotals, compute_counters
 from ..mechanisms.base import Mechanism
-from ..normalize import valid_token_mask
+from ..normalize import valid_token_counts
 from ..precomputed import prepare_batch
 from ..step.context import StepContext
 from ..step.result import PREFIX, StepResult
@@ -179,7 +179,7 @@ class DataFlexStep(StepContext):
             return StepResult(idle)
         prepare_batch(batch)  # masks, token counts and uid groups: computed once for the whole step
         mechanism = self.mechanism
-        empty = not bool(valid_token_mask(batch).any())
+        empty = not bool(valid_token_counts(batch).sum())  # the prepared counts: no pass over (bs, L)
         if empty:  # nothing to score or weigh: the framework's step as it is, no component called
             self.empty_steps += 1
             result = StepResult(mechanism.skip(self, batch, step))

@@ -13,9 +13,12 @@ over valid samples says how many samples the update effectively uses.
 
 from __future__ import annotations
 
+import threading
+
+import numpy as np
 import torch
 
-from ..blockwise import blockwise, row_slices
+from ..blockwise import chunk_map, flat_numpy
 from ..precomputed import valid_row_counts
 from .result import PREFIX
 from .weights import SEQUENCE_UNIT, TOKEN_UNIT, unit_mean
@@ -121,25 +124,65 @@ def _masked_row_stats(
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     """Over valid tokens: float64 row sums, the float64 sum of squares, the min and the max.
 
-    On the CPU block by block (no (bs, L) float64 copies); elsewhere in one go.
+    On the CPU in numpy, one pass of row blocks through a float64 buffer the cache holds (no ``(bs, L)``
+    temporary, no parallel region); elsewhere in one go.
     """
+    xs, ms = _numpy_2d(factor), _numpy_2d(valid_tokens)
+    if xs is not None and ms is not None:
+        return _numpy_row_stats(xs, ms)
     zero = torch.zeros((), dtype=factor.dtype, device=factor.device)
     inf = torch.full((), float("inf"), dtype=factor.dtype, device=factor.device)
-    if not blockwise(factor):
-        w = torch.where(valid_tokens, factor, zero)
+    w = torch.where(valid_tokens, factor, zero)
+    return (
+        w.sum(-1, dtype=torch.float64),
+        (w * w).sum(dtype=torch.float64),
+        torch.where(valid_tokens, factor, inf).amin(),
+        torch.where(valid_tokens, factor, -inf).amax(),
+    )
+
+
+#: Elements per row block of the numpy pass: a 2 MiB float64 buffer, held by the cache with its rows' mask.
+_STATS_BLOCK = 1 << 18
+
+
+def _numpy_2d(x: torch.Tensor) -> np.ndarray | None:
+    """A contiguous 2-D CPU float/bool tensor as a numpy view, or None."""
+    if x.dim() != 2 or x.dtype not in (torch.float32, torch.float64, torch.bool) or flat_numpy(x) is None:
+        return None
+    return x.numpy()
+
+
+def _numpy_row_stats(xs: np.ndarray, ms: np.ndarray) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """:func:`_masked_row_stats` in numpy: each block of rows is copied once into a float64 buffer with its
+    invalid tokens 0, and every statistic is read from that buffer while it is in cache; the blocks are shared by
+    torch's thread count (:func:`~dataflex_core.blockwise.chunk_map`) and their results added in order. Row sums
+    and squares are float64 sums of float64 values, as the whole-tensor expression computes them."""
+    bs, length = xs.shape
+    step = max(1, _STATS_BLOCK // max(1, length))
+    row_sum = np.empty(bs, dtype=np.float64)
+    buffers = threading.local()
+
+    def block_stats(rows: slice) -> tuple[float, float, float]:
+        buffer = getattr(buffers, "value", None)
+        if buffer is None:
+            buffer = buffers.value = np.empty((min(step, bs), length), dtype=np.float64)
+        block, valid = buffer[: rows.stop - rows.start], ms[rows]
+        block.fill(0.0)
+        np.copyto(block, xs[rows], where=valid)
+        np.add.reduce(block, axis=1, out=row_sum[rows])
         return (
-            w.sum(-1, dtype=torch.float64),
-            (w * w).sum(dtype=torch.float64),
-            torch.where(valid_tokens, factor, inf).amin(),
-            torch.where(valid_tokens, factor, -inf).amax(),
+            float(np.einsum("ij,ij->", block, block)),
+            float(np.minimum.reduce(block, axis=None, where=valid, initial=np.inf)),
+            float(np.maximum.reduce(block, axis=None, where=valid, initial=-np.inf)),
         )
-    row_sum = torch.empty(factor.shape[0], dtype=torch.float64)
-    squares, low, high = 0.0, float("inf"), float("-inf")
-    for rows in row_slices(*factor.shape):
-        valid = valid_tokens[rows]
-        w = torch.where(valid, factor[rows], zero)
-        row_sum[rows] = w.sum(-1, dtype=torch.float64)
-        squares += float((w * w).sum(dtype=torch.float64))
-        low = min(low, float(torch.where(valid, w, inf).amin()))
-        high = max(high, float(torch.where(valid, w, -inf).amax()))
-    return row_sum, torch.tensor(squares, dtype=torch.float64), torch.tensor(low), torch.tensor(high)
+
+    squares, low, high = 0.0, np.inf, -np.inf
+    for block_squares, block_low, block_high in chunk_map(bs, block_stats, step):
+        squares += block_squares
+        low, high = min(low, block_low), max(high, block_high)
+    return (
+        torch.from_numpy(row_sum),
+        torch.tensor(squares, dtype=torch.float64),
+        torch.tensor(low, dtype=torch.float64),
+        torch.tensor(high, dtype=torch.float64),
+    )

@@ -125,15 +125,33 @@ class CurriculumSampler(BlockSampler):
         if self.num_candidates == rows:
             return torch.arange(rows)
         if self._cursor + self.num_candidates > len(self._pass):
-            # the pass's last rows, then the first rows of a new pass not among them (no prompt twice in a draw);
-            # the new pass goes on without the rows taken here, so each prompt is a candidate once per pass
-            rest = self._pass[self._cursor :]
-            fresh = torch.randperm(rows, generator=self.generator)
-            taken = fresh[~torch.isin(fresh, rest)][: self.num_candidates - len(rest)]
-            self._pass, self._cursor = fresh[~torch.isin(fresh, taken)], 0
-            return torch.cat([rest, taken])
+            return self._wrap()
         out = self._pass[self._cursor : self._cursor + self.num_candidates]
         self._cursor += self.num_candidates
+        return out
+
+    def _wrap(self) -> torch.Tensor:
+        """The pass's last rows, then the first rows of a new pass not among them (no prompt twice in a draw); the
+        new pass goes on without the rows taken here, so each prompt is a candidate once per pass.
+
+        Work beyond the new pass's one ``randperm`` is O(candidates): the rows taken lie among the new pass's
+        first ``candidates`` rows (at most ``len(rest)`` of those are the old pass's), and the rows of ``rest``
+        met before the last one taken are moved up to just before the new cursor, so the pass tensor itself
+        (from the cursor on) is the new pass without the rows taken, in its order.
+        """
+        rest = self._pass[self._cursor :]
+        need = self.num_candidates - len(rest)  # >= 1: the pass has fewer rows left than a draw takes
+        fresh = torch.randperm(len(self.history), generator=self.generator)
+        head = fresh[: need + len(rest)]
+        in_rest = torch.isin(head, rest)
+        outside = (~in_rest).nonzero().reshape(-1)[:need]
+        taken = head[outside]
+        end = int(outside[-1]) + 1
+        skipped = head[:end][in_rest[:end]]  # the old pass's rows before the last taken: still in the new pass
+        start = end - len(skipped)
+        out = torch.cat([rest, taken])
+        fresh[start:end] = skipped
+        self._pass, self._cursor = fresh, start
         return out
 
     def probabilities(self, rows: torch.Tensor, step: int) -> tuple[torch.Tensor, bool]:

@@ -33,7 +33,9 @@ import math
 
 import torch
 
+from ..blockwise import flat_numpy
 from ..errors import InvalidOutputError
+from ..normalize import _masked_sum_min
 from ..precomputed import valid_row_counts
 
 TOKEN_UNIT = "token"
@@ -89,10 +91,31 @@ def unit_mean(
     return per_seq.sum() / (per_seq_count > 0).sum().clamp(min=1)
 
 
-def _own_unit_mean(factor: torch.Tensor, valid_tokens: torch.Tensor, unit: str) -> tuple[torch.Tensor, float]:
+def _token_factor(weights: torch.Tensor, valid_tokens: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """:func:`to_token_weights` of ``(bs, L)`` weights, and their sum when the same pass computed it.
+
+    On the CPU one numpy pass, chunk by chunk, writes the masked copy and sums it (float32 chunk sums added in
+    float64, as :func:`~dataflex_core.normalize_mean_one` sums); elsewhere, or for ``(bs,)`` weights, the torch
+    expression and no sum.
+    """
+    w = _working(weights)
+    if w.dim() == 2 and w.shape == valid_tokens.shape and valid_tokens.dtype == torch.bool:
+        if flat_numpy(w) is not None and flat_numpy(valid_tokens) is not None:
+            factor, total, _ = _masked_sum_min(w, valid_tokens, own=False)
+            return factor, total
+    return to_token_weights(weights, valid_tokens), None
+
+
+def _own_unit_mean(
+    factor: torch.Tensor, valid_tokens: torch.Tensor, unit: str, total: torch.Tensor | None = None
+) -> tuple[torch.Tensor, float]:
     """``(factor, its unit mean)`` for our own masked factor; one whose sum overflows is divided by its largest
-    value first (in place), which the normalised weights do not depend on."""
-    mean = float(unit_mean(factor, valid_tokens, unit, masked=True))
+    value first (in place), which the normalised weights do not depend on. ``total``: the factor's sum, when the
+    pass that wrote it computed it (the token unit's mean is then that sum over the valid tokens, no new pass)."""
+    if total is not None and unit == TOKEN_UNIT:
+        mean = float(total / valid_row_counts(valid_tokens).sum().clamp(min=1))
+    else:
+        mean = float(unit_mean(factor, valid_tokens, unit, masked=True))
     if math.isinf(mean):
         factor = factor.div_(factor.max())  # finite and positive: the contract checked it, the sum overflowed
         mean = float(unit_mean(factor, valid_tokens, unit, masked=True))
@@ -151,11 +174,11 @@ def finalize(
     if dataflex_weights.dim() == 1 and importance_weights is None:
         factor = finalize_samples(dataflex_weights, valid_row_counts(valid_tokens), unit)
         return factor, factor
-    factor = to_token_weights(dataflex_weights, valid_tokens)
-    if not valid_tokens.any():
+    factor, total = _token_factor(dataflex_weights, valid_tokens)
+    if not bool(valid_row_counts(valid_tokens).sum()):  # the prepared counts: no pass over (bs, L)
         factor = factor.to(torch.float32)
         return factor, factor
-    factor, denominator = _own_unit_mean(factor, valid_tokens, unit)  # our own tensor (to_token_weights)
+    factor, denominator = _own_unit_mean(factor, valid_tokens, unit, total)  # our own tensor (_token_factor)
     if not denominator > 0:
         raise InvalidOutputError("every valid token got weight 0; at least one must be positive")
     factor = _divide_(factor, denominator)  # mean one, so bounded by the number of units

@@ -29,7 +29,10 @@ rows are recorded after the step, those of the trained batch as trained, those
 of evicted and surplus groups as filtered, so a prompt's ``rollouts`` =
 ``rollouts_trained`` + ``rollouts_filtered`` and, summed over the prompts,
 the ledger's counts are the run's ``dataflex/compute/*`` totals (responses
-with no token, which the ledger leaves out, aside).
+with no token, which the ledger leaves out, aside). On a host with several
+processes the main one runs the step and hands the others what it recorded
+(:meth:`Filter.shared_state`), so every process's ledger, and the draws of a
+curriculum reading it, are the same.
 
 Config (``dataflex:`` block): ``filter: {max_rounds: 4, on_short: raise}``,
 ``prompt_key`` (unset: no ledger), ``success_threshold`` and ``ledger.load``
@@ -60,7 +63,7 @@ from ...step.seams import GenerationRounds, S, Seam, StepRounds
 from ..base import Mechanism, check_rollout_time
 from ..curriculum import REWARD_FIELD, Curriculum, curriculum_settings, row_rewards
 from .refill import RefillSampler
-from .rounds import AdmissionRounds, RoundPrompts
+from .rounds import AdmissionRounds, LedgerFeed, RoundPrompts
 from .settings import DRAW_INHERITS, LEDGER_KEYS, FilterSettings, filter_settings
 
 
@@ -95,6 +98,8 @@ class Filter(Mechanism):
         self.refill: RefillSampler | None = None
         #: The host keys ``filter.draw`` takes from the block (``on_invalid``, ``call_budget_s``).
         self._inherited = {key: block[key] for key in DRAW_INHERITS if key in block}
+        #: The last step's ledger feed, until :meth:`shared_state` hands it to a host's other processes.
+        self._fed: LedgerFeed | None = None
 
     @property
     def draw_curriculum(self) -> bool:
@@ -288,10 +293,37 @@ class Filter(Mechanism):
         trained = torch.cat([torch.isin(p.group, keep) for p, keep in parts])
         rewards = torch.cat([p.rewards for p, _ in parts])
         tokens = torch.cat([p.tokens for p, _ in parts])
+        self._fed = LedgerFeed(rows, rewards, tokens, trained, int(step_id))
+        return self.apply_feed(self._fed)
+
+    def apply_feed(self, feed: LedgerFeed) -> dict[str, float]:
+        """One step's responses into the ledger, or into the drawing curriculum (its history and its scorer's
+        ``observe``); the curriculum's metrics."""
+        rows, rewards, tokens, trained = feed.rows, feed.rewards, feed.tokens, feed.trained
         if isinstance(self.draw_mechanism, Curriculum) and self.draw is not None:
-            return self.draw_mechanism.feed(self.draw, rows, rewards, tokens, step_id, trained=trained)
-        ledger.record(rows, rewards, step_id, tokens=tokens, trained=trained)
+            return self.draw_mechanism.feed(self.draw, rows, rewards, tokens, feed.step, trained=trained)
+        assert self.prompt_ledger is not None
+        self.prompt_ledger.record(rows, rewards, feed.step, tokens=tokens, trained=trained)
         return {}
+
+    def shared_state(self, sampler: Any) -> dict[str, Any]:
+        """What the other processes of a host need after the main one ran the step: the step's ledger feed
+        (they record the same responses, so every process's ledger, and a curriculum's draws from it, stay
+        equal) and a drawing mix's proportions."""
+        fed, self._fed = self._fed, None
+        draw, mechanism = self.draw, self.draw_mechanism
+        mixing = draw is not None and mechanism is not None and not self.draw_curriculum
+        mix = mechanism.shared_state(draw.sampler) if mixing else None  # type: ignore[union-attr]
+        return {"ledger": fed, "draw": mix}
+
+    def load_shared_state(self, sampler: Any, state: Any) -> None:
+        if not state:
+            return
+        if state.get("ledger") is not None and self.prompt_ledger is not None:
+            self.apply_feed(state["ledger"])
+        draw, mechanism = self.draw, self.draw_mechanism
+        if state.get("draw") is not None and draw is not None and mechanism is not None:
+            mechanism.load_shared_state(draw.sampler, state["draw"])
 
     def run_draw(self, step: StepContext, batch: Any, step_id: int) -> dict[str, float]:
         """A mix drawing the prompts: its step on the trained batch (its scorer, then new proportions)."""

@@ -31,6 +31,18 @@ class RoundPrompts:
     group: torch.Tensor
 
 
+@dataclass(frozen=True)
+class LedgerFeed:
+    """One step's valid responses as the ledger records them (dataset rows, rewards, tokens, trained or not):
+    what the main process of a host hands the others so that every process records the same step."""
+
+    rows: torch.Tensor
+    rewards: torch.Tensor
+    tokens: torch.Tensor
+    trained: torch.Tensor
+    step: int
+
+
 @dataclass
 class AdmissionRounds(StepRounds):
     """One step's generation rounds: which groups each admitted, and which groups the trained batch keeps.
