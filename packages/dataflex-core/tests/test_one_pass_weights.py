@@ -1,7 +1,6 @@
-"""The token step reads its (bs, L) tensors once per fact: the contract's check of the weights gives the
-normalisation its sum, the pass that writes the factor gives the metrics their statistics and the step its
-finiteness check, the scores' check spares the actuator its own. Each shortcut gives what the long way gives,
-bit for bit, and is not taken when the tensor changed."""
+"""The token step reads its (bs, L) tensors once per fact: the pass that divides the factor by its mean gives the
+metrics their statistics and the step its finiteness check, the scores' check spares the actuator its own. Each
+shortcut gives what the long way gives, bit for bit, and is not taken when the tensor changed."""
 
 from __future__ import annotations
 
@@ -13,10 +12,9 @@ import dataflex_core.inputs as inputs_module
 import dataflex_core.step.weights as weights_module
 from dataflex_core import Batch, InvalidOutputError, actuator_scores, prepare_batch
 from dataflex_core.contracts import check_scores, check_weights
-from dataflex_core.normalize import masked_sum_min
 from dataflex_core.precomputed import StepInputs
-from dataflex_core.step import TOKEN_UNIT, finalize, weight_metrics
-from dataflex_core.tensor_facts import FINITE, MASKED_SUM_MIN, ROW_STATS, recall, remember
+from dataflex_core.step import SEQUENCE_UNIT, TOKEN_UNIT, finalize, weight_metrics
+from dataflex_core.tensor_facts import FINITE, ROW_STATS, recall, remember
 
 
 def _batch(seed: int, bs: int = 300, length: int = 1900, padding_every: int = 37) -> Batch:
@@ -37,31 +35,28 @@ def _weights(batch: Batch, seed: int, junk: float) -> torch.Tensor:
     return raw
 
 
-def _general_path(monkeypatch, raw, valid):
-    """finalize and the metrics the long way: a masked copy, a division, a pass of the metrics."""
+def _general_path(monkeypatch, raw, valid, unit):
+    """finalize and the metrics the long way: a masked copy, torch's division, a pass of the metrics."""
     with monkeypatch.context() as patched:
-        patched.setattr(weights_module, "_one_pass_token_factor", lambda *_: None)
-        applied, factor = finalize(raw.clone(), valid, TOKEN_UNIT)
-        return applied, weight_metrics(factor, valid, TOKEN_UNIT)
+        patched.setattr(weights_module, "divide_with_stats", lambda *_: None)
+        applied, factor = finalize(raw.clone(), valid, unit)
+        return applied, weight_metrics(factor, valid, unit)
 
 
 @pytest.mark.parametrize("threads", [1, 2])
 @pytest.mark.parametrize("junk", [0.0, float("nan"), 1e30])
-@pytest.mark.parametrize("checked", [True, False])
-def test_the_one_pass_factor_and_its_metrics_are_the_general_paths_bit_for_bit(monkeypatch, threads, junk, checked):
+@pytest.mark.parametrize("unit", [TOKEN_UNIT, SEQUENCE_UNIT])
+def test_the_one_pass_factor_and_its_metrics_are_the_general_paths_bit_for_bit(monkeypatch, threads, junk, unit):
     batch = _batch(seed=1)
     valid = batch.meta_info["dataflex_step_inputs"].valid_tokens()
-    raw = _weights(batch, seed=2, junk=junk)
-    expected, expected_metrics = _general_path(monkeypatch, raw, valid)
+    raw = check_weights(_weights(batch, seed=2, junk=junk), batch, granularity="token", owner="t", step=0)
+    expected, expected_metrics = _general_path(monkeypatch, raw, valid, unit)
     before = torch.get_num_threads()
     torch.set_num_threads(threads)
     try:
-        if checked:  # as the step runs it: the contract's check reads the sum first
-            raw = check_weights(raw, batch, granularity="token", owner="t", step=0, valid=valid)
-            assert recall(raw, MASKED_SUM_MIN, valid=valid) is not None
-        applied, factor = finalize(raw, valid, TOKEN_UNIT)
+        applied, factor = finalize(raw, valid, unit)
         assert recall(factor, ROW_STATS, valid=valid) is not None and recall(factor, FINITE)
-        metrics = weight_metrics(factor, valid, TOKEN_UNIT)
+        metrics = weight_metrics(factor, valid, unit)
     finally:
         torch.set_num_threads(before)
     assert applied is factor and factor.dtype == torch.float32
@@ -69,33 +64,26 @@ def test_the_one_pass_factor_and_its_metrics_are_the_general_paths_bit_for_bit(m
     assert metrics == expected_metrics  # every statistic, exactly
 
 
-def test_the_check_reads_the_sum_the_normalisation_would_and_refuses_what_the_exact_check_refuses():
+def test_composed_or_float64_factors_take_the_general_path():
     batch = _batch(seed=3)
     valid = batch.meta_info["dataflex_step_inputs"].valid_tokens()
-    raw = _weights(batch, seed=4, junk=float("nan"))
-    total, low = masked_sum_min(raw, valid)
-    masked = torch.where(valid, raw, torch.zeros(()))
-    assert low == float(masked.min()) and total == pytest.approx(float(masked.double().sum()), rel=1e-6)
-    for bad, needle in ((float("nan"), "NaN or inf"), (float("inf"), "NaN or inf"), (-0.5, "negative")):
-        broken = raw.clone()
-        broken[valid.nonzero()[7].tolist()] = bad
-        with pytest.raises(InvalidOutputError, match=needle):
-            check_weights(broken, batch, granularity="token", owner="t", step=0, valid=valid)
-    # Finite weights whose float32 sum overflows pass (the exact check decides), and nothing is remembered.
-    huge = torch.where(valid, torch.full_like(raw, 3e38), raw)
-    assert check_weights(huge, batch, granularity="token", owner="t", step=0, valid=valid) is not None
+    raw = _weights(batch, seed=4, junk=0.0)
+    applied, factor = finalize(raw, valid, TOKEN_UNIT, torch.rand(valid.shape) + 0.5)
+    assert recall(factor, ROW_STATS, valid=valid) is None and recall(applied, FINITE) is None
+    applied, factor = finalize(raw.double(), valid, TOKEN_UNIT)
+    assert factor.dtype == torch.float32 and recall(factor, ROW_STATS, valid=valid) is None
 
 
 def test_a_fact_is_forgotten_when_the_tensor_or_its_mask_changes():
     batch = _batch(seed=5)
     valid = batch.meta_info["dataflex_step_inputs"].valid_tokens()
     values = torch.rand(valid.shape)
-    remember(values, MASKED_SUM_MIN, (1.0, 0.0), valid=valid)
-    assert recall(values, MASKED_SUM_MIN, valid=valid) == (1.0, 0.0)
-    assert recall(values, MASKED_SUM_MIN, valid=valid.clone()) is None  # another mask, even an equal one
-    assert recall(values, MASKED_SUM_MIN) is None and recall(values.detach(), MASKED_SUM_MIN, valid=valid) is None
+    remember(values, ROW_STATS, (1.0, 0.0), valid=valid)
+    assert recall(values, ROW_STATS, valid=valid) == (1.0, 0.0)
+    assert recall(values, ROW_STATS, valid=valid.clone()) is None  # another mask, even an equal one
+    assert recall(values, ROW_STATS) is None and recall(values.detach(), ROW_STATS, valid=valid) is None
     values.mul_(2)
-    assert recall(values, MASKED_SUM_MIN, valid=valid) is None  # changed in place
+    assert recall(values, ROW_STATS, valid=valid) is None  # changed in place
     remember(values, FINITE, True)
     assert recall(values, FINITE) is True and recall(values, FINITE, valid=valid) is None
 

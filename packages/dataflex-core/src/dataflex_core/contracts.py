@@ -33,7 +33,6 @@ component (``owner``) and the step; callers outside a step pass ``step=None``.
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import torch
@@ -42,8 +41,8 @@ from .components import SAMPLE_GRANULARITIES
 from .errors import InvalidOutputError
 from .groups import group_index, segment_count
 from .inputs import negative_mask, nonfinite_mask
-from .normalize import masked_sum_min, valid_sample_mask, valid_token_mask
-from .tensor_facts import FINITE, MASKED_SUM_MIN, remember
+from .normalize import valid_sample_mask, valid_token_mask
+from .tensor_facts import FINITE, remember
 
 #: How far a mixer's proportions or a sampler's probabilities may sum from one (float32 rounding of a
 #: softmax over many prompts).
@@ -112,13 +111,6 @@ def _check_units(
         raise fail(f"it is on device {value.device}, but the batch is on {device}; return it on the batch's device")
     value = value.detach()
     valid = (valid_for(shape, batch) if valid is None else valid).to(value.device)
-    if non_negative and value.dim() == 2 and value.dtype in (torch.float32, torch.float64):
-        # Token weights: one pass gives the masked sum and min, which say the valid weights are finite and
-        # non-negative; the normalisation then reuses the sum (tensor_facts) instead of reading them again.
-        summary = masked_sum_min(value, valid)
-        if summary is not None and math.isfinite(summary[0]) and summary[1] >= 0:
-            remember(value, MASKED_SUM_MIN, summary, valid=valid)
-            return value
     # One reduction each on the common path; the per-entry masks are built only to describe a failure.
     bad = nonfinite_mask(value, valid)
     if bad is not None:

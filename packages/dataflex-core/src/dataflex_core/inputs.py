@@ -42,7 +42,9 @@ def actuator_scores(
     :returns: the detached scores (a new tensor only when cast) and the validity mask of
         the granularity (:func:`valid_sample_mask` / :func:`valid_token_mask`) on the scores' device.
     :raises InvalidOutputError: the scores are not a tensor of the granularity's shape, or a
-        valid unit's score is NaN or infinite (invalid units may hold anything).
+        valid unit's score is NaN or infinite (invalid units may hold anything). Scores the step's
+        contract already checked on this mask, unchanged since and not cast, are not read again
+        (:mod:`dataflex_core.tensor_facts`).
     """
     per_token = granularity == "token"
     if not per_token and granularity not in ("sample", *SAMPLE_GRANULARITIES):

@@ -8,7 +8,6 @@ therefore scaled to mean one over the valid units: valid samples for
 
 from __future__ import annotations
 
-import threading
 from typing import Any
 
 import numpy as np
@@ -120,42 +119,10 @@ def _masked_sum_min(w: torch.Tensor, valid: torch.Tensor, own: bool) -> tuple[to
         masked = torch.where(valid, w, zero, out=w) if own else torch.where(valid, w, zero)
         return masked, masked.sum(), masked.min()
     out = w if own else torch.empty_like(w, memory_format=torch.contiguous_format)
-    total, low = _chunk_sums(xs, ms, out.numpy().reshape(-1), own)
-    return out, torch.tensor(total, dtype=w.dtype), torch.tensor(low, dtype=w.dtype)
-
-
-def masked_sum_min(w: torch.Tensor, valid: torch.Tensor) -> tuple[float, float] | None:
-    """The sum and the min of ``where(valid, w, 0)`` as :func:`_masked_sum_min` computes them (the same chunk sums,
-    bit for bit), without writing the masked copy: each chunk goes through a buffer the cache holds, so the pass
-    only reads ``w`` and ``valid``. ``None`` where numpy cannot read them (another device, bf16, not contiguous).
-
-    A finite sum and a min >= 0 say every valid weight is finite and non-negative (a NaN or inf makes its
-    chunk's sum non-finite; a negative or NaN weight, the min); the step's weight check reads that here and
-    the normalisation reuses the sum (:mod:`dataflex_core.tensor_facts`).
-    """
-    xs, ms = flat_numpy(w), flat_numpy(valid)
-    if xs is None or ms is None or ms.dtype != np.bool_ or xs.size != ms.size:
-        return None
-    return _chunk_sums(xs, ms, None, False)
-
-
-#: Per-thread chunk buffers of :func:`masked_sum_min` (the pass runs on :func:`chunk_map`'s threads).
-_SCRATCH = threading.local()
-
-
-def _scratch(dtype: np.dtype, size: int) -> np.ndarray:
-    held = getattr(_SCRATCH, "buffer", None)
-    if held is None or held.dtype != dtype or held.size < size:
-        held = _SCRATCH.buffer = np.empty(size, dtype=dtype)
-    return held[:size]
-
-
-def _chunk_sums(xs: np.ndarray, ms: np.ndarray, os_: np.ndarray | None, own: bool) -> tuple[float, float]:
-    """Sum (float32 chunk sums added in float64, in order) and min of ``where(ms, xs, 0)``, the masked copy
-    written into ``os_`` (``xs`` itself when ``own``) or, for ``None``, into a per-thread buffer."""
+    os_ = out.numpy().reshape(-1)
 
     def masked_chunk(rows: slice) -> tuple[float, float]:
-        chunk = _scratch(xs.dtype, rows.stop - rows.start) if os_ is None else os_[rows]
+        chunk = os_[rows]
         with np.errstate(over="ignore", invalid="ignore"):  # an overflowing or NaN total is handled by the caller
             if own:
                 np.copyto(chunk, 0, where=np.logical_not(ms[rows]))
@@ -169,7 +136,7 @@ def _chunk_sums(xs: np.ndarray, ms: np.ndarray, os_: np.ndarray | None, own: boo
         for chunk_total, chunk_low in chunk_map(xs.size, masked_chunk):  # in order: the serial sum
             total += chunk_total
             low = np.minimum(low, chunk_low)  # NaN stays NaN (Python's min would drop it)
-    return total, float(low)
+    return out, torch.tensor(total, dtype=w.dtype), torch.tensor(float(low), dtype=w.dtype)
 
 
 def _scale_(w: torch.Tensor, factor: torch.Tensor) -> torch.Tensor:

@@ -2,8 +2,7 @@
 
 The step reads some ``(bs, L)`` tensors several times for what one pass already learned: the contract
 checks the scorer's scores finite and the actuator's :func:`~dataflex_core.actuator_scores` checks them
-again; the contract checks the actuator's weights finite and non-negative, then the normalisation sums
-them; the normalisation writes the factor, then the step checks it finite and the weight metrics read it
+again; the normalisation scales the factor, then the step checks it finite and the weight metrics read it
 again. At ``(bs, L)`` each of those reads is a pass over memory. The pass that learns a fact records it
 here against the tensor it read (and the validity mask it read it under); the next reader asks first and
 reads the tensor only when the fact is not known.
@@ -24,9 +23,6 @@ from torch.utils.weak import WeakIdKeyDictionary
 
 #: The scores or weights are finite on every valid unit of the mask (value: ``True``).
 FINITE = "finite"
-#: ``(total, low)`` of the weights masked to the valid tokens: the float32 sums of
-#: :data:`~dataflex_core.blockwise.NUMPY_CHUNK` chunks added in float64, and the least masked value.
-MASKED_SUM_MIN = "masked_sum_min"
 #: The weight metrics' statistics of a factor over its valid tokens (:mod:`.step.factor_pass`).
 ROW_STATS = "row_stats"
 

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import threading
-
 import numpy as np
 import torch
 
@@ -49,11 +47,11 @@ class AdvantageReweightReweighter(Reweighter):
     def act(self, scores, batch, **ctx):
         prob, valid = actuator_scores(scores, batch, owner="advantage_reweight", granularity="token")
         if self.alpha < 1.0:
-            summed = mixed_sum(prob, valid, self.alpha)
-            if summed is not None:
-                total, (low, high) = summed
+            fused = mixed_weights(prob, valid, self.alpha)
+            if fused is not None:
+                weights, total, (low, high) = fused
                 self._check_range(prob, valid, low, high)
-                return scaled_weights(prob, valid, self.alpha, total)
+                return scale_to_mean_one(weights, valid, total)
         low, high = prob.aminmax()
         self._check_range(prob, valid, low, high)
         if self.alpha == 1.0 and not torch.where(valid, prob, 0.0).sum() > 0:
@@ -76,63 +74,45 @@ class AdvantageReweightReweighter(Reweighter):
             )
 
 
-def _mix(x: np.ndarray, valid: np.ndarray, out: np.ndarray, alpha: float) -> None:
-    """``out = alpha * x + (1 - alpha)`` on ``valid``, 0 elsewhere: a multiply, then an add, in ``x``'s dtype, as
-    the torch expression computes it."""
-    np.multiply(x, x.dtype.type(alpha), out=out)
-    np.add(out, x.dtype.type(1.0 - alpha), out=out)
-    np.copyto(out, 0, where=np.logical_not(valid))
+def mixed_weights(
+    prob: torch.Tensor, valid: torch.Tensor, alpha: float
+) -> tuple[torch.Tensor, float, tuple[float, float]] | None:
+    """``(alpha * prob + (1 - alpha), 0 outside valid)`` as a new float tensor, its sum and ``prob``'s min and max
+    over every token, in one numpy pass on the CPU (each chunk is read once, while in cache); None elsewhere.
 
-
-def mixed_sum(prob: torch.Tensor, valid: torch.Tensor, alpha: float) -> tuple[float, tuple[float, float]] | None:
-    """The sum of ``(alpha * prob + (1 - alpha), 0 outside valid)`` and ``prob``'s min and max over every token,
-    in one numpy pass on the CPU that only reads ``prob`` and ``valid`` (each chunk is mixed in a buffer the
-    cache holds); None elsewhere.
-
-    The same float operations as the torch expression and the same sum
-    :func:`~dataflex_core.normalize_mean_one` makes (float chunk sums of the same chunks, added in float64), so
-    :func:`scaled_weights` then gives bit for bit the weights of ``finish(prob * alpha + (1 - alpha), valid)``.
+    The same float operations as the torch expression (a multiply, then an add, in the scores' dtype) and the
+    same sum :func:`~dataflex_core.normalize_mean_one` makes (float chunk sums of the same chunks, added in
+    float64), so the weights are bit for bit those of ``finish(prob * alpha + (1 - alpha), valid)``.
     """
     xs, ms = numpy_view(prob.reshape(-1)), numpy_view(valid.reshape(-1))
     if xs is None or ms is None or ms.dtype != np.bool_ or not prob.is_contiguous() or not valid.is_contiguous():
         return None
-    buffers = threading.local()
+    out = torch.empty(prob.shape, dtype=prob.dtype)
+    ws = out.numpy().reshape(-1)
+    a, b = xs.dtype.type(alpha), xs.dtype.type(1.0 - alpha)
 
     def mix(rows: slice) -> tuple[float, float, float]:
-        x, size = xs[rows], rows.stop - rows.start
-        held = getattr(buffers, "value", None)
-        if held is None or held.size < size:
-            held = buffers.value = np.empty(size, dtype=xs.dtype)
-        w = held[:size]
-        _mix(x, ms[rows], w, alpha)
+        x, w = xs[rows], ws[rows]
+        np.multiply(x, a, out=w)
+        np.add(w, b, out=w)
+        np.copyto(w, 0, where=np.logical_not(ms[rows]))
         return float(np.add.reduce(w)), float(x.min()), float(x.max())
 
     total, low, high = 0.0, np.inf, -np.inf
     for chunk_total, chunk_low, chunk_high in chunk_map(xs.size, mix, CHUNK):  # in order: the serial sum
         total += chunk_total
         low, high = min(low, chunk_low), max(high, chunk_high)
-    return total, (low, high)
+    return out, total, (low, high)
 
 
-def scaled_weights(prob: torch.Tensor, valid: torch.Tensor, alpha: float, total: float) -> torch.Tensor:
-    """float32 weights ``(alpha * prob + (1 - alpha), 0 outside valid)`` scaled to mean one over ``valid``, as
-    :func:`~dataflex_core.normalize_mean_one` scales (by ``count / total`` in the scores' dtype), written in one
-    numpy pass: the mix of each chunk, then its scale, while the chunk is in cache.
-
-    :param total: the mixed weights' sum (:func:`mixed_sum`).
-    """
-    dtype, count = prob.dtype, count_set(valid)
-    out = torch.empty(prob.shape, dtype=dtype)
+def scale_to_mean_one(weights: torch.Tensor, valid: torch.Tensor, total: float) -> torch.Tensor:
+    """float32 ``weights`` (already 0 outside ``valid``, summing to ``total``) scaled in place to mean one over
+    ``valid``, as :func:`~dataflex_core.normalize_mean_one` scales: by ``count / total`` in the weights' dtype."""
+    dtype, count = weights.dtype, count_set(valid)
     if count == 0:  # no valid token: the zeros normalize_mean_one gives
-        return out.zero_().float()
+        return weights.float()
     factor = torch.tensor(count, dtype=dtype) / torch.tensor(total, dtype=dtype)
-    xs, ms, ws = prob.numpy().reshape(-1), valid.numpy().reshape(-1), out.numpy().reshape(-1)
+    xs = weights.numpy().reshape(-1)
     scale = xs.dtype.type(factor.item())
-
-    def write(rows: slice) -> None:
-        w = ws[rows]
-        _mix(xs[rows], ms[rows], w, alpha)
-        np.multiply(w, scale, out=w)
-
-    chunk_map(xs.size, write, CHUNK)
-    return out.float()
+    chunk_map(xs.size, lambda rows: np.multiply(xs[rows], scale, out=xs[rows]), CHUNK)
+    return weights.float()

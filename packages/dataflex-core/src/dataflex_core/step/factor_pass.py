@@ -1,12 +1,13 @@
-"""The token factor written in one pass, with the weight metrics' statistics taken from each block in cache.
+"""The factor's division by its mean, with the weight metrics' statistics taken from each block in cache.
 
-The normalisation of ``(bs, L)`` weights (:func:`~dataflex_core.step.weights.finalize`) writes the factor,
-``where(valid, w, 0) / mean``; the step then checks it finite and the weight metrics (:mod:`.metrics`) read
-it again for its row sums, sum of squares, min and max over the valid tokens. On the CPU one numpy pass of
-row blocks does all of it: each block of the factor is written, and while it is in cache it is copied into a
-float64 buffer and reduced there, the same reductions of the same blocks the metrics pass makes, so the
-statistics are the same bit for bit. They and the factor's finiteness are recorded for the factor
-(:mod:`dataflex_core.tensor_facts`), where the metrics and the step's check find them.
+The normalisation of ``(bs, L)`` weights (:func:`~dataflex_core.step.weights.finalize`) divides its masked
+copy of the weights by their mean; the step then checks the factor finite and the weight metrics
+(:mod:`.metrics`) read it again for its row sums, sum of squares, min and max over the valid tokens. On the CPU
+one numpy pass of row blocks does all of it: each block is divided in place, and while it is in cache it is
+copied into a float64 buffer and reduced there, the same reductions of the same blocks the metrics pass makes,
+so the statistics are the same bit for bit. They and the factor's finiteness are recorded for the factor
+(:mod:`dataflex_core.tensor_facts`), where the metrics and the step's check find them. (Reading the factor is
+cheap once it is written; what the metrics pass cost was the float64 work per block, done here once.)
 """
 
 from __future__ import annotations
@@ -23,6 +24,8 @@ from ..tensor_facts import FINITE, ROW_STATS, remember
 #: Elements per row block: a 2 MiB float64 buffer, held by the cache with its rows' mask.
 STATS_BLOCK = 1 << 18
 
+#: float32's smallest normal and largest finite value: the range ``Tensor.div_`` divides in float32.
+_FLOAT32 = torch.finfo(torch.float32)
 #: ``(row sums (bs,) float64, sum of squares, min, max)`` over valid tokens, the last three 0-dim float64.
 RowStats = tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]
 
@@ -82,42 +85,41 @@ def combined(row_sum: np.ndarray, blocks: list[tuple[float, float, float]]) -> R
     )
 
 
-def scaled_factor(weights: torch.Tensor, valid: torch.Tensor, denominator: float) -> torch.Tensor | None:
-    """float32 ``where(valid, weights, 0) / denominator``, its statistics recorded; None off the CPU's numpy path.
+def divide_with_stats(factor: torch.Tensor, valid: torch.Tensor, denominator: float) -> torch.Tensor | None:
+    """``factor /= denominator`` in place, its statistics recorded; None (and ``factor`` untouched) off the CPU's
+    numpy path or where the division is not float32's.
 
     The division is float32's, by ``denominator`` rounded to float32, as ``Tensor.div_`` with a Python float
-    divides a float32 tensor: the factor is the one the masked copy and ``div_`` give, bit for bit.
+    divides a float32 tensor: the factor is the one ``div_`` gives, bit for bit.
 
-    :param weights: float32 ``(bs, L)``, finite and non-negative on ``valid`` (the contract checked them).
+    :param factor: float32 ``(bs, L)``, our own, 0 outside ``valid`` and finite, non-negative on it.
     :param valid: bool ``(bs, L)``.
-    :param denominator: their mean over ``valid``, within float32's normal range.
+    :param denominator: its mean in the loss unit, within float32's normal range.
     """
-    if weights.dtype != torch.float32 or valid.dtype != torch.bool or weights.shape != valid.shape:
+    if factor.dtype != torch.float32 or valid.dtype != torch.bool or factor.shape != valid.shape:
         return None
-    ws, ms = numpy_2d(weights), numpy_2d(valid)
-    if ws is None or ms is None:
+    if not _FLOAT32.tiny <= denominator <= _FLOAT32.max:
         return None
-    bs, length = ws.shape
-    out = torch.empty((bs, length), dtype=torch.float32)
-    os_ = out.numpy()
+    fs, ms = numpy_2d(factor), numpy_2d(valid)
+    if fs is None or ms is None:
+        return None
+    bs, length = fs.shape
     scale = np.float32(denominator)
     row_sum = np.empty(bs, dtype=np.float64)
     step = stats_rows(length)
     buffers = BlockBuffers(min(step, bs), length)
 
-    def write(rows: slice) -> tuple[float, float, float]:
-        chunk, mask = os_[rows], ms[rows]
-        chunk.fill(0)
-        np.copyto(chunk, ws[rows], where=mask)
+    def divide(rows: slice) -> tuple[float, float, float]:
+        chunk = fs[rows]
         np.divide(chunk, scale, out=chunk)
         block = buffers.take(rows.stop - rows.start)
-        np.copyto(block, chunk)  # invalid tokens are 0 already: the metrics' masked float64 copy
+        np.copyto(block, chunk)  # invalid tokens are 0: the metrics' masked float64 copy
         # The max over every token is the max over the valid ones: those are >= 0 and the greatest of them is
         # about 1 or more (a mean of one), where the invalid ones hold 0.
-        return block_stats(block, mask, row_sum[rows], high=float(chunk.max()))
+        return block_stats(block, ms[rows], row_sum[rows], high=float(chunk.max()))
 
-    stats = combined(row_sum, chunk_map(bs, write, step))
-    remember(out, ROW_STATS, stats, valid=valid)
+    stats = combined(row_sum, chunk_map(bs, divide, step))
+    remember(factor, ROW_STATS, stats, valid=valid)
     if math.isfinite(float(stats[3])):  # the max of every token (NaN and inf included)
-        remember(out, FINITE, True)
-    return out
+        remember(factor, FINITE, True)
+    return factor

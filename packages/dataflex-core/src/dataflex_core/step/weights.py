@@ -35,10 +35,9 @@ import torch
 
 from ..blockwise import flat_numpy
 from ..errors import InvalidOutputError
-from ..normalize import _masked_sum_min, masked_sum_min
+from ..normalize import _masked_sum_min
 from ..precomputed import valid_row_counts
-from ..tensor_facts import MASKED_SUM_MIN, recall
-from .factor_pass import scaled_factor
+from .factor_pass import divide_with_stats
 
 TOKEN_UNIT = "token"
 SEQUENCE_UNIT = "sequence"
@@ -106,32 +105,6 @@ def _token_factor(weights: torch.Tensor, valid_tokens: torch.Tensor) -> tuple[to
             factor, total, _ = _masked_sum_min(w, valid_tokens, own=False)
             return factor, total
     return to_token_weights(weights, valid_tokens), None
-
-
-def _one_pass_token_factor(weights: torch.Tensor, valid_tokens: torch.Tensor) -> torch.Tensor | None:
-    """The token unit's factor of float32 ``(bs, L)`` weights on the CPU, written in one pass
-    (:func:`~dataflex_core.step.factor_pass.scaled_factor`), the same bit for bit as the general path's masked
-    copy divided by its mean; ``None`` where the general path is needed (another dtype, device or unit, no valid
-    token, a mean that is 0, not finite or outside float32's normal range).
-
-    The masked sum comes from the contract's check of these very weights when it made it (``tensor_facts``), or
-    from a pass that reads them without writing.
-    """
-    if weights.dtype != torch.float32 or weights.dim() != 2 or weights.shape != valid_tokens.shape:
-        return None
-    if valid_tokens.dtype != torch.bool:
-        return None
-    summary = recall(weights, MASKED_SUM_MIN, valid=valid_tokens) or masked_sum_min(weights, valid_tokens)
-    if summary is None:
-        return None
-    count = valid_row_counts(valid_tokens).sum()
-    if not bool(count):
-        return None
-    # The general path's mean: the float32 total over the count (_token_factor, then _own_unit_mean).
-    mean = float(torch.tensor(summary[0], dtype=torch.float32) / count.clamp(min=1))
-    if not _FLOAT32.tiny <= mean <= _FLOAT32.max:
-        return None
-    return scaled_factor(weights, valid_tokens, mean)
 
 
 def _own_unit_mean(
@@ -202,10 +175,6 @@ def finalize(
     if dataflex_weights.dim() == 1 and importance_weights is None:
         factor = finalize_samples(dataflex_weights, valid_row_counts(valid_tokens), unit)
         return factor, factor
-    if importance_weights is None and unit == TOKEN_UNIT:
-        factor = _one_pass_token_factor(dataflex_weights, valid_tokens)
-        if factor is not None:
-            return factor, factor
     factor, total = _token_factor(dataflex_weights, valid_tokens)
     if not bool(valid_row_counts(valid_tokens).sum()):  # the prepared counts: no pass over (bs, L)
         factor = factor.to(torch.float32)
@@ -213,9 +182,11 @@ def finalize(
     factor, denominator = _own_unit_mean(factor, valid_tokens, unit, total)  # our own tensor (_token_factor)
     if not denominator > 0:
         raise InvalidOutputError("every valid token got weight 0; at least one must be positive")
-    factor = _divide_(factor, denominator)  # mean one, so bounded by the number of units
-    if importance_weights is None:
+    if importance_weights is None:  # the final factor: divided in the pass that takes the metrics' statistics
+        divided = divide_with_stats(factor, valid_tokens, denominator)
+        factor = _divide_(factor, denominator) if divided is None else divided
         return factor, factor
+    factor = _divide_(factor, denominator)  # mean one, so bounded by the number of units
     base = importance_weights.to(torch.float32)
     product = factor * base
     target = float(unit_mean(base, valid_tokens, unit))
