@@ -62,6 +62,17 @@ class Replicas:
         return out
 
 
+class Rows(list):
+    """verl's ``RLHFDataset``'s place: row ``i`` is ``{"index": i}``, and its ``dataframe`` holds the column a
+    train sampler reads (``pilot.draw``)."""
+
+    def __init__(self, rows: int) -> None:
+        from datasets import Dataset
+
+        super().__init__({"index": i} for i in range(rows))
+        self.dataframe = Dataset.from_dict({"index": list(range(rows))})
+
+
 def staged_trainer(make_config, pilot, *, rows=32, overrides=(), block=PILOT):
     import verl.trainer.main_ppo_v0 as main_ppo_v0
     from verl.trainer.ppo.ray_trainer import Role
@@ -70,7 +81,7 @@ def staged_trainer(make_config, pilot, *, rows=32, overrides=(), block=PILOT):
         ["trainer.use_v1=false", f"data.train_batch_size={PROMPTS}", f"actor_rollout_ref.rollout.n={N}", *overrides],
         dataflex={**block, "pilot": pilot},
     )
-    dataset = [{"index": i} for i in range(rows)]
+    dataset = Rows(rows)
     trainer = main_ppo_v0.RayPPOTrainer(
         config, tokenizer=None, role_worker_mapping={Role.ActorRollout: object}, resource_pool_manager=None,
         train_dataset=dataset, val_dataset=dataset, collate_fn=collate,
@@ -172,3 +183,28 @@ def test_pilot_mounts_on_the_legacy_line_and_keeps_its_seam_reasons_elsewhere(ma
     colocated = ["reward.reward_model.enable=true", "reward.reward_model.enable_resource_pool=false"]
     with pytest.raises(IncompatibleComponentError, match="'pilot' needs .* with a colocated reward model"):
         staged_trainer(make_config, {"prompts": 2}, overrides=colocated)
+
+
+#: GRESO drawing the screened prompts (``pilot.draw``): a ``pre_rollout`` scorer run in verl's train sampler.
+GRESO = {"mechanism": "curriculum", "prompt_key": "index", "scorer": {"name": "greso"},
+         "actuator": {"name": "temperature", "params": {"temperature": 1.0}}}  # fmt: skip
+
+
+def test_pilot_draw_mounts_on_the_legacy_line_and_its_sampler_gives_every_screened_prompt(make_config):
+    """A ``pilot.draw`` curriculum (a ``pre_rollout`` scorer) draws fit's pull, verl's loader being rebuilt around its
+    sampler, and the further screened prompts, as whole blocks of that sampler."""
+    trainer = staged_trainer(make_config, {"prompts": 2, "on_short": "backfill", "draw": GRESO})
+    sampler = trainer.dataflex.sampler
+    assert trainer.train_dataloader.sampler is sampler and sampler.history is trainer.dataflex.ledger
+    pulled = next(iter(trainer.train_dataloader))  # fit's pull
+    drawn = sampler.state_dict()  # where the stages' draws start (the history is fed after the step)
+    _, _, calls, stages = one_step(trainer, pulled)
+    screening = [call["index"][::2].tolist() for call, screens in zip(calls, stages.screening) if screens]
+    sampler.load_state_dict(drawn)
+    expected, first = [], pulled["index"].tolist()  # stage 1 screens the pull first
+    for stage in screening:
+        rows, first = first, []
+        while len(rows) < len(stage):
+            rows += sampler.next_block()[: len(stage) - len(rows)]
+        expected.append(rows)
+    assert len(screening) == 2 and screening == expected
