@@ -16,7 +16,10 @@ without; lr 0, so the policy never moves. Per step after each run's warm-up step
   the replicas' generate calls, ``dataflex/pilot/generation_time_s``) stays in. DataFlex's step at
   ``compute_advantage`` is in it too (the baseline has none).
 
-The ratio is the median with the pilot over the median without. Needs what case ``fit`` needs.
+The ratio is the median with the pilot over the median without. Between runs a shared machine's load moves the
+step by more than the seam's few ms, so the row also gives the ratio inside each pilot step (its step without
+generation over the same less the seam's time, median over steps: paired, though blind to what the seam costs
+outside its own timer). Needs what case ``fit`` needs.
 """
 
 from __future__ import annotations
@@ -97,6 +100,11 @@ def summarize(runs: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
         "gen_without_ms": median_ms(_metric(m, GEN, "without") for m in runs["without"]),
         "step_without_generation_ms": {"without": b * 1e3, "pilot": p * 1e3},
         "stages_per_step": statistics.median(_metric(m, stages, "pilot") for m in steps),
+        # the same question inside each pilot step (its step with the seam over the same step less it): paired, so
+        # the machine's drift between runs cancels; blind to costs the seam causes outside its own timer
+        "within_step_ratio": statistics.median(
+            with_seam / (with_seam - _metric(m, seam_time, "pilot")) for m, with_seam in zip(steps, pilot)
+        ),
     }
 
 

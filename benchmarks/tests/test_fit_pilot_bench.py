@@ -59,6 +59,8 @@ def test_the_ratio_is_of_medians_and_the_row_says_the_seam_and_the_stages():
     assert figures["seam_ms"] == pytest.approx(20.0) and figures["stages_generation_ms"] == pytest.approx(1300.0)
     assert figures["fit_gen_block_ms"] == pytest.approx(4.0) and figures["stages_per_step"] == 2.0
     assert figures["step_without_generation_ms"] == pytest.approx({"without": 400.0, "pilot": 430.0})
+    # inside each pilot step: 0.31 / 0.30, 0.43 / 0.41, 0.63 / 0.60 -> the median 1.0488
+    assert figures["within_step_ratio"] == pytest.approx(0.43 / 0.41)
 
 
 def test_a_pilot_run_without_the_seam_metric_is_an_error_naming_it():
