@@ -208,3 +208,34 @@ def test_pilot_draw_mounts_on_the_legacy_line_and_its_sampler_gives_every_screen
             rows += sampler.next_block()[: len(stage) - len(rows)]
         expected.append(rows)
     assert len(screening) == 2 and screening == expected
+
+
+def test_stage_time_splits_into_the_replicas_generation_and_the_seams_own_work(make_config, monkeypatch):
+    """``seam_time_s`` is the stages' time less the replicas' generate calls: a slow generation lands in
+    ``generation_time_s`` only, a slow generation batch built by ``roll_out`` around that call in ``seam_time_s``
+    only (the bench's judged row relies on it)."""
+    import time
+
+    from dataflex_verl.legacy_stages import GENERATION_TIME, SEAM_TIME, STAGES_TIME
+
+    generate_s, build_s = 0.05, 0.04
+    trainer = staged_trainer(make_config, {"prompts": 2, "rollouts": 2, "max_stages": 4})
+    replicas = trainer.async_rollout_manager
+    generate, gen_batch = replicas.generate_sequences, trainer._get_gen_batch
+
+    def slow_generate(prompts):
+        time.sleep(generate_s)
+        return generate(prompts)
+
+    def slow_gen_batch(batch):  # roll_out builds each stage's generation batch with it, before the generate call
+        time.sleep(build_s)
+        return gen_batch(batch)
+
+    monkeypatch.setattr(replicas, "generate_sequences", slow_generate)
+    monkeypatch.setattr(trainer, "_get_gen_batch", slow_gen_batch)
+    one_step(trainer, collate([{"index": i} for i in (0, 1, 3, 5)]))
+    metrics, stages = trainer.dataflex_metrics, len(replicas.calls)
+    assert stages >= 2  # a screening stage and the commit
+    assert metrics[SEAM_TIME] == metrics[STAGES_TIME] - metrics[GENERATION_TIME]
+    assert stages * generate_s <= metrics[GENERATION_TIME] < stages * (generate_s + build_s)
+    assert metrics[SEAM_TIME] >= stages * build_s
