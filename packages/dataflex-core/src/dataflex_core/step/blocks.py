@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+import numpy as np
 import torch
 from torch.utils.data import Sampler
 
@@ -25,11 +26,13 @@ def systematic_positions(proportions: torch.Tensor, total: int, generator: torch
     One cumulative sum over the entries, then a binary search per pick: no per-entry counts, so a block of
     ``total`` picks from ``n`` candidates costs one pass over ``n`` and ``O(total log n)``.
     """
-    expected = torch.mul(proportions.to(torch.float64), total).cumsum_(0)
+    expected = torch.mul(proportions.detach().to("cpu", torch.float64), total).cumsum_(0)
     expected[-1] = float(total)  # guard against rounding in the cumulative sum
     offset = torch.rand((), generator=generator, dtype=torch.float64)
-    # pick j (1..total) lands on the first entry whose floor(expected + offset) reaches j
-    return torch.searchsorted(expected.add_(offset), torch.arange(1, total + 1, dtype=torch.float64))
+    # pick j (1..total) lands on the first entry whose floor(expected + offset) reaches j; numpy's search: a few
+    # hundred binary searches are not worth a parallel region (torch opens one above 200 values)
+    edges = expected.add_(offset).numpy()
+    return torch.from_numpy(np.searchsorted(edges, np.arange(1, total + 1, dtype=np.float64), side="left"))
 
 
 def systematic_counts(proportions: torch.Tensor, total: int, generator: torch.Generator) -> torch.Tensor:
