@@ -136,7 +136,7 @@ def tests(session: nox.Session, env: str) -> None:
 
 
 #: The benchmark cases each test environment runs (``trl`` needs TRL, ``fit`` needs verl without it).
-BENCH_CASES = {"verl": "discovery,pairs,memory,device,host,fit,fit-legacy,scale,pilot", "trl": "trl"}
+BENCH_CASES = {"verl": "discovery,pairs,memory,device,host,fit,fit-legacy,fit-pilot,scale,pilot", "trl": "trl"}
 
 
 def _env_suffixed(args: list[str], env: str) -> list[str]:

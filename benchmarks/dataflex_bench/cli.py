@@ -27,6 +27,7 @@ import torch
 from . import allocator
 from .discovery import run_discovery
 from .fit import run_fit
+from .fit_pilot import run_fit_pilot
 from .host import run_host
 from .memory import run_memory
 from .pairs import PAIR_TARGET, Shape, discover_pairs, run_pairs
@@ -36,7 +37,7 @@ from .scale import run_scale
 from .scale_padding import run_padded_step
 from .trl_step import run_trl
 
-CASES = ("discovery", "pairs", "memory", "device", "host", "fit", "fit-legacy", "trl", "scale", "pilot")
+CASES = ("discovery", "pairs", "memory", "device", "host", "fit", "fit-legacy", "fit-pilot", "trl", "scale", "pilot")
 ALLOCATORS = ("default", "fixed", "both")
 #: (pair case, scaling case) measured in this process with the default allocator: pairs judged, scaling not
 #: (it would measure glibc's 32 MiB boundary, see allocator.py).
@@ -296,6 +297,8 @@ def _run(args: argparse.Namespace, registry, default_threads: int) -> int:
             results += run_case(
                 case, lambda: run_fit(quick=args.quick, unjudged=plan.unjudged, progress=_log, line="legacy")
             )
+        elif case == "fit-pilot":
+            results += run_case(case, lambda: run_fit_pilot(quick=args.quick, unjudged=plan.unjudged, progress=_log))
         elif case == "trl":
             results += run_case(case, lambda: run_trl(quick=args.quick, unjudged=plan.unjudged, progress=_log))
         elif case == "scale":

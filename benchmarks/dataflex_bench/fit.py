@@ -21,7 +21,9 @@ from __future__ import annotations
 import importlib.util
 import statistics
 import tempfile
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 from .results import Result, measured
 
@@ -63,6 +65,39 @@ LINES = {
 }
 
 
+def after_warmup(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """verl's logged metrics of each step but the first (its warm-up: first calls, caches, compilation)."""
+    return [record["metrics"] for record in records if record["step"] > 1]
+
+
+def run_arms(
+    order: Sequence[str],
+    spec_of: Callable[[int, str], Any],
+    case: str,
+    progress=print,
+    summary: Callable[[list[dict[str, Any]]], str] | None = None,
+) -> dict[str, list[dict[str, Any]]]:
+    """``python -m verl.trainer.main_ppo`` on the CPU harness for each arm of ``order`` in turn (one workspace),
+    ``spec_of(i, arm)`` the i-th run's :class:`~dataflex_lab.verl.cpu_loop.runner.RunSpec`; ``summary`` of an arm's
+    steps so far goes to ``progress`` after each run.
+
+    :returns: per arm, the metrics of its runs' steps after the warm-up step, run after run.
+    """
+    from dataflex_lab.verl.cpu_loop import runner
+
+    runs: dict[str, list[dict[str, Any]]] = {arm: [] for arm in order}
+    with tempfile.TemporaryDirectory() as tmp:
+        workspace = runner.prepare_workspace(Path(tmp) / "workspace")
+        for i, arm in enumerate(order):
+            records = runner.run_entry_point(
+                spec_of(i, arm), workspace, Path(tmp) / f"{i}_{arm}.jsonl", log_file=Path(tmp) / f"{i}_{arm}.log"
+            )
+            runs[arm] += after_warmup(records)
+            said = f": {summary(runs[arm])}" if summary is not None and runs[arm] else ""
+            progress(f"  {case} run {i + 1}/{len(order)} ({arm}){said}")
+    return runs
+
+
 def run_fit(*, quick: bool, unjudged: str | None = None, progress=print, line: str = "v1") -> list[Result]:
     steps = 3 if quick else 12
     case, name = LINES[line]
@@ -74,28 +109,23 @@ def run_fit(*, quick: bool, unjudged: str | None = None, progress=print, line: s
         return [Result(case, name, shape, status="skip", target=FIT_TARGET, note=reason)]
     from dataflex_lab.verl.cpu_loop import runner
 
-    times: dict[str, list[float]] = {"sync": [], "dataflex_sync": []}
-    hooks: list[float] = []
-    advantage: dict[str, list[float]] = {"sync": [], "dataflex_sync": []}
-    with tempfile.TemporaryDirectory() as tmp:
-        workspace = runner.prepare_workspace(Path(tmp) / "workspace")
-        for i, arm in enumerate(ORDER):
-            spec = runner.RunSpec(
-                trainer_mode=arm if line == "v1" else "sync",
-                use_v1=line == "v1",
-                dataflex=PAIR if arm != "sync" else None,
-                steps=steps,
-                lr=0.0,
-                experiment=f"bench_{line}_{i}_{arm}",
-            )
-            records = runner.run_entry_point(
-                spec, workspace, Path(tmp) / f"{i}_{arm}.jsonl", log_file=Path(tmp) / f"{i}_{arm}.log"
-            )
-            after_warmup = [r["metrics"] for r in records if r["step"] > 1]
-            times[arm] += [m["timing_s/step"] for m in after_warmup]
-            advantage[arm] += [m["timing_s/adv"] for m in after_warmup]
-            hooks += [m["dataflex/hook_time_s"] for m in after_warmup if "dataflex/hook_time_s" in m]
-            progress(f"  {case} run {i + 1}/{len(ORDER)} ({arm}): median step {statistics.median(times[arm]):.3f} s")
+    def spec(i: int, arm: str):
+        return runner.RunSpec(
+            trainer_mode=arm if line == "v1" else "sync",
+            use_v1=line == "v1",
+            dataflex=PAIR if arm != "sync" else None,
+            steps=steps,
+            lr=0.0,
+            experiment=f"bench_{line}_{i}_{arm}",
+        )
+
+    def step_time(done: list[dict[str, Any]]) -> str:
+        return f"median step {statistics.median(m['timing_s/step'] for m in done):.3f} s"
+
+    runs = run_arms(ORDER, spec, case, progress, summary=step_time)
+    times = {arm: [m["timing_s/step"] for m in done] for arm, done in runs.items()}
+    advantage = {arm: [m["timing_s/adv"] for m in done] for arm, done in runs.items()}
+    hooks = [m["dataflex/hook_time_s"] for m in runs["dataflex_sync"] if "dataflex/hook_time_s" in m]
     base, with_dataflex = statistics.median(times["sync"]), statistics.median(times["dataflex_sync"])
     hook = statistics.median(hooks) if hooks else None
     return [

@@ -19,7 +19,7 @@ from dataflex_core.compute import COMPUTE_PREFIX
 from dataflex_core.mechanisms.filter import AdmissionRounds, FilterSettings, RefillSampler
 from dataflex_core.session import DataFlexSession, GenerationRounds
 from dataflex_core.step import FieldSupport, HostCapabilities, LossWeights, SeamSupport, TrainSampler
-from dataflex_lab.testing import rows_batch
+from dataflex_lab.testing import PromptDataset, rows_batch
 from dataflex_lab.testing.components import DomainPreferenceScorer, register_toy_components
 
 register_toy_components("filtertest")
@@ -184,20 +184,10 @@ def test_the_refill_order_is_a_tensor_in_the_state_and_an_older_list_state_resum
     assert [older.next_block() for _ in range(3)] == expected
 
 
-class Prompts:
+def prompts(ids):
     """A train dataset of prompts with ids in column ``index`` and their ``domain`` (x for even ids, else y)."""
-
-    def __init__(self, ids):
-        self.ids = list(ids)
-
-    def __len__(self):
-        return len(self.ids)
-
-    def columns(self):
-        return ["index", "domain"]
-
-    def column(self, name):
-        return self.ids if name == "index" else ["x" if i % 2 == 0 else "y" for i in self.ids]
+    ids = list(ids)
+    return PromptDataset(ids, {"domain": ["x" if i % 2 == 0 else "y" for i in ids]})
 
 
 @register_mixer("filtertest_prefer_x")
@@ -217,7 +207,7 @@ def ledger_session(**extra) -> DataFlexSession:
     flex = session({**DAPO, "prompt_key": "index", **extra}, host=HostCapabilities(
         name="testhost", seams={LossWeights: SeamSupport(True), GenerationRounds: SeamSupport(True)}, dataset_columns=True, fields=HOST.fields,
     ))  # fmt: skip
-    assert flex.train_sampler(Prompts([10, 11, 12, 13]), batch_size=2, seed=0) is None  # the host's own order
+    assert flex.train_sampler(prompts([10, 11, 12, 13]), batch_size=2, seed=0) is None  # the host's own order
     return flex
 
 
@@ -273,7 +263,7 @@ def draw_session(draw, **extra) -> DataFlexSession:
 
 def test_a_mix_drawing_the_prompts_gives_the_refills_and_learns_from_the_trained_batch():
     flex = draw_session(DRAW_MIX)
-    sampler = flex.train_sampler(Prompts(range(8)), batch_size=2, seed=0)
+    sampler = flex.train_sampler(prompts(range(8)), batch_size=2, seed=0)
     assert refills_of(flex, 8, 2, 0) is sampler
     assert "domain" in flex.fields and "domain" in flex.dataset_columns()
     rounds = flex.seam(GenerationRounds).rounds(1)
@@ -288,7 +278,7 @@ def test_a_mix_drawing_the_prompts_gives_the_refills_and_learns_from_the_trained
 
 def test_a_curriculum_drawing_the_prompts_is_fed_every_round_and_its_state_round_trips(tmp_path):
     flex = draw_session(DRAW_CURRICULUM)
-    sampler = flex.train_sampler(Prompts(range(8)), batch_size=2, seed=0)
+    sampler = flex.train_sampler(prompts(range(8)), batch_size=2, seed=0)
     refills = refills_of(flex, 8, 2, 0)
     assert refills is sampler and all(i % 2 == 0 for _ in range(4) for i in refills.next_block())  # x only
     rounds = flex.seam(GenerationRounds).rounds(1)
@@ -303,7 +293,7 @@ def test_a_curriculum_drawing_the_prompts_is_fed_every_round_and_its_state_round
     assert flex.mechanism.draw.pipeline.scorer.observed == 1
     flex.save(tmp_path / "global_step_1", 1)
     resumed = draw_session(DRAW_CURRICULUM)
-    resumed.train_sampler(Prompts(range(8)), batch_size=2, seed=0)
+    resumed.train_sampler(prompts(range(8)), batch_size=2, seed=0)
     resumed.restore(tmp_path / "global_step_1")
     assert torch.equal(resumed.ledger.rollouts, history.rollouts)
     assert resumed.mechanism.draw.pipeline.scorer.observed == 1  # role draw_scorer

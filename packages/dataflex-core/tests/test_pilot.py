@@ -6,7 +6,6 @@ dataflex-curriculum's tests)."""
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
 import torch
 
@@ -15,7 +14,7 @@ from dataflex_core.ledger_file import COLUMNS as LEDGER_COLUMNS
 from dataflex_core.mechanisms.pilot import PilotStages
 from dataflex_core.session import DataFlexSession, StagedGeneration
 from dataflex_core.step import FieldSupport, HostCapabilities, LossWeights, SeamSupport, TrainSampler
-from dataflex_lab.testing import rows_batch
+from dataflex_lab.testing import PromptDataset, rows_batch, run_staged_step
 from dataflex_lab.testing.components import DomainPreferenceScorer, register_toy_components
 
 register_toy_components("pilottest")
@@ -167,20 +166,9 @@ def test_rows_that_lost_the_requested_integer_uids_are_named():
 # -- the per-prompt ledger and pilot.draw -----------------------------------------------------------------
 
 
-class Prompts:
+def prompts(count):
     """A train dataset whose prompt ids (column ``index``) are their rows, in ``domain`` x (even) or y (odd)."""
-
-    def __init__(self, count):
-        self.ids = list(range(count))
-
-    def __len__(self):
-        return len(self.ids)
-
-    def columns(self):
-        return ["index", "domain"]
-
-    def column(self, name):
-        return self.ids if name == "index" else ["x" if i % 2 == 0 else "y" for i in self.ids]
+    return PromptDataset(range(count), {"domain": ["x" if i % 2 == 0 else "y" for i in range(count)]})
 
 
 LEDGER_HOST = HostCapabilities(
@@ -202,39 +190,14 @@ def ledger_session(pilot=None, population=8, batch_size=2, **extra) -> DataFlexS
     block = {**PILOT, "pilot": pilot or {}, **({} if (pilot or {}).get("draw") else {"prompt_key": "index"}), **extra}
     flex = DataFlexSession(block)
     flex.mount(LEDGER_HOST, loss_unit="token", adv_estimator="grpo", is_group_estimator=lambda name: True)
-    flex.train_sampler(Prompts(population), batch_size=batch_size, seed=0)
+    flex.train_sampler(prompts(population), batch_size=batch_size, seed=0)
     flex.seam(StagedGeneration).prepare(population, batch_size=batch_size, seed=0)
     return flex
 
 
-def generated(asked, reward_of, padding=1):
-    """The host's rows for ``asked``: ``reward_of(prompt, k)`` for rollout ``k`` of each prompt, the prompt's
-    id in ``index``, then padding rows."""
-    prompts = asked.prompts.repeat_interleave(asked.counts).tolist()
-    rank = torch.cat([torch.arange(int(c)) for c in asked.counts]).tolist() if len(asked.counts) else []
-    rewards = [float(reward_of(p, k)) for p, k in zip(prompts, rank)]
-    batch = stage_batch(asked, rewards, padding=padding)
-    batch.non_tensor_batch["index"] = np.asarray(prompts + [0] * padding, dtype=object)
-    return batch
-
-
-def run_step(flex, step, reward_of, groups=2, rollout_n=4):
-    """One step through the seam; the trained batch (the committed rows of every stage) run; its stages."""
-    seam = flex.seam(StagedGeneration)
-    stages = seam.stages(groups, rollout_n=rollout_n)
-    parts = []
-    while (asked := stages.next()) is not None:
-        part = generated(asked, reward_of)
-        seam.observe(stages, part, step)
-        parts.append(part)
-    rows = [(part, keep) for part, keep in zip(parts, stages.trained()) if len(keep)]
-    pick = lambda name: np.concatenate([p.non_tensor_batch[name][k.numpy()] for p, k in rows])  # noqa: E731
-    trained = rows_batch(
-        [2] * sum(len(k) for _, k in rows), width=3, uid=pick("uid").astype(np.int64).tolist(),
-        rewards=torch.cat([p.batch["rm_scores"][k].sum(-1) for p, k in rows]).tolist(),
-        columns={"index": pick("index").tolist()},
-    )  # fmt: skip
-    return stages, flex.run(trained, step, generation=stages).metrics
+def run_step(flex, step, reward_of):
+    """One step through the seam (each stage with a padding row); the trained batch run; its stages and metrics."""
+    return run_staged_step(flex, step, reward_of, padding=1)
 
 
 def test_every_pilot_and_commit_rollout_feeds_the_ledger_and_a_resume_keeps_it(tmp_path):

@@ -248,6 +248,36 @@ def test_a_block_draws_each_prompt_floor_or_ceil_of_its_expected_count():
     )
 
 
+def _blocks_by_the_first_rule(p, batch_size, seed, blocks):
+    """Blocks as dataflex-core 0.3 drew them, written out: systematic counts (floors of the shifted cumulative
+    expected counts) over the candidates in a random order, repeated per count, then shuffled."""
+    gen = torch.Generator().manual_seed(seed)
+    out = []
+    for _ in range(blocks):
+        order = torch.randperm(len(p), generator=gen)
+        expected = torch.cumsum(p[order] * batch_size, 0)
+        expected[-1] = float(batch_size)
+        offset = torch.rand((), generator=gen, dtype=torch.float64)
+        counts = torch.floor(torch.cat([expected.new_zeros(1), expected]) + offset).diff().long()
+        picks = order.repeat_interleave(counts)
+        out.append(picks[torch.randperm(len(picks), generator=gen)].tolist())
+    return out
+
+
+@pytest.mark.parametrize(("weights", "batch_size"), [([6, 1, 1, 0, 2, 2, 0, 4], 4), ([5] * 3 + [1] * 97, 16)])
+def test_a_block_is_the_first_rules_draw(weights, batch_size):
+    """Picks found by binary search on the cumulative sum, an int32 random order: the same blocks, draw counts and
+    repeats as the rule's per-candidate counts."""
+    _, sampler = curriculum(weights, batch_size=batch_size, seed=9)
+    p = torch.tensor(weights, dtype=torch.float64) / sum(weights)
+    expected = _blocks_by_the_first_rule(p, batch_size, 9, 30)
+    for reference in expected:
+        assert sampler.next_block() == reference
+        counts = torch.bincount(torch.tensor(reference), minlength=len(weights))
+        assert sampler.draw_metrics["dataflex/curriculum/draw/repeated_prompts"] == float((counts > 1).sum())
+    assert sampler.draws.tolist() == torch.bincount(torch.tensor(sum(expected, [])), minlength=len(weights)).tolist()
+
+
 def test_candidates_cover_the_dataset_once_per_pass_without_repeats():
     _, sampler = curriculum([1.0] * 10, batch_size=2, candidates=4)
     seen = []

@@ -10,11 +10,14 @@ import torch
 from dataflex_core import build_from_config, get_registry, valid_sample_mask
 from dataflex_lab.testing import (
     DomainPreferenceScorer,
+    PromptDataset,
     grpo_advantages,
     grpo_batch,
     grpo_layout,
     register_toy_components,
     rows_batch,
+    run_staged_step,
+    stage_rows,
 )
 from dataflex_lab.testing.plugin_sites import LENGTH_PLUGIN, TRIPWIRE_PLUGIN
 
@@ -32,7 +35,43 @@ def test_rows_batch_refuses_a_row_longer_than_the_width():
         rows_batch([5], width=4)
 
 
-def test_grpo_batch_has_verls_padding_rows_empty_responses_and_singleton_groups():
+def test_a_prompt_dataset_carries_its_ids_and_further_columns():
+    dataset = PromptDataset([10, 11], {"domain": ["x", "y"]})
+    assert len(dataset) == 2 and dataset.columns() == ["index", "domain"]
+    assert dataset.column("index") == [10, 11] and dataset.column("domain") == ["x", "y"]
+    with pytest.raises(ValueError, match="column 'domain' has 1 values for 2 prompts"):
+        PromptDataset([10, 11], {"domain": ["x"]})
+
+
+def test_a_simulated_stage_generates_each_request_by_rank_then_padding():
+    from dataflex_core.session import StageRequests
+
+    asked = StageRequests(torch.tensor([7, 3]), torch.tensor([2, 1]), torch.tensor([0, 1]))
+    rows = stage_rows(asked, lambda prompt, k: prompt + k / 10, padding=1)
+    assert rows.non_tensor_batch["uid"].tolist() == [0, 0, 1, -1]
+    assert rows.non_tensor_batch["index"].tolist() == [7, 7, 3, 0]
+    assert rows.batch["rm_scores"].sum(-1).tolist() == pytest.approx([7.0, 7.1, 3.0, 0.0])
+    assert rows.batch["is_padding"].tolist() == [False, False, False, True]
+    assert rows.batch["response_mask"].sum(-1).tolist() == [2, 2, 2, 0]
+    assert "is_padding" not in stage_rows(asked, lambda prompt, k: 0.0).batch
+
+
+def test_a_simulated_staged_step_trains_whole_groups_of_the_admitted_prompts():
+    from dataflex_core.session import DataFlexSession
+    from dataflex_core.step import FieldSupport, HostCapabilities, LossWeights, SeamSupport, StagedGeneration
+
+    host = HostCapabilities(
+        name="stagedhost", seams={LossWeights: SeamSupport(True), StagedGeneration: SeamSupport(True)},
+        fields={n: FieldSupport(True) for n in ("response_mask", "rm_scores", "uid")},
+    )  # fmt: skip
+    flex = DataFlexSession({"mechanism": "pilot", "scorer": {"name": "group_reward_variance"},
+                            "actuator": {"name": "threshold_band", "params": {"low": 0.0, "high": 1.0e9}}})  # fmt: skip
+    flex.mount(host, loss_unit="token", adv_estimator="grpo", is_group_estimator=lambda name: True)
+    flex.seam(StagedGeneration).prepare(16, batch_size=2, seed=0)
+    stages, metrics = run_staged_step(flex, 1, lambda prompt, k: float(prompt % 2 and k % 2), padding=1)
+    assert all(int(p) % 2 for p in stages.prompt[stages.committed])  # odd prompts: rewards 0, 1, ...
+    assert metrics["dataflex/compute/rollouts_trained"] == 2 * 4
+
     batch = grpo_batch(3, 4, width=6, empty_rows=2, singleton_groups=2, padding_rows=3, seed=1)
     mask, uid = batch.batch["response_mask"], batch.non_tensor_batch["uid"].tolist()
     padding = batch.batch["is_padding"]

@@ -62,6 +62,17 @@ class Replicas:
         return out
 
 
+class Rows(list):
+    """verl's ``RLHFDataset``'s place: row ``i`` is ``{"index": i}``, and its ``dataframe`` holds the column a
+    train sampler reads (``pilot.draw``)."""
+
+    def __init__(self, rows: int) -> None:
+        from datasets import Dataset
+
+        super().__init__({"index": i} for i in range(rows))
+        self.dataframe = Dataset.from_dict({"index": list(range(rows))})
+
+
 def staged_trainer(make_config, pilot, *, rows=32, overrides=(), block=PILOT):
     import verl.trainer.main_ppo_v0 as main_ppo_v0
     from verl.trainer.ppo.ray_trainer import Role
@@ -70,7 +81,7 @@ def staged_trainer(make_config, pilot, *, rows=32, overrides=(), block=PILOT):
         ["trainer.use_v1=false", f"data.train_batch_size={PROMPTS}", f"actor_rollout_ref.rollout.n={N}", *overrides],
         dataflex={**block, "pilot": pilot},
     )
-    dataset = [{"index": i} for i in range(rows)]
+    dataset = Rows(rows)
     trainer = main_ppo_v0.RayPPOTrainer(
         config, tokenizer=None, role_worker_mapping={Role.ActorRollout: object}, resource_pool_manager=None,
         train_dataset=dataset, val_dataset=dataset, collate_fn=collate,
@@ -172,3 +183,59 @@ def test_pilot_mounts_on_the_legacy_line_and_keeps_its_seam_reasons_elsewhere(ma
     colocated = ["reward.reward_model.enable=true", "reward.reward_model.enable_resource_pool=false"]
     with pytest.raises(IncompatibleComponentError, match="'pilot' needs .* with a colocated reward model"):
         staged_trainer(make_config, {"prompts": 2}, overrides=colocated)
+
+
+#: GRESO drawing the screened prompts (``pilot.draw``): a ``pre_rollout`` scorer run in verl's train sampler.
+GRESO = {"mechanism": "curriculum", "prompt_key": "index", "scorer": {"name": "greso"},
+         "actuator": {"name": "temperature", "params": {"temperature": 1.0}}}  # fmt: skip
+
+
+def test_pilot_draw_mounts_on_the_legacy_line_and_its_sampler_gives_every_screened_prompt(make_config):
+    """A ``pilot.draw`` curriculum (a ``pre_rollout`` scorer) draws fit's pull, verl's loader being rebuilt around its
+    sampler, and the further screened prompts, as whole blocks of that sampler."""
+    trainer = staged_trainer(make_config, {"prompts": 2, "on_short": "backfill", "draw": GRESO})
+    sampler = trainer.dataflex.sampler
+    assert trainer.train_dataloader.sampler is sampler and sampler.history is trainer.dataflex.ledger
+    pulled = next(iter(trainer.train_dataloader))  # fit's pull
+    drawn = sampler.state_dict()  # where the stages' draws start (the history is fed after the step)
+    _, _, calls, stages = one_step(trainer, pulled)
+    screening = [call["index"][::2].tolist() for call, screens in zip(calls, stages.screening) if screens]
+    sampler.load_state_dict(drawn)
+    expected, first = [], pulled["index"].tolist()  # stage 1 screens the pull first
+    for stage in screening:
+        rows, first = first, []
+        while len(rows) < len(stage):
+            rows += sampler.next_block()[: len(stage) - len(rows)]
+        expected.append(rows)
+    assert len(screening) == 2 and screening == expected
+
+
+def test_stage_time_splits_into_the_replicas_generation_and_the_seams_own_work(make_config, monkeypatch):
+    """``seam_time_s`` is the stages' time less the replicas' generate calls: a slow generation lands in
+    ``generation_time_s`` only, a slow generation batch built by ``roll_out`` around that call in ``seam_time_s``
+    only (the bench's judged row relies on it)."""
+    import time
+
+    from dataflex_verl.legacy_stages import GENERATION_TIME, SEAM_TIME, STAGES_TIME
+
+    generate_s, build_s = 0.05, 0.04
+    trainer = staged_trainer(make_config, {"prompts": 2, "rollouts": 2, "max_stages": 4})
+    replicas = trainer.async_rollout_manager
+    generate, gen_batch = replicas.generate_sequences, trainer._get_gen_batch
+
+    def slow_generate(prompts):
+        time.sleep(generate_s)
+        return generate(prompts)
+
+    def slow_gen_batch(batch):  # roll_out builds each stage's generation batch with it, before the generate call
+        time.sleep(build_s)
+        return gen_batch(batch)
+
+    monkeypatch.setattr(replicas, "generate_sequences", slow_generate)
+    monkeypatch.setattr(trainer, "_get_gen_batch", slow_gen_batch)
+    one_step(trainer, collate([{"index": i} for i in (0, 1, 3, 5)]))
+    metrics, stages = trainer.dataflex_metrics, len(replicas.calls)
+    assert stages >= 2  # a screening stage and the commit
+    assert metrics[SEAM_TIME] == metrics[STAGES_TIME] - metrics[GENERATION_TIME]
+    assert stages * generate_s <= metrics[GENERATION_TIME] < stages * (generate_s + build_s)
+    assert metrics[SEAM_TIME] >= stages * build_s

@@ -24,6 +24,7 @@ from dataflex_core.step import (
     SeamSupport,
     TrainSampler,
 )
+from dataflex_lab.testing import PromptDataset
 
 
 def refills_of(flex, population, batch_size, seed):
@@ -43,13 +44,15 @@ PROMPTS = 60
 #: Solve probability of each prompt: 0 (hopeless), 1 (solved) or 0.5 (learnable), by thirds.
 SOLVE = torch.tensor([0.0, 1.0, 0.5]).repeat(PROMPTS // 3)
 BATCH, ROLLOUTS = 8, 4
+#: The simulated task's prompt ids (column ``index``): row ``i`` is prompt ``1000 + i``.
+IDS = list(range(1000, 1000 + PROMPTS))
 
 
 def simulate(scorer: dict, sampler: dict, steps: int, seed: int = 0) -> torch.Tensor:
     """Rows drawn per step, ``(steps, BATCH)``, under the given curriculum."""
     block = {"mechanism": "curriculum", "scorer": scorer, "actuator": sampler}
     step = DataFlexStep(mount_step(block, HOST, loss_unit="token"))
-    history = PromptHistory(PromptIds(list(range(1000, 1000 + PROMPTS)), "index"))
+    history = PromptHistory(PromptIds(IDS, "index"))
     curriculum = CurriculumSampler(step, history, {}, BATCH, seed=seed)
     step.sampler = curriculum
     generator = torch.Generator().manual_seed(seed)
@@ -110,19 +113,6 @@ def test_greso_skips_the_prompts_whose_visits_keep_giving_no_signal():
     assert set(drawn.flatten().tolist()) == set(range(PROMPTS))  # the floor: every prompt still tried
 
 
-class Prompts:
-    """The simulated task's train dataset: ids in column ``index``."""
-
-    def __len__(self):
-        return PROMPTS
-
-    def columns(self):
-        return ["index"]
-
-    def column(self, name):
-        return list(range(1000, 1000 + PROMPTS))
-
-
 def group_batch(rows: torch.Tensor, rewards: torch.Tensor) -> Batch:
     """ROLLOUTS responses per prompt of ``rows`` with these rewards, one group (uid) each."""
     per_row = rows.repeat_interleave(ROLLOUTS)
@@ -156,7 +146,7 @@ def test_greso_drawing_for_filter_keeps_every_batch_full_and_spends_fewer_rollou
         }  # fmt: skip
         flex = DataFlexSession(block)
         flex.mount(host, loss_unit="token", adv_estimator="grpo", is_group_estimator=lambda name: True)
-        sampler = flex.train_sampler(Prompts(), batch_size=BATCH, seed=0)
+        sampler = flex.train_sampler(PromptDataset(IDS), batch_size=BATCH, seed=0)
         generator = torch.Generator().manual_seed(0)
         trained = []
         for step in range(1, 31):

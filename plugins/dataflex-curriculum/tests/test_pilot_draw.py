@@ -8,11 +8,10 @@ batch, as a host of the staged-generation seam does. Counted with a fixed seed a
 from __future__ import annotations
 
 import pytest
-import torch
 
 from dataflex_core.session import DataFlexSession, StagedGeneration
 from dataflex_core.step import FieldSupport, HostCapabilities, LossWeights, SeamSupport, TrainSampler
-from dataflex_lab.testing import rows_batch
+from dataflex_lab.testing import PromptDataset, run_staged_step
 
 HOST = HostCapabilities(
     name="stagedhost",
@@ -37,19 +36,6 @@ def solved(prompt: int) -> bool:
     return prompt < 12
 
 
-class Prompts:
-    """A train dataset whose prompt ids (column ``index``) are their rows."""
-
-    def __len__(self):
-        return PROMPTS
-
-    def columns(self):
-        return ["index"]
-
-    def column(self, name):
-        return list(range(PROMPTS))
-
-
 def session(draw) -> DataFlexSession:
     pilot = {"prompts": 2, "rollouts": 2, "max_stages": 4, "on_short": "backfill"}
     if draw is None:
@@ -58,33 +44,16 @@ def session(draw) -> DataFlexSession:
         block = {**PILOT, "pilot": {**pilot, "draw": {"mechanism": "curriculum", "prompt_key": "index", **draw}}}
     flex = DataFlexSession(block)
     flex.mount(HOST, loss_unit="token", adv_estimator="grpo", is_group_estimator=lambda name: True)
-    flex.train_sampler(Prompts(), batch_size=2, seed=0)
+    flex.train_sampler(PromptDataset(range(PROMPTS)), batch_size=2, seed=0)  # ids: the rows
     flex.seam(StagedGeneration).prepare(PROMPTS, batch_size=2, seed=0)
     return flex
 
 
-def rows(prompts, uids, rewards):
-    """A stage's rows (2 tokens each; the prompt id in ``index``)."""
-    return rows_batch([2] * len(rewards), width=3, rewards=rewards, uid=uids, columns={"index": prompts})
-
-
 def step(flex, step_id):
-    """One staged step on the simulated task, its trained batch run; the dataset rows it screened."""
-    seam = flex.seam(StagedGeneration)
-    stages = seam.stages(2, rollout_n=4)
-    parts = []
-    while (asked := stages.next()) is not None:
-        prompts = asked.prompts.repeat_interleave(asked.counts).tolist()
-        rank = torch.cat([torch.arange(int(c)) for c in asked.counts]).tolist()
-        part = (prompts, asked.uids.repeat_interleave(asked.counts).tolist(),
-                [1.0 if solved(p) else float(k % 2) for p, k in zip(prompts, rank)])  # fmt: skip
-        seam.observe(stages, rows(*part), step_id)
-        parts.append(part)
-    trained: tuple[list, list, list] = ([], [], [])  # every stage's kept rows: prompts, uids, rewards
-    for part, keep in zip(parts, stages.trained()):
-        for column, values in zip(trained, part):
-            column.extend(values[i] for i in keep.tolist())
-    flex.run(rows(*trained), step_id, generation=stages)
+    """One staged step on the simulated task (always-solved prompts reward 1, the others 1, 0, ...), its trained
+    batch run; the dataset rows it screened."""
+    reward = lambda prompt, k: 1.0 if solved(prompt) else float(k % 2)  # noqa: E731
+    stages, _ = run_staged_step(flex, step_id, reward, groups=2, rollout_n=4)
     return stages.prompt.tolist()
 
 

@@ -259,14 +259,21 @@ def sums_to_one(p: torch.Tensor) -> bool:
 
 def distribution_problem(p: torch.Tensor) -> str | None:
     """Why ``p`` is not a distribution (``non-finite``, ``negative``, ``sum 1.2``), or None."""
-    p = p.detach().to(torch.float64)
-    if not torch.isfinite(p).all():
-        return "non-finite"
-    if (p < 0).any():
-        return "negative"
-    if not sums_to_one(p):
-        return f"sum {float(p.sum()):.6g}"
-    return None
+    return _problem_and_sum(p.detach().to(torch.float64))[0]
+
+
+def _problem_and_sum(p: torch.Tensor) -> tuple[str | None, torch.Tensor]:
+    """:func:`distribution_problem` of float64 ``p`` and its sum, in two reductions (no mask over ``p``)."""
+    total = p.sum()
+    if p.numel():
+        low, high = torch.aminmax(p)  # NaN propagates into both
+        if not (torch.isfinite(low) and torch.isfinite(high)):
+            return "non-finite", total
+        if low < 0:
+            return "negative", total
+    if not sums_to_one(total):
+        return f"sum {float(total):.6g}", total
+    return None, total
 
 
 def _check_distribution(value: Any, n: int, *, what: str, over: str, owner: str, step: int | None) -> torch.Tensor:
@@ -276,13 +283,13 @@ def _check_distribution(value: Any, n: int, *, what: str, over: str, owner: str,
             f"{owner} returned {what} of shape {shape}{_at(step)}; expected ({n},), one per {over}"
         )
     p = value.detach().to(torch.float64).cpu()
-    problem = distribution_problem(p)
+    problem, total = _problem_and_sum(p)
     if problem is not None:
         raise InvalidOutputError(
             f"{owner} returned {what} over {n} {over}s{_at(step)} that are not a distribution ({problem}); they "
             f"must be finite, non-negative and sum to one (± {tolerance_text(SUM_TOLERANCE)})"
         )
-    return p / p.sum()
+    return p / total
 
 
 def check_proportions(value: Any, num_domains: int, *, owner: str, step: int | None) -> torch.Tensor:
@@ -315,11 +322,13 @@ def check_prompt_scores(value: Any, num_candidates: int, *, owner: str, step: in
         )
     if not (value.is_floating_point() or value.dtype in (torch.int32, torch.int64, torch.bool)):
         raise InvalidOutputError(f"{owner} returned scores of dtype {value.dtype}{_at(step)}; expected numbers")
-    bad = ~torch.isfinite(value.detach().to(torch.float64))
-    if bad.any():
-        raise InvalidOutputError(
-            f"{owner} returned {int(bad.sum())} non-finite scores of {num_candidates} candidates{_at(step)}"
-        )
+    # a finite sum means every score is finite (one reduction, no mask); only a sum that is not looks closer
+    if value.is_floating_point() and not torch.isfinite(value.detach().sum()):
+        finite = torch.isfinite(value.detach())
+        if not finite.all():
+            raise InvalidOutputError(
+                f"{owner} returned {int((~finite).sum())} non-finite scores of {num_candidates} candidates{_at(step)}"
+            )
     return value.detach()
 
 

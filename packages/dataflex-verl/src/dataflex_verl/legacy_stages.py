@@ -14,6 +14,11 @@ fit trains ``rollout.n`` rollouts per prompt, consecutive: the loader yields the
 generate call gets back each one's trained rows (the rows ``stages.trained()`` names), group by group, stage
 after stage within a group, under the uid fit gives that prompt. A stage mechanism whose trained groups are
 not ``rollout.n`` each is stopped naming the sizes (fit's own repetition could not hold them).
+
+The stages run before fit's step timer starts, so their wall time is handed to fit's ``gen`` and ``step`` timers
+(as the filter's rounds are) and logged per step as ``dataflex/pilot/stages_time_s``, split into the replicas'
+generate calls (``dataflex/pilot/generation_time_s``) and the rest, the seam's own cost
+(``dataflex/pilot/seam_time_s``: prompt table, ``roll_out``'s batches, admission, top-up assembly).
 """
 
 from __future__ import annotations
@@ -120,6 +125,7 @@ class PilotStagesRounds:
         drawn = drawn_rows(batch_dict)
         stages = self.seam.stages(prompt_count(batch_dict), rollout_n=n, drawn=drawn)
         table = PromptTable(trainer, batch_dict, drawn)
+        replicas = GenerationClock(self.rollout.manager)
         parts: list[tuple[Any, torch.Tensor]] = []  # per stage: its rollouts, each row's uid
         generated = torch.zeros(0, dtype=torch.long)  # per uid, its rollouts so far
         while (asked := stages.next()) is not None:
@@ -127,7 +133,7 @@ class PilotStagesRounds:
             generated = torch.cat([generated, torch.zeros(table.known - len(generated), dtype=torch.long)])
             uids = np.array(asked.uids.tolist(), dtype=object)
             rollouts, data = roll_out(
-                trainer, self.rollout.manager, table.rows(asked.uids), uids, asked.counts, step, "pilot",
+                trainer, replicas, table.rows(asked.uids), uids, asked.counts, step, "pilot",
                 offsets=generated[asked.uids],
             )  # fmt: skip
             generated.index_add_(0, asked.uids, asked.counts)
@@ -144,8 +150,41 @@ class PilotStagesRounds:
         pulled = rows.get(ROW_COLUMN)
         self.rollout.prepared = Prepared(out, None if pulled is None else np.repeat(np.asarray(pulled), n))
         trainer.dataflex_generation = stages
-        trainer.dataflex_metrics["dataflex/pilot/stages_time_s"] = spent
+        trainer.dataflex_metrics.update(stage_times(spent, replicas.seconds))
         return rows
+
+
+#: The stages' wall time (their generation and the seam's own work), the generation alone, and the seam alone.
+STAGES_TIME, GENERATION_TIME, SEAM_TIME = (f"dataflex/pilot/{name}_time_s" for name in ("stages", "generation", "seam"))
+
+
+def stage_times(stages_s: float, generation_s: float) -> dict[str, float]:
+    """A step's stage metrics: the seam's own time (prompt table, ``roll_out``'s batch building, admission, top-up
+    assembly) is the stages' time less the replicas' generate calls, so it is comparable across generation speeds
+    (``benchmarks/README.md``, case 9)."""
+    return {STAGES_TIME: stages_s, GENERATION_TIME: generation_s, SEAM_TIME: stages_s - generation_s}
+
+
+class GenerationClock:
+    """verl's rollout manager, each ``generate_sequences`` call timed: ``seconds`` is the stages' generation (the
+    replicas' rollouts and the rewards verl streams with them), the part of the stages' time that is not the seam's.
+
+    Every other attribute is the manager's.
+    """
+
+    def __init__(self, manager: Any) -> None:
+        self.manager = manager
+        self.seconds = 0.0
+
+    def generate_sequences(self, prompts: Any) -> Any:
+        began = time.perf_counter()
+        try:
+            return self.manager.generate_sequences(prompts)
+        finally:
+            self.seconds += time.perf_counter() - began
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.manager, name)
 
 
 def trained_groups(parts: list[tuple[Any, torch.Tensor]], trained: list[torch.Tensor], n: int) -> tuple[Any, Any]:
@@ -288,4 +327,17 @@ def installed(trainer: Any) -> Iterator[None]:
         trainer.train_dataloader, trainer.async_rollout_manager = loader, manager
 
 
-__all__ = ["Kept", "PilotStagesRounds", "PromptTable", "assembled", "drawn_rows", "installed", "trained_groups"]
+__all__ = [
+    "GENERATION_TIME",
+    "SEAM_TIME",
+    "STAGES_TIME",
+    "GenerationClock",
+    "Kept",
+    "PilotStagesRounds",
+    "PromptTable",
+    "assembled",
+    "drawn_rows",
+    "installed",
+    "stage_times",
+    "trained_groups",
+]

@@ -292,11 +292,14 @@ def capabilities(config: Any, line: str = "v1") -> HostCapabilities:
             # prompt batch before dispatch (DataFlexTrainerMixin._submit_batch_to_rollout)
             PromptCounts: SeamSupport(not allocate, allocate),
             # mechanism pilot: stages of (prompt, rollouts) requests where RayPPOTrainer.fit pulls its prompts
-            # (legacy line only), each screening stage admitted at reward time, before advantages
+            # (legacy line only), each screening stage admitted at reward time, before advantages (pre_rollout: a
+            # pilot.draw curriculum, whose sampler draws fit's pull and the further screened prompts)
             StagedGeneration: SeamSupport(
-                not staged, staged, timings=("post_reward",),
+                not staged,
+                staged,
+                timings=("pre_rollout", "post_reward"),
                 fields=admission_fields(fields, screening),
-            ),  # fmt: skip
+            ),
         },
         loss_units=(TOKEN_UNIT, SEQUENCE_UNIT),
         token_weights=True,

@@ -82,10 +82,27 @@ class FitSession:
         self.runner = runner
         self.workspace = runner.prepare_workspace(root / "workspace")
         self._runs: dict[str, FitRun] = {}
+        self._workspaces: dict[tuple[str, int], Any] = {}
+
+    def task_workspace(self, task: str, train_rows: int) -> Any:
+        """A workspace of another task (e.g. ``mixed``: echo prompts with solved and unsolvable ones), built once."""
+        key = (task, train_rows)
+        if key not in self._workspaces:
+            self._workspaces[key] = self.runner.prepare_workspace(
+                self.root / f"workspace_{task}_{train_rows}", task=task, train_rows=train_rows
+            )
+        return self._workspaces[key]
 
     def run(
-        self, name: str, spec: Any, *, expect_error: bool = False, extra_env: dict[str, str] | None = None
+        self,
+        name: str,
+        spec: Any,
+        *,
+        expect_error: bool = False,
+        extra_env: dict[str, str] | None = None,
+        workspace: Any = None,
     ) -> FitRun:
+        """Run ``spec`` on the session's echo workspace (or ``workspace``), or return the run cached as ``name``."""
         if name in self._runs:
             return self._runs[name]
         from fit_components import PROBE_ENV
@@ -96,8 +113,9 @@ class FitSession:
         env = {PROBE_ENV: str(folder / "components"), **(extra_env or {})}
         error = None
         try:
+            output = folder / "metrics.jsonl"
             steps = self.runner.run_in_process(
-                spec, self.workspace, folder / "metrics.jsonl", loss_probe_dir=folder / "loss", extra_env=env
+                spec, workspace or self.workspace, output, loss_probe_dir=folder / "loss", extra_env=env
             )
         except Exception as exc:  # noqa: BLE001 - a test that expects a refusal inspects it
             if not expect_error:

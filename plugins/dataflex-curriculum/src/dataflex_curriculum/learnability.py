@@ -32,7 +32,7 @@ from .checks import number, unit_interval_scores
 
 def with_floor(q: torch.Tensor, exploration: float) -> torch.Tensor:
     """``(1 - exploration) q + exploration / n``: a distribution whose every entry is at least ``exploration / n``."""
-    return (1.0 - exploration) * q + exploration / len(q)
+    return torch.mul(q, 1.0 - exploration).add_(exploration / len(q))
 
 
 @register_sampler("learnability")
@@ -54,10 +54,10 @@ class LearnabilitySampler(Sampler):
         n = len(p)
         if n == 0:
             return torch.zeros(0, dtype=torch.float64, device=scores.device)
-        weight = p * (1.0 - p)
+        weight = torch.rsub(p, 1.0).mul_(p)  # p (1 - p)
         total = weight.sum()
-        q = weight / total if total > 0 else torch.full_like(weight, 1.0 / n)
-        return with_floor(q, self.exploration).to(scores.device)
+        q = weight.div_(total) if total > 0 else torch.full_like(weight, 1.0 / n)
+        return q.mul_(1.0 - self.exploration).add_(self.exploration / n).to(scores.device)  # with_floor, in place
 
     def min_probability(self, num_candidates: int) -> float:
         return self.exploration / num_candidates if num_candidates else 0.0

@@ -52,7 +52,8 @@ class PromptTable:
     def get(self, name: str, index: torch.Tensor) -> torch.Tensor:
         """Column ``name`` at ``index`` (float64); prompts beyond the table have the prior."""
         if not index.numel() or int(index.max()) < len(self):
-            return self.columns[name][index]  # every prompt in the table: one gather, no mask of the index
+            # every prompt in the table: one gather (index_select: a third of advanced indexing's time at 1M rows)
+            return self.columns[name].index_select(0, index.reshape(-1)).reshape(index.shape)
         out = torch.full(index.shape, self.priors[name], dtype=torch.float64)
         known = index < len(self)
         out[known] = self.columns[name][index[known]]

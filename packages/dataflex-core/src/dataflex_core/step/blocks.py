@@ -6,7 +6,7 @@ dataloader's sampler. Both draw one block of ``batch_size`` indices (one batch
 of prompts) at a time with their own seeded generator, count whole blocks only,
 and checkpoint their position inside the current block
 (:class:`BlockSampler`); :func:`systematic_counts` turns a distribution into
-integer counts per block.
+integer counts per block (:func:`systematic_positions`: the picks themselves).
 """
 
 from __future__ import annotations
@@ -14,17 +14,30 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+import numpy as np
 import torch
 from torch.utils.data import Sampler
 
 
-def systematic_counts(proportions: torch.Tensor, total: int, generator: torch.Generator) -> torch.Tensor:
-    """Integer counts summing to ``total`` with ``E[count_d] = p_d * total`` and ``|count_d - p_d total| < 1``."""
-    expected = torch.cumsum(proportions.to(torch.float64) * total, 0)
+def systematic_positions(proportions: torch.Tensor, total: int, generator: torch.Generator) -> torch.Tensor:
+    """The entries ``total`` systematic picks land on, in increasing order (int64): entry ``d`` is picked
+    ``floor`` or ``ceil`` of ``p_d * total`` times, ``p_d * total`` in expectation.
+
+    One cumulative sum over the entries, then a binary search per pick: no per-entry counts, so a block of
+    ``total`` picks from ``n`` candidates costs one pass over ``n`` and ``O(total log n)``.
+    """
+    expected = torch.mul(proportions.detach().to("cpu", torch.float64), total).cumsum_(0)
     expected[-1] = float(total)  # guard against rounding in the cumulative sum
     offset = torch.rand((), generator=generator, dtype=torch.float64)
-    edges = torch.floor(torch.cat([expected.new_zeros(1), expected]) + offset)
-    return edges.diff().to(torch.long)
+    # pick j (1..total) lands on the first entry whose floor(expected + offset) reaches j; numpy's search: a few
+    # hundred binary searches are not worth a parallel region (torch opens one above 200 values)
+    edges = expected.add_(offset).numpy()
+    return torch.from_numpy(np.searchsorted(edges, np.arange(1, total + 1, dtype=np.float64), side="left"))
+
+
+def systematic_counts(proportions: torch.Tensor, total: int, generator: torch.Generator) -> torch.Tensor:
+    """Integer counts summing to ``total`` with ``E[count_d] = p_d * total`` and ``|count_d - p_d total| < 1``."""
+    return torch.bincount(systematic_positions(proportions, total, generator), minlength=len(proportions))
 
 
 class BlockSampler(Sampler[int]):

@@ -33,7 +33,7 @@ from ..batch import Batch
 from ..config import DataFlexPipeline
 from ..contracts import check_probabilities, check_prompt_scores
 from ..errors import ConfigError
-from .blocks import BlockSampler, systematic_counts
+from .blocks import BlockSampler, systematic_positions
 from .context import StepContext
 from .fields import is_prompt_field
 from .history import PromptHistory
@@ -71,6 +71,10 @@ def candidate_batch(
     for name, column in columns.items():
         objects[name] = np.asarray(column[index], dtype=object)
     return Batch(tensors, objects)
+
+
+def _index_dtype(n: int) -> torch.dtype:
+    return torch.int32 if n < 2**31 else torch.long
 
 
 class CurriculumSampler(BlockSampler):
@@ -126,7 +130,7 @@ class CurriculumSampler(BlockSampler):
             return torch.arange(rows)
         if self._cursor + self.num_candidates > len(self._pass):
             return self._wrap()
-        out = self._pass[self._cursor : self._cursor + self.num_candidates]
+        out = self._pass[self._cursor : self._cursor + self.num_candidates].clone()  # the block's own rows
         self._cursor += self.num_candidates
         return out
 
@@ -158,10 +162,9 @@ class CurriculumSampler(BlockSampler):
         """``(probabilities over rows (float64), uniform)``: the curriculum's, or uniform before warm-up or on a
         fallback."""
         n = len(rows)
-        uniform = torch.full((n,), 1.0 / n, dtype=torch.float64)
         pipeline = self.step.pipeline
         if not pipeline.active(step):
-            return uniform, True
+            return torch.full((n,), 1.0 / n, dtype=torch.float64), True
         batch = candidate_batch(self.history, rows, self.fields, self.columns)
         ctx = self.step.ctx
 
@@ -174,19 +177,27 @@ class CurriculumSampler(BlockSampler):
             return check_probabilities(proposed, n, owner=component_label(pipeline, "actuator"), step=step)
 
         p, fell_back = self.step.on_invalid.attempt(draw, step=step, instead="drawing uniformly")
-        return (uniform, True) if fell_back else (p, False)
+        return (torch.full((n,), 1.0 / n, dtype=torch.float64), True) if fell_back else (p, False)
 
     def next_block(self) -> list[int]:
-        """Draw the next block of ``batch_size`` dataset rows for step ``history.last_step + 1``."""
+        """Draw the next block of ``batch_size`` dataset rows for step ``history.last_step + 1``.
+
+        Over every prompt the block's own work is a few passes over the rows (the random order, one gather and
+        one cumulative sum of the probabilities, the metrics' reductions); the picks, the draw counts and the
+        repeats are O(batch_size).
+        """
         step = self.history.last_step + 1
         rows = self.candidates()
         p, uniform = self.probabilities(rows, step)
-        order = torch.randperm(len(rows), generator=self.generator)
-        counts = systematic_counts(p[order], self.batch_size, self.generator)
-        picks = rows[order].repeat_interleave(counts)
-        self.draws.index_add_(0, rows[order], counts)
-        self.last_probabilities = (rows.clone(), p.clone())
-        unseen = self.history.times_sampled[rows] == 0
+        # int32 where it fits: the same permutation and generator state as int64, and a faster shuffle and gather
+        order = torch.randperm(len(rows), generator=self.generator, dtype=_index_dtype(len(rows)))
+        positions = systematic_positions(p.index_select(0, order), self.batch_size, self.generator)
+        picks = rows[order[positions]]  # in the random order, each as often as systematic sampling counts it
+        self.draws.index_add_(0, picks, torch.ones_like(picks))
+        self.last_probabilities = (rows, p)  # both fresh tensors of this block
+        every = len(rows) == len(self.history)  # rows is arange(len(history)): no gather of the history
+        unseen = (self.history.times_sampled if every else self.history.times_sampled[rows]) == 0
+        _, multiplicity = torch.unique_consecutive(positions, return_counts=True)
         self.draw_metrics = {
             # the last step the history had seen: step - 1 when nothing prefetches (verl's sync trainer), older
             # when the framework fetches batches ahead (TRL through accelerate: one batch)
@@ -195,9 +206,9 @@ class CurriculumSampler(BlockSampler):
             f"{METRIC_PREFIX}draw/uniform": 1.0 if uniform else 0.0,
             f"{METRIC_PREFIX}draw/max_probability": float(p.max()),
             # 1 / sum p^2: how many candidates the draw effectively spreads over, as a share of them
-            f"{METRIC_PREFIX}draw/effective_fraction": float(1.0 / (p * p).sum()) / len(rows),
-            f"{METRIC_PREFIX}draw/unseen_share": float(p[unseen].sum()),
-            f"{METRIC_PREFIX}draw/repeated_prompts": float((counts > 1).sum()),
+            f"{METRIC_PREFIX}draw/effective_fraction": float(1.0 / torch.dot(p, p)) / len(rows),
+            f"{METRIC_PREFIX}draw/unseen_share": float(torch.dot(p, unseen.to(p.dtype))),
+            f"{METRIC_PREFIX}draw/repeated_prompts": float((multiplicity > 1).sum()),
         }
         return picks[torch.randperm(len(picks), generator=self.generator)].tolist()
 

@@ -221,16 +221,24 @@ def grpo_batch(groups: int = 4, group_size: int = 4, *, policy_fields: bool = Fa
 
 
 class PromptDataset:
-    """A train dataset of prompts whose ids are in column ``index``, as a session's train sampler reads one."""
+    """A train dataset of prompts whose ids are in column ``index``, as a session's train sampler reads one.
 
-    def __init__(self, ids: Sequence[Any]) -> None:
+    :param columns: further dataset columns, one value per prompt (e.g. ``{"domain": [...]}`` for a mix or a
+        curriculum by domain).
+    """
+
+    def __init__(self, ids: Sequence[Any], columns: Mapping[str, Sequence[Any]] | None = None) -> None:
         self.ids = list(ids)
+        self.extra = {name: list(values) for name, values in (columns or {}).items()}
+        for name, values in self.extra.items():
+            if len(values) != len(self.ids):
+                raise ValueError(f"column {name!r} has {len(values)} values for {len(self.ids)} prompts")
 
     def __len__(self) -> int:
         return len(self.ids)
 
     def columns(self) -> list[str]:
-        return ["index"]
+        return ["index", *self.extra]
 
     def column(self, name: str) -> list[Any]:
-        return self.ids
+        return self.extra[name] if name in self.extra else self.ids

@@ -1,0 +1,155 @@
+"""Case ``fit-pilot``: the staged-generation seam's own cost per step in verl's legacy fit loop, generation excluded
+(issue 37's target).
+
+Runs ``python -m verl.trainer.main_ppo`` on the CPU harness (:mod:`dataflex_lab.verl.cpu_loop`) with verl's legacy
+``RayPPOTrainer.fit`` (``trainer.use_v1=false``), as case ``fit-legacy`` does: without DataFlex and with
+``mechanism: pilot`` (:data:`BLOCK`: two pilot rollouts for twice the batch's prompts, admitted when their rewards
+vary at all, the commit tops them up to ``rollout.n``, a short step backfilled), alternated without, pilot, pilot,
+without; lr 0, so the policy never moves. Per step after each run's warm-up step, the step without generation:
+
+- without DataFlex: verl's ``timing_s/step - timing_s/gen``: the reward, old log-prob and actor-update calls,
+  ``_balance_batch``, the advantage and the weight sync;
+- with the pilot: ``timing_s/step - timing_s/gen + dataflex/pilot/seam_time_s``. verl's ``gen`` there holds the
+  stages (handed to fit's ``gen`` and ``step`` timers: they run before fit's timers start) and fit's own generate
+  block (the prepared rows handed back and the replicas put to sleep, which the baseline's ``gen`` holds too); the
+  seam's own time (stage bookkeeping, the prompt table, the admission, the top-up assembly: the stages' time less
+  the replicas' generate calls, ``dataflex/pilot/generation_time_s``) stays in. DataFlex's step at
+  ``compute_advantage`` is in it too (the baseline has none).
+
+The ratio is the median with the pilot over the median without. Between runs a shared machine's load moves the
+step by more than the seam's few ms, so the row also gives the ratio inside each pilot step (its step without
+generation over the same less the seam's time, median over steps: paired, though blind to what the seam costs
+outside its own timer). Needs what case ``fit`` needs.
+"""
+
+from __future__ import annotations
+
+import statistics
+from typing import Any
+
+from .fit import FIT_TARGET, fit_missing, run_arms
+from .results import Result, measured
+
+CASE = "fit-pilot"
+NAME = "step with / without the pilot's seam, generation excluded, in verl's legacy fit loop"
+BLOCK = {
+    "mechanism": "pilot",
+    "scorer": {"name": "group_reward_variance"},
+    "actuator": {"name": "threshold_band", "params": {"low": 1.0e-6, "high": 1.0e9}},
+    "pilot": {"prompts": 2, "rollouts": 2, "on_short": "backfill"},
+}
+#: Arms in the order they run (ABBA); quick mode runs the first two.
+ORDER = ("without", "pilot", "pilot", "without")
+STEP, GEN = "timing_s/step", "timing_s/gen"
+
+
+def _names() -> tuple[str, str, str, str]:
+    """The legacy host's stage metrics (stages' time, their generation, the seam's) and the pilot's stage count,
+    imported when a run is read (``dataflex_verl`` is not installed in the TRL environment)."""
+    from dataflex_core.mechanisms.pilot.stages import PILOT_PREFIX
+    from dataflex_verl.legacy_stages import GENERATION_TIME, SEAM_TIME, STAGES_TIME
+
+    return STAGES_TIME, GENERATION_TIME, SEAM_TIME, f"{PILOT_PREFIX}stages"
+
+
+def _metric(metrics: dict[str, Any], name: str, arm: str) -> float:
+    if name not in metrics:
+        fix = (
+            "dataflex-verl older than its seam_time_s metric is installed in verl's processes; install this checkout"
+            if name.startswith("dataflex/")
+            else "verl logged no such timer"
+        )
+        raise RuntimeError(f"the {arm} run's step logged no {name!r} (it has {sorted(metrics)[:8]}...): {fix}")
+    return float(metrics[name])
+
+
+def without_generation(metrics: dict[str, Any], staged: bool) -> float:
+    """A step's time less its generation: verl's ``step - gen``; with the pilot's stages, their seam's own time put
+    back (verl's ``gen`` holds the stages whole)."""
+    arm = "pilot" if staged else "without"
+    rest = _metric(metrics, STEP, arm) - _metric(metrics, GEN, arm)
+    return rest + _metric(metrics, _names()[2], arm) if staged else rest
+
+
+def summarize(runs: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
+    """The figures of both arms' steps (after their warm-up): medians of the step without generation, the ratio, and
+    the pilot's seam, stages' generation, fit's own generate block and stages per step."""
+    base = [without_generation(m, staged=False) for m in runs["without"]]
+    pilot = [without_generation(m, staged=True) for m in runs["pilot"]]
+    if not base or not pilot:
+        raise RuntimeError(
+            f"fit-pilot needs steps after the warm-up in both arms, got {len(base)} without and {len(pilot)} with the "
+            "pilot: run at least 2 steps per run"
+        )
+
+    def median_ms(values) -> float:
+        return statistics.median(values) * 1e3
+
+    stages_time, generation_time, seam_time, stages = _names()
+    steps = runs["pilot"]
+    b, p = statistics.median(base), statistics.median(pilot)
+    return {
+        "median_s": p,
+        "baseline_s": b,
+        "ratio": p / b,
+        "reps": len(pilot),
+        "seam_ms": median_ms(_metric(m, seam_time, "pilot") for m in steps),
+        "stages_generation_ms": median_ms(_metric(m, generation_time, "pilot") for m in steps),
+        # fit's own generate block with the pilot (prepared rows handed back, replicas put to sleep): out of both
+        "fit_gen_block_ms": median_ms(_metric(m, GEN, "pilot") - _metric(m, stages_time, "pilot") for m in steps),
+        "gen_without_ms": median_ms(_metric(m, GEN, "without") for m in runs["without"]),
+        "step_without_generation_ms": {"without": b * 1e3, "pilot": p * 1e3},
+        "stages_per_step": statistics.median(_metric(m, stages, "pilot") for m in steps),
+        # the same question inside each pilot step (its step with the seam over the same step less it): paired, so
+        # the machine's drift between runs cancels; blind to costs the seam causes outside its own timer
+        "within_step_ratio": statistics.median(
+            with_seam / (with_seam - _metric(m, seam_time, "pilot")) for m, with_seam in zip(steps, pilot)
+        ),
+    }
+
+
+def run_fit_pilot(*, quick: bool, unjudged: str | None = None, progress=print) -> list[Result]:
+    steps, order = (2, ORDER[:2]) if quick else (12, ORDER)
+    shape = (
+        f"8 prompts x 4 samples, responses <= 8 tokens, pilot 2 x 8 prompts x 2 rollouts, {steps} steps per run, "
+        f"runs {'/'.join(order)}"
+    )
+    reason = fit_missing()
+    if reason:
+        progress(f"  SKIP {CASE}: {reason}")
+        return [Result(CASE, NAME, shape, status="skip", target=FIT_TARGET, note=reason)]
+    from dataflex_lab.verl.cpu_loop import runner
+
+    def spec(i: int, arm: str):
+        return runner.RunSpec(
+            use_v1=False,
+            dataflex=BLOCK if arm == "pilot" else None,
+            steps=steps,
+            lr=0.0,
+            experiment=f"bench_pilot_{i}_{arm}",
+        )
+
+    def rest(done: list[dict[str, Any]]) -> str:
+        staged = _names()[0] in done[0]
+        median = statistics.median(without_generation(m, staged=staged) for m in done)
+        return f"median step without generation {median * 1e3:.1f} ms"
+
+    figures = summarize(run_arms(order, spec, CASE, progress, summary=rest))
+    return [
+        measured(
+            CASE,
+            NAME,
+            shape,
+            median_s=figures.pop("median_s"),
+            baseline_s=figures.pop("baseline_s"),
+            ratio=figures.pop("ratio"),
+            target=FIT_TARGET,
+            reps=figures.pop("reps"),
+            unjudged=unjudged,
+            note=(
+                "verl's timing_s/step - timing_s/gen without DataFlex; with the pilot the same plus "
+                "dataflex/pilot/seam_time_s (stages' time less their generate calls); lr 0"
+            ),
+            extra=figures,
+        )
+    ]
