@@ -46,7 +46,9 @@ def _general_path(monkeypatch, raw, valid, unit):
 @pytest.mark.parametrize("threads", [1, 2])
 @pytest.mark.parametrize("junk", [0.0, float("nan"), 1e30])
 @pytest.mark.parametrize("unit", [TOKEN_UNIT, SEQUENCE_UNIT])
-def test_the_one_pass_factor_and_its_metrics_are_the_general_paths_bit_for_bit(monkeypatch, threads, junk, unit):
+def test_the_factor_and_metrics_of_the_dividing_pass_are_the_general_paths_bit_for_bit(
+    monkeypatch, threads, junk, unit
+):
     batch = _batch(seed=1)
     valid = batch.meta_info["dataflex_step_inputs"].valid_tokens()
     raw = check_weights(_weights(batch, seed=2, junk=junk), batch, granularity="token", owner="t", step=0)
