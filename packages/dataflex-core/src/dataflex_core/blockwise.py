@@ -88,13 +88,25 @@ def count_set(mask: torch.Tensor) -> int:
 def row_counts(mask: torch.Tensor) -> torch.Tensor:
     """``(bs,)`` int64: set positions per row of a ``(bs, L)`` mask (any dtype, nonzero = set)."""
     if mask.device.type == "cpu" and mask.dtype == torch.bool and mask.dim() > 0:
-        # A bool is one byte, 0 or 1: numpy sums the bytes of each row into int64, no copy made.
-        return torch.from_numpy(np.asarray(np.add.reduce(mask.numpy().view(np.uint8), axis=-1, dtype=np.int64)))
+        # A bool is one byte, 0 or 1: numpy sums the bytes of each row, no copy made.
+        return torch.from_numpy(np.asarray(_set_per_row(mask.numpy().view(np.uint8))))
     if not blockwise(mask):
         return torch.count_nonzero(mask, dim=-1)
     out = torch.empty(mask.shape[0], dtype=torch.int64)
     for rows in row_slices(*mask.shape):
         out[rows] = torch.count_nonzero(mask[rows], dim=-1)
+    return out
+
+
+def _set_per_row(flags: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+    """int64 sums of the 0/1 bytes ``flags`` along the last axis. Summed in int32 where a row cannot overflow it
+    (numpy's int32 sum of bytes is about twice as fast as its int64 one), then widened."""
+    if flags.shape[-1] >= 1 << 31:
+        return np.add.reduce(flags, axis=-1, dtype=np.int64, out=out)
+    sums = np.add.reduce(flags, axis=-1, dtype=np.int32)
+    if out is None:
+        return sums.astype(np.int64)
+    np.copyto(out, sums)
     return out
 
 
@@ -222,7 +234,7 @@ def bool_and_row_counts(mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]
 
     def block(rows: slice) -> None:
         np.not_equal(values[rows], 0, out=flags[rows])  # NaN is set, as bool() reads it
-        np.add.reduce(flags[rows].view(np.uint8), axis=-1, dtype=np.int64, out=counts[rows])
+        _set_per_row(flags[rows].view(np.uint8), out=counts[rows])
 
     chunk_map(rows_, block, max(1, NUMPY_CHUNK // max(1, length)))
     return out, torch.from_numpy(counts)
