@@ -90,6 +90,21 @@ def test_a_fact_is_forgotten_when_the_tensor_or_its_mask_changes():
     assert recall(values, FINITE) is True and recall(values, FINITE, valid=valid) is None
 
 
+def test_facts_leave_with_their_tensor():
+    import gc
+
+    from dataflex_core import tensor_facts
+
+    values, valid = torch.rand(4, 3), torch.ones(4, 3, dtype=torch.bool)
+    remember(values, FINITE, True, valid=valid)
+    held = len(tensor_facts._FACTS)
+    del values
+    gc.collect()
+    assert len(tensor_facts._FACTS) == held - 1
+    fresh = torch.rand(4, 3)  # may take the freed tensor's id: it knows nothing
+    assert recall(fresh, FINITE, valid=valid) is None
+
+
 def test_the_actuator_reads_the_steps_check_of_its_scores_and_checks_anything_else(monkeypatch):
     batch = _batch(seed=6)
     valid = batch.meta_info["dataflex_step_inputs"].valid_tokens()

@@ -19,31 +19,38 @@ import weakref
 from typing import Any
 
 import torch
-from torch.utils.weak import WeakIdKeyDictionary
 
 #: The scores or weights are finite on every valid unit of the mask (value: ``True``).
 FINITE = "finite"
 #: The weight metrics' statistics of a factor over its valid tokens (:mod:`.step.factor_pass`).
 ROW_STATS = "row_stats"
 
-#: tensor -> {what: (tensor version, weak mask, mask version, value)}; entries leave with their tensor.
-_FACTS: WeakIdKeyDictionary = WeakIdKeyDictionary()
+#: ``id(tensor)`` -> (a weak reference to it, {what: (tensor version, weak mask, mask version, value)}); an entry
+#: leaves when its tensor is freed (before its id can be reused).
+_FACTS: dict[int, tuple[weakref.ref, dict[str, tuple[int, Any, int | None, Any]]]] = {}
+
+
+def _forget(key: int) -> Any:
+    return lambda _: _FACTS.pop(key, None)
 
 
 def remember(tensor: torch.Tensor, what: str, value: Any, *, valid: torch.Tensor | None = None) -> None:
     """Record ``value`` as ``what`` is true of ``tensor`` (read under the mask ``valid``, when one was used)."""
+    key = id(tensor)
+    held = _FACTS.get(key)
+    if held is None or held[0]() is not tensor:
+        held = _FACTS[key] = (weakref.ref(tensor, _forget(key)), {})
     mask = None if valid is None else weakref.ref(valid)
-    facts = _FACTS.get(tensor)
-    if facts is None:
-        facts = _FACTS[tensor] = {}
-    facts[what] = (tensor._version, mask, None if valid is None else valid._version, value)
+    held[1][what] = (tensor._version, mask, None if valid is None else valid._version, value)
 
 
 def recall(tensor: torch.Tensor, what: str, *, valid: torch.Tensor | None = None) -> Any:
     """The value recorded as ``what`` for this very ``tensor`` under this very ``valid``, both unchanged since;
     ``None`` when there is none."""
-    facts = _FACTS.get(tensor)
-    fact = None if facts is None else facts.get(what)
+    held = _FACTS.get(id(tensor))
+    if held is None or held[0]() is not tensor:
+        return None
+    fact = held[1].get(what)
     if fact is None:
         return None
     version, mask, mask_version, value = fact
