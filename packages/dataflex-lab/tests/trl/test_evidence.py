@@ -326,6 +326,29 @@ def test_a_failed_run_is_named_not_kept_and_rerun_next_time(tmp_path, monkeypatc
     assert summary["table"][0]["seeds"] == [0, 1, 2]
 
 
+def test_a_workdir_of_sensitivity_settings_only_reports_their_table_and_its_holm(tmp_path, monkeypatch):
+    """Settings run beside their baseline alone (no table method): one sensitivity table, Holm over its own tests,
+    no empty main table (synthetic runs stand in for training)."""
+    from dataflex_lab.trl import evidence
+
+    def fake(campaign, family, method, seed):
+        gain = {"filter_r2": 1.2, "filter_r8": 0.8}.get(method, 1.0) + 0.01 * seed
+        steps = [{"step": s, "metrics": {METRIC: 0.1 * s * gain, GENERATED: 64.0 * s, TRAINED: 64.0 * s,
+                                         total("rollouts_wasted"): 32.0 * s, ROUNDS: 1.0 * s, "step_time": 1.0}}
+                 for s in range(0, 5)]  # fmt: skip
+        return {"arm": method, "seed": seed, "host": "trl", "key": campaign.key(family, method), "wall_s": 1.0,
+                "steps": steps}  # fmt: skip
+
+    monkeypatch.setattr(evidence, "run_one", fake)
+    campaign = Campaign(families=["repeat"], methods=[UNIFORM, "filter_r2", "filter_r8"], seeds=[0, 1, 2], steps=4,
+                        val_every=2, workdir=tmp_path)  # fmt: skip
+    summary = run_campaign(campaign, out=io.StringIO())
+    assert summary["table"] == [] and [r["method"] for r in summary["sensitivity"]] == ["filter_r8", "filter_r2"]
+    text = (tmp_path / "table.md").read_text()
+    assert text.startswith("## Sensitivity (same seeds)") and "## Method by family" not in text
+    assert "adjusted over the 4 tests of the sensitivity table, and" in text
+
+
 def test_progress_counts_runs_left_and_divides_the_time_left_by_the_runs_side_by_side():
     from dataflex_lab.trl.evidence import Progress
 

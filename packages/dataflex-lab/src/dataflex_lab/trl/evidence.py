@@ -589,10 +589,12 @@ def report_campaign(campaign: Campaign, out: TextIO = sys.stdout) -> dict[str, A
     targets = {f: campaign.target_for(f) for f in campaign.families}
     main = method_table([r for r in rows if METHODS[r["method"]].varies is None])
     sensitivity = method_table([r for r in rows if METHODS[r["method"]].varies is not None])
-    text = "## Method by family\n\n" + table_markdown(main, targets)
+    text = ""  # a workdir of sensitivity settings only (with their baseline) has no main table
+    if main:
+        text += "## Method by family\n\n" + table_markdown(main, targets) + "\n"
     if sensitivity:
-        text += "\n## Sensitivity (same seeds)\n\n" + table_markdown(sensitivity, targets)
-    text += "\n" + _how_to_read(len(main), len(sensitivity)) + "\n## Reproduce\n\n"
+        text += "## Sensitivity (same seeds)\n\n" + table_markdown(sensitivity, targets) + "\n"
+    text += _how_to_read(len(main), len(sensitivity)) + "\n## Reproduce\n\n"
     text += "\n".join(f"- {r['family']} `{r['method']}`: `{reproduce(campaign, r)}`" for r in main + sensitivity)
     say("\n" + text)
     (campaign.workdir / "table.md").write_text(text + "\n")
@@ -604,8 +606,11 @@ def report_campaign(campaign: Campaign, out: TextIO = sys.stdout) -> dict[str, A
 
 
 def _how_to_read(rows: int, sensitivity: int) -> str:
-    adjusted = f"{2 * rows} tests of the table" + (f" ({2 * sensitivity} of the sensitivity table, apart)" if
-                                                    sensitivity else "")  # fmt: skip
+    if not rows:
+        adjusted = f"{2 * sensitivity} tests of the sensitivity table"
+    else:
+        adjusted = f"{2 * rows} tests of the table" + (f" ({2 * sensitivity} of the sensitivity table, apart)" if
+                                                        sensitivity else "")  # fmt: skip
     return (
         "How to read it: each row is `dataflex compare` of the method against its baseline on the seeds both ran, "
         "at equal rollouts (every run cut at the budget all reached). Rollouts to target: the geometric mean over "
