@@ -306,7 +306,15 @@ def _run(args: argparse.Namespace, registry, default_threads: int) -> int:
                 case, lambda: run_scale(quick=args.quick, reps=reps, unjudged=plan.unjudged, progress=_log)
             )
             results += run_case(
-                case, lambda: run_padded_step(quick=args.quick, reps=reps, unjudged=plan.unjudged, progress=_log)
+                case,
+                lambda: run_padded_step(
+                    quick=args.quick,
+                    reps=reps,
+                    only=args.pairs.split(","),
+                    threads=threads,
+                    unjudged=plan.unjudged,
+                    progress=_log,
+                ),
             )
         elif case == "pilot":
             results += run_case(

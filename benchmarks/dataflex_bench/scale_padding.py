@@ -11,6 +11,9 @@ threshold fixed, as the memory case does, so the resident size follows the live 
 - **V1 host step**: that padded step against one ``clone()`` of the fields it reads (time <= :data:`STEP_TARGET`),
   and its peak extra memory over the bytes of those fields (<= :data:`STEP_MEMORY_TARGET`).
 
+Each pair is measured at every torch thread count the run names (``--threads``: full mode 1 and torch's default,
+both judged, as the issue's targets say), rows at more than one thread saying it in their shape.
+
 Every call gets a fresh copy of the fields it reads, built untimed (a host reads a new batch every step). Quick
 mode runs a small shape, unjudged, in CI.
 """
@@ -22,7 +25,7 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -68,15 +71,16 @@ def padded_copy(batch: Any, rows: int, seed: int) -> Any:
 
 
 def child_main(spec: dict[str, Any]) -> list[dict[str, Any]]:
-    """In the child: build the batches once, then for each pair time and measure the three calls."""
+    """In the child: build the batches once, then at each torch thread count, for each pair, time and measure the
+    three calls."""
+    import torch
+
     import dataflex_core
-    from dataflex_core.runner import DataFlexStep, mount_step
     from dataflex_core.step import CANONICAL_FIELDS, FieldSupport, HostCapabilities
 
-    from .memory import PeakMeter, field_bytes
-    from .pairs import CONTEXT, clone_inputs, discover_pairs, fresh_batch, read_fields
+    from .memory import PeakMeter
+    from .pairs import discover_pairs
     from .synthetic import SyntheticGRPO
-    from .timing import Fresh, measure_interleaved
 
     pairs = discover_pairs(dataflex_core.get_registry(), spec["only"])
     fields: set[str] = set()
@@ -90,48 +94,61 @@ def child_main(spec: dict[str, Any]) -> list[dict[str, Any]]:
     host = HostCapabilities(name="benchmark host", fields={name: FieldSupport(True) for name in CANONICAL_FIELDS})
     meter = PeakMeter()
     out = []
-    for pair in pairs:
-        row: dict[str, Any] = {"name": pair.name}
-        try:
-            scorer, reweighter = pair.build()
-            read = read_fields(scorer, reweighter)
-            with_uid = bool(scorer.needs_groups or reweighter.needs_groups)
-            block = {"mechanism": "reweight", "scorer": {"name": pair.scorer.name},
-                     "actuator": {"name": pair.reweighter.name}}  # fmt: skip
-            step = DataFlexStep(mount_step(block, host, loss_unit="token", ctx=CONTEXT, adv_estimator="grpo"))
-            plain_read = tuple(n for n in read if n in plain.batch)
-            padded_read = tuple(n for n in read if n in padded.batch)
-
-            def run(batch: Any) -> Any:
-                return step.run(batch, 1)
-
-            timings = measure_interleaved(
-                {
-                    "clone": Fresh(lambda b: clone_inputs(b, padded_read, with_uid), lambda: padded),
-                    "plain": Fresh(run, lambda: fresh_batch(plain, plain_read)),
-                    "padded": Fresh(run, lambda: fresh_batch(padded, padded_read)),
-                },
-                reps=spec["reps"],
-                warmup=1,
-            )
-            peaks = {}
-            for name, template, names in (("plain", plain, plain_read), ("padded", padded, padded_read)):
-                batch = fresh_batch(template, names)
-                meter.reset()
-                result = run(batch)
-                peaks[name] = meter.peak_extra()
-                del result, batch
-            row.update(
-                seconds={k: timings.median(k) for k in ("clone", "plain", "padded")},
-                peak_bytes=peaks,
-                field_bytes=field_bytes(padded, padded_read, with_uid),
-            )
-        except ValueError as exc:  # the reweighter refuses this scorer's scores (see the pair case)
-            row["skip"] = f"{type(exc).__name__}: {exc}"
-        except Exception as exc:  # noqa: BLE001 - one broken pair is a row
-            row["error"] = f"{type(exc).__name__}: {exc}"
-        out.append(row)
+    for threads in spec.get("threads") or [torch.get_num_threads()]:
+        torch.set_num_threads(threads)
+        out += [_measure_pair(pair, plain, padded, host, meter, spec["reps"]) | {"threads": threads} for pair in pairs]
     return out
+
+
+def _measure_pair(pair: Any, plain: Any, padded: Any, host: Any, meter: Any, reps: int) -> dict[str, Any]:
+    """One pair's timings and peaks at the current torch thread count (a row of :func:`child_main`)."""
+    from dataflex_core.runner import DataFlexStep, mount_step
+
+    from .memory import field_bytes
+    from .pairs import CONTEXT, clone_inputs, fresh_batch, read_fields
+    from .timing import Fresh, measure_interleaved
+
+    row: dict[str, Any] = {"name": pair.name}
+    try:
+        scorer, reweighter = pair.build()
+        read = read_fields(scorer, reweighter)
+        with_uid = bool(scorer.needs_groups or reweighter.needs_groups)
+        block = {"mechanism": "reweight", "scorer": {"name": pair.scorer.name},
+                 "actuator": {"name": pair.reweighter.name}}  # fmt: skip
+        step = DataFlexStep(mount_step(block, host, loss_unit="token", ctx=CONTEXT, adv_estimator="grpo"))
+        plain_read = tuple(n for n in read if n in plain.batch)
+        padded_read = tuple(n for n in read if n in padded.batch)
+
+        def run(batch: Any) -> Any:
+            return step.run(batch, 1)
+
+        timings = measure_interleaved(
+            {
+                "clone": Fresh(lambda b: clone_inputs(b, padded_read, with_uid), lambda: padded),
+                "plain": Fresh(run, lambda: fresh_batch(plain, plain_read)),
+                "padded": Fresh(run, lambda: fresh_batch(padded, padded_read)),
+            },
+            reps=reps,
+            warmup=1,
+        )
+        peaks = {}
+        for name, template, names in (("plain", plain, plain_read), ("padded", padded, padded_read)):
+            batch = fresh_batch(template, names)
+            meter.reset()
+            result = run(batch)
+            peaks[name] = meter.peak_extra()
+            del result, batch
+        row.update(
+            seconds={k: timings.median(k) for k in ("clone", "plain", "padded")},
+            cpu_seconds={k: timings.median(k, cpu=True) for k in ("clone", "plain", "padded")},
+            peak_bytes=peaks,
+            field_bytes=field_bytes(padded, padded_read, with_uid),
+        )
+    except ValueError as exc:  # the reweighter refuses this scorer's scores (see the pair case)
+        row["skip"] = f"{type(exc).__name__}: {exc}"
+    except Exception as exc:  # noqa: BLE001 - one broken pair is a row
+        row["error"] = f"{type(exc).__name__}: {exc}"
+    return row
 
 
 CHILD_CODE = """
@@ -146,11 +163,17 @@ def _mib(nbytes: float) -> str:
 
 
 def _rows(row: dict[str, Any], shape: str, reps: int, unjudged: str | None) -> list[Result]:
-    name = row["name"]
+    name, threads = row["name"], row.get("threads", 1)
+    if threads != 1:  # as the pair rows say it
+        shape += f" @ {threads} threads"
     if "skip" in row or "error" in row:
         status = "skip" if "skip" in row else "error"
         return [Result("scale", f"padded step {name}", shape, status=status, note=row.get("skip") or row["error"])]
     s, peak, fields = row["seconds"], row["peak_bytes"], row["field_bytes"]
+    cpu = row.get("cpu_seconds") or s
+    # The process's CPU time of the same calls (all threads, page faults included): it moves less than the wall
+    # time when other processes share the cores.
+    timed = {"threads": threads, "cpu_ratio": cpu["padded"] / cpu["clone"] if cpu["clone"] > 0 else float("inf")}
     return [
         measured(
             "scale", f"padding rows time {name}", shape, median_s=s["padded"], baseline_s=s["plain"],
@@ -165,7 +188,8 @@ def _rows(row: dict[str, Any], shape: str, reps: int, unjudged: str | None) -> l
         measured(
             "scale", f"V1 host step time {name}", shape, median_s=s["padded"], baseline_s=s["clone"],
             ratio=s["padded"] / s["clone"], target=STEP_TARGET, reps=reps, unjudged=unjudged,
-            note="the padded step against one clone() of the fields it reads",
+            note=f"the padded step against one clone() of the fields it reads (CPU time {timed['cpu_ratio']:.2f}x)",
+            extra=timed,
         ),
         measured(
             "scale", f"V1 host step peak {name}", shape, median_s=s["padded"], baseline_s=None,
@@ -177,9 +201,18 @@ def _rows(row: dict[str, Any], shape: str, reps: int, unjudged: str | None) -> l
 
 
 def run_padded_step(
-    *, quick: bool, reps: int, only: Iterable[str] = (), unjudged: str | None = None, progress=print
+    *,
+    quick: bool,
+    reps: int,
+    only: Iterable[str] = (),
+    threads: Sequence[int] = (),
+    unjudged: str | None = None,
+    progress=print,
 ) -> list[Result]:
-    """The padded-step rows of the ``scale`` case, from one fresh child process."""
+    """The padded-step rows of the ``scale`` case, from one fresh child process.
+
+    :param threads: torch thread counts to measure at, in order (empty: the child's default).
+    """
     from .memory import CHILD_ENV, unsupported
 
     reason = unsupported()
@@ -189,7 +222,10 @@ def run_padded_step(
     groups, size, length = QUICK_SHAPE if quick else FULL_SHAPE
     shape = f"bs={groups * size}+{PADDING_ROWS} padding ({groups}x{size}) L={length}"
     progress(f"  scale: the padded step at {shape} (fresh process)")
-    spec = {"num_groups": groups, "group_size": size, "length": length, "reps": reps, "only": [s for s in only if s]}
+    spec = {
+        "num_groups": groups, "group_size": size, "length": length, "reps": reps, "only": [s for s in only if s],
+        "threads": list(threads),
+    }  # fmt: skip
     env = {**os.environ, **CHILD_ENV}
     here = str(Path(__file__).resolve().parent.parent)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [here, env.get("PYTHONPATH")]))

@@ -20,12 +20,18 @@ def test_padding_rows_are_verls_scattered_empty_rows_with_one_pad_uid():
     assert torch.equal(padded.batch["advantages"][~pad], plain.batch["advantages"])  # real rows kept, in order
 
 
-def test_quick_padded_step_measures_every_pair_unjudged():
+def test_quick_padded_step_measures_every_pair_unjudged_at_each_thread_count():
     only = ["softmax", "high_entropy"]
-    rows = run_padded_step(quick=True, reps=1, only=only, unjudged="smoke", progress=lambda _: None)
+    rows = run_padded_step(quick=True, reps=1, only=only, threads=(1, 2), unjudged="smoke", progress=lambda _: None)
     names = {row.name for row in rows}
     assert "padding rows time advantage_magnitude+softmax" in names
     assert "V1 host step peak token_entropy+high_entropy_tokens" in names
     measured_rows = [row for row in rows if row.status != "skip"]
     assert measured_rows and all(row.status == "smoke" and math.isfinite(row.ratio) for row in measured_rows)
     assert all(f"+{PADDING_ROWS} padding" in row.shape for row in rows)
+    # Every row at one thread, and again at two (said in the shape), as the targets are judged.
+    one = [row for row in measured_rows if not row.shape.endswith("@ 2 threads")]
+    two = [row for row in measured_rows if row.shape.endswith("@ 2 threads")]
+    assert one and sorted(r.name for r in one) == sorted(r.name for r in two)
+    steps = [row for row in two if row.name.startswith("V1 host step time")]
+    assert steps and all(row.extra["threads"] == 2 and row.extra["cpu_ratio"] > 0 for row in steps)

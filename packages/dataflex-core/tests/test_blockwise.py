@@ -172,7 +172,8 @@ def test_blocks_stay_under_torchs_parallel_grain_with_several_threads():
 
 def test_chunk_map_shares_the_chunks_between_torchs_threads_and_keeps_the_serial_order():
     """Each chunk once, the results in chunk order (a caller's in-order sum is the serial one bit for bit), and with
-    torch's 3 threads three spans of chunks at once (each waits for the others at its first chunk)."""
+    torch's 3 threads three threads taking chunks at once, the caller among them (each waits for the others at its
+    first chunk)."""
     import threading
 
     from dataflex_core.blockwise import chunk_map
@@ -201,6 +202,39 @@ def test_chunk_map_shares_the_chunks_between_torchs_threads_and_keeps_the_serial
     assert [r for r, _ in shared] == [r for r, _ in serial]
     assert [r.start for r, _ in serial] == list(range(0, values.size, 1 << 14)) and serial[-1][0].stop == values.size
     assert sum(s for _, s in shared) == sum(s for _, s in serial)
+
+
+def test_chunk_map_raises_a_bodys_error_once_every_thread_is_done():
+    """A failing chunk stops the pass: the error reaches the caller, and no thread is still in ``body`` then."""
+    import threading
+    import time
+
+    from dataflex_core.blockwise import chunk_map
+
+    running, lock, seen = [0], threading.Lock(), []
+
+    def body(rows):
+        with lock:
+            running[0] += 1
+        try:
+            time.sleep(0.002)
+            if rows.start == 5 << 10:
+                raise ValueError("chunk 5")
+            return rows.start
+        finally:
+            with lock:
+                running[0] -= 1
+                seen.append(rows.start)
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        with pytest.raises(ValueError, match="chunk 5"):
+            chunk_map(64 << 10, body, chunk=1 << 10)
+        assert running[0] == 0 and len(seen) < 64  # stopped early, nothing left running
+        assert chunk_map(64 << 10, lambda r: r.start, chunk=1 << 10) == list(range(0, 64 << 10, 1 << 10))
+    finally:
+        torch.set_num_threads(before)
 
 
 def test_chunk_map_works_in_a_forked_child_of_a_process_that_used_its_threads():

@@ -18,6 +18,7 @@ oversubscribed cores each torch op waits until every torch thread gets one).
 
 from __future__ import annotations
 
+import itertools
 import os
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -87,13 +88,25 @@ def count_set(mask: torch.Tensor) -> int:
 def row_counts(mask: torch.Tensor) -> torch.Tensor:
     """``(bs,)`` int64: set positions per row of a ``(bs, L)`` mask (any dtype, nonzero = set)."""
     if mask.device.type == "cpu" and mask.dtype == torch.bool and mask.dim() > 0:
-        # A bool is one byte, 0 or 1: numpy sums the bytes of each row into int64, no copy made.
-        return torch.from_numpy(np.asarray(np.add.reduce(mask.numpy().view(np.uint8), axis=-1, dtype=np.int64)))
+        # A bool is one byte, 0 or 1: numpy sums the bytes of each row, no copy made.
+        return torch.from_numpy(np.asarray(_set_per_row(mask.numpy().view(np.uint8))))
     if not blockwise(mask):
         return torch.count_nonzero(mask, dim=-1)
     out = torch.empty(mask.shape[0], dtype=torch.int64)
     for rows in row_slices(*mask.shape):
         out[rows] = torch.count_nonzero(mask[rows], dim=-1)
+    return out
+
+
+def _set_per_row(flags: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+    """int64 sums of the 0/1 bytes ``flags`` along the last axis. Summed in int32 where a row cannot overflow it
+    (numpy's int32 sum of bytes is about twice as fast as its int64 one), then widened."""
+    if flags.shape[-1] >= 1 << 31:
+        return np.add.reduce(flags, axis=-1, dtype=np.int64, out=out)
+    sums = np.add.reduce(flags, axis=-1, dtype=np.int32)
+    if out is None:
+        return sums.astype(np.int64)
+    np.copyto(out, sums)
     return out
 
 
@@ -148,18 +161,40 @@ def chunk_map(n: int, body: Callable[[slice], T], chunk: int = NUMPY_CHUNK) -> l
     uses (``torch.get_num_threads()``).
 
     A numpy pass runs on one core where torch's own ops use every thread torch has; numpy releases the GIL in
-    its loops, so threads that each take a contiguous span of the chunks share the pass (page faults of a fresh
-    output included). The chunks and the order of the results are those of the serial loop, so a caller that
-    adds the results in order gets the serial sum bit for bit. ``body`` must only write inside its range.
+    its loops, so threads share the pass (page faults of a fresh output included). Each thread, the calling one
+    among them, takes the next chunk not yet taken until none is left: on cores shared with other processes a
+    thread that waits for a core holds up one chunk, not a fixed share of the pass. The chunks and the order of
+    the results are those of the serial loop, so a caller that adds the results in order gets the serial sum bit
+    for bit. ``body`` must only write inside its range.
     """
     ranges = [slice(start, min(start + chunk, n)) for start in range(0, n, chunk)]
     workers = min(torch.get_num_threads(), len(ranges) // _MIN_CHUNKS_PER_WORKER)
     if workers <= 1:
         return [body(r) for r in ranges]
-    per = -(-len(ranges) // workers)
-    spans = [ranges[i : i + per] for i in range(0, len(ranges), per)]
-    futures = [_pool(len(spans)).submit(lambda span=span: [body(r) for r in span]) for span in spans]
-    return [result for future in futures for result in future.result()]
+    results: list[T] = [None] * len(ranges)  # type: ignore[list-item]
+    taken = itertools.count()  # next() on it is one step under the GIL: each index goes to one thread
+    failed: list[bool] = []
+
+    def work() -> None:
+        while not failed:
+            index = next(taken)
+            if index >= len(ranges):
+                return
+            try:
+                results[index] = body(ranges[index])
+            except BaseException:
+                failed.append(True)  # the other threads stop at their next chunk
+                raise
+
+    futures = [_pool(workers - 1).submit(work) for _ in range(workers - 1)]
+    try:
+        work()
+    finally:
+        for future in futures:
+            future.exception()  # every thread is done with the pass before it returns or raises
+    for future in futures:
+        future.result()
+    return results
 
 
 def masked_row_any_nonzero(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
@@ -182,3 +217,24 @@ def masked_row_any_nonzero(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
 
     chunk_map(rows_, block, max(1, NUMPY_CHUNK // max(1, length)))
     return torch.from_numpy(out)
+
+
+def bool_and_row_counts(mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor] | None:
+    """``(mask.bool(), its set positions per row)`` of a 2-D integer or float CPU mask, in one numpy pass of row
+    blocks shared by torch's threads (each block compared with 0, then counted while in cache); None for a
+    bool mask (``bool()`` is the mask itself, :func:`row_counts` counts it) or where numpy cannot read it."""
+    xs = flat_numpy(mask)
+    if xs is None or mask.dim() != 2 or mask.dtype == torch.bool or xs.dtype.kind not in "iuf":
+        return None
+    rows_, length = mask.shape
+    values = xs.reshape(rows_, length)
+    out = torch.empty((rows_, length), dtype=torch.bool)
+    flags = out.numpy()
+    counts = np.empty(rows_, dtype=np.int64)
+
+    def block(rows: slice) -> None:
+        np.not_equal(values[rows], 0, out=flags[rows])  # NaN is set, as bool() reads it
+        _set_per_row(flags[rows].view(np.uint8), out=counts[rows])
+
+    chunk_map(rows_, block, max(1, NUMPY_CHUNK // max(1, length)))
+    return out, torch.from_numpy(counts)

@@ -42,6 +42,7 @@ from .errors import InvalidOutputError
 from .groups import group_index, segment_count
 from .inputs import negative_mask, nonfinite_mask
 from .normalize import valid_sample_mask, valid_token_mask
+from .tensor_facts import FINITE, remember
 
 #: How far a mixer's proportions or a sampler's probabilities may sum from one (float32 rounding of a
 #: softmax over many prompts).
@@ -118,6 +119,8 @@ def _check_units(
         negative = negative_mask(value, valid)
         if negative is not None:
             raise fail(f"{int(negative.sum())} valid entries are negative (min {value[negative].min().item():.4g})")
+    else:
+        remember(value, FINITE, True, valid=valid)  # the actuator's own check of these scores reads it
     return value
 
 

@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from .blockwise import masked_row_any_nonzero, row_counts
+from .blockwise import bool_and_row_counts, masked_row_any_nonzero, row_counts
 
 #: Where :func:`prepare_batch` puts the :class:`StepInputs` of a batch.
 STEP_INPUTS_KEY = "dataflex_step_inputs"
@@ -140,12 +140,22 @@ class StepInputs:
         return self._get("has_padding", lambda: self.padding is not None and bool(self.padding.any()))
 
     def response_tokens(self) -> torch.Tensor:
-        """``(bs, L)`` bool ``response_mask`` (padding rows included)."""
-        return self._get("response_tokens", lambda: self.response_mask.bool())
+        """``(bs, L)`` bool ``response_mask`` (padding rows included); on the CPU its row counts
+        (:meth:`response_counts`) come from the same pass over the mask."""
+        cached = self._values.get("response_tokens")
+        if cached is not None and cached.fresh():
+            return cached.value
+        made = bool_and_row_counts(self.response_mask)
+        if made is None:
+            return self._get("response_tokens", lambda: self.response_mask.bool())
+        tokens, counts = made
+        self._values["response_tokens"], self._values["response_counts"] = _Cached(tokens), _Cached(counts)
+        return tokens
 
     def response_counts(self) -> torch.Tensor:
         """``(bs,)`` int64 response tokens per row."""
-        return self._get("response_counts", lambda: row_counts(self.response_tokens()))
+        tokens = self.response_tokens()  # a fresh mask brings its counts (the same pass)
+        return self._get("response_counts", lambda: row_counts(tokens))
 
     def padding_is_empty(self) -> bool:
         """True when no padding row has a response token (verl's padding rows: an empty ``response_mask``), so the

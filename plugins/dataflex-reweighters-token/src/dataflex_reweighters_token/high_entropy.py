@@ -7,7 +7,7 @@ import math
 import numpy as np
 import torch
 
-from dataflex_core import Reweighter, actuator_scores, count_set, register_reweighter
+from dataflex_core import Reweighter, actuator_scores, register_reweighter, valid_token_counts
 from dataflex_core.blockwise import chunk_map
 
 from .selection import CHUNK, numpy_view, select_kth
@@ -61,7 +61,7 @@ class HighEntropyTokensReweighter(Reweighter):
     @torch.no_grad()
     def act(self, scores, batch, **ctx):
         entropy, valid = actuator_scores(scores, batch, owner="high_entropy_tokens", granularity="token")
-        count = count_set(valid)
+        count = int(valid_token_counts(batch).sum())  # the step's prepared counts: no pass over the mask
         if count == 0:
             return torch.zeros(entropy.shape, dtype=torch.float32, device=entropy.device)
         threshold, below = select_kth(entropy, quantile_rank(self.quantile, count), valid, count)

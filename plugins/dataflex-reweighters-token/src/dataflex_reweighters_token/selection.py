@@ -20,12 +20,14 @@ such wait costs milliseconds). On other devices the same steps are torch ops.
 from __future__ import annotations
 
 import math
+import threading
 from collections.abc import Iterator
 
 import numpy as np
 import torch
 
 from dataflex_core import count_set
+from dataflex_core.blockwise import chunk_map
 
 #: Up to this many valid values a plain selection over all of them is as fast as bracketing.
 DIRECT_LIMIT = 1 << 20
@@ -149,18 +151,23 @@ class _NumpyOps(_Ops):
     def count_and_band(self, low: float, high: float) -> tuple[int, np.ndarray]:
         xs, ms = self.xs, self.ms
         lo, hi = xs.dtype.type(low), xs.dtype.type(high)
-        size = min(CHUNK, xs.size)
-        in_band, upper = np.empty(size, dtype=bool), np.empty(size, dtype=bool)
-        at_least_low, pieces = 0, []
-        for rows in chunks(xs.size):
-            x, a, b = xs[rows], in_band[: rows.stop - rows.start], upper[: rows.stop - rows.start]
-            np.greater_equal(x, lo, out=a)
+        buffers = threading.local()
+
+        def chunk(rows: slice) -> tuple[int, np.ndarray]:
+            size = rows.stop - rows.start
+            held = getattr(buffers, "value", None)
+            if held is None or held.shape[1] < size:
+                held = buffers.value = np.empty((2, size), dtype=bool)
+            x, in_band, upper = xs[rows], held[0, :size], held[1, :size]
+            np.greater_equal(x, lo, out=in_band)
             if ms is not None:
-                np.logical_and(a, ms[rows], out=a)
-            at_least_low += int(np.count_nonzero(a))
-            np.logical_and(a, np.less_equal(x, hi, out=b), out=a)
-            pieces.append(np.extract(a, x))
-        return at_least_low, np.concatenate(pieces)
+                np.logical_and(in_band, ms[rows], out=in_band)
+            at_least_low = int(np.count_nonzero(in_band))
+            np.logical_and(in_band, np.less_equal(x, hi, out=upper), out=in_band)
+            return at_least_low, np.extract(in_band, x)
+
+        counted = chunk_map(xs.size, chunk, CHUNK)  # the chunks shared by torch's threads, in order
+        return sum(count for count, _ in counted), np.concatenate([piece for _, piece in counted])
 
 
 class _TorchOps(_Ops):

@@ -48,6 +48,7 @@ from ..step.outputs import checked_scores, component_label
 from ..step.result import StepResult
 from ..step.seams import LossWeights, S, Seam, TrainSampler
 from ..step.weights import finalize
+from ..tensor_facts import FINITE, recall
 
 #: The timings of scorers that run on a step's rollouts, once the rewards (and advantages) exist.
 ROLLOUT_TIMINGS = ("post_reward", "post_advantage")
@@ -277,7 +278,9 @@ def normalised(
         applied, factor = finalize(raw, valid_tokens, step.loss_unit, importance_weights)
     except InvalidOutputError as exc:
         raise InvalidOutputError(f"{spec.kind} {spec.label} returned invalid weights at step {step_id}: {exc}") from exc
-    if nonfinite_mask(applied, torch.ones((), dtype=torch.bool, device=applied.device)) is not None:
+    if recall(applied, FINITE) is None and (  # known when the pass that wrote it saw every value
+        nonfinite_mask(applied, torch.ones((), dtype=torch.bool, device=applied.device)) is not None
+    ):
         raise InvalidOutputError(
             f"{spec.kind} {spec.label} at step {step_id}: the normalised weights are not finite "
             "(weights too extreme to scale to mean one)"

@@ -13,13 +13,13 @@ over valid samples says how many samples the update effectively uses.
 
 from __future__ import annotations
 
-import threading
-
 import numpy as np
 import torch
 
-from ..blockwise import chunk_map, flat_numpy
+from ..blockwise import chunk_map
 from ..precomputed import valid_row_counts
+from ..tensor_facts import ROW_STATS, recall
+from .factor_pass import BlockBuffers, RowStats, block_stats, combined, numpy_2d, stats_rows
 from .result import PREFIX
 from .weights import SEQUENCE_UNIT, TOKEN_UNIT, unit_mean
 
@@ -119,15 +119,17 @@ def _sample_metrics(weights: torch.Tensor, token_count: torch.Tensor, unit: str)
     }
 
 
-def _masked_row_stats(
-    factor: torch.Tensor, valid_tokens: torch.Tensor
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+def _masked_row_stats(factor: torch.Tensor, valid_tokens: torch.Tensor) -> RowStats:
     """Over valid tokens: float64 row sums, the float64 sum of squares, the min and the max.
 
-    On the CPU in numpy, one pass of row blocks through a float64 buffer the cache holds (no ``(bs, L)``
+    Recorded by the pass that wrote the factor (:mod:`.factor_pass`) when the step normalised it there; else on
+    the CPU in numpy, one pass of row blocks through a float64 buffer the cache holds (no ``(bs, L)``
     temporary, no parallel region); elsewhere in one go.
     """
-    xs, ms = _numpy_2d(factor), _numpy_2d(valid_tokens)
+    known = recall(factor, ROW_STATS, valid=valid_tokens)
+    if known is not None:
+        return known
+    xs, ms = numpy_2d(factor), numpy_2d(valid_tokens)
     if xs is not None and ms is not None:
         return _numpy_row_stats(xs, ms)
     zero = torch.zeros((), dtype=factor.dtype, device=factor.device)
@@ -141,48 +143,20 @@ def _masked_row_stats(
     )
 
 
-#: Elements per row block of the numpy pass: a 2 MiB float64 buffer, held by the cache with its rows' mask.
-_STATS_BLOCK = 1 << 18
-
-
-def _numpy_2d(x: torch.Tensor) -> np.ndarray | None:
-    """A contiguous 2-D CPU float/bool tensor as a numpy view, or None."""
-    if x.dim() != 2 or x.dtype not in (torch.float32, torch.float64, torch.bool) or flat_numpy(x) is None:
-        return None
-    return x.numpy()
-
-
-def _numpy_row_stats(xs: np.ndarray, ms: np.ndarray) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+def _numpy_row_stats(xs: np.ndarray, ms: np.ndarray) -> RowStats:
     """:func:`_masked_row_stats` in numpy: each block of rows is copied once into a float64 buffer with its
     invalid tokens 0, and every statistic is read from that buffer while it is in cache; the blocks are shared by
     torch's thread count (:func:`~dataflex_core.blockwise.chunk_map`) and their results added in order. Row sums
     and squares are float64 sums of float64 values, as the whole-tensor expression computes them."""
     bs, length = xs.shape
-    step = max(1, _STATS_BLOCK // max(1, length))
+    step = stats_rows(length)
     row_sum = np.empty(bs, dtype=np.float64)
-    buffers = threading.local()
+    buffers = BlockBuffers(min(step, bs), length)
 
-    def block_stats(rows: slice) -> tuple[float, float, float]:
-        buffer = getattr(buffers, "value", None)
-        if buffer is None:
-            buffer = buffers.value = np.empty((min(step, bs), length), dtype=np.float64)
-        block, valid = buffer[: rows.stop - rows.start], ms[rows]
+    def stats(rows: slice) -> tuple[float, float, float]:
+        block, valid = buffers.take(rows.stop - rows.start), ms[rows]
         block.fill(0.0)
         np.copyto(block, xs[rows], where=valid)
-        np.add.reduce(block, axis=1, out=row_sum[rows])
-        return (
-            float(np.einsum("ij,ij->", block, block)),
-            float(np.minimum.reduce(block, axis=None, where=valid, initial=np.inf)),
-            float(np.maximum.reduce(block, axis=None, where=valid, initial=-np.inf)),
-        )
+        return block_stats(block, valid, row_sum[rows])
 
-    squares, low, high = 0.0, np.inf, -np.inf
-    for block_squares, block_low, block_high in chunk_map(bs, block_stats, step):
-        squares += block_squares
-        low, high = min(low, block_low), max(high, block_high)
-    return (
-        torch.from_numpy(row_sum),
-        torch.tensor(squares, dtype=torch.float64),
-        torch.tensor(low, dtype=torch.float64),
-        torch.tensor(high, dtype=torch.float64),
-    )
+    return combined(row_sum, chunk_map(bs, stats, step))

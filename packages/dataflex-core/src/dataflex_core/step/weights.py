@@ -37,6 +37,7 @@ from ..blockwise import flat_numpy
 from ..errors import InvalidOutputError
 from ..normalize import _masked_sum_min
 from ..precomputed import valid_row_counts
+from .factor_pass import divide_with_stats
 
 TOKEN_UNIT = "token"
 SEQUENCE_UNIT = "sequence"
@@ -181,9 +182,11 @@ def finalize(
     factor, denominator = _own_unit_mean(factor, valid_tokens, unit, total)  # our own tensor (_token_factor)
     if not denominator > 0:
         raise InvalidOutputError("every valid token got weight 0; at least one must be positive")
-    factor = _divide_(factor, denominator)  # mean one, so bounded by the number of units
-    if importance_weights is None:
+    if importance_weights is None:  # the final factor: divided in the pass that takes the metrics' statistics
+        divided = divide_with_stats(factor, valid_tokens, denominator)
+        factor = _divide_(factor, denominator) if divided is None else divided
         return factor, factor
+    factor = _divide_(factor, denominator)  # mean one, so bounded by the number of units
     base = importance_weights.to(torch.float32)
     product = factor * base
     target = float(unit_mean(base, valid_tokens, unit))
