@@ -25,6 +25,9 @@ def test_pilot_screens_on_the_mixed_task_and_runs_on_verls_legacy_line_only():
 
     options = DemoOptions(mechanism="pilot")
     assert options.block()["pilot"] == demo_report.PILOT_DEMO and options.toy_task == "mixed"
+    # pilot_params replaces the demo's keys, as filter_params does (the evidence campaign's pilot-size settings)
+    assert DemoOptions(mechanism="pilot", pilot_params={"rollouts": 4}).block()["pilot"] == {"rollouts": 4}
+    assert "pilot" not in DemoOptions(mechanism="filter", pilot_params={"rollouts": 4}).block()
     check_trainer_line(DemoSettings(mechanism="pilot", trainer="legacy"))
     for line in ("v1", "one-step-off"):
         with pytest.raises(ValueError, match=f"--mechanism pilot does not run on verl's {line} .* --trainer legacy"):

@@ -100,9 +100,11 @@ class DemoOptions:
     #: A task family's ``--task-params`` (:class:`~dataflex_lab.task_families.Structure`'s keys).
     task_params: dict[str, Any] | None = None
     #: ``mechanism: filter``'s ``filter:`` keys (core's defaults for those left out); ``None``: up to 8 rounds,
-    #: then backfill (the mixed task's constant prompts are often all solved or all failed). ``mechanism: pilot``
-    #: gets :data:`PILOT_DEMO`.
+    #: then backfill (the mixed task's constant prompts are often all solved or all failed).
     filter_params: dict[str, Any] | None = None
+    #: ``mechanism: pilot``'s ``pilot:`` keys, the same way (core's defaults for those left out); ``None``:
+    #: :data:`PILOT_DEMO`. The evidence campaign's pilot-size settings change one key of it.
+    pilot_params: dict[str, Any] | None = None
 
     @property
     def toy_task(self) -> str:
@@ -156,7 +158,7 @@ class DemoOptions:
                 else {"max_rounds": 8, "on_short": "backfill"}
             )
         if self.mechanism == "pilot":
-            block["pilot"] = dict(PILOT_DEMO)
+            block["pilot"] = dict(PILOT_DEMO if self.pilot_params is None else self.pilot_params)
         if self.mechanism in ("curriculum", "allocate"):
             block["prompt_key"] = "index"  # each toy row's id (verl copies extra_info.index into it)
         return block

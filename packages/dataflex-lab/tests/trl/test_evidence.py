@@ -149,6 +149,92 @@ def test_pilot_is_a_trl_method_the_quick_campaign_can_run(tmp_path):
     assert "pilot" in Campaign().methods  # the full campaign runs it by default
 
 
+def _changed(base: object, other: object, path: str = "") -> list[str]:
+    """The key paths where two ``dataflex:`` blocks differ (a key on one side only counts)."""
+    if isinstance(base, dict) and isinstance(other, dict):
+        return [p for k in sorted(set(base) | set(other), key=str)
+                for p in _changed(base.get(k), other.get(k), f"{path}.{k}" if path else str(k))]  # fmt: skip
+    return [] if base == other else [path]
+
+
+#: The TRL sensitivity settings, with the one key of their method's block each changes.
+TRL_SETTINGS = {name: m for name, m in METHODS.items() if m.varies is not None and m.host == "trl"}
+CHANGES = {
+    "curriculum_floor0.2": ("actuator.params.exploration", 0.2),
+    "curriculum_alpha0.5": ("scorer.params.alpha", 0.5),
+    "curriculum_mopps_floor0.2": ("actuator.params.exploration", 0.2),
+    "curriculum_greso_explore0.25": ("scorer.params.exploration", 0.25),
+    "pilot_rollouts4": ("pilot.rollouts", 4),
+    "pilot_prompts4": ("pilot.prompts", 4),
+    "filter_r8": ("filter.max_rounds", 8),
+    "filter_r2": ("filter.max_rounds", 2),
+}
+
+
+def test_every_sensitivity_setting_is_named_for_its_change():
+    assert set(CHANGES) == set(TRL_SETTINGS), "a new TRL sensitivity setting: say here which key it changes"
+    assert {"pilot_rollouts4", "pilot_prompts4", "filter_r2", "filter_r8"} <= set(TRL_SETTINGS)
+    assert not set(TRL_SETTINGS) & set(TABLE_METHODS)  # kept out of the main table and its Holm
+    assert all(METHODS[m.varies].baseline == m.baseline for m in TRL_SETTINGS.values())
+
+
+@pytest.mark.parametrize("name", sorted(TRL_SETTINGS))
+def test_a_sensitivity_setting_changes_one_key_of_its_methods_block_and_mounts_on_trl(name, tmp_path):
+    """Each setting is its method with one key changed (so its row reads as that key's effect), and TRL's
+    trainer mounts its block on the family's data as a run of the campaign does."""
+    from dataflex_trl.mount import mount
+
+    from dataflex_core.session import DataFlexSession
+    from dataflex_lab import task_families
+    from dataflex_lab.trl.toy import family_dataset
+    from dataflex_lab.trl.training_demo import DemoSettings, grpo_config
+
+    spec = TRL_SETTINGS[name]
+
+    def block(options):
+        return DemoSettings(**options, task="repeat", steps=2, val_every=0, workdir=tmp_path).block()
+
+    setting = block(spec.options)
+    path, value = CHANGES[name]
+    assert _changed(block(METHODS[spec.varies].options), setting) == [path]
+    found = setting
+    for key in path.split("."):
+        found = found[key]
+    assert found == value
+    task = task_families.family("repeat")
+    splits = task.build(task_families.structure_from(None, task), 0)
+    session = DataFlexSession(setting)
+    mount(session, grpo_config(DemoSettings(**spec.options, task="repeat", steps=2, val_every=0, workdir=tmp_path),
+                               name, 0), family_dataset(splits.train))  # fmt: skip
+    Campaign(families=["repeat"], methods=[UNIFORM, name], seeds=[0, 1]).check()
+
+
+@pytest.mark.parametrize(("name", "screened", "rollouts"), [("pilot", 16, 2), ("pilot_rollouts4", 16, 4),
+                                                             ("pilot_prompts4", 32, 2)])  # fmt: skip
+def test_the_pilot_size_settings_screen_what_they_say(name, screened, rollouts, tmp_path):
+    """A step of 8 prompts of 8 rollouts: its first screening stage asks ``prompts`` x 8 prompts ``rollouts``
+    times each, and the commit tops the admitted up to the group's 8."""
+    from dataflex_trl.mount import mount
+
+    from dataflex_core.session import DataFlexSession
+    from dataflex_core.step.seams import StagedGeneration
+    from dataflex_lab import task_families
+    from dataflex_lab.trl.toy import family_dataset
+    from dataflex_lab.trl.training_demo import DemoSettings, grpo_config
+
+    settings = DemoSettings(**METHODS[name].options, task="repeat", steps=2, val_every=0, workdir=tmp_path)
+    task = task_families.family("repeat")
+    splits = task.build(task_families.structure_from(None, task), 0)
+    session = DataFlexSession(settings.block())
+    config = grpo_config(settings, name, 0)
+    mount(session, config, family_dataset(splits.train))
+    seam = session.seam(StagedGeneration)
+    seam.prepare(len(splits.train), batch_size=8, seed=0)
+    first = seam.stages(8, rollout_n=config.num_generations).next()
+    assert config.num_generations == 8 and len(first.prompts) == screened
+    assert first.counts.tolist() == [rollouts] * screened
+
+
 def test_a_campaign_refuses_what_it_cannot_compare():
     with pytest.raises(ValueError, match="unknown method\\(s\\) \\['pilots'\\]"):
         Campaign(methods=[UNIFORM, "pilots"]).check()
@@ -180,7 +266,9 @@ def test_the_held_out_score_uses_a_fixed_sampling_seed():
     after = torch.rand(1)
     torch.manual_seed(123)
     torch.rand(5)  # a different global state before the second score
-    second = heldout.score_prompts(model, tokenizer, task, held, samples=8, seed=heldout.eval_seed(0), sampling=sampling)
+    second = heldout.score_prompts(
+        model, tokenizer, task, held, samples=8, seed=heldout.eval_seed(0), sampling=sampling
+    )
     assert torch.equal(first, second) and first.shape == (len(held), 8)
     torch.manual_seed(123)
     heldout.score_prompts(model, tokenizer, task, held, samples=8, seed=heldout.eval_seed(0), sampling=sampling)
@@ -236,6 +324,29 @@ def test_a_failed_run_is_named_not_kept_and_rerun_next_time(tmp_path, monkeypatc
     summary = run_campaign(campaign, out=out)
     assert calls[6:] == [("curriculum", 1)] and "(5 done before, resumed; 1 to run" in out.getvalue()
     assert summary["table"][0]["seeds"] == [0, 1, 2]
+
+
+def test_a_workdir_of_sensitivity_settings_only_reports_their_table_and_its_holm(tmp_path, monkeypatch):
+    """Settings run beside their baseline alone (no table method): one sensitivity table, Holm over its own tests,
+    no empty main table (synthetic runs stand in for training)."""
+    from dataflex_lab.trl import evidence
+
+    def fake(campaign, family, method, seed):
+        gain = {"filter_r2": 1.2, "filter_r8": 0.8}.get(method, 1.0) + 0.01 * seed
+        steps = [{"step": s, "metrics": {METRIC: 0.1 * s * gain, GENERATED: 64.0 * s, TRAINED: 64.0 * s,
+                                         total("rollouts_wasted"): 32.0 * s, ROUNDS: 1.0 * s, "step_time": 1.0}}
+                 for s in range(0, 5)]  # fmt: skip
+        return {"arm": method, "seed": seed, "host": "trl", "key": campaign.key(family, method), "wall_s": 1.0,
+                "steps": steps}  # fmt: skip
+
+    monkeypatch.setattr(evidence, "run_one", fake)
+    campaign = Campaign(families=["repeat"], methods=[UNIFORM, "filter_r2", "filter_r8"], seeds=[0, 1, 2], steps=4,
+                        val_every=2, workdir=tmp_path)  # fmt: skip
+    summary = run_campaign(campaign, out=io.StringIO())
+    assert summary["table"] == [] and [r["method"] for r in summary["sensitivity"]] == ["filter_r8", "filter_r2"]
+    text = (tmp_path / "table.md").read_text()
+    assert text.startswith("## Sensitivity (same seeds)") and "## Method by family" not in text
+    assert "adjusted over the 4 tests of the sensitivity table, and" in text
 
 
 def test_progress_counts_runs_left_and_divides_the_time_left_by_the_runs_side_by_side():

@@ -121,3 +121,63 @@ def test_one_step_off_runs_compose_verls_own_config_with_the_cpu_weight_sync(tmp
     engine = config.actor_rollout_ref.rollout.checkpoint_engine
     importlib.import_module(engine.custom_backend_module)  # what verl's workers do with it
     assert CheckpointEngineRegistry.get(engine.backend).__name__ == "CpuMailboxCheckpointEngine"
+
+
+def test_the_replay_buffer_polls_at_the_harness_pace_unless_a_caller_says_otherwise(monkeypatch):
+    """verl's 2 s default made each V1 step's generation and each validation wait for the next whole 2 s."""
+    from verl.trainer.ppo.v1 import replay_buffer
+
+    monkeypatch.setattr(replay_buffer.ReplayBuffer, "__init__", replay_buffer.ReplayBuffer.__init__)  # restored
+    args = ("sync", {}, None, "drop", {})
+    assert replay_buffer.ReplayBuffer(*args).poll_interval == 2.0  # verl's own default, before the harness
+    verl_internals.poll_replay_buffer_quickly(replay_buffer)
+    verl_internals.poll_replay_buffer_quickly(replay_buffer)  # once only
+    assert replay_buffer.ReplayBuffer(*args).poll_interval == verl_internals.REPLAY_POLL_S < 2.0
+    assert (
+        replay_buffer.ReplayBufferAsync("colocate_async", {}, None, "drop", {}).poll_interval
+        == verl_internals.REPLAY_POLL_S
+    )
+    assert replay_buffer.ReplayBuffer(*args, poll_interval=1.5).poll_interval == 1.5  # a caller's value wins
+    assert replay_buffer.ReplayBuffer(*args, 0.5).poll_interval == 0.5  # also given by position
+
+
+def test_an_action_waits_for_its_module_to_finish_importing(tmp_path, monkeypatch):
+    import sys
+
+    from dataflex_lab.verl.cpu_loop import after_import
+
+    (tmp_path / "dataflex_waited_module.py").write_text("VALUE = 1\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    seen = []
+    after_import.when_imported("dataflex_waited_module", lambda module: seen.append(module.VALUE))
+    assert seen == [] and after_import._FINDER in sys.meta_path
+    import dataflex_waited_module  # noqa: F401
+
+    assert seen == [1] and after_import._FINDER not in sys.meta_path  # ran after the module's body; hook gone
+    after_import.when_imported("dataflex_waited_module", lambda module: seen.append(module.VALUE + 1))
+    assert seen == [1, 2]  # already imported: at once
+    monkeypatch.delitem(sys.modules, "dataflex_waited_module")
+
+
+def test_every_verl_process_that_imports_the_replay_buffer_gets_the_harness_pace():
+    """Through the plugin verl imports (``VERL_USE_EXTERNAL_MODULES``), beside dataflex-verl's own import hook;
+    the plugin itself does not import verl's V1 trainer package."""
+    import os
+    import subprocess
+    import sys
+
+    from dataflex_lab.verl.cpu_loop.runner import harness_env
+
+    script = (
+        "import sys, verl\n"
+        "assert 'verl.trainer.ppo.v1' not in sys.modules\n"
+        "from verl.trainer.ppo.v1 import get_trainer_cls\n"
+        "from verl.trainer.ppo.v1.replay_buffer import ReplayBuffer\n"
+        "get_trainer_cls('dataflex_sync')\n"  # dataflex-verl's hook ran too
+        "print(ReplayBuffer('sync', {}, None, 'drop', {}).poll_interval)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], env={**os.environ, **harness_env()}, capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert float(done.stdout.split()[-1]) == verl_internals.REPLAY_POLL_S

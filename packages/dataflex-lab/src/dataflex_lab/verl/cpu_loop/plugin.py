@@ -2,7 +2,8 @@
 
 verl imports it from inside ``import verl`` in the driver, the task runner
 and every Ray worker, so each process knows the CPU platform and the CPU rollout
-backend before verl looks them up (the agent loop is declared in a config file).
+backend before verl looks them up (the agent loop is declared in a config file);
+V1's replay buffer, once a process imports it, polls at the harness's pace.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import os
 from verl.workers.rollout.replica import RolloutReplicaRegistry
 
 from . import (
+    after_import,
     cpu_platform,  # noqa: F401 - registers the "cpu" platform
     verl_internals,
 )
@@ -27,6 +29,7 @@ def _load_replica():
 RolloutReplicaRegistry.register(ROLLOUT_NAME, _load_replica)
 verl_internals.register_rollout_adapter(ROLLOUT_NAME)
 verl_internals.use_plain_gloo_process_group()
+after_import.when_imported(verl_internals.REPLAY_BUFFER_MODULE, verl_internals.poll_replay_buffer_quickly)
 if os.environ.get(verl_internals.LOSS_PROBE_ENV):
     verl_internals.install_loss_probe(os.environ[verl_internals.LOSS_PROBE_ENV])
 if os.environ.get(verl_internals.COMPUTE_COUNTERS_ENV):

@@ -19,7 +19,14 @@ uses verl's public seams (``PlatformRegistry.register``,
   ``metric_utils.compute_data_metrics``, which every trainer line calls on the
   step's batch by a name it imported, is wrapped to add the
   ``dataflex/compute/*`` counters DataFlex's trainers log
-  (:data:`COMPUTE_COUNTERS_ENV`), so every arm can be compared at equal compute.
+  (:data:`COMPUTE_COUNTERS_ENV`), so every arm can be compared at equal compute;
+- V1's ``ReplayBuffer`` (``verl.trainer.ppo.v1.replay_buffer``) polls TransferQueue every ``poll_interval``
+  seconds (2.0 by default; ``trainer_base._build_replay_buffer`` passes none) until a step's or a validation
+  batch's groups have finished. The tiny model generates them in a fraction of that, so each V1 step's
+  generation and each validation batch waited for the next whole 2 s. The harness makes
+  :data:`REPLAY_POLL_S` the default (:func:`poll_replay_buffer_quickly`). A sync step (and a validation) waits
+  for all of its groups either way, and generation is keyed by step, prompt and sample, so only when the
+  trainer sees them changes, not what it trains on; an async step already took whichever groups had finished.
 
 :func:`problems` lists what no longer holds in the installed verl; a test runs
 it, so a verl release that moves any of these fails loudly there.
@@ -49,6 +56,12 @@ DATA_METRICS_CALLERS = (
 )
 
 ADAPTER_CLASS = "dataflex_lab.verl.cpu_loop.rollout.CpuServerAdapter"
+#: The module of V1's replay buffer; only the task runner imports it (the harness patches it when it does).
+REPLAY_BUFFER_MODULE = "verl.trainer.ppo.v1.replay_buffer"
+#: Seconds between the replay buffer's polls on the harness (verl's default is 2.0 s). A poll reads every tag
+#: of TransferQueue (a Ray call to its controller), so it is not free on 2 cores; 20 a second lose at most
+#: 50 ms a wait.
+REPLAY_POLL_S = 0.05
 
 
 def register_rollout_adapter(rollout_name: str) -> None:
@@ -79,6 +92,28 @@ def use_plain_gloo_process_group() -> None:
         module = sys.modules.get(name)
         if module is not None and getattr(module, "initialize_global_process_group_ray", None) is original:
             module.initialize_global_process_group_ray = initialize
+
+
+def poll_replay_buffer_quickly(module: Any, interval: float = REPLAY_POLL_S) -> None:
+    """Make ``interval`` the default ``poll_interval`` of ``module.ReplayBuffer`` (its async subclass inherits it).
+
+    A value the caller passes still wins. ``module`` is :data:`REPLAY_BUFFER_MODULE`, given once it has been
+    imported (:func:`~dataflex_lab.verl.cpu_loop.after_import.when_imported`), so no other process imports it.
+    """
+    buffer = module.ReplayBuffer
+    original = buffer.__init__
+    if getattr(original, "_dataflex_poll", False):
+        return
+    signature = inspect.signature(original)
+
+    @functools.wraps(original)
+    def init(self: Any, *args: Any, **kwargs: Any) -> None:
+        if "poll_interval" not in signature.bind(self, *args, **kwargs).arguments:
+            kwargs["poll_interval"] = interval
+        original(self, *args, **kwargs)
+
+    init._dataflex_poll = True  # type: ignore[attr-defined]
+    buffer.__init__ = init
 
 
 def install_loss_probe(folder: str) -> None:
@@ -204,4 +239,32 @@ def problems() -> list[str]:
                 found.append(f"{name} no longer imports compute_data_metrics by name (the plain arms' counters)")
     except Exception as exc:  # noqa: BLE001
         found.append(f"verl.trainer.ppo.metric_utils: {exc!r}")
+    found.extend(_replay_buffer_problems())
+    return found
+
+
+def _replay_buffer_problems() -> list[str]:
+    """What :func:`poll_replay_buffer_quickly` relies on that the installed verl no longer provides."""
+    found: list[str] = []
+    try:
+        import importlib
+
+        from verl.trainer.ppo.v1.trainer_base import PPOTrainer
+
+        module = importlib.import_module(REPLAY_BUFFER_MODULE)
+        if "poll_interval" not in inspect.signature(module.ReplayBuffer.__init__).parameters:
+            found.append(f"{REPLAY_BUFFER_MODULE}.ReplayBuffer.__init__ no longer takes poll_interval")
+        if "self.poll_interval" not in inspect.getsource(module.ReplayBuffer._wait_for_next_poll):
+            found.append(f"{REPLAY_BUFFER_MODULE}.ReplayBuffer._wait_for_next_poll no longer waits poll_interval")
+        if not issubclass(module.ReplayBufferAsync, module.ReplayBuffer) or "__init__" in vars(
+            module.ReplayBufferAsync
+        ):
+            found.append(f"{REPLAY_BUFFER_MODULE}.ReplayBufferAsync no longer inherits ReplayBuffer.__init__")
+        if "poll_interval" in inspect.getsource(PPOTrainer._build_replay_buffer):
+            found.append(
+                "verl's PPOTrainer._build_replay_buffer now passes poll_interval (from its config?): set the "
+                "harness's REPLAY_POLL_S through that instead of the ReplayBuffer default"
+            )
+    except Exception as exc:  # noqa: BLE001
+        found.append(f"{REPLAY_BUFFER_MODULE}: {exc!r}")
     return found
