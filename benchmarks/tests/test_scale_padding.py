@@ -5,7 +5,6 @@ from __future__ import annotations
 import math
 
 import torch
-
 from dataflex_bench.scale_padding import PADDING_ROWS, padded_copy, run_padded_step
 from dataflex_bench.synthetic import SyntheticGRPO
 
