@@ -12,8 +12,9 @@ import os
 
 from verl.workers.rollout.replica import RolloutReplicaRegistry
 
+from dataflex_verl.after_import import when_imported
+
 from . import (
-    after_import,
     cpu_platform,  # noqa: F401 - registers the "cpu" platform
     verl_internals,
 )
@@ -29,7 +30,7 @@ def _load_replica():
 RolloutReplicaRegistry.register(ROLLOUT_NAME, _load_replica)
 verl_internals.register_rollout_adapter(ROLLOUT_NAME)
 verl_internals.use_plain_gloo_process_group()
-after_import.when_imported(verl_internals.REPLAY_BUFFER_MODULE, verl_internals.poll_replay_buffer_quickly)
+when_imported(verl_internals.REPLAY_BUFFER_MODULE, verl_internals.poll_replay_buffer_quickly)
 if os.environ.get(verl_internals.LOSS_PROBE_ENV):
     verl_internals.install_loss_probe(os.environ[verl_internals.LOSS_PROBE_ENV])
 if os.environ.get(verl_internals.COMPUTE_COUNTERS_ENV):
