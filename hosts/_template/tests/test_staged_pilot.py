@@ -144,9 +144,10 @@ def test_a_resume_repeats_the_steps(tmp_path):
     resumed.train(4, resume_from=full.checkpoint_folder(2))
     for (_, _, want), (_, _, got) in zip(full.steps[2:], resumed.steps):
         assert all(torch.equal(want[name], got[name]) for name in want)
-    assert resumed.history[-1][f"{COMPUTE}rollouts_generated_total"] == full.history[-1][
-        f"{COMPUTE}rollouts_generated_total"
-    ]
+    assert (
+        resumed.history[-1][f"{COMPUTE}rollouts_generated_total"]
+        == full.history[-1][f"{COMPUTE}rollouts_generated_total"]
+    )
 
 
 def generated_per_prompt(parts, size=24):
