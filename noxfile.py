@@ -9,10 +9,10 @@ multi-GB CUDA build; the packages' own requirements stay open.
 from __future__ import annotations
 
 import os
-import tomllib
 from pathlib import Path
 
 import nox
+import tomllib
 
 ROOT = Path(__file__).parent
 #: The torch requirement sessions install first (set e.g. DATAFLEX_TORCH="torch==2.13.0+cpu").

@@ -1,15 +1,18 @@
-"""Case ``fit``: verl's own GRPO step with DataFlex over the same step without it.
+"""Cases ``fit`` and ``fit-legacy``: verl's own GRPO step with DataFlex over the same step without it.
 
-Runs ``python -m verl.trainer.main_ppo`` on the CPU harness
-(:mod:`dataflex_lab.verl.cpu_loop`) for the ``sync`` and ``dataflex_sync``
-trainers (case ``fit-legacy``: verl's legacy ``RayPPOTrainer`` without and with
-the ``dataflex:`` block, ``trainer.use_v1=false``) in the order sync, dataflex, dataflex, sync, so drift in a shared
-machine's load falls on both alike. The learning rate is 0: the policy never
-moves, generation is keyed per (step, prompt, sample), so both trainers roll
-out the same responses at every step and do the same work but for DataFlex's.
-The ratio is the median of ``timing_s/step`` with DataFlex over the median
-without, the first step of each run (verl's warm-up) left out. The pair is
-the default one (``advantage_magnitude`` -> ``softmax``).
+Runs ``python -m verl.trainer.main_ppo`` on the CPU harness (:mod:`dataflex_lab.verl.cpu_loop`). The learning
+rate is 0: the policy never moves, generation is keyed per (step, prompt, sample), so every step rolls out the
+same responses and does the same work but for DataFlex's. The pair is the default one (``advantage_magnitude``
+-> ``softmax``); verl's warm-up step 1 is left out.
+
+``fit`` (V1, ``dataflex_sync``): two runs, DataFlex's step hook on the odd steps of one and the even steps of
+the other, verl's own advantage step on the rest (the harness's :mod:`~dataflex_lab.verl.cpu_loop.alternate`).
+Whole runs of identical work differ by up to 30 % a step on this machine, so each step with DataFlex is
+compared with its neighbour without in the same run; the ratio is the median of those paired ratios.
+
+``fit-legacy`` (verl's legacy ``RayPPOTrainer`` without and with the ``dataflex:`` block,
+``trainer.use_v1=false``): whole runs in the order without, with, with, without, so drift in a shared machine's
+load falls on both alike; the ratio is the median ``timing_s/step`` with DataFlex over the median without.
 
 Needs verl and ``dataflex_verl`` in an environment without trl >= 1.13 (verl
 0.9.1's FSDP engine imports trl's removed PPO value-head model whenever trl is
@@ -76,12 +79,14 @@ def run_arms(
     case: str,
     progress=print,
     summary: Callable[[list[dict[str, Any]]], str] | None = None,
+    raw: bool = False,
 ) -> dict[str, list[dict[str, Any]]]:
     """``python -m verl.trainer.main_ppo`` on the CPU harness for each arm of ``order`` in turn (one workspace),
     ``spec_of(i, arm)`` the i-th run's :class:`~dataflex_lab.verl.cpu_loop.runner.RunSpec`; ``summary`` of an arm's
     steps so far goes to ``progress`` after each run.
 
-    :returns: per arm, the metrics of its runs' steps after the warm-up step, run after run.
+    :returns: per arm, the metrics of its runs' steps after the warm-up step, run after run; with ``raw``, verl's
+        records of every step (``step`` and ``metrics``), for arms that each run once.
     """
     from dataflex_lab.verl.cpu_loop import runner
 
@@ -92,32 +97,120 @@ def run_arms(
             records = runner.run_entry_point(
                 spec_of(i, arm), workspace, Path(tmp) / f"{i}_{arm}.jsonl", log_file=Path(tmp) / f"{i}_{arm}.log"
             )
-            runs[arm] += after_warmup(records)
-            said = f": {summary(runs[arm])}" if summary is not None and runs[arm] else ""
+            runs[arm] += records if raw else after_warmup(records)
+            done = after_warmup(runs[arm]) if raw else runs[arm]
+            said = f": {summary(done)}" if summary is not None and done else ""
             progress(f"  {case} run {i + 1}/{len(order)} ({arm}){said}")
     return runs
 
 
+#: The V1 case's runs: DataFlex on the odd steps of one run and the even steps of the other (``fit``), each step
+#: compared with its neighbour without; ``fit-legacy`` keeps the ABBA runs.
+PARITY_ORDER = ("odd", "even")
+#: Steps per run: V1 (two alternating runs) and legacy (four whole runs); quick mode 4 and 3.
+STEPS = {"v1": 24, "legacy": 12}
+
+
+def paired_ratios(records: list[dict[str, Any]], on_metric: str) -> list[tuple[float, float]]:
+    """``(with DataFlex, without)`` step times of neighbouring steps (2-3, 4-5, ...: verl's warm-up step 1 left
+    out) of one alternating run, each pair one step with DataFlex and one without (``on_metric`` says which).
+
+    Raises ``RuntimeError`` naming the steps when a pair is not one of each (the alternation did not happen).
+    """
+    by_step = {record["step"]: record["metrics"] for record in records}
+    pairs = []
+    for first in range(2, max(by_step, default=0), 2):
+        if first + 1 not in by_step or first not in by_step:
+            continue
+        a, b = by_step[first], by_step[first + 1]
+        if {a.get(on_metric), b.get(on_metric)} != {0.0, 1.0}:
+            raise RuntimeError(
+                f"steps {first} and {first + 1} logged {on_metric}={a.get(on_metric)!r} and {b.get(on_metric)!r}: "
+                "the run did not alternate DataFlex (is the harness's alternation installed in verl's task runner?)"
+            )
+        on, off = (a, b) if a[on_metric] == 1.0 else (b, a)
+        pairs.append((on["timing_s/step"], off["timing_s/step"]))
+    return pairs
+
+
 def run_fit(*, quick: bool, unjudged: str | None = None, progress=print, line: str = "v1") -> list[Result]:
-    steps = 3 if quick else 12
+    steps = (4 if line == "v1" else 3) if quick else STEPS[line]
     case, name = LINES[line]
-    order = "/".join(ORDER) if line == "v1" else "without/with/with/without dataflex"
-    shape = f"8 prompts x 4 samples, responses <= 8 tokens, {steps} steps per run, runs {order}"
+    if line == "v1":
+        shape = f"8 prompts x 4 samples, responses <= 8 tokens, {steps} steps per run, DataFlex on odd / even steps"
+    else:
+        shape = f"8 prompts x 4 samples, responses <= 8 tokens, {steps} steps per run, runs without/with/with/without dataflex"
     reason = fit_missing()
     if reason:
         progress(f"  SKIP {case}: {reason}")
         return [Result(case, name, shape, status="skip", target=FIT_TARGET, note=reason)]
+    if line == "v1":
+        return [_run_alternating(case, name, shape, steps, unjudged, progress)]
+    return [_run_abba(case, name, shape, steps, unjudged, progress)]
+
+
+def _run_alternating(case: str, name: str, shape: str, steps: int, unjudged: str | None, progress) -> Result:
+    """Two runs of ``dataflex_sync``, DataFlex on the odd steps of one and the even steps of the other."""
+    from dataflex_lab.verl.cpu_loop import runner
+    from dataflex_lab.verl.cpu_loop.alternate import ON_METRIC
+
+    def spec(i: int, parity: str):
+        return runner.RunSpec(
+            trainer_mode="dataflex_sync", dataflex=PAIR, steps=steps, lr=0.0, dataflex_on_steps=parity,
+            experiment=f"bench_v1_{i}_{parity}",
+        )  # fmt: skip
+
+    def summary(done: list[dict[str, Any]]) -> str:
+        on = [m["timing_s/step"] for m in done if m.get(ON_METRIC) == 1.0]
+        off = [m["timing_s/step"] for m in done if m.get(ON_METRIC) == 0.0]
+        return f"median step {statistics.median(on):.3f} s with DataFlex, {statistics.median(off):.3f} s without"
+
+    pairs: list[tuple[float, float]] = []
+    done: list[dict[str, Any]] = []
+    for records in run_arms(PARITY_ORDER, spec, case, progress, summary=summary, raw=True).values():
+        pairs += paired_ratios(records, ON_METRIC)
+        done += after_warmup(records)
+    on = [m for m in done if m.get(ON_METRIC) == 1.0]
+    off = [m for m in done if m.get(ON_METRIC) == 0.0]
+    hooks = [m["dataflex/hook_time_s"] for m in on if "dataflex/hook_time_s" in m]
+    base = statistics.median(m["timing_s/step"] for m in off)
+    hook = statistics.median(hooks) if hooks else None
+    return measured(
+        case,
+        name,
+        shape,
+        median_s=statistics.median(m["timing_s/step"] for m in on),
+        baseline_s=base,
+        ratio=statistics.median(with_ / without for with_, without in pairs),
+        target=FIT_TARGET,
+        reps=len(pairs),
+        unjudged=unjudged,
+        note=(
+            f"median of {len(pairs)} paired ratios: verl's timing_s/step of a step with DataFlex / its neighbour "
+            "without, in the same run (medians over the steps shown); lr 0, so every step does the same work but "
+            "for DataFlex's; pair advantage_magnitude -> softmax"
+        ),
+        extra={
+            "hook_median_s": hook,
+            "hook_share": None if hook is None else hook / base,
+            "pooled_ratio": statistics.median(m["timing_s/step"] for m in on) / base,
+            "adv_median_s": {
+                "dataflex_sync": statistics.median(m["timing_s/adv"] for m in on),
+                "sync": statistics.median(m["timing_s/adv"] for m in off),
+            },
+        },
+    )
+
+
+def _run_abba(case: str, name: str, shape: str, steps: int, unjudged: str | None, progress) -> Result:
+    """verl's legacy ``RayPPOTrainer`` without and with the ``dataflex:`` block, runs in the order of :data:`ORDER`."""
     from dataflex_lab.verl.cpu_loop import runner
 
     def spec(i: int, arm: str):
         return runner.RunSpec(
-            trainer_mode=arm if line == "v1" else "sync",
-            use_v1=line == "v1",
-            dataflex=PAIR if arm != "sync" else None,
-            steps=steps,
-            lr=0.0,
-            experiment=f"bench_{line}_{i}_{arm}",
-        )
+            trainer_mode="sync", use_v1=False, dataflex=PAIR if arm != "sync" else None, steps=steps, lr=0.0,
+            experiment=f"bench_legacy_{i}_{arm}",
+        )  # fmt: skip
 
     def step_time(done: list[dict[str, Any]]) -> str:
         return f"median step {statistics.median(m['timing_s/step'] for m in done):.3f} s"
@@ -128,22 +221,20 @@ def run_fit(*, quick: bool, unjudged: str | None = None, progress=print, line: s
     hooks = [m["dataflex/hook_time_s"] for m in runs["dataflex_sync"] if "dataflex/hook_time_s" in m]
     base, with_dataflex = statistics.median(times["sync"]), statistics.median(times["dataflex_sync"])
     hook = statistics.median(hooks) if hooks else None
-    return [
-        measured(
-            case,
-            name,
-            shape,
-            median_s=with_dataflex,
-            baseline_s=base,
-            ratio=with_dataflex / base,
-            target=FIT_TARGET,
-            reps=len(times["dataflex_sync"]),
-            unjudged=unjudged,
-            note="verl's timing_s/step, lr 0 so both arms roll out the same responses; pair advantage_magnitude -> softmax",
-            extra={
-                "hook_median_s": hook,
-                "hook_share": None if hook is None else hook / base,
-                "adv_median_s": {arm: statistics.median(v) for arm, v in advantage.items()},
-            },
-        )
-    ]
+    return measured(
+        case,
+        name,
+        shape,
+        median_s=with_dataflex,
+        baseline_s=base,
+        ratio=with_dataflex / base,
+        target=FIT_TARGET,
+        reps=len(times["dataflex_sync"]),
+        unjudged=unjudged,
+        note="verl's timing_s/step, lr 0 so both arms roll out the same responses; pair advantage_magnitude -> softmax",
+        extra={
+            "hook_median_s": hook,
+            "hook_share": None if hook is None else hook / base,
+            "adv_median_s": {arm: statistics.median(v) for arm, v in advantage.items()},
+        },
+    )

@@ -96,9 +96,7 @@ def _ledger_rows(n: int, reps: int, unjudged: str | None, progress) -> list[Resu
 
         pairs = {
             "checkpoint write": (lambda: encode_component_state({"ledger": ledger}, 1), save_plain, CHECKPOINT_TARGET),
-            "checkpoint read": (
-                read_state, lambda: torch.load(plain_file, weights_only=True), CHECKPOINT_TARGET
-            ),
+            "checkpoint read": (read_state, lambda: torch.load(plain_file, weights_only=True), CHECKPOINT_TARGET),
         }
         parquet, pt = os.path.join(folder, "l.parquet"), os.path.join(folder, "l.pt")
         ledger.export(parquet)
@@ -114,9 +112,15 @@ def _ledger_rows(n: int, reps: int, unjudged: str | None, progress) -> list[Resu
             ratio = timings.ratio("ours", "baseline")
             rows.append(
                 measured(
-                    "scale", f"ledger {name}", shape, median_s=timings.median("ours"),
-                    baseline_s=timings.median("baseline"), ratio=ratio, target=target or float("inf"),
-                    reps=reps, unjudged=unjudged or (None if target else "info"),
+                    "scale",
+                    f"ledger {name}",
+                    shape,
+                    median_s=timings.median("ours"),
+                    baseline_s=timings.median("baseline"),
+                    ratio=ratio,
+                    target=target or float("inf"),
+                    reps=reps,
+                    unjudged=unjudged or (None if target else "info"),
                     note="against torch.save / torch.load of the columns"
                     + ("; read: read_component_state + restore_component_state" if name == "checkpoint read" else ""),
                 )  # fmt: skip
@@ -136,8 +140,15 @@ def _ledger_rows(n: int, reps: int, unjudged: str | None, progress) -> list[Resu
     for name in ("build", "record"):
         rows.append(
             measured(
-                "scale", f"ledger {name}", shape, median_s=timings.median(name), baseline_s=timings.median("baseline"),
-                ratio=timings.ratio(name, "baseline"), target=float("inf"), reps=reps, unjudged=unjudged or "info",
+                "scale",
+                f"ledger {name}",
+                shape,
+                median_s=timings.median(name),
+                baseline_s=timings.median("baseline"),
+                ratio=timings.ratio(name, "baseline"),
+                target=float("inf"),
+                reps=reps,
+                unjudged=unjudged or "info",
                 note="against one zeros column of n (record: 512 prompts x 16 rollouts)",
             )  # fmt: skip
         )
@@ -186,7 +197,9 @@ def _ledger_memory_rows(n: int, unjudged: str | None, progress) -> list[Result]:
         return [Result("scale", "ledger Parquet peak memory", shape, status="skip", target=MEMORY_TARGET, note=reason)]
     progress(f"  scale: ledger Parquet peak memory at {shape} (fresh process)")
     env = {**os.environ, **CHILD_ENV}
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(Path(__file__).resolve().parent.parent), env.get("PYTHONPATH")]))
+    env["PYTHONPATH"] = os.pathsep.join(
+        filter(None, [str(Path(__file__).resolve().parent.parent), env.get("PYTHONPATH")])
+    )
     proc = subprocess.run(
         [sys.executable, "-c", MEMORY_CHILD, str(n)], capture_output=True, text=True, env=env, check=False
     )
@@ -199,8 +212,14 @@ def _ledger_memory_rows(n: int, unjudged: str | None, progress) -> list[Result]:
         peak, columns = out[name], out["column_bytes"]
         rows.append(
             measured(
-                "scale", f"ledger Parquet {name} peak memory", shape, median_s=out[f"{name}_s"], baseline_s=None,
-                ratio=peak / columns, target=MEMORY_TARGET, reps=1,
+                "scale",
+                f"ledger Parquet {name} peak memory",
+                shape,
+                median_s=out[f"{name}_s"],
+                baseline_s=None,
+                ratio=peak / columns,
+                target=MEMORY_TARGET,
+                reps=1,
                 unjudged=unjudged or (None if out["same"] else "error"),
                 note=f"peak extra {peak / MIB:.0f} MiB over {columns / MIB:.0f} MiB of columns (ids + counters)"
                 + ("" if out["same"] else "; the import differs from the ledger exported"),
@@ -284,7 +303,9 @@ def _draw_rows(small: int, large: int, candidates: int, reps: int, unjudged: str
     beta = every.step.mounted.pipeline.scorer.table.columns["beta"]
     probabilities = torch.rand(large, dtype=torch.float64)
     # draws of 2-5 ms: ten times the repetitions (a median of 3, or of 15 under load, is the machine's noise)
-    timings = measure_interleaved({"from_small": few.next_block, "from_large": many.next_block}, reps=10 * reps, warmup=1)
+    timings = measure_interleaved(
+        {"from_small": few.next_block, "from_large": many.next_block}, reps=10 * reps, warmup=1
+    )
     full = measure_interleaved(
         {
             "multinomial": lambda: torch.multinomial(probabilities, batch, replacement=True),

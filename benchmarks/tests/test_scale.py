@@ -11,8 +11,15 @@ from dataflex_bench.scale import run_scale
 def test_quick_scale_case_measures_every_row_unjudged():
     rows = run_scale(quick=True, reps=1, unjudged="smoke", progress=lambda _: None)
     names = {row.name for row in rows}
-    assert {"ledger checkpoint write", "ledger checkpoint read", "ledger Parquet export", "ledger Parquet import"} <= names
-    assert "allocation (knapsack, greedy_allocation)" in names and "curriculum draw, every prompt vs torch's Beta" in names
+    assert {
+        "ledger checkpoint write",
+        "ledger checkpoint read",
+        "ledger Parquet export",
+        "ledger Parquet import",
+    } <= names
+    assert (
+        "allocation (knapsack, greedy_allocation)" in names and "curriculum draw, every prompt vs torch's Beta" in names
+    )
     assert "curriculum draw, every prompt at the prior vs a multinomial" in names
     peaks = [row for row in rows if row.name.endswith("peak memory")]
     assert {row.name for row in peaks} == {"ledger Parquet export peak memory", "ledger Parquet import peak memory"}

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 pytest_plugins = ["pytester"]
 
-SUITE = '''
+SUITE = """
 import pytest
 from dataflex_conformance.host import HostHarness, HostSuite, SeamSuite
 from dataflex_core.session import HostCapabilities, LossWeights, SeamSupport, TrainSampler
@@ -45,7 +45,7 @@ def test_every_suite_is_in_the_host_suite():
         "ReweightSuite", "SelectSuite", "RecomputeSuite", "HardDropSuite", "ResamplingSuite",
         "GenerationRoundsSuite", "PromptCountsSuite",
     }
-'''
+"""
 
 
 def test_a_suite_whose_seam_the_host_lacks_skips_with_the_hosts_reason(pytester):

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 pytest_plugins = ["pytester"]
 
-HOST = '''
+HOST = """
 import pytest
 import torch
 from dataflex_conformance.host import StagedRows, StagedStep, StagedSuite
@@ -74,7 +74,7 @@ class TestBookkeeping(StagedSuite):
     @pytest.fixture
     def host(self):
         return Bookkeeping()
-'''
+"""
 
 
 def run(pytester, brake):

@@ -10,10 +10,10 @@ from __future__ import annotations
 import importlib
 import importlib.metadata
 import re
-import tomllib
 from pathlib import Path
 
 import pytest
+import tomllib
 
 from dataflex_core.cli import main as dataflex_main
 from dataflex_core.mechanisms import mechanism_names

@@ -12,7 +12,6 @@ import ast
 import re
 import sys
 from importlib.metadata import packages_distributions
-from pathlib import Path
 
 import pytest
 from monorepo_dists import Dist, all_dists

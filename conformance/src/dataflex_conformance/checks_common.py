@@ -18,7 +18,6 @@ from .batches import Sample, clone_sample, subset_sample
 from .guarded import FieldGuard, GuardedBatch
 from .probe import STEP_ID, Probe
 
-
 #: What a component that changed its input is told: the contract and the fix.
 INPUTS_UNTOUCHED = (
     "inputs left untouched: clone a tensor before changing it (x = x.clone()), or use out-of-place ops "
@@ -121,24 +120,24 @@ def changed_batch(where: str, b: Any, a: Any) -> list[str]:
     """What differs between batch ``b`` (a snapshot) and ``a`` (after a call), each change named under ``where``:
     the one comparison behind every purity check, the batch side's and the prompt side's."""
     changes = []
-    for where, old, new in (
+    for part, old, new in (
         (f"{where}.batch", b.batch, a.batch),
         (f"{where}.non_tensor_batch", b.non_tensor_batch, a.non_tensor_batch),
     ):
         for key in sorted(set(old) | set(new)):
             if key not in new:
-                changes.append(f"{where}[{key!r}] removed")
+                changes.append(f"{part}[{key!r}] removed")
             elif key not in old:
-                changes.append(f"{where}[{key!r}] added")
+                changes.append(f"{part}[{key!r}] added")
             elif isinstance(old[key], torch.Tensor):
                 o, n = old[key], new[key]
                 if o.shape != n.shape or o.dtype != n.dtype:
-                    changes.append(f"{where}[{key!r}] became {tuple(n.shape)} {n.dtype}")
+                    changes.append(f"{part}[{key!r}] became {tuple(n.shape)} {n.dtype}")
                 elif not torch.equal(o, n):
                     count = int((o != n).sum())
-                    changes.append(f"{where}[{key!r}] ({count} of {o.numel()} values changed)")
+                    changes.append(f"{part}[{key!r}] ({count} of {o.numel()} values changed)")
             elif not np.array_equal(old[key], new[key]):
-                changes.append(f"{where}[{key!r}] changed")
+                changes.append(f"{part}[{key!r}] changed")
     return changes
 
 

@@ -83,7 +83,7 @@ def test_every_trained_group_is_whole_and_was_admitted_on_its_pilot_rewards(tmp_
 def test_every_generated_rollout_is_counted(tmp_path, keep):
     trainer = run(tmp_path, {"prompts": 2, "rollouts": 2, "keep": keep, "on_short": "backfill"})
     total = 0
-    for (parts, stages, batch), metrics in zip(trainer.steps, trainer.history):
+    for (parts, _stages, batch), metrics in zip(trainer.steps, trainer.history):
         generated = sum(int(real_rows(p).sum()) for p in parts)
         total += generated
         assert metrics[f"{COMPUTE}rollouts_generated"] == generated
@@ -122,7 +122,7 @@ def test_admitting_everything_with_full_pilots_trains_the_baseline_batch(tmp_pat
     config = ToyConfig(output_dir=str(tmp_path), group_size=4)
     staged = Recording(config, toy_dataset(24), dataflex={**every, "pilot": {"prompts": 1, "rollouts": 4}})
     staged.train(3)
-    for (parts, stages, batch), metrics in zip(staged.steps, staged.history):
+    for (parts, _stages, batch), metrics in zip(staged.steps, staged.history):
         assert len(parts) == 1 and metrics[f"{COMPUTE}rollouts_filtered"] == 0
         assert all(torch.equal(batch[name], parts[0][name]) for name in batch)  # the one stage, as generated
 
@@ -144,9 +144,10 @@ def test_a_resume_repeats_the_steps(tmp_path):
     resumed.train(4, resume_from=full.checkpoint_folder(2))
     for (_, _, want), (_, _, got) in zip(full.steps[2:], resumed.steps):
         assert all(torch.equal(want[name], got[name]) for name in want)
-    assert resumed.history[-1][f"{COMPUTE}rollouts_generated_total"] == full.history[-1][
-        f"{COMPUTE}rollouts_generated_total"
-    ]
+    assert (
+        resumed.history[-1][f"{COMPUTE}rollouts_generated_total"]
+        == full.history[-1][f"{COMPUTE}rollouts_generated_total"]
+    )
 
 
 def generated_per_prompt(parts, size=24):

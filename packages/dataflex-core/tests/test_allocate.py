@@ -191,7 +191,9 @@ def test_a_count_above_the_budget_is_refused_even_when_negatives_balance_the_sum
     with pytest.raises(InvalidOutputError, match="fewer than n_min=2"):
         check_allocation(torch.tensor([20, -12]), 2, budget=8, n_min=2, n_max=None, owner="a", step=0)
     with pytest.raises(InvalidOutputError, match="more rollouts than the whole budget, 8.*most 1e\\+30"):
-        check_allocation(torch.tensor([1e30, 2.0], dtype=torch.float64), 2, budget=8, n_min=2, n_max=None, owner="a", step=0)
+        check_allocation(
+            torch.tensor([1e30, 2.0], dtype=torch.float64), 2, budget=8, n_min=2, n_max=None, owner="a", step=0
+        )
 
 
 @pytest.mark.parametrize("key", ["budget", "n_max", "n_min"])

@@ -73,6 +73,7 @@ def test_equals_heap_greedy_on_random_concave_values(seed):
 def test_flat_values_spread_evenly_and_one_hungry_prompt_takes_the_rest():
     flat = lambda c: torch.zeros(len(c), dtype=torch.float64)  # noqa: E731
     assert greedy_allocation(flat, 4, 11, 2, None).tolist() == [3, 3, 3, 2]
+
     # one prompt gains from every rollout: the levels grow past the first guess until it stops
     def hungry(c):
         return torch.where(torch.arange(len(c)) == 2, c.double().sqrt(), torch.zeros(len(c), dtype=torch.float64))

@@ -101,8 +101,8 @@ def test_lock_on_a_full_disk_is_one_line_and_exit_2(tmp_path, capsys, monkeypatc
 # -- a lock nested too deeply ----------------------------------------------------------------------------------
 
 DEEP_LOCKS = {
-    "inline-tables": 'lock_version = 1\na = ' + "{b = " * 5000 + "1" + "}" * 5000 + "\n",
-    "arrays": 'lock_version = 1\na = ' + "[" * 5000 + "]" * 5000 + "\n",
+    "inline-tables": "lock_version = 1\na = " + "{b = " * 5000 + "1" + "}" * 5000 + "\n",
+    "arrays": "lock_version = 1\na = " + "[" * 5000 + "]" * 5000 + "\n",
 }
 
 

@@ -324,9 +324,7 @@ def test_one_registration_hook_reads_each_component_kind_from_its_base_class(fak
 
 
 def test_one_registration_hook_refuses_a_class_with_no_component_base(fake_site, only_plugins):
-    fake_site.add_dist(
-        "disc-plain", "0.1", {"disc_plain": ONE_HOOK_NOT_A_COMPONENT}, {"disc_plain": "disc_plain"}
-    )
+    fake_site.add_dist("disc-plain", "0.1", {"disc_plain": ONE_HOOK_NOT_A_COMPONENT}, {"disc_plain": "disc_plain"})
     only_plugins("disc-plain")
     manager = get_plugin_manager()
     manager.registry()

@@ -221,9 +221,7 @@ def test_a_replaced_builtins_import_is_refused(good_lock, monkeypatch, marker):
 NS_SCORERS = SCORERS.replace("hs_length", "hs_ns_length")
 
 
-def test_a_file_planted_in_a_locked_namespace_folder_is_reported_and_never_imported(
-    pip_site, tmp_path, marker, capsys
-):
+def test_a_file_planted_in_a_locked_namespace_folder_is_reported_and_never_imported(pip_site, tmp_path, marker, capsys):
     pip_site.install_files("hs-ns", "0.1.0", {"hs_ns/plugin/__init__.py": NS_SCORERS}, {"hs_ns": "hs_ns.plugin"})
     pip_site.install_files("hs-other", "0.1.0", {"hs_ns/other.py": "VALUE = 2\n"}, {})  # a portion, not a plugin
     lock = tmp_path / "dataflex.lock"

@@ -16,7 +16,7 @@ from dataflex_core.cli import main as cli_main
 from dataflex_lab.testing.plugin_sites import LENGTH_PLUGIN
 
 #: A PEP 517 backend of the standard library alone (pip builds offline, in isolation): a checkout's plugin.
-BACKEND = '''
+BACKEND = """
 import base64, hashlib, zipfile
 from pathlib import Path
 
@@ -40,7 +40,7 @@ def build_wheel(wheel_directory, config_settings=None, metadata_directory=None):
         for path, text in files.items():
             zf.writestr(path, text)
     return name
-'''
+"""
 
 
 def checkout_plugin(root: Path, dist: str, module: str, source: str) -> Path:

@@ -30,7 +30,9 @@ def session(**plugins) -> DataFlexSession:
     return flex
 
 
-@pytest.mark.parametrize("lost", [(CHECKPOINT_STATE,), (CHECKPOINT_PLUGIN_SET,), (CHECKPOINT_STATE, CHECKPOINT_PLUGIN_SET)])
+@pytest.mark.parametrize(
+    "lost", [(CHECKPOINT_STATE,), (CHECKPOINT_PLUGIN_SET,), (CHECKPOINT_STATE, CHECKPOINT_PLUGIN_SET)]
+)
 def test_a_checkpoint_without_dataflex_files_is_refused_naming_them_and_the_fix(tmp_path, lost):
     folder = tmp_path / "checkpoint-2"
     session().save(folder, 2)
@@ -71,6 +73,9 @@ def test_a_state_file_that_cannot_be_read_points_at_the_same_setting(tmp_path):
     folder = tmp_path / "checkpoint-2"
     session().save(folder, 2)
     (folder / CHECKPOINT_STATE).write_bytes(b"")
-    with pytest.raises(ComponentStateError, match=r"delete dataflex_state.pt from it and set "
-                       r"dataflex.plugins.allow_missing_state=true to start the dataflex components fresh"):
+    with pytest.raises(
+        ComponentStateError,
+        match=r"delete dataflex_state.pt from it and set "
+        r"dataflex.plugins.allow_missing_state=true to start the dataflex components fresh",
+    ):
         session().check_resume(folder)

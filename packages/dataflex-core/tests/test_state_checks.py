@@ -33,7 +33,12 @@ def _write(folder, state: dict, global_steps: int = 3) -> None:
 def test_a_sound_ledger_state_reads(tmp_path):
     _write(tmp_path, _ledger_state())
     saved = read_component_state(tmp_path)
-    assert saved.global_steps == 3 and saved.components["history"]["state"]["ledger"]["rollouts"].tolist() == [4, 4, 2, 2]
+    assert saved.global_steps == 3 and saved.components["history"]["state"]["ledger"]["rollouts"].tolist() == [
+        4,
+        4,
+        2,
+        2,
+    ]
 
 
 def _cut(state):

@@ -365,7 +365,9 @@ class LegacyStagedHarness(HostHarness):
                 batch = DataProto.from_single_dict(chosen)
                 batch.non_tensor_batch["uid"] = np.array([str(i) for i in range(len(batch))], dtype=object)
                 gen_batch = trainer._get_gen_batch(batch)
-                out = trainer.async_rollout_manager.generate_sequences(gen_batch.repeat(repeat_times=N, interleave=True))
+                out = trainer.async_rollout_manager.generate_sequences(
+                    gen_batch.repeat(repeat_times=N, interleave=True)
+                )
                 stages = trainer.dataflex_generation
                 data = batch.repeat(repeat_times=N, interleave=True).union(out)
                 data.batch["token_level_rewards"] = data.batch["rm_scores"]

@@ -215,7 +215,9 @@ def read_parquet(path: str) -> tuple[dict[str, Any], Iterator[tuple[int, np.ndar
                 return
             ids = batch.column("id").to_numpy(zero_copy_only=False)
             values = {
-                name: batch.column(name).to_numpy(zero_copy_only=False) for name in COLUMNS if name in batch.schema.names
+                name: batch.column(name).to_numpy(zero_copy_only=False)
+                for name in COLUMNS
+                if name in batch.schema.names
             }
             yield first, ids, values
             first += len(ids)

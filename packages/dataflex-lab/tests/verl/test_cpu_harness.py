@@ -141,24 +141,6 @@ def test_the_replay_buffer_polls_at_the_harness_pace_unless_a_caller_says_otherw
     assert replay_buffer.ReplayBuffer(*args, 0.5).poll_interval == 0.5  # also given by position
 
 
-def test_an_action_waits_for_its_module_to_finish_importing(tmp_path, monkeypatch):
-    import sys
-
-    from dataflex_lab.verl.cpu_loop import after_import
-
-    (tmp_path / "dataflex_waited_module.py").write_text("VALUE = 1\n")
-    monkeypatch.syspath_prepend(str(tmp_path))
-    seen = []
-    after_import.when_imported("dataflex_waited_module", lambda module: seen.append(module.VALUE))
-    assert seen == [] and after_import._FINDER in sys.meta_path
-    import dataflex_waited_module  # noqa: F401
-
-    assert seen == [1] and after_import._FINDER not in sys.meta_path  # ran after the module's body; hook gone
-    after_import.when_imported("dataflex_waited_module", lambda module: seen.append(module.VALUE + 1))
-    assert seen == [1, 2]  # already imported: at once
-    monkeypatch.delitem(sys.modules, "dataflex_waited_module")
-
-
 def test_every_verl_process_that_imports_the_replay_buffer_gets_the_harness_pace():
     """Through the plugin verl imports (``VERL_USE_EXTERNAL_MODULES``), beside dataflex-verl's own import hook;
     the plugin itself does not import verl's V1 trainer package."""

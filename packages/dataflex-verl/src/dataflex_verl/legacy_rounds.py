@@ -209,8 +209,14 @@ class FilterRounds:
 
 
 def roll_out(
-    trainer: Any, manager: Any, batch_dict: dict[str, Any], uids: np.ndarray, counts: torch.Tensor, step: int,
-    mechanism: str, offsets: torch.Tensor | None = None,
+    trainer: Any,
+    manager: Any,
+    batch_dict: dict[str, Any],
+    uids: np.ndarray,
+    counts: torch.Tensor,
+    step: int,
+    mechanism: str,
+    offsets: torch.Tensor | None = None,
 ) -> tuple[Any, Any]:
     """Prompt ``i`` of ``batch_dict`` rolled out ``counts[i]`` times under group ``uids[i]``, as fit generates a
     step's batch (its meta-info, generation batch and interleaved repetition: rollouts of a prompt consecutive).

@@ -4,7 +4,7 @@ verl imports this module from inside ``verl/__init__.py``, in the driver and in
 every Ray actor. Importing verl's v1 trainer package right there would add
 seconds to every worker's start and run half-way through verl's own
 ``__init__``; so the trainers are registered the moment
-``verl.trainer.ppo.v1`` finishes importing (a post-import hook). That is
+``verl.trainer.ppo.v1`` finishes importing (a post-import hook, :mod:`.after_import`). That is
 exactly when ``get_trainer_cls`` can first be called.
 
 verl's config validator (``verl.utils.config.validate_config``, which
@@ -29,14 +29,13 @@ from __future__ import annotations
 
 import functools
 import importlib
-import importlib.abc
-import importlib.machinery
 import logging
 import sys
 import traceback
 from typing import Any
 
 from . import TRAINER_MODES
+from .after_import import when_imported
 from .version import __version__
 
 logger = logging.getLogger("dataflex_verl")
@@ -213,65 +212,10 @@ AFTER_IMPORT = {
 }
 
 
-class _AfterImportLoader(importlib.abc.Loader):
-    """Wraps a module's real loader and runs its :data:`AFTER_IMPORT` action once the module has run."""
-
-    def __init__(self, loader: importlib.abc.Loader, name: str) -> None:
-        self._loader = loader
-        self._name = name
-
-    def create_module(self, spec: importlib.machinery.ModuleSpec):
-        return self._loader.create_module(spec)
-
-    def exec_module(self, module: Any) -> None:
-        self._loader.exec_module(module)
-        _pending.discard(self._name)
-        if not _pending:
-            uninstall()
-        AFTER_IMPORT[self._name](module)
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._loader, name)
-
-
-class _AfterImportHook(importlib.abc.MetaPathFinder):
-    """Meta-path finder that only intercepts the modules still waiting in :data:`AFTER_IMPORT`."""
-
-    def find_spec(self, fullname: str, path: Any = None, target: Any = None):
-        if fullname not in _pending:
-            return None
-        for finder in sys.meta_path:
-            if finder is self or not hasattr(finder, "find_spec"):
-                continue
-            spec = finder.find_spec(fullname, path, target)
-            if spec is not None:
-                if spec.loader is not None:
-                    spec.loader = _AfterImportLoader(spec.loader, fullname)
-                return spec
-        return None
-
-
-_HOOK = _AfterImportHook()
-#: Modules of :data:`AFTER_IMPORT` not imported yet.
-_pending: set[str] = set()
-
-
-def uninstall() -> None:
-    """Remove the post-import hook (it is needed only until the modules it waits for are imported)."""
-    while _HOOK in sys.meta_path:
-        sys.meta_path.remove(_HOOK)
-
-
 def install() -> None:
     """Run each :data:`AFTER_IMPORT` action now if its module is loaded, else when it gets imported."""
     for name, action in AFTER_IMPORT.items():
-        if name in sys.modules:
-            _pending.discard(name)
-            action(sys.modules[name])
-        else:
-            _pending.add(name)
-    if _pending and _HOOK not in sys.meta_path:
-        sys.meta_path.insert(0, _HOOK)
+        when_imported(name, action)
 
 
 try:

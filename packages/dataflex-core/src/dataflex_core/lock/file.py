@@ -164,7 +164,11 @@ def _components(raw: Any, source: str, where: str) -> dict[str, tuple[str, ...]]
     _expect(isinstance(raw, dict), source, where, "a table", raw)
     for kind, names in raw.items():
         _expect(
-            is_kind_name(kind), source, f"{where} key", f"a kind name ({', '.join(KINDS)}, mechanism or a plugin's)", kind
+            is_kind_name(kind),
+            source,
+            f"{where} key",
+            f"a kind name ({', '.join(KINDS)}, mechanism or a plugin's)",
+            kind,
         )
         _expect(
             isinstance(names, list) and all(isinstance(n, str) for n in names),

@@ -127,7 +127,9 @@ logger = logging.getLogger("dataflex_core.session")
 
 def missing_state_files(folder: str | os.PathLike[str]) -> list[str]:
     """The DataFlex files every DataFlex save writes that ``folder`` lacks (a host names an earlier checkpoint)."""
-    return [name for name in (CHECKPOINT_PLUGIN_SET, CHECKPOINT_STATE) if not os.path.exists(os.path.join(folder, name))]
+    return [
+        name for name in (CHECKPOINT_PLUGIN_SET, CHECKPOINT_STATE) if not os.path.exists(os.path.join(folder, name))
+    ]
 
 
 class DataFlexSession:

@@ -201,9 +201,7 @@ class SavedState:
 
 
 def _unreadable(path: Path, what: str) -> ComponentStateError:
-    return ComponentStateError(
-        f"{path} {what}; resume from another checkpoint, or {fresh_start(path.name)}"
-    )
+    return ComponentStateError(f"{path} {what}; resume from another checkpoint, or {fresh_start(path.name)}")
 
 
 def _torch_reason(exc: BaseException) -> str:

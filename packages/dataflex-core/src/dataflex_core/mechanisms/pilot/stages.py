@@ -193,7 +193,9 @@ class PilotStages(StepStages):
         if top_up == 0:  # the pilot rollouts are the whole groups
             self._done = True
             return None
-        return self._ask(StageRequests(self.prompt[chosen], torch.full((len(chosen),), top_up, dtype=_LONG), chosen), False)
+        return self._ask(
+            StageRequests(self.prompt[chosen], torch.full((len(chosen),), top_up, dtype=_LONG), chosen), False
+        )
 
     # -- what the seam records ------------------------------------------------------------------------------
     def check_generated(self, uid: torch.Tensor) -> torch.Tensor:

@@ -3,7 +3,8 @@
 verl imports it from inside ``import verl`` in the driver, the task runner
 and every Ray worker, so each process knows the CPU platform and the CPU rollout
 backend before verl looks them up (the agent loop is declared in a config file);
-V1's replay buffer, once a process imports it, polls at the harness's pace.
+V1's replay buffer, once a process imports it, polls at the harness's pace; a run of the ``fit`` bench
+alternates DataFlex's step hook (:mod:`.alternate`).
 """
 
 from __future__ import annotations
@@ -12,8 +13,10 @@ import os
 
 from verl.workers.rollout.replica import RolloutReplicaRegistry
 
+from dataflex_verl.after_import import when_imported
+
 from . import (
-    after_import,
+    alternate,
     cpu_platform,  # noqa: F401 - registers the "cpu" platform
     verl_internals,
 )
@@ -29,7 +32,11 @@ def _load_replica():
 RolloutReplicaRegistry.register(ROLLOUT_NAME, _load_replica)
 verl_internals.register_rollout_adapter(ROLLOUT_NAME)
 verl_internals.use_plain_gloo_process_group()
-after_import.when_imported(verl_internals.REPLAY_BUFFER_MODULE, verl_internals.poll_replay_buffer_quickly)
+when_imported(verl_internals.REPLAY_BUFFER_MODULE, verl_internals.poll_replay_buffer_quickly)
+if os.environ.get(alternate.ALTERNATE_ENV):
+    _runs_on = os.environ[alternate.ALTERNATE_ENV]
+    alternate.parity(_runs_on)  # a bad value stops the process that reads it, naming the variable
+    when_imported(alternate.MIXIN_MODULE, lambda module: alternate.alternate(module, _runs_on))
 if os.environ.get(verl_internals.LOSS_PROBE_ENV):
     verl_internals.install_loss_probe(os.environ[verl_internals.LOSS_PROBE_ENV])
 if os.environ.get(verl_internals.COMPUTE_COUNTERS_ENV):

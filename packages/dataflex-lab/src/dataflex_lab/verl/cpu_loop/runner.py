@@ -24,8 +24,8 @@ from pathlib import Path
 from typing import Any
 
 from ... import task_families
+from . import alternate, verl_internals
 from . import task as task_module
-from . import verl_internals
 from .model import CHAT_TOKENS, FAMILY_SPEC, build_model_and_tokenizer, family_alphabet
 from .names import AGENT_LOOP_NAME, ROLLOUT_NAME, WEIGHT_SYNC_BACKEND
 
@@ -150,6 +150,9 @@ class RunSpec:
     #: Log the ``dataflex/compute/*`` counters from verl's batch on a run without DataFlex (the demo's baseline
     #: arm; :func:`~dataflex_lab.verl.cpu_loop.verl_internals.install_compute_counters`).
     compute_counters: bool = False
+    #: ``odd`` or ``even``: a V1 DataFlex trainer runs DataFlex only on the steps of that parity, verl's own
+    #: advantage step on the others (the ``fit`` bench's paired measure, :mod:`.alternate`); ``None``: every step.
+    dataflex_on_steps: str | None = None
 
 
 def hydra_value(value: Any) -> str:
@@ -300,6 +303,14 @@ def run_env(
                 "dataflex/compute/* counters, which the harness's would overwrite; leave it False there"
             )
         env[verl_internals.COMPUTE_COUNTERS_ENV] = "1"
+    if spec is not None and spec.dataflex_on_steps is not None:
+        alternate.parity(spec.dataflex_on_steps)
+        if spec.dataflex is None or not spec.use_v1:
+            raise ValueError(
+                "RunSpec.dataflex_on_steps alternates the V1 DataFlex trainers' step hook: it needs a dataflex: "
+                "block and use_v1=True"
+            )
+        env[alternate.ALTERNATE_ENV] = spec.dataflex_on_steps
     return env
 
 

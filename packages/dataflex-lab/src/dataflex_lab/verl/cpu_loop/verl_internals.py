@@ -98,7 +98,7 @@ def poll_replay_buffer_quickly(module: Any, interval: float = REPLAY_POLL_S) -> 
     """Make ``interval`` the default ``poll_interval`` of ``module.ReplayBuffer`` (its async subclass inherits it).
 
     A value the caller passes still wins. ``module`` is :data:`REPLAY_BUFFER_MODULE`, given once it has been
-    imported (:func:`~dataflex_lab.verl.cpu_loop.after_import.when_imported`), so no other process imports it.
+    imported (:func:`dataflex_verl.after_import.when_imported`), so no other process imports it.
     """
     buffer = module.ReplayBuffer
     original = buffer.__init__

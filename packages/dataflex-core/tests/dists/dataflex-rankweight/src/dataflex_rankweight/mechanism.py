@@ -9,6 +9,7 @@ from collections.abc import Mapping
 from typing import Any, ClassVar
 
 import torch
+
 from dataflex_core import ConfigError, valid_sample_mask
 from dataflex_core.mechanisms import LossMechanism, check_rollout_time
 from dataflex_core.step.outputs import checked_scores, component_label

@@ -3,6 +3,7 @@
 from typing import ClassVar
 
 import torch
+
 from dataflex_core import Actuator, InvalidOutputError
 
 

@@ -1,6 +1,7 @@
 """One ranker: the scores themselves are the keys (or their negation), so rows rank by their score."""
 
 import torch
+
 from dataflex_core import valid_sample_mask
 
 from .ranker import Ranker

@@ -1,8 +1,10 @@
 """Run a function on a module the moment it finishes importing (at once, when it already has).
 
-The harness plugin runs inside ``import verl`` in every verl process. Importing verl's V1 trainer package there
-to patch it would add seconds to every worker's start and run half-way through verl's own ``__init__``; a patch
-to a module that only the task runner imports waits for that import instead.
+verl imports its plugins from inside ``import verl``, in the driver and in every Ray actor. Importing the verl
+module a plugin patches right there would add seconds to every worker's start and run half-way through verl's own
+``__init__``; a patch to a module that only some processes import waits for that import instead. One finder
+serves every waiting action (dataflex-verl's own, and the CPU harness's in dataflex-lab); it stands first on
+``sys.meta_path`` only while something waits.
 """
 
 from __future__ import annotations
@@ -29,6 +31,11 @@ def when_imported(name: str, action: Callable[[ModuleType], None]) -> None:
         sys.meta_path.insert(0, _FINDER)
 
 
+def waiting() -> list[str]:
+    """The modules an action still waits for, in the order they were first asked for."""
+    return list(_waiting)
+
+
 class _ThenLoader(importlib.abc.Loader):
     """A module's own loader, followed by the actions waiting for that module."""
 
@@ -42,8 +49,9 @@ class _ThenLoader(importlib.abc.Loader):
     def exec_module(self, module: ModuleType) -> None:
         self._loader.exec_module(module)
         actions = _waiting.pop(self._name, [])
-        if not _waiting and _FINDER in sys.meta_path:
-            sys.meta_path.remove(_FINDER)
+        if not _waiting:
+            while _FINDER in sys.meta_path:
+                sys.meta_path.remove(_FINDER)
         for action in actions:
             action(module)
 
