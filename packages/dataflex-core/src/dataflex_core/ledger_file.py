@@ -76,11 +76,18 @@ def ids_digest(sorted_ids: np.ndarray) -> str:
 
 
 def check_columns(
-    source: str, columns: Mapping[str, np.ndarray], first_row: int, ids: np.ndarray, *, lines: bool = False
+    source: str,
+    columns: Mapping[str, np.ndarray],
+    first_row: int,
+    ids: np.ndarray,
+    *,
+    lines: bool = False,
+    known: Mapping[str, tuple[float, float]] | None = None,
 ) -> None:
     """Refuse a counter that no run records: each is finite, at least :data:`LOWEST`, whole for the counts,
     ``last_success_rate`` in [0, 1], ``successes`` at most ``rollouts``. ``columns`` are numpy arrays (integer
-    or float) of rows ``first_row ...`` (``lines``: named as JSON Lines line numbers)."""
+    or float) of rows ``first_row ...`` (``lines``: named as JSON Lines line numbers); ``known``: the
+    ``(least, largest)`` of columns a check before this one already took (no second pass over them)."""
 
     def fail(name: str, bad: np.ndarray, values: np.ndarray, reason: str) -> None:
         i = int(np.flatnonzero(bad)[0])
@@ -99,7 +106,7 @@ def check_columns(
             continue
         # one pass per column on a valid one (its least and largest value: a NaN or an infinity shows there);
         # the mask that locates the bad row only when that pass says there is one
-        least, most = extremes(values)
+        least, most = known[name] if known and name in known else extremes(values)
         if not whole and not (math.isfinite(least) and math.isfinite(most)):
             finite = np.isfinite(values)
             fail(name, ~finite, values, "every counter is a finite number")

@@ -24,6 +24,10 @@ import torch
 FINITE = "finite"
 #: The weight metrics' statistics of a factor over its valid tokens (:mod:`.step.factor_pass`).
 ROW_STATS = "row_stats"
+#: ``(least, largest)`` of a 1-D column, NaN when it holds one: the state file's check of a resumed ledger
+#: (:mod:`.step.state_checks`) takes them, the ledger's own check of the same columns reads them
+#: (:func:`.ledger_file.check_columns`).
+EXTREMES = "extremes"
 
 #: ``id(tensor)`` -> (a weak reference to it, {what: (tensor version, weak mask, mask version, value)}); an entry
 #: leaves when its tensor is freed (before its id can be reused).
