@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import subprocess
 import sys
 
 import pytest
@@ -59,10 +60,15 @@ def test_a_module_nothing_waits_for_is_loaded_by_its_own_loader(hook):
 
 
 def test_the_plugin_entry_waits_through_this_hook():
-    """Every verl module the plugin entry patches is either patched already or waiting here (no second finder)."""
-    from dataflex_verl import plugin_entry
-
-    finders = [type(finder).__module__ for finder in sys.meta_path]
-    assert "dataflex_verl.plugin_entry" not in finders
-    for name in plugin_entry.AFTER_IMPORT:
-        assert (name in sys.modules) != (name in after_import.waiting()), name
+    """In a fresh process without verl imported: every verl module the plugin entry patches waits here, behind
+    one finder (this module's), and none other of dataflex-verl's."""
+    code = (
+        "import sys\n"
+        "from dataflex_verl import after_import, plugin_entry\n"
+        "assert 'verl' not in sys.modules, sorted(m for m in sys.modules if m.startswith('verl'))\n"
+        "assert after_import.waiting() == list(plugin_entry.AFTER_IMPORT), after_import.waiting()\n"
+        "ours = [type(f).__module__ for f in sys.meta_path if type(f).__module__.startswith('dataflex_verl')]\n"
+        "assert ours == ['dataflex_verl.after_import'], ours\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr[-2000:]
