@@ -3,7 +3,9 @@
 The case and its baseline run alternately (baseline, case, baseline, case, ...)
 after a warm-up, so a burst of load from another process hits both sides of a
 ratio instead of one. The median of the repetitions is reported because a
-single pre-empted repetition must not move the figure. The process's CPU
+single pre-empted repetition must not move the figure; a ratio of two calls is
+best the median of their per-round ratios (:meth:`Timings.paired_ratio`),
+which a burst lasting several rounds moves little. The process's CPU
 time (all its threads, user and system, so page faults count) is recorded
 beside the wall time: when other processes share the cores it moves far less.
 A function may need fresh inputs for every call (a host builds a new batch
@@ -55,6 +57,16 @@ class Timings:
         """Ratio of medians (of CPU times with ``cpu``); infinite when the denominator's median is zero."""
         den = self.median(denominator, cpu)
         return self.median(numerator, cpu) / den if den > 0 else float("inf")
+
+    def paired_ratio(self, numerator: str, denominator: str) -> float:
+        """Median of the per-round ratios of wall times: each call against its neighbour of the same round.
+
+        A burst of load that lasts a few rounds slows both calls of those rounds, so it moves their ratio far
+        less than it moves one side's median (a ratio of medians takes each median from different rounds).
+        Infinite when a round's denominator is zero.
+        """
+        num, den = self.samples[numerator], self.samples[denominator]
+        return statistics.median(a / b if b > 0 else float("inf") for a, b in zip(num, den, strict=True))
 
 
 def measure_interleaved(

@@ -57,6 +57,17 @@ def test_measure_interleaved_alternates_skips_warmup_and_takes_medians():
     assert timings.ratio("case", "base") == 2.5
 
 
+def test_a_paired_ratio_keeps_a_burst_of_several_rounds_out_where_a_ratio_of_medians_does_not():
+    clock = FakeClock()
+    # a 5 % cost; a burst of load (everything 1.5x slower) starts after the base call of round 2 and lasts until
+    # round 5's end: the case is slowed in 4 of 7 rounds, the base in 3 (what a full run's miss looked like)
+    base = clock.work("base", [1.0, 1.0, 1.0, 1.5, 1.5, 1.5, 1.0, 1.0])
+    case = clock.work("case", [1.05, 1.05, 1.575, 1.575, 1.575, 1.575, 1.05, 1.05])
+    timings = measure_interleaved({"base": base, "case": case}, reps=7, warmup=1, clock=clock)
+    assert timings.ratio("case", "base") == pytest.approx(1.575)  # each median from different rounds
+    assert timings.paired_ratio("case", "base") == pytest.approx(1.05)  # the cost the case adds
+
+
 def test_measure_interleaved_syncs_around_every_timed_call():
     events = []
     measure_interleaved({"f": lambda: events.append("f")}, reps=2, warmup=0, sync=lambda: events.append("sync"))
