@@ -5,14 +5,11 @@ rate is 0: the policy never moves, generation is keyed per (step, prompt, sample
 same responses and does the same work but for DataFlex's. The pair is the default one (``advantage_magnitude``
 -> ``softmax``); verl's warm-up step 1 is left out.
 
-``fit`` (V1, ``dataflex_sync``): two runs, DataFlex's step hook on the odd steps of one and the even steps of
-the other, verl's own advantage step on the rest (the harness's :mod:`~dataflex_lab.verl.cpu_loop.alternate`).
+``fit`` (V1, ``dataflex_sync``) and ``fit-legacy`` (verl's legacy ``RayPPOTrainer`` with the ``dataflex:`` block,
+``trainer.use_v1=false``): two runs each, DataFlex's step on the odd steps of one and the even steps of the
+other, verl's own advantage step alone on the rest (the harness's :mod:`~dataflex_lab.verl.cpu_loop.alternate`).
 Whole runs of identical work differ by up to 30 % a step on this machine, so each step with DataFlex is
 compared with its neighbour without in the same run; the ratio is the median of those paired ratios.
-
-``fit-legacy`` (verl's legacy ``RayPPOTrainer`` without and with the ``dataflex:`` block,
-``trainer.use_v1=false``): whole runs in the order without, with, with, without, so drift in a shared machine's
-load falls on both alike; the ratio is the median ``timing_s/step`` with DataFlex over the median without.
 
 Needs verl and ``dataflex_verl`` in an environment without trl >= 1.13 (verl
 0.9.1's FSDP engine imports trl's removed PPO value-head model whenever trl is
@@ -36,8 +33,6 @@ PAIR = {
     "scorer": {"name": "advantage_magnitude", "params": {}},
     "actuator": {"name": "softmax", "params": {}},
 }
-#: Arms in the order they run (ABBA).
-ORDER = ("sync", "dataflex_sync", "dataflex_sync", "sync")
 
 
 def fit_missing() -> str | None:
@@ -60,11 +55,11 @@ def fit_missing() -> str | None:
     return None
 
 
-#: The case name and the arms' trainer per verl trainer line: V1 trainer modes, or ``RayPPOTrainer`` with and
-#: without the ``dataflex:`` block (``fit-legacy``, ``trainer.use_v1=false``).
+#: The case name per verl trainer line: V1's ``dataflex_sync`` trainer mode, or ``RayPPOTrainer`` with the
+#: ``dataflex:`` block (``fit-legacy``, ``trainer.use_v1=false``).
 LINES = {
     "v1": ("fit", "dataflex_sync / sync step in verl's fit loop"),
-    "legacy": ("fit-legacy", "RayPPOTrainer with / without dataflex, step in verl's legacy fit loop"),
+    "legacy": ("fit-legacy", "RayPPOTrainer's step with / without DataFlex's in verl's legacy fit loop"),
 }
 
 
@@ -104,11 +99,11 @@ def run_arms(
     return runs
 
 
-#: The V1 case's runs: DataFlex on the odd steps of one run and the even steps of the other (``fit``), each step
-#: compared with its neighbour without; ``fit-legacy`` keeps the ABBA runs.
+#: The runs of each line's case: DataFlex on the odd steps of one and the even steps of the other, each step
+#: compared with its neighbour without.
 PARITY_ORDER = ("odd", "even")
-#: Steps per run: V1 (two alternating runs) and legacy (four whole runs); quick mode 4 and 3.
-STEPS = {"v1": 24, "legacy": 12}
+#: Steps per run (two runs per line); quick mode 4.
+STEPS = 24
 
 
 def paired_ratios(records: list[dict[str, Any]], on_metric: str) -> list[tuple[float, float]]:
@@ -134,30 +129,27 @@ def paired_ratios(records: list[dict[str, Any]], on_metric: str) -> list[tuple[f
 
 
 def run_fit(*, quick: bool, unjudged: str | None = None, progress=print, line: str = "v1") -> list[Result]:
-    steps = (4 if line == "v1" else 3) if quick else STEPS[line]
+    steps = 4 if quick else STEPS
     case, name = LINES[line]
-    if line == "v1":
-        shape = f"8 prompts x 4 samples, responses <= 8 tokens, {steps} steps per run, DataFlex on odd / even steps"
-    else:
-        shape = f"8 prompts x 4 samples, responses <= 8 tokens, {steps} steps per run, runs without/with/with/without dataflex"
+    shape = f"8 prompts x 4 samples, responses <= 8 tokens, {steps} steps per run, DataFlex on odd / even steps"
     reason = fit_missing()
     if reason:
         progress(f"  SKIP {case}: {reason}")
         return [Result(case, name, shape, status="skip", target=FIT_TARGET, note=reason)]
-    if line == "v1":
-        return [_run_alternating(case, name, shape, steps, unjudged, progress)]
-    return [_run_abba(case, name, shape, steps, unjudged, progress)]
+    return [_run_alternating(case, name, shape, steps, unjudged, progress, line)]
 
 
-def _run_alternating(case: str, name: str, shape: str, steps: int, unjudged: str | None, progress) -> Result:
-    """Two runs of ``dataflex_sync``, DataFlex on the odd steps of one and the even steps of the other."""
+def _run_alternating(case: str, name: str, shape: str, steps: int, unjudged: str | None, progress, line: str) -> Result:
+    """Two runs of the line's DataFlex trainer, DataFlex on the odd steps of one and the even steps of the other."""
     from dataflex_lab.verl.cpu_loop import runner
     from dataflex_lab.verl.cpu_loop.alternate import ON_METRIC
 
+    trainer = {"trainer_mode": "dataflex_sync"} if line == "v1" else {"trainer_mode": "sync", "use_v1": False}
+
     def spec(i: int, parity: str):
         return runner.RunSpec(
-            trainer_mode="dataflex_sync", dataflex=PAIR, steps=steps, lr=0.0, dataflex_on_steps=parity,
-            experiment=f"bench_v1_{i}_{parity}",
+            **trainer, dataflex=PAIR, steps=steps, lr=0.0, dataflex_on_steps=parity,
+            experiment=f"bench_{line}_{i}_{parity}",
         )  # fmt: skip
 
     def summary(done: list[dict[str, Any]]) -> str:
@@ -195,46 +187,8 @@ def _run_alternating(case: str, name: str, shape: str, steps: int, unjudged: str
             "hook_share": None if hook is None else hook / base,
             "pooled_ratio": statistics.median(m["timing_s/step"] for m in on) / base,
             "adv_median_s": {
-                "dataflex_sync": statistics.median(m["timing_s/adv"] for m in on),
-                "sync": statistics.median(m["timing_s/adv"] for m in off),
+                "with_dataflex": statistics.median(m["timing_s/adv"] for m in on),
+                "without": statistics.median(m["timing_s/adv"] for m in off),
             },
-        },
-    )
-
-
-def _run_abba(case: str, name: str, shape: str, steps: int, unjudged: str | None, progress) -> Result:
-    """verl's legacy ``RayPPOTrainer`` without and with the ``dataflex:`` block, runs in the order of :data:`ORDER`."""
-    from dataflex_lab.verl.cpu_loop import runner
-
-    def spec(i: int, arm: str):
-        return runner.RunSpec(
-            trainer_mode="sync", use_v1=False, dataflex=PAIR if arm != "sync" else None, steps=steps, lr=0.0,
-            experiment=f"bench_legacy_{i}_{arm}",
-        )  # fmt: skip
-
-    def step_time(done: list[dict[str, Any]]) -> str:
-        return f"median step {statistics.median(m['timing_s/step'] for m in done):.3f} s"
-
-    runs = run_arms(ORDER, spec, case, progress, summary=step_time)
-    times = {arm: [m["timing_s/step"] for m in done] for arm, done in runs.items()}
-    advantage = {arm: [m["timing_s/adv"] for m in done] for arm, done in runs.items()}
-    hooks = [m["dataflex/hook_time_s"] for m in runs["dataflex_sync"] if "dataflex/hook_time_s" in m]
-    base, with_dataflex = statistics.median(times["sync"]), statistics.median(times["dataflex_sync"])
-    hook = statistics.median(hooks) if hooks else None
-    return measured(
-        case,
-        name,
-        shape,
-        median_s=with_dataflex,
-        baseline_s=base,
-        ratio=with_dataflex / base,
-        target=FIT_TARGET,
-        reps=len(times["dataflex_sync"]),
-        unjudged=unjudged,
-        note="verl's timing_s/step, lr 0 so both arms roll out the same responses; pair advantage_magnitude -> softmax",
-        extra={
-            "hook_median_s": hook,
-            "hook_share": None if hook is None else hook / base,
-            "adv_median_s": {arm: statistics.median(v) for arm, v in advantage.items()},
         },
     )

@@ -4,11 +4,12 @@ verl imports it from inside ``import verl`` in the driver, the task runner
 and every Ray worker, so each process knows the CPU platform and the CPU rollout
 backend before verl looks them up (the agent loop is declared in a config file);
 V1's replay buffer, once a process imports it, polls at the harness's pace; a run of the ``fit`` bench
-alternates DataFlex's step hook (:mod:`.alternate`).
+alternates DataFlex's step (:mod:`.alternate`, either trainer line).
 """
 
 from __future__ import annotations
 
+import functools
 import os
 
 from verl.workers.rollout.replica import RolloutReplicaRegistry
@@ -36,7 +37,8 @@ when_imported(verl_internals.REPLAY_BUFFER_MODULE, verl_internals.poll_replay_bu
 if os.environ.get(alternate.ALTERNATE_ENV):
     _runs_on = os.environ[alternate.ALTERNATE_ENV]
     alternate.parity(_runs_on)  # a bad value stops the process that reads it, naming the variable
-    when_imported(alternate.MIXIN_MODULE, lambda module: alternate.alternate(module, _runs_on))
+    for _module, _alternate in alternate.ALTERNATIONS.items():
+        when_imported(_module, functools.partial(_alternate, runs_on=_runs_on))
 if os.environ.get(verl_internals.LOSS_PROBE_ENV):
     verl_internals.install_loss_probe(os.environ[verl_internals.LOSS_PROBE_ENV])
 if os.environ.get(verl_internals.COMPUTE_COUNTERS_ENV):

@@ -150,8 +150,9 @@ class RunSpec:
     #: Log the ``dataflex/compute/*`` counters from verl's batch on a run without DataFlex (the demo's baseline
     #: arm; :func:`~dataflex_lab.verl.cpu_loop.verl_internals.install_compute_counters`).
     compute_counters: bool = False
-    #: ``odd`` or ``even``: a V1 DataFlex trainer runs DataFlex only on the steps of that parity, verl's own
-    #: advantage step on the others (the ``fit`` bench's paired measure, :mod:`.alternate`); ``None``: every step.
+    #: ``odd`` or ``even``: a DataFlex trainer (either line) runs DataFlex only on the steps of that parity, verl's
+    #: own advantage step alone on the others (the ``fit`` benches' paired measure, :mod:`.alternate`); ``None``:
+    #: every step.
     dataflex_on_steps: str | None = None
 
 
@@ -305,10 +306,10 @@ def run_env(
         env[verl_internals.COMPUTE_COUNTERS_ENV] = "1"
     if spec is not None and spec.dataflex_on_steps is not None:
         alternate.parity(spec.dataflex_on_steps)
-        if spec.dataflex is None or not spec.use_v1:
+        if spec.dataflex is None:
             raise ValueError(
-                "RunSpec.dataflex_on_steps alternates the V1 DataFlex trainers' step hook: it needs a dataflex: "
-                "block and use_v1=True"
+                "RunSpec.dataflex_on_steps alternates a DataFlex trainer's step (V1 or legacy line): it needs a "
+                "dataflex: block"
             )
         env[alternate.ALTERNATE_ENV] = spec.dataflex_on_steps
     return env
