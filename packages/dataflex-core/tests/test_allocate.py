@@ -92,6 +92,30 @@ def test_counts_sum_to_the_default_budget_and_the_run_checks_and_feeds_them():
     assert "ledger" in flex.stateful()
 
 
+def test_verls_padding_rows_anywhere_count_as_no_prompts_rollouts():
+    """verl V1 pads a step with empty rows of one shared uid (the template row's prompt id elsewhere) and reorders
+    the batch: the step's metrics and the ledger are those of the same step without them."""
+    flex, plain = session(), session()
+    for f in (flex, plain):
+        f.seam(PromptCounts).counts([12, 10], 1, rollout_n=4, uids=["a", "b"])
+    rewards = [1, 0, 1, 0, 1, 1, 0, 0]
+    metrics = plain.run(rollouts([12, 10], [6, 2], ["a", "b"], rewards), 1).metrics
+    order = [8, 0, 1, 9, 2, 3, 4, 5, 10, 6, 7]  # three padding rows (8-10) scattered among the eight real ones
+    lengths, padded_rewards = [2] * 8 + [0] * 3, rewards + [5, 5, 5]  # padding: empty, junk rewards
+    index, uid = [12] * 6 + [10] * 2 + [12] * 3, ["a"] * 6 + ["b"] * 2 + ["pad" + "0" * 32] * 3
+    padded = rows_batch(
+        [lengths[i] for i in order], width=3, rewards=[padded_rewards[i] for i in order],
+        uid=[uid[i] for i in order], columns={"index": [index[i] for i in order]}, padding=[i >= 8 for i in order],
+    )  # fmt: skip
+    timing = "dataflex/hook_time_s"
+    assert {k: v for k, v in flex.run(padded, 1).metrics.items() if k != timing} == {
+        k: v for k, v in metrics.items() if k != timing
+    }
+    assert metrics["dataflex/allocate/groups"] == 2.0 and metrics["dataflex/allocate/unallocated_groups"] == 0.0
+    for column in ("rollouts", "successes"):
+        assert torch.equal(getattr(flex.ledger, column), getattr(plain.ledger, column))
+
+
 def test_a_group_that_comes_back_with_another_count_is_counted():
     flex = session()
     flex.seam(PromptCounts).counts([12, 10], 1, rollout_n=4, uids=["a", "b"])

@@ -407,6 +407,22 @@ def test_the_step_feeds_real_rows_to_the_history_and_the_scorers_observe():
     assert sampler.draw_metrics["dataflex/curriculum/draw/unseen_share"] == pytest.approx(0.5)
 
 
+def test_verls_empty_padding_rows_anywhere_feed_nothing():
+    """verl V1's padding rows (an empty mask, junk elsewhere: here an id no dataset row has) stay out of the history
+    as the same step without them would leave it."""
+    histories = []
+    for padding in (None, [True, False, False, True, False, False]):
+        step, sampler = curriculum([1.0] * 4, batch_size=2)
+        sampler.next_block()
+        ids, rewards, lengths = [101, 101, 103, 103], [1.0, 0.0, 1.0, 1.0], [3, 3, 3, 3]
+        if padding is not None:
+            ids, rewards, lengths = [999, 101, 101, 999, 103, 103], [9.0, 1.0, 0.0, 9.0, 1.0, 1.0], [0, 3, 3, 0, 3, 3]
+        metrics = step.run(rollout(ids, rewards, lengths=lengths, padding=padding), 1).metrics
+        histories.append((sampler.history.rollouts.tolist(), sampler.history.successes.tolist(),
+                          metrics["dataflex/curriculum/prompts"], metrics["dataflex/curriculum/success_rate"]))  # fmt: skip
+    assert histories[0] == histories[1] == ([0, 2, 0, 2], [0.0, 1.0, 0.0, 2.0], 2.0, 0.75)
+
+
 def test_the_step_names_a_missing_prompt_id_column():
     step, sampler = curriculum([1.0] * 2)
     batch = rollout([100], [1.0])

@@ -336,6 +336,9 @@ class Allocate(Mechanism):
         uid = batch.non_tensor_batch.get("uid")
         if uid is None:
             raise ConfigError("mechanism allocate checks the rollouts of each prompt by uid, but the rows carry none")
+        padding = batch.batch.get("is_padding")
+        if padding is not None:  # the framework's padding rows are no prompt's rollouts
+            uid = np.asarray(uid, dtype=object)[~padding.bool().cpu().numpy()]
         names, inverse = np.unique(np.asarray([str(u) for u in uid], dtype=object), return_inverse=True)
         return names.tolist(), torch.bincount(torch.from_numpy(inverse.astype(np.int64)), minlength=len(names))
 
@@ -351,7 +354,8 @@ class Allocate(Mechanism):
         """
         book = self._ledger()
         metrics = self._check_counts(step, batch)
-        sub, _ = step.components_batch(batch)
+        # padding rows are empty rows here: out of ``valid``, so only (bs,) values are indexed, no field copied
+        sub = step.components_view(batch)
         valid = sub.batch["response_mask"].to(torch.bool).any(-1)
         ids = sub.non_tensor_batch.get(self.settings.prompt_key)
         if ids is None:
@@ -369,8 +373,7 @@ class Allocate(Mechanism):
 
     def _check_counts(self, step: StepContext, batch: Any) -> dict[str, float]:
         """The allocation's metrics, and how many of the step's groups came back with another count than given."""
-        sub, _ = step.components_batch(batch)
-        uids, rollouts = self.generated(sub)
+        uids, rollouts = self.generated(batch)
         given = [self.pending.pop(uid, None) for uid in uids]
         unknown = sum(1 for g in given if g is None)
         wrong = [(u, g, int(r)) for u, g, r in zip(uids, given, rollouts.tolist()) if g is not None and g != r]

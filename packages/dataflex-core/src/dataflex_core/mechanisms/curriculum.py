@@ -208,8 +208,8 @@ class Curriculum(Mechanism):
     def run(self, step: StepContext, batch: Any, step_id: int, importance_weights: torch.Tensor | None) -> StepResult:
         """Feed the step's rewards to the prompt history and to the scorer's ``observe``; the step's metrics.
 
-        The real rows (framework padding removed) with ``response_mask``, ``rm_scores`` and the ``prompt_key``
-        column feed it; rows with an empty response stay out of the history.
+        The real rows with ``response_mask``, ``rm_scores`` and the ``prompt_key`` column feed it; rows with an
+        empty response (framework padding among them) stay out of the history.
         """
         sampler = step.sampler
         if sampler is None:
@@ -218,7 +218,8 @@ class Curriculum(Mechanism):
                 "(DataFlexSession.train_sampler)"
             )
         settings, history = self.settings, sampler.history
-        batch, _ = step.components_batch(batch)
+        # padding rows are empty rows here: out of ``valid``, so only (bs,) values are indexed, no field copied
+        batch = step.components_view(batch)
         valid = valid_sample_mask(batch)
         ids = batch.non_tensor_batch.get(settings.prompt_key)
         if ids is None:
