@@ -12,6 +12,14 @@ threshold fixed, as the memory case does, so the resident size follows the live 
 - **V1 host step**: that padded step against one ``clone()`` of the fields it reads (time <= :data:`STEP_TARGET`),
   and its peak extra memory over the bytes of those fields (<= :data:`STEP_MEMORY_TARGET`).
 
+Two informational rows follow, in rounds of their own after the judged ones (:data:`INFO_REPS` repetitions):
+
+- **V1 host step / verl's GRPO**: the padded step against verl's own ``compute_grpo_outcome_advantage`` (its
+  default ``grpo`` estimator) over the same padded rows, per pair;
+- **filter admission**: ``mechanism: filter``'s admission of one generation round through the
+  ``GenerationRounds`` seam (``group_reward_variance`` -> ``threshold_band``), the round as verl's legacy line and
+  TRL hand it over against a clone of the fields it reads, and with verl V1's padding rows against without.
+
 Each pair is measured at every torch thread count the run names (``--threads``: full mode 1 and torch's default,
 both judged, as the issue's targets say), rows at more than one thread saying it in their shape.
 
@@ -95,10 +103,114 @@ def child_main(spec: dict[str, Any]) -> list[dict[str, Any]]:
     host = HostCapabilities(name="benchmark host", fields={name: FieldSupport(True) for name in CANONICAL_FIELDS})
     meter = PeakMeter()
     out = []
-    for threads in spec.get("threads") or [torch.get_num_threads()]:
+    thread_counts = spec.get("threads") or [torch.get_num_threads()]
+    for threads in thread_counts:
         torch.set_num_threads(threads)
         out += [_measure_pair(pair, plain, padded, host, meter, spec["reps"]) | {"threads": threads} for pair in pairs]
+    # the informational rows after the judged ones, in rounds of their own
+    grpo, why_not = verl_grpo()
+    reps = min(spec["reps"], INFO_REPS)
+    for threads in thread_counts:
+        torch.set_num_threads(threads)
+        for pair in pairs:
+            row = {"kind": "grpo", "name": pair.name, "threads": threads}
+            out.append(row | ({"skip": why_not} if grpo is None else _against_grpo(pair, padded, host, grpo, reps)))
+        out.append({"kind": "admission", "name": ADMISSION_NAME, "threads": threads} | _admission(plain, padded, reps))
     return out
+
+
+#: Repetitions of the informational rows (their figures are sizes, not judged).
+INFO_REPS = 3
+#: The filter block the admission rows run (DAPO's dynamic sampling: groups whose rewards vary).
+ADMISSION_BLOCK = {
+    "mechanism": "filter",
+    "scorer": {"name": "group_reward_variance"},
+    "actuator": {"name": "threshold_band", "params": {"low": 0.01, "high": 1.0e9}},
+}
+ADMISSION_NAME = "group_reward_variance+threshold_band"
+
+
+def verl_grpo() -> tuple[Any, str | None]:
+    """verl's own GRPO advantage (``compute_grpo_outcome_advantage``, its default ``grpo`` estimator), or why not."""
+    try:
+        from verl.trainer.ppo.core_algos import compute_grpo_outcome_advantage
+    except Exception as exc:  # noqa: BLE001 - verl absent or broken here: the rows say so
+        return None, f"verl's compute_grpo_outcome_advantage not importable here ({type(exc).__name__}: {exc})"
+    return compute_grpo_outcome_advantage, None
+
+
+def _against_grpo(pair: Any, padded: Any, host: Any, grpo: Any, reps: int) -> dict[str, Any]:
+    """The padded step against verl's GRPO advantage over the same padded rows (its token rewards: the batch's
+    ``rm_scores``, verl's reward without a KL penalty), interleaved; verl reads its fields in place (no copy)."""
+    from dataflex_core.runner import DataFlexStep, mount_step
+
+    from .pairs import CONTEXT, fresh_batch, read_fields
+    from .timing import Fresh, measure_interleaved
+
+    try:
+        scorer, reweighter = pair.build()
+        read = tuple(n for n in read_fields(scorer, reweighter) if n in padded.batch)
+        block = {"mechanism": "reweight", "scorer": {"name": pair.scorer.name},
+                 "actuator": {"name": pair.reweighter.name}}  # fmt: skip
+        step = DataFlexStep(mount_step(block, host, loss_unit="token", ctx=CONTEXT, adv_estimator="grpo"))
+        rewards, mask = padded.batch["rm_scores"], padded.batch["response_mask"]
+        uid = padded.non_tensor_batch["uid"]
+        timings = measure_interleaved(
+            {
+                "grpo": lambda: grpo(rewards, mask, uid),
+                "padded": Fresh(lambda b: step.run(b, 1), lambda: fresh_batch(padded, read)),
+            },
+            reps=reps,
+            warmup=1,
+        )
+        return {"seconds": {k: timings.median(k) for k in ("grpo", "padded")},
+                "paired": {"grpo": timings.paired_ratio("padded", "grpo")}}  # fmt: skip
+    except ValueError as exc:  # the reweighter refuses this scorer's scores (see the pair case)
+        return {"skip": f"{type(exc).__name__}: {exc}"}
+    except Exception as exc:  # noqa: BLE001 - one broken pair is a row
+        return {"error": f"{type(exc).__name__}: {exc}"}
+
+
+def _admission(plain: Any, padded: Any, reps: int) -> dict[str, Any]:
+    """``mechanism: filter``'s admission of one generation round (what verl's legacy host calls per round, and
+    TRL's per step), interleaved: the round as those hosts build it (no padding rows) against a clone of the
+    fields it reads, and the same round with verl V1's padding rows against it without (no shipped host pads a
+    round; the admission then copies the real rows, as every mechanism that keeps something per prompt did)."""
+    from dataflex_core.session import DataFlexSession, GenerationRounds
+    from dataflex_core.step import FieldSupport, HostCapabilities, LossWeights, SeamSupport
+
+    from .pairs import clone_inputs, fresh_batch
+    from .timing import Fresh, measure_interleaved
+
+    try:
+        host = HostCapabilities(
+            name="benchmark host (generation rounds)",
+            seams={LossWeights: SeamSupport(True), GenerationRounds: SeamSupport(True)},
+            fields={name: FieldSupport(True) for name in ("response_mask", "rm_scores", "uid")},
+        )
+        session = DataFlexSession(ADMISSION_BLOCK)
+        session.mount(host, loss_unit="token", adv_estimator="grpo", is_group_estimator=lambda name: True)
+        seam = session.seam(GenerationRounds)
+        read = ("response_mask", "rm_scores")
+        groups = len(set(plain.non_tensor_batch["uid"]))
+
+        def admit(batch: Any) -> Any:
+            return seam.admit(seam.rounds(groups), batch, 1)
+
+        timings = measure_interleaved(
+            {
+                "clone": Fresh(lambda b: clone_inputs(b, read, True), lambda: plain),
+                "plain": Fresh(admit, lambda: fresh_batch(plain, read)),
+                "padded": Fresh(admit, lambda: fresh_batch(padded, (*read, "is_padding"))),
+            },
+            reps=reps,
+            warmup=1,
+        )
+        return {"seconds": {k: timings.median(k) for k in ("clone", "plain", "padded")},
+                "paired": {"plain": timings.paired_ratio("padded", "plain"),
+                           "clone": timings.paired_ratio("plain", "clone")}}  # fmt: skip
+    except Exception as exc:  # noqa: BLE001 - a broken admission is a row
+        return {"error": f"{type(exc).__name__}: {exc}"}
 
 
 def _measure_pair(pair: Any, plain: Any, padded: Any, host: Any, meter: Any, reps: int) -> dict[str, Any]:
@@ -131,6 +243,7 @@ def _measure_pair(pair: Any, plain: Any, padded: Any, host: Any, meter: Any, rep
             },
             reps=reps,
             warmup=1,
+            rotate=True,
         )
         peaks = {}
         for name, template, names in (("plain", plain, plain_read), ("padded", padded, padded_read)):
@@ -168,9 +281,13 @@ def _rows(row: dict[str, Any], shape: str, reps: int, unjudged: str | None) -> l
     name, threads = row["name"], row.get("threads", 1)
     if threads != 1:  # as the pair rows say it
         shape += f" @ {threads} threads"
+    kind = row.get("kind", "pair")
     if "skip" in row or "error" in row:
         status = "skip" if "skip" in row else "error"
-        return [Result("scale", f"padded step {name}", shape, status=status, note=row.get("skip") or row["error"])]
+        label = {"pair": "padded step", "grpo": "V1 host step / verl's GRPO", "admission": "filter admission"}[kind]
+        return [Result("scale", f"{label} {name}", shape, status=status, note=row.get("skip") or row["error"])]
+    if kind != "pair":
+        return _info_rows(row, kind, shape, min(reps, INFO_REPS), unjudged)
     s, peak, fields = row["seconds"], row["peak_bytes"], row["field_bytes"]
     cpu = row.get("cpu_seconds") or s
     # The process's CPU time of the same calls (all threads, page faults included): it moves less than the wall
@@ -204,6 +321,36 @@ def _rows(row: dict[str, Any], shape: str, reps: int, unjudged: str | None) -> l
             ratio=peak["padded"] / fields, target=STEP_MEMORY_TARGET, reps=1, unjudged=unjudged,
             note=f"peak extra {_mib(peak['padded'])} for {_mib(fields)} of fields read",
             extra={"peak_bytes": peak["padded"], "field_bytes": fields},
+        ),
+    ]  # fmt: skip
+
+
+def _info_rows(row: dict[str, Any], kind: str, shape: str, reps: int, unjudged: str | None) -> list[Result]:
+    """The informational rows: the padded step against verl's GRPO advantage, and the filter admission."""
+    name, s, paired = row["name"], row["seconds"], row["paired"]
+    if kind == "grpo":
+        return [
+            measured(
+                "scale", f"V1 host step / verl's GRPO {name}", shape, median_s=s["padded"], baseline_s=s["grpo"],
+                ratio=paired["grpo"], target=float("inf"), reps=reps, unjudged=unjudged or "info",
+                note="the padded step against verl's compute_grpo_outcome_advantage over the same rows (verl's "
+                "default grpo estimator; median of per-round ratios)",
+            )
+        ]  # fmt: skip
+    return [
+        measured(
+            "scale", f"filter admission / clone {name}", shape.replace(f"+{PADDING_ROWS} padding", ""),
+            median_s=s["plain"], baseline_s=s["clone"], ratio=paired["clone"], target=float("inf"), reps=reps,
+            unjudged=unjudged or "info",
+            note="one generation round's admission (mechanism filter), as verl's legacy line and TRL hand it over "
+            "(no padding rows), against one clone() of the fields it reads (median of per-round ratios)",
+        ),
+        measured(
+            "scale", f"filter admission padding rows time {name}", shape, median_s=s["padded"],
+            baseline_s=s["plain"], ratio=paired["plain"], target=float("inf"), reps=reps,
+            unjudged=unjudged or "info",
+            note=f"the same round with {PADDING_ROWS} verl V1 padding rows against it without (median of per-round "
+            "ratios); no shipped host pads a round",
         ),
     ]  # fmt: skip
 

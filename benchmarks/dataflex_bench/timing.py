@@ -77,6 +77,7 @@ def measure_interleaved(
     sync: Callable[[], None] = lambda: None,
     clock: Clock = time.perf_counter,
     cpu_clock: Clock = time.process_time,
+    rotate: bool = False,
 ) -> Timings:
     """Time each function ``reps`` times, cycling through them in the given order.
 
@@ -87,12 +88,16 @@ def measure_interleaved(
     :param reps: timed rounds; each function runs once per round.
     :param warmup: untimed rounds first (allocator, caches, lazy imports).
     :param sync: called before each clock read (device synchronisation).
+    :param rotate: round ``i`` starts at the ``i``-th function (mod their number), so no function always runs
+        in the same place of a round (right after a given neighbour's allocations and frees).
     """
     if reps < 1:
         raise ValueError(f"reps must be >= 1, got {reps}")
     timings = Timings({name: [] for name in functions}, {name: [] for name in functions})
+    items = list(functions.items())
     for round_index in range(warmup + reps):
-        for name, fn in functions.items():
+        shift = round_index % len(items) if rotate else 0
+        for name, fn in items[shift:] + items[:shift]:
             call = functools.partial(fn.run, fn.setup()) if isinstance(fn, Fresh) else fn
             sync()
             start, cpu_start = clock(), cpu_clock()

@@ -68,6 +68,14 @@ def test_a_paired_ratio_keeps_a_burst_of_several_rounds_out_where_a_ratio_of_med
     assert timings.paired_ratio("case", "base") == pytest.approx(1.05)  # the cost the case adds
 
 
+def test_rotated_rounds_start_at_each_function_in_turn_and_keep_each_functions_samples():
+    clock = FakeClock()
+    a, b, c = (clock.work(name, [1.0] * 5) for name in "abc")
+    timings = measure_interleaved({"a": a, "b": b, "c": c}, reps=4, warmup=1, clock=clock, rotate=True)
+    assert clock.calls == [*"abc", *"bca", *"cab", *"abc", *"bca"]
+    assert timings.samples == {"a": [1.0] * 4, "b": [1.0] * 4, "c": [1.0] * 4}
+
+
 def test_measure_interleaved_syncs_around_every_timed_call():
     events = []
     measure_interleaved({"f": lambda: events.append("f")}, reps=2, warmup=0, sync=lambda: events.append("sync"))

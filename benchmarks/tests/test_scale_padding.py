@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import math
 
 import torch
@@ -27,10 +28,16 @@ def test_quick_padded_step_measures_every_pair_unjudged_at_each_thread_count():
     assert "V1 host step peak token_entropy+high_entropy_tokens" in names
     measured_rows = [row for row in rows if row.status != "skip"]
     assert measured_rows and all(row.status == "smoke" and math.isfinite(row.ratio) for row in measured_rows)
-    assert all(f"+{PADDING_ROWS} padding" in row.shape for row in rows)
+    assert all(f"+{PADDING_ROWS} padding" in row.shape for row in rows if "admission / clone" not in row.name)
     # Every row at one thread, and again at two (said in the shape), as the targets are judged.
     one = [row for row in measured_rows if not row.shape.endswith("@ 2 threads")]
     two = [row for row in measured_rows if row.shape.endswith("@ 2 threads")]
     assert one and sorted(r.name for r in one) == sorted(r.name for r in two)
     steps = [row for row in two if row.name.startswith("V1 host step time")]
     assert steps and all(row.extra["threads"] == 2 and row.extra["cpu_ratio"] > 0 for row in steps)
+    # the informational rows: every pair against verl's GRPO advantage, and the filter admission, at each count
+    grpo = {row.name.removeprefix("V1 host step / verl's GRPO "): row for row in rows if "verl's GRPO" in row.name}
+    assert "advantage_magnitude+softmax" in grpo  # measured where verl is installed, a skip naming it elsewhere
+    assert grpo["advantage_magnitude+softmax"].status == ("smoke" if importlib.util.find_spec("verl") else "skip")
+    admission = [row for row in measured_rows if row.name.startswith("filter admission")]
+    assert len(admission) == 4 and all(row.median_s > 0 and row.baseline_s > 0 for row in admission)
