@@ -142,17 +142,14 @@ def verl_grpo() -> tuple[Any, str | None]:
 def _against_grpo(pair: Any, padded: Any, host: Any, grpo: Any, reps: int) -> dict[str, Any]:
     """The padded step against verl's GRPO advantage over the same padded rows (its token rewards: the batch's
     ``rm_scores``, verl's reward without a KL penalty), interleaved; verl reads its fields in place (no copy)."""
-    from dataflex_core.runner import DataFlexStep, mount_step
 
-    from .pairs import CONTEXT, fresh_batch, read_fields
+    from .pairs import fresh_batch, read_fields
     from .timing import Fresh, measure_interleaved
 
     try:
         scorer, reweighter = pair.build()
         read = tuple(n for n in read_fields(scorer, reweighter) if n in padded.batch)
-        block = {"mechanism": "reweight", "scorer": {"name": pair.scorer.name},
-                 "actuator": {"name": pair.reweighter.name}}  # fmt: skip
-        step = DataFlexStep(mount_step(block, host, loss_unit="token", ctx=CONTEXT, adv_estimator="grpo"))
+        step = pair_step(pair, host)
         rewards, mask = padded.batch["rm_scores"], padded.batch["response_mask"]
         uid = padded.non_tensor_batch["uid"]
         timings = measure_interleaved(
@@ -213,12 +210,21 @@ def _admission(plain: Any, padded: Any, reps: int) -> dict[str, Any]:
         return {"error": f"{type(exc).__name__}: {exc}"}
 
 
-def _measure_pair(pair: Any, plain: Any, padded: Any, host: Any, meter: Any, reps: int) -> dict[str, Any]:
-    """One pair's timings and peaks at the current torch thread count (a row of :func:`child_main`)."""
+def pair_step(pair: Any, host: Any) -> Any:
+    """The step ``session.run`` runs for verl's V1 adapter with ``pair`` as a reweight block (token unit, GRPO)."""
     from dataflex_core.runner import DataFlexStep, mount_step
 
+    from .pairs import CONTEXT
+
+    block = {"mechanism": "reweight", "scorer": {"name": pair.scorer.name}, "actuator": {"name": pair.reweighter.name}}
+    return DataFlexStep(mount_step(block, host, loss_unit="token", ctx=CONTEXT, adv_estimator="grpo"))
+
+
+def _measure_pair(pair: Any, plain: Any, padded: Any, host: Any, meter: Any, reps: int) -> dict[str, Any]:
+    """One pair's timings and peaks at the current torch thread count (a row of :func:`child_main`)."""
+
     from .memory import field_bytes
-    from .pairs import CONTEXT, clone_inputs, fresh_batch, read_fields
+    from .pairs import clone_inputs, fresh_batch, read_fields
     from .timing import Fresh, measure_interleaved
 
     row: dict[str, Any] = {"name": pair.name}
@@ -226,9 +232,7 @@ def _measure_pair(pair: Any, plain: Any, padded: Any, host: Any, meter: Any, rep
         scorer, reweighter = pair.build()
         read = read_fields(scorer, reweighter)
         with_uid = bool(scorer.needs_groups or reweighter.needs_groups)
-        block = {"mechanism": "reweight", "scorer": {"name": pair.scorer.name},
-                 "actuator": {"name": pair.reweighter.name}}  # fmt: skip
-        step = DataFlexStep(mount_step(block, host, loss_unit="token", ctx=CONTEXT, adv_estimator="grpo"))
+        step = pair_step(pair, host)
         plain_read = tuple(n for n in read if n in plain.batch)
         padded_read = tuple(n for n in read if n in padded.batch)
 
