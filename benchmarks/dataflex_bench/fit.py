@@ -74,26 +74,23 @@ def run_arms(
     case: str,
     progress=print,
     summary: Callable[[list[dict[str, Any]]], str] | None = None,
-    raw: bool = False,
 ) -> dict[str, list[dict[str, Any]]]:
     """``python -m verl.trainer.main_ppo`` on the CPU harness for each arm of ``order`` in turn (one workspace),
-    ``spec_of(i, arm)`` the i-th run's :class:`~dataflex_lab.verl.cpu_loop.runner.RunSpec`; ``summary`` of an arm's
-    steps so far goes to ``progress`` after each run.
+    ``spec_of(i, arm)`` the i-th run's :class:`~dataflex_lab.verl.cpu_loop.runner.RunSpec`; ``summary`` of the
+    metrics of an arm's steps after the warm-up goes to ``progress`` after each run.
 
-    :returns: per arm, the metrics of its runs' steps after the warm-up step, run after run; with ``raw``, verl's
-        records of every step (``step`` and ``metrics``), for arms that each run once.
+    :returns: per arm (each runs once), verl's records of every step (``step`` and ``metrics``).
     """
     from dataflex_lab.verl.cpu_loop import runner
 
-    runs: dict[str, list[dict[str, Any]]] = {arm: [] for arm in order}
+    runs: dict[str, list[dict[str, Any]]] = {}
     with tempfile.TemporaryDirectory() as tmp:
         workspace = runner.prepare_workspace(Path(tmp) / "workspace")
         for i, arm in enumerate(order):
-            records = runner.run_entry_point(
+            runs[arm] = runner.run_entry_point(
                 spec_of(i, arm), workspace, Path(tmp) / f"{i}_{arm}.jsonl", log_file=Path(tmp) / f"{i}_{arm}.log"
             )
-            runs[arm] += records if raw else after_warmup(records)
-            done = after_warmup(runs[arm]) if raw else runs[arm]
+            done = after_warmup(runs[arm])
             said = f": {summary(done)}" if summary is not None and done else ""
             progress(f"  {case} run {i + 1}/{len(order)} ({arm}){said}")
     return runs
@@ -106,9 +103,17 @@ PARITY_ORDER = ("odd", "even")
 STEPS = 24
 
 
-def paired_ratios(records: list[dict[str, Any]], on_metric: str) -> list[tuple[float, float]]:
-    """``(with DataFlex, without)`` step times of neighbouring steps (2-3, 4-5, ...: verl's warm-up step 1 left
-    out) of one alternating run, each pair one step with DataFlex and one without (``on_metric`` says which).
+def step_time(metrics: dict[str, Any]) -> float:
+    """verl's whole step time."""
+    return float(metrics["timing_s/step"])
+
+
+def paired_ratios(
+    records: list[dict[str, Any]], on_metric: str, time_of: Callable[[dict[str, Any]], float] = step_time
+) -> list[tuple[float, float]]:
+    """``(with DataFlex, without)`` step times (``time_of`` a step's metrics) of neighbouring steps (2-3, 4-5, ...:
+    verl's warm-up step 1 left out) of one alternating run, each pair one step with DataFlex and one without
+    (``on_metric`` says which).
 
     Raises ``RuntimeError`` naming the steps when a pair is not one of each (the alternation did not happen).
     """
@@ -124,7 +129,7 @@ def paired_ratios(records: list[dict[str, Any]], on_metric: str) -> list[tuple[f
                 "the run did not alternate DataFlex (is the harness's alternation installed in verl's task runner?)"
             )
         on, off = (a, b) if a[on_metric] == 1.0 else (b, a)
-        pairs.append((on["timing_s/step"], off["timing_s/step"]))
+        pairs.append((time_of(on), time_of(off)))
     return pairs
 
 
@@ -159,7 +164,7 @@ def _run_alternating(case: str, name: str, shape: str, steps: int, unjudged: str
 
     pairs: list[tuple[float, float]] = []
     done: list[dict[str, Any]] = []
-    for records in run_arms(PARITY_ORDER, spec, case, progress, summary=summary, raw=True).values():
+    for records in run_arms(PARITY_ORDER, spec, case, progress, summary=summary).values():
         pairs += paired_ratios(records, ON_METRIC)
         done += after_warmup(records)
     on = [m for m in done if m.get(ON_METRIC) == 1.0]

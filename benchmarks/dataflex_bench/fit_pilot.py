@@ -2,24 +2,27 @@
 (issue 37's target).
 
 Runs ``python -m verl.trainer.main_ppo`` on the CPU harness (:mod:`dataflex_lab.verl.cpu_loop`) with verl's legacy
-``RayPPOTrainer.fit`` (``trainer.use_v1=false``), as case ``fit-legacy`` does: without DataFlex and with
-``mechanism: pilot`` (:data:`BLOCK`: two pilot rollouts for twice the batch's prompts, admitted when their rewards
-vary at all, the commit tops them up to ``rollout.n``, a short step backfilled), alternated without, pilot, pilot,
-without; lr 0, so the policy never moves. Per step after each run's warm-up step, the step without generation:
+``RayPPOTrainer.fit`` (``trainer.use_v1=false``) and ``mechanism: pilot`` (:data:`BLOCK`: two pilot rollouts for
+twice the batch's prompts, admitted when their rewards vary at all, the commit tops them up to ``rollout.n``, a
+short step backfilled); lr 0, so the policy never moves. As case ``fit-legacy``: two runs, the pilot's stages and
+DataFlex's step on the odd steps of one and the even steps of the other, verl's own step alone on the rest (fit
+generates the prompts it pulled; the harness's :mod:`~dataflex_lab.verl.cpu_loop.alternate`), each step with the
+pilot compared with its neighbour without. Per step, without generation:
 
-- without DataFlex: verl's ``timing_s/step - timing_s/gen``: the reward, old log-prob and actor-update calls,
+- without the pilot: verl's ``timing_s/step - timing_s/gen``: the reward, old log-prob and actor-update calls,
   ``_balance_batch``, the advantage and the weight sync;
 - with the pilot: ``timing_s/step - timing_s/gen + dataflex/pilot/seam_time_s``. verl's ``gen`` there holds the
   stages (handed to fit's ``gen`` and ``step`` timers: they run before fit's timers start) and fit's own generate
   block (the prepared rows handed back and the replicas put to sleep, which the baseline's ``gen`` holds too); the
   seam's own time (stage bookkeeping, the prompt table, the admission, the top-up assembly: the stages' time less
   the replicas' generate calls, ``dataflex/pilot/generation_time_s``) stays in. DataFlex's step at
-  ``compute_advantage`` is in it too (the baseline has none).
+  ``compute_advantage`` is in it too (the steps without have none).
 
-The ratio is the median with the pilot over the median without. Between runs a shared machine's load moves the
-step by more than the seam's few ms, so the row also gives the ratio inside each pilot step (its step without
-generation over the same less the seam's time, median over steps: paired, though blind to what the seam costs
-outside its own timer). Needs what case ``fit`` needs.
+The ratio is the median of the paired ratios. Whole runs of identical work differ by more than the seam's few ms
+on this machine (four whole runs, alternated without / pilot / pilot / without, read 0.91-1.05 over seven bench
+runs), so neighbours in one run are compared. The row also gives the ratio inside each pilot step (its step without
+generation over the same less the seam's time: blind to what the seam costs outside its own timer). Needs what case
+``fit`` needs.
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ from __future__ import annotations
 import statistics
 from typing import Any
 
-from .fit import FIT_TARGET, fit_missing, run_arms
+from .fit import FIT_TARGET, PARITY_ORDER, STEPS, after_warmup, fit_missing, paired_ratios, run_arms
 from .results import Result, measured
 
 CASE = "fit-pilot"
@@ -38,8 +41,6 @@ BLOCK = {
     "actuator": {"name": "threshold_band", "params": {"low": 1.0e-6, "high": 1.0e9}},
     "pilot": {"prompts": 2, "rollouts": 2, "on_short": "backfill"},
 }
-#: Arms in the order they run (ABBA); quick mode runs the first two.
-ORDER = ("without", "pilot", "pilot", "without")
 STEP, GEN = "timing_s/step", "timing_s/gen"
 
 
@@ -71,37 +72,52 @@ def without_generation(metrics: dict[str, Any], staged: bool) -> float:
     return rest + _metric(metrics, _names()[2], arm) if staged else rest
 
 
+def _on(metrics: dict[str, Any]) -> bool:
+    from dataflex_lab.verl.cpu_loop.alternate import ON_METRIC
+
+    return metrics.get(ON_METRIC) == 1.0
+
+
+def _step_time(metrics: dict[str, Any]) -> float:
+    return without_generation(metrics, staged=_on(metrics))
+
+
 def summarize(runs: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
-    """The figures of both arms' steps (after their warm-up): medians of the step without generation, the ratio, and
-    the pilot's seam, stages' generation, fit's own generate block and stages per step."""
-    base = [without_generation(m, staged=False) for m in runs["without"]]
-    pilot = [without_generation(m, staged=True) for m in runs["pilot"]]
-    if not base or not pilot:
+    """The figures of two alternating runs (verl's records of every step, per run): the median of the paired ratios,
+    medians of the step without generation with and without the pilot, and the pilot's seam, stages' generation,
+    fit's own generate block and stages per step."""
+    from dataflex_lab.verl.cpu_loop.alternate import ON_METRIC
+
+    pairs = [pair for records in runs.values() for pair in paired_ratios(records, ON_METRIC, _step_time)]
+    done = [m for records in runs.values() for m in after_warmup(records)]
+    steps, without = [m for m in done if _on(m)], [m for m in done if not _on(m)]
+    if not pairs:
         raise RuntimeError(
-            f"fit-pilot needs steps after the warm-up in both arms, got {len(base)} without and {len(pilot)} with the "
-            "pilot: run at least 2 steps per run"
+            f"fit-pilot needs neighbouring steps after the warm-up with and without the pilot, got {len(steps)} "
+            f"with and {len(without)} without: run at least 3 steps per run"
         )
 
     def median_ms(values) -> float:
         return statistics.median(values) * 1e3
 
     stages_time, generation_time, seam_time, stages = _names()
-    steps = runs["pilot"]
-    b, p = statistics.median(base), statistics.median(pilot)
+    pilot = [without_generation(m, staged=True) for m in steps]
+    b, p = statistics.median(without_generation(m, staged=False) for m in without), statistics.median(pilot)
     return {
         "median_s": p,
         "baseline_s": b,
-        "ratio": p / b,
-        "reps": len(pilot),
+        "ratio": statistics.median(with_ / without_ for with_, without_ in pairs),
+        "reps": len(pairs),
+        "pooled_ratio": p / b,
         "seam_ms": median_ms(_metric(m, seam_time, "pilot") for m in steps),
         "stages_generation_ms": median_ms(_metric(m, generation_time, "pilot") for m in steps),
         # fit's own generate block with the pilot (prepared rows handed back, replicas put to sleep): out of both
         "fit_gen_block_ms": median_ms(_metric(m, GEN, "pilot") - _metric(m, stages_time, "pilot") for m in steps),
-        "gen_without_ms": median_ms(_metric(m, GEN, "without") for m in runs["without"]),
+        "gen_without_ms": median_ms(_metric(m, GEN, "without") for m in without),
         "step_without_generation_ms": {"without": b * 1e3, "pilot": p * 1e3},
         "stages_per_step": statistics.median(_metric(m, stages, "pilot") for m in steps),
-        # the same question inside each pilot step (its step with the seam over the same step less it): paired, so
-        # the machine's drift between runs cancels; blind to costs the seam causes outside its own timer
+        # inside each pilot step (its step with the seam over the same step less it): blind to costs the seam causes
+        # outside its own timer
         "within_step_ratio": statistics.median(
             with_seam / (with_seam - _metric(m, seam_time, "pilot")) for m, with_seam in zip(steps, pilot)
         ),
@@ -109,10 +125,10 @@ def summarize(runs: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
 
 
 def run_fit_pilot(*, quick: bool, unjudged: str | None = None, progress=print) -> list[Result]:
-    steps, order = (2, ORDER[:2]) if quick else (12, ORDER)
+    steps = 4 if quick else STEPS
     shape = (
         f"8 prompts x 4 samples, responses <= 8 tokens, pilot 2 x 8 prompts x 2 rollouts, {steps} steps per run, "
-        f"runs {'/'.join(order)}"
+        "the pilot on odd / even steps"
     )
     reason = fit_missing()
     if reason:
@@ -120,21 +136,21 @@ def run_fit_pilot(*, quick: bool, unjudged: str | None = None, progress=print) -
         return [Result(CASE, NAME, shape, status="skip", target=FIT_TARGET, note=reason)]
     from dataflex_lab.verl.cpu_loop import runner
 
-    def spec(i: int, arm: str):
+    def spec(i: int, parity: str):
         return runner.RunSpec(
-            use_v1=False,
-            dataflex=BLOCK if arm == "pilot" else None,
-            steps=steps,
-            lr=0.0,
-            experiment=f"bench_pilot_{i}_{arm}",
-        )
+            use_v1=False, dataflex=BLOCK, steps=steps, lr=0.0, dataflex_on_steps=parity,
+            experiment=f"bench_pilot_{i}_{parity}",
+        )  # fmt: skip
 
     def rest(done: list[dict[str, Any]]) -> str:
-        staged = _names()[0] in done[0]
-        median = statistics.median(without_generation(m, staged=staged) for m in done)
-        return f"median step without generation {median * 1e3:.1f} ms"
+        on = [_step_time(m) for m in done if _on(m)]
+        off = [_step_time(m) for m in done if not _on(m)]
+        return (
+            f"median step without generation {statistics.median(on) * 1e3:.1f} ms with the pilot, "
+            f"{statistics.median(off) * 1e3:.1f} ms without"
+        )
 
-    figures = summarize(run_arms(order, spec, CASE, progress, summary=rest))
+    figures = summarize(run_arms(PARITY_ORDER, spec, CASE, progress, summary=rest))
     return [
         measured(
             CASE,
@@ -147,8 +163,9 @@ def run_fit_pilot(*, quick: bool, unjudged: str | None = None, progress=print) -
             reps=figures.pop("reps"),
             unjudged=unjudged,
             note=(
-                "verl's timing_s/step - timing_s/gen without DataFlex; with the pilot the same plus "
-                "dataflex/pilot/seam_time_s (stages' time less their generate calls); lr 0"
+                "median of paired ratios of neighbouring steps in one run: verl's timing_s/step - timing_s/gen "
+                "without the pilot; with it the same plus dataflex/pilot/seam_time_s (stages' time less their "
+                "generate calls); lr 0"
             ),
             extra=figures,
         )

@@ -7,10 +7,12 @@ import time
 
 import pytest
 from dataflex_bench import cli
+from dataflex_bench.fit import FIT_TARGET
 from dataflex_bench.fit_pilot import BLOCK, summarize, without_generation
 from dataflex_bench.pilot import SELECT, FitController, Replicas, Rows, _session
 
 from dataflex_core.session import StagedGeneration
+from dataflex_lab.verl.cpu_loop.alternate import ON_METRIC
 from dataflex_verl.legacy_stages import GENERATION_TIME, SEAM_TIME, STAGES_TIME
 
 STAGES = "dataflex/pilot/stages"
@@ -47,20 +49,36 @@ def test_the_step_without_generation_keeps_the_seam_and_drops_only_generation():
     assert without_generation(costly, staged=True) == pytest.approx(0.50)
 
 
-def test_the_ratio_is_of_medians_and_the_row_says_the_seam_and_the_stages():
+def alternating_run(*, on_parity: int, speed: float, seam: float, steps: int = 9) -> list[dict]:
+    """verl's records of one run with the pilot on the steps of ``on_parity``: ``speed`` is the run's machine speed
+    (0.40 s of work without generation at 1.0), the pilot's steps add ``seam`` s; step 1 is verl's warm-up."""
+    records = []
+    for step in range(1, steps + 1):
+        rest = speed * 0.40 + (5.0 if step == 1 else 0.0)
+        if step % 2 == on_parity:
+            metrics = pilot_step(rest=rest, stages_generation=1.3, seam=seam, fit_gen_block=0.004)
+        else:
+            metrics = plain_step(rest=rest, gen=1.0)
+        records.append({"step": step, "metrics": {**metrics, ON_METRIC: float(step % 2 == on_parity)}})
+    return records
+
+
+def test_the_ratio_is_of_neighbouring_steps_so_a_slow_run_is_not_read_as_the_seams_cost():
+    # one run 30 % slower than the other, as whole runs of identical work are on this machine
     runs = {
-        "without": [plain_step(rest=r, gen=1.0 + r) for r in (0.30, 0.40, 0.50)],
-        "pilot": [pilot_step(rest=r, stages_generation=1.3, seam=s, fit_gen_block=0.004) for r, s in
-                  ((0.30, 0.01), (0.41, 0.02), (0.60, 0.03))],
-    }  # fmt: skip
+        "odd": alternating_run(on_parity=1, speed=1.0, seam=0.02),
+        "even": alternating_run(on_parity=0, speed=1.3, seam=0.02 * 1.3),
+    }
     figures = summarize(runs)
-    assert figures["baseline_s"] == pytest.approx(0.40) and figures["median_s"] == pytest.approx(0.43)
-    assert figures["ratio"] == pytest.approx(0.43 / 0.40) and figures["reps"] == 3
-    assert figures["seam_ms"] == pytest.approx(20.0) and figures["stages_generation_ms"] == pytest.approx(1300.0)
+    assert figures["ratio"] == pytest.approx(0.42 / 0.40) and figures["reps"] == 8  # steps 2-3, ..., 8-9 of each
+    # medians over both runs mix their speeds: the pooled ratio is what whole runs would have read
+    assert figures["pooled_ratio"] == pytest.approx(figures["median_s"] / figures["baseline_s"])
+    assert figures["seam_ms"] == pytest.approx(0.5 * (20.0 + 26.0)) and figures["stages_generation_ms"] == 1300.0
     assert figures["fit_gen_block_ms"] == pytest.approx(4.0) and figures["stages_per_step"] == 2.0
-    assert figures["step_without_generation_ms"] == pytest.approx({"without": 400.0, "pilot": 430.0})
-    # inside each pilot step: 0.31 / 0.30, 0.43 / 0.41, 0.63 / 0.60 -> the median 1.0488
-    assert figures["within_step_ratio"] == pytest.approx(0.43 / 0.41)
+    assert figures["gen_without_ms"] == pytest.approx(1000.0)
+    assert figures["within_step_ratio"] == pytest.approx(0.42 / 0.40)
+    costly = summarize({"odd": alternating_run(on_parity=1, speed=1.0, seam=0.04)})
+    assert costly["ratio"] == pytest.approx(1.10) and costly["ratio"] > FIT_TARGET
 
 
 def test_a_pilot_run_without_the_seam_metric_is_an_error_naming_it():
@@ -68,8 +86,8 @@ def test_a_pilot_run_without_the_seam_metric_is_an_error_naming_it():
     del step[SEAM_TIME]
     with pytest.raises(RuntimeError, match="seam_time_s.*install this checkout"):
         without_generation(step, staged=True)
-    with pytest.raises(RuntimeError, match="at least 2 steps per run"):
-        summarize({"without": [], "pilot": []})
+    with pytest.raises(RuntimeError, match="at least 3 steps per run"):
+        summarize({"odd": alternating_run(on_parity=1, speed=1.0, seam=0.01, steps=2)})
     assert "fit-pilot" in cli.CASES and BLOCK["mechanism"] == "pilot"
 
 

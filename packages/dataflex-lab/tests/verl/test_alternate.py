@@ -73,16 +73,52 @@ def test_on_the_legacy_line_verls_batch_goes_on_unchanged_on_the_other_steps(run
         assert ("dataflex/hook_time_s" in trainer.dataflex_metrics) == on
 
 
+def fake_stages_module():
+    """A module like ``dataflex_verl.legacy_stages``: at fit's pull, the stages prepare the rollouts of the prompts
+    they chose and hand fit those prompts."""
+
+    class PilotStagesRounds:
+        def __init__(self, trainer):
+            self.trainer, self.prepared = trainer, []
+
+        def step(self, batch_dict):
+            self.prepared.append(self.trainer.global_steps)
+            return {"prompts": "chosen by the stages"}
+
+    return SimpleNamespace(PilotStagesRounds=PilotStagesRounds)
+
+
+@pytest.mark.parametrize(("runs_on", "staged_steps"), [("odd", [1, 3]), ("even", [2, 4])])
+def test_on_the_other_steps_fit_gets_its_pulled_prompts_to_generate_itself(runs_on, staged_steps):
+    module = fake_stages_module()
+    alternate.alternate_stages(module, runs_on)
+    alternate.alternate_stages(module, runs_on)  # a second install does not wrap twice
+    trainer = SimpleNamespace(global_steps=0)
+    stages = module.PilotStagesRounds(trainer)
+    for step in (1, 2, 3, 4):
+        trainer.global_steps = step
+        pulled = {"prompts": f"pulled at {step}"}
+        assert stages.step(pulled) == ({"prompts": "chosen by the stages"} if step in staged_steps else pulled)
+    assert stages.prepared == staged_steps  # no stage ran on the other steps
+
+
+WRAPPED = {
+    alternate.alternate: ("DataFlexTrainerMixin", "_compute_advantage"),
+    alternate.alternate_legacy: ("DataFlexLegacyMixin", "_dataflex_after_advantage"),
+    alternate.alternate_stages: ("PilotStagesRounds", "step"),
+    alternate.alternate_rounds: ("FilterRounds", "step"),
+}
+
+
 def test_each_trainer_lines_module_has_its_alternation():
     import importlib
 
     pytest.importorskip("verl")
+    assert set(alternate.ALTERNATIONS.values()) == set(WRAPPED)
     for name, install in alternate.ALTERNATIONS.items():
-        module = importlib.import_module(name)
-        assert install in (alternate.alternate, alternate.alternate_legacy)
-        mixin = module.DataFlexTrainerMixin if install is alternate.alternate else module.DataFlexLegacyMixin
-        method = "_compute_advantage" if install is alternate.alternate else "_dataflex_after_advantage"
-        assert callable(getattr(mixin, method))  # the method the alternation wraps is still there
+        owner, method = WRAPPED[install]
+        # the method the alternation wraps is still there
+        assert callable(getattr(getattr(importlib.import_module(name), owner), method))
 
 
 def test_a_bad_parity_names_the_variable_and_the_values():
