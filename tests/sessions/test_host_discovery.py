@@ -3,7 +3,6 @@ noxfile.py."""
 
 from __future__ import annotations
 
-import importlib.util
 import shutil
 from pathlib import Path
 
@@ -11,14 +10,6 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 pytest.importorskip("nox")
-
-
-@pytest.fixture(scope="module")
-def noxfile():
-    spec = importlib.util.spec_from_file_location("dataflex_noxfile_hosts", ROOT / "noxfile.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def test_the_monorepos_hosts_are_found_with_their_environments(noxfile):

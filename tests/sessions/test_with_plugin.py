@@ -3,7 +3,6 @@ install a plugin package from outside ``plugins/`` too, so an author runs their 
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import subprocess
 import sys
@@ -14,14 +13,6 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 TEMPLATE = ROOT / "plugins" / "_template"  # not among the shipped plugins the sessions install
 pytest.importorskip("nox")
-
-
-@pytest.fixture(scope="module")
-def noxfile():
-    spec = importlib.util.spec_from_file_location("dataflex_noxfile", ROOT / "noxfile.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def test_with_is_taken_out_of_the_commands_arguments(noxfile):
