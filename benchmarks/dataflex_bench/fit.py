@@ -9,7 +9,8 @@ same responses and does the same work but for DataFlex's. The pair is the defaul
 ``trainer.use_v1=false``): two runs each, DataFlex's step on the odd steps of one and the even steps of the
 other, verl's own advantage step alone on the rest (the harness's :mod:`~dataflex_lab.verl.cpu_loop.alternate`).
 Whole runs of identical work differ by up to 30 % a step on this machine, so each step with DataFlex is
-compared with its neighbour without in the same run; the ratio is the median of those paired ratios.
+compared with its neighbour without in the same run; the ratio is the geometric mean of the two runs' medians of
+those paired ratios (:func:`balanced_ratio`), so a difference between odd and even steps cancels.
 
 Needs verl and ``dataflex_verl`` in an environment without trl >= 1.13 (verl
 0.9.1's FSDP engine imports trl's removed PPO value-head model whenever trl is
@@ -133,6 +134,19 @@ def paired_ratios(
     return pairs
 
 
+def balanced_ratio(runs: Sequence[Sequence[tuple[float, float]]]) -> float:
+    """The geometric mean over runs of each run's median ``with / without`` paired ratio.
+
+    The runs put DataFlex on opposite parities (:data:`PARITY_ORDER`), so whatever makes odd steps slower or
+    faster than even ones by a factor ``p`` reads as ``cost * p`` in one run and ``cost / p`` in the other and
+    cancels here; one median over the pairs of both runs lands anywhere between the two runs' clusters.
+    """
+    medians = [statistics.median(with_ / without for with_, without in pairs) for pairs in runs if pairs]
+    if not medians:
+        raise ValueError("balanced_ratio needs at least one run with a pair of steps")
+    return statistics.geometric_mean(medians)
+
+
 def run_fit(*, quick: bool, unjudged: str | None = None, progress=print, line: str = "v1") -> list[Result]:
     steps = 4 if quick else STEPS
     case, name = LINES[line]
@@ -162,11 +176,12 @@ def _run_alternating(case: str, name: str, shape: str, steps: int, unjudged: str
         off = [m["timing_s/step"] for m in done if m.get(ON_METRIC) == 0.0]
         return f"median step {statistics.median(on):.3f} s with DataFlex, {statistics.median(off):.3f} s without"
 
-    pairs: list[tuple[float, float]] = []
+    runs: list[list[tuple[float, float]]] = []
     done: list[dict[str, Any]] = []
     for records in run_arms(PARITY_ORDER, spec, case, progress, summary=summary).values():
-        pairs += paired_ratios(records, ON_METRIC)
+        runs.append(paired_ratios(records, ON_METRIC))
         done += after_warmup(records)
+    pairs = [pair for run in runs for pair in run]
     on = [m for m in done if m.get(ON_METRIC) == 1.0]
     off = [m for m in done if m.get(ON_METRIC) == 0.0]
     hooks = [m["dataflex/hook_time_s"] for m in on if "dataflex/hook_time_s" in m]
@@ -178,19 +193,22 @@ def _run_alternating(case: str, name: str, shape: str, steps: int, unjudged: str
         shape,
         median_s=statistics.median(m["timing_s/step"] for m in on),
         baseline_s=base,
-        ratio=statistics.median(with_ / without for with_, without in pairs),
+        ratio=balanced_ratio(runs),
         target=FIT_TARGET,
         reps=len(pairs),
         unjudged=unjudged,
         note=(
-            f"median of {len(pairs)} paired ratios: verl's timing_s/step of a step with DataFlex / its neighbour "
-            "without, in the same run (medians over the steps shown); lr 0, so every step does the same work but "
-            "for DataFlex's; pair advantage_magnitude -> softmax"
+            f"{len(pairs)} paired ratios: verl's timing_s/step of a step with DataFlex / its neighbour without, in "
+            "the same run; the geometric mean of the two runs' medians (DataFlex on odd / even steps: a parity "
+            "effect cancels; medians over the steps shown); lr 0, so every step does the same work but for "
+            "DataFlex's; pair advantage_magnitude -> softmax"
         ),
         extra={
             "hook_median_s": hook,
             "hook_share": None if hook is None else hook / base,
             "pooled_ratio": statistics.median(m["timing_s/step"] for m in on) / base,
+            "run_ratios": [statistics.median(a / b for a, b in run) for run in runs],
+            "pairs_median_ratio": statistics.median(a / b for a, b in pairs),
             "adv_median_s": {
                 "with_dataflex": statistics.median(m["timing_s/adv"] for m in on),
                 "without": statistics.median(m["timing_s/adv"] for m in off),

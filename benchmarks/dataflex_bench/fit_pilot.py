@@ -18,7 +18,8 @@ pilot compared with its neighbour without. Per step, without generation:
   the replicas' generate calls, ``dataflex/pilot/generation_time_s``) stays in. DataFlex's step at
   ``compute_advantage`` is in it too (the steps without have none).
 
-The ratio is the median of the paired ratios. Whole runs of identical work differ by more than the seam's few ms
+The ratio is the geometric mean of the two runs' medians of the paired ratios (odd / even parity effects cancel,
+as in ``fit``). Whole runs of identical work differ by more than the seam's few ms
 on this machine (four whole runs, alternated without / pilot / pilot / without, read 0.91-1.05 over seven bench
 runs), so neighbours in one run are compared. The row also gives the ratio inside each pilot step (its step without
 generation over the same less the seam's time: blind to what the seam costs outside its own timer). Needs what case
@@ -30,7 +31,7 @@ from __future__ import annotations
 import statistics
 from typing import Any
 
-from .fit import FIT_TARGET, PARITY_ORDER, STEPS, after_warmup, fit_missing, paired_ratios, run_arms
+from .fit import FIT_TARGET, PARITY_ORDER, STEPS, after_warmup, balanced_ratio, fit_missing, paired_ratios, run_arms
 from .results import Result, measured
 
 CASE = "fit-pilot"
@@ -83,12 +84,14 @@ def _step_time(metrics: dict[str, Any]) -> float:
 
 
 def summarize(runs: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
-    """The figures of two alternating runs (verl's records of every step, per run): the median of the paired ratios,
+    """The figures of two alternating runs (verl's records of every step, per run): the paired ratios' median per
+    run and their geometric mean (:func:`~.fit.balanced_ratio`),
     medians of the step without generation with and without the pilot, and the pilot's seam, stages' generation,
     fit's own generate block and stages per step."""
     from dataflex_lab.verl.cpu_loop.alternate import ON_METRIC
 
-    pairs = [pair for records in runs.values() for pair in paired_ratios(records, ON_METRIC, _step_time)]
+    per_run = [paired_ratios(records, ON_METRIC, _step_time) for records in runs.values()]
+    pairs = [pair for run in per_run for pair in run]
     done = [m for records in runs.values() for m in after_warmup(records)]
     steps, without = [m for m in done if _on(m)], [m for m in done if not _on(m)]
     if not pairs:
@@ -106,8 +109,9 @@ def summarize(runs: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
     return {
         "median_s": p,
         "baseline_s": b,
-        "ratio": statistics.median(with_ / without_ for with_, without_ in pairs),
+        "ratio": balanced_ratio(per_run),
         "reps": len(pairs),
+        "run_ratios": [statistics.median(a / b for a, b in run) for run in per_run if run],
         "pooled_ratio": p / b,
         "seam_ms": median_ms(_metric(m, seam_time, "pilot") for m in steps),
         "stages_generation_ms": median_ms(_metric(m, generation_time, "pilot") for m in steps),
@@ -163,7 +167,8 @@ def run_fit_pilot(*, quick: bool, unjudged: str | None = None, progress=print) -
             reps=figures.pop("reps"),
             unjudged=unjudged,
             note=(
-                "median of paired ratios of neighbouring steps in one run: verl's timing_s/step - timing_s/gen "
+                "geometric mean of the two runs' medians of paired ratios of neighbouring steps (pilot on odd / even "
+                "steps): verl's timing_s/step - timing_s/gen "
                 "without the pilot; with it the same plus dataflex/pilot/seam_time_s (stages' time less their "
                 "generate calls); lr 0"
             ),

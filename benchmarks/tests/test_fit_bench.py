@@ -5,18 +5,22 @@ from __future__ import annotations
 import statistics
 
 import pytest
-from dataflex_bench.fit import FIT_TARGET, paired_ratios
+from dataflex_bench.fit import FIT_TARGET, balanced_ratio, paired_ratios
 
 ON = "dataflex_bench/dataflex_on"
 
 
-def alternating_run(*, on_parity: int, speed: float, cost: float, steps: int = 9) -> list[dict]:
+def alternating_run(
+    *, on_parity: int, speed: float, cost: float, steps: int = 9, odd_slower: float = 1.0
+) -> list[dict]:
     """verl's records of one alternating run: every step 1.0 s of verl's work times ``speed`` (a run's machine
-    speed), plus ``cost`` s on the steps DataFlex ran on; step 1 is verl's warm-up (slow, left out)."""
+    speed; odd steps ``odd_slower`` times that), plus ``cost`` s on the steps DataFlex ran on; step 1 is verl's
+    warm-up (slow, left out)."""
     records = []
     for step in range(1, steps + 1):
         on = step % 2 == on_parity
-        seconds = speed * (1.0 + (cost if on else 0.0)) + (5.0 if step == 1 else 0.0)
+        parity = odd_slower if step % 2 else 1.0
+        seconds = speed * parity * (1.0 + (cost if on else 0.0)) + (5.0 if step == 1 else 0.0)
         records.append({"step": step, "metrics": {"timing_s/step": seconds, ON: float(on)}})
     return records
 
@@ -48,3 +52,17 @@ def test_a_run_that_did_not_alternate_is_an_error_naming_the_steps():
         del record["metrics"][ON]
     with pytest.raises(RuntimeError, match="did not alternate"):
         paired_ratios(records, ON)
+
+
+def test_odd_steps_slower_than_even_ones_cancel_between_the_two_runs_and_a_real_cost_does_not():
+    """The two runs put DataFlex on opposite parities: a step-parity effect reads as cost x p in one and cost / p in
+    the other, so the geometric mean of the runs' medians is the cost alone."""
+    odd = paired_ratios(alternating_run(on_parity=1, speed=1.0, cost=0.0, odd_slower=1.06), ON)
+    even = paired_ratios(alternating_run(on_parity=0, speed=1.3, cost=0.0, odd_slower=1.06), ON)
+    assert statistics.median(a / b for a, b in odd) == pytest.approx(1.06)  # one run alone reads the parity
+    assert balanced_ratio([odd, even]) == pytest.approx(1.0)
+    odd = paired_ratios(alternating_run(on_parity=1, speed=1.0, cost=0.08, odd_slower=1.06), ON)
+    even = paired_ratios(alternating_run(on_parity=0, speed=1.3, cost=0.08, odd_slower=1.06), ON)
+    assert balanced_ratio([odd, even]) == pytest.approx(1.08) and balanced_ratio([odd, even]) > FIT_TARGET
+    with pytest.raises(ValueError, match="at least one run"):
+        balanced_ratio([[], []])
