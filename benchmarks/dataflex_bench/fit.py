@@ -134,6 +134,11 @@ def paired_ratios(
     return pairs
 
 
+def run_medians(runs: Sequence[Sequence[tuple[float, float]]]) -> list[float]:
+    """Each run's median ``with / without`` paired ratio (runs without a pair left out)."""
+    return [statistics.median(with_ / without for with_, without in pairs) for pairs in runs if pairs]
+
+
 def balanced_ratio(runs: Sequence[Sequence[tuple[float, float]]]) -> float:
     """The geometric mean over runs of each run's median ``with / without`` paired ratio.
 
@@ -141,7 +146,7 @@ def balanced_ratio(runs: Sequence[Sequence[tuple[float, float]]]) -> float:
     faster than even ones by a factor ``p`` reads as ``cost * p`` in one run and ``cost / p`` in the other and
     cancels here; one median over the pairs of both runs lands anywhere between the two runs' clusters.
     """
-    medians = [statistics.median(with_ / without for with_, without in pairs) for pairs in runs if pairs]
+    medians = run_medians(runs)
     if not medians:
         raise ValueError("balanced_ratio needs at least one run with a pair of steps")
     return statistics.geometric_mean(medians)
@@ -207,7 +212,7 @@ def _run_alternating(case: str, name: str, shape: str, steps: int, unjudged: str
             "hook_median_s": hook,
             "hook_share": None if hook is None else hook / base,
             "pooled_ratio": statistics.median(m["timing_s/step"] for m in on) / base,
-            "run_ratios": [statistics.median(a / b for a, b in run) for run in runs],
+            "run_ratios": run_medians(runs),
             "pairs_median_ratio": statistics.median(a / b for a, b in pairs),
             "adv_median_s": {
                 "with_dataflex": statistics.median(m["timing_s/adv"] for m in on),

@@ -31,7 +31,17 @@ from __future__ import annotations
 import statistics
 from typing import Any
 
-from .fit import FIT_TARGET, PARITY_ORDER, STEPS, after_warmup, balanced_ratio, fit_missing, paired_ratios, run_arms
+from .fit import (
+    FIT_TARGET,
+    PARITY_ORDER,
+    STEPS,
+    after_warmup,
+    balanced_ratio,
+    fit_missing,
+    paired_ratios,
+    run_arms,
+    run_medians,
+)
 from .results import Result, measured
 
 CASE = "fit-pilot"
@@ -111,7 +121,7 @@ def summarize(runs: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
         "baseline_s": b,
         "ratio": balanced_ratio(per_run),
         "reps": len(pairs),
-        "run_ratios": [statistics.median(a / b for a, b in run) for run in per_run if run],
+        "run_ratios": run_medians(per_run),
         "pooled_ratio": p / b,
         "seam_ms": median_ms(_metric(m, seam_time, "pilot") for m in steps),
         "stages_generation_ms": median_ms(_metric(m, generation_time, "pilot") for m in steps),
