@@ -7,8 +7,8 @@ threshold fixed, as the memory case does, so the resident size follows the live 
 
 - **padding rows**: the step (``DataFlexStep.run``, token unit, what ``session.run`` runs for the V1 adapter,
   without the queue I/O) on the batch with :data:`PADDING_ROWS` padding rows scattered in it, against the same
-  step on the batch without them; time (the median of the per-round ratios) and peak extra memory, each
-  <= :data:`PADDING_TARGET`;
+  step on the batch without them; time (the median of the per-round ratios of each of two passes minutes apart,
+  their geometric mean: :func:`_measure_pairs`) and peak extra memory, each <= :data:`PADDING_TARGET`;
 - **V1 host step**: that padded step against one ``clone()`` of the fields it reads (time <= :data:`STEP_TARGET`),
   and its peak extra memory over the bytes of those fields (<= :data:`STEP_MEMORY_TARGET`).
 
@@ -106,7 +106,7 @@ def child_main(spec: dict[str, Any]) -> list[dict[str, Any]]:
     thread_counts = spec.get("threads") or [torch.get_num_threads()]
     for threads in thread_counts:
         torch.set_num_threads(threads)
-        out += [_measure_pair(pair, plain, padded, host, meter, spec["reps"]) | {"threads": threads} for pair in pairs]
+        out += [row | {"threads": threads} for row in _measure_pairs(pairs, plain, padded, host, meter, spec["reps"])]
     # the informational rows after the judged ones, in rounds of their own
     grpo, why_not = verl_grpo()
     reps = min(spec["reps"], INFO_REPS)
@@ -220,54 +220,107 @@ def pair_step(pair: Any, host: Any) -> Any:
     return DataFlexStep(mount_step(block, host, loss_unit="token", ctx=CONTEXT, adv_estimator="grpo"))
 
 
-def _measure_pair(pair: Any, plain: Any, padded: Any, host: Any, meter: Any, reps: int) -> dict[str, Any]:
-    """One pair's timings and peaks at the current torch thread count (a row of :func:`child_main`)."""
+class _PairCalls:
+    """One pair's three timed calls (the clone, the unpadded step, the padded step) and its rows' figures."""
 
-    from .memory import field_bytes
-    from .pairs import clone_inputs, fresh_batch, read_fields
-    from .timing import Fresh, measure_interleaved
+    def __init__(self, pair: Any, plain: Any, padded: Any, host: Any):
+        from .pairs import read_fields
 
-    row: dict[str, Any] = {"name": pair.name}
-    try:
         scorer, reweighter = pair.build()
         read = read_fields(scorer, reweighter)
-        with_uid = bool(scorer.needs_groups or reweighter.needs_groups)
-        step = pair_step(pair, host)
-        plain_read = tuple(n for n in read if n in plain.batch)
-        padded_read = tuple(n for n in read if n in padded.batch)
+        self.with_uid = bool(scorer.needs_groups or reweighter.needs_groups)
+        self.step = pair_step(pair, host)
+        self.plain, self.padded = plain, padded
+        self.plain_read = tuple(n for n in read if n in plain.batch)
+        self.padded_read = tuple(n for n in read if n in padded.batch)
 
-        def run(batch: Any) -> Any:
-            return step.run(batch, 1)
+    def run(self, batch: Any) -> Any:
+        return self.step.run(batch, 1)
 
-        timings = measure_interleaved(
+    def time(self, reps: int) -> Any:
+        """One pass: ``reps`` interleaved rounds after one warm-up round, the calls' order rotating."""
+        from .pairs import clone_inputs, fresh_batch
+        from .timing import Fresh, measure_interleaved
+
+        padded, plain = self.padded, self.plain
+        return measure_interleaved(
             {
-                "clone": Fresh(lambda b: clone_inputs(b, padded_read, with_uid), lambda: padded),
-                "plain": Fresh(run, lambda: fresh_batch(plain, plain_read)),
-                "padded": Fresh(run, lambda: fresh_batch(padded, padded_read)),
+                "clone": Fresh(lambda b: clone_inputs(b, self.padded_read, self.with_uid), lambda: padded),
+                "plain": Fresh(self.run, lambda: fresh_batch(plain, self.plain_read)),
+                "padded": Fresh(self.run, lambda: fresh_batch(padded, self.padded_read)),
             },
             reps=reps,
             warmup=1,
             rotate=True,
         )
+
+    def figures(self, passes: list[Any], meter: Any) -> dict[str, Any]:
+        """The row's figures from every pass's timings, then one peak of each step."""
+        from .memory import field_bytes
+        from .pairs import fresh_batch
+        from .timing import merged, passes_paired_ratio
+
         peaks = {}
-        for name, template, names in (("plain", plain, plain_read), ("padded", padded, padded_read)):
+        for name, template, names in (
+            ("plain", self.plain, self.plain_read),
+            ("padded", self.padded, self.padded_read),
+        ):
             batch = fresh_batch(template, names)
             meter.reset()
-            result = run(batch)
+            result = self.run(batch)
             peaks[name] = meter.peak_extra()
             del result, batch
-        row.update(
-            seconds={k: timings.median(k) for k in ("clone", "plain", "padded")},
-            cpu_seconds={k: timings.median(k, cpu=True) for k in ("clone", "plain", "padded")},
-            paired={"plain": timings.paired_ratio("padded", "plain"), "clone": timings.paired_ratio("padded", "clone")},
-            peak_bytes=peaks,
-            field_bytes=field_bytes(padded, padded_read, with_uid),
-        )
-    except ValueError as exc:  # the reweighter refuses this scorer's scores (see the pair case)
-        row["skip"] = f"{type(exc).__name__}: {exc}"
-    except Exception as exc:  # noqa: BLE001 - one broken pair is a row
-        row["error"] = f"{type(exc).__name__}: {exc}"
-    return row
+        every = merged(passes)
+        keys = ("clone", "plain", "padded")
+        return {
+            "seconds": {k: every.median(k) for k in keys},
+            "cpu_seconds": {k: every.median(k, cpu=True) for k in keys},
+            "paired": {base: passes_paired_ratio(passes, "padded", base) for base in ("plain", "clone")},
+            "pass_ratios": {base: [t.paired_ratio("padded", base) for t in passes] for base in ("plain", "clone")},
+            "peak_bytes": peaks,
+            "field_bytes": field_bytes(self.padded, self.padded_read, self.with_uid),
+        }
+
+
+def _fault(exc: Exception) -> dict[str, Any]:
+    """A pair's row when a call raised: ``skip`` where the reweighter refuses the scorer's scores (a
+    ``ValueError``, as in the pair case), ``error`` for anything else (one broken pair is a row)."""
+    return {"skip" if isinstance(exc, ValueError) else "error": f"{type(exc).__name__}: {exc}"}
+
+
+def _measure_pairs(pairs: list[Any], plain: Any, padded: Any, host: Any, meter: Any, reps: int) -> list[dict]:
+    """Every pair's rows at the current torch thread count, its ``reps`` rounds split in two passes minutes apart.
+
+    The first pass times the pairs in order, the second in reverse (:func:`~.timing.split_reps`), and a row's
+    ratio is the geometric mean of its passes' medians of per-round ratios (:func:`~.timing.passes_paired_ratio`):
+    a spell of the machine lasting a pair's whole measurement (the unpadded step 10-20 % faster than the padded
+    one for every round, seen in one full run in four, on a different pair each time) falls in one pass only.
+    """
+    from .timing import split_reps
+
+    calls: dict[str, _PairCalls] = {}
+    rows: dict[str, dict[str, Any]] = {}
+    for pair in pairs:
+        try:
+            calls[pair.name] = _PairCalls(pair, plain, padded, host)
+        except Exception as exc:  # noqa: BLE001 - ValueError: a refused combination; else a broken pair
+            rows[pair.name] = _fault(exc)
+    timings: dict[str, list[Any]] = {name: [] for name in calls}
+    for index, pass_reps in enumerate(split_reps(reps)):
+        for name in list(calls) if index % 2 == 0 else list(calls)[::-1]:
+            if name in rows:
+                continue
+            try:
+                timings[name].append(calls[name].time(pass_reps))
+            except Exception as exc:  # noqa: BLE001 - see _fault
+                rows[name] = _fault(exc)
+    for name, pair_calls in calls.items():
+        if name not in rows:
+            try:
+                rows[name] = pair_calls.figures(timings[name], meter)
+            except Exception as exc:  # noqa: BLE001 - see _fault
+                rows[name] = _fault(exc)
+    return [{"name": pair.name} | rows[pair.name] for pair in pairs]
 
 
 CHILD_CODE = """
@@ -300,13 +353,14 @@ def _rows(row: dict[str, Any], shape: str, reps: int, unjudged: str | None) -> l
     # each padded call against its neighbours of the same round (a burst of load slows both); ratio of medians kept
     paired = row.get("paired") or {base: s["padded"] / s[base] for base in ("plain", "clone")}
     of_medians = {f"ratio_of_medians_{base}": s["padded"] / s[base] for base in ("plain", "clone")}
+    passes = row.get("pass_ratios") or {}
     return [
         measured(
             "scale", f"padding rows time {name}", shape, median_s=s["padded"], baseline_s=s["plain"],
             ratio=paired["plain"], target=PADDING_TARGET, reps=reps, unjudged=unjudged,
             note=f"the step with {PADDING_ROWS} verl padding rows scattered in the batch against the same without "
-            "(median of per-round ratios)",
-            extra=of_medians,
+            "(geometric mean over two passes of each pass's median of per-round ratios)",
+            extra=of_medians | {"pass_ratios": passes.get("plain", [])},
         ),
         measured(
             "scale", f"padding rows peak {name}", shape, median_s=s["padded"], baseline_s=None,
@@ -316,9 +370,9 @@ def _rows(row: dict[str, Any], shape: str, reps: int, unjudged: str | None) -> l
         measured(
             "scale", f"V1 host step time {name}", shape, median_s=s["padded"], baseline_s=s["clone"],
             ratio=paired["clone"], target=STEP_TARGET, reps=reps, unjudged=unjudged,
-            note=f"the padded step against one clone() of the fields it reads, median of per-round ratios (CPU "
-            f"time {timed['cpu_ratio']:.2f}x)",
-            extra=timed | of_medians,
+            note=f"the padded step against one clone() of the fields it reads, geometric mean over two passes of "
+            f"the median of per-round ratios (CPU time {timed['cpu_ratio']:.2f}x)",
+            extra=timed | of_medians | {"pass_ratios": passes.get("clone", [])},
         ),
         measured(
             "scale", f"V1 host step peak {name}", shape, median_s=s["padded"], baseline_s=None,

@@ -9,7 +9,11 @@ which a burst lasting several rounds moves little. The process's CPU
 time (all its threads, user and system, so page faults count) is recorded
 beside the wall time: when other processes share the cores it moves far less.
 A function may need fresh inputs for every call (a host builds a new batch
-each step): :class:`Fresh` builds them before the clock starts.
+each step): :class:`Fresh` builds them before the clock starts. A disturbance
+that lasts longer than a measurement's rounds (a spell of tens of seconds
+where one call runs faster than its neighbour) moves every round alike, so
+no number of rounds in a row removes it; :func:`split_reps` and
+:func:`passes_paired_ratio` measure in passes apart in time instead.
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ from __future__ import annotations
 import functools
 import statistics
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -109,3 +113,33 @@ def measure_interleaved(
                 timings.samples[name].append(elapsed)
                 timings.cpu_samples[name].append(cpu)
     return timings
+
+
+def split_reps(reps: int, passes: int = 2) -> list[int]:
+    """``reps`` rounds as up to ``passes`` passes of near-equal length (no empty pass): 15 -> [8, 7], 1 -> [1]."""
+    if reps < 1 or passes < 1:
+        raise ValueError(f"reps and passes must be >= 1, got reps={reps}, passes={passes}")
+    return [n for n in (reps // passes + (i < reps % passes) for i in range(passes)) if n > 0]
+
+
+def merged(passes: Sequence[Timings]) -> Timings:
+    """One :class:`Timings` with every pass's samples, in pass order (for medians over all rounds)."""
+    out = Timings()
+    for timings in passes:
+        for name, values in timings.samples.items():
+            out.samples.setdefault(name, []).extend(values)
+        for name, values in timings.cpu_samples.items():
+            out.cpu_samples.setdefault(name, []).extend(values)
+    return out
+
+
+def passes_paired_ratio(passes: Sequence[Timings], numerator: str, denominator: str) -> float:
+    """The geometric mean of each pass's :meth:`Timings.paired_ratio`.
+
+    Passes measured minutes apart fall in different spells of the machine: a spell that makes one call of the
+    pair faster for a whole pass reads as a factor in that pass only, and the mean over passes halves it (in
+    log terms), where one median over rounds in a row takes it whole.
+    """
+    if not passes:
+        raise ValueError("passes_paired_ratio needs at least one pass")
+    return statistics.geometric_mean([t.paired_ratio(numerator, denominator) for t in passes])

@@ -19,7 +19,7 @@ import pytest
 import torch
 from dataflex_bench import allocator, cli, discovery, host, memory, pairs, results
 from dataflex_bench.synthetic import SyntheticGRPO
-from dataflex_bench.timing import Fresh, measure_interleaved
+from dataflex_bench.timing import Fresh, measure_interleaved, merged, passes_paired_ratio, split_reps
 from toy_components import toy_registry
 
 TINY = pairs.Shape(num_groups=8, group_size=4, length=16)
@@ -66,6 +66,40 @@ def test_a_paired_ratio_keeps_a_burst_of_several_rounds_out_where_a_ratio_of_med
     timings = measure_interleaved({"base": base, "case": case}, reps=7, warmup=1, clock=clock)
     assert timings.ratio("case", "base") == pytest.approx(1.575)  # each median from different rounds
     assert timings.paired_ratio("case", "base") == pytest.approx(1.05)  # the cost the case adds
+
+
+def test_a_spell_lasting_a_whole_pass_moves_one_pass_where_rounds_in_a_row_take_it_whole():
+    # the base 12 % faster in every round of one pass (a full run's padding-row miss: the unpadded step fast for
+    # the pair's whole measurement) and a true cost of 0
+    clock = FakeClock()
+    spell = measure_interleaved(
+        {"base": clock.work("base", [1.0] + [1 / 1.12] * 8), "case": clock.work("case", [1.0] * 9)},
+        reps=8,
+        warmup=1,
+        clock=clock,
+    )
+    quiet = measure_interleaved(
+        {"base": clock.work("base", [1.0] * 8), "case": clock.work("case", [1.0] * 8)}, reps=7, warmup=1, clock=clock
+    )
+    assert spell.paired_ratio("case", "base") == pytest.approx(1.12)  # all 8 rounds in a row: the spell whole
+    assert passes_paired_ratio([spell, quiet], "case", "base") == pytest.approx(1.12**0.5)  # 1.058
+    # a cost the case really adds shows in every pass and stays whole
+    costly = measure_interleaved(
+        {"base": clock.work("base", [1.0] * 8), "case": clock.work("case", [1.12] * 8)}, reps=7, warmup=1, clock=clock
+    )
+    assert passes_paired_ratio([costly, costly], "case", "base") == pytest.approx(1.12)
+    every = merged([spell, quiet])
+    assert len(every.samples["base"]) == 15 and len(every.cpu_samples["case"]) == 15
+    assert every.samples["base"][:8] == spell.samples["base"]
+    with pytest.raises(ValueError, match="at least one pass"):
+        passes_paired_ratio([], "case", "base")
+
+
+def test_split_reps_gives_near_equal_passes_and_no_empty_one():
+    assert split_reps(15) == [8, 7] and split_reps(2) == [1, 1] and split_reps(1) == [1]
+    assert split_reps(7, passes=3) == [3, 2, 2]
+    with pytest.raises(ValueError, match="reps=0"):
+        split_reps(0)
 
 
 def test_rotated_rounds_start_at_each_function_in_turn_and_keep_each_functions_samples():
