@@ -62,6 +62,22 @@ class Timings:
         den = self.median(denominator, cpu)
         return self.median(numerator, cpu) / den if den > 0 else float("inf")
 
+    def trimmed_mean(self, name: str, trim: float = 0.1) -> float:
+        """The mean of ``name``'s samples without the ``trim`` share at each end (``int(n * trim)`` samples each).
+
+        Where one call's time is bimodal (a fast and a slow cluster), a median lands in one cluster or the other
+        depending on a sample or two, while the mean weighs each cluster by how often a call lands there (what a
+        run pays over its steps); the trim keeps one pre-empted call out.
+        """
+        values = sorted(self.samples[name])
+        cut = int(len(values) * trim)
+        return statistics.fmean(values[cut : len(values) - cut])
+
+    def trimmed_ratio(self, numerator: str, denominator: str, trim: float = 0.1) -> float:
+        """Ratio of :meth:`trimmed_mean` figures; infinite when the denominator's is zero."""
+        den = self.trimmed_mean(denominator, trim)
+        return self.trimmed_mean(numerator, trim) / den if den > 0 else float("inf")
+
     def paired_ratio(self, numerator: str, denominator: str) -> float:
         """Median of the per-round ratios of wall times: each call against its neighbour of the same round.
 

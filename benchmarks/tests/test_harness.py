@@ -10,6 +10,7 @@ import argparse
 import importlib.util
 import json
 import os
+import statistics
 import subprocess
 import sys
 import textwrap
@@ -93,6 +94,26 @@ def test_a_spell_lasting_a_whole_pass_moves_one_pass_where_rounds_in_a_row_take_
     assert every.samples["base"][:8] == spell.samples["base"]
     with pytest.raises(ValueError, match="at least one pass"):
         passes_paired_ratio([], "case", "base")
+
+
+def test_trimmed_means_weigh_a_bimodal_call_by_how_often_it_lands_in_each_cluster():
+    # the host case's shape: calls fast (0.7 s) or slow (1.1 s); DataFlex adds 5 % and lands slow in 13 of 21
+    # calls, the plain call in 7 of 21 (a cost of its own, which the means charge), one plain call pre-empted (5 s)
+    clock = FakeClock()
+    plain = [0.7] * 13 + [1.1] * 7 + [5.0]
+    case = [0.735] * 8 + [1.155] * 13
+    timings = measure_interleaved(
+        {"base": clock.work("base", [1.0, *plain]), "case": clock.work("case", [1.0, *case])},
+        reps=21,
+        warmup=1,
+        clock=clock,
+    )
+    assert timings.ratio("case", "base") == pytest.approx(1.155 / 0.7)  # 1.65: each median in another cluster
+    # 2 of 21 off each end: the pre-empted call goes, the clusters count as often as calls land in them
+    expected = statistics.fmean(sorted(case)[2:19]) / statistics.fmean(sorted(plain)[2:19])
+    assert timings.trimmed_ratio("case", "base") == pytest.approx(expected)
+    assert 1.1 < expected < 1.2
+    assert timings.trimmed_mean("base", trim=0.0) == pytest.approx(statistics.fmean(plain))
 
 
 def test_split_reps_gives_near_equal_passes_and_no_empty_one():
