@@ -69,6 +69,8 @@ class Timings:
         depending on a sample or two, while the mean weighs each cluster by how often a call lands there (what a
         run pays over its steps); the trim keeps one pre-empted call out.
         """
+        if not 0 <= trim < 0.5:
+            raise ValueError(f"trim is the share left out at each end, in [0, 0.5), got {trim!r}")
         values = sorted(self.samples[name])
         cut = int(len(values) * trim)
         return statistics.fmean(values[cut : len(values) - cut])

@@ -114,6 +114,8 @@ def test_trimmed_means_weigh_a_bimodal_call_by_how_often_it_lands_in_each_cluste
     assert timings.trimmed_ratio("case", "base") == pytest.approx(expected)
     assert 1.1 < expected < 1.2
     assert timings.trimmed_mean("base", trim=0.0) == pytest.approx(statistics.fmean(plain))
+    with pytest.raises(ValueError, match="got 0.5"):
+        timings.trimmed_mean("base", trim=0.5)
 
 
 def test_split_reps_gives_near_equal_passes_and_no_empty_one():
