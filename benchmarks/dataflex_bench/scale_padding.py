@@ -294,7 +294,7 @@ def _measure_pairs(pairs: list[Any], plain: Any, padded: Any, host: Any, meter: 
     The first pass times the pairs in order, the second in reverse (:func:`~.timing.split_reps`), and a row's
     ratio is the geometric mean of its passes' medians of per-round ratios (:func:`~.timing.passes_paired_ratio`):
     a spell of the machine lasting a pair's whole measurement (the unpadded step 10-20 % faster than the padded
-    one for every round, seen in one full run in four, on a different pair each time) falls in one pass only.
+    one for every round, seen in about one full run in four, on seven different pairs) falls in one pass only.
     """
     from .timing import split_reps
 
