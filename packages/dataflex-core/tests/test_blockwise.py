@@ -286,3 +286,64 @@ def test_rows_with_a_nonzero_value_on_the_mask_match_torch_over_many_blocks(dtyp
     finally:
         torch.set_num_threads(before)
     assert torch.equal(masked_row_any_nonzero(x, mask.long()), expected)  # a non-bool mask: the torch path
+
+
+THP_MODE = "/sys/kernel/mm/transparent_hugepage/enabled"
+
+
+def _thp_mode() -> str | None:
+    """The kernel's transparent-huge-page mode (``always`` / ``madvise`` / ``never``), or None off Linux."""
+    try:
+        text = open(THP_MODE, encoding="ascii").read()
+    except OSError:
+        return None
+    return text.split("[", 1)[1].split("]", 1)[0] if "[" in text else None
+
+
+def _thp_eligible(address: int) -> bool | None:
+    """``THPeligible`` of the mapping that holds ``address`` (/proc/self/smaps), or None where it is not shown."""
+    inside = False
+    with open("/proc/self/smaps", encoding="ascii") as smaps:
+        for line in smaps:
+            head = line.split()[0]
+            if "-" in head and ":" not in head:
+                low, high = (int(part, 16) for part in head.split("-"))
+                inside = low <= address < high
+            elif inside and head == "THPeligible:":
+                return line.split()[1] == "1"
+    return None
+
+
+@pytest.mark.parametrize("dtype", [torch.bool, torch.int64, torch.float16, torch.float32, torch.float64])
+@pytest.mark.parametrize("shape", [(3, 5), (1024, 2048)])
+def test_fresh_cpu_gives_a_contiguous_tensor_that_owns_its_memory(dtype, shape):
+    """The step's fresh outputs: the shape and dtype asked for, contiguous, writable, and alive after every other
+    reference to numpy's array is gone (small ones and dtypes numpy lacks are torch.empty's)."""
+    import gc
+
+    from dataflex_core.blockwise import fresh_cpu
+
+    out = fresh_cpu(torch.Size(shape), dtype)
+    assert out.shape == shape and out.dtype == dtype and out.is_contiguous() and out.device.type == "cpu"
+    out.fill_(1)
+    gc.collect()
+    assert int(out.to(torch.int64).sum()) == out.numel()
+    assert fresh_cpu(shape, torch.bfloat16).dtype == torch.bfloat16
+
+
+def test_fresh_cpu_asks_for_huge_pages_where_torch_empty_does_not():
+    """Large outputs sit in a mapping the kernel may back with 2 MiB pages (``THPeligible``): numpy advises it,
+    torch's allocator does not; in ``madvise`` mode only the first is eligible."""
+    from dataflex_core.blockwise import HUGE_PAGE_BYTES, fresh_cpu
+
+    mode = _thp_mode()
+    if mode not in ("madvise", "always"):
+        pytest.skip(f"transparent huge pages are {mode or 'not available'} here")
+    out = fresh_cpu((4, HUGE_PAGE_BYTES), torch.float32)  # 64 MiB
+    eligible = _thp_eligible(out.data_ptr() + out.nbytes // 2)
+    if eligible is None:
+        pytest.skip("this kernel's smaps has no THPeligible field")
+    assert eligible
+    if mode == "madvise":
+        plain = torch.empty((4, HUGE_PAGE_BYTES), dtype=torch.float32)
+        assert _thp_eligible(plain.data_ptr() + plain.nbytes // 2) is False

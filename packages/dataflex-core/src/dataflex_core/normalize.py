@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from .blockwise import chunk_map, count_set, flat_numpy, row_counts
+from .blockwise import chunk_map, count_set, flat_numpy, fresh_cpu, row_counts
 from .errors import InvalidOutputError
 from .precomputed import compute_valid_tokens, step_inputs
 
@@ -118,7 +118,7 @@ def _masked_sum_min(w: torch.Tensor, valid: torch.Tensor, own: bool) -> tuple[to
         zero = torch.zeros((), dtype=w.dtype, device=w.device)
         masked = torch.where(valid, w, zero, out=w) if own else torch.where(valid, w, zero)
         return masked, masked.sum(), masked.min()
-    out = w if own else torch.empty_like(w, memory_format=torch.contiguous_format)
+    out = w if own else fresh_cpu(w.shape, w.dtype)
     os_ = out.numpy().reshape(-1)
 
     def masked_chunk(rows: slice) -> tuple[float, float]:

@@ -6,7 +6,7 @@ import numpy as np
 import torch
 
 from dataflex_core import Reweighter, actuator_scores, count_set, register_reweighter
-from dataflex_core.blockwise import chunk_map
+from dataflex_core.blockwise import chunk_map, fresh_cpu
 
 from ._inputs import finish
 from .selection import CHUNK, numpy_view
@@ -87,7 +87,7 @@ def mixed_weights(
     xs, ms = numpy_view(prob.reshape(-1)), numpy_view(valid.reshape(-1))
     if xs is None or ms is None or ms.dtype != np.bool_ or not prob.is_contiguous() or not valid.is_contiguous():
         return None
-    out = torch.empty(prob.shape, dtype=prob.dtype)
+    out = fresh_cpu(prob.shape, prob.dtype)
     ws = out.numpy().reshape(-1)
     a, b = xs.dtype.type(alpha), xs.dtype.type(1.0 - alpha)
 

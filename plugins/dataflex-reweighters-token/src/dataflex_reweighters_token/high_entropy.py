@@ -8,7 +8,7 @@ import numpy as np
 import torch
 
 from dataflex_core import Reweighter, actuator_scores, register_reweighter, valid_token_counts
-from dataflex_core.blockwise import chunk_map
+from dataflex_core.blockwise import chunk_map, fresh_cpu
 
 from .selection import CHUNK, numpy_view, select_kth
 
@@ -79,11 +79,12 @@ def kept_weights(
 
     On the CPU it is written chunk by chunk from numpy views (see ``selection``); elsewhere in two torch ops.
     """
-    out = torch.empty(scores.shape, dtype=torch.float32, device=scores.device)
     xs, ms = numpy_view(scores.reshape(-1)), numpy_view(valid.reshape(-1))
     if xs is None or ms is None:
+        out = torch.empty(scores.shape, dtype=torch.float32, device=scores.device)
         keep = (scores >= threshold) & valid
         return out.copy_(keep).mul_(scale.to(out.device))
+    out = fresh_cpu(scores.shape, torch.float32)
     ws = out.numpy().reshape(-1)
     thr, factor = xs.dtype.type(threshold.item()), np.float32(scale.item())
 

@@ -18,7 +18,7 @@ import numpy as np
 import torch
 
 from dataflex_core import Scorer, register_scorer, response_token_mask
-from dataflex_core.blockwise import chunk_map
+from dataflex_core.blockwise import chunk_map, fresh_cpu
 
 #: Values written per numpy call: a float32 chunk and its mask (1.25 MiB) stay in L2.
 CHUNK = 1 << 18
@@ -44,7 +44,7 @@ def _on_response(
     xs, ms = _flat_numpy(values), _flat_numpy(response)
     if xs is None or ms is None or ms.dtype != np.bool_ or xs.size != ms.size:
         return None
-    out = torch.empty(values.shape, dtype=values.dtype)
+    out = fresh_cpu(values.shape, values.dtype)
     os_ = out.numpy().reshape(-1)
 
     def write(rows: slice) -> None:
