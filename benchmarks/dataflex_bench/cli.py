@@ -70,8 +70,9 @@ class Plan:
     host_reps: int = 3
     #: Timed rounds of the padded step's rows (scale case): their target, 1.1, is the tightest of the bench, and
     #: one row in two of five full runs at 7 rounds read 1.12-1.26 from a slow spell lasting most of its rounds.
-    #: They run as two passes minutes apart (``timing.split_reps``): a spell lasting a pair's 15 rounds in a row
-    #: still moved one row in one full run of four.
+    #: They run as three passes minutes apart (``timing.split_reps``), the row the median pass: a spell lasting a
+    #: pair's 15 rounds in a row still moved one row in one full run of four, and in one of two passes two rows
+    #: in a run of three (2026-12-06).
     padding_reps: int = 3
     #: Shapes of the peak-memory case, each in a fresh process.
     memory_shapes: tuple[Shape, ...] = ()

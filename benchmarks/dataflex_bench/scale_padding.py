@@ -46,6 +46,9 @@ STEP_TARGET = 2.5
 STEP_MEMORY_TARGET = 1.5
 #: verl pads to a multiple of its dp size x mini-batches: a handful of rows (8 of an 8192-row batch).
 PADDING_ROWS = 8
+#: Passes the padded step's rounds are timed in, minutes apart (a row reads the median pass: see
+#: :func:`_measure_pairs`).
+PADDING_PASSES = 3
 #: ``(groups, group size, L)``: quick mode, and the issue's production shape.
 QUICK_SHAPE = (64, 8, 256)
 FULL_SHAPE = (1024, 8, 4096)
@@ -289,12 +292,13 @@ def _fault(exc: Exception) -> dict[str, Any]:
 
 
 def _measure_pairs(pairs: list[Any], plain: Any, padded: Any, host: Any, meter: Any, reps: int) -> list[dict]:
-    """Every pair's rows at the current torch thread count, its ``reps`` rounds split in two passes minutes apart.
+    """Every pair's rows at the current torch thread count, its ``reps`` rounds split in :data:`PADDING_PASSES`
+    passes minutes apart.
 
-    The first pass times the pairs in order, the second in reverse (:func:`~.timing.split_reps`), and a row's
-    ratio is the geometric mean of its passes' medians of per-round ratios (:func:`~.timing.passes_paired_ratio`):
-    a spell of the machine lasting a pair's whole measurement (the unpadded step 10-20 % faster than the padded
-    one for every round, seen in about one full run in four, on seven different pairs) falls in one pass only.
+    The passes time the pairs in order, in reverse, then in order again (:func:`~.timing.split_reps`), and a row's
+    ratio is the median of its passes' medians of per-round ratios (:func:`~.timing.passes_paired_ratio`): a
+    spell of the machine lasting a pair's whole measurement (the unpadded step 10-25 % faster than the padded one
+    for every round, seen in about one full run in three) falls in one pass only, and the median leaves it out.
     """
     from .timing import split_reps
 
@@ -306,7 +310,7 @@ def _measure_pairs(pairs: list[Any], plain: Any, padded: Any, host: Any, meter: 
         except Exception as exc:  # noqa: BLE001 - ValueError: a refused combination; else a broken pair
             rows[pair.name] = _fault(exc)
     timings: dict[str, list[Any]] = {name: [] for name in calls}
-    for index, pass_reps in enumerate(split_reps(reps)):
+    for index, pass_reps in enumerate(split_reps(reps, PADDING_PASSES)):
         for name in list(calls) if index % 2 == 0 else list(calls)[::-1]:
             if name in rows:
                 continue

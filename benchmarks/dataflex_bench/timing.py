@@ -19,6 +19,7 @@ no number of rounds in a row removes it; :func:`split_reps` and
 from __future__ import annotations
 
 import functools
+import math
 import statistics
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -152,12 +153,15 @@ def merged(passes: Sequence[Timings]) -> Timings:
 
 
 def passes_paired_ratio(passes: Sequence[Timings], numerator: str, denominator: str) -> float:
-    """The geometric mean of each pass's :meth:`Timings.paired_ratio`.
+    """The median (in log terms) of each pass's :meth:`Timings.paired_ratio`: the middle pass of three, the
+    geometric mean of two.
 
     Passes measured minutes apart fall in different spells of the machine: a spell that makes one call of the
-    pair faster for a whole pass reads as a factor in that pass only, and the mean over passes halves it (in
-    log terms), where one median over rounds in a row takes it whole.
+    pair faster for a whole pass reads as a factor in that pass only. Of three passes the median leaves it out
+    (two of two spells at 1.23-1.24 read 1.11-1.12 as a geometric mean of two passes, 2026-12-06), where one
+    median over rounds in a row takes it whole; a cost the call really adds is in every pass and stays.
     """
     if not passes:
         raise ValueError("passes_paired_ratio needs at least one pass")
-    return statistics.geometric_mean([t.paired_ratio(numerator, denominator) for t in passes])
+    logs = [math.log(t.paired_ratio(numerator, denominator)) for t in passes]
+    return math.exp(statistics.median(logs))

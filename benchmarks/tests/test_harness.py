@@ -89,6 +89,10 @@ def test_a_spell_lasting_a_whole_pass_moves_one_pass_where_rounds_in_a_row_take_
         {"base": clock.work("base", [1.0] * 8), "case": clock.work("case", [1.12] * 8)}, reps=7, warmup=1, clock=clock
     )
     assert passes_paired_ratio([costly, costly], "case", "base") == pytest.approx(1.12)
+    # of three passes the median: a spell in one is left out, a cost in every pass stays
+    assert passes_paired_ratio([quiet, spell, quiet], "case", "base") == pytest.approx(1.0)
+    assert passes_paired_ratio([costly, spell, costly], "case", "base") == pytest.approx(1.12)
+    assert passes_paired_ratio([costly, quiet, costly], "case", "base") == pytest.approx(1.12)
     every = merged([spell, quiet])
     assert len(every.samples["base"]) == 15 and len(every.cpu_samples["case"]) == 15
     assert every.samples["base"][:8] == spell.samples["base"]

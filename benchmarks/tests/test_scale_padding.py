@@ -22,7 +22,7 @@ def test_padding_rows_are_verls_scattered_empty_rows_with_one_pad_uid():
 
 def test_quick_padded_step_measures_every_pair_unjudged_at_each_thread_count():
     only = ["softmax", "high_entropy"]
-    rows = run_padded_step(quick=True, reps=2, only=only, threads=(1, 2), unjudged="smoke", progress=lambda _: None)
+    rows = run_padded_step(quick=True, reps=3, only=only, threads=(1, 2), unjudged="smoke", progress=lambda _: None)
     names = {row.name for row in rows}
     assert "padding rows time advantage_magnitude+softmax" in names
     assert "V1 host step peak token_entropy+high_entropy_tokens" in names
@@ -33,9 +33,9 @@ def test_quick_padded_step_measures_every_pair_unjudged_at_each_thread_count():
     one = [row for row in measured_rows if not row.shape.endswith("@ 2 threads")]
     two = [row for row in measured_rows if row.shape.endswith("@ 2 threads")]
     assert one and sorted(r.name for r in one) == sorted(r.name for r in two)
-    # the judged time rows: two passes of one round each (the second pass in reverse order), their ratios kept
+    # the judged time rows: three passes of one round each (the second in reverse order), their ratios kept
     times = [row for row in measured_rows if " time " in row.name and row.name.startswith(("padding", "V1 host"))]
-    assert times and all(len(row.extra["pass_ratios"]) == 2 for row in times)
+    assert times and all(len(row.extra["pass_ratios"]) == 3 for row in times)
     steps = [row for row in two if row.name.startswith("V1 host step time")]
     assert steps and all(row.extra["threads"] == 2 and row.extra["cpu_ratio"] > 0 for row in steps)
     # the informational rows: every pair against verl's GRPO advantage, and the filter admission, at each count
