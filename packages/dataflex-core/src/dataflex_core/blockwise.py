@@ -19,6 +19,7 @@ oversubscribed cores each torch op waits until every torch thread gets one).
 from __future__ import annotations
 
 import itertools
+import math
 import os
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -77,17 +78,15 @@ def fresh_cpu(shape: tuple[int, ...] | torch.Size, dtype: torch.dtype) -> torch.
     advises transparent huge pages (``madvise``) on its large allocations, torch's CPU allocator does not, so
     on a kernel whose THP mode is ``madvise`` (the common default) the first write of a 128 MiB tensor takes
     64 faults of 2 MiB instead of 32768 of 4 KiB: 3-4x faster on one thread, and threads stop queueing on the
-    process's page tables. Elsewhere (THP off, small tensors, dtypes numpy lacks) it is ``torch.empty``. The
-    tensor owns its memory (numpy's array lives as long as it does); it is not resizable in place.
+    process's page tables (with THP off the kernel ignores the advice: the same cost as ``torch.empty``).
+    Small tensors and dtypes numpy lacks are ``torch.empty``'s. The tensor owns its memory (numpy's array lives
+    as long as it does); it is not resizable in place.
     """
-    numel = 1
-    for size in shape:
-        numel *= int(size)
-    element = torch.empty((), dtype=dtype).element_size()
+    sizes = tuple(int(size) for size in shape)
     np_dtype = _NUMPY_DTYPES.get(dtype)
-    if np_dtype is None or numel * element < HUGE_PAGE_BYTES:
-        return torch.empty(shape, dtype=dtype)
-    return torch.from_numpy(np.empty(tuple(int(size) for size in shape), dtype=np_dtype))
+    if np_dtype is None or math.prod(sizes) * np.dtype(np_dtype).itemsize < HUGE_PAGE_BYTES:
+        return torch.empty(sizes, dtype=dtype)
+    return torch.from_numpy(np.empty(sizes, dtype=np_dtype))
 
 
 _NUMPY_DTYPES = {
