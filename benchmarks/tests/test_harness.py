@@ -309,6 +309,21 @@ def test_discovery_times_fresh_interpreters_and_flags_a_failing_plugin(tmp_path,
     assert "bench-ok==1.0" in row.extra["plugins"]
     assert row.status == "error" and "bench bad plugin" in row.note
     assert row.ratio == pytest.approx(row.median_s / row.baseline_s)
+    # each timer ends with one full collection, the automatic collector off before it (a threshold crossed inside
+    # one side would charge it for the other's heap)
+    assert row.extra["collect_ms"]["torch"] > 0 and row.extra["collect_ms"]["with_plugins"] > 0
+
+
+def test_discovery_refuses_a_child_whose_import_turned_the_collector_back_on(tmp_path, monkeypatch):
+    site = tmp_path / "site"
+    site.mkdir()
+    # a module that re-enables the collector and then allocates enough cycles for automatic full collections
+    (site / "gc_on.py").write_text(
+        "import gc\ngc.enable()\ngc.set_threshold(1, 1, 1)\nfor _ in range(2000):\n    a = []; a.append(a)\n"
+    )
+    monkeypatch.setenv("PYTHONPATH", str(site))
+    with pytest.raises(RuntimeError, match=r"full garbage collections.*gc.enable"):
+        discovery.run_child(discovery.TORCH_ONLY.replace("import torch\n", "import torch\nimport gc_on\n"))
 
 
 # -- allocators ---------------------------------------------------------------------------
