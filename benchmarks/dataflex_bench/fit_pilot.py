@@ -34,7 +34,6 @@ from typing import Any
 from .fit import (
     FIT_TARGET,
     PARITY_ORDER,
-    STEPS,
     after_warmup,
     balanced_ratio,
     fit_missing,
@@ -53,6 +52,11 @@ BLOCK = {
     "pilot": {"prompts": 2, "rollouts": 2, "on_short": "backfill"},
 }
 STEP, GEN = "timing_s/step", "timing_s/gen"
+#: Steps per run (quick mode 4). More than case ``fit``'s 24: the pilot's steps cost about 7 ms more than their
+#: neighbours (the seam's 5-6 ms, DataFlex's step at ``compute_advantage``) on steps of about 190 ms whose workers'
+#: calls vary by 10-20 ms from one step to the next, so with 11 pairs a run the two runs' medians read 0.96-1.13
+#: (2026-12-06) and the row missed its 1.05 in two of six full runs on a cost of 1.035; 19 pairs a run.
+PILOT_STEPS = 40
 
 
 def _names() -> tuple[str, str, str, str]:
@@ -139,7 +143,7 @@ def summarize(runs: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
 
 
 def run_fit_pilot(*, quick: bool, unjudged: str | None = None, progress=print) -> list[Result]:
-    steps = 4 if quick else STEPS
+    steps = 4 if quick else PILOT_STEPS
     shape = (
         f"8 prompts x 4 samples, responses <= 8 tokens, pilot 2 x 8 prompts x 2 rollouts, {steps} steps per run, "
         "the pilot on odd / even steps"

@@ -13,6 +13,7 @@ base declares the ``mechanism`` kind the same way (:func:`declare_kind`).
 
 from __future__ import annotations
 
+import functools
 import inspect
 import re
 from collections.abc import Iterable
@@ -115,11 +116,22 @@ def accepted_params(cls: type) -> dict[str, Any]:
         init = klass.__dict__.get("__init__")
         if init is None or klass is object:
             continue
-        for p in inspect.signature(init).parameters.values():
-            if p.name == "self" or p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
-                continue
-            params[p.name] = p.default
+        try:
+            params.update(_init_params(init))
+        except TypeError:  # an unhashable __init__ descriptor: read it uncached
+            params.update(_init_params.__wrapped__(init))
     return params
+
+
+@functools.lru_cache(maxsize=1024)
+def _init_params(init: Any) -> tuple[tuple[str, Any], ...]:
+    """``(name, default)`` of one ``__init__``'s settable parameters, read once per function: ``describe()`` runs
+    in every ``act`` call of many components (their error messages), and ``inspect.signature`` is most of it."""
+    return tuple(
+        (p.name, p.default)
+        for p in inspect.signature(init).parameters.values()
+        if p.name != "self" and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
+    )
 
 
 class Component:
