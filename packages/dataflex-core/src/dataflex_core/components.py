@@ -116,10 +116,7 @@ def accepted_params(cls: type) -> dict[str, Any]:
         init = klass.__dict__.get("__init__")
         if init is None or klass is object:
             continue
-        try:
-            params.update(_init_params(init))
-        except TypeError:  # an unhashable __init__ descriptor: read it uncached
-            params.update(_init_params.__wrapped__(init))
+        params.update(_init_params(init))
     return params
 
 
