@@ -1,9 +1,11 @@
 """Lock files: format, comparison rows, and enforcement of a lock at plugin load time.
 
-The plugins here are real wheels installed by pip into a throwaway virtualenv
-whose site-packages is the test's whole environment (the testing kit's
-``pip_site`` fixture), so RECORD, INSTALLER and friends are what pip writes in
-production, and upgrades really uninstall.
+The plugins here are real wheels installed by pip, once for the module, into a
+throwaway virtualenv whose site-packages is the tests' whole environment (the
+testing kit's :class:`~dataflex_lab.testing.plugin_sites.PipSite`), so RECORD,
+INSTALLER and friends are what pip writes in production. Each test starts from
+that install; a distribution a test must not see is hidden from
+``importlib.metadata`` (:meth:`~dataflex_lab.testing.plugin_sites.PipSite.hide`).
 """
 
 from __future__ import annotations
@@ -37,15 +39,50 @@ from dataflex_core.lock import (
     scan_environment,
     write_lock,
 )
+from dataflex_lab.testing import plugin_sites
 from dataflex_lab.testing.plugin_sites import EXTRA_PLUGIN as EXTRA
 from dataflex_lab.testing.plugin_sites import LENGTH_PLUGIN as GOOD
 from dataflex_lab.testing.plugin_sites import TRIPWIRE_PLUGIN as TRIPWIRE
 
+#: A plugin that fails to import without touching its files, as one whose dependency is not installed does.
+MISSING_DEPENDENCY = "import lk_absent_dependency  # noqa: F401\n"
+#: Every distribution the module installs: ``(dist, version, files, entry points)``.
+INSTALLED = [
+    (dist, version, {f"{module}/__init__.py": source}, {module: module})
+    for dist, version, module, source in (
+        ("lk-good", "0.1.0", "lk_good", GOOD),
+        ("lk-extra", "0.5.0", "lk_extra", EXTRA),
+        ("lk-tripwire", "0.1.0", "lk_tripwire", TRIPWIRE),
+        ("lk-broken", "0.1.0", "lk_broken", MISSING_DEPENDENCY),
+    )
+]
+OTHERS = ("lk-extra", "lk-tripwire", "lk-broken")
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory):
+    """One throwaway site for the module: every plugin its tests use, installed by one pip run."""
+    with pytest.MonkeyPatch.context() as mp:
+        with plugin_sites.pip_site(tmp_path_factory.mktemp("lock"), mp, alone=True) as site:
+            site.install_many(INSTALLED)
+            site.keep()
+            yield site
+
+
+@pytest.fixture
+def pip_site(site):
+    """The module's site as pip installed it, in a fresh process's state (what a test changed is put back)."""
+    site.reset()
+    plugin_module.reset_plugin_manager()
+    yield site
+    site.reset()
+    plugin_module.reset_plugin_manager()
+
 
 @pytest.fixture
 def locked(pip_site, tmp_path):
-    """``lk-good 0.1.0`` installed and the environment locked into ``dataflex.lock``."""
-    pip_site.install("lk-good", "0.1.0", "lk_good", GOOD)
+    """``lk-good 0.1.0`` the one plugin installed, and the environment locked into ``dataflex.lock``."""
+    pip_site.hide(*OTHERS)
     path = tmp_path / "dataflex.lock"
     assert cli_main(["lock", "-o", str(path)]) == 0
     # a job runs in a process of its own, not in the one that wrote the lock
@@ -62,10 +99,6 @@ def _verify(path: Path, capsys, *extra: str) -> tuple[int, dict]:
 
 def _rows(report: dict, dist: str) -> list[tuple[str, str, str]]:
     return [(d["difference"], d["locked"], d["installed"]) for d in report["differences"] if d["distribution"] == dist]
-
-
-#: A plugin that fails to import without touching its files, as one whose dependency is not installed does.
-MISSING_DEPENDENCY = "import lk_absent_dependency  # noqa: F401\n"
 
 
 # -- lock then verify ----------------------------------------------------------------
@@ -101,18 +134,11 @@ def test_compiled_bytecode_does_not_change_the_hash(locked, pip_site, capsys):
 
 
 def test_an_extra_installed_plugin_fails_verify_as_unexpected(locked, pip_site, capsys):
-    pip_site.install("lk-extra", "0.5.0", "lk_extra", EXTRA)
+    pip_site.show("lk-extra")
     code, report = _verify(locked, capsys)
     assert code == 1
     assert _rows(report, "lk-extra") == [("unexpected", "-", "0.5.0")]
     assert _rows(report, "lk-good") == []
-
-
-def test_a_changed_version_fails_verify_with_a_version_row(locked, pip_site, capsys):
-    pip_site.install("lk-good", "0.2.0", "lk_good", GOOD)  # same code, new version
-    code, report = _verify(locked, capsys)
-    assert code == 1
-    assert _rows(report, "lk-good") == [("version changed", "0.1.0", "0.2.0")]
 
 
 def test_an_edited_installed_file_fails_verify_naming_the_file(locked, pip_site, capsys):
@@ -134,29 +160,27 @@ def test_a_deleted_installed_file_is_a_content_change(locked, pip_site, capsys):
 
 
 def test_an_uninstalled_plugin_is_missing(locked, pip_site, capsys):
-    pip_site.uninstall("lk-good")
+    pip_site.hide("lk-good")  # what importlib.metadata sees once pip uninstalled it
     code, report = _verify(locked, capsys)
     assert code == 1
     assert _rows(report, "lk-good") == [("missing", "0.1.0", "-")]
 
 
-def test_allow_drift_accepts_version_and_content_but_not_an_unexpected_plugin(locked, pip_site, capsys):
-    pip_site.install("lk-good", "0.2.0", "lk_good", GOOD + "\n# 0.2.0\n")
+def test_an_upgrade_is_a_version_row_allow_drift_accepts_and_verify_prints_a_table(locked, pip_site, capsys):
+    pip_site.install("lk-good", "0.2.0", "lk_good", GOOD + "\n# 0.2.0\n")  # pip really upgrades
+    code, report = _verify(locked, capsys)
+    assert code == 1
+    assert [row[0] for row in _rows(report, "lk-good")] == ["version changed", "content changed"]
+    assert _rows(report, "lk-good")[0] == ("version changed", "0.1.0", "0.2.0")
     code, report = _verify(locked, capsys, "--allow-drift")
     assert code == 0 and report["ok"]
     assert {d["difference"] for d in report["differences"]} == {"version changed", "content changed"}
-    pip_site.install("lk-extra", "0.5.0", "lk_extra", EXTRA)
+    pip_site.show("lk-extra")
     code, _ = _verify(locked, capsys, "--allow-drift")
     assert code == 1
-
-
-def test_verify_prints_a_table_with_one_row_per_difference(locked, pip_site, capsys):
-    pip_site.install("lk-extra", "0.5.0", "lk_extra", EXTRA)
-    pip_site.install("lk-good", "0.2.0", "lk_good", GOOD)
     capsys.readouterr()
     assert cli_main(["verify", str(locked)]) == 1
-    out = capsys.readouterr().out
-    lines = out.splitlines()
+    lines = capsys.readouterr().out.splitlines()
     assert lines[1].split() == ["difference", "distribution", "locked", "installed", "detail"]
     assert any(line.split()[:4] == ["unexpected", "lk-extra", "-", "0.5.0"] for line in lines)
     assert any(line.split()[:5] == ["version", "changed", "lk-good", "0.1.0", "0.2.0"] for line in lines)
@@ -190,7 +214,7 @@ def test_requirements_pin_core_and_every_plugin(locked, tmp_path, capsys):
 
 
 def test_a_plugin_that_fails_to_import_cannot_be_locked(pip_site, tmp_path, capsys):
-    pip_site.install("lk-tripwire", "0.1.0", "lk_tripwire", TRIPWIRE)
+    pip_site.hide("lk-extra", "lk-broken")
     assert cli_main(["lock", "-o", str(tmp_path / "x.lock")]) == 2
     err = capsys.readouterr().err
     assert "lk-tripwire==0.1.0" in err and "RuntimeError" in err
@@ -199,13 +223,12 @@ def test_a_plugin_that_fails_to_import_cannot_be_locked(pip_site, tmp_path, caps
 
 def test_a_checkpoint_of_a_run_with_a_broken_plugin_resumes_and_a_newly_broken_one_is_named(pip_site, tmp_path):
     # the checkpoint record is written in the lock format from the run's scan, broken plugin included
-    pip_site.install("lk-good", "0.1.0", "lk_good", GOOD)
-    pip_site.install("lk-tripwire", "0.1.0", "lk_tripwire", MISSING_DEPENDENCY)
+    pip_site.hide("lk-extra", "lk-tripwire")
     recorded_run = scan_environment()
-    assert "ModuleNotFoundError" in recorded_run.plugins["lk-tripwire"].load_error
+    assert "ModuleNotFoundError" in recorded_run.plugins["lk-broken"].load_error
     write_lock(recorded_run, tmp_path / "record.lock")
     recorded = read_lock(tmp_path / "record.lock")
-    assert recorded.plugins["lk-tripwire"].load_error == recorded_run.plugins["lk-tripwire"].load_error
+    assert recorded.plugins["lk-broken"].load_error == recorded_run.plugins["lk-broken"].load_error
     pip_site.forget_modules()
     plugin_module.reset_plugin_manager()
     # the resume fails the same way: nothing differs from the run that wrote the checkpoint
@@ -213,18 +236,18 @@ def test_a_checkpoint_of_a_run_with_a_broken_plugin_resumes_and_a_newly_broken_o
     # a plugin that imported when the checkpoint was written and fails now is still a difference
     healthy = PluginSet(
         core_version=recorded.core_version,
-        plugins={**recorded.plugins, "lk-tripwire": replace(recorded.plugins["lk-tripwire"], load_error=None)},
+        plugins={**recorded.plugins, "lk-broken": replace(recorded.plugins["lk-broken"], load_error=None)},
     )
     pip_site.forget_modules()
     plugin_module.reset_plugin_manager()
     rows = compare(healthy, scan_environment())
-    assert [(r.kind, r.dist) for r in rows] == [("load_failed", "lk-tripwire")]
+    assert [(r.kind, r.dist) for r in rows] == [("load_failed", "lk-broken")]
     assert "lk_absent_dependency" in rows[0].detail
 
 
 # -- enforcement: an unlisted plugin is never imported ----------------------------------
 def test_a_locked_process_never_imports_an_unlisted_plugin(locked, pip_site, monkeypatch, capsys):
-    pip_site.install("lk-tripwire", "0.1.0", "lk_tripwire", TRIPWIRE)
+    pip_site.show("lk-tripwire")
     marker = pip_site.root / "lk_tripwire" / "IMPORTED"
     monkeypatch.setenv(dataflex_core.ENV_PLUGINS_LOCK, str(locked))
     plugin_module.reset_plugin_manager()
@@ -245,7 +268,7 @@ def test_a_locked_process_never_imports_an_unlisted_plugin(locked, pip_site, mon
 
 
 def test_use_plugin_lock_restricts_the_process_wide_manager(locked, pip_site):
-    pip_site.install("lk-extra", "0.5.0", "lk_extra", EXTRA)
+    pip_site.show("lk-extra")
     manager = use_plugin_lock(locked)
     assert manager is get_plugin_manager()
     assert manager.only_dists is not None and "lk-good" in manager.only_dists
@@ -255,7 +278,7 @@ def test_use_plugin_lock_restricts_the_process_wide_manager(locked, pip_site):
 
 
 def test_use_plugin_lock_refuses_after_an_unlisted_plugin_was_imported(locked, pip_site):
-    pip_site.install("lk-extra", "0.5.0", "lk_extra", EXTRA)
+    pip_site.show("lk-extra")
     get_plugin_manager()  # no lock yet: imports everything, lk_extra included
     with pytest.raises(PluginLoadError, match=r"lk-extra.*DATAFLEX_PLUGINS_LOCK"):
         use_plugin_lock(locked)
@@ -361,7 +384,8 @@ def test_scan_without_imports_lists_no_components(locked, pip_site):
     assert lock_environment().plugins["lk-good"].components == {"scorer": ("lk_length",)}
 
 
-def test_an_editable_install_is_hashed_from_its_source_tree(pip_site, tmp_path, capsys):
+def test_an_editable_install_is_hashed_from_its_source_tree(pip_site, tmp_path, monkeypatch, capsys):
+    pip_site.hide("lk-good", *OTHERS)
     # the layout setuptools' editable install leaves: a dist-info naming the project, code in the source tree
     src = tmp_path / "project" / "src"
     (src / "lk_edit" / "sub").mkdir(parents=True)
@@ -373,7 +397,7 @@ def test_an_editable_install_is_hashed_from_its_source_tree(pip_site, tmp_path, 
     (info / "entry_points.txt").write_text("[dataflex]\nlk_edit = lk_edit\n")
     (info / "direct_url.json").write_text(json.dumps({"dir_info": {"editable": True}, "url": src.parent.as_uri()}))
     (info / "RECORD").write_text("__editable__.lk_edit-0.3.0.pth,,\nlk_edit-0.3.0.dist-info/RECORD,,\n")
-    sys.path.append(str(src))
+    monkeypatch.setattr(sys, "path", [*sys.path, str(src)])
     pip_site.modules.add("lk_edit")
     path = tmp_path / "dataflex.lock"
     assert cli_main(["lock", "-o", str(path)]) == 0
@@ -387,32 +411,8 @@ def test_an_editable_install_is_hashed_from_its_source_tree(pip_site, tmp_path, 
 
 
 # -- issue 15: locks in production -------------------------------------------------------
-def test_the_restore_hint_really_restores_an_edited_plugin(locked, pip_site, tmp_path, capsys):
-    target = pip_site.file("lk_good")
-    target.write_text(target.read_text() + "\nprint('patched')\n")
-    capsys.readouterr()
-    assert cli_main(["verify", str(locked)]) == 1
-    err = capsys.readouterr().err
-    # the wheel it was installed from (tests/test_lock_restore.py runs it), not pins of every locked distribution
-    assert "pip install --force-reinstall --no-deps --no-index --find-links" in err and "lk-good==0.1.0" in err
-    assert "pins.txt" not in err and "pip uninstall" not in err
-    # the pins of an image build restore too (offline: the wheel the plugin came from stands in for the index)
-    pins = tmp_path / "pins.txt"
-    assert cli_main(["lock", "--requirements", "--from", str(locked), "-o", str(pins)]) == 0
-    # the pins file's own header names the same command (without --no-deps it would reinstall torch and the rest)
-    header = pins.read_text().splitlines()[0]
-    restore = header.split("restore it with `")[1].removesuffix(" <this file>`").split()
-    assert restore == ["pip", "install", "--force-reinstall", "--no-deps", "-r"], header
-    plugin_pins = tmp_path / "plugin-pins.txt"  # dataflex-core itself is not in this throwaway index
-    plugin_pins.write_text("".join(x + "\n" for x in pins.read_text().splitlines() if x.startswith("lk-")))
-    links = pip_site.wheels / "lk-good-0.1.0"
-    pip_site.pip(*restore[1:-1], "--no-index", "--find-links", str(links), "-r", str(plugin_pins))
-    code, report = _verify(locked, capsys)
-    assert code == 0, report
-
-
 def test_an_unexpected_plugin_gets_the_uninstall_hint_not_the_restore_hint(locked, pip_site, capsys):
-    pip_site.install("lk-extra", "0.5.0", "lk_extra", EXTRA)
+    pip_site.show("lk-extra")
     capsys.readouterr()
     assert cli_main(["verify", str(locked)]) == 1
     err = capsys.readouterr().err
@@ -420,7 +420,7 @@ def test_an_unexpected_plugin_gets_the_uninstall_hint_not_the_restore_hint(locke
 
 
 def test_under_a_lock_an_installed_unlocked_plugin_is_named_as_such(locked, pip_site, monkeypatch):
-    pip_site.install("lk-extra", "0.5.0", "lk_extra", EXTRA)
+    pip_site.show("lk-extra")
     monkeypatch.setenv(dataflex_core.ENV_PLUGINS_LOCK, str(locked))
     plugin_module.reset_plugin_manager()
     with pytest.raises(dataflex_core.UnknownComponentError) as info:
@@ -469,7 +469,7 @@ def test_one_name_for_the_lock_file_everywhere(pip_site, tmp_path, monkeypatch, 
     from dataflex_core.cli import build_parser
     from dataflex_core.lock import DEFAULT_LOCK_FILE
 
-    pip_site.install("lk-good", "0.1.0", "lk_good", GOOD)
+    pip_site.hide(*OTHERS)
     monkeypatch.chdir(tmp_path)
     assert cli_main(["lock"]) == 0
     assert (tmp_path / DEFAULT_LOCK_FILE).exists()

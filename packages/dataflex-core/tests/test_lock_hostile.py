@@ -1,9 +1,16 @@
-"""The lock against an attacker: under a lock only the locked bytes run, whatever else Python could load.
+"""The lock against an attacker who can write files: under a lock only the locked bytes run.
 
 Each case first shows the attack working without a lock (a plain ``python``
 process imports the plugin and the planted code leaves a marker file), then
-that ``dataflex verify`` and a lock in force see or ignore it. The plugins are
-real wheels pip installed into a throwaway site-packages (the testing kit's ``pip_site``).
+that ``dataflex verify`` and a lock in force see or ignore it: altered, added
+or shadowing files, entry points outside their distribution, files planted in
+a namespace folder. Code the lock let run is out of its reach, so no case here
+attacks from inside a locked plugin (the production guide's threat model).
+
+The plugins are real wheels, installed by one pip run for the module into a
+throwaway site-packages (the testing kit's
+:class:`~dataflex_lab.testing.plugin_sites.PipSite`); each test sees only the
+distributions it names (:func:`only`).
 """
 
 from __future__ import annotations
@@ -26,7 +33,16 @@ import pytest
 import dataflex_core as plugin_module
 from dataflex_core import PluginLoadError, get_plugin_manager, use_plugin_lock
 from dataflex_core.cli import main as cli_main
-from dataflex_core.lock import LockFileError, PluginDriftWarning, PluginSetMismatch, parse_lock
+from dataflex_core.lock import (
+    LockFileError,
+    PluginDriftWarning,
+    PluginSetMismatch,
+    installed_plugin_set,
+    parse_lock,
+    read_lock,
+    write_lock,
+)
+from dataflex_lab.testing import plugin_sites
 from dataflex_lab.testing.hostile import HOSTILE, plant_bytecode
 
 SCORERS = """
@@ -45,16 +61,76 @@ PACKAGE = {
     "hs_good/scorers.py": SCORERS,
     "hs_good/lazy.py": "VALUE = 1\n",
 }
+EXTENSION = f"hs_good/fast{importlib.machinery.EXTENSION_SUFFIXES[0]}"
+NS_SCORERS = SCORERS.replace("hs_length", "hs_ns_length")
+EXITS = """
+import argparse
+
+parser = argparse.ArgumentParser(prog="train_my_scorer")
+parser.add_argument("--lr", type=float, default=1e-3)
+ARGS = parser.parse_args()  # module level: runs at import, on the host's command line
+"""
+NOISY = """
+import ctypes
+import os
+
+print("noise from print")
+os.write(1, b"noise from file descriptor 1\\n")
+ctypes.CDLL(None).printf(b"noise from C stdio\\n")
+""" + SCORERS.replace("hs_length", "hs_noisy")
+#: Every distribution the module installs: ``(dist, version, files, entry points)``.
+INSTALLED = [
+    ("hs-good", "0.1.0", {**PACKAGE, EXTENSION: "not really a shared object"}, {"hs_good": "hs_good"}),
+    ("hs-ns", "0.1.0", {"hs_ns/plugin/__init__.py": NS_SCORERS}, {"hs_ns": "hs_ns.plugin"}),
+    ("hs-other", "0.1.0", {"hs_ns/other.py": "VALUE = 2\n"}, {}),  # a portion of hs_ns, not a plugin
+    ("hs-helper", "0.1.0", {"hs_helper/__init__.py": HOSTILE + SCORERS}, {}),  # a plain library, no plugin
+    ("hs-outside", "0.1.0", {"hs_outside/__init__.py": SCORERS}, {"hs_outside": "hs_helper"}),
+    ("hs-pth", "0.1.0", {"hs_pth/__init__.py": "", "hs_pth_startup.pth": "# run by site.py at every start-up\n"},
+     {"hs_pth": "hs_pth"}),
+    ("hs-exits", "0.1.0", {"hs_exits/__init__.py": EXITS}, {"hs_exits": "hs_exits"}),
+    ("hs-noisy", "0.1.0", {"hs_noisy/__init__.py": NOISY}, {"hs_noisy": "hs_noisy"}),
+]  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory):
+    """One throwaway site for the module: every distribution its tests use, installed by one pip run."""
+    with pytest.MonkeyPatch.context() as mp:
+        with plugin_sites.pip_site(tmp_path_factory.mktemp("hostile"), mp, alone=True) as site:
+            site.install_many(INSTALLED)
+            site.keep()
+            yield site
+
+
+@pytest.fixture
+def pip_site(site):
+    """The module's site as pip installed it, in a fresh process's state (what a test changed is put back)."""
+    site.reset()
+    plugin_module.reset_plugin_manager()
+    yield site
+    site.reset()
+    plugin_module.reset_plugin_manager()
+
+
+def only(site, *dists: str) -> None:
+    """Hide every installed distribution but ``dists`` (as if only they were installed)."""
+    site.hide(*(dist for dist, *_ in INSTALLED if dist not in dists))
+
+
+def fresh_process(pip_site) -> None:
+    """What a job's new process starts from: no plugin module imported, no manager, no lock finder."""
+    pip_site.forget_modules()
+    plugin_module.reset_plugin_manager()
 
 
 @pytest.fixture
 def hs_lock(pip_site, tmp_path, marker) -> Path:
-    """``hs-good`` (a package of three modules) installed and locked, in a fresh process's state."""
-    pip_site.install_files("hs-good", "0.1.0", PACKAGE, {"hs_good": "hs_good"})
+    """``hs-good`` (a package of three modules and an extension) the one plugin installed, locked, in a fresh
+    process's state."""
+    only(pip_site, "hs-good")
     path = tmp_path / "dataflex.lock"
     assert cli_main(["lock", "-o", str(path)]) == 0
-    pip_site.forget_modules()
-    plugin_module.reset_plugin_manager()
+    fresh_process(pip_site)
     return path
 
 
@@ -237,17 +313,10 @@ def test_a_locked_file_changed_after_the_check_is_not_imported(hs_lock, pip_site
     assert not marker.exists()
 
 
-def test_a_locked_extension_module_is_hashed_again_before_the_dynamic_loader_opens_it(pip_site, tmp_path):
-    suffix = importlib.machinery.EXTENSION_SUFFIXES[0]
-    files = {**PACKAGE, f"hs_good/fast{suffix}": "not really a shared object"}
-    pip_site.install_files("hs-good", "0.1.0", files, {"hs_good": "hs_good"})
-    lock = tmp_path / "dataflex.lock"
-    assert cli_main(["lock", "-o", str(lock)]) == 0
-    assert f"hs_good/fast{suffix}" in parse_lock(lock.read_text()).plugins["hs-good"].files
-    pip_site.forget_modules()
-    plugin_module.reset_plugin_manager()
-    use_plugin_lock(lock)
-    (pip_site.root / "hs_good" / f"fast{suffix}").write_bytes(b"\x7fELF replaced")
+def test_a_locked_extension_module_is_hashed_again_before_the_dynamic_loader_opens_it(hs_lock, pip_site):
+    assert EXTENSION in parse_lock(hs_lock.read_text()).plugins["hs-good"].files
+    use_plugin_lock(hs_lock)
+    (pip_site.root / EXTENSION).write_bytes(b"\x7fELF replaced")
     with pytest.raises(ImportError, match="changed after its files were checked"):
         importlib.import_module("hs_good.fast")
 
@@ -256,10 +325,7 @@ def test_a_locked_extension_module_is_hashed_again_before_the_dynamic_loader_ope
 def test_a_namespace_plugin_runs_no_init_found_elsewhere_and_keeps_other_portions(
     pip_site, marker, tmp_path, monkeypatch
 ):
-    pip_site.install_files(
-        "hs-ns", "0.1.0", {"hs_ns/plugin/__init__.py": SCORERS.replace("hs_length", "hs_ns_length")},
-        {"hs_ns": "hs_ns.plugin"},
-    )  # fmt: skip
+    only(pip_site, "hs-ns", "hs-other")
     lock = tmp_path / "dataflex.lock"
     assert cli_main(["lock", "-o", str(lock)]) == 0
     pip_site.forget_modules()
@@ -284,6 +350,7 @@ def test_a_namespace_plugin_runs_no_init_found_elsewhere_and_keeps_other_portion
 
 
 def test_an_editable_plugin_under_a_lock_is_compiled_from_its_source_tree(pip_site, marker, tmp_path, monkeypatch):
+    only(pip_site)
     src = tmp_path / "src"
     for rel, text in PACKAGE.items():
         (src / rel).parent.mkdir(parents=True, exist_ok=True)
@@ -309,15 +376,14 @@ def test_an_editable_plugin_under_a_lock_is_compiled_from_its_source_tree(pip_si
 
 
 def test_a_pth_file_of_a_locked_plugin_is_named_when_locking_and_hashed(pip_site, tmp_path, capsys):
-    files = {**PACKAGE, "hs_good_startup.pth": "# run by site.py at every start-up\n"}
-    pip_site.install_files("hs-good", "0.1.0", files, {"hs_good": "hs_good"})
+    only(pip_site, "hs-pth")
     lock = tmp_path / "dataflex.lock"
     capsys.readouterr()
     assert cli_main(["lock", "-o", str(lock)]) == 0
-    assert "hs-good installs hs_good_startup.pth, which Python runs at every start-up" in capsys.readouterr().err
-    (pip_site.root / "hs_good_startup.pth").write_text("import os; os.system('id')\n")
+    assert "hs-pth installs hs_pth_startup.pth, which Python runs at every start-up" in capsys.readouterr().err
+    (pip_site.root / "hs_pth_startup.pth").write_text("import os; os.system('id')\n")
     code, report = verify_json(lock, capsys)
-    assert (code, content_detail(report, "hs-good")) == (1, "modified hs_good_startup.pth")
+    assert (code, content_detail(report, "hs-pth")) == (1, "modified hs_pth_startup.pth")
 
 
 # -- the lock file itself ---------------------------------------------------------------------------
@@ -336,23 +402,6 @@ def test_a_lock_that_is_not_utf8_exits_2_with_the_fix(hs_lock, monkeypatch, caps
 
 
 # -- what a plugin does at import -------------------------------------------------------------------
-EXITS = """
-import argparse
-
-parser = argparse.ArgumentParser(prog="train_my_scorer")
-parser.add_argument("--lr", type=float, default=1e-3)
-ARGS = parser.parse_args()  # module level: runs at import, on the host's command line
-"""
-NOISY = """
-import ctypes
-import os
-
-print("noise from print")
-os.write(1, b"noise from file descriptor 1\\n")
-ctypes.CDLL(None).printf(b"noise from C stdio\\n")
-""" + SCORERS.replace("hs_length", "hs_noisy")
-
-
 def dataflex(*args: str, site: Path) -> subprocess.CompletedProcess:
     """The ``dataflex`` command in a process of its own (real file descriptors), the plugins of ``site`` installed."""
     env = {**os.environ, "PYTHONPATH": str(site)}
@@ -360,8 +409,7 @@ def dataflex(*args: str, site: Path) -> subprocess.CompletedProcess:
 
 
 def test_a_plugin_exiting_at_import_is_a_failed_plugin_not_a_dead_process(pip_site, monkeypatch, capsys):
-    pip_site.install_files("hs-good", "0.1.0", PACKAGE, {"hs_good": "hs_good"})
-    pip_site.install("hs-exits", "0.1.0", "hs_exits", EXITS)
+    only(pip_site, "hs-good", "hs-exits")
     done = dataflex("plugins", "--json", site=pip_site.root)
     assert done.returncode == 1, done.stderr  # a failed plugin, not argparse's exit 2
     rows = {r["distribution"]: r for r in json.loads(done.stdout)}
@@ -382,7 +430,7 @@ def test_a_plugin_exiting_at_import_is_a_failed_plugin_not_a_dead_process(pip_si
 
 
 def test_what_a_plugin_prints_at_import_never_reaches_machine_readable_output(pip_site, tmp_path):
-    pip_site.install("hs-noisy", "0.1.0", "hs_noisy", NOISY)
+    only(pip_site, "hs-noisy")
     listing = dataflex("plugins", "--json", site=pip_site.root)
     assert any(r["distribution"] == "hs-noisy" and r["status"] == "loaded" for r in json.loads(listing.stdout))
     for noise in ("noise from print", "noise from file descriptor 1", "noise from C stdio"):
@@ -397,3 +445,78 @@ def test_what_a_plugin_prints_at_import_never_reaches_machine_readable_output(pi
     verified = dataflex("verify", str(lock), "--json", site=pip_site.root)
     assert json.loads(verified.stdout)["ok"] is True
     assert "noise from C stdio" in verified.stderr
+
+
+# -- an entry point naming a module its distribution does not ship ------------------------------------------
+@pytest.fixture(params=["another distribution", "the job's folder"])
+def outside_plugin(request, pip_site, tmp_path, monkeypatch, marker) -> str:
+    """``hs-outside``, whose entry point names ``hs_helper``: hostile code it does not ship; returns where it is."""
+    if request.param == "another distribution":  # a plain library, no plugin: no lock covers it
+        only(pip_site, "hs-outside", "hs-helper")
+    else:
+        only(pip_site, "hs-outside")
+        shutil.rmtree(pip_site.root / "hs_helper")
+        job = tmp_path / "job"
+        job.mkdir()
+        (job / "hs_helper.py").write_text(HOSTILE + SCORERS)
+        prepend(monkeypatch, job)  # python train.py puts the script's folder first
+    fresh_process(pip_site)
+    return request.param
+
+
+def test_lock_refuses_an_entry_point_whose_module_its_distribution_does_not_ship(
+    outside_plugin, tmp_path, marker, capsys
+):
+    lock = tmp_path / "dataflex.lock"
+    capsys.readouterr()
+    assert cli_main(["lock", "-o", str(lock)]) == 2
+    err = capsys.readouterr().err
+    assert (
+        "hs-outside==0.1.0: entry point hs_outside = hs_helper names module 'hs_helper', which hs-outside does not "
+        "ship" in err
+    )
+    assert "ship that module in the distribution" in err
+    assert not lock.exists()
+    assert not marker.exists(), "the module outside the distribution was imported to list its components"
+
+
+def test_a_lock_listing_such_an_entry_point_is_refused_by_verify_and_in_force(outside_plugin, tmp_path, marker, capsys):
+    lock = tmp_path / "dataflex.lock"
+    write_lock(installed_plugin_set(), lock)  # what an older `dataflex lock` wrote: the entry point, no file of it
+    code, report = verify_json(lock, capsys)
+    assert code == 1 and report["ok"] is False
+    (row,) = [d for d in report["differences"] if d["difference"] == "entry point outside its distribution"]
+    assert row["distribution"] == "hs-outside" and row["installed"] == "hs_outside = hs_helper"
+    assert "names module 'hs_helper', which hs-outside does not ship" in row["detail"]
+    assert not marker.exists(), "verify imported the code it was checking"
+
+    with pytest.raises(PluginSetMismatch, match=r"entry point outside its distribution .*names module 'hs_helper'"):
+        use_plugin_lock(lock, allow_drift=True)  # never drift: there is nothing locked to drift from
+    assert "hs_helper" not in sys.modules and not marker.exists()
+
+
+# -- a file planted in a locked plugin's namespace-package folder -------------------------------------------
+def test_a_file_planted_in_a_locked_namespace_folder_is_reported_and_never_imported(pip_site, tmp_path, marker, capsys):
+    only(pip_site, "hs-ns", "hs-other")
+    lock = tmp_path / "dataflex.lock"
+    assert cli_main(["lock", "-o", str(lock)]) == 0
+    assert set(read_lock(lock).plugins["hs-ns"].files) == {"hs_ns/plugin/__init__.py"}
+    fresh_process(pip_site)
+    (pip_site.root / "hs_ns" / "planted.py").write_text(HOSTILE)
+    (pip_site.root / "hs_ns" / "planted_pkg").mkdir()
+    (pip_site.root / "hs_ns" / "planted_pkg" / "__init__.py").write_text(HOSTILE)
+
+    code, report = verify_json(lock, capsys)
+    assert code == 1
+    (row,) = report["differences"]
+    assert (row["distribution"], row["difference"]) == ("hs-ns", "content changed")
+    assert row["detail"] == "added hs_ns/planted.py; added hs_ns/planted_pkg/__init__.py"
+
+    with pytest.warns(PluginDriftWarning):
+        manager = use_plugin_lock(lock, allow_drift=True)  # drift lets locked bytes differ, never adds files
+    assert manager.registry().get("scorer", "hs_ns_length") is not None
+    for planted in ("hs_ns.planted", "hs_ns.planted_pkg"):
+        with pytest.raises(ModuleNotFoundError, match=f"No module named '{planted}' among the checked files of hs-ns"):
+            importlib.import_module(planted)
+    assert not marker.exists()
+    assert importlib.import_module("hs_ns.other").VALUE == 2  # another distribution's file there stays importable

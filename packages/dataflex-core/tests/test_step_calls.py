@@ -21,11 +21,9 @@ from dataflex_core import (
     ConfigError,
     InvalidOutputError,
     Mixer,
-    PluginLoadError,
     Reweighter,
     Scorer,
     Selector,
-    UncheckedModuleError,
     mean_one,
     register_mixer,
     register_reweighter,
@@ -361,28 +359,6 @@ def test_weights_on_another_device_are_invalid_output_naming_both_devices():
     with pytest.raises(InvalidOutputError, match=r"reweighter calltest_elsewhere returned invalid weights at step 4: "
                        r"it is on device meta, but the batch is on cpu; return it on the batch's device"):  # fmt: skip
         step_for(actuator="calltest_elsewhere").run(rollout(), step=4)
-
-
-@register_scorer("calltest_locked_import")
-class LockedImportScorer(Scorer):
-    """Imports an optional module of its package that a lock refuses (raised here as the lock's finder raises)."""
-
-    def score(self, batch, step_id, **ctx):
-        try:
-            raise UncheckedModuleError("No module named 'acme.fast' among the checked files of acme", name="acme.fast")
-        except ImportError as exc:
-            raise RuntimeError("acme.fast is required") from exc
-
-
-def test_a_lock_refusal_inside_a_component_stops_the_run_even_under_uniform():
-    step = DataFlexStep(
-        mount_step(block(scorer="calltest_locked_import", on_invalid="uniform"), HOST, loss_unit="token")
-    )
-    with pytest.raises(PluginLoadError, match=r"scorer calltest_locked_import: score\(\) at step 1 imported a module "
-                       r"the plugin lock did not check \(No module named 'acme.fast'.*\) and failed \(RuntimeError: acme.fast is "
-                       r"required\); the run stops whatever dataflex.on_invalid says"):  # fmt: skip
-        step.run(rollout(), step=1)
-    assert step.uniform_fallbacks == 0
 
 
 # -- process-wide settings --------------------------------------------------------------------

@@ -56,6 +56,6 @@ class ComponentError(InvalidOutputError):
 class UncheckedModuleError(PluginLoadError, ModuleNotFoundError):
     """Under a lock, an import of a module inside a locked package that the lock does not list.
 
-    A ``ModuleNotFoundError``, so a plugin's optional import (``try: import pkg.fast``) still falls back; one
-    that reaches the step stops the run whatever ``dataflex.on_invalid`` says.
+    A ``ModuleNotFoundError``, so a plugin's optional import (``try: import pkg.fast``) still falls back; in a
+    component call it is that call's error, as any other.
     """

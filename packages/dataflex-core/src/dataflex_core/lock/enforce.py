@@ -1,13 +1,13 @@
 """Holding a process to a lock, and the process's one plugin manager, held to the lock in force.
 
-A lock in force is checked twice where it can be: before any plugin is
-imported, the locked distributions' installed files against the lock
-(:func:`enforce_before_import`), so a modified plugin never runs; after
-loading, a host may also compare the components they registered
-(:func:`enforce`). Between the two, the locked distributions are imported
+A lock in force is checked once, when it is applied and before any plugin
+code runs: the locked distributions' installed files against the lock
+(:func:`enforce_before_import`), so a modified plugin never runs, and no
+module of theirs already imported from elsewhere. Then they are imported
 through the checked-import finder (:mod:`.importer`), so what runs is the
-bytes that were checked. Every refusal names each difference and the
-commands that restore the locked set.
+bytes that were checked; a host may also compare the components they
+registered (:func:`enforce`). Every refusal names each difference and the
+command that restores the locked set.
 
 The process's plugin manager (:func:`get_plugin_manager`) lives here because
 it may have to be a locked one (``$DATAFLEX_PLUGINS_LOCK``, or
@@ -28,9 +28,8 @@ from ..errors import DataFlexError, PluginLoadError
 from ..registry import Registry
 from .compare import Difference, compare, format_differences, remedies, sorted_rows
 from .environment import installed_plugin_set
-from .file import PluginSet, read_lock
-from .guarded import GuardedPluginManager
-from .importer import CHECKED_IMPORTER, uninstall
+from .file import DistRecord, PluginSet, read_lock
+from .importer import CHECKED_IMPORTER, CheckedImporter, install, uninstall
 from .outside import outside_rows
 
 
@@ -128,11 +127,28 @@ def locked_manager(
         replace(record, files={p: d for p, d in record.files.items() if p in locked.plugins[name].files})
         for name, record in installed.plugins.items()
     ]
-    CHECKED_IMPORTER.add(listed, refuse_imported=True)
-    manager = GuardedPluginManager(locked.dist_names)
+    refuse_imported_elsewhere(listed)
+    CHECKED_IMPORTER.add(listed)
+    install()
+    manager = DataFlexPluginManager()
     manager.lock_path = str(lock_path)
     manager.load_entrypoints(only_dists=locked.dist_names)
     return manager
+
+
+def refuse_imported_elsewhere(records: list[DistRecord]) -> None:
+    """Raise :class:`PluginLoadError` when a module of these distributions is already imported from anything but
+    their checked files (the job imported a copy before the lock): modules cannot be un-imported."""
+    checked = CheckedImporter()
+    checked.add(records)
+    found = checked.imported_elsewhere()
+    if found:
+        shown = "; ".join(found[:5]) + (f"; and {len(found) - 5} more" if len(found) > 5 else "")
+        raise PluginLoadError(
+            f"locked plugin modules were imported before the lock was in force, so the code that ran was never "
+            f"checked: {shown}. Apply the lock before anything imports a plugin (set {ENV_PLUGINS_LOCK} in the "
+            "job's environment, or build the trainer before importing plugin modules yourself)"
+        )
 
 
 def use_plugin_lock(
@@ -147,7 +163,8 @@ def use_plugin_lock(
     components. Before any plugin code runs, each locked distribution as installed
     (version, entry points, the sha256 of every file) is compared with the lock;
     then only the locked distributions' entry points are imported, each module
-    from the file that was checked (:mod:`dataflex_core.lock.importer`).
+    from the file that was checked (:mod:`dataflex_core.lock.importer`). What the
+    lock guards, and what it does not, is the production guide's threat model.
 
     :param allow_drift: accept version and content changes with a
         :class:`~dataflex_core.lock.PluginDriftWarning` instead of refusing.

@@ -11,13 +11,16 @@ So once a distribution's files are checked (against a lock, or hashed for
 ``sys.meta_path`` answers for its modules: each is loaded from the checked
 file, whose bytes are hashed again as they are read and compiled from source
 (no bytecode cache is read or written). A module name inside one of its
-packages that is not among its checked files is refused. A folder of its
+packages that is not among its checked files is refused, and so is a file in
+one of its namespace folders that no distribution installed. A folder of its
 files without ``__init__`` is made a namespace package here, so an
 ``__init__.py`` of that name elsewhere on ``sys.path`` never runs; the
 namespace's other portions (other distributions) stay importable. Extension
-modules are re-hashed just before the dynamic loader opens them; that leaves
-the window between the check and ``dlopen``, which only a read-only
-site-packages closes.
+modules are re-hashed just before the dynamic loader opens them.
+
+The finder guards files, not the interpreter: code the lock let run (a locked
+plugin, start-up code) can still change the import system, and nothing here
+watches for it (the production guide's threat model says so).
 """
 
 from __future__ import annotations
@@ -29,13 +32,12 @@ import importlib.util
 import marshal
 import os
 import sys
-from collections.abc import Collection, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from types import BuiltinFunctionType, ModuleType
 from typing import Any
 
-from ..errors import PluginLoadError, UncheckedModuleError
+from ..errors import UncheckedModuleError
 from .file import BYTECODE_CACHE, MISSING_FILE, DistRecord
 
 _SOURCE, _EXTENSION, _BYTECODE = "source", "extension", "bytecode"
@@ -169,12 +171,6 @@ class CheckedImporter(importlib.abc.MetaPathFinder):
         self.packages: dict[str, str] = {}
         #: Namespace packages holding checked modules: name -> ``(dist, folder)`` per distribution.
         self.namespaces: dict[str, list[tuple[str, str]]] = {}
-        #: Every refused import, in order: ``(module, distribution)`` (``from pkg import mod`` turns the refusal
-        #: into a plain ``ImportError`` without its cause, so whoever needs to know looks here).
-        self.refused: list[tuple[str, str]] = []
-        #: Every spec this finder returned, by module name: a module of a checked distribution is its checked
-        #: file's only when its ``__spec__`` is one of these objects (identity: a record of equal value is forged).
-        self.issued: dict[str, list[importlib.machinery.ModuleSpec]] = {}
         #: Files other distributions install into checked namespace folders: importable there (absolute paths).
         self.shared: frozenset[str] = frozenset()
 
@@ -230,12 +226,6 @@ class CheckedImporter(importlib.abc.MetaPathFinder):
         return None
 
     def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> Any:
-        spec = self._find_spec(fullname, path)
-        if spec is not None:
-            self.issued.setdefault(fullname, []).append(spec)
-        return spec
-
-    def _find_spec(self, fullname: str, path: Any) -> Any:
         module = self.modules.get(fullname)
         if module is None and fullname in self.namespaces:
             return self._namespace_spec(fullname, path)
@@ -243,7 +233,6 @@ class CheckedImporter(importlib.abc.MetaPathFinder):
             dist = self.owner(fullname) or self._planted_in_namespace(fullname)
             if dist is None:
                 return None  # not a checked distribution's: the usual finders answer
-            self.refused.append((fullname, dist))
             raise UncheckedModuleError(
                 f"No module named {fullname!r} among the checked files of {dist} (a file dropped into its package, "
                 "or into its namespace folder that no distribution installed, is never imported while it is locked)",
@@ -255,111 +244,38 @@ class CheckedImporter(importlib.abc.MetaPathFinder):
             fullname, module.path, loader=loader, submodule_search_locations=locations
         )
 
-    # -- the table ----------------------------------------------------------------------
-    def add(self, records: Iterable[DistRecord], *, refuse_imported: bool) -> None:
-        """Answer for these distributions' modules from now on (replacing what was registered for them).
-
-        :param refuse_imported: raise :class:`PluginLoadError` when one of their modules is already in
-            ``sys.modules`` from anything but these checked files (its code was never checked).
-        """
+    def add(self, records: Iterable[DistRecord]) -> None:
+        """Answer for these distributions' modules from now on (replacing what was registered for them)."""
         records = list(records)
         names = {r.name for r in records}
-        table = CheckedImporter()
-        table.modules = {n: m for n, m in self.modules.items() if m.dist not in names}
-        table.packages = {n: d for n, d in self.packages.items() if d not in names}
-        table.shared = self.shared.union(*(r.shared for r in records))
-        for name, owners in self.namespaces.items():
-            kept = [(d, f) for d, f in owners if d not in names]
-            if kept:
-                table.namespaces[name] = kept
+        self.modules = {n: m for n, m in self.modules.items() if m.dist not in names}
+        self.packages = {n: d for n, d in self.packages.items() if d not in names}
+        kept = {n: [(d, f) for d, f in owners if d not in names] for n, owners in self.namespaces.items()}
+        self.namespaces = {n: owners for n, owners in kept.items() if owners}
+        self.shared = self.shared.union(*(r.shared for r in records))
         for record in records:
             modules, namespaces = checked_modules(record)
             for name, module in modules.items():
-                table.modules.setdefault(name, module)
+                self.modules.setdefault(name, module)
                 if module.is_package:
-                    table.packages.setdefault(name, module.dist)
+                    self.packages.setdefault(name, module.dist)
             for name, folder in namespaces.items():
-                table.namespaces.setdefault(name, []).append((record.name, folder))
-        if refuse_imported:
-            table.issued = self.issued
-            _refuse_imported(table, names)
-        self.modules, self.packages, self.namespaces = table.modules, table.packages, table.namespaces
-        self.shared = table.shared
-        install()
+                self.namespaces.setdefault(name, []).append((record.name, folder))
 
-
-def _spec_of(module: Any) -> Any:
-    """A module's ``__spec__`` as the module object holds it (no attribute hook of a forged object runs)."""
-    return vars(module).get("__spec__") if isinstance(module, ModuleType) else None
-
-
-def _plain_namespace(module: Any, name: str) -> bool:
-    """A namespace package, whoever made it: no file, and every other attribute is its imported submodule."""
-    if not isinstance(module, ModuleType) or vars(module).get("__file__") is not None:
-        return False
-    extra = {k: v for k, v in vars(module).items() if not (k.startswith("__") and k.endswith("__"))}
-    return all(value is sys.modules.get(f"{name}.{key}") for key, value in extra.items())
-
-
-def _loaded_from_checked(module: Any, table: CheckedImporter, name: str) -> bool:
-    if name in table.namespaces and name not in table.modules:
-        return _plain_namespace(module, name)  # it runs no code
-    spec = _spec_of(module)
-    if not any(spec is issued for issued in table.issued.get(name, ())):
-        return False  # not a spec this finder returned: another finder's, or forged
-    return name in table.modules and getattr(spec.loader, "checked", None) == table.modules[name]
-
-
-def _origin(module: Any) -> str:
-    file = vars(module).get("__file__") if isinstance(module, ModuleType) else None
-    return str(file) if file else f"an unknown location ({type(module).__name__} object)"
-
-
-def unchecked_modules(table: CheckedImporter, dists: Collection[str] | None = None) -> list[str]:
-    """``module (dist) from FILE`` for each module in ``sys.modules`` of a checked distribution (of ``dists``)
-    that did not come from its checked file through ``table``."""
-    found = []
-    for name, module in list(sys.modules.items()):
-        dist = table.owner(name) if module is not None else None
-        if dist is not None and (dists is None or dist in dists) and not _loaded_from_checked(module, table, name):
-            found.append(f"{name} ({dist}) from {_origin(module)}")
-    return found
-
-
-def import_replaced() -> str | None:
-    """What ``builtins.__import__`` is, when it is not Python's own (start-up code or a plugin replaced it)."""
-    builtins_dict = sys._getframe().f_builtins  # what `import` statements use, whatever sys.modules says
-    current = builtins_dict.get("__import__")
-    own = (
-        isinstance(current, BuiltinFunctionType)
-        and current.__name__ == "__import__"
-        and isinstance(current.__self__, ModuleType)
-        and vars(current.__self__) is builtins_dict
-    )
-    return None if own else repr(current)
-
-
-def shown(items: list[str]) -> str:
-    return "; ".join(items[:5]) + (f"; and {len(items) - 5} more" if len(items) > 5 else "")
-
-
-def _refuse_imported(table: CheckedImporter, dists: set[str]) -> None:
-    unchecked = unchecked_modules(table, dists)
-    if unchecked:
-        raise PluginLoadError(
-            f"locked plugin modules were imported before the lock was in force, so the code that ran was never "
-            f"checked: {shown(unchecked)}. Apply the lock before anything imports a plugin (set DATAFLEX_PLUGINS_LOCK "
-            "in the job's environment, or build the trainer before importing plugin modules yourself); a module "
-            "that no import put there was planted by start-up code (a .pth file, sitecustomize): see what a lock "
-            "guarantees in the production guide"
-        )
-    replaced = import_replaced()
-    if replaced is not None:
-        raise PluginLoadError(
-            f"builtins.__import__ was replaced (it is {replaced}), so an import statement of a locked plugin could "
-            "run code the lock never checked; remove what replaces it (start-up code: a .pth file, sitecustomize, "
-            "or the job's own code before the lock is applied)"
-        )
+    def imported_elsewhere(self) -> list[str]:
+        """``module (dist) from FILE`` for each module of a checked distribution already in ``sys.modules`` that
+        was not loaded from its checked file by this finder: code that ran before the lock was in force."""
+        found = []
+        for name, module in list(sys.modules.items()):
+            dist = self.owner(name)
+            if dist is None or module is None:
+                continue
+            if name in self.namespaces and name not in self.modules and getattr(module, "__file__", None) is None:
+                continue  # a namespace package runs no code
+            loader = getattr(getattr(module, "__spec__", None), "loader", None)
+            if name not in self.modules or getattr(loader, "checked", None) != self.modules[name]:
+                found.append(f"{name} ({dist}) from {getattr(module, '__file__', None) or 'an unknown location'}")
+        return found
 
 
 #: The process's one checked-import finder.
@@ -367,9 +283,7 @@ CHECKED_IMPORTER = CheckedImporter()
 
 
 def install() -> None:
-    """Put :data:`CHECKED_IMPORTER` first on ``sys.meta_path`` (again, if a finder was inserted before it)."""
-    if sys.meta_path and sys.meta_path[0] is CHECKED_IMPORTER:
-        return
+    """Put :data:`CHECKED_IMPORTER` first on ``sys.meta_path``."""
     uninstall(forget=False)
     sys.meta_path.insert(0, CHECKED_IMPORTER)
 
@@ -379,6 +293,5 @@ def uninstall(*, forget: bool = True) -> None:
     while CHECKED_IMPORTER in sys.meta_path:
         sys.meta_path.remove(CHECKED_IMPORTER)
     if forget:
-        # ``issued`` stays: a module it loaded is still its checked file's, should a lock list that file again
         CHECKED_IMPORTER.modules, CHECKED_IMPORTER.packages, CHECKED_IMPORTER.namespaces = {}, {}, {}
         CHECKED_IMPORTER.shared = frozenset()

@@ -24,7 +24,6 @@ from pathlib import Path
 from typing import Any
 
 from ..atomic_write import write_text_atomic
-from ..block import dataflex_block
 from ..discovery import ENV_PLUGINS_LOCK
 from ..errors import ConfigError
 from .compare import Difference, compare, format_differences, remedies
@@ -66,10 +65,10 @@ class PluginSettings:
     lock_from: str = f"dataflex.{PLUGINS_KEY}.lock"
 
 
-def plugin_settings(block: Any) -> PluginSettings:
-    """Read and check ``plugins`` of a ``dataflex`` block; ``$DATAFLEX_PLUGINS_LOCK`` supplies the lock when it has none."""
-    raw = dataflex_block(block).get(PLUGINS_KEY)
-    raw = {} if raw is None else raw
+def plugin_settings(plugins: Any) -> PluginSettings:
+    """Check ``dataflex.plugins`` as the read block holds it (``None``: unset); ``$DATAFLEX_PLUGINS_LOCK`` supplies
+    the lock when it has none."""
+    raw = {} if plugins is None else plugins
     if not isinstance(raw, Mapping):
         raise ConfigError(
             f"dataflex.{PLUGINS_KEY} must be a mapping such as {{lock: /path/dataflex.lock, allow_drift: false}}, "
@@ -117,15 +116,15 @@ class ResolvedPlugins:
         return text
 
 
-def resolve_plugins(block: Any) -> ResolvedPlugins:
+def resolve_plugins(plugins: Any) -> ResolvedPlugins:
     """Load the plugins this run may use and check them against the lock; call before building components.
 
-    :param block: the run's ``dataflex`` block (a mapping or an OmegaConf node; ``None`` reads only the
-        environment).
+    :param plugins: the run's ``dataflex.plugins`` (:attr:`~dataflex_core.block.DataFlexBlock.plugins`; ``None``
+        reads only the environment).
 
     :raises dataflex_core.lock.PluginSetMismatch: with one row per difference the settings do not accept.
     """
-    settings = plugin_settings(block)
+    settings = plugin_settings(plugins)
     if settings.lock:
         source = f"{settings.lock_from}={settings.lock}"
         # the locked distributions' files are checked before any of them is imported

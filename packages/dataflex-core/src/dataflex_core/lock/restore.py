@@ -1,11 +1,10 @@
-"""The command that puts back the locked bytes of the distributions that differ, from where each came.
+"""The one command that puts back the locked bytes of the distributions that differ.
 
-Pinning every locked distribution (``dataflex lock --requirements``) reinstalls all of them to mend one, and
-fails before they are published (no index has ``dataflex-core==0.3.0``). A distribution records where it was
-installed from (``direct_url.json``, PEP 610): a folder (a checkout), a wheel file (a wheelhouse), or nothing
-(an index). The restore reinstalls only the distributions that differ, each from that place, with
-``--force-reinstall`` (a changed file keeps its version, so pip would call the pin satisfied) and
-``--no-deps`` (torch and the rest stay as they are).
+A distribution records where it was installed from (``direct_url.json``, PEP 610): a folder (a checkout), a
+wheel file, or nothing (an index). One ``pip install`` reinstalls only the distributions that differ, each from
+that place, with ``--force-reinstall`` (a changed file keeps its version, so pip would call the pin satisfied)
+and ``--no-deps`` (torch and the rest stay as they are). An editable install's files are its checkout's own, so
+no reinstall restores them: it is named apart.
 """
 
 from __future__ import annotations
@@ -14,8 +13,6 @@ import importlib.metadata as importlib_metadata
 import json
 import shlex
 from collections.abc import Iterable
-from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlparse
 
@@ -26,16 +23,6 @@ Difference = Any
 PIP_REINSTALL = "pip install --force-reinstall --no-deps"
 
 
-@dataclass(frozen=True)
-class InstallSource:
-    """Where one distribution can be reinstalled from: ``kind`` is checkout, editable, wheelhouse or index."""
-
-    dist: str
-    version: str
-    kind: str
-    location: str = ""
-
-
 def _installed(dist: str) -> importlib_metadata.Distribution | None:
     try:
         return importlib_metadata.distribution(dist)
@@ -43,23 +30,20 @@ def _installed(dist: str) -> importlib_metadata.Distribution | None:
         return None
 
 
-def install_source(dist: str, version: str) -> InstallSource:
-    """Where ``dist`` (to be restored at ``version``) came from, read from its ``direct_url.json``."""
+def install_source(dist: str, version: str) -> tuple[str, bool]:
+    """``(what pip reinstalls dist from, editable)``: its checkout folder or wheel file, else ``dist==version``
+    (an index); for an editable install, its folder."""
     found = _installed(dist)
     text = found.read_text("direct_url.json") if found is not None else None
     try:
         record = json.loads(text) if text else {}
     except ValueError:
         record = {}
-    url = urlparse(str(record.get("url", "")))
-    if url.scheme == "file":
-        path = Path(unquote(url.path))
-        if "dir_info" in record:
-            editable = bool(record["dir_info"].get("editable"))
-            return InstallSource(dist, version, "editable" if editable else "checkout", str(path))
-        if path.suffix == ".whl":
-            return InstallSource(dist, version, "wheelhouse", str(path.parent))
-    return InstallSource(dist, version, "index")
+    url = urlparse(str(record.get("url", ""))) if isinstance(record, dict) else urlparse("")
+    if url.scheme != "file":
+        return f"{dist}=={version}", False
+    dir_info = record.get("dir_info")
+    return unquote(url.path), isinstance(dir_info, dict) and bool(dir_info.get("editable"))
 
 
 def _restore_version(dist: str, rows: list[Difference]) -> str:
@@ -71,49 +55,23 @@ def _restore_version(dist: str, rows: list[Difference]) -> str:
     return found.version if found is not None else rows[0].locked
 
 
-def restore_sources(differences: Iterable[Difference]) -> list[InstallSource]:
-    """One source per distribution that differs (not one the lock does not list, or whose entry point is outside it:
-    a reinstall mends neither)."""
+def restore_lines(differences: Iterable[Difference]) -> list[str]:
+    """The one command that restores the distributions that differ (not one the lock does not list, or whose entry
+    point is outside it: a reinstall mends neither), and a line per editable install; or []."""
     by_dist: dict[str, list[Difference]] = {}
     for row in differences:
-        if row.kind not in ("unexpected", "outside"):  # reinstalling mends neither
+        if row.kind not in ("unexpected", "outside"):
             by_dist.setdefault(row.dist, []).append(row)
-    return [install_source(dist, _restore_version(dist, rows)) for dist, rows in sorted(by_dist.items())]
-
-
-def restore_commands(sources: Iterable[InstallSource]) -> list[str]:
-    """The commands that restore ``sources``: one per checkout set, per wheelhouse and for the index."""
-    sources = list(sources)
-    commands = []
-    folders = [shlex.quote(s.location) for s in sources if s.kind == "checkout"]
-    if folders:
-        commands.append(f"{PIP_REINSTALL} {' '.join(folders)}")
-    for house in sorted({s.location for s in sources if s.kind == "wheelhouse"}):
-        pins = " ".join(f"{s.dist}=={s.version}" for s in sources if s.kind == "wheelhouse" and s.location == house)
-        commands.append(f"{PIP_REINSTALL} --no-index --find-links {shlex.quote(house)} {pins}")
-    pins = " ".join(f"{s.dist}=={s.version}" for s in sources if s.kind == "index")
-    if pins:
-        commands.append(f"{PIP_REINSTALL} {pins}")
-    return commands
-
-
-def restore_lines(differences: Iterable[Difference]) -> list[str]:
-    """What to run to restore the distributions that differ, each from where it was installed, or []."""
-    sources = restore_sources(differences)
+    sources = {dist: install_source(dist, _restore_version(dist, rows)) for dist, rows in sorted(by_dist.items())}
     lines = []
-    commands = restore_commands(sources)
-    if commands:
-        names = ", ".join(s.dist for s in sources if s.kind != "editable")
-        lines.append(f"restore the locked bytes of {names}: `{' && '.join(commands)}`")
-    if any(s.kind == "index" for s in sources):
-        lines.append(
-            "  (not published to an index yet: add `--no-index --find-links WHEELHOUSE`, the folder of their wheels, "
-            "or install their folders of the checkout instead)"
-        )
-    for source in sources:
-        if source.kind == "editable":
+    reinstall = {dist: target for dist, (target, editable) in sources.items() if not editable}
+    if reinstall:
+        targets = " ".join(shlex.quote(t) for t in reinstall.values())
+        lines.append(f"restore the locked bytes of {', '.join(reinstall)}: `{PIP_REINSTALL} {targets}`")
+    for dist, (folder, editable) in sources.items():
+        if editable:
             lines.append(
-                f"{source.dist} is an editable install of {source.location}: its files are the checkout's own, so "
-                f"restore them there (`git -C {shlex.quote(source.location)} checkout -- .`) or re-lock after review"
+                f"{dist} is an editable install of {folder}: its files are the checkout's own, so restore them there "
+                f"(`git -C {shlex.quote(folder)} checkout -- .`) or re-lock after review"
             )
     return lines

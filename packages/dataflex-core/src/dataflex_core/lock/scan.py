@@ -16,8 +16,7 @@ from ..errors import PluginLoadError
 from ..plugin_report import PluginFailure
 from .environment import installed_plugin_set
 from .file import DistRecord, LockFileError, PluginSet
-from .guarded import GuardedPluginManager
-from .importer import CHECKED_IMPORTER
+from .importer import CHECKED_IMPORTER, install
 from .outside import OUTSIDE_FIX, describe, entry_point_module, outside_entry_points
 
 
@@ -32,13 +31,13 @@ def load_plugins(
     Their modules come from the files ``plugin_set`` hashed (default: hashed now). Load
     failures are kept on ``manager.failures`` rather than warned about; the caller reports
     them as differences. An entry point whose module its distribution does not ship is
-    never imported (:mod:`.outside`): it is a failure of that plugin, and so is one whose import
-    breaks the lock (:mod:`.guarded`).
+    never imported (:mod:`.outside`): it is a failure of that plugin.
     """
     wanted = {canonical_name(d) for d in dists}
-    manager = manager if manager is not None else GuardedPluginManager(wanted, refuse=False)
+    manager = manager if manager is not None else DataFlexPluginManager()
     plugin_set = plugin_set if plugin_set is not None else installed_plugin_set(only=wanted)
-    CHECKED_IMPORTER.add([r for n, r in plugin_set.plugins.items() if n in wanted], refuse_imported=False)
+    CHECKED_IMPORTER.add([r for n, r in plugin_set.plugins.items() if n in wanted])
+    install()
     outside = {n: outside_entry_points(r) for n, r in plugin_set.plugins.items() if n in wanted}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", PluginLoadWarning)

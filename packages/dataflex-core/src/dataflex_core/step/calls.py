@@ -23,10 +23,6 @@ process. The step calls them (``score``, ``act``, ``observe``) only through
   plugin's exception as its cause. It is invalid output, so ``dataflex.on_invalid:
   uniform`` covers it: a user who keeps a long run alive that way gets the
   step as the framework would run it, counted and logged with the traceback.
-  The one exception is the plugin lock's refusal of a module it did not
-  check (a file planted in a locked package): a call that fails after such a
-  refusal stops the run whatever ``on_invalid`` says, and one that goes on
-  without the module (an optional import) is named in a warning.
 - **Process-wide settings stay the framework's** (:mod:`.process_state`):
   what a call changed is put back and named in a warning, once per component
   and setting.
@@ -45,8 +41,7 @@ import torch
 
 from ..batch import Batch
 from ..config import DataFlexPipeline
-from ..errors import ComponentError, PluginLoadError, UncheckedModuleError
-from ..lock.importer import CHECKED_IMPORTER
+from ..errors import ComponentError
 from .process_state import ProcessState
 from .watchdog import WATCHDOG
 
@@ -58,7 +53,6 @@ SETTING_NAMES = {
     "matmul_precision": "torch's float32 matmul precision",
     "deterministic": "torch's deterministic-algorithms mode (enabled, warn_only)",
     "threads": "torch's CPU thread count",
-    "lock_finder": "the plugin lock's import finder",
 }
 INPUT_RULE = "components get read-only inputs: clone a tensor or copy an array before changing it"
 
@@ -93,21 +87,6 @@ def _freeze(args: tuple[Any, ...]) -> list[np.ndarray]:
     return frozen
 
 
-def _refused_by_lock(exc: BaseException) -> UncheckedModuleError | None:
-    seen: set[int] = set()
-    current: BaseException | None = exc
-    while current is not None and id(current) not in seen:
-        if isinstance(current, UncheckedModuleError):
-            return current
-        seen.add(id(current))
-        current = current.__cause__ or current.__context__
-    return None
-
-
-def _refusals_text(refused: list[tuple[str, str]]) -> str:
-    return "; ".join(f"{module!r} is not among the checked files of {dist}" for module, dist in dict.fromkeys(refused))
-
-
 def component_label(pipeline: DataFlexPipeline, role: str) -> str:
     """``"<kind> <name> (<dist>==<version>)"`` of the scorer (``role="scorer"``) or the actuator, for errors."""
     spec = pipeline.scorer_spec if role == "scorer" else pipeline.actuator_spec
@@ -136,7 +115,6 @@ class ComponentCalls:
         :param role: ``scorer`` or ``actuator``.
         :param at_step: the training step, for messages (``None`` outside a step).
         :raises ComponentError: the call raised, or changed an input in place.
-        :raises PluginLoadError: the call imported a module the plugin lock refuses.
         """
         component = self.pipeline.scorer if role == "scorer" else self.pipeline.actuator
         label = self.label(role)
@@ -144,27 +122,18 @@ class ComponentCalls:
         watched = [(where, tensor, tensor._version) for where, tensor in _tensors(args, kwargs)]
         frozen = _freeze(args)
         before = ProcessState.capture()
-        refusals = len(CHECKED_IMPORTER.refused)
         token = WATCHDOG.begin(f"{label}: {method}()", at_step, self.budget_s) if self.budget_s else None
         try:
             with torch.no_grad():
                 out = getattr(component, method)(*args, **kwargs)
         except (Exception, SystemExit) as exc:
-            raise self._named(label, method, at_step, exc, CHECKED_IMPORTER.refused[refusals:]) from exc
+            raise self._named(label, method, at_step, exc) from exc
         finally:
             if token is not None:
                 WATCHDOG.end(token)
             for array in frozen:
                 array.flags.writeable = True
             self._put_back(before, label, method, at_step)
-        refused = CHECKED_IMPORTER.refused[refusals:]
-        if refused and (label, "lock") not in self._warned:
-            self._warned.add((label, "lock"))
-            logger.warning(
-                "dataflex: %s went on in %s()%s without a module the plugin lock refused to import (%s): a file in a "
-                "locked package that the lock does not list. Warned once per component",
-                label, method, _at(at_step), _refusals_text(refused),
-            )  # fmt: skip
         changed = [where for where, tensor, version in watched if tensor._version != version]
         if changed:
             raise ComponentError(
@@ -173,17 +142,7 @@ class ComponentCalls:
             )
         return out
 
-    def _named(
-        self, label: str, method: str, step: int | None, exc: BaseException, refused: list[tuple[str, str]]
-    ) -> Exception:
-        in_chain = _refused_by_lock(exc)
-        if refused or in_chain is not None:
-            return PluginLoadError(
-                f"{label}: {method}(){_at(step)} imported a module the plugin lock did not check "
-                f"({_refusals_text(refused) if refused else in_chain}) and failed ({type(exc).__name__}: {exc}); the "
-                "run stops whatever dataflex.on_invalid says. Reinstall the plugin as locked, or lock it again "
-                "(`dataflex lock`) if the file is meant to be there"
-            )
+    def _named(self, label: str, method: str, step: int | None, exc: BaseException) -> Exception:
         text = str(exc).strip()
         if isinstance(exc, ValueError) and "read-only" in text:
             text += f" ({INPUT_RULE})"

@@ -2,11 +2,10 @@
 
 A component runs inside the framework's training process, where a few
 settings are global: torch's default dtype, its float32 matmul precision
-(TF32), its deterministic-algorithms mode and CPU thread count, the lock's
-import finder first on ``sys.meta_path``, and the global random number
-generators (torch's CPU generator and the current CUDA device's, numpy's
+(TF32), its deterministic-algorithms mode and CPU thread count, and the
+global random number generators (torch's CPU generator and the current CUDA device's, numpy's
 legacy one, Python's ``random``). A plugin that sets one would change the
-framework's numerics, its random stream or what it imports, for the rest of
+framework's numerics or its random stream, for the rest of
 the run and far from the plugin. So each call is bracketed: what it changed
 is named (:meth:`ProcessState.changes`) and put back (:meth:`ProcessState.restore`).
 
@@ -18,14 +17,11 @@ own seeded ``torch.Generator`` (in its ``state_dict``, so a resume continues it)
 from __future__ import annotations
 
 import random
-import sys
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import torch
-
-from ..lock.importer import CHECKED_IMPORTER, install
 
 
 def _numpy_state_equal(a: Any, b: Any) -> bool:
@@ -36,13 +32,6 @@ def _cuda_rng() -> torch.Tensor | None:
     return torch.cuda.get_rng_state() if torch.cuda.is_available() and torch.cuda.is_initialized() else None
 
 
-def _lock_finder_first() -> bool | None:
-    """Whether the lock's finder leads ``sys.meta_path``; ``None`` when no lock registered any module."""
-    if not (CHECKED_IMPORTER.modules or CHECKED_IMPORTER.namespaces):
-        return None
-    return bool(sys.meta_path) and sys.meta_path[0] is CHECKED_IMPORTER
-
-
 @dataclass
 class ProcessState:
     """The framework's process-wide settings at one moment."""
@@ -51,7 +40,6 @@ class ProcessState:
     matmul_precision: str
     deterministic: tuple[bool, bool]
     threads: int
-    lock_finder_first: bool | None
     torch_rng: torch.Tensor
     cuda_rng: torch.Tensor | None
     numpy_rng: Any
@@ -67,7 +55,6 @@ class ProcessState:
                 torch.is_deterministic_algorithms_warn_only_enabled(),
             ),
             threads=torch.get_num_threads(),
-            lock_finder_first=_lock_finder_first(),
             torch_rng=torch.get_rng_state(),
             cuda_rng=_cuda_rng(),
             numpy_rng=np.random.get_state(),
@@ -81,8 +68,6 @@ class ProcessState:
             before, after = getattr(self, name), getattr(now, name)
             if before != after:
                 out[name] = f"{before} -> {after}"
-        if self.lock_finder_first and not now.lock_finder_first:
-            out["lock_finder"] = "first on sys.meta_path -> displaced"
         drawn = [
             name
             for name, same in (
@@ -110,8 +95,6 @@ class ProcessState:
             torch.use_deterministic_algorithms(self.deterministic[0], warn_only=self.deterministic[1])
         if "threads" in changed:
             torch.set_num_threads(self.threads)
-        if "lock_finder" in changed:
-            install()
         if "rng" in changed:
             torch.set_rng_state(self.torch_rng)
             if self.cuda_rng is not None:

@@ -4,9 +4,8 @@ One or two faults of each class issue 24 found, written once so that a host's
 tests, and every host added later, keep each class closed:
 
 - **security**: a locked plugin that, at run time, imports a module planted in
-  its package after the lock was written (:data:`LAZY_PLUGIN`, :data:`PLANTED`),
-  and a locked plugin whose import installs a hook serving another locked
-  plugin's module from unhashed code (:data:`HOOK_PLUGIN`);
+  its package after the lock was written (:data:`LAZY_PLUGIN`, :data:`PLANTED`):
+  the lock refuses the file, the call fails as any other;
 - **silent wrong training**: weights whose float32 sum overflows
   (``hostile_overflow``), a scorer that changes a framework tensor in place
   (``hostile_shifts_logps``), weights that carry an autograd graph
@@ -265,43 +264,4 @@ def magnitude(batch):
 
     return torch.ones(len(batch))
 """
-#: The step's refusal, whatever ``on_invalid`` says.
-LOCK_REFUSAL = (
-    r"scorer hs_lazy_fast \(hs-lazy==0\.1\.0\): score\(\) at step \d+ imported a module the plugin lock did not "
-    r"check \('hs_lazy\.accel' is not among the checked files of hs-lazy\) and failed \(ImportError: .*\); the run "
-    r"stops whatever dataflex\.on_invalid says"
-)
 LAZY_BLOCK = {"mechanism": "reweight", "scorer": {"name": "hs_lazy_fast"}, "actuator": {"name": "hostile_plus"}}
-
-
-# -- security: a locked plugin that installs an import hook when it is imported ---------------------------
-
-#: A locked plugin that, when imported, puts a finder in front of ``sys.meta_path`` serving ``hs_lazy.accel``
-#: (a module of another locked plugin, imported at step time) from the file ``$HS_PLANTED``, which nobody hashed.
-#: Its distribution, ``hs-hook``, sorts before ``hs-lazy``: its entry point is imported first.
-HOOK_PLUGIN = {
-    "hs_hook/__init__.py": """
-import importlib.abc
-import importlib.util
-import os
-import sys
-
-
-class PlantedLoader(importlib.abc.Loader):
-    def create_module(self, spec):
-        return None
-
-    def exec_module(self, module):
-        exec(open(os.environ["HS_PLANTED"]).read(), module.__dict__)
-
-
-class ServesAnotherPlugin(importlib.abc.MetaPathFinder):
-    def find_spec(self, name, path=None, target=None):
-        return importlib.util.spec_from_loader(name, PlantedLoader()) if name == "hs_lazy.accel" else None
-
-
-sys.meta_path.insert(0, ServesAnotherPlugin())
-"""
-}
-#: :data:`LAZY_PLUGIN` with its optional module shipped (and locked), so its step-time import has a checked file.
-LAZY_PLUGIN_WITH_ACCEL = {**LAZY_PLUGIN, PLANTED: PLANTED_TAIL}

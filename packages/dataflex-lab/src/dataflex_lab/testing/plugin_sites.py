@@ -17,6 +17,7 @@ import base64
 import hashlib
 import importlib
 import importlib.metadata
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -115,8 +116,39 @@ class PipSite:
         wheel = build_wheel(self.wheels / f"{dist}-{version}", dist, version, files, entry_points)
         self.pip("install", "--no-deps", "--no-index", str(wheel))
 
+    def install_many(self, dists: list[tuple[str, str, dict[str, str], dict[str, str]]]) -> None:
+        """Build and pip-install several ``(dist, version, files, entry_points)`` in one pip run."""
+        wheels = [build_wheel(self.wheels / f"{d}-{v}", d, v, files, eps) for d, v, files, eps in dists]
+        self.pip("install", "--no-deps", "--no-index", *map(str, wheels))
+
     def uninstall(self, dist: str) -> None:
         self.pip("uninstall", "--yes", dist)
+
+    def keep(self) -> None:
+        """Remember the site as installed now; :meth:`reset` puts it back (tests sharing one install)."""
+        kept = self.root.with_name("site-packages.kept")
+        shutil.rmtree(kept, ignore_errors=True)
+        shutil.copytree(self.root, kept, symlinks=True)
+
+    def reset(self) -> None:
+        """The site as :meth:`keep` left it, and none of its modules imported."""
+        shutil.rmtree(self.root)
+        shutil.copytree(self.root.with_name("site-packages.kept"), self.root, symlinks=True)
+        self.forget_modules()
+
+    def hide(self, *dists: str) -> None:
+        """Make installed distributions invisible to ``importlib.metadata`` (as if not installed); see :meth:`show`."""
+        for dist in dists:
+            for info in self.root.glob(f"{dist.replace('-', '_')}-*.dist-info"):
+                info.rename(info.with_name(info.name + ".hidden"))
+        importlib.invalidate_caches()
+
+    def show(self, *dists: str) -> None:
+        """Undo :meth:`hide`: the distributions are installed again, as pip left them."""
+        for dist in dists:
+            for info in self.root.glob(f"{dist.replace('-', '_')}-*.dist-info.hidden"):
+                info.rename(info.with_name(info.name.removesuffix(".hidden")))
+        importlib.invalidate_caches()
 
     def pip(self, *args: str) -> None:
         command = [sys.executable, "-m", "pip", "--python", str(self.python), "--quiet", "--disable-pip-version-check"]
