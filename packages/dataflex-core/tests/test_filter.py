@@ -241,7 +241,7 @@ def test_every_rounds_rollouts_feed_the_ledger_and_match_the_compute_counters(tm
 
 def test_the_filters_ledger_needs_its_prompt_key():
     with pytest.raises(ConfigError, match="keyed by dataflex.prompt_key; set prompt_key"):
-        session({**DAPO, "ledger": {"load": "x.jsonl"}})
+        session({**DAPO, "ledger": {"load": "x.parquet"}})
     with pytest.raises(ConfigError, match="dataflex.prompt_key must name the dataset column"):
         session({**DAPO, "prompt_key": ""})
 

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-import json
-
+import numpy as np
 import pyarrow.parquet as pq
 import pytest
 import torch
@@ -83,16 +82,17 @@ def test_the_uniform_reward_streak_counts_the_latest_visits_in_a_row():
     assert int(ledger.uniform_reward_steps[0]) == 3
 
 
-def legacy_jsonl(ledger: PromptLedger, path) -> None:
-    """The JSON Lines file this release's export wrote (a header line, then one record per prompt)."""
-    header = {
-        "format": "dataflex-ledger", "version": 1, "prompt_key": ledger.ids.key, "prompts": len(ledger),
-        "ids_fingerprint": ledger.ids.fingerprint(), "success_threshold": None, "last_step": ledger.last_step,
-    }  # fmt: skip
-    lines = [json.dumps(header)]
-    for row, prompt_id in enumerate(ledger.ids.values.tolist()):
-        lines.append(json.dumps({"id": prompt_id, **{c: getattr(ledger, c)[row].item() for c in COLUMNS}}))
-    path.write_text("\n".join(lines) + "\n")
+def write_records(ledger: PromptLedger, path, edit) -> None:
+    """The ledger's export with its records changed by ``edit`` (a list of per-prompt dicts), as a file an
+    offline pass could write."""
+    records = [
+        {"id": prompt_id, **{c: float(getattr(ledger, c)[row]) for c in COLUMNS}}
+        for row, prompt_id in enumerate(ledger.ids.values.tolist())
+    ]
+    edit(records)
+    ids = np.asarray([record["id"] for record in records], dtype=np.int64)
+    columns = {c: torch.tensor([record[c] for record in records], dtype=torch.float64) for c in COLUMNS}
+    ledger_file.write_parquet(str(path), ids, columns, ledger.header())
 
 
 def test_the_exported_file_warm_starts_a_ledger_over_the_same_prompts_in_another_order(tmp_path):
@@ -106,14 +106,6 @@ def test_the_exported_file_warm_starts_a_ledger_over_the_same_prompts_in_another
     other_host = PromptLedger(PromptIds([12, 10, 11], "index"))  # another host's row order
     other_host.load(path)
     assert by_id(other_host) == by_id(ledger) and other_host.last_step == 2 and other_host.seen_fraction == 2 / 3
-
-
-def test_this_releases_json_lines_files_still_load(tmp_path):
-    ledger = fed_ledger()
-    legacy_jsonl(ledger, tmp_path / "ledger.jsonl")
-    other_host = PromptLedger(PromptIds([12, 10, 11], "index"))
-    other_host.load(tmp_path / "ledger.jsonl")
-    assert by_id(other_host) == by_id(ledger) and other_host.last_step == 2
 
 
 def test_parquet_round_trips_over_many_row_groups_with_string_ids(tmp_path, monkeypatch):
@@ -201,23 +193,19 @@ def test_more_successes_than_rollouts_is_named_by_row_past_the_first_check_block
 @pytest.mark.parametrize(
     ("edit", "message"),
     [
-        (lambda r: r[2].update(id=10), r"line 4 lists prompt id 10 a second time"),
-        (lambda r: r[0].update(rollouts=-1), r"line 2 \(id 10\) has rollouts=-1: it is at least 0"),
-        (lambda r: r[0].update(times_sampled=2.7), r"line 2 \(id 10\) has times_sampled=2.7: .* whole number"),
-        (lambda r: r[1].update(successes=float("inf")), r"line 3 \(id 11\) has successes=inf: .* finite"),
-        (lambda r: r[1].update(reward_sum=float("nan")), r"line 3 \(id 11\) has reward_sum=nan: .* finite"),
-        (lambda r: r[0].update(successes=9.0), r"line 2 \(id 10\) has successes=9.0: .* one success per rollout"),
-        (lambda r: r[0].update(rollouts="4"), r"line 2 \(id 10\) has rollouts='4': every counter is a number"),
-        (lambda r: r.pop(), r"has 2 records but its header lists 3 prompts: it is truncated"),
+        (lambda r: r[2].update(id=10), r"row 2 lists prompt id 10 a second time"),
+        (lambda r: r[0].update(rollouts=-1), r"row 0 \(id 10\) has rollouts=-1: it is at least 0"),
+        (lambda r: r[0].update(times_sampled=2.7), r"row 0 \(id 10\) has times_sampled=2.7: .* whole number"),
+        (lambda r: r[1].update(successes=float("inf")), r"row 1 \(id 11\) has successes=inf: .* finite"),
+        (lambda r: r[1].update(reward_sum=float("nan")), r"row 1 \(id 11\) has reward_sum=nan: .* finite"),
+        (lambda r: r[0].update(successes=9.0), r"row 0 \(id 10\) has successes=9.0: .* one success per rollout"),
+        (lambda r: r.pop(), r"has 2 rows but its header lists 3 prompts: it is truncated"),
     ],
 )
-def test_a_warm_start_refuses_values_no_run_records_naming_file_line_column_and_value(tmp_path, edit, message):
-    path = tmp_path / "ledger.jsonl"
-    legacy_jsonl(fed_ledger(), path)
-    header, *records = [json.loads(line) for line in path.read_text().splitlines()]
-    edit(records)
-    path.write_text("\n".join(json.dumps(line) for line in [header, *records]) + "\n")
-    with pytest.raises(ConfigError, match=f"ledger .*ledger.jsonl .*{message}"):
+def test_a_warm_start_refuses_values_no_run_records_naming_file_row_column_and_value(tmp_path, edit, message):
+    path = tmp_path / "ledger.parquet"
+    write_records(fed_ledger(), path, edit)
+    with pytest.raises(ConfigError, match=f"ledger .*ledger.parquet .*{message}"):
         PromptLedger(PromptIds([10, 11, 12], "index")).load(path)
 
 
@@ -250,23 +238,10 @@ def test_a_ledger_of_another_dataset_is_refused(tmp_path, ids, key, message):
         PromptLedger(PromptIds(ids, key)).load(path)
 
 
-@pytest.mark.parametrize(
-    ("text", "message"),
-    [
-        ("", "is not a DataFlex ledger"),
-        ('{"format": "dataflex-ledger", "version": 9}\n', "ledger version 9, but this dataflex-core reads version 1"),
-        ("not json\n", "line 1 is not JSON"),
-        (
-            '{"format": "dataflex-ledger", "version": 1, "prompt_key": "index", "prompts": 1, "ids_fingerprint": "x"}\n'
-            '{"id": 10, "rolouts": 3}\n',
-            r"line 2 has unknown counters \['rolouts'\]",
-        ),
-    ],
-)
-def test_a_file_that_is_not_a_ledger_is_named(tmp_path, text, message):
+def test_a_file_that_is_not_parquet_is_named(tmp_path):
     path = tmp_path / "ledger.jsonl"
-    path.write_text(text)
-    with pytest.raises(ConfigError, match=message):
+    path.write_text('{"format": "dataflex-ledger", "version": 1, "prompt_key": "index", "prompts": 1}\n')
+    with pytest.raises(ConfigError, match="ledger .*ledger.jsonl is not a Parquet file; give a ledger session.export"):
         PromptLedger(PromptIds([10], "index")).load(path)
 
 
@@ -321,7 +296,7 @@ def test_success_threshold_must_be_finite_at_mount(threshold):
 
 
 def test_ledger_settings_are_checked():
-    with pytest.raises(ConfigError, match="dataflex.ledger must be a mapping with the key load"):
+    with pytest.raises(ConfigError, match=r"dataflex.ledger has unknown keys \['path'\]; it accepts \['load'\]"):
         curriculum_session(ledger={"path": "x"})
     with pytest.raises(ConfigError, match="dataflex.ledger is read only by mechanism: curriculum"):
         DataFlexSession(

@@ -7,7 +7,6 @@ way a host reaches the mounted mechanism's code, and ``None`` for a seam the mec
 from __future__ import annotations
 
 import dataclasses
-import warnings
 
 import pytest
 import torch
@@ -135,16 +134,7 @@ def test_select_tells_the_host_through_the_loss_weights_seam_what_to_do_with_the
     assert not plain.recompute_advantage and not plain.hard_drop
 
 
-def test_the_flags_of_0_3_still_declare_seams_with_a_warning_and_read_back_from_the_seams():
-    with pytest.warns(DeprecationWarning, match=r"refill=\.\.\.\) is deprecated"):
-        old = HostCapabilities(name="old", refill=True, resampling=False, allocate_reason="fixed n")
-    assert old.provides(GenerationRounds) and not old.provides(TrainSampler) and not old.provides(PromptCounts)
-    assert old.support(PromptCounts).reason == "fixed n" and old.provides(LossWeights)
-    new = HostCapabilities(name="new", seams={TrainSampler: SeamSupport(True), PromptCounts: SeamSupport(False, "x")})
-    assert new.resampling and not new.refill and not new.allocate and new.allocate_reason == "x"
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
-        assert dataclasses.replace(new, name="copy").seams == new.seams  # replace() passes the read-back flags
+def test_a_host_declares_seam_classes_only():
     with pytest.raises(TypeError, match="keys are seam classes"):
         HostCapabilities(name="bad", seams={"generation_rounds": SeamSupport(True)})
 

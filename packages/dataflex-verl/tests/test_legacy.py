@@ -19,6 +19,7 @@ import pytest
 import torch
 
 from dataflex_core import ConfigError
+from dataflex_core.step import GenerationRounds
 from dataflex_lab.testing.batches import grpo_layout
 
 pytestmark = pytest.mark.verl
@@ -193,7 +194,7 @@ DAPO = {"mechanism": "filter", "scorer": {"name": "group_reward_variance"}, "act
 def test_filter_mounts_with_its_refill_sampler_built_before_a_resume_restores_it(make_config):
     """The legacy trainer refills (generation rounds where fit pulls its prompts: tests/fit/test_fit_filter.py)."""
     trainer = legacy_trainer(make_config, DAPO)
-    assert trainer.dataflex.host.refill
+    assert trainer.dataflex.host.provides(GenerationRounds)
     assert "refill" in trainer.dataflex.stateful()  # its position travels with the component state
 
 

@@ -35,13 +35,13 @@ def dataflex_register_components(register: Register) -> None:
         declares a new kind by setting ``kind = "..."``); ``name`` defaults to ``cls.name``.
         A class that subclasses none of them fails this plugin's registration
         with an error naming the class and the bases.
-    :returns: nothing. Duplicate names and failing hooks behave as for the
-        per-kind hooks below, which stay as aliases for one release.
+    :returns: nothing. Duplicate names and failing hooks behave as for
+        :func:`dataflex_register_scorers`.
 
     Called once per plugin each time the registry is (re)built, before the
-    per-kind aliases.
+    scorer and reweighter hooks.
 
-    .. versionadded:: 0.5
+    .. versionadded:: 0.3
     """
 
 
@@ -61,7 +61,7 @@ def dataflex_register_mechanisms(register: Register) -> None:
     kinds it drives (its ``actuator_kind``, possibly a kind its own distribution declares) are
     registered through :func:`dataflex_register_components`.
 
-    .. versionadded:: 0.5
+    .. versionadded:: 0.3
     """
 
 
@@ -98,79 +98,14 @@ def dataflex_register_reweighters(register: Register) -> None:
     """
 
 
-@hookspec
-def dataflex_register_selectors(register: Register) -> None:
-    """Register the plugin's :class:`~dataflex_core.Selector` classes.
-
-    :param register: callback ``register(cls, name=None)``; ``cls`` must
-        subclass :class:`~dataflex_core.Selector`.
-    :returns: nothing. The registered class's ``act`` must return kept row
-        indices (LongTensor) or a 0/1 mask of shape ``(bs,)``.
-
-    Called once per plugin each time the registry is (re)built.
-
-    .. versionadded:: 0.1
-    """
-
-
-@hookspec
-def dataflex_register_mixers(register: Register) -> None:
-    """Register the plugin's :class:`~dataflex_core.Mixer` classes.
-
-    :param register: callback ``register(cls, name=None)``; ``cls`` must
-        subclass :class:`~dataflex_core.Mixer`.
-    :returns: nothing. The registered class's ``act`` must return one
-        non-negative proportion per domain, summing to one.
-
-    Called once per plugin each time the registry is (re)built.
-
-    .. versionadded:: 0.1
-    """
-
-
-@hookspec
-def dataflex_register_samplers(register: Register) -> None:
-    """Register the plugin's :class:`~dataflex_core.Sampler` classes (``mechanism: curriculum``).
-
-    :param register: callback ``register(cls, name=None)``; ``cls`` must
-        subclass :class:`~dataflex_core.Sampler`.
-    :returns: nothing. The registered class's ``act`` must return one
-        non-negative probability per candidate prompt, summing to one.
-
-    Called once per plugin each time the registry is (re)built.
-
-    .. versionadded:: 0.2
-    """
-
-
-@hookspec
-def dataflex_register_allocators(register: Register) -> None:
-    """Register the plugin's :class:`~dataflex_core.Allocator` classes (``mechanism: allocate``).
-
-    :param register: callback ``register(cls, name=None)``; ``cls`` must
-        subclass :class:`~dataflex_core.Allocator`.
-    :returns: nothing. The registered class's ``act`` must return one
-        integer rollout count per prompt, summing to the budget, each within
-        ``[n_min, n_max]``.
-
-    Called once per plugin each time the registry is (re)built.
-
-    .. versionadded:: 0.4
-    """
-
-
 #: The one hook for every kind; the kind comes from the class (``components.kind_of``).
 COMPONENTS_HOOK = "dataflex_register_components"
 
 #: The hook for mechanisms (kind ``mechanism``: the class must subclass ``dataflex_core.mechanisms.Mechanism``).
 MECHANISMS_HOOK = "dataflex_register_mechanisms"
 
-#: Per-kind aliases of :data:`COMPONENTS_HOOK`, kept for one release: which hook registers which kind.
+#: The hooks of the two kinds the project promises by name, beside :data:`COMPONENTS_HOOK`: which registers which.
 REGISTRATION_HOOKS = {
     "scorer": "dataflex_register_scorers",
     "reweighter": "dataflex_register_reweighters",
-    "selector": "dataflex_register_selectors",
-    "mixer": "dataflex_register_mixers",
-    "sampler": "dataflex_register_samplers",
-    "allocator": "dataflex_register_allocators",
 }

@@ -21,9 +21,8 @@ dataset's rows and back; :class:`PromptLedger` holds one entry per row:
 It is fed from each step's rewards (:meth:`PromptLedger.record`), travels with
 the checkpoints as columns in the component state, written once per checkpoint
 (it refuses state recorded for another dataset), and is exported to Parquet
-(:meth:`PromptLedger.export`) and loaded from Parquet, this release's JSON Lines
-files or a checkpoint folder (:meth:`PromptLedger.load`; ``dataflex.ledger.load:
-path``), so one run, an offline profiling pass or another host warm-starts the
+(:meth:`PromptLedger.export`) and loaded from Parquet or a checkpoint folder
+(:meth:`PromptLedger.load`; ``dataflex.ledger.load: path``), so one run, an offline profiling pass or another host warm-starts the
 next (:mod:`dataflex_core.ledger_file`).
 
 Resident memory: 12 counters of 8 bytes and the ids three times (the ids, their
@@ -39,8 +38,6 @@ response succeeds when its reward reaches it.
 
 from __future__ import annotations
 
-import hashlib
-import json
 import logging
 import math
 import os
@@ -61,8 +58,6 @@ from .ledger_file import (
     check_columns,
     checkpoint_ledger_state,
     ids_digest,
-    jsonl_columns,
-    read_jsonl,
     read_parquet,
     write_parquet,
 )
@@ -171,10 +166,6 @@ class PromptIds:
             self._digest = ids_digest(self._sorted)
         return self._digest
 
-    def fingerprint(self) -> str:
-        """The JSON Lines files' digest of the id set (a JSON dump of the sorted ids): read only for those."""
-        ordered = json.dumps(self._sorted.tolist(), separators=(",", ":"))
-        return hashlib.sha256(ordered.encode()).hexdigest()[:16]
 
 
 @dataclass(frozen=True)
@@ -430,33 +421,24 @@ class PromptLedger:
     def load(self, path: str | os.PathLike[str]) -> None:
         """Take the counts of an exported ledger: a warm start from another run or host.
 
-        ``path`` is a Parquet file (:meth:`export`), a JSON Lines file of this release, or a checkpoint folder
-        (its component state). File records are matched to this dataset's rows by id, so a file may list them
+        ``path`` is a Parquet file (:meth:`export`) or a checkpoint folder (its component state). File records are matched to this dataset's rows by id, so a file may list them
         in another order; one recorded for another dataset (another prompt key, or another set of ids), an id
         listed twice, a truncated file or a counter no run records is refused.
 
-        :raises ConfigError: naming the file, the row or line, the column and the value, and the fix.
+        :raises ConfigError: naming the file, the row, the column and the value, and the fix.
         """
         path = os.fspath(path)
         if os.path.isdir(path):
             self.load_state_dict(checkpoint_ledger_state(path), f"the checkpoint {path}")
             logger.info("dataflex: the prompt ledger starts from checkpoint %s (%d prompts)", path, len(self))
             return
-        with open(path, "rb") if os.path.exists(path) else _missing(path) as handle:
-            parquet = handle.read(4) == b"PAR1"
-        if parquet:
-            header, chunks = read_parquet(path)
-            self._check_header(path, header, "ids_digest", self.ids.digest())
-        else:
-            header, records = read_jsonl(path)
-            self._check_header(path, header, "ids_fingerprint", self.ids.fingerprint())
-            ids = np.asarray([record["id"] for record in records], dtype=object)
-            chunks = iter([(0, ids, jsonl_columns(path, records))])
+        header, chunks = read_parquet(_parquet_path(path))
+        self._check_header(path, header, "ids_digest", self.ids.digest())
         # written into the ledger's own columns one chunk at a time (no second set of columns: the peak beside
         # the ledger is a chunk and one byte per prompt); a refused file leaves the ledger fresh, never half-read
         self._reset()
         try:
-            self._fill(path, chunks, parquet)
+            self._fill(path, chunks)
         except BaseException:
             self._reset()
             raise
@@ -470,21 +452,19 @@ class PromptLedger:
             getattr(self, column).fill_(fresh)
         self.last_step, self._seen = 0, 0
 
-    def _fill(self, path: str, chunks: Any, parquet: bool) -> None:
+    def _fill(self, path: str, chunks: Any) -> None:
         """Write each checked chunk ``(first_row, ids, {column: values})`` of a file into the columns by id."""
         filled = torch.zeros(len(self), dtype=torch.bool)
-        where = "row" if parquet else "line"
         for first, ids, values in chunks:
             rows = self.ids.rows(ids, f"the records of {path}")
-            check_columns(path, values, first, ids, lines=not parquet)
+            check_columns(path, values, first, ids)
             index = _run(rows)  # a file in the dataset's order: a slice, copied as such
             repeat = filled[index] if isinstance(index, slice) else filled[rows] | _repeated(rows)
             if bool(repeat.any()):
                 i = int(torch.nonzero(repeat)[0])
                 prompt = ids[i].item() if isinstance(ids[i], np.generic) else ids[i]
-                number = first + i + (2 if not parquet else 0)
                 raise ConfigError(
-                    f"the ledger {path} {where} {number} lists prompt id {prompt!r} a second time; each prompt has "
+                    f"the ledger {path} row {first + i} lists prompt id {prompt!r} a second time; each prompt has "
                     "one record: export the ledger again, or unset dataflex.ledger.load"
                 )
             filled[index] = True
@@ -550,8 +530,19 @@ def _repeated(rows: torch.Tensor) -> torch.Tensor:
     return torch.from_numpy(later)
 
 
-def _missing(path: str) -> Any:
-    raise ConfigError(f"dataflex.ledger.load={path!r} does not exist; give an exported ledger or a checkpoint folder")
+def _parquet_path(path: str) -> str:
+    """``path``, once it is seen to be a Parquet file (the ledger's one file format)."""
+    if not os.path.exists(path):
+        raise ConfigError(
+            f"dataflex.ledger.load={path!r} does not exist; give an exported ledger or a checkpoint folder"
+        )
+    with open(path, "rb") as handle:
+        if handle.read(4) != b"PAR1":
+            raise ConfigError(
+                f"the ledger {path} is not a Parquet file; give a ledger session.export_ledger wrote (Parquet) or a "
+                "checkpoint folder"
+            )
+    return path
 
 
 #: The ``dataflex:`` block key of the ledger's settings (``ledger: {load: path}``), with its default.
@@ -590,14 +581,9 @@ def ledger_load_path(block: Any) -> str | None:
 
 
 def read_ledger(path: str | os.PathLike[str]) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    """``(header, records)`` of a ledger file, Parquet or JSON Lines (records: one dict per prompt; for tests
-    and small files: it holds every record at once)."""
-    path = os.fspath(path)
-    with open(path, "rb") if os.path.exists(path) else _missing(path) as handle:
-        parquet = handle.read(4) == b"PAR1"
-    if not parquet:
-        return read_jsonl(path)
-    header, chunks = read_parquet(path)
+    """``(header, records)`` of an exported ledger (records: one dict per prompt; for tests and small files: it
+    holds every record at once)."""
+    header, chunks = read_parquet(_parquet_path(os.fspath(path)))
     records = []
     for _, ids, values in chunks:
         for i, prompt_id in enumerate(ids.tolist()):

@@ -1,19 +1,18 @@
-"""The ledger's files: Parquet export/import in row groups, this release's JSON Lines, a checkpoint's state, checked.
+"""The ledger's files: Parquet export/import in row groups, a checkpoint's state, checked.
 
-A warm start (``dataflex.ledger.load``) reads one of three things:
+A warm start (``dataflex.ledger.load``) reads one of two things:
 
 - a Parquet file (:func:`write_parquet`): one row per prompt, the column ``id`` and
   every counter, the header (format, prompt key, digest of the ids) in the schema's
   metadata. Written one row group (:data:`ROW_GROUP` prompts) and read one batch (:data:`READ_BATCH`) at a time, so
   memory beyond the ledger's own columns stays bounded; the format verl's datasets
   already use, readable by pandas, polars, DuckDB and Spark;
-- a JSON Lines file of this release (a header line, then one record per prompt);
 - a checkpoint folder: the ledger inside its component state (``dataflex_state.pt``).
 
 Every value is checked before it reaches a counter (:func:`check_columns`): a
 repeated id, a count that is negative, fractional, infinite or NaN, more
-successes than rollouts, a truncated file; the error names the file, the row (or
-line), the column and the value.
+successes than rollouts, a truncated file; the error names the file, the row,
+the column and the value.
 """
 
 from __future__ import annotations
@@ -30,9 +29,8 @@ import torch
 
 from .errors import ConfigError
 
-#: The format the header names, per file kind (bumped only for changes older readers cannot understand).
+#: The format the header names, and its version (bumped only for changes older readers cannot understand).
 LEDGER_FORMAT = "dataflex-ledger"
-JSONL_VERSION = 1
 PARQUET_VERSION = 2
 #: Prompts per Parquet row group and per read batch: what one write or read holds beside the ledger (about
 #: 13 MiB of columns; the writer keeps one row group's pages until it closes it).
@@ -75,23 +73,14 @@ def ids_digest(sorted_ids: np.ndarray) -> str:
     return digest.hexdigest()[:16]
 
 
-def check_columns(
-    source: str,
-    columns: Mapping[str, np.ndarray],
-    first_row: int,
-    ids: np.ndarray,
-    *,
-    lines: bool = False,
-    known: Mapping[str, tuple[float, float]] | None = None,
-) -> None:
+def check_columns(source: str, columns: Mapping[str, np.ndarray], first_row: int, ids: np.ndarray) -> None:
     """Refuse a counter that no run records: each is finite, at least :data:`LOWEST`, whole for the counts,
     ``last_success_rate`` in [0, 1], ``successes`` at most ``rollouts``. ``columns`` are numpy arrays (integer
-    or float) of rows ``first_row ...`` (``lines``: named as JSON Lines line numbers); ``known``: the
-    ``(least, largest)`` of columns a check before this one already took (no second pass over them)."""
+    or float) of rows ``first_row ...``."""
 
     def fail(name: str, bad: np.ndarray, values: np.ndarray, reason: str) -> None:
         i = int(np.flatnonzero(bad)[0])
-        where = f"line {first_row + i + 2}" if lines else f"row {first_row + i}"
+        where = f"row {first_row + i}"
         value = float(values[i])
         shown = int(value) if value.is_integer() and COLUMNS[name][0] == torch.long else value
         prompt = ids[i].item() if isinstance(ids[i], np.generic) else ids[i]
@@ -106,7 +95,7 @@ def check_columns(
             continue
         # one pass per column on a valid one (its least and largest value: a NaN or an infinity shows there);
         # the mask that locates the bad row only when that pass says there is one
-        least, most = known[name] if known and name in known else extremes(values)
+        least, most = extremes(values)
         if not whole and not (math.isfinite(least) and math.isfinite(most)):
             finite = np.isfinite(values)
             fail(name, ~finite, values, "every counter is a finite number")
@@ -230,78 +219,6 @@ def read_parquet(path: str) -> tuple[dict[str, Any], Iterator[tuple[int, np.ndar
             first += len(ids)
 
     return header, chunks()
-
-
-def read_jsonl(path: str) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    """``(header, records)`` of this release's JSON Lines ledger, checked line by line (a truncated file named)."""
-    try:
-        with open(path, encoding="utf-8") as handle:
-            lines = [line for line in handle.read().splitlines() if line.strip()]
-    except UnicodeDecodeError as exc:
-        raise ConfigError(
-            f"the ledger {path} is not UTF-8 text at byte {exc.start}; it is not an exported ledger"
-        ) from None
-    except OSError as exc:
-        raise ConfigError(
-            f"dataflex.ledger.load={path!r} cannot be read ({exc.strerror}); give an exported ledger"
-        ) from None
-    entries = []
-    for number, line in enumerate(lines, start=1):
-        try:
-            entry = json.loads(line)
-        except json.JSONDecodeError as exc:
-            end = " (the last line: the file is truncated)" if number == len(lines) else ""
-            raise ConfigError(
-                f"{path} line {number} is not JSON ({exc.msg}){end}; it is not an exported ledger"
-            ) from None
-        if not isinstance(entry, dict):
-            raise ConfigError(f"{path} line {number} is a {type(entry).__name__}, not a JSON object")
-        entries.append(entry)
-    header = entries[0] if entries else {}
-    if header.get("format") != LEDGER_FORMAT:
-        raise ConfigError(
-            f"{path} is not a DataFlex ledger: its first line must be a header with format {LEDGER_FORMAT!r}"
-        )
-    if header.get("version") != JSONL_VERSION:
-        raise ConfigError(
-            f"{path} has ledger version {header.get('version')!r}, but this dataflex-core reads version "
-            f"{JSONL_VERSION}; upgrade dataflex-core to the version that wrote it"
-        )
-    missing = [key for key in ("prompt_key", "prompts", "ids_fingerprint") if key not in header]
-    if missing:
-        raise ConfigError(f"{path}: its header lacks {missing}; it is not an exported ledger")
-    records = entries[1:]
-    for number, record in enumerate(records, start=2):
-        if "id" not in record:
-            raise ConfigError(f"{path} line {number} has no prompt id ('id')")
-        unknown = sorted(set(record) - {"id", *COLUMNS})
-        if unknown:
-            raise ConfigError(f"{path} line {number} has unknown counters {unknown}; expected {list(COLUMNS)}")
-    if len(records) != header["prompts"]:
-        raise ConfigError(
-            f"the ledger {path} has {len(records)} records but its header lists {header['prompts']} prompts: it is "
-            "truncated or was edited; export it again"
-        )
-    return header, records
-
-
-def jsonl_columns(path: str, records: list[dict[str, Any]]) -> dict[str, np.ndarray]:
-    """The counters of JSON Lines records as float64 arrays; a value that is not a number is named by line."""
-    out = {}
-    for name, (_, fresh) in COLUMNS.items():
-        values = [record.get(name, fresh) for record in records]
-        for i, value in enumerate(values):
-            if isinstance(value, bool) or not isinstance(value, (int, float)):
-                raise ConfigError(
-                    f"the ledger {path} line {i + 2} (id {records[i]['id']!r}) has {name}={value!r}: every counter "
-                    "is a number; give a ledger a DataFlex run exported, or unset dataflex.ledger.load"
-                )
-        try:
-            out[name] = np.asarray(values, dtype=np.float64)
-        except OverflowError:
-            big = next(i for i, v in enumerate(values) if abs(v) > 2.0**1023)
-            raise ConfigError(f"the ledger {path} line {big + 2} has {name}={values[big]!r}: out of range") from None
-    return out
 
 
 def _is_ledger_state(state: Mapping[str, Any]) -> bool:

@@ -7,11 +7,8 @@ capabilities (:class:`HostCapabilities`); a mechanism (:mod:`dataflex_core.mecha
 (:class:`~dataflex_core.session.DataFlexSession`) above it.
 """
 
-import importlib
-import warnings
-from typing import Any
-
 from .blocks import BlockSampler, systematic_counts
+from .calls import component_label
 from .context import StepContext
 from .dataset import TrainDataset, dataset_column
 from .fields import CANONICAL_FIELDS, OUTCOME_FIELDS, PROMPT_FIELDS, CanonicalField, is_canonical, is_prompt_field
@@ -20,7 +17,7 @@ from .host import FieldSupport, HostCapabilities, SeamSupport
 from .metrics import weight_metrics
 from .mixture import DomainMixtureSampler
 from .on_invalid import ON_INVALID, InvalidOutputPolicy
-from .outputs import checked_scores, component_label
+from .outputs import checked_scores
 from .prompt_sampler import CurriculumSampler, candidate_batch, candidate_columns, candidate_fields
 from .result import StepResult
 from .seams import (
@@ -96,20 +93,3 @@ __all__ = [
     "unit_mean",
     "weight_metrics",
 ]
-
-#: Names of 0.3 that moved up to :mod:`dataflex_core.runner` (the runner sits above the mechanisms, which build
-#: on these primitives); ``dataflex_core.step.<name>`` still finds them, with a DeprecationWarning, until 0.5.
-MOVED_TO_RUNNER = frozenset(
-    {"HOST_KEYS", "DataFlexStep", "MountedStep", "check_pipeline", "host_settings", "mount_step"}
-)
-
-
-def __getattr__(name: str) -> Any:
-    if name in MOVED_TO_RUNNER:
-        warnings.warn(
-            f"dataflex_core.step.{name} moved to dataflex_core.runner.{name}; the old path goes in 0.5",
-            DeprecationWarning,
-            stacklevel=2,
-        )
-        return getattr(importlib.import_module("dataflex_core.runner"), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

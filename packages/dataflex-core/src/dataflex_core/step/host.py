@@ -14,11 +14,10 @@ says why and what to change.
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 
-from .seams import GenerationRounds, LossWeights, PromptCounts, Seam, TrainSampler
+from .seams import LossWeights, Seam
 from .weights import LOSS_UNITS
 
 #: ``HostCapabilities.drop_denominator`` values: the loss recounts the tokens of its mask, or divides by rows.
@@ -49,14 +48,6 @@ class SeamSupport:
     timings: tuple[str, ...] | None = None
 
 
-#: The 0.3 flags that became seams: flag -> (seam, the flag holding its reason).
-_SEAM_FLAGS: dict[str, tuple[type[Seam], str | None]] = {
-    "resampling": (TrainSampler, None),
-    "refill": (GenerationRounds, "refill_reason"),
-    "allocate": (PromptCounts, "allocate_reason"),
-}
-
-
 def _default_seams() -> dict[type[Seam], SeamSupport]:
     return {LossWeights: SeamSupport(True)}
 
@@ -84,12 +75,6 @@ class HostCapabilities:
     :param dataset_columns: names outside the vocabulary are dataset columns the host passes through.
     :param timings: scorer timings the host runs: ``post_reward`` / ``post_advantage`` in the step,
         ``pre_rollout`` in its train sampler (``mechanism: curriculum``).
-    :param resampling: deprecated (until 0.5): ``seams={TrainSampler: SeamSupport(...)}``; read, it says whether
-        the host provides that seam.
-    :param refill: deprecated (until 0.5): ``seams={GenerationRounds: SeamSupport(...)}``; likewise.
-    :param refill_reason: deprecated: that seam's ``SeamSupport.reason``.
-    :param allocate: deprecated (until 0.5): ``seams={PromptCounts: SeamSupport(...)}``; likewise.
-    :param allocate_reason: deprecated: that seam's ``SeamSupport.reason``.
     """
 
     name: str
@@ -104,11 +89,6 @@ class HostCapabilities:
     fields: Mapping[str, FieldSupport] = field(default_factory=dict)
     dataset_columns: bool = True
     timings: tuple[str, ...] = ("post_reward", "post_advantage")
-    resampling: bool | None = None
-    refill: bool | None = None
-    refill_reason: str | None = None
-    allocate: bool | None = None
-    allocate_reason: str | None = None
 
     def __post_init__(self) -> None:
         if self.drop_denominator not in DROP_DENOMINATORS:
@@ -123,25 +103,7 @@ class HostCapabilities:
                     f"HostCapabilities(name={self.name!r}).seams has the key {seam!r}; the keys are seam classes "
                     "of dataflex_core.step.seams, e.g. {GenerationRounds: SeamSupport(True)}"
                 )
-        for flag, (seam, reason_flag) in _SEAM_FLAGS.items():
-            value = getattr(self, flag)
-            reason = getattr(self, reason_flag) if reason_flag else None
-            if value is None and reason:  # a reason alone: the host lacks the seam, for that reason
-                value = False
-            declared = SeamSupport(bool(value), reason or "") if value is not None else None
-            if declared is not None and seams.get(seam, SeamSupport(False)) != declared:
-                warnings.warn(
-                    f"HostCapabilities({flag}=...) is deprecated and goes in 0.5; declare the seam instead: "
-                    f"seams={{{seam.__name__}: SeamSupport({declared.provided}, reason)}}",
-                    DeprecationWarning,
-                    stacklevel=3,
-                )
-                seams[seam] = declared
         object.__setattr__(self, "seams", seams)
-        for flag, (seam, reason_flag) in _SEAM_FLAGS.items():  # the 0.3 names, read from the seams
-            object.__setattr__(self, flag, self.provides(seam))
-            if reason_flag:
-                object.__setattr__(self, reason_flag, self.support(seam).reason)
 
     def support(self, seam: type[Seam]) -> SeamSupport:
         """Whether this host provides ``seam``, and why not (a seam it does not list: not provided, no reason)."""

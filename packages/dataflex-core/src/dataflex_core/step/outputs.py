@@ -15,7 +15,7 @@ import torch
 from ..contracts import check_scores
 from .calls import ComponentCalls, component_label
 
-#: ``component_label`` is the calls' (:mod:`.calls`), handed on for the readers of 0.3.
+#: The mechanisms take the label their errors name a component by from here, beside the checks that use it.
 __all__ = ["checked_scores", "component_label"]
 
 

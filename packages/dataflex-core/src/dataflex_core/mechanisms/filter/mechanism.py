@@ -21,7 +21,7 @@ trains on a smaller batch.
 The loss is the framework's own on the admitted groups (their advantages were
 computed within each group, so they are unchanged); the host recounts its
 token normaliser. Hosts that cannot generate within a step refuse ``filter``
-at mount (``HostCapabilities.refill``).
+at mount (the ``GenerationRounds`` seam).
 
 Every generated response feeds the per-prompt ledger (:mod:`dataflex_core.ledger`)
 when ``prompt_key`` names the dataset column of the prompt ids: each round's
