@@ -61,7 +61,6 @@ from .ledger_file import (
     read_parquet,
     write_parquet,
 )
-from .tensor_facts import EXTREMES, recall
 
 logger = logging.getLogger("dataflex_core.ledger")
 
@@ -384,9 +383,7 @@ class PromptLedger:
             # a loaded checkpoint's tensors are taken as they are (a copy would be a third of the read); only
             # another live ledger's columns (its state_dict does not copy them) are copied, so two stay apart
             columns[column] = value.clone() if value.untyped_storage().data_ptr() in live else value
-        # a resumed checkpoint's columns had their extremes taken by the state file's check (unchanged since)
-        known = {c: facts for c, v in columns.items() if (facts := recall(v, EXTREMES)) is not None}
-        check_columns(source, {c: v.numpy() for c, v in columns.items()}, 0, self.ids.values, known=known)
+        check_columns(source, {c: v.numpy() for c, v in columns.items()}, 0, self.ids.values)
         self._take(columns, int(state["last_step"]))
 
     def _check_threshold(self, saved: Any, what: str) -> None:
