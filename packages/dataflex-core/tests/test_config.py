@@ -122,11 +122,11 @@ def test_unknown_mechanism():
 
 
 @pytest.mark.parametrize("written", [[{"scorer": "advantage_magnitude"}], OmegaConf.create(["reweight"]), "reweight"])
-def test_a_block_that_is_not_a_mapping_is_a_config_error_everywhere_it_is_read(written):
-    from dataflex_core.lock.pinning import plugin_settings
-    from dataflex_core.runner import host_settings
+def test_a_block_that_is_not_a_mapping_is_a_config_error_where_it_is_read(written):
+    from dataflex_core.block import read_block
+    from dataflex_core.session import DataFlexSession
 
-    for read in (build_from_config, plugin_settings, host_settings):
+    for read in (build_from_config, read_block, DataFlexSession):  # read once, by one function
         with pytest.raises(ConfigError, match="the dataflex block must be a mapping of keys such as mechanism"):
             read(written)
 

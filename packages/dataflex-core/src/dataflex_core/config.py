@@ -1,10 +1,10 @@
-"""Build a scorer and an actuator from the ``dataflex:`` config block, with mount-time checks.
+"""Build a scorer and an actuator from the read ``dataflex:`` block (:class:`~dataflex_core.block.DataFlexBlock`).
 
-Every mistake a user can make in the block is reported here, before any
-training step runs: an unknown mechanism or key, an unknown component (with
-the closest installed name), an unknown or ill-typed param (with the accepted
-ones), an actuator of the wrong kind, a granularity the actuator does not
-accept, and a group-based component under a non-group advantage estimator.
+Every mistake a user can make in the components is reported here, before any
+training step runs: an unknown component (with the closest installed name), an
+unknown or ill-typed param (with the accepted ones), an actuator of the wrong
+kind, a granularity the actuator does not accept, and a group-based component
+under a non-group advantage estimator.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from .block import dataflex_block, to_plain
+from .block import DataFlexBlock
 from .components import Actuator, Scorer, accepted_params, declared_fields
 from .errors import (
     ConfigError,
@@ -33,22 +33,6 @@ from .registry import ComponentSpec, Registry
 class GroupsUncheckedWarning(UserWarning):
     """A component needs ``uid`` groups, but the estimator is unknown or not given, so it was not checked."""
 
-
-#: Keys of the ``dataflex:`` block that the core reads.
-CORE_KEYS = ("mechanism", "scorer", "actuator", "warmup_step")
-#: ``dataflex.mechanism`` when the block does not set it.
-DEFAULT_MECHANISM = "reweight"
-#: Read by the core, re-exported for the readers of 0.3 (:mod:`dataflex_core.block`).
-__all__ = [
-    "CORE_KEYS",
-    "DEFAULT_MECHANISM",
-    "DataFlexPipeline",
-    "GroupsUncheckedWarning",
-    "build_pipeline",
-    "check_block_keys",
-    "dataflex_block",
-    "to_plain",
-]
 
 
 @dataclass
@@ -80,7 +64,7 @@ class DataFlexPipeline:
         return step >= self.warmup_step
 
 
-def _component_entry(block: dict[str, Any], role: str) -> tuple[str, dict[str, Any]]:
+def _component_entry(block: Mapping[str, Any], role: str) -> tuple[str, dict[str, Any]]:
     entry = block.get(role)
     if entry is None:
         raise ConfigError(f"dataflex.{role} is missing; write e.g. {role}: {{name: ..., params: {{}}}}")
@@ -190,19 +174,8 @@ def instantiate(spec: ComponentSpec, params: Mapping[str, Any], role: str) -> An
         raise ConfigError(f"dataflex.{role} {spec.label} rejected params {dict(params)}: {exc}") from exc
 
 
-def check_block_keys(block: Mapping[str, Any], extra_keys: Iterable[str] = ()) -> None:
-    """Every key of the plain ``block`` is the core's (:data:`CORE_KEYS`) or one of ``extra_keys``; an unknown key is
-    a :class:`ConfigError` with the closest known one."""
-    known_keys = (*CORE_KEYS, *extra_keys)
-    unknown = sorted(set(block) - set(known_keys))
-    if unknown:
-        close = {k: difflib.get_close_matches(k, known_keys, n=1, cutoff=0.6) for k in unknown}
-        hints = "".join(f"; did you mean {v[0]!r} for {k!r}?" for k, v in close.items() if v)
-        raise ConfigError(f"dataflex block has unknown key(s) {unknown}{hints} accepted keys: {', '.join(known_keys)}")
-
-
 def build_pipeline(
-    dataflex_cfg: Any,
+    block: DataFlexBlock,
     *,
     actuator_kind: str,
     adv_estimator: str | None = None,
@@ -210,13 +183,13 @@ def build_pipeline(
     extra_keys: Iterable[str] = (),
     registry: Registry | None = None,
 ) -> DataFlexPipeline:
-    """Build the scorer and the actuator a ``dataflex:`` block describes, the actuator of kind ``actuator_kind``.
+    """Build the scorer and the actuator a read ``dataflex:`` block describes, the actuator of kind ``actuator_kind``.
 
     Which kind that is, is the mechanism's to say (its ``actuator_kind``); the runner resolves the mechanism
-    once and hands the kind here (:func:`dataflex_core.build_from_config` does both for a block alone).
+    once and hands the kind here (:func:`dataflex_core.build_from_config` does both for a block alone). The
+    block's keys were checked by whoever read it (:func:`~dataflex_core.block.check_block_keys`).
 
-    :param dataflex_cfg: dict or OmegaConf node with ``mechanism``, ``scorer``,
-        ``actuator`` and ``warmup_step`` (plus any ``extra_keys``).
+    :param block: the block, read once (:func:`~dataflex_core.block.read_block`).
     :param actuator_kind: the component kind ``dataflex.actuator`` must be (``reweighter``, ``selector``, ...).
     :param adv_estimator: the host's advantage estimator, for the
         ``needs_groups`` check; ``None`` skips it.
@@ -227,22 +200,13 @@ def build_pipeline(
     :param extra_keys: block keys the host reads itself (kept in ``.extra``).
     :param registry: components to build from; defaults to the installed plugins.
     """
-    if dataflex_cfg is None:
-        raise ConfigError("the dataflex block is empty; give at least scorer and actuator")
-    block = dataflex_block(dataflex_cfg)
-    check_block_keys(block, extra_keys)
-    mechanism = block.get("mechanism", DEFAULT_MECHANISM)
-    warmup_step = block.get("warmup_step", 0)
-    if isinstance(warmup_step, bool) or not isinstance(warmup_step, int) or warmup_step < 0:
-        raise ConfigError(f"dataflex.warmup_step must be an integer >= 0, got {warmup_step!r}")
-
     manager = get_plugin_manager() if registry is None else None
     registry = registry if registry is not None else manager.registry()
     failures = manager.all_failures if manager is not None else []
     lock_note = manager.locked_out_note() if manager is not None else None
 
-    scorer_name, scorer_params = _component_entry(block, "scorer")
-    actuator_name, actuator_params = _component_entry(block, "actuator")
+    scorer_name, scorer_params = _component_entry(block.keys, "scorer")
+    actuator_name, actuator_params = _component_entry(block.keys, "actuator")
     scorer_spec = _lookup(registry, "scorer", scorer_name, "scorer", failures, lock_note)
     actuator_spec = _lookup(registry, actuator_kind, actuator_name, "actuator", failures, lock_note)
 
@@ -284,13 +248,13 @@ def build_pipeline(
     scorer = instantiate(scorer_spec, scorer_params, "scorer")
     actuator = instantiate(actuator_spec, actuator_params, "actuator")
     return DataFlexPipeline(
-        mechanism=mechanism,
+        mechanism=block.mechanism,
         scorer=scorer,
         actuator=actuator,
-        warmup_step=warmup_step,
+        warmup_step=block.warmup_step,
         scorer_spec=scorer_spec,
         actuator_spec=actuator_spec,
         scorer_params=scorer_params,
         actuator_params=actuator_params,
-        extra={k: block[k] for k in extra_keys if k in block},
+        extra={k: block.keys[k] for k in extra_keys if k in block.keys},
     )

@@ -298,7 +298,7 @@ def check_components(block: dict[str, Any]) -> None:
     a plugin package to the session.
     """
     from dataflex_core import UnknownComponentError, build_from_config
-    from dataflex_core.config import CORE_KEYS
+    from dataflex_core.block import CORE_KEYS
 
     try:
         build_from_config(

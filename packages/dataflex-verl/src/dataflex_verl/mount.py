@@ -313,18 +313,6 @@ def capabilities(config: Any, line: str = "v1") -> HostCapabilities:
     )
 
 
-def dataflex_block(config: Any) -> Any:
-    block = config_value(config, "dataflex", None)
-    if block is None:
-        mode = config_value(config, "trainer.v1.trainer_mode", "dataflex_sync")
-        raise ConfigError(
-            f"trainer.v1.trainer_mode={mode!r} needs a dataflex: block, but the config has none; add one, e.g. "
-            "on the command line: +dataflex.mechanism=reweight +dataflex.scorer.name=advantage_magnitude "
-            "+dataflex.actuator.name=softmax"
-        )
-    return block
-
-
 def check_task_policy_loss(config: Any, session: DataFlexSession) -> None:
     """Refuse distillation without task rewards: verl's task policy loss, which carries the weights, is zeroed.
 
@@ -412,7 +400,13 @@ def mount(config: Any, line: str = "v1") -> DataFlexSession:
     """
     # first: with dataflex.plugins.lock only locked plugins are imported, and any drift stops the run here
     session = DataFlexSession(config_value(config, "dataflex", None))
-    dataflex_block(config)
+    if session.block is None:
+        mode = config_value(config, "trainer.v1.trainer_mode", "dataflex_sync")
+        raise ConfigError(
+            f"trainer.v1.trainer_mode={mode!r} needs a dataflex: block, but the config has none; add one, e.g. "
+            "on the command line: +dataflex.mechanism=reweight +dataflex.scorer.name=advantage_magnitude "
+            "+dataflex.actuator.name=softmax"
+        )
     adv_estimator = str(config_value(config, "algorithm.adv_estimator", "gae"))
     policy_loss, loss_agg_mode = check_policy_loss(config, line)
     session.mount(

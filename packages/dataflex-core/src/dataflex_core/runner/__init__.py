@@ -6,17 +6,15 @@ primitives (:mod:`dataflex_core.step`); the host session (:mod:`dataflex_core.se
 
 from .build import build_from_config
 from .check import TIMING_NEEDS, check_pipeline
-from .mount import HOST_KEYS, MountedStep, host_settings, mechanism_keys, mount_step
+from .mount import MountedStep, mechanism_keys, mount_step
 from .run import DataFlexStep
 
 __all__ = [
-    "HOST_KEYS",
     "TIMING_NEEDS",
     "DataFlexStep",
     "MountedStep",
     "build_from_config",
     "check_pipeline",
-    "host_settings",
     "mechanism_keys",
     "mount_step",
 ]

@@ -2,7 +2,8 @@
 
 What a user tries in a notebook or a script (``dataflex_core.build_from_config``) and what a demo checks
 before a run starts; a host mounts instead (:func:`~dataflex_core.runner.mount_step`), which also checks
-the block against what the host can do.
+the block against what the host can do. Both read the block once (:func:`~dataflex_core.block.read_block`)
+and build it with :func:`~dataflex_core.config.build_pipeline`.
 """
 
 from __future__ import annotations
@@ -10,8 +11,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from ..block import dataflex_block
-from ..config import DEFAULT_MECHANISM, DataFlexPipeline, build_pipeline, check_block_keys
+from ..block import check_block_keys, read_block
+from ..config import DataFlexPipeline, build_pipeline
 from ..errors import ConfigError
 from ..mechanisms.registry import get_mechanism
 from ..registry import Registry
@@ -35,11 +36,11 @@ def build_from_config(
     :param extra_keys: block keys the host reads itself (kept in ``.extra``).
     :param registry: components to build from; defaults to the installed plugins.
     """
-    if dataflex_cfg is None:
+    block = read_block(dataflex_cfg)
+    if block is None:
         raise ConfigError("the dataflex block is empty; give at least scorer and actuator")
-    block = dataflex_block(dataflex_cfg)
     check_block_keys(block, extra_keys)
-    mechanism = get_mechanism(block.get("mechanism", DEFAULT_MECHANISM))  # an unknown name lists the registered ones
+    mechanism = get_mechanism(block.mechanism)  # an unknown name lists the registered ones
     return build_pipeline(
         block,
         actuator_kind=mechanism.actuator_kind,

@@ -12,20 +12,13 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..block import dataflex_block
-from ..config import DEFAULT_MECHANISM, DataFlexPipeline, build_pipeline, check_block_keys
+from ..block import HOST_KEYS, DataFlexBlock, check_block_keys, read_block
+from ..config import DataFlexPipeline, build_pipeline
 from ..errors import ConfigError
 from ..mechanisms.base import Mechanism
 from ..mechanisms.registry import get_mechanism, mechanisms
 from ..step.host import HostCapabilities
-from ..step.on_invalid import ON_INVALID
 from .check import check_pipeline
-
-#: Keys of the ``dataflex:`` block every host reads besides the core's, with their defaults
-#: (``plugins`` holds ``lock`` / ``allow_drift``, read by the host's plugin pinning; ``call_budget_s``: seconds
-#: after which a component call still running is warned about, ``null`` for never).
-HOST_KEYS = {"on_invalid": "raise", "plugins": None, "call_budget_s": 60.0}
-
 
 @dataclass
 class MountedStep:
@@ -66,25 +59,6 @@ class MountedStep:
         )
 
 
-def host_settings(block: Any) -> dict[str, Any]:
-    """The :data:`HOST_KEYS` of a ``dataflex:`` block, checked."""
-    plain = dataflex_block(block)
-    settings = {key: plain.get(key, default) for key, default in HOST_KEYS.items()}
-    if settings["on_invalid"] not in ON_INVALID:
-        raise ConfigError(
-            f"dataflex.on_invalid={settings['on_invalid']!r} is not one of {', '.join(ON_INVALID)}; "
-            "raise (default) stops the run on invalid plugin output, uniform uses weights 1 for that step"
-        )
-    budget = settings["call_budget_s"]
-    if budget is not None and (isinstance(budget, bool) or not isinstance(budget, (int, float)) or not budget > 0):
-        raise ConfigError(
-            f"dataflex.call_budget_s={budget!r} must be a number of seconds > 0 (a component call running longer "
-            "is warned about, naming it) or null to never warn"
-        )
-    settings["call_budget_s"] = None if budget is None else float(budget)
-    return settings
-
-
 def mechanism_keys() -> dict[str, tuple[str, ...]]:
     """Every block key a registered mechanism reads -> the mechanisms that read it."""
     owners: dict[str, tuple[str, ...]] = {}
@@ -115,15 +89,17 @@ def mount_step(
     :param is_group_estimator: the host's answer to "does this estimator use ``uid`` groups?".
     :param extra_keys: further block keys the host reads itself.
     """
-    plain = dataflex_block(block)
-    settings = host_settings(plain)
+    if not isinstance(block, DataFlexBlock):
+        block = read_block(block)
+    if block is None:
+        raise ConfigError("the dataflex block is empty; give at least scorer and actuator")
     owners = mechanism_keys()
     known = (*HOST_KEYS, *owners, *extra_keys)
-    check_block_keys(plain, known)
-    cls = get_mechanism(plain.get("mechanism", DEFAULT_MECHANISM))
+    check_block_keys(block, known)
+    cls = get_mechanism(block.mechanism)
     host = host.within(cls.seams)  # where a seam runs the step with other fields (verl's legacy rounds)
     pipeline = build_pipeline(
-        plain,
+        block,
         actuator_kind=cls.actuator_kind,
         adv_estimator=adv_estimator,
         is_group_estimator=is_group_estimator,
@@ -137,7 +113,7 @@ def mount_step(
             f"{pipeline.mechanism!r}; remove {[k for k in stray if owners[k] == owners[stray[0]]]} or set "
             f"mechanism: {owners[stray[0]][0]}"
         )
-    mechanism = cls(plain)
+    mechanism = cls(block.keys)
     check_pipeline(pipeline, host, loss_unit=loss_unit, mechanism=mechanism)
     grouped = None
     if adv_estimator is not None and is_group_estimator is not None:
@@ -160,10 +136,10 @@ def mount_step(
         pipeline=pipeline,
         host=host,
         mechanism=mechanism,
-        on_invalid=settings["on_invalid"],
+        on_invalid=block.on_invalid,
         loss_unit=loss_unit,
         fields=list(dict.fromkeys(fields)),
         ctx={**(ctx or {}), "loss_unit": loss_unit},
-        call_budget_s=settings["call_budget_s"],
+        call_budget_s=block.call_budget_s,
         nested=nested,
     )

@@ -54,6 +54,7 @@ from typing import Any
 
 import torch
 
+from ..block import DataFlexBlock, read_block
 from ..config import DataFlexPipeline
 from ..errors import IncompatibleComponentError
 from ..ledger import PromptLedger
@@ -140,9 +141,10 @@ class DataFlexSession:
     """
 
     def __init__(self, block: Any) -> None:
-        self.block = block
+        #: The ``dataflex:`` block, read once (``None``: the host gave none).
+        self.block: DataFlexBlock | None = read_block(block)
         #: The plugin set this run uses; resolved before any component is built.
-        self.plugins: ResolvedPlugins = resolve_plugins(block)
+        self.plugins: ResolvedPlugins = resolve_plugins(None if self.block is None else self.block.plugins)
         self._step: DataFlexStep | None = None
         #: The resumed folder and the state read from it by :meth:`check_resume`, for :meth:`restore`.
         self._resumed: tuple[str, SavedState | None] | None = None

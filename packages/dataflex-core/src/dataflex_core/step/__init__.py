@@ -7,6 +7,7 @@ capabilities (:class:`HostCapabilities`); a mechanism (:mod:`dataflex_core.mecha
 (:class:`~dataflex_core.session.DataFlexSession`) above it.
 """
 
+from ..block import ON_INVALID
 from .blocks import BlockSampler, systematic_counts
 from .calls import component_label
 from .context import StepContext
@@ -16,7 +17,7 @@ from .history import PromptHistory, PromptIds, StepOutcomes
 from .host import FieldSupport, HostCapabilities, SeamSupport
 from .metrics import weight_metrics
 from .mixture import DomainMixtureSampler
-from .on_invalid import ON_INVALID, InvalidOutputPolicy
+from .on_invalid import InvalidOutputPolicy
 from .outputs import checked_scores
 from .prompt_sampler import CurriculumSampler, candidate_batch, candidate_columns, candidate_fields
 from .result import StepResult

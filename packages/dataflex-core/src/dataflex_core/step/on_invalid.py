@@ -17,9 +17,6 @@ logger = logging.getLogger("dataflex_core.step")
 
 T = TypeVar("T")
 
-#: The ``dataflex.on_invalid`` values.
-ON_INVALID = ("raise", "uniform")
-
 
 class InvalidOutputPolicy:
     """``dataflex.on_invalid`` for every mechanism: invalid plugin output raises, or is counted and replaced.
