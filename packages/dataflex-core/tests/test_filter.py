@@ -242,7 +242,7 @@ def test_every_rounds_rollouts_feed_the_ledger_and_match_the_compute_counters(tm
 def test_the_filters_ledger_needs_its_prompt_key():
     with pytest.raises(ConfigError, match="keyed by dataflex.prompt_key; set prompt_key"):
         session({**DAPO, "ledger": {"load": "x.parquet"}})
-    with pytest.raises(ConfigError, match="dataflex.prompt_key must name the dataset column"):
+    with pytest.raises(ConfigError, match=r"dataflex.prompt_key must be a non-empty string or null \(the data.*got ''"):
         session({**DAPO, "prompt_key": ""})
 
 

@@ -138,7 +138,7 @@ def test_samplers_register_and_promise_no_floor_by_default():
          "fixed cannot run pre_rollout"),
         (block("curtest_reads_advantages"), HOST, IncompatibleComponentError, r"requires \['advantages'\].*no responses yet"),
         (block(candidates=-1), HOST, ConfigError, "candidates must be an integer >= 0"),
-        (block(prompt_key=""), HOST, ConfigError, "prompt_key must name the dataset column"),
+        (block(prompt_key=""), HOST, ConfigError, r"prompt_key must be a non-empty string \(the dataset column"),
         (block(success_threshold="high"), HOST, ConfigError, "success_threshold must be a finite number"),
         ({"mechanism": "mix", "domains": ["a"], "prompt_key": "id", "scorer": {"name": "curtest_post"},
           "actuator": {"name": "static"}}, HOST, ConfigError, "read only by mechanism: curriculum"),

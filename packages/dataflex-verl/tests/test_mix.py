@@ -181,7 +181,7 @@ def test_dataset_domains_outside_the_configured_list_are_an_error(make_config, d
 @pytest.mark.parametrize(
     ("block", "message"),
     [
-        ({"mechanism": "mix", "actuator": {"name": "static"}}, "needs dataflex.domains"),
+        ({"mechanism": "mix", "actuator": {"name": "static"}}, "dataflex.domains must be a non-empty list.*got unset"),
         ({"mechanism": "mix", "domains": ["a"], "update_step": 0, "actuator": {"name": "static"}}, "update_step"),
         ({"mechanism": "reweight", "domains": ["a"], "actuator": {"name": "softmax"}}, "read only by mechanism: mix"),
     ],

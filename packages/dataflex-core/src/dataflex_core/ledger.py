@@ -39,7 +39,6 @@ response succeeds when its reward reaches it.
 from __future__ import annotations
 
 import logging
-import math
 import os
 import weakref
 from collections.abc import Mapping, Sequence
@@ -539,41 +538,6 @@ def _parquet_path(path: str) -> str:
                 f"the ledger {path} is not a Parquet file; give a ledger session.export_ledger wrote (Parquet) or a "
                 "checkpoint folder"
             )
-    return path
-
-
-#: The ``dataflex:`` block key of the ledger's settings (``ledger: {load: path}``), with its default.
-LEDGER_KEY = {"ledger": None}
-
-
-def success_threshold_setting(value: Any) -> float | None:
-    """``dataflex.success_threshold`` checked: unset, or a finite number (NaN or an infinity would count every
-    response a failure, or every one a success)."""
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        raise ConfigError(
-            f"dataflex.success_threshold must be a finite number (a response succeeds when its reward reaches "
-            f"it) or unset (a reward in [0, 1] counts as that fraction of a success), got {value!r}; e.g. "
-            "success_threshold: 1.0 for rewards of 0 or 1 (or unset it)"
-        )
-    return float(value)
-
-
-def ledger_load_path(block: Any) -> str | None:
-    """The ``dataflex.ledger.load`` path of a ``dataflex:`` block (``None``: start the ledger empty), checked."""
-    settings = (block or {}).get("ledger")
-    if settings is None:
-        return None
-    if not isinstance(settings, dict) or set(settings) - {"load"}:
-        raise ConfigError(
-            f"dataflex.ledger must be a mapping with the key load (an exported ledger to start from), got "
-            f"{settings!r}; e.g. ledger: {{load: run1/checkpoints/global_step_100}} (a checkpoint folder) or a "
-            f"Parquet file session.export_ledger wrote"
-        )
-    path = settings.get("load")
-    if path is not None and (not isinstance(path, str) or not path):
-        raise ConfigError(f"dataflex.ledger.load must be the path of an exported ledger file, got {path!r}")
     return path
 
 

@@ -44,7 +44,8 @@ from ..allocation import even_split
 from ..config import DataFlexPipeline
 from ..contracts import GROUP_MIN_ROLLOUTS, allocation_problem, check_allocation, check_prompt_scores
 from ..errors import ConfigError
-from ..ledger import LEDGER_KEY, PromptIds, PromptLedger, ledger_load_path, success_threshold_setting
+from ..keys import Key, parse_keys
+from ..ledger import PromptIds, PromptLedger
 from ..normalize import valid_token_counts
 from ..step.context import StepContext
 from ..step.dataset import dataset_column
@@ -54,16 +55,33 @@ from ..step.prompt_sampler import candidate_batch, candidate_columns, candidate_
 from ..step.result import PREFIX, StepResult
 from ..step.seams import PromptCounts, S, Seam
 from .base import Mechanism
-from .curriculum import REWARD_FIELD, check_components, outcomes_batch, row_rewards
+from .curriculum import PROMPT_LEDGER_KEYS, REWARD_FIELD, check_components, outcomes_batch, row_rewards
 
 logger = logging.getLogger("dataflex_core.step")
 
 #: The prefix of the allocation's metrics.
 ALLOCATE_PREFIX = f"{PREFIX}allocate/"
-#: The ``dataflex.allocate`` keys and their defaults.
-ALLOCATE_DEFAULTS: dict[str, Any] = {"budget": None, "n_min": GROUP_MIN_ROLLOUTS, "n_max": None}
-#: Keys of the ``dataflex:`` block only ``mechanism: allocate`` (and curriculum, for the shared ones) reads.
-ALLOCATE_KEYS = {"allocate": None, "prompt_key": "index", "success_threshold": None, **LEDGER_KEY}
+#: ``n_max`` unset: a prompt gets at most this many times the batch's mean count (16 rollouts a prompt on
+#: average: at most 128 for one).
+N_MAX_FACTOR = 8
+#: The most rollouts any ``dataflex.allocate`` count may name (2^40, a trillion): far past any real batch, and
+#: low enough that a step's counts (10^5 prompts of at most this each) sum in int64 without wrapping.
+MAX_ROLLOUTS = 2**40
+#: Keys of the ``dataflex:`` block only ``mechanism: allocate`` (and curriculum, for the ledger's) reads.
+ALLOCATE_KEYS = {
+    **PROMPT_LEDGER_KEYS,
+    "allocate": Key(dict, "the budget's split", example="allocate: {budget: null, n_min: 2, n_max: 16}", table={
+        "budget": Key(
+            int, "rollouts of one batch of prompts the host submits, at most 2^40, more than any host can generate; "
+            "null: prompts x rollout.n", low=1, high=MAX_ROLLOUTS, example="budget: null",
+        ),
+        "n_min": Key(int, "the fewest rollouts a prompt gets", default=GROUP_MIN_ROLLOUTS, low=1, high=MAX_ROLLOUTS),
+        "n_max": Key(
+            int, f"the most rollouts a prompt gets; null: {N_MAX_FACTOR} times the batch's mean count", low=1,
+            high=MAX_ROLLOUTS,
+        ),
+    }),
+}  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -101,52 +119,17 @@ class AllocateSettings:
         return budget
 
 
-#: ``n_max`` unset: a prompt gets at most this many times the batch's mean count (16 rollouts a prompt on
-#: average: at most 128 for one).
-N_MAX_FACTOR = 8
-#: The most rollouts any ``dataflex.allocate`` count may name (2^40, a trillion): far past any real batch, and
-#: low enough that a step's counts (10^5 prompts of at most this each) sum in int64 without wrapping.
-MAX_ROLLOUTS = 2**40
-
-
-def _whole(value: Any, name: str, low: int, *, none: bool) -> int | None:
-    if value is None and none:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int) or value < low:
-        unset = " or null" if none else ""
-        raise ConfigError(f"dataflex.allocate.{name} must be an integer >= {low}{unset}, got {value!r}")
-    if value > MAX_ROLLOUTS:
-        raise ConfigError(
-            f"dataflex.allocate.{name}={value} is above {MAX_ROLLOUTS} (2^40) rollouts, more than any host can "
-            f"generate; set it to the rollouts one batch of prompts really gets (null: prompts x rollout.n)"
-        )
-    return int(value)
-
-
 def allocate_settings(block: Mapping[str, Any]) -> AllocateSettings:
     """The ``dataflex.allocate`` keys and the ledger keys, checked; raises :class:`ConfigError` with the fix."""
-    plain = block.get("allocate") or {}
-    if not isinstance(plain, Mapping):
+    keys = parse_keys(ALLOCATE_KEYS, block, "dataflex", partial=True)
+    split = keys["allocate"]
+    if split["n_max"] is not None and split["n_max"] < split["n_min"]:
         raise ConfigError(
-            f"dataflex.allocate must be a mapping (e.g. {{budget: null, n_min: 2, n_max: 16}}), got {plain!r}"
+            f"dataflex.allocate.n_max={split['n_max']} is below n_min={split['n_min']}; every prompt gets n_min to "
+            "n_max: raise n_max or lower n_min"
         )
-    unknown = sorted(set(plain) - set(ALLOCATE_DEFAULTS))
-    if unknown:
-        raise ConfigError(f"dataflex.allocate has unknown keys {unknown}; it accepts {sorted(ALLOCATE_DEFAULTS)}")
-    n_min = _whole(plain.get("n_min", ALLOCATE_DEFAULTS["n_min"]), "n_min", 1, none=False)
-    n_max = _whole(plain.get("n_max"), "n_max", 1, none=True)
-    budget = _whole(plain.get("budget"), "budget", 1, none=True)
-    assert n_min is not None
-    if n_max is not None and n_max < n_min:
-        raise ConfigError(f"dataflex.allocate.n_max={n_max} is below n_min={n_min}; every prompt gets n_min to n_max")
-    key = block.get("prompt_key", ALLOCATE_KEYS["prompt_key"])
-    if not isinstance(key, str) or not key:
-        raise ConfigError(
-            f"dataflex.prompt_key must name the dataset column that identifies each prompt, got {key!r}; "
-            "e.g. prompt_key: index (verl copies extra_info.index into it)"
-        )
-    threshold = success_threshold_setting(block.get("success_threshold"))
-    return AllocateSettings(budget, n_min, n_max, key, threshold, ledger_load_path(block))
+    return AllocateSettings(**split, prompt_key=keys["prompt_key"], success_threshold=keys["success_threshold"],
+                            ledger_load=keys["ledger"]["load"])  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -175,8 +158,6 @@ class Allocation:
             f"{ALLOCATE_PREFIX}prompts_at_n_max": float((self.counts == n_max).sum()) if n_max is not None else 0.0,
             f"{ALLOCATE_PREFIX}fallback": 1.0 if self.fallback else 0.0,
             f"{ALLOCATE_PREFIX}seen_before": self.seen_before,
-            # deprecated alias of fallback (it never meant "the counts were equal"); removed in the next release
-            f"{ALLOCATE_PREFIX}even": 1.0 if self.fallback else 0.0,
         }
 
 

@@ -36,7 +36,7 @@ import torch
 from ..batch import Batch
 from ..config import DataFlexPipeline
 from ..errors import ConfigError, IncompatibleComponentError
-from ..ledger import LEDGER_KEY, ledger_load_path, success_threshold_setting
+from ..keys import Key, parse_keys
 from ..normalize import valid_sample_mask, valid_token_counts
 from ..step.context import StepContext
 from ..step.dataset import dataset_column
@@ -50,8 +50,27 @@ from .base import Mechanism
 
 logger = logging.getLogger("dataflex_core.step")
 
-#: Keys of the ``dataflex:`` block that only ``mechanism: curriculum`` reads, with their defaults.
-CURRICULUM_KEYS = {"prompt_key": "index", "candidates": 0, "success_threshold": None, **LEDGER_KEY}
+#: The per-prompt ledger's keys of the ``dataflex:`` block (curriculum and allocate read them; filter and pilot
+#: with ``prompt_key`` unset by default, :data:`~dataflex_core.mechanisms.filter.LEDGER_KEYS`).
+PROMPT_LEDGER_KEYS = {
+    "prompt_key": Key(
+        str, "the dataset column that identifies each prompt", default="index",
+        example="prompt_key: index (verl copies extra_info.index into it)",
+    ),
+    "success_threshold": Key(
+        float, "a response succeeds when its reward reaches it; null: a reward in [0, 1] counts as that fraction of "
+        "a success", example="success_threshold: 1.0 for rewards of 0 or 1 (or unset it)",
+    ),
+    "ledger": Key(
+        dict, "the per-prompt ledger to start from", example="ledger: {load: run1/checkpoints/global_step_100}",
+        table={"load": Key(str, "an exported ledger, a checkpoint folder or a Parquet file export_ledger wrote")},
+    ),
+}  # fmt: skip
+#: Keys of the ``dataflex:`` block that only ``mechanism: curriculum`` (and allocate, for the ledger's) reads.
+CURRICULUM_KEYS = {
+    **PROMPT_LEDGER_KEYS,
+    "candidates": Key(int, "prompts scored per draw; 0 scores every prompt of the dataset", default=0, low=0),
+}
 #: The field of the step's rows that carries the outcome reward (on the last response token).
 REWARD_FIELD = "rm_scores"
 
@@ -67,20 +86,8 @@ class CurriculumSettings:
 
 def curriculum_settings(block: Any) -> CurriculumSettings:
     """The curriculum keys of the ``dataflex:`` block, checked; raises :class:`ConfigError` with the fix."""
-    plain = block or {}
-    key = plain.get("prompt_key", CURRICULUM_KEYS["prompt_key"])
-    if not isinstance(key, str) or not key:
-        raise ConfigError(
-            f"dataflex.prompt_key must name the dataset column that identifies each prompt, got {key!r}; "
-            "e.g. prompt_key: index (verl copies extra_info.index into it)"
-        )
-    candidates = plain.get("candidates", CURRICULUM_KEYS["candidates"])
-    if isinstance(candidates, bool) or not isinstance(candidates, int) or candidates < 0:
-        raise ConfigError(
-            f"dataflex.candidates must be an integer >= 0 (0 scores every prompt of the dataset), got {candidates!r}"
-        )
-    threshold = success_threshold_setting(plain.get("success_threshold", CURRICULUM_KEYS["success_threshold"]))
-    return CurriculumSettings(key, candidates, threshold, ledger_load_path(plain))
+    keys = parse_keys(CURRICULUM_KEYS, block, "dataflex", partial=True)
+    return CurriculumSettings(keys["prompt_key"], keys["candidates"], keys["success_threshold"], keys["ledger"]["load"])
 
 
 def check_components(pipeline: DataFlexPipeline, host_name: str) -> None:

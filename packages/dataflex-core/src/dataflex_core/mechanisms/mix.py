@@ -28,6 +28,7 @@ import torch
 from ..config import DataFlexPipeline
 from ..contracts import check_proportions
 from ..errors import ConfigError
+from ..keys import Key, parse_keys
 from ..step.context import StepContext
 from ..step.dataset import dataset_column
 from ..step.host import HostCapabilities
@@ -37,8 +38,15 @@ from ..step.result import StepResult
 from ..step.seams import Seam, TrainSampler
 from .base import Mechanism, check_rollout_time
 
-#: Keys of the ``dataflex:`` block that only ``mechanism: mix`` reads, with their defaults.
-MIX_KEYS = {"domains": None, "domain_key": "domain", "update_step": 1}
+#: Keys of the ``dataflex:`` block that only ``mechanism: mix`` reads.
+MIX_KEYS = {
+    "domains": Key(
+        list, "the domain names as they appear in the dataset column dataflex.domain_key", required=True,
+        example="domains: [math, code]",
+    ),
+    "domain_key": Key(str, "the dataset column of each row's domain", default="domain", example="domain_key: domain"),
+    "update_step": Key(int, "steps between the mixer's new proportions", default=1, low=1),
+}  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -50,22 +58,7 @@ class MixSettings:
 
 def mix_settings(block: Any) -> MixSettings:
     """The mix keys of the ``dataflex:`` block, checked; raises :class:`ConfigError` with the fix."""
-    plain = block or {}
-    domains = plain.get("domains")
-    if not isinstance(domains, (list, tuple)) or not domains or not all(isinstance(d, str) and d for d in domains):
-        raise ConfigError(
-            f"dataflex.mechanism=mix needs dataflex.domains, a non-empty list of domain names as they appear in "
-            f"the dataset column dataflex.domain_key; got {domains!r}, e.g. domains: [math, code]"
-        )
-    if len(set(domains)) != len(domains):
-        raise ConfigError(f"dataflex.domains must be unique, got {list(domains)}")
-    key = plain.get("domain_key", MIX_KEYS["domain_key"])
-    if not isinstance(key, str) or not key:
-        raise ConfigError(f"dataflex.domain_key must be a dataset column name, got {key!r}")
-    update_step = plain.get("update_step", MIX_KEYS["update_step"])
-    if isinstance(update_step, bool) or not isinstance(update_step, int) or update_step < 1:
-        raise ConfigError(f"dataflex.update_step must be an integer >= 1, got {update_step!r}")
-    return MixSettings(list(domains), key, update_step)
+    return MixSettings(**parse_keys(MIX_KEYS, block, "dataflex", partial=True))
 
 
 def domain_ids(values: Any, domains: list[str], where: str) -> torch.Tensor:

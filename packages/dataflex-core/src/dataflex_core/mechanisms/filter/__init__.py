@@ -11,10 +11,11 @@ from .rounds import FILTER_PREFIX, AdmissionRounds, RoundPrompts
 from .settings import (
     DRAW_INHERITS,
     DRAW_MECHANISMS,
-    FILTER_DEFAULTS,
+    FILTER_KEYS,
     LEDGER_KEYS,
     ON_SHORT,
     FilterSettings,
+    LedgerSettings,
     draw_block,
     filter_settings,
 )
@@ -22,7 +23,7 @@ from .settings import (
 __all__ = [
     "DRAW_INHERITS",
     "DRAW_MECHANISMS",
-    "FILTER_DEFAULTS",
+    "FILTER_KEYS",
     "FILTER_PREFIX",
     "LEDGER_KEYS",
     "ON_SHORT",
@@ -30,6 +31,7 @@ __all__ = [
     "Filter",
     "FilterRounds",
     "FilterSettings",
+    "LedgerSettings",
     "RefillSampler",
     "RoundPrompts",
     "draw_block",

@@ -64,7 +64,7 @@ from ..base import Mechanism, check_rollout_time
 from ..curriculum import REWARD_FIELD, Curriculum, curriculum_settings, row_rewards
 from .refill import RefillSampler
 from .rounds import AdmissionRounds, LedgerFeed, RoundPrompts
-from .settings import DRAW_INHERITS, LEDGER_KEYS, FilterSettings, filter_settings
+from .settings import DRAW_INHERITS, FILTER_KEYS, FilterSettings, filter_settings
 
 
 def group_rows(batch: Any) -> tuple[torch.Tensor, int]:
@@ -81,7 +81,7 @@ class Filter(Mechanism):
 
     name: ClassVar[str] = "filter"
     actuator_kind: ClassVar[str] = "selector"
-    keys: ClassVar[Mapping[str, Any]] = {"filter": None, **LEDGER_KEYS}
+    keys: ClassVar[Mapping[str, Any]] = FILTER_KEYS
     seams: ClassVar[tuple[type[Seam], ...]] = (GenerationRounds,)
     fallback: ClassVar[str] = "admitting every group"
     settings: FilterSettings
@@ -164,7 +164,7 @@ class Filter(Mechanism):
         draw = self.settings.draw
         if draw is not None and draw["mechanism"] == "curriculum":
             return curriculum_settings(draw).prompt_key
-        return self.settings.prompt_key
+        return self.settings.ledger.prompt_key
 
     def parse(self, block: Mapping[str, Any]) -> FilterSettings:
         return filter_settings(block)
@@ -192,7 +192,7 @@ class Filter(Mechanism):
         return list(dict.fromkeys([*pipeline.requires, "uid", *ledger]))
 
     def dataset_columns(self, pipeline: DataFlexPipeline) -> list[str]:
-        key = self.settings.prompt_key
+        key = self.settings.ledger.prompt_key
         own = [] if key is None else [key]
         draw = (
             []
@@ -220,17 +220,17 @@ class Filter(Mechanism):
         return None
 
     def _own_ledger(self, dataset: Any) -> None:
-        settings = self.settings
-        if settings.prompt_key is None or self.prompt_ledger is not None:
+        ledger = self.settings.ledger
+        if ledger.prompt_key is None or self.prompt_ledger is not None:
             return
-        key = settings.prompt_key
+        key = ledger.prompt_key
         ids = dataset_column(
             dataset, key, what=f"dataflex.prompt_key={key!r}",
             fix="give every row a unique id in a column and set dataflex.prompt_key to it",
         )  # fmt: skip
-        self.prompt_ledger = PromptLedger(PromptIds(ids, key), settings.success_threshold)
-        if settings.ledger_load is not None:  # a warm start; a resumed checkpoint's state replaces it
-            self.prompt_ledger.load(settings.ledger_load)
+        self.prompt_ledger = PromptLedger(PromptIds(ids, key), ledger.success_threshold)
+        if ledger.load is not None:  # a warm start; a resumed checkpoint's state replaces it
+            self.prompt_ledger.load(ledger.load)
 
     def stateful(self, sampler: Any) -> dict[str, Any]:
         draw, mechanism = self.draw, self.draw_mechanism

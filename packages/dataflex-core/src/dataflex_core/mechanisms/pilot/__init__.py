@@ -5,12 +5,12 @@ with its side of the staged-generation seam (:mod:`.mechanism`).
 """
 
 from .mechanism import Pilot, PilotStagedGeneration
-from .settings import PILOT_DEFAULTS, PilotSettings, pilot_settings
+from .settings import PILOT_KEYS, PilotSettings, pilot_settings
 from .stages import EASY_ABOVE, PILOT_PREFIX, PilotStages
 
 __all__ = [
     "EASY_ABOVE",
-    "PILOT_DEFAULTS",
+    "PILOT_KEYS",
     "PILOT_PREFIX",
     "Pilot",
     "PilotSettings",

@@ -45,8 +45,8 @@ from ...step.host import HostCapabilities
 from ...step.result import StepResult
 from ...step.seams import S, Seam, StagedGeneration, StepStages
 from ..curriculum import REWARD_FIELD
-from ..filter import LEDGER_KEYS, Filter, RoundPrompts, group_rows
-from .settings import PilotSettings, pilot_settings
+from ..filter import Filter, RoundPrompts, group_rows
+from .settings import PILOT_KEYS, PilotSettings, pilot_settings
 from .stages import PILOT_PREFIX, PilotStages, screened_prompts, stage_rewards
 
 
@@ -71,7 +71,7 @@ class Pilot(Filter):
     """
 
     name: ClassVar[str] = "pilot"
-    keys: ClassVar[Mapping[str, Any]] = {"pilot": None, **LEDGER_KEYS}
+    keys: ClassVar[Mapping[str, Any]] = PILOT_KEYS
     seams: ClassVar[tuple[type[Seam], ...]] = (StagedGeneration,)
     fallback: ClassVar[str] = "admitting every screened prompt"
     settings: PilotSettings

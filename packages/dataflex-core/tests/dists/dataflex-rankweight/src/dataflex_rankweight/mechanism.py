@@ -10,13 +10,14 @@ from typing import Any, ClassVar
 
 import torch
 
-from dataflex_core import ConfigError, valid_sample_mask
+from dataflex_core import valid_sample_mask
+from dataflex_core.keys import Key, parse_keys
 from dataflex_core.mechanisms import LossMechanism, check_rollout_time
 from dataflex_core.step.outputs import checked_scores, component_label
 
 from .ranker import check_keys
 
-#: Block key of this mechanism and its default.
+#: Block key of this mechanism.
 SPREAD_KEY = "rank_spread"
 
 
@@ -36,13 +37,15 @@ class RankWeight(LossMechanism):
 
     name: ClassVar[str] = "rank_weight"
     actuator_kind: ClassVar[str] = "ranker"
-    keys: ClassVar[Mapping[str, Any]] = {SPREAD_KEY: 0.5}
+    keys: ClassVar[Mapping[str, Any]] = {
+        SPREAD_KEY: Key(
+            float, "the lowest row weighs 1 - spread, the highest 1 + spread", default=0.5, low=0, high=1,
+            example=f"{SPREAD_KEY}: 0.5",
+        ),
+    }  # fmt: skip
 
     def parse(self, block: Mapping[str, Any]) -> float:
-        spread = block.get(SPREAD_KEY, self.keys[SPREAD_KEY])
-        if isinstance(spread, bool) or not isinstance(spread, (int, float)) or not 0 <= spread <= 1:
-            raise ConfigError(f"dataflex.{SPREAD_KEY}={spread!r} must be a number in [0, 1]; e.g. 0.5")
-        return float(spread)
+        return parse_keys(self.keys, block, "dataflex", partial=True)[SPREAD_KEY]
 
     @classmethod
     def check(cls, pipeline, host, loss_unit) -> None:
