@@ -142,29 +142,75 @@ class RoundsLoader:
         return getattr(self.loader, name)
 
 
-class FilterRounds:
-    """One legacy trainer's generation rounds, for a mechanism that needs them (``mechanism: filter``).
+def rollout_n(trainer: Any) -> int:
+    """The rollouts fit trains per prompt (``actor_rollout_ref.rollout.n``)."""
+    return int(trainer.config.actor_rollout_ref.rollout.n)
 
-    :param seam: the mounted mechanism's side of the rounds (``session.seam(GenerationRounds)``).
+
+@dataclass
+class Generated:
+    """One step generated at fit's pull: the trained rollouts as fit lays them out, and the prompts fit trains."""
+
+    rollouts: Any
+    #: The prompts fit trains (verl's collated dict): what the loader yields.
+    prompts: dict[str, Any]
+    #: The first generate call's ``meta_info`` (its ``timing`` included): the step's rollouts get it.
+    meta_info: dict[str, Any]
+    #: What the session's step gets as ``generation`` (the admission rounds, the stages).
+    generation: Any
+    #: Seconds of the replicas' generate calls within it, where the mechanism times them.
+    generate_s: float = 0.0
+
+
+class PullGeneration:
+    """A legacy trainer's generation of a step at fit's pull, for a mechanism whose seam generates the step (filter's
+    rounds, pilot's stages): a subclass generates it (:meth:`generate_step`); this hands the result to fit.
+
+    :param seam: the mounted mechanism's side of the seam (``session.seam(...)``).
     """
 
-    def __init__(self, trainer: Any, rollout: RoundsRollout, seam: GenerationRounds) -> None:
+    def __init__(self, trainer: Any, rollout: RoundsRollout, seam: Any) -> None:
         self.trainer = trainer
         self.rollout = rollout
         self.seam = seam
 
     def step(self, batch_dict: dict[str, Any]) -> dict[str, Any]:
-        """The prompts fit trains at this step, their rollouts prepared; ``batch_dict`` is the first round."""
+        """The prompts fit trains at this step, their rollouts prepared; ``batch_dict`` is the pulled batch."""
         trainer = self.trainer
-        session = trainer.dataflex
         step = int(trainer.global_steps)
-        if session.idle(step) is not None:  # before warmup_step: fit generates its own batch
+        if trainer.dataflex.idle(step) is not None:  # before warmup_step: fit generates its own batch
             return batch_dict
         began = time.perf_counter()
-        groups = prompt_count(batch_dict)
-        seam = self.seam
-        admission = seam.rounds(groups)
-        sampler = seam.refill_sampler()
+        made = self.generate_step(batch_dict, step)
+        spent = time.perf_counter() - began
+        meta = {k: v for k, v in made.meta_info.items() if k != "timing"}
+        # fit's gen and step timers started after the generation: verl adds its own time to the rollout's timing
+        made.rollouts.meta_info = {**meta, "timing": {**made.meta_info.get("timing", {}), "gen": spent, "step": spent}}
+        rows = made.prompts.get(ROW_COLUMN)
+        repeated = None if rows is None else np.repeat(np.asarray(rows), rollout_n(trainer))
+        self.rollout.prepared = Prepared(made.rollouts, repeated)
+        trainer.dataflex_generation = made.generation
+        trainer.dataflex_metrics.update(self.timings(spent, made))
+        return made.prompts
+
+    def generate_step(self, batch_dict: dict[str, Any], step: int) -> Generated:
+        """Generate step ``step`` from the pulled ``batch_dict`` through the seam."""
+        raise NotImplementedError
+
+    def timings(self, spent: float, made: Generated) -> dict[str, float]:
+        """The step's time metrics, from the generation's wall time ``spent``."""
+        raise NotImplementedError
+
+
+class FilterRounds(PullGeneration):
+    """One legacy trainer's generation rounds, for a mechanism that needs them (``mechanism: filter``)."""
+
+    seam: GenerationRounds
+
+    def generate_step(self, batch_dict: dict[str, Any], step: int) -> Generated:
+        """Rounds from the pulled batch until enough groups are admitted; the chosen groups' rollouts."""
+        admission = self.seam.rounds(prompt_count(batch_dict))
+        sampler = self.seam.refill_sampler()
         done: list[Round] = []
         prompts = batch_dict
         while True:
@@ -174,27 +220,20 @@ class FilterRounds:
             prompts = self.draw(sampler.next_block())
         chosen = admission.chosen()  # on_short: raise stops here, before fit generates anything
         picks = [torch.sort(one.prompt_of_group[keep]).values for one, keep in zip(done, chosen)]
-        n = int(trainer.config.actor_rollout_ref.rollout.n)
+        n = rollout_n(self.trainer)
         rollouts = [one.rollouts.select_idxs(consecutive_group_rows(rows, n).numpy()) for one, rows in zip(done, picks)]
-        meta = {k: v for k, v in done[0].rollouts.meta_info.items() if k != "timing"}
         for part in rollouts:
             part.meta_info = {}
-        out = type(rollouts[0]).concat(rollouts)
-        spent = time.perf_counter() - began
-        # fit's gen and step timers started after the rounds: verl adds its own time to the rollout's timing
-        timing = {**done[0].rollouts.meta_info.get("timing", {}), "gen": spent, "step": spent}
-        out.meta_info = {**meta, "timing": timing}
         chosen_prompts = concat_rows([select_rows(one.prompts, rows) for one, rows in zip(done, picks)])
-        rows = chosen_prompts.get(ROW_COLUMN)
-        self.rollout.prepared = Prepared(out, None if rows is None else np.repeat(np.asarray(rows), n))
-        trainer.dataflex_generation = admission
-        trainer.dataflex_metrics["dataflex/filter/rounds_time_s"] = spent
-        return chosen_prompts
+        return Generated(type(rollouts[0]).concat(rollouts), chosen_prompts, done[0].rollouts.meta_info, admission)
+
+    def timings(self, spent: float, made: Generated) -> dict[str, float]:
+        return {"dataflex/filter/rounds_time_s": spent}
 
     def generate(self, batch_dict: dict[str, Any], step: int, admission: Any) -> Round:
         """One round as fit generates a step's batch; its groups admitted by the session."""
         uids = round_uids(prompt_count(batch_dict))
-        n = int(self.trainer.config.actor_rollout_ref.rollout.n)
+        n = rollout_n(self.trainer)
         counts = torch.full((len(uids),), n, dtype=torch.long)
         rollouts, data = roll_out(self.trainer, self.rollout.manager, batch_dict, uids, counts, step, "filter")
         read = dataproto_io.read_batch(data, self.trainer.dataflex.fields, producers=self.trainer.dataflex_field_hints)
@@ -262,19 +301,25 @@ def round_uids(prompts: int) -> np.ndarray:
 
 
 @contextlib.contextmanager
-def installed(trainer: Any) -> Iterator[None]:
-    """While inside (fit), ``trainer``'s dataloader and rollout manager run the generation rounds of a mechanism
-    that needs them (the :class:`~dataflex_core.step.seams.GenerationRounds` seam)."""
+def generating_at_pull(trainer: Any, kind: type, generation: type[PullGeneration]) -> Iterator[None]:
+    """While inside (fit), ``trainer``'s dataloader and rollout manager generate each step through the seam ``kind``
+    of the mounted mechanism (``generation`` does it), where it has one."""
     session = trainer.dataflex
-    seam = None if session is None else session.seam(GenerationRounds)
+    seam = None if session is None else session.seam(kind)
     if seam is None:
         yield
         return
     loader, manager = trainer.train_dataloader, trainer.async_rollout_manager
     rollout = RoundsRollout(manager)
-    trainer.train_dataloader = RoundsLoader(loader, FilterRounds(trainer, rollout, seam))
+    trainer.train_dataloader = RoundsLoader(loader, generation(trainer, rollout, seam))
     trainer.async_rollout_manager = rollout
     try:
         yield
     finally:
         trainer.train_dataloader, trainer.async_rollout_manager = loader, manager
+
+
+def installed(trainer: Any) -> contextlib.AbstractContextManager[None]:
+    """While inside (fit), ``trainer``'s dataloader and rollout manager run the generation rounds of a mechanism
+    that needs them (the :class:`~dataflex_core.step.seams.GenerationRounds` seam)."""
+    return generating_at_pull(trainer, GenerationRounds, FilterRounds)

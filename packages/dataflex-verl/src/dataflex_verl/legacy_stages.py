@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -37,12 +36,13 @@ from dataflex_core.session import StagedGeneration
 from . import dataproto_io
 from .legacy_rounds import (
     ROW_COLUMN,
-    Prepared,
-    RoundsLoader,
-    RoundsRollout,
+    Generated,
+    PullGeneration,
     concat_rows,
+    generating_at_pull,
     prompt_count,
     roll_out,
+    rollout_n,
     select_rows,
 )
 
@@ -102,26 +102,15 @@ class PromptTable:
         return select_rows(self.table, uids)
 
 
-class PilotStagesRounds:
-    """One legacy trainer's staged generation, for a mechanism that needs it (``mechanism: pilot``).
+class PilotStagesRounds(PullGeneration):
+    """One legacy trainer's staged generation, for a mechanism that needs it (``mechanism: pilot``)."""
 
-    :param seam: the mounted mechanism's side of the stages (``session.seam(StagedGeneration)``).
-    """
+    seam: StagedGeneration
 
-    def __init__(self, trainer: Any, rollout: RoundsRollout, seam: StagedGeneration) -> None:
-        self.trainer = trainer
-        self.rollout = rollout
-        self.seam = seam
-
-    def step(self, batch_dict: dict[str, Any]) -> dict[str, Any]:
-        """The prompts fit trains at this step, their rollouts prepared; ``batch_dict`` is screened first."""
+    def generate_step(self, batch_dict: dict[str, Any], step: int) -> Generated:
+        """The stages from the pulled batch (screened first) to the commit; the trained groups' rollouts."""
         trainer = self.trainer
-        session = trainer.dataflex
-        step = int(trainer.global_steps)
-        if session.idle(step) is not None:  # before warmup_step: fit generates its own batch
-            return batch_dict
-        began = time.perf_counter()
-        n = int(trainer.config.actor_rollout_ref.rollout.n)
+        n = rollout_n(trainer)
         drawn = drawn_rows(batch_dict)
         stages = self.seam.stages(prompt_count(batch_dict), rollout_n=n, drawn=drawn)
         table = PromptTable(trainer, batch_dict, drawn)
@@ -137,21 +126,14 @@ class PilotStagesRounds:
                 offsets=generated[asked.uids],
             )  # fmt: skip
             generated.index_add_(0, asked.uids, asked.counts)
-            read = dataproto_io.read_batch(data, session.fields, producers=trainer.dataflex_field_hints)
+            read = dataproto_io.read_batch(data, trainer.dataflex.fields, producers=trainer.dataflex_field_hints)
             self.seam.observe(stages, read, step)
             parts.append((rollouts, asked.uids.repeat_interleave(asked.counts)))
         out, committed = trained_groups(parts, stages.trained(), n)
-        rows = table.rows(committed)
-        spent = time.perf_counter() - began
-        first = parts[0][0].meta_info
-        meta = {k: v for k, v in first.items() if k != "timing"}
-        # fit's gen and step timers started after the stages: verl adds its own time to the rollout's timing
-        out.meta_info = {**meta, "timing": {**first.get("timing", {}), "gen": spent, "step": spent}}
-        pulled = rows.get(ROW_COLUMN)
-        self.rollout.prepared = Prepared(out, None if pulled is None else np.repeat(np.asarray(pulled), n))
-        trainer.dataflex_generation = stages
-        trainer.dataflex_metrics.update(stage_times(spent, replicas.seconds))
-        return rows
+        return Generated(out, table.rows(committed), parts[0][0].meta_info, stages, replicas.seconds)
+
+    def timings(self, spent: float, made: Generated) -> dict[str, float]:
+        return stage_times(spent, made.generate_s)
 
 
 #: The stages' wall time (their generation and the seam's own work), the generation alone, and the seam alone.
@@ -308,23 +290,10 @@ def _check_same_fields(used: list[Kept], fields: list[Any], columns: list[str]) 
             )
 
 
-@contextlib.contextmanager
-def installed(trainer: Any) -> Iterator[None]:
+def installed(trainer: Any) -> contextlib.AbstractContextManager[None]:
     """While inside (fit), ``trainer``'s dataloader and rollout manager generate the step in stages for a mechanism
     that needs it (the :class:`~dataflex_core.step.seams.StagedGeneration` seam)."""
-    session = trainer.dataflex
-    seam = None if session is None else session.seam(StagedGeneration)
-    if seam is None:
-        yield
-        return
-    loader, manager = trainer.train_dataloader, trainer.async_rollout_manager
-    rollout = RoundsRollout(manager)
-    trainer.train_dataloader = RoundsLoader(loader, PilotStagesRounds(trainer, rollout, seam))
-    trainer.async_rollout_manager = rollout
-    try:
-        yield
-    finally:
-        trainer.train_dataloader, trainer.async_rollout_manager = loader, manager
+    return generating_at_pull(trainer, StagedGeneration, PilotStagesRounds)
 
 
 __all__ = [
