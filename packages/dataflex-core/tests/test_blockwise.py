@@ -1,9 +1,7 @@
 """Blockwise CPU reductions equal their full-size expressions, on every path and edge case."""
 
 import math
-import os
 
-import numpy as np
 import pytest
 import torch
 
@@ -138,7 +136,7 @@ def test_bool_counts_on_the_cpu_match_torch_for_every_layout():
 @pytest.mark.parametrize("layout", ["contiguous", "transposed", "float64"])
 def test_mean_one_on_the_numpy_path_and_off_it_agree(monkeypatch, layout):
     # Contiguous float32/float64 CPU weights go through numpy chunks (3 of them here); others through torch.
-    monkeypatch.setattr(blockwise, "NUMPY_CHUNK", 29)
+    monkeypatch.setattr("dataflex_core.normalize.NUMPY_CHUNK", 29)
     gen = torch.Generator().manual_seed(5)
     weights = torch.rand(13, 7, generator=gen) * 2
     valid = torch.rand(13, 7, generator=gen) > 0.3
@@ -170,102 +168,10 @@ def test_blocks_stay_under_torchs_parallel_grain_with_several_threads():
         torch.set_num_threads(threads)
 
 
-def test_chunk_map_shares_the_chunks_between_torchs_threads_and_keeps_the_serial_order():
-    """Each chunk once, the results in chunk order (a caller's in-order sum is the serial one bit for bit), and with
-    torch's 3 threads three threads taking chunks at once, the caller among them (each waits for the others at its
-    first chunk)."""
-    import threading
-
-    from dataflex_core.blockwise import chunk_map
-
-    values = np.random.default_rng(0).random(1_000_003).astype(np.float32)
-    together = threading.Barrier(3, timeout=20)
-    local = threading.local()
-
-    def body(rows):
-        return rows, float(np.add.reduce(values[rows]))
-
-    def meeting_body(rows):
-        if not getattr(local, "met", False):
-            local.met = True
-            together.wait()  # raises BrokenBarrierError unless three spans run at the same time
-        return body(rows)
-
-    before = torch.get_num_threads()
-    try:
-        torch.set_num_threads(1)
-        serial = chunk_map(values.size, body, chunk=1 << 14)
-        torch.set_num_threads(3)
-        shared = chunk_map(values.size, meeting_body, chunk=1 << 14)
-    finally:
-        torch.set_num_threads(before)
-    assert [r for r, _ in shared] == [r for r, _ in serial]
-    assert [r.start for r, _ in serial] == list(range(0, values.size, 1 << 14)) and serial[-1][0].stop == values.size
-    assert sum(s for _, s in shared) == sum(s for _, s in serial)
-
-
-def test_chunk_map_raises_a_bodys_error_once_every_thread_is_done():
-    """A failing chunk stops the pass: the error reaches the caller, and no thread is still in ``body`` then."""
-    import threading
-    import time
-
-    from dataflex_core.blockwise import chunk_map
-
-    running, lock, seen = [0], threading.Lock(), []
-
-    def body(rows):
-        with lock:
-            running[0] += 1
-        try:
-            time.sleep(0.002)
-            if rows.start == 5 << 10:
-                raise ValueError("chunk 5")
-            return rows.start
-        finally:
-            with lock:
-                running[0] -= 1
-                seen.append(rows.start)
-
-    before = torch.get_num_threads()
-    torch.set_num_threads(2)
-    try:
-        with pytest.raises(ValueError, match="chunk 5"):
-            chunk_map(64 << 10, body, chunk=1 << 10)
-        assert running[0] == 0 and len(seen) < 64  # stopped early, nothing left running
-        assert chunk_map(64 << 10, lambda r: r.start, chunk=1 << 10) == list(range(0, 64 << 10, 1 << 10))
-    finally:
-        torch.set_num_threads(before)
-
-
-def test_chunk_map_works_in_a_forked_child_of_a_process_that_used_its_threads():
-    """A dataloader or Ray worker forked after a step: the parent's pool threads are not in the child."""
-    import multiprocessing
-
-    from dataflex_core.blockwise import chunk_map
-
-    before = torch.get_num_threads()
-    torch.set_num_threads(2)
-    try:
-        assert chunk_map(1 << 20, lambda r: r.start, chunk=1 << 14)[-1] == (1 << 20) - (1 << 14)  # the pool runs
-        context = multiprocessing.get_context("fork")
-        with context.Pool(1) as pool:
-            assert pool.apply_async(_chunk_starts_in_child).get(timeout=60) == list(range(0, 1 << 20, 1 << 14))
-    finally:
-        torch.set_num_threads(before)
-
-
-def _chunk_starts_in_child() -> list[int]:
-    from dataflex_core.blockwise import _pool, chunk_map
-
-    assert _pool(2).submit(os.getpid).result(timeout=20) == os.getpid()  # the child's own threads run the work
-    torch.set_num_threads(2)
-    return chunk_map(1 << 20, lambda r: r.start, chunk=1 << 14)
-
-
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16])
 def test_rows_with_a_nonzero_value_on_the_mask_match_torch_over_many_blocks(dtype):
     """The compute counters' moving rows: a nonzero (or NaN) value on a set mask position; zeros or junk outside
-    the mask never count, in numpy blocks shared by threads and on the torch path (bf16) alike."""
+    the mask never count, in numpy blocks and on the torch path (bf16) alike."""
     from dataflex_core.blockwise import masked_row_any_nonzero
 
     gen = torch.Generator().manual_seed(9)
@@ -286,64 +192,3 @@ def test_rows_with_a_nonzero_value_on_the_mask_match_torch_over_many_blocks(dtyp
     finally:
         torch.set_num_threads(before)
     assert torch.equal(masked_row_any_nonzero(x, mask.long()), expected)  # a non-bool mask: the torch path
-
-
-THP_MODE = "/sys/kernel/mm/transparent_hugepage/enabled"
-
-
-def _thp_mode() -> str | None:
-    """The kernel's transparent-huge-page mode (``always`` / ``madvise`` / ``never``), or None off Linux."""
-    try:
-        text = open(THP_MODE, encoding="ascii").read()
-    except OSError:
-        return None
-    return text.split("[", 1)[1].split("]", 1)[0] if "[" in text else None
-
-
-def _thp_eligible(address: int) -> bool | None:
-    """``THPeligible`` of the mapping that holds ``address`` (/proc/self/smaps), or None where it is not shown."""
-    inside = False
-    with open("/proc/self/smaps", encoding="ascii") as smaps:
-        for line in smaps:
-            head = line.split()[0]
-            if "-" in head and ":" not in head:
-                low, high = (int(part, 16) for part in head.split("-"))
-                inside = low <= address < high
-            elif inside and head == "THPeligible:":
-                return line.split()[1] == "1"
-    return None
-
-
-@pytest.mark.parametrize("dtype", [torch.bool, torch.int64, torch.float16, torch.float32, torch.float64])
-@pytest.mark.parametrize("shape", [(3, 5), (1024, 2048)])
-def test_fresh_cpu_gives_a_contiguous_tensor_that_owns_its_memory(dtype, shape):
-    """The step's fresh outputs: the shape and dtype asked for, contiguous, writable, and alive after every other
-    reference to numpy's array is gone (small ones and dtypes numpy lacks are torch.empty's)."""
-    import gc
-
-    from dataflex_core.blockwise import fresh_cpu
-
-    out = fresh_cpu(torch.Size(shape), dtype)
-    assert out.shape == shape and out.dtype == dtype and out.is_contiguous() and out.device.type == "cpu"
-    out.fill_(1)
-    gc.collect()
-    assert int(out.to(torch.int64).sum()) == out.numel()
-    assert fresh_cpu(shape, torch.bfloat16).dtype == torch.bfloat16
-
-
-def test_fresh_cpu_asks_for_huge_pages_where_torch_empty_does_not():
-    """Large outputs sit in a mapping the kernel may back with 2 MiB pages (``THPeligible``): numpy advises it,
-    torch's allocator does not; in ``madvise`` mode only the first is eligible."""
-    from dataflex_core.blockwise import HUGE_PAGE_BYTES, fresh_cpu
-
-    mode = _thp_mode()
-    if mode not in ("madvise", "always"):
-        pytest.skip(f"transparent huge pages are {mode or 'not available'} here")
-    out = fresh_cpu((4, HUGE_PAGE_BYTES), torch.float32)  # 64 MiB
-    eligible = _thp_eligible(out.data_ptr() + out.nbytes // 2)
-    if eligible is None:
-        pytest.skip("this kernel's smaps has no THPeligible field")
-    assert eligible
-    if mode == "madvise":
-        plain = torch.empty((4, HUGE_PAGE_BYTES), dtype=torch.float32)
-        assert _thp_eligible(plain.data_ptr() + plain.nbytes // 2) is False

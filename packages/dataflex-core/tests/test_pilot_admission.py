@@ -8,7 +8,7 @@ import torch
 from dataflex_core import Batch
 from dataflex_core.groups import group_index
 from dataflex_core.mechanisms.pilot.stages import screened_prompts, stage_rewards
-from dataflex_core.precomputed import prepare_batch
+from dataflex_core.precomputed import STEP_INPUTS_KEY, prepare_batch
 
 
 def test_stage_rewards_sum_float32_scores_in_float64_over_response_tokens_only():
@@ -37,18 +37,18 @@ def test_screened_prompts_follows_the_requests_not_the_groups_text_order():
     assert mean.tolist() == [0.5, 1.0, 1.0]  # uid 10's invalid row (reward 9) is out of its mean
 
 
-def test_moving_rows_is_one_pass_per_step_and_follows_an_in_place_change():
+def test_moving_rows_reads_the_advantages_on_response_tokens_and_follows_an_in_place_change():
     from dataflex_core.compute import compute_counters, moving_rows
 
     mask = torch.tensor([[1, 1, 0], [1, 0, 0], [0, 0, 0]])
     adv = torch.tensor([[0.0, 0.0, 5.0], [2.0, 0.0, 0.0], [3.0, 3.0, 3.0]])  # row 0 moves only off its tokens
     batch = prepare_batch(Batch({"response_mask": mask, "advantages": adv}, {}))
-    first = moving_rows(adv, batch.batch["response_mask"])
-    assert first.tolist() == [False, True, False]
-    assert moving_rows(adv, mask) is first  # the counters' pass is the pilot's: not computed twice
+    inputs = batch.meta_info[STEP_INPUTS_KEY]
+    assert moving_rows(adv, batch.batch["response_mask"]).tolist() == [False, True, False]
     assert compute_counters(mask, adv)["dataflex/compute/rollouts_wasted"] == 1.0
+    assert compute_counters(mask, adv, inputs=inputs)["dataflex/compute/rollouts_wasted"] == 1.0
     adv[0, 0] = 1.0  # a host that edits the advantages in place gets them read again
     assert moving_rows(adv, mask).tolist() == [True, True, False]
-    assert compute_counters(mask, adv)["dataflex/compute/rollouts_wasted"] == 0.0
+    assert compute_counters(mask, adv, inputs=inputs)["dataflex/compute/rollouts_wasted"] == 0.0
     unprepared = mask.clone()
     assert moving_rows(adv, unprepared).tolist() == [True, True, False]

@@ -1,10 +1,9 @@
-"""prepare_batch: shared per-step values are computed once, equal the helpers' own, and are never stale."""
+"""prepare_batch: the step's values are computed once, equal the helpers' own, and are never stale."""
 
 import numpy as np
 import pytest
 import torch
 
-import dataflex_core.groups as groups_module
 import dataflex_core.precomputed as precomputed
 from dataflex_core import (
     STEP_INPUTS_KEY,
@@ -18,6 +17,8 @@ from dataflex_core import (
     valid_token_counts,
     valid_token_mask,
 )
+from dataflex_core.contracts import require_groups
+from dataflex_core.precomputed import step_inputs
 
 
 def _batch(padding=True, seed=0):
@@ -80,27 +81,32 @@ def test_each_value_is_computed_once_per_step(monkeypatch):
     batch = prepare_batch(_batch())
     first = _values(batch)
     second = _values(batch)
-    assert len(calls) == 1  # the scorer and the actuator share one grouping of the uid strings
     for key in ("tokens", "rows", "counts", "response"):
         assert second[key] is first[key], key
-    assert second["groups"][0] is first["groups"][0]
+    # The step's grouping of the uid strings is made once, for every component that needs groups.
+    calls.clear()
+    index, count = require_groups(batch, "t")
+    assert require_groups(batch, "t")[0] is index and len(calls) == 1
+    assert torch.equal(index, first["groups"][0]) and count == first["groups"][1]
     # A new step (prepare_batch again) starts afresh.
     prepare_batch(batch)
-    group_index(batch.non_tensor_batch["uid"])
+    require_groups(batch, "t")
     assert len(calls) == 2
 
 
-def test_unprepared_batches_and_foreign_uid_arrays_compute_as_before(monkeypatch):
+def test_helpers_given_a_raw_uid_array_or_mask_compute_from_it(monkeypatch):
     calls = []
     real = precomputed.dense_group_index
     monkeypatch.setattr(
-        groups_module, "dense_group_index", lambda uid, device=None: calls.append(1) or real(uid, device)
+        "dataflex_core.groups.dense_group_index", lambda uid, device=None: calls.append(1) or real(uid, device)
     )
-    batch = _batch()
+    batch = prepare_batch(_batch())
     group_index(batch.non_tensor_batch["uid"])
-    prepare_batch(batch)
-    group_index(batch.non_tensor_batch["uid"].copy())  # an equal array, not the batch's: not looked up
+    group_index(batch.non_tensor_batch["uid"])
     assert len(calls) == 2
+    # A batch whose uid was replaced is grouped by its own uid, not by the prepared one.
+    batch.non_tensor_batch["uid"] = np.array(["x"] * 12, dtype=object)
+    assert require_groups(batch, "t")[1] == 1
 
 
 def test_a_replaced_or_modified_field_is_never_read_stale():
@@ -117,14 +123,6 @@ def test_a_replaced_or_modified_field_is_never_read_stale():
     index, _ = group_index(batch.non_tensor_batch["uid"])
     batch.non_tensor_batch["uid"] = np.array(["x"] * 12, dtype=object)
     assert group_index(batch.non_tensor_batch["uid"])[1] == 1 and index.max() > 0
-
-
-def test_a_caller_modifying_a_shared_value_in_place_does_not_corrupt_the_next_caller():
-    batch = prepare_batch(_batch())
-    want = _expected(batch)
-    valid_sample_mask(batch).fill_(False)  # a misbehaving plugin
-    group_index(batch.non_tensor_batch["uid"])[0].zero_()
-    _assert_same(_values(batch), want)
 
 
 def test_padding_must_match_for_the_values_to_be_reused():
@@ -149,12 +147,14 @@ def test_select_rows_carries_the_values_restricted_to_the_rows(computed_first):
     batch = prepare_batch(_batch(padding=True))
     if computed_first:
         _values(batch)
+        require_groups(batch, "t")
     rows = torch.tensor([True, False, True, True, False, True, True, False, True, False, True, True])
     sub = batch.select_rows(rows)
     want = _expected(sub)
     _assert_same(_values(sub), want)
     # Dense ids in sorted uid order, as grouping the sub-batch's own uid gives.
-    assert group_index(sub.non_tensor_batch["uid"])[1] == len(set(sub.non_tensor_batch["uid"].tolist()))
+    index, count = step_inputs(sub).groups if computed_first else require_groups(sub, "t")
+    assert torch.equal(index, want["groups"][0]) and count == want["groups"][1]
     # The parent's values are untouched.
     _assert_same(_values(batch), _expected(batch))
 

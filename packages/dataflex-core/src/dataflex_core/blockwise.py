@@ -18,17 +18,10 @@ oversubscribed cores each torch op waits until every torch thread gets one).
 
 from __future__ import annotations
 
-import itertools
-import math
-import os
 from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
-from typing import TypeVar
 
 import numpy as np
 import torch
-
-T = TypeVar("T")
 
 #: Elements per block of rows with one torch thread: 4 MiB of float32, held by the last-level cache.
 BLOCK_ELEMENTS = 1 << 20
@@ -66,53 +59,11 @@ def row_slices(rows: int, length: int) -> Iterator[slice]:
 NUMPY_CHUNK = 1 << 18
 
 
-#: Bytes from which :func:`fresh_cpu` takes a tensor's memory from numpy's allocator (numpy advises huge pages
-#: on allocations of 4 MiB and more).
-HUGE_PAGE_BYTES = 4 << 20
-
-
-def fresh_cpu(shape: tuple[int, ...] | torch.Size, dtype: torch.dtype) -> torch.Tensor:
-    """An uninitialised contiguous CPU tensor for an output of the step; a large one in memory numpy allocates.
-
-    A fresh ``(bs, L)`` output is mostly page faults: the kernel maps and zeroes it on its first write. numpy
-    advises transparent huge pages (``madvise``) on its large allocations, torch's CPU allocator does not, so
-    on a kernel whose THP mode is ``madvise`` (the common default) the first write of a 128 MiB tensor takes
-    64 faults of 2 MiB instead of 32768 of 4 KiB: 3-4x faster on one thread, and threads stop queueing on the
-    process's page tables (with THP off the kernel ignores the advice: the same cost as ``torch.empty``).
-    Small tensors and dtypes numpy lacks are ``torch.empty``'s. The tensor owns its memory (numpy's array lives
-    as long as it does); it is not resizable in place.
-    """
-    sizes = tuple(int(size) for size in shape)
-    np_dtype = _NUMPY_DTYPES.get(dtype)
-    if np_dtype is None or math.prod(sizes) * np.dtype(np_dtype).itemsize < HUGE_PAGE_BYTES:
-        return torch.empty(sizes, dtype=dtype)
-    return torch.from_numpy(np.empty(sizes, dtype=np_dtype))
-
-
-_NUMPY_DTYPES = {
-    torch.bool: np.bool_,
-    torch.uint8: np.uint8,
-    torch.int8: np.int8,
-    torch.int16: np.int16,
-    torch.int32: np.int32,
-    torch.int64: np.int64,
-    torch.float16: np.float16,
-    torch.float32: np.float32,
-    torch.float64: np.float64,
-}
-
-
 def flat_numpy(x: torch.Tensor) -> np.ndarray | None:
     """``x``'s memory as a 1-D numpy array (a view), or None: not a contiguous CPU tensor numpy can read."""
     if x.device.type != "cpu" or x.dtype == torch.bfloat16 or x.requires_grad or not x.is_contiguous():
         return None
     return x.numpy().reshape(-1)
-
-
-def numpy_chunks(n: int) -> Iterator[slice]:
-    """Consecutive ranges of :data:`NUMPY_CHUNK` covering ``0..n``."""
-    for start in range(0, n, NUMPY_CHUNK):
-        yield slice(start, min(start + NUMPY_CHUNK, n))
 
 
 def count_set(mask: torch.Tensor) -> int:
@@ -135,16 +86,12 @@ def row_counts(mask: torch.Tensor) -> torch.Tensor:
     return out
 
 
-def _set_per_row(flags: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+def _set_per_row(flags: np.ndarray) -> np.ndarray:
     """int64 sums of the 0/1 bytes ``flags`` along the last axis. Summed in int32 where a row cannot overflow it
     (numpy's int32 sum of bytes is about twice as fast as its int64 one), then widened."""
     if flags.shape[-1] >= 1 << 31:
-        return np.add.reduce(flags, axis=-1, dtype=np.int64, out=out)
-    sums = np.add.reduce(flags, axis=-1, dtype=np.int32)
-    if out is None:
-        return sums.astype(np.int64)
-    np.copyto(out, sums)
-    return out
+        return np.add.reduce(flags, axis=-1, dtype=np.int64)
+    return np.add.reduce(flags, axis=-1, dtype=np.int32).astype(np.int64)
 
 
 def masked_row_reduce(
@@ -176,69 +123,11 @@ def masked_row_reduce(
     return out
 
 
-#: Chunks each worker takes at least before a pass is split between threads (below that, threads cost more).
-_MIN_CHUNKS_PER_WORKER = 4
-_POOL: ThreadPoolExecutor | None = None
-_POOL_SIZE = 0
-_POOL_PID = 0
-
-
-def _pool(workers: int) -> ThreadPoolExecutor:
-    """The process's chunk threads, at least ``workers``; a new pool in a forked child (its parent's threads are
-    not there: work handed to the inherited pool would wait for ever)."""
-    global _POOL, _POOL_SIZE, _POOL_PID
-    if _POOL is None or _POOL_SIZE < workers or _POOL_PID != os.getpid():
-        _POOL = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="dataflex-chunks")
-        _POOL_SIZE, _POOL_PID = workers, os.getpid()
-    return _POOL
-
-
-def chunk_map(n: int, body: Callable[[slice], T], chunk: int = NUMPY_CHUNK) -> list[T]:
-    """``body(s)`` for the consecutive ranges of ``chunk`` covering ``0..n``, in order, on as many threads as torch
-    uses (``torch.get_num_threads()``).
-
-    A numpy pass runs on one core where torch's own ops use every thread torch has; numpy releases the GIL in
-    its loops, so threads share the pass (page faults of a fresh output included). Each thread, the calling one
-    among them, takes the next chunk not yet taken until none is left: on cores shared with other processes a
-    thread that waits for a core holds up one chunk, not a fixed share of the pass. The chunks and the order of
-    the results are those of the serial loop, so a caller that adds the results in order gets the serial sum bit
-    for bit. ``body`` must only write inside its range.
-    """
-    ranges = [slice(start, min(start + chunk, n)) for start in range(0, n, chunk)]
-    workers = min(torch.get_num_threads(), len(ranges) // _MIN_CHUNKS_PER_WORKER)
-    if workers <= 1:
-        return [body(r) for r in ranges]
-    results: list[T] = [None] * len(ranges)  # type: ignore[list-item]
-    taken = itertools.count()  # next() on it is one step under the GIL: each index goes to one thread
-    failed: list[bool] = []
-
-    def work() -> None:
-        while not failed:
-            index = next(taken)
-            if index >= len(ranges):
-                return
-            try:
-                results[index] = body(ranges[index])
-            except BaseException:
-                failed.append(True)  # the other threads stop at their next chunk
-                raise
-
-    futures = [_pool(workers - 1).submit(work) for _ in range(workers - 1)]
-    try:
-        work()
-    finally:
-        for future in futures:
-            future.exception()  # every thread is done with the pass before it returns or raises
-    for future in futures:
-        future.result()
-    return results
-
-
 def masked_row_any_nonzero(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     """``(bs,)`` bool: rows of a ``(bs, L)`` tensor with a nonzero value where the bool ``mask`` is set.
 
-    On the CPU in numpy, blocks of rows shared by torch's threads (:func:`chunk_map`; a compare, an and, an any
-    on a block in cache: no float temporary); elsewhere :func:`masked_row_reduce`.
+    On the CPU in numpy, block by block of rows (a compare, an and, an any on a block in cache: no
+    ``(bs, L)`` temporary); elsewhere :func:`masked_row_reduce`.
     """
     xs, ms = flat_numpy(x), flat_numpy(mask)
     if xs is None or ms is None or x.dim() != 2 or mask.shape != x.shape or mask.dtype != torch.bool:
@@ -247,31 +136,10 @@ def masked_row_any_nonzero(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     values, valid = xs.reshape(rows_, length), ms.reshape(rows_, length)
     out = np.empty(rows_, dtype=bool)
 
-    def block(rows: slice) -> None:
+    step = max(1, NUMPY_CHUNK // max(1, length))
+    for start in range(0, rows_, step):
+        rows = slice(start, start + step)
         nonzero = np.not_equal(values[rows], 0)
         np.logical_and(nonzero, valid[rows], out=nonzero)
         np.logical_or.reduce(nonzero, axis=1, out=out[rows])
-
-    chunk_map(rows_, block, max(1, NUMPY_CHUNK // max(1, length)))
     return torch.from_numpy(out)
-
-
-def bool_and_row_counts(mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor] | None:
-    """``(mask.bool(), its set positions per row)`` of a 2-D integer or float CPU mask, in one numpy pass of row
-    blocks shared by torch's threads (each block compared with 0, then counted while in cache); None for a
-    bool mask (``bool()`` is the mask itself, :func:`row_counts` counts it) or where numpy cannot read it."""
-    xs = flat_numpy(mask)
-    if xs is None or mask.dim() != 2 or mask.dtype == torch.bool or xs.dtype.kind not in "iuf":
-        return None
-    rows_, length = mask.shape
-    values = xs.reshape(rows_, length)
-    out = fresh_cpu((rows_, length), torch.bool)
-    flags = out.numpy()
-    counts = np.empty(rows_, dtype=np.int64)
-
-    def block(rows: slice) -> None:
-        np.not_equal(values[rows], 0, out=flags[rows])  # NaN is set, as bool() reads it
-        _set_per_row(flags[rows].view(np.uint8), out=counts[rows])
-
-    chunk_map(rows_, block, max(1, NUMPY_CHUNK // max(1, length)))
-    return out, torch.from_numpy(counts)

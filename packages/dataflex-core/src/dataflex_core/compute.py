@@ -33,7 +33,7 @@ from typing import Any, ClassVar
 import torch
 
 from .blockwise import masked_row_any_nonzero, row_counts
-from .precomputed import inputs_for_mask
+from .precomputed import StepInputs
 
 #: The prefix of every compute counter.
 COMPUTE_PREFIX = "dataflex/compute/"
@@ -63,6 +63,7 @@ def compute_counters(
     generation_rounds: int = 1,
     refills: int = 0,
     totals: ComputeTotals | None = None,
+    inputs: StepInputs | None = None,
 ) -> dict[str, float]:
     """The step's ``dataflex/compute/*`` counters, and their ``_total`` when ``totals`` is given (and updated).
 
@@ -74,8 +75,12 @@ def compute_counters(
     :param evicted_tokens: their response tokens.
     :param generation_rounds: generation passes this step; :param refills: prompt batches beyond the first.
     :param totals: the run's cumulative counts; updated in place with this step's.
+    :param inputs: the step's prepared values of this ``response_mask`` (its token counts and boolean form are
+        then not computed again).
     """
-    counts = _response_counts(response_mask)
+    if inputs is not None and inputs.response_mask is not response_mask:
+        inputs = None
+    counts = row_counts(response_mask) if inputs is None else inputs.response_counts
     real = torch.ones(counts.shape[0], dtype=torch.bool, device=counts.device)
     if is_padding is not None:
         real = ~is_padding.to(counts.device).bool()
@@ -87,7 +92,8 @@ def compute_counters(
         trained = trained & kept
     wasted = 0
     if advantages is not None:
-        wasted = int((trained & ~moving_rows(advantages.to(counts.device), response_mask)).sum())
+        mask = response_mask if inputs is None else inputs.response_tokens
+        wasted = int((trained & ~moving_rows(advantages.to(counts.device), mask)).sum())
     real_counts = torch.where(real, counts, torch.zeros((), dtype=counts.dtype, device=counts.device))
     step = {
         "rollouts_generated": int(real.sum()) + int(evicted_rollouts),
@@ -105,21 +111,9 @@ def compute_counters(
     return out
 
 
-def _response_counts(response_mask: torch.Tensor) -> torch.Tensor:
-    """``(bs,)`` response tokens per row: the step's prepared counts when ``response_mask`` is the prepared
-    batch's (:mod:`dataflex_core.precomputed`), so the counters add no pass."""
-    inputs = inputs_for_mask(response_mask)
-    if inputs is not None:
-        return inputs.response_counts()
-    return row_counts(response_mask)
-
-
 def moving_rows(advantages: torch.Tensor, response_mask: torch.Tensor) -> torch.Tensor:
     """``(bs,)`` bool: rows with a nonzero advantage on a response token, block by block on the CPU (no
-    ``(bs, L)`` temporary); once per step and advantages tensor when ``response_mask`` is the prepared batch's."""
-    inputs = inputs_for_mask(response_mask)
-    if inputs is not None:
-        return inputs.moving_rows(advantages)
+    ``(bs, L)`` temporary)."""
     if advantages.dim() != 2:
         return advantages.reshape(-1) != 0
     return masked_row_any_nonzero(advantages, response_mask.bool())

@@ -42,7 +42,7 @@ from .errors import InvalidOutputError
 from .groups import group_index, segment_count
 from .inputs import negative_mask, nonfinite_mask
 from .normalize import valid_sample_mask, valid_token_mask
-from .tensor_facts import FINITE, remember
+from .precomputed import step_inputs
 
 #: How far a mixer's proportions or a sampler's probabilities may sum from one (float32 rounding of a
 #: softmax over many prompts).
@@ -119,8 +119,6 @@ def _check_units(
         negative = negative_mask(value, valid)
         if negative is not None:
             raise fail(f"{int(negative.sum())} valid entries are negative (min {value[negative].min().item():.4g})")
-    else:
-        remember(value, FINITE, True, valid=valid)  # the actuator's own check of these scores reads it
     return value
 
 
@@ -429,4 +427,8 @@ def require_groups(batch: Any, owner: str, *, device: torch.device | str | None 
     rows = batch.batch["response_mask"].shape[0]
     if len(uid) != rows:
         raise ValueError(f"{owner}: non_tensor_batch['uid'] has {len(uid)} entries for {rows} rows")
-    return group_index(uid, device=device)  # the uid array itself: a prepared batch's index is computed once
+    inputs = step_inputs(batch)
+    if inputs is not None and inputs.uid is uid:  # the step's own index: grouped once per step
+        index, count = inputs.groups
+        return index.to(device or index.device), count
+    return group_index(uid, device=device)

@@ -2,10 +2,8 @@
 
 Hosts call components on the whole global batch (tens of thousands of rows),
 so group statistics are computed with one ``unique`` and a scatter, never a
-Python loop over samples or groups. When the host prepared the step's batch
-(:func:`~dataflex_core.prepare_batch`), the group index of its ``uid`` array and
-the boolean form and token counts of its ``response_mask`` are computed once
-and shared by every caller.
+Python loop over samples or groups. These helpers compute from what they are
+given; the step's own group index and masks are its :class:`~dataflex_core.StepInputs`'.
 
 The masked sequence reductions never build a ``(bs, L)`` temporary on the
 CPU (:mod:`dataflex_core.blockwise`).
@@ -18,7 +16,7 @@ from typing import Any
 import torch
 
 from .blockwise import masked_row_reduce, row_counts
-from .precomputed import dense_group_index, inputs_for_mask, inputs_for_uid
+from .precomputed import dense_group_index
 
 
 def group_index(uid: Any, device: torch.device | str | None = None) -> tuple[torch.Tensor, int]:
@@ -27,14 +25,10 @@ def group_index(uid: Any, device: torch.device | str | None = None) -> tuple[tor
     Ids compare the way they arrive: a numeric array or tensor by value, an object
     or string array by text (``str(id)``), so there ``1`` and ``"1"`` are one group,
     as they are after a JSON or parquet round trip, while ``1`` and ``1.0`` are two.
-    Indices follow the sorted order of the ids. The index of a prepared
-    batch's ``uid`` array is computed once per step and shared: treat it as read-only.
+    Indices follow the sorted order of the ids.
 
     :returns: ``(index, num_groups)`` with ``index`` a LongTensor of shape ``(bs,)``.
     """
-    inputs = inputs_for_uid(uid)
-    if inputs is not None:
-        return inputs.groups(device)
     return dense_group_index(uid, device)
 
 
@@ -102,33 +96,22 @@ def segment_var(
     return segment_mean(dev, index, num_segments, mask)
 
 
-def _bool_mask(mask: torch.Tensor) -> torch.Tensor:
-    inputs = inputs_for_mask(mask)
-    return inputs.response_tokens() if inputs is not None else mask.bool()
-
-
-def _row_counts(mask: torch.Tensor, bool_mask: torch.Tensor) -> torch.Tensor:
-    """``(bs,)`` int64 set positions per row of ``mask`` (``bool_mask`` is its boolean form)."""
-    inputs = inputs_for_mask(mask)
-    return inputs.response_counts() if inputs is not None else row_counts(bool_mask)
-
-
 def masked_seq_sum(x: torch.Tensor, mask: torch.Tensor, *, magnitude: bool = False) -> torch.Tensor:
     """``(bs, L)`` -> ``(bs,)`` sum over positions where ``mask`` is set (of ``|x|`` with ``magnitude``)."""
-    return masked_row_reduce(x, _bool_mask(mask), 0.0, lambda v: v.sum(-1), magnitude)
+    return masked_row_reduce(x, mask.bool(), 0.0, lambda v: v.sum(-1), magnitude)
 
 
 def masked_seq_mean(x: torch.Tensor, mask: torch.Tensor, *, magnitude: bool = False) -> torch.Tensor:
     """``(bs, L)`` -> ``(bs,)`` mean over masked positions (of ``|x|`` with ``magnitude``); an empty row gives 0."""
-    bool_mask = _bool_mask(mask)
-    count = _row_counts(mask, bool_mask).clamp(min=1).to(x.dtype)
+    bool_mask = mask.bool()
+    count = row_counts(bool_mask).clamp(min=1).to(x.dtype)
     return masked_row_reduce(x, bool_mask, 0.0, lambda v: v.sum(-1), magnitude) / count
 
 
 def masked_seq_max(x: torch.Tensor, mask: torch.Tensor, *, magnitude: bool = False) -> torch.Tensor:
     """``(bs, L)`` -> ``(bs,)`` max over masked positions (of ``|x|`` with ``magnitude``); an empty row gives 0."""
-    m = _bool_mask(mask)
+    m = mask.bool()
     # |x| >= 0, so filling masked positions with 0 instead of -inf leaves every non-empty row's max unchanged.
     fill = 0.0 if magnitude else float("-inf")
     out = masked_row_reduce(x, m, fill, lambda v: v.amax(-1), magnitude)
-    return torch.where(_row_counts(mask, m) > 0, out, torch.zeros_like(out))
+    return torch.where(row_counts(m) > 0, out, torch.zeros_like(out))

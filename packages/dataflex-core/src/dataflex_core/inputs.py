@@ -17,7 +17,6 @@ import torch
 from .components import SAMPLE_GRANULARITIES
 from .errors import InvalidOutputError
 from .normalize import valid_sample_mask, valid_token_mask
-from .tensor_facts import FINITE, recall
 
 _FLOATS = (torch.float32, torch.float64)
 
@@ -42,9 +41,7 @@ def actuator_scores(
     :returns: the detached scores (a new tensor only when cast) and the validity mask of
         the granularity (:func:`valid_sample_mask` / :func:`valid_token_mask`) on the scores' device.
     :raises InvalidOutputError: the scores are not a tensor of the granularity's shape, or a
-        valid unit's score is NaN or infinite (invalid units may hold anything). Scores the step's
-        contract already checked on this mask, unchanged since and not cast, are not read again
-        (:mod:`dataflex_core.tensor_facts`).
+        valid unit's score is NaN or infinite (invalid units may hold anything).
     """
     per_token = granularity == "token"
     if not per_token and granularity not in ("sample", *SAMPLE_GRANULARITIES):
@@ -65,8 +62,7 @@ def actuator_scores(
     elif s.dtype not in _FLOATS:
         s = s.float()
     valid = valid.to(s.device)
-    checked = s.dtype == scores.dtype and recall(scores, FINITE, valid=valid)  # the step's contract read them
-    bad = None if checked else nonfinite_mask(s, valid)
+    bad = nonfinite_mask(s, valid)
     if bad is not None:
         first = bad.nonzero()[0].tolist() if per_token else f"row {int(bad.nonzero()[0])}"
         units = "tokens" if per_token else "rows"

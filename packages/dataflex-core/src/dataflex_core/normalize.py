@@ -13,44 +13,32 @@ from typing import Any
 import numpy as np
 import torch
 
-from .blockwise import chunk_map, count_set, flat_numpy, fresh_cpu, row_counts
+from .blockwise import NUMPY_CHUNK, count_set, flat_numpy
 from .errors import InvalidOutputError
-from .precomputed import compute_valid_tokens, step_inputs
+from .precomputed import inputs_of
 
-# Each mask below comes from the batch's StepInputs when the host prepared it (computed once
-# per step, shared by every caller: treat it as read-only), else is computed here.
+# Each mask below is the batch's StepInputs' (computed once per step when the host prepared the batch,
+# shared by every caller: treat it as read-only), else computed for this call.
 
 
 def valid_token_mask(batch: Any) -> torch.Tensor:
     """``(bs, L)`` bool: response tokens of non-padding rows."""
-    inputs = step_inputs(batch)
-    if inputs is not None:
-        return inputs.valid_tokens()
-    return compute_valid_tokens(batch.batch["response_mask"], batch.batch.get("is_padding"))
+    return inputs_of(batch).valid_tokens
 
 
 def valid_sample_mask(batch: Any) -> torch.Tensor:
     """``(bs,)`` bool: rows that are not padding and have at least one response token."""
-    inputs = step_inputs(batch)
-    if inputs is not None:
-        return inputs.valid_rows()
-    return valid_token_mask(batch).any(-1)
+    return inputs_of(batch).valid_rows
 
 
 def valid_token_counts(batch: Any) -> torch.Tensor:
     """``(bs,)`` int64: valid tokens per row (0 on padding and empty rows)."""
-    inputs = step_inputs(batch)
-    if inputs is not None:
-        return inputs.token_counts()
-    return row_counts(valid_token_mask(batch))
+    return inputs_of(batch).token_counts
 
 
 def response_token_mask(batch: Any) -> torch.Tensor:
     """``(bs, L)`` bool ``response_mask``, padding rows included (for scores that zero non-response positions)."""
-    inputs = step_inputs(batch)
-    if inputs is not None:
-        return inputs.response_tokens()
-    return batch.batch["response_mask"].bool()
+    return inputs_of(batch).response_tokens
 
 
 def valid_mask_for(weights: torch.Tensor, batch: Any) -> torch.Tensor:
@@ -109,8 +97,7 @@ def _masked_sum_min(w: torch.Tensor, valid: torch.Tensor, own: bool) -> tuple[to
     """``(where(valid, w, 0), its sum, its min)``, written into ``w`` itself when ``own``.
 
     On the CPU in numpy, chunk by chunk while the chunk is in cache (one pass over
-    memory, the chunks shared by torch's thread count, :func:`~dataflex_core.blockwise.chunk_map`);
-    the chunks' float32 sums are added in float64, in order.
+    memory, no mask temporary); the chunks' float32 sums are added in float64, in order.
     Elsewhere three whole-tensor torch ops.
     """
     xs, ms = flat_numpy(w), flat_numpy(valid)
@@ -118,24 +105,20 @@ def _masked_sum_min(w: torch.Tensor, valid: torch.Tensor, own: bool) -> tuple[to
         zero = torch.zeros((), dtype=w.dtype, device=w.device)
         masked = torch.where(valid, w, zero, out=w) if own else torch.where(valid, w, zero)
         return masked, masked.sum(), masked.min()
-    out = w if own else fresh_cpu(w.shape, w.dtype)
+    out = w if own else torch.empty_like(w)
     os_ = out.numpy().reshape(-1)
-
-    def masked_chunk(rows: slice) -> tuple[float, float]:
-        chunk = os_[rows]
-        with np.errstate(over="ignore", invalid="ignore"):  # an overflowing or NaN total is handled by the caller
+    total, low = 0.0, np.inf
+    with np.errstate(over="ignore", invalid="ignore"):  # an overflowing or NaN total is handled by the caller
+        for start in range(0, xs.size, NUMPY_CHUNK):
+            rows = slice(start, start + NUMPY_CHUNK)
+            chunk = os_[rows]
             if own:
                 np.copyto(chunk, 0, where=np.logical_not(ms[rows]))
             else:  # zeros, then the valid values: one masked copy, no inverted mask
                 chunk.fill(0)
                 np.copyto(chunk, xs[rows], where=ms[rows])
-            return float(np.add.reduce(chunk)), chunk.min()
-
-    total, low = 0.0, np.inf
-    with np.errstate(over="ignore", invalid="ignore"):
-        for chunk_total, chunk_low in chunk_map(xs.size, masked_chunk):  # in order: the serial sum
-            total += chunk_total
-            low = np.minimum(low, chunk_low)  # NaN stays NaN (Python's min would drop it)
+            total += float(np.add.reduce(chunk))
+            low = np.minimum(low, chunk.min())  # NaN stays NaN (Python's min would drop it)
     return out, torch.tensor(total, dtype=w.dtype), torch.tensor(float(low), dtype=w.dtype)
 
 

@@ -48,7 +48,7 @@ from ..batch import Batch
 from ..compute import ComputeTotals, compute_counters
 from ..mechanisms.base import Mechanism
 from ..normalize import valid_token_counts
-from ..precomputed import prepare_batch
+from ..precomputed import StepInputs, prepare_batch, step_inputs
 from ..step.context import StepContext
 from ..step.result import PREFIX, StepResult
 from ..step.seams import S, Seam
@@ -120,6 +120,7 @@ class DataFlexStep(StepContext):
         *,
         is_padding: torch.Tensor | None = None,
         kept: torch.Tensor | None = None,
+        inputs: StepInputs | None = None,
         **mechanism_counts: int,
     ) -> dict[str, float]:
         """The step's ``dataflex/compute/*`` counters and the run's totals (:func:`~dataflex_core.compute.compute_counters`).
@@ -127,7 +128,7 @@ class DataFlexStep(StepContext):
         :meth:`run` calls it; a host calls it itself on a step it does not run (before ``warmup_step``).
         """
         return compute_counters(
-            response_mask, advantages, is_padding=is_padding, kept=kept, totals=self.compute_totals,
+            response_mask, advantages, is_padding=is_padding, kept=kept, totals=self.compute_totals, inputs=inputs,
             **mechanism_counts,
         )  # fmt: skip
 
@@ -200,5 +201,5 @@ class DataFlexStep(StepContext):
     def _count(self, batch: Batch, advantages: torch.Tensor | None, result: StepResult) -> dict[str, float]:
         return self.count(
             batch.batch["response_mask"], advantages, is_padding=batch.batch.get("is_padding"), kept=result.kept,
-            **result.compute,
+            inputs=step_inputs(batch), **result.compute,
         )  # fmt: skip

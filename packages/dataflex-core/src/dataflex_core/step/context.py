@@ -17,7 +17,7 @@ import torch
 
 from ..batch import Batch
 from ..config import DataFlexPipeline
-from ..precomputed import STEP_INPUTS_KEY, prepare_batch, step_inputs
+from ..precomputed import STEP_INPUTS_KEY, inputs_of, prepare_batch
 from .calls import ComponentCalls
 from .host import HostCapabilities
 from .on_invalid import InvalidOutputPolicy
@@ -104,10 +104,7 @@ class StepContext:
         padding = batch.batch.get("is_padding")
         if padding is None:
             return batch
-        inputs = step_inputs(batch)
-        if inputs is None:
-            inputs = step_inputs(prepare_batch(batch))
-        if inputs.padding_is_empty():
+        if inputs_of(batch).padding_is_empty:
             return batch
         mask = batch.batch["response_mask"]
         emptied = mask * (~padding.to(mask.device).bool()).unsqueeze(-1).to(mask.dtype)

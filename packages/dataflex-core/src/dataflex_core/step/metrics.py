@@ -16,10 +16,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from ..blockwise import chunk_map
-from ..precomputed import valid_row_counts
-from ..tensor_facts import ROW_STATS, recall
-from .factor_pass import BlockBuffers, RowStats, block_stats, combined, numpy_2d, stats_rows
+from ..blockwise import flat_numpy, row_counts
 from .result import PREFIX
 from .weights import SEQUENCE_UNIT, TOKEN_UNIT, unit_mean
 
@@ -31,6 +28,7 @@ def weight_metrics(
     *,
     applied: torch.Tensor | None = None,
     importance_weights: torch.Tensor | None = None,
+    token_counts: torch.Tensor | None = None,
 ) -> dict[str, float]:
     """The step's weight metrics: means in ``unit`` and over tokens, std/min/max over valid tokens, ESS.
 
@@ -40,10 +38,12 @@ def weight_metrics(
     :param applied: with ``importance_weights``: the ``(bs, L)`` weights applied (``factor`` times the
         framework's).
     :param importance_weights: the framework's own ``(bs, L)`` weights, when DataFlex composed with them.
+    :param token_counts: ``(bs,)`` valid tokens per row (the step's :class:`~dataflex_core.StepInputs` has
+        them); counted from ``valid_tokens`` when not given.
 
     Masked reductions only (no boolean indexing): this runs on the whole global batch every step.
     """
-    token_count = valid_row_counts(valid_tokens)  # the step's prepared counts when these are its valid tokens
+    token_count = row_counts(valid_tokens) if token_counts is None else token_counts
     if factor.dim() == 1:
         out = _sample_metrics(factor, token_count, unit)
     else:
@@ -52,8 +52,9 @@ def weight_metrics(
         return out
     composed = importance_weights is not None and applied is not None
     if composed:
-        base = unit_mean(importance_weights.to(torch.float32), valid_tokens, unit)
-        out[f"{PREFIX}weight/mean"] = (unit_mean(applied, valid_tokens, unit, masked=True) / base).item()
+        base = unit_mean(importance_weights.to(torch.float32), valid_tokens, unit, token_counts=token_count)
+        applied_mean = unit_mean(applied, valid_tokens, unit, masked=True, token_counts=token_count)
+        out[f"{PREFIX}weight/mean"] = (applied_mean / base).item()
     else:
         out[f"{PREFIX}weight/mean"] = out[f"{PREFIX}weight/factor_mean"]
     out[f"{PREFIX}weight/unit_is_sequence"] = 1.0 if unit == SEQUENCE_UNIT else 0.0
@@ -119,19 +120,22 @@ def _sample_metrics(weights: torch.Tensor, token_count: torch.Tensor, unit: str)
     }
 
 
+#: ``(row sums (bs,) float64, sum of squares, min, max)`` over valid tokens, the last three 0-dim float64.
+RowStats = tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]
+#: Elements per row block of the CPU pass: a 2 MiB float64 buffer, held by the cache with its rows' mask.
+STATS_BLOCK = 1 << 18
+
+
 def _masked_row_stats(factor: torch.Tensor, valid_tokens: torch.Tensor) -> RowStats:
     """Over valid tokens: float64 row sums, the float64 sum of squares, the min and the max.
 
-    Recorded by the pass that wrote the factor (:mod:`.factor_pass`) when the step normalised it there; else on
-    the CPU in numpy, one pass of row blocks through a float64 buffer the cache holds (no ``(bs, L)``
-    temporary, no parallel region); elsewhere in one go.
+    On the CPU in numpy, one pass of row blocks through a float64 buffer the cache holds (no ``(bs, L)``
+    temporary); elsewhere in one go.
     """
-    known = recall(factor, ROW_STATS, valid=valid_tokens)
-    if known is not None:
-        return known
-    xs, ms = numpy_2d(factor), numpy_2d(valid_tokens)
-    if xs is not None and ms is not None:
-        return _numpy_row_stats(xs, ms)
+    if factor.dim() == 2 and factor.dtype in (torch.float32, torch.float64) and valid_tokens.dtype == torch.bool:
+        xs, ms = flat_numpy(factor), flat_numpy(valid_tokens)
+        if xs is not None and ms is not None and valid_tokens.shape == factor.shape:
+            return _numpy_row_stats(xs.reshape(factor.shape), ms.reshape(factor.shape))
     zero = torch.zeros((), dtype=factor.dtype, device=factor.device)
     inf = torch.full((), float("inf"), dtype=factor.dtype, device=factor.device)
     w = torch.where(valid_tokens, factor, zero)
@@ -144,19 +148,26 @@ def _masked_row_stats(factor: torch.Tensor, valid_tokens: torch.Tensor) -> RowSt
 
 
 def _numpy_row_stats(xs: np.ndarray, ms: np.ndarray) -> RowStats:
-    """:func:`_masked_row_stats` in numpy: each block of rows is copied once into a float64 buffer with its
-    invalid tokens 0, and every statistic is read from that buffer while it is in cache; the blocks are shared by
-    torch's thread count (:func:`~dataflex_core.blockwise.chunk_map`) and their results added in order. Row sums
-    and squares are float64 sums of float64 values, as the whole-tensor expression computes them."""
+    """:func:`_masked_row_stats` in numpy: each block of rows is copied into a float64 buffer with its invalid
+    tokens 0, and every statistic is read from that buffer while it is in cache. Row sums and squares are float64
+    sums of float64 values, as the whole-tensor expression computes them."""
     bs, length = xs.shape
-    step = stats_rows(length)
+    step = max(1, STATS_BLOCK // max(1, length))
+    buffer = np.empty((min(step, bs), length), dtype=np.float64)
     row_sum = np.empty(bs, dtype=np.float64)
-    buffers = BlockBuffers(min(step, bs), length)
-
-    def stats(rows: slice) -> tuple[float, float, float]:
-        block, valid = buffers.take(rows.stop - rows.start), ms[rows]
+    squares, low, high = 0.0, np.inf, -np.inf
+    for start in range(0, bs, step):
+        rows = slice(start, start + step)
+        block, valid = buffer[: min(step, bs - start)], ms[rows]
         block.fill(0.0)
         np.copyto(block, xs[rows], where=valid)
-        return block_stats(block, valid, row_sum[rows])
-
-    return combined(row_sum, chunk_map(bs, stats, step))
+        np.add.reduce(block, axis=1, out=row_sum[rows])
+        squares += float(np.einsum("ij,ij->", block, block))
+        low = min(low, float(np.minimum.reduce(block, axis=None, where=valid, initial=np.inf)))
+        high = max(high, float(np.maximum.reduce(block, axis=None, where=valid, initial=-np.inf)))
+    return (
+        torch.from_numpy(row_sum),
+        torch.tensor(squares, dtype=torch.float64),
+        torch.tensor(low, dtype=torch.float64),
+        torch.tensor(high, dtype=torch.float64),
+    )

@@ -17,7 +17,6 @@ from typing import Any
 import torch
 
 from ..ledger import COLUMNS
-from ..tensor_facts import EXTREMES, remember
 
 #: Ledger columns that count something: never negative.
 COUNTS = frozenset(
@@ -84,7 +83,6 @@ def _ledger_problem(state: Mapping[str, Any], where: str) -> str | None:
         if not len(value):
             continue
         least, most = (float(v) for v in torch.aminmax(value))  # NaN when the column holds one
-        remember(value, EXTREMES, (least, most))  # the ledger's own check of this column reads them
         if value.is_floating_point() and not (math.isfinite(least) and math.isfinite(most)):
             bad = ~torch.isfinite(value) & ~(torch.isnan(value) if column in MAY_BE_NAN else False)
             if bool(bad.any()):

@@ -33,11 +33,9 @@ import math
 
 import torch
 
-from ..blockwise import flat_numpy
+from ..blockwise import row_counts
 from ..errors import InvalidOutputError
 from ..normalize import _masked_sum_min
-from ..precomputed import valid_row_counts
-from .factor_pass import divide_with_stats
 
 TOKEN_UNIT = "token"
 SEQUENCE_UNIT = "sequence"
@@ -75,19 +73,25 @@ def to_token_weights(weights: torch.Tensor, valid_tokens: torch.Tensor) -> torch
 
 
 def unit_mean(
-    token_weights: torch.Tensor, valid_tokens: torch.Tensor, unit: str, *, masked: bool = False
+    token_weights: torch.Tensor,
+    valid_tokens: torch.Tensor,
+    unit: str,
+    *,
+    masked: bool = False,
+    token_counts: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """Mean of ``token_weights`` over valid tokens (``token``) or over valid sequences (``sequence``).
 
     In the ``sequence`` unit a sequence counts with the token-mean of its
     weights, as a sequence-mean-of-token-means loss aggregates it.
-    ``masked=True`` says the weights are already 0 outside ``valid_tokens``.
+    ``masked=True`` says the weights are already 0 outside ``valid_tokens``;
+    ``token_counts``: ``valid_tokens``' set tokens per row, when the step has them.
     """
     zero = torch.zeros((), dtype=token_weights.dtype, device=token_weights.device)
     w = token_weights if masked else torch.where(valid_tokens, token_weights, zero)
+    per_seq_count = row_counts(valid_tokens) if token_counts is None else token_counts
     if unit == TOKEN_UNIT:
-        return w.sum() / valid_row_counts(valid_tokens).sum().clamp(min=1)
-    per_seq_count = valid_row_counts(valid_tokens)  # the prepared counts when these are the step's valid tokens
+        return w.sum() / per_seq_count.sum().clamp(min=1)
     per_seq = w.sum(-1) / per_seq_count.clamp(min=1)
     return per_seq.sum() / (per_seq_count > 0).sum().clamp(min=1)
 
@@ -95,31 +99,33 @@ def unit_mean(
 def _token_factor(weights: torch.Tensor, valid_tokens: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
     """:func:`to_token_weights` of ``(bs, L)`` weights, and their sum when the same pass computed it.
 
-    On the CPU one numpy pass, chunk by chunk, writes the masked copy and sums it (float32 chunk sums added in
-    float64, as :func:`~dataflex_core.normalize_mean_one` sums); elsewhere, or for ``(bs,)`` weights, the torch
-    expression and no sum.
+    For ``(bs, L)`` weights the masked copy and its sum of :func:`~dataflex_core.normalize_mean_one` (on the CPU
+    one numpy pass, float32 chunk sums added in float64); for ``(bs,)`` weights the torch expression and no sum.
     """
     w = _working(weights)
     if w.dim() == 2 and w.shape == valid_tokens.shape and valid_tokens.dtype == torch.bool:
-        if flat_numpy(w) is not None and flat_numpy(valid_tokens) is not None:
-            factor, total, _ = _masked_sum_min(w, valid_tokens, own=False)
-            return factor, total
+        factor, total, _ = _masked_sum_min(w, valid_tokens, own=False)
+        return factor, total
     return to_token_weights(weights, valid_tokens), None
 
 
 def _own_unit_mean(
-    factor: torch.Tensor, valid_tokens: torch.Tensor, unit: str, total: torch.Tensor | None = None
+    factor: torch.Tensor,
+    valid_tokens: torch.Tensor,
+    token_counts: torch.Tensor,
+    unit: str,
+    total: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, float]:
     """``(factor, its unit mean)`` for our own masked factor; one whose sum overflows is divided by its largest
     value first (in place), which the normalised weights do not depend on. ``total``: the factor's sum, when the
     pass that wrote it computed it (the token unit's mean is then that sum over the valid tokens, no new pass)."""
     if total is not None and unit == TOKEN_UNIT:
-        mean = float(total / valid_row_counts(valid_tokens).sum().clamp(min=1))
+        mean = float(total / token_counts.sum().clamp(min=1))
     else:
-        mean = float(unit_mean(factor, valid_tokens, unit, masked=True))
+        mean = float(unit_mean(factor, valid_tokens, unit, masked=True, token_counts=token_counts))
     if math.isinf(mean):
         factor = factor.div_(factor.max())  # finite and positive: the contract checked it, the sum overflowed
-        mean = float(unit_mean(factor, valid_tokens, unit, masked=True))
+        mean = float(unit_mean(factor, valid_tokens, unit, masked=True, token_counts=token_counts))
     return factor, mean
 
 
@@ -157,6 +163,8 @@ def finalize(
     valid_tokens: torch.Tensor,
     unit: str,
     importance_weights: torch.Tensor | None = None,
+    *,
+    token_counts: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """The weights to apply, and the DataFlex factor inside them.
 
@@ -164,33 +172,38 @@ def finalize(
     :param valid_tokens: ``(bs, L)`` bool, response tokens of non-padding rows.
     :param unit: ``token`` or ``sequence``.
     :param importance_weights: ``(bs, L)`` weights the framework already applies, if any.
+    :param token_counts: ``(bs,)`` valid tokens per row (the step's :class:`~dataflex_core.StepInputs` has
+        them); counted from ``valid_tokens`` when not given.
     :returns: ``(applied, factor)``, float32; ``applied = factor * importance_weights`` (or ``factor``
         alone) with the normalisation described in the module docstring. Per-sample weights without
         importance weights stay ``(bs,)`` (one weight for each of a row's valid tokens); otherwise
         both are ``(bs, L)``.
-    :raises InvalidOutputError: the weights leave no valid token with positive weight.
+    :raises InvalidOutputError: the weights leave no valid token with positive weight, or the product with the
+        framework's weights is not finite.
     """
     if unit not in LOSS_UNITS:
         raise ValueError(f"unit must be one of {', '.join(LOSS_UNITS)}, got {unit!r}")
+    counts = row_counts(valid_tokens) if token_counts is None else token_counts
     if dataflex_weights.dim() == 1 and importance_weights is None:
-        factor = finalize_samples(dataflex_weights, valid_row_counts(valid_tokens), unit)
+        factor = finalize_samples(dataflex_weights, counts, unit)
         return factor, factor
     factor, total = _token_factor(dataflex_weights, valid_tokens)
-    if not bool(valid_row_counts(valid_tokens).sum()):  # the prepared counts: no pass over (bs, L)
+    if not bool(counts.sum()):
         factor = factor.to(torch.float32)
         return factor, factor
-    factor, denominator = _own_unit_mean(factor, valid_tokens, unit, total)  # our own tensor (_token_factor)
+    factor, denominator = _own_unit_mean(factor, valid_tokens, counts, unit, total)  # our own tensor
     if not denominator > 0:
         raise InvalidOutputError("every valid token got weight 0; at least one must be positive")
-    if importance_weights is None:  # the final factor: divided in the pass that takes the metrics' statistics
-        divided = divide_with_stats(factor, valid_tokens, denominator)
-        factor = _divide_(factor, denominator) if divided is None else divided
+    # Mean one over non-negative weights: each is at most the number of valid tokens, so finite.
+    factor = _divide_(factor, denominator)
+    if importance_weights is None:
         return factor, factor
-    factor = _divide_(factor, denominator)  # mean one, so bounded by the number of units
     base = importance_weights.to(torch.float32)
     product = factor * base
-    target = float(unit_mean(base, valid_tokens, unit))
-    product, denominator = _own_unit_mean(product, valid_tokens, unit)
+    target = float(unit_mean(base, valid_tokens, unit, token_counts=counts))
+    product, denominator = _own_unit_mean(product, valid_tokens, counts, unit)
+    if math.isnan(denominator):  # the framework's weights hold inf or NaN (an overflowing sum was rescaled)
+        raise InvalidOutputError("the normalised weights are not finite (weights too extreme to scale to mean one)")
     if not denominator > 0:
         if target > 0:
             raise InvalidOutputError(
@@ -204,8 +217,11 @@ def finalize(
     return _divide_(product, scale), _divide_(factor, scale)
 
 
-def applied_unit_mean(weights: torch.Tensor, valid_tokens: torch.Tensor, unit: str) -> float:
+def applied_unit_mean(
+    weights: torch.Tensor, valid_tokens: torch.Tensor, unit: str, *, token_counts: torch.Tensor | None = None
+) -> float:
     """The mean of applied weights (``(bs,)`` per sample or ``(bs, L)``) in ``unit``: 1 when normalised."""
+    counts = row_counts(valid_tokens) if token_counts is None else token_counts
     if weights.dim() == 1:
-        return float(sample_unit_mean(weights, valid_row_counts(valid_tokens), unit))
-    return float(unit_mean(_working(weights), valid_tokens, unit))
+        return float(sample_unit_mean(weights, counts, unit))
+    return float(unit_mean(_working(weights), valid_tokens, unit, token_counts=counts))
