@@ -6,7 +6,6 @@ import numpy as np
 import torch
 
 from dataflex_core import Reweighter, actuator_scores, count_set, register_reweighter
-from dataflex_core.blockwise import chunk_map, fresh_cpu
 
 from ._inputs import finish
 from .selection import CHUNK, numpy_view
@@ -87,21 +86,18 @@ def mixed_weights(
     xs, ms = numpy_view(prob.reshape(-1)), numpy_view(valid.reshape(-1))
     if xs is None or ms is None or ms.dtype != np.bool_ or not prob.is_contiguous() or not valid.is_contiguous():
         return None
-    out = fresh_cpu(prob.shape, prob.dtype)
+    out = torch.empty(prob.shape, dtype=prob.dtype)
     ws = out.numpy().reshape(-1)
     a, b = xs.dtype.type(alpha), xs.dtype.type(1.0 - alpha)
-
-    def mix(rows: slice) -> tuple[float, float, float]:
+    total, low, high = 0.0, np.inf, -np.inf
+    for start in range(0, xs.size, CHUNK):
+        rows = slice(start, start + CHUNK)
         x, w = xs[rows], ws[rows]
         np.multiply(x, a, out=w)
         np.add(w, b, out=w)
         np.copyto(w, 0, where=np.logical_not(ms[rows]))
-        return float(np.add.reduce(w)), float(x.min()), float(x.max())
-
-    total, low, high = 0.0, np.inf, -np.inf
-    for chunk_total, chunk_low, chunk_high in chunk_map(xs.size, mix, CHUNK):  # in order: the serial sum
-        total += chunk_total
-        low, high = min(low, chunk_low), max(high, chunk_high)
+        total += float(np.add.reduce(w))
+        low, high = min(low, float(x.min())), max(high, float(x.max()))
     return out, total, (low, high)
 
 
@@ -113,6 +109,5 @@ def scale_to_mean_one(weights: torch.Tensor, valid: torch.Tensor, total: float) 
         return weights.float()
     factor = torch.tensor(count, dtype=dtype) / torch.tensor(total, dtype=dtype)
     xs = weights.numpy().reshape(-1)
-    scale = xs.dtype.type(factor.item())
-    chunk_map(xs.size, lambda rows: np.multiply(xs[rows], scale, out=xs[rows]), CHUNK)
+    np.multiply(xs, xs.dtype.type(factor.item()), out=xs)
     return weights.float()

@@ -8,7 +8,6 @@ import numpy as np
 import torch
 
 from dataflex_core import Reweighter, actuator_scores, register_reweighter, valid_token_counts
-from dataflex_core.blockwise import chunk_map, fresh_cpu
 
 from .selection import CHUNK, numpy_view, select_kth
 
@@ -84,15 +83,13 @@ def kept_weights(
         out = torch.empty(scores.shape, dtype=torch.float32, device=scores.device)
         keep = (scores >= threshold) & valid
         return out.copy_(keep).mul_(scale.to(out.device))
-    out = fresh_cpu(scores.shape, torch.float32)
+    out = torch.empty(scores.shape, dtype=torch.float32)
     ws = out.numpy().reshape(-1)
     thr, factor = xs.dtype.type(threshold.item()), np.float32(scale.item())
-
-    def write(rows: slice) -> None:
+    for start in range(0, xs.size, CHUNK):
+        rows = slice(start, start + CHUNK)
         keep = np.greater_equal(xs[rows], thr)
         np.logical_and(keep, ms[rows], out=keep)
         np.copyto(ws[rows], keep)  # 1.0 / 0.0, then the scale: faster than multiplying the bools
         np.multiply(ws[rows], factor, out=ws[rows])
-
-    chunk_map(xs.size, write, CHUNK)  # the chunks shared by torch's threads
     return out

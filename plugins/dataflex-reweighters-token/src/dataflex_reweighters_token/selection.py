@@ -20,14 +20,12 @@ such wait costs milliseconds). On other devices the same steps are torch ops.
 from __future__ import annotations
 
 import math
-import threading
 from collections.abc import Iterator
 
 import numpy as np
 import torch
 
 from dataflex_core import count_set
-from dataflex_core.blockwise import chunk_map
 
 #: Up to this many valid values a plain selection over all of them is as fast as bracketing.
 DIRECT_LIMIT = 1 << 20
@@ -151,23 +149,19 @@ class _NumpyOps(_Ops):
     def count_and_band(self, low: float, high: float) -> tuple[int, np.ndarray]:
         xs, ms = self.xs, self.ms
         lo, hi = xs.dtype.type(low), xs.dtype.type(high)
-        buffers = threading.local()
-
-        def chunk(rows: slice) -> tuple[int, np.ndarray]:
+        held = np.empty((2, min(CHUNK, xs.size)), dtype=bool)
+        at_least_low, pieces = 0, []
+        for start in range(0, xs.size, CHUNK):
+            rows = slice(start, min(start + CHUNK, xs.size))
             size = rows.stop - rows.start
-            held = getattr(buffers, "value", None)
-            if held is None or held.shape[1] < size:
-                held = buffers.value = np.empty((2, size), dtype=bool)
             x, in_band, upper = xs[rows], held[0, :size], held[1, :size]
             np.greater_equal(x, lo, out=in_band)
             if ms is not None:
                 np.logical_and(in_band, ms[rows], out=in_band)
-            at_least_low = int(np.count_nonzero(in_band))
+            at_least_low += int(np.count_nonzero(in_band))
             np.logical_and(in_band, np.less_equal(x, hi, out=upper), out=in_band)
-            return at_least_low, np.extract(in_band, x)
-
-        counted = chunk_map(xs.size, chunk, CHUNK)  # the chunks shared by torch's threads, in order
-        return sum(count for count, _ in counted), np.concatenate([piece for _, piece in counted])
+            pieces.append(np.extract(in_band, x))
+        return at_least_low, np.concatenate(pieces) if pieces else xs[:0]
 
 
 class _TorchOps(_Ops):

@@ -6,8 +6,7 @@ reaches a statistic. The result is the only full-size tensor either builds:
 the boolean response mask is the step's shared one (``response_token_mask``).
 On the CPU the result is written in one numpy pass, chunk by chunk while the
 chunk is in cache (zeros, then the response positions), where torch needs a
-pass for the values and another for the zeros; the chunks are shared by
-torch's thread count (``dataflex_core.blockwise.chunk_map``).
+pass for the values and another for the zeros.
 """
 
 from __future__ import annotations
@@ -18,7 +17,6 @@ import numpy as np
 import torch
 
 from dataflex_core import Scorer, register_scorer, response_token_mask
-from dataflex_core.blockwise import chunk_map, fresh_cpu
 
 #: Values written per numpy call: a float32 chunk and its mask (1.25 MiB) stay in L2.
 CHUNK = 1 << 18
@@ -44,18 +42,16 @@ def _on_response(
     xs, ms = _flat_numpy(values), _flat_numpy(response)
     if xs is None or ms is None or ms.dtype != np.bool_ or xs.size != ms.size:
         return None
-    out = fresh_cpu(values.shape, values.dtype)
+    out = torch.empty(values.shape, dtype=values.dtype)
     os_ = out.numpy().reshape(-1)
-
-    def write(rows: slice) -> None:
+    for start in range(0, xs.size, CHUNK):
+        rows = slice(start, start + CHUNK)
         chunk, where = os_[rows], ms[rows]
         chunk.fill(0)
         if ufunc is None:
             np.copyto(chunk, xs[rows], where=where)
         else:  # computed on the response positions only: garbage elsewhere is never read
             ufunc(xs[rows], out=chunk, where=where)
-
-    chunk_map(xs.size, write, CHUNK)  # the chunks shared by torch's threads
     return out
 
 
