@@ -136,7 +136,7 @@ def tests(session: nox.Session, env: str) -> None:
 
 
 #: The benchmark cases each test environment runs (``trl`` needs TRL, ``fit`` needs verl without it).
-BENCH_CASES = {"verl": "discovery,pairs,memory,device,host,fit,fit-legacy,fit-pilot,scale,pilot", "trl": "trl"}
+BENCH_CASES = {"verl": "discovery,components,memory,host,fit,fit-legacy,fit-pilot,scale", "trl": "trl"}
 
 
 def _env_suffixed(args: list[str], env: str) -> list[str]:
@@ -152,12 +152,11 @@ def _env_suffixed(args: list[str], env: str) -> list[str]:
 @nox.session
 @nox.parametrize("env", TEST_ENVS)
 def bench(session: nox.Session, env: str) -> None:
-    """Performance ratios and the step's peak memory: ``nox -s bench -- [--quick] [--json PATH]``.
+    """What users feel of DataFlex, as ratios to a baseline: ``nox -s bench -- [--quick] [--json PATH]``.
 
-    ``bench(env='verl')`` runs the components, host, memory, discovery and verl fit-loop cases,
+    ``bench(env='verl')`` runs the discovery, components, memory, host, verl fit-loop and scale cases,
     ``bench(env='trl')`` TRL's step (the two frameworks cannot share a virtualenv, see ``TEST_ENVS``);
-    with ``--json PATH`` each writes ``PATH`` suffixed ``-verl`` / ``-trl``. Runs with the allocator users
-    have (glibc's default; ``benchmarks/README.md``, "The allocator").
+    with ``--json PATH`` each writes ``PATH`` suffixed ``-verl`` / ``-trl`` (``benchmarks/README.md``).
     """
     install_torch(session)
     dists = [d for d in monorepo_dists() if (d != TRL_HOST if env == "verl" else d != HOST)]
@@ -486,7 +485,7 @@ def build(session: nox.Session) -> None:
 
 @nox.session(venv_backend="none")
 def gpu(session: nox.Session) -> None:
-    """CUDA certificates, ``pair_device`` figures and the host step on GPU tensors (``benchmarks/gpu_check.py``).
+    """CUDA certificates and the host step on GPU tensors (``benchmarks/gpu_check.py``).
 
     The script makes its own virtualenv (``.nox/gpu-check``) with a CUDA torch, so this session runs it with
     the interpreter nox runs on. ``nox -s gpu -- --dry-run`` on a CPU; ``-- --torch current`` to use this

@@ -5,31 +5,16 @@
     python benchmarks/gpu_check.py --wheelhouse dist --offline   # DataFlex from `nox -s build`'s wheels, no index at all
     python benchmarks/gpu_check.py --dry-run            # on a CPU: every phase on CPU tensors, nothing installed (CI)
 
-Phases, each timed and recorded:
+Phases, each timed and recorded: ``environment`` (Python, torch, ``nvidia-smi``, the commit); ``venv`` (under
+``.nox/gpu-check``, torch from the index or, with ``--torch current``, this interpreter's through a ``.pth``);
+``install`` (core, conformance, every plugin and the template, from this checkout or ``--wheelhouse``);
+``certify`` (``dataflex-conformance DIST --device cuda`` for each, certificates under ``reports/gpu/conformance/``);
+``host`` (the host step, ``session.run``, on GPU tensors against the CPU: ``dataflex_bench/host_device.py``).
+``reports/gpu/summary.json`` and ``summary.md`` hold the outcome; the exit status is 0 only when every phase
+passed. ``--budget-s`` (default 450) stops starting phases so the whole check fits in 8 minutes.
 
-1. ``environment``: Python, torch, the GPUs (``nvidia-smi``), the commit.
-2. ``venv``: a virtualenv under ``.nox/gpu-check``; torch comes from the index
-   (``--torch REQ``, default ``torch``, a CUDA build on Linux) or, with
-   ``--torch current``, from this interpreter through a ``.pth`` file.
-3. ``install``: core, conformance, every shipped plugin and the template, from
-   this checkout or ``--wheelhouse``.
-4. ``certify``: ``dataflex-conformance DIST --device cuda`` for every plugin
-   and the template, one certificate each under ``reports/gpu/conformance/``.
-5. ``bench``: the ``pair_device`` case of ``benchmarks/run.py`` (every
-   scorer/reweighter pair on the GPU against a device-to-device copy).
-6. ``host``: the host step (``dataflex_core.step``) on GPU tensors against the
-   CPU (``dataflex_bench/host_device.py`` says why that is where the GPU
-   matters for a host).
-
-``reports/gpu/summary.json`` and ``summary.md`` hold the outcome; the exit
-status is 0 only when every phase passed. ``--budget-s`` (default 450) stops
-starting phases once the run has taken that long, so the whole check fits in
-8 minutes; a phase not started is recorded as such.
-
-A dry run (``--dry-run``) is what CI runs so this script cannot rot: the same
-phases with ``--device cpu``, the bench case in quick mode (its GPU code path
-on the CPU) and the host step compared with itself; the virtualenv sees this
-interpreter's packages and nothing is installed.
+``--dry-run`` is what CI runs so this script cannot rot: the same phases with ``--device cpu``, the host step
+compared with itself, nothing installed (the virtualenv sees this interpreter's packages).
 """
 
 from __future__ import annotations
@@ -269,27 +254,6 @@ class Check:
             detail += f"; not certified: {', '.join(failed)}"
         return Phase("certify", FAIL if failed else PASS, detail=detail, data={"plugins": rows})
 
-    def bench(self) -> Phase:
-        path = self.out / "bench_device.json"
-        path.unlink(missing_ok=True)
-        cmd = [self.python, BENCHMARKS / "run.py", "--cases", "device", "--json", path]
-        if self.options.dry_run:
-            cmd.append("--quick")  # without CUDA only quick mode runs the GPU code path (on the CPU, as a dry run)
-        if self.options.bench_pairs:
-            cmd += ["--pairs", self.options.bench_pairs]
-        proc = run(cmd, timeout=max(self.left(), 1), env=self.env())
-        if not path.exists():
-            return Phase("bench", FAIL, detail=f"no results written: {tail(proc)}")
-        rows = [r for r in json.loads(path.read_text(encoding="utf-8"))["results"] if r["case"] == "pair_device"]
-        statuses = sorted({r["status"] for r in rows})
-        expected = {"dry-run"} if self.options.dry_run else {"pass", "miss"}
-        ratios = [r["ratio"] for r in rows if isinstance(r.get("ratio"), (int, float))]
-        detail = f"{len(rows)} pair_device rows, statuses {statuses}"
-        if ratios:
-            detail += f", ratio {min(ratios):.2f}-{max(ratios):.2f} (target <= 3)"
-        ok = proc.returncode == 0 and bool(rows) and set(statuses) <= expected
-        return Phase("bench", PASS if ok else FAIL, detail=detail, data={"rows": rows, "json": str(path)})
-
     def host(self) -> Phase:
         path = self.out / "host_device.json"
         path.unlink(missing_ok=True)
@@ -316,17 +280,17 @@ class Check:
             elif failed is not None:
                 self.phases.append(Phase(name, SKIP, detail=f"not started: the {failed} phase failed"))
         if failed is not None:
-            for name in ("install", "certify", "bench", "host"):
+            for name in ("install", "certify", "host"):
                 self.phases.append(Phase(name, SKIP, detail=f"not started: the {failed} phase failed"))
         else:
             install = self.phase("install", self.install)
-            for name, fn in (("certify", self.certify), ("bench", self.bench), ("host", self.host)):
+            for name, fn in (("certify", self.certify), ("host", self.host)):
                 if install.status == FAIL:
                     self.phases.append(Phase(name, SKIP, detail="not started: the install phase failed"))
                 else:
                     self.phase(name, fn)
         ok = all(p.status != FAIL for p in self.phases) and not any(
-            p.status == SKIP and p.name in ("certify", "bench", "host") for p in self.phases
+            p.status == SKIP and p.name in ("certify", "host") for p in self.phases
         )
         self.write_summary(ok)
         return 0 if ok else 1
@@ -345,12 +309,8 @@ class Check:
         print("\n" + markdown)
 
 
-def _ratio(value) -> str:
-    return f"{value:.2f}" if isinstance(value, (int, float)) else "-"
-
-
 def summary_markdown(summary: dict) -> str:
-    """The outcome as Markdown: the phases, the certificates, the pair_device ratios and the host step."""
+    """The outcome as Markdown: the phases, the certificates and the host step."""
     phases = {p["name"]: p for p in summary["phases"]}
     env = phases.get("environment", {}).get("data", {})
     torch_info = phases.get("venv", {}).get("data", {})
@@ -372,16 +332,6 @@ def summary_markdown(summary: dict) -> str:
             comps = ", ".join(f"{c} ({'/'.join(d) or '-'})" for c, d in row.get("components", {}).items())
             lines.append(
                 f"| {row['dist']} | {row['status']} | {comps or row.get('detail', '')} | {row.get('seconds', '')} |"
-            )
-    bench = phases.get("bench", {}).get("data", {}).get("rows", [])
-    if bench:
-        lines += ["", "| pair_device | shape | median ms | copy ms | ratio | status |", "|---|---|---|---|---|---|"]
-        for r in bench:
-            med = r.get("median_s")
-            base = r.get("baseline_s")
-            lines.append(
-                f"| {r['name']} | {r['shape']} | {'' if med is None else round(med * 1e3, 3)} | "
-                f"{'' if base is None else round(base * 1e3, 3)} | {_ratio(r.get('ratio'))} | {r['status']} |"
             )
     host = phases.get("host", {}).get("data", {}).get("rows", [])
     if host:
@@ -407,7 +357,6 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--wheelhouse", metavar="DIR", help="install DataFlex from these wheels (nox -s build)")
     parser.add_argument("--offline", action="store_true", help="pip --no-index --no-build-isolation for DataFlex")
     parser.add_argument("--plugins", nargs="+", metavar="DIST", help="certify only these (default: every plugin)")
-    parser.add_argument("--bench-pairs", metavar="SUBSTRINGS", help="passed to benchmarks/run.py --pairs")
     parser.add_argument("--out", default=str(ROOT / "reports" / "gpu"), help="where reports go (default: reports/gpu)")
     parser.add_argument("--venv", default=str(ROOT / ".nox" / "gpu-check"), help="the virtualenv to create")
     parser.add_argument("--budget-s", type=float, default=450.0, help="start no phase after this many seconds")

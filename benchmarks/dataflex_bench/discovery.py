@@ -1,21 +1,13 @@
-"""Case 3: what discovery adds to start-up, in fresh interpreters.
+"""Case ``discovery``: what DataFlex adds to start-up, in fresh interpreters — target <= 1.15.
 
-Each repetition starts a new Python process (nothing cached in
-``sys.modules``) and times, inside it, either ``import torch`` alone or
-``import dataflex_core`` plus loading every installed plugin through the
-registry (which imports torch too). Interpreter start-up is outside both
-timers, so the ratio is the import work only. The two kinds alternate. The
-judged ratio is wall time (what a user waits); the CPU-time ratio is noted
-beside it because it moves less when other processes share the cores.
+Each repetition starts new Python processes (nothing in ``sys.modules``) and times, inside each, ``import torch``
+alone or ``import dataflex_core`` plus loading every installed plugin (which imports torch too); interpreter
+start-up is outside both timers. The row is wall time (what a user waits), the CPU-time ratio noted beside it.
 
-Both timers end with one full garbage collection, with Python's automatic
-collector off until then. Importing torch leaves a large heap whose first full
-collection (70-80 ms on the bench machine) the automatic collector starts when
-its allocation thresholds are crossed: just after ``import torch`` ends, so
-inside whichever import comes next. Left automatic, the row charged DataFlex
-for collecting torch's objects (1.11-1.16 for about 55 ms of DataFlex's own
-work on a 1 s torch import); with one collection in each timer, each side pays
-for collecting its own heap, and DataFlex's objects are in its side's.
+Both timers end with one full garbage collection, Python's automatic collector off until then: importing torch
+leaves a heap whose first full collection (70-80 ms) the automatic collector starts right after, inside whichever
+import comes next. Left automatic, the row charged DataFlex for collecting torch's objects (1.11-1.16 for about
+55 ms of its own work); with one collection in each timer each side pays for its own heap.
 """
 
 from __future__ import annotations
@@ -29,6 +21,7 @@ import sys
 from dataflex_core import ENV_ALLOW_PLUGINS, ENV_BLOCK_PLUGINS, ENV_DISABLE_AUTOLOAD, ENV_STRICT
 
 from .results import Result, measured
+from .timing import Timings
 
 DISCOVERY_TARGET = 1.15
 
@@ -47,7 +40,8 @@ collecting = time.perf_counter()
 gc.collect()
 ended = time.perf_counter()
 seconds, cpu_seconds = ended - start, time.process_time() - cpu
-timed = {"seconds": seconds, "cpu_seconds": cpu_seconds, "collect_seconds": ended - collecting, "full_collections": len(full)}
+timed = {"seconds": seconds, "cpu_seconds": cpu_seconds, "collect_seconds": ended - collecting,
+         "full_collections": len(full)}
 """
 
 TORCH_ONLY = (
@@ -108,52 +102,31 @@ def run_child(code: str, env: dict[str, str] | None = None) -> dict:
 
 def run_discovery(*, reps: int, warmup: int = 1, unjudged: str | None = None, progress=print) -> list[Result]:
     env = _child_env()
-    torch_s: list[float] = []
-    plugins_s: list[float] = []
-    torch_cpu: list[float] = []
-    plugins_cpu: list[float] = []
-    collect_ms: dict[str, list[float]] = {"torch": [], "with_plugins": []}
-    last: dict = {}
+    timings = Timings({"torch": [], "plugins": []}, {"torch": [], "plugins": []})
+    collect_ms: dict[str, list[float]] = {"torch": [], "plugins": []}
     for round_index in range(warmup + reps):
-        base = run_child(TORCH_ONLY, env)
-        last = run_child(WITH_PLUGINS, env)
-        if round_index >= warmup:
-            torch_s.append(base["seconds"])
-            plugins_s.append(last["seconds"])
-            torch_cpu.append(base["cpu_seconds"])
-            plugins_cpu.append(last["cpu_seconds"])
-            collect_ms["torch"].append(base["collect_seconds"] * 1e3)
-            collect_ms["with_plugins"].append(last["collect_seconds"] * 1e3)
+        sides = {"torch": run_child(TORCH_ONLY, env), "plugins": run_child(WITH_PLUGINS, env)}
+        ms = {side: f"{out['seconds'] * 1e3:.0f} ms" for side, out in sides.items()}
         progress(
-            f"  round {round_index + 1}/{warmup + reps}{' (warm-up)' if round_index < warmup else ''}: "
-            f"import torch {base['seconds'] * 1e3:.0f} ms, dataflex_core + plugins {last['seconds'] * 1e3:.0f} ms "
-            f"(each with its full collection: {base['collect_seconds'] * 1e3:.0f} / {last['collect_seconds'] * 1e3:.0f} ms)"
+            f"  round {round_index + 1}/{warmup + reps}: import torch {ms['torch']}, with DataFlex {ms['plugins']}"
         )
-    median_plugins, median_torch = statistics.median(plugins_s), statistics.median(torch_s)
-    plugins = last.get("plugins", [])
-    cpu_ratio = statistics.median(plugins_cpu) / statistics.median(torch_cpu)
-    note = f"CPU-time ratio {cpu_ratio:.2f}; loaded: {', '.join(plugins) or 'no plugins installed'}"
-    if last.get("failures"):
-        note += f"; FAILED: {'; '.join(last['failures'])}"
+        if round_index >= warmup:
+            for side, out in sides.items():
+                timings.samples[side].append(out["seconds"])
+                timings.cpu[side].append(out["cpu_seconds"])
+                collect_ms[side].append(out["collect_seconds"] * 1e3)
+    last = sides["plugins"]
+    plugins, failures = last["plugins"], last["failures"]
+    note = f"CPU-time ratio {timings.cpu_ratio('plugins', 'torch'):.2f}; loaded: {', '.join(plugins) or 'no plugins'}"
     result = measured(
-        "discovery",
-        "import dataflex_core + plugins / import torch",
-        f"{len(plugins)} plugins, {last.get('components', 0)} components",
-        median_s=median_plugins,
-        baseline_s=median_torch,
-        ratio=median_plugins / median_torch,
-        target=DISCOVERY_TARGET,
-        reps=reps,
-        unjudged=unjudged,
-        note=note,
+        "discovery", "import dataflex_core + plugins / import torch",
+        f"{len(plugins)} plugins, {last['components']} components",
+        median_s=timings.median("plugins"), baseline_s=timings.median("torch"),
+        ratio=timings.median("plugins") / timings.median("torch"), target=DISCOVERY_TARGET, reps=reps,
+        unjudged="error" if failures else unjudged, note=note + "".join(f"; FAILED: {f}" for f in failures),
         extra={
-            "plugins": plugins,
-            "failures": last.get("failures", []),
-            "cpu_ratio": cpu_ratio,
-            # the one full collection each timer ends with (module docstring)
+            "plugins": plugins, "failures": failures,
             "collect_ms": {side: statistics.median(ms) for side, ms in collect_ms.items()},
         },
-    )
-    if last.get("failures"):
-        result.status = "error"
+    )  # fmt: skip
     return [result]

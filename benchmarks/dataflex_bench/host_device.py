@@ -1,18 +1,9 @@
-"""The host step on GPU tensors: ``dataflex_core.step`` on a batch that lives on the device, against the CPU.
+"""The host step on GPU tensors: ``session.run`` on a batch on ``--device`` against the same on the CPU.
 
-verl runs the DataFlex step in its single-controller process, on the CPU
-tensors TransferQueue returns, so in verl itself the step never sees a GPU
-tensor. What can run on one is the step itself (``DataFlexStep.run``: the
-components, the output checks, the normalisation in the loss unit, the
-composition with importance weights, the metrics), which a host whose batch
-lives on the GPU (TRL's trainer, a custom loop) runs there. This check runs
-it on the same synthetic GRPO step on the CPU and on ``--device`` for several
-configurations, and reports whether the results agree, stay on the device,
-and how long a step takes on each.
-
-``python -m dataflex_bench.host_device --device cuda --json PATH`` (from
-``benchmarks/``); on a machine without CUDA, ``--device cpu`` runs the same
-code against itself (a dry run).
+verl runs the step in its CPU controller on the tensors TransferQueue returns; a host whose batch lives on the GPU
+(TRL's trainer, a custom loop) runs it there. For several configurations this reports whether the results agree,
+stay on the device, and how long a step takes on each. ``python -m dataflex_bench.host_device --device cuda --json
+PATH`` (from ``benchmarks/``); ``--device cpu`` runs the same code against itself (a dry run).
 """
 
 from __future__ import annotations
@@ -29,38 +20,25 @@ import numpy as np
 import torch
 
 from dataflex_core import Batch
-from dataflex_core.step import CANONICAL_FIELDS, DataFlexStep, FieldSupport, HostCapabilities, mount_step
+from dataflex_core.session import DataFlexSession, FieldSupport, HostCapabilities
 
 #: (label, dataflex block, loss unit, with importance weights): reweight per sample and per token, groups,
 #: select, the sequence unit and composition with the framework's own importance weights.
 CONFIGS = [
-    (
-        "advantage_magnitude+softmax",
-        {"scorer": {"name": "advantage_magnitude"}, "actuator": {"name": "softmax"}},
-        "token",
-        False,
-    ),
+    ("advantage_magnitude+softmax", {"scorer": {"name": "advantage_magnitude"}, "actuator": {"name": "softmax"}},
+     "token", False),
     ("group_solve_rate+focal", {"scorer": {"name": "group_solve_rate"}, "actuator": {"name": "focal"}}, "token", False),
-    (
-        "token_entropy+high_entropy_tokens",
-        {"scorer": {"name": "token_entropy"}, "actuator": {"name": "high_entropy_tokens"}},
-        "token",
-        False,
-    ),
-    (
-        "token_prob+advantage_reweight (sequence unit, composed)",
-        {"scorer": {"name": "token_prob"}, "actuator": {"name": "advantage_reweight"}},
-        "sequence",
-        True,
-    ),
-    (
-        "group_solve_rate+threshold_band (select)",
-        {"mechanism": "select", "scorer": {"name": "group_solve_rate"}, "actuator": {"name": "threshold_band"}},
-        "token",
-        False,
-    ),
-]
-HOST = HostCapabilities(name="the device check", fields={name: FieldSupport(True) for name in CANONICAL_FIELDS})
+    ("token_entropy+high_entropy_tokens",
+     {"scorer": {"name": "token_entropy"}, "actuator": {"name": "high_entropy_tokens"}}, "token", False),
+    ("token_prob+advantage_reweight (sequence unit, composed)",
+     {"scorer": {"name": "token_prob"}, "actuator": {"name": "advantage_reweight"}}, "sequence", True),
+    ("group_solve_rate+threshold_band (select)",
+     {"mechanism": "select", "scorer": {"name": "group_solve_rate"}, "actuator": {"name": "threshold_band"}},
+     "token", False),
+]  # fmt: skip
+#: The fields :func:`grpo_batch` builds, and the group ids.
+FIELDS = ("response_mask", "advantages", "rm_scores", "old_log_probs", "entropy", "uid")
+HOST = HostCapabilities(name="the device check", fields={name: FieldSupport(True) for name in FIELDS})
 
 
 def grpo_batch(prompts: int, n: int, length: int, seed: int = 0) -> tuple[Batch, torch.Tensor]:
@@ -100,8 +78,8 @@ def _sync(device: str) -> None:
 def run_step(block: dict, unit: str, batch: Batch, importance: torch.Tensor | None, device: str, reps: int):
     """The step's result on ``device`` and the median seconds of ``reps`` steps after one warm-up."""
     # The synthetic batch is grouped by uid, as a GRPO host's is.
-    mounted = mount_step(block, HOST, loss_unit=unit, adv_estimator="grpo", is_group_estimator=lambda _: True)
-    step = DataFlexStep(mounted)
+    step = DataFlexSession(block)
+    step.mount(HOST, loss_unit=unit, adv_estimator="grpo", is_group_estimator=lambda _: True)
     weights = importance.to(device) if importance is not None else None
     result = step.run(on(batch, device), step=1, importance_weights=weights)
     # A fresh copy per timed step, made before the clock starts: a step computes its masks and groups once per
@@ -142,22 +120,14 @@ def compare(label: str, block: dict, unit: str, composed: bool, batch, importanc
         if other is None or abs(other - value) > 1e-4 * max(1.0, abs(value)):
             problems.append(f"metric {key}: {value:.6g} on cpu, {other} on {device}")
     return {
-        "config": label,
-        "loss_unit": unit,
-        "composed": composed,
-        "ok": not problems,
-        "problems": problems,
-        "cpu_ms": round(cpu_s * 1e3, 2),
-        "device_ms": round(dev_s * 1e3, 2),
-    }
+        "config": label, "loss_unit": unit, "composed": composed, "ok": not problems, "problems": problems,
+        "cpu_ms": round(cpu_s * 1e3, 2), "device_ms": round(dev_s * 1e3, 2),
+    }  # fmt: skip
 
 
 def run(device: str, prompts: int, n: int, length: int, reps: int) -> dict:
     batch, importance = grpo_batch(prompts, n, length)
-    rows = [
-        compare(label, block, unit, composed, batch, importance, device, reps)
-        for label, block, unit, composed in CONFIGS
-    ]
+    rows = [compare(label, *config, batch, importance, device, reps) for label, *config in CONFIGS]
     return {
         "device": device,
         "device_name": torch.cuda.get_device_name(torch.device(device)) if device.startswith("cuda") else "cpu",
@@ -186,10 +156,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     result = run(args.device, args.prompts, args.n, args.length, args.reps)
     for row in result["rows"]:
-        status = "ok  " if row["ok"] else "FAIL"
-        print(f"{status} {row['config']}: cpu {row['cpu_ms']} ms, {args.device} {row['device_ms']} ms")
-        for problem in row["problems"]:
-            print(f"     {problem}")
+        times = f"cpu {row['cpu_ms']} ms, {args.device} {row['device_ms']} ms"
+        print(f"{'ok' if row['ok'] else 'FAIL'} {row['config']}: {times} {'; '.join(row['problems'])}")
     if args.json:
         Path(args.json).parent.mkdir(parents=True, exist_ok=True)
         Path(args.json).write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")

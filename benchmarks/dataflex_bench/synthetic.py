@@ -1,11 +1,8 @@
-"""A synthetic GRPO rollout batch shaped like the one a host hands to components.
+"""A synthetic GRPO rollout batch shaped like the one a host hands to DataFlex, and a session mounted on it.
 
-Rows are shuffled groups of ``group_size`` responses (verl's batch balancing
-reorders rows), response lengths vary per row, the outcome reward is 0/1 on
-the last response token and advantages are the GRPO group-normalised reward
-broadcast over the response, so group statistics see the mix of all-solved,
-all-failed and mixed groups a real step has. Only the fields a benchmark
-asks for are built: at bs=8192, L=4096 each float32 field is 128 MB.
+Rows are shuffled groups (verl's batch balancing reorders rows) of ragged responses, a 0/1 outcome reward on the
+last response token and the GRPO group-normalised advantage over the response, so group statistics see the mix of
+solved, failed and mixed groups a real step has. Only the fields asked for are built (128 MiB each at 8192 x 4096).
 """
 
 from __future__ import annotations
@@ -17,6 +14,7 @@ import numpy as np
 import torch
 
 from dataflex_core import Batch, segment_mean, segment_var
+from dataflex_core.session import DataFlexSession, FieldSupport, HostCapabilities
 
 #: Fields every batch carries: components read them through the core's validity helpers.
 ALWAYS = ("response_mask", "is_padding")
@@ -24,6 +22,15 @@ ALWAYS = ("response_mask", "is_padding")
 REWARD_FIELDS = ("rm_scores", "token_level_scores", "token_level_rewards")
 LOG_PROB_FIELDS = ("old_log_probs", "ref_log_prob", "rollout_log_probs", "log_probs")
 INT_FIELDS = ("responses", "prompts", "input_ids", "position_ids", "attention_mask", "loss_mask")
+#: The canonical fields the bench's host provides (every one this module builds, and the group ids).
+HOST_FIELDS = (
+    "response_mask", "advantages", "returns", *REWARD_FIELDS, "old_log_probs", "entropy", "rollout_log_probs",
+    "ref_log_prob", "values", "uid",
+)  # fmt: skip
+#: What a host passes besides the batch.
+CONTEXT = {"loss_agg_mode": "token-mean"}
+#: verl pads a batch to a multiple of its data-parallel size x mini-batches: a handful of rows (8 of 8192).
+PADDING_ROWS = 8
 
 
 def shape_label(num_groups: int, group_size: int, length: int) -> str:
@@ -84,3 +91,45 @@ class SyntheticGRPO:
         names = list(dict.fromkeys([*ALWAYS, *fields]))
         tensors = {name: self.field(name).to(device) for name in names if name != "uid"}
         return Batch(tensors, {"uid": self.uid})
+
+
+def mounted_session(block: dict) -> DataFlexSession:
+    """A session for ``block``, mounted as verl's V1 host mounts it (token loss unit, GRPO), on the fields above."""
+    host = HostCapabilities(name="benchmark host", fields={name: FieldSupport(True) for name in HOST_FIELDS})
+    session = DataFlexSession(block)
+    session.mount(host, loss_unit="token", ctx=CONTEXT, adv_estimator="grpo", is_group_estimator=lambda _: True)
+    return session
+
+
+def padded(batch: Batch, rows: int = PADDING_ROWS, seed: int = 0) -> Batch:
+    """``batch`` with ``rows`` padding rows as verl's V1 trainer appends them (``upsample_batch_to_divisible_size``:
+    an empty mask, rewards 0, one shared ``pad`` uid, row 0's values elsewhere), scattered at seeded places as
+    ``_balance_batch`` reorders them."""
+    bs = len(batch)
+    gen = torch.Generator().manual_seed(seed)
+    padding = torch.zeros(bs + rows, dtype=torch.bool)
+    padding[torch.randperm(bs + rows, generator=gen)[:rows]] = True
+    source = torch.zeros(bs + rows, dtype=torch.long)
+    source[~padding] = torch.arange(bs)
+    tensors = {}
+    for name, value in batch.batch.items():
+        out = value[source]
+        if name in ("response_mask", *REWARD_FIELDS):
+            out[padding] = 0
+        tensors[name] = out
+    tensors["is_padding"] = padding
+    uid = np.asarray(batch.non_tensor_batch["uid"], dtype=object)[source.numpy()]
+    uid[padding.numpy()] = "pad" + uuid.UUID(int=seed).hex
+    return Batch(tensors, {"uid": uid})
+
+
+def fresh(batch: Batch) -> Batch:
+    """The batch a host reads for a new step: new copies of every tensor and of the uid array."""
+    tensors = {name: value.clone() for name, value in batch.batch.items()}
+    return Batch(tensors, {name: value.copy() for name, value in batch.non_tensor_batch.items()})
+
+
+def field_bytes(batch: Batch, fields) -> int:
+    """Bytes of the named tensors of ``batch`` (and of the uid array's pointers when ``uid`` is named)."""
+    total = sum(batch.batch[n].numel() * batch.batch[n].element_size() for n in fields if n in batch.batch)
+    return total + (batch.non_tensor_batch["uid"].nbytes if "uid" in fields else 0)

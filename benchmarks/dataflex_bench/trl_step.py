@@ -1,21 +1,12 @@
-"""Case ``trl``: TRL's training step with DataFlex over the same step without it.
+"""Case ``trl``: TRL's training step with DataFlex over the same step without it — target <= 1.05.
 
-Two real trainers, TRL's ``GRPOTrainer`` and ``DataFlexGRPOTrainer``, built
-alike (a tiny random Qwen2 on the toy echo task, the same seed), each run
-TRL's own ``training_step`` (generation, reward, advantages, DataFlex's hook,
-loss, backward) on its own dataloader's batches. The steps alternate between
-the trainers, in an order that swaps every step, so the load of a shared
-machine falls on both alike. The learning rate is 0, so the policy never
-moves and both trainers generate the same completions at every step: they do
-the same work but for DataFlex's. The ratio is the median step time with
-DataFlex over the median without (the first step of each, the warm-up, left
-out). The pair is the default one (``advantage_magnitude`` -> ``softmax``),
-which needs no extra forward pass. A third trainer runs ``mechanism:
-filter`` with every group admitted and the per-prompt ledger on
-(``prompt_key: index``): the same generation round as TRL's, so its ratio is
-the cost of the admission decision and the ledger's record per step.
-
-Needs ``dataflex_trl`` and TRL; without them the case is a ``skip`` row.
+Trainers built alike (a tiny random Qwen2 on the lab's toy echo task, the same seed) each run TRL's own
+``training_step`` (generation, reward, advantages, DataFlex's hook, loss, backward) on their own batches, in an
+order that rotates every step, so a shared machine's load falls on all alike. The learning rate is 0 and sampling
+is seeded per step, so they do the same work but for DataFlex's. Rows: the default pair
+(``advantage_magnitude`` -> ``softmax``) and ``mechanism: filter`` with every group admitted and the ledger on
+(the admission decision and the ledger's record per step), each the median step over TRL's own (the warm-up step
+left out). Needs ``dataflex_trl`` and TRL; otherwise a ``skip`` row.
 """
 
 from __future__ import annotations
@@ -25,7 +16,7 @@ import statistics
 import time
 import warnings
 
-from .results import Result, measured
+from .results import Result, measured, skipped
 
 TRL_TARGET = 1.05
 PAIR = {"mechanism": "reweight", "scorer": {"name": "advantage_magnitude"}, "actuator": {"name": "softmax"}}
@@ -95,7 +86,7 @@ def run_trl(*, quick: bool, unjudged: str | None = None, progress=print) -> list
     reason = trl_missing()
     if reason:
         progress(f"  SKIP trl step: {reason}")
-        return [Result("trl", name, shape, status="skip", target=TRL_TARGET, note=reason)]
+        return [skipped("trl", name, shape, reason, TRL_TARGET)]
     import tempfile
 
     times: dict[str, list[float]] = {arm: [] for arm in ARMS}
@@ -109,42 +100,33 @@ def run_trl(*, quick: bool, unjudged: str | None = None, progress=print) -> list
                 if step > 0:  # the first step of each trainer is its warm-up
                     times[arm].append(took)
             if step and step % max(1, steps // 4) == 0:
-                progress(
-                    "  trl step "
-                    + f"{step}/{steps}: "
-                    + ", ".join(f"{arm} {statistics.median(times[arm]):.3f} s" for arm in arm_names)
-                    + " (medians so far)"
-                )
+                medians = ", ".join(f"{arm} {statistics.median(times[arm]):.3f} s" for arm in arm_names)
+                progress(f"  trl step {step}/{steps}: {medians} (medians so far)")
         hooks = {arm: arms[arm][0]._metrics["train"]["dataflex/hook_time_s"][1:] for arm in arm_names if ARMS[arm]}
     base = statistics.median(times["plain"])
     rows = {
-        "reweight": (
-            name,
-            "TRL's training_step, the trainers alternating step by step; pair advantage_magnitude -> softmax",
-        ),
+        "reweight": (name, "TRL's training_step, the trainers alternating; pair advantage_magnitude -> softmax"),
         "admission": (
             "DataFlexGRPOTrainer filter (every group admitted) + ledger / GRPOTrainer step",
-            "mechanism filter admitting every group (one round, as TRL's) with the per-prompt ledger on: the "
-            "admission decision and the ledger's record per step",
+            "mechanism filter admitting every group (one round, as TRL's) with the ledger on",
         ),
     }
     out_rows = []
     for arm, (label, note) in rows.items():
-        with_dataflex = statistics.median(times[arm])
-        hook = statistics.median(hooks[arm]) if hooks[arm] else None
+        median, hook = statistics.median(times[arm]), statistics.median(hooks[arm]) if hooks[arm] else None
         out_rows.append(
             measured(
                 "trl",
                 label,
                 shape,
-                median_s=with_dataflex,
+                median_s=median,
                 baseline_s=base,
-                ratio=with_dataflex / base,
+                ratio=median / base,
                 target=TRL_TARGET,
                 reps=len(times[arm]),
                 unjudged=unjudged,
                 note=note,
-                extra={"hook_median_s": hook, "hook_share": None if hook is None else hook / base},
+                extra={"hook_median_s": hook},
             )  # fmt: skip
         )
     return out_rows

@@ -1,68 +1,73 @@
-"""Case ``fit``'s paired measure on verl's logged step records (no verl run here: the case runs verl for minutes)."""
+"""The fit cases' measure on verl's logged step records, and their plumbing (no verl run here: a run takes minutes)."""
 
 from __future__ import annotations
 
-import statistics
-
 import pytest
-from dataflex_bench.fit import FIT_TARGET, balanced_ratio, paired_ratios
+from dataflex_bench import cli, fit
+from dataflex_bench.fit import FIT_TARGET, GEN, ON_METRIC, SEAM, STEP, paired_steps, summarize, without_generation
 
-ON = "dataflex_bench/dataflex_on"
 
-
-def alternating_run(
-    *, on_parity: int, speed: float, cost: float, steps: int = 9, odd_slower: float = 1.0
-) -> list[dict]:
-    """verl's records of one alternating run: every step 1.0 s of verl's work times ``speed`` (a run's machine
-    speed; odd steps ``odd_slower`` times that), plus ``cost`` s on the steps DataFlex ran on; step 1 is verl's
-    warm-up (slow, left out)."""
+def alternating_run(*, on_odd: bool, speed: float, cost: float, steps: int = 9, pilot: bool = False) -> list[dict]:
+    """verl's records of one alternating run: each step ``speed`` s of verl's work (1.0 s of generation on top
+    when ``pilot``), ``cost`` more on the steps DataFlex ran on (for the pilot, its seam's time inside verl's gen);
+    step 1 is verl's warm-up (slow, left out)."""
     records = []
     for step in range(1, steps + 1):
-        on = step % 2 == on_parity
-        parity = odd_slower if step % 2 else 1.0
-        seconds = speed * parity * (1.0 + (cost if on else 0.0)) + (5.0 if step == 1 else 0.0)
-        records.append({"step": step, "metrics": {"timing_s/step": seconds, ON: float(on)}})
+        on = (step % 2 == 1) == on_odd
+        extra = cost if on else 0.0
+        gen = (1.0 + extra) if pilot else 0.0  # verl's gen timer holds the pilot's stages whole
+        metrics = {STEP: speed + gen + (0.0 if pilot else extra) + (5.0 if step == 1 else 0.0), GEN: gen}
+        metrics[ON_METRIC] = float(on)
+        if pilot and on:
+            metrics[SEAM] = cost
+        records.append({"step": step, "metrics": metrics})
     return records
 
 
 def test_neighbouring_steps_pair_one_with_dataflex_and_one_without_warm_up_left_out():
-    pairs = paired_ratios(alternating_run(on_parity=1, speed=1.0, cost=0.02), ON)
-    assert pairs == [(1.02, 1.0)] * 4  # steps 2-3, 4-5, 6-7, 8-9 (the first of each pair is even: without)
-    assert paired_ratios(alternating_run(on_parity=0, speed=1.0, cost=0.02, steps=8), ON) == [(1.02, 1.0)] * 3
+    pairs = paired_steps(alternating_run(on_odd=True, speed=1.0, cost=0.02))
+    assert pairs == [(1.02, 1.0)] * 4  # steps 2-3, 4-5, 6-7, 8-9
+    assert len(paired_steps(alternating_run(on_odd=False, speed=1.0, cost=0.02, steps=8))) == 3
 
 
-def test_a_slow_run_does_not_read_as_dataflex_cost_and_a_real_cost_does():
-    """What the pairing is for: two runs of identical work, one 30 % slower (as measured on this machine), give
-    the same ratio; whole-run medians would read the slow run as DataFlex's."""
-    fast, slow = alternating_run(on_parity=1, speed=1.0, cost=0.0), alternating_run(on_parity=0, speed=1.3, cost=0.0)
-    ratios = [a / b for a, b in paired_ratios(fast, ON) + paired_ratios(slow, ON)]
-    assert statistics.median(ratios) == pytest.approx(1.0)
-    costly = alternating_run(on_parity=1, speed=1.0, cost=0.08)
-    ratios = [a / b for a, b in paired_ratios(costly, ON)]
-    assert statistics.median(ratios) == pytest.approx(1.08) and statistics.median(ratios) > FIT_TARGET
+def test_a_slow_run_is_not_read_as_dataflex_cost_and_a_real_cost_is():
+    runs = [alternating_run(on_odd=True, speed=1.0, cost=0.0), alternating_run(on_odd=False, speed=1.3, cost=0.0)]
+    quiet = summarize("fit", runs)  # the second run 30 % slower throughout, as whole runs differ here
+    assert quiet["ratio"] == pytest.approx(1.0) and quiet["reps"] == 8
+    runs = [alternating_run(on_odd=True, speed=1.0, cost=0.08), alternating_run(on_odd=False, speed=1.0, cost=0.08)]
+    costly = summarize("fit", runs)
+    assert costly["ratio"] == pytest.approx(1.08) and costly["ratio"] > FIT_TARGET
+
+
+def test_the_pilots_step_drops_generation_and_keeps_its_seam():
+    step = {STEP: 1.72, GEN: 1.32, SEAM: 0.02, ON_METRIC: 1.0}  # 0.40 s of work, the seam inside gen
+    assert without_generation(step) == pytest.approx(0.42)
+    assert without_generation({STEP: 1.40, GEN: 1.0, ON_METRIC: 0.0}) == pytest.approx(0.40)
+    runs = [
+        alternating_run(on_odd=True, speed=0.4, cost=0.02, pilot=True),
+        alternating_run(on_odd=False, speed=0.4, cost=0.02, pilot=True),
+    ]
+    assert summarize("fit-pilot", runs)["ratio"] == pytest.approx(0.42 / 0.40)
+    del runs[0][2]["metrics"][SEAM]  # a dataflex-verl older than the seam metric
+    with pytest.raises(RuntimeError, match="dataflex/pilot/seam_time_s"):
+        summarize("fit-pilot", runs)
 
 
 def test_a_run_that_did_not_alternate_is_an_error_naming_the_steps():
-    records = alternating_run(on_parity=1, speed=1.0, cost=0.0)
+    records = alternating_run(on_odd=True, speed=1.0, cost=0.0)
     for record in records:
-        record["metrics"][ON] = 1.0  # DataFlex on every step: the harness's switch never reached the task runner
+        record["metrics"][ON_METRIC] = 1.0  # the harness's switch never reached verl's task runner
     with pytest.raises(RuntimeError, match="steps 2 and 3 logged dataflex_bench/dataflex_on=1.0 and 1.0"):
-        paired_ratios(records, ON)
-    for record in records:
-        del record["metrics"][ON]
-    with pytest.raises(RuntimeError, match="did not alternate"):
-        paired_ratios(records, ON)
+        paired_steps(records)
 
 
-def test_odd_steps_slower_than_even_ones_cancel_between_the_two_runs_and_a_real_cost_does_not():
-    """The two runs put DataFlex on opposite parities: a step-parity effect reads as cost x p in one and cost / p in
-    the other, so the geometric mean of the runs' medians is the cost alone."""
-    odd = paired_ratios(alternating_run(on_parity=1, speed=1.0, cost=0.0, odd_slower=1.06), ON)
-    even = paired_ratios(alternating_run(on_parity=0, speed=1.3, cost=0.0, odd_slower=1.06), ON)
-    assert statistics.median(a / b for a, b in odd) == pytest.approx(1.06)  # one run alone reads the parity
-    assert balanced_ratio([odd, even]) == pytest.approx(1.0)
-    odd = paired_ratios(alternating_run(on_parity=1, speed=1.0, cost=0.08, odd_slower=1.06), ON)
-    even = paired_ratios(alternating_run(on_parity=0, speed=1.3, cost=0.08, odd_slower=1.06), ON)
-    assert balanced_ratio([odd, even]) == pytest.approx(1.08) and balanced_ratio([odd, even]) > FIT_TARGET
-    with pytest.raises(ValueError, match="at least one run"):
-        balanced_ratio([[], []])
+def test_each_fit_case_is_a_case_of_the_cli_and_skips_with_the_reason_when_verl_is_missing(monkeypatch):
+    from dataflex_lab.verl.cpu_loop.alternate import ON_METRIC as HARNESS_METRIC
+
+    assert HARNESS_METRIC == ON_METRIC  # the metric the harness logs is the one read here
+    assert set(fit.CASES) <= set(cli.CASES)
+    monkeypatch.setattr(fit, "fit_missing", lambda: "verl is not installed")
+    for case in fit.CASES:
+        (row,) = fit.run_fit(case, quick=True, progress=lambda _: None)
+        assert (row.case, row.status, row.note, row.target) == (case, "skip", "verl is not installed", FIT_TARGET)
+        assert "4 steps per run" in row.shape

@@ -23,9 +23,7 @@ def check(tmp_path: Path, *args: str, timeout: float = 240) -> tuple[subprocess.
 
 
 def test_the_dry_run_runs_every_phase_on_the_cpu(tmp_path):
-    proc, summary = check(
-        tmp_path, "--dry-run", "--plugins", "dataflex-scorers-reward", "--bench-pairs", "group_solve_rate+softmax"
-    )
+    proc, summary = check(tmp_path, "--dry-run", "--plugins", "dataflex-scorers-reward")
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
     status = {p["name"]: p["status"] for p in summary["phases"]}
     assert status == {
@@ -33,7 +31,6 @@ def test_the_dry_run_runs_every_phase_on_the_cpu(tmp_path):
         "venv": "pass",
         "install": "skip",
         "certify": "pass",
-        "bench": "pass",
         "host": "pass",
     }
     assert summary["ok"] and summary["dry_run"] and summary["device"] == "cpu"
@@ -43,14 +40,11 @@ def test_the_dry_run_runs_every_phase_on_the_cpu(tmp_path):
     assert set(plugin["components"]) == {"reward_difficulty", "group_solve_rate", "group_reward_variance"}
     certificate = json.loads((tmp_path / "reports" / "conformance" / "dataflex-scorers-reward.json").read_text())
     assert certificate["ok"] and certificate["devices"] == ["cpu"]
-    bench = phases["bench"]["data"]["rows"]
-    assert bench and {r["case"] for r in bench} == {"pair_device"} and {r["status"] for r in bench} == {"dry-run"}
-    assert all("group_solve_rate+softmax" in r["name"] for r in bench)
     host = phases["host"]["data"]
     assert host["ok"] and host["device"] == "cpu" and len(host["rows"]) >= 5
     markdown = (tmp_path / "reports" / "summary.md").read_text()
     assert markdown.startswith("# GPU check: PASS (dry run on the CPU)")
-    assert "| pair_device |" in markdown and "| host step |" in markdown
+    assert "| host step |" in markdown
 
 
 @pytest.mark.skipif(

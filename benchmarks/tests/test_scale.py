@@ -17,12 +17,9 @@ def test_quick_scale_case_measures_every_row_unjudged():
         "ledger Parquet export",
         "ledger Parquet import",
     } <= names
-    assert (
-        "allocation (knapsack, greedy_allocation)" in names and "curriculum draw, every prompt vs torch's Beta" in names
-    )
-    assert "curriculum draw, every prompt at the prior vs a multinomial" in names
+    assert {"allocation", "curriculum draw, candidates: 256", "curriculum draw, every prompt vs torch's Beta"} <= names
     peaks = [row for row in rows if row.name.endswith("peak memory")]
     assert {row.name for row in peaks} == {"ledger Parquet export peak memory", "ledger Parquet import peak memory"}
     assert all("MiB of columns" in row.note and "differs" not in row.note for row in peaks)
-    assert all(row.status == "smoke" and math.isfinite(row.ratio) and row.median_s > 0 for row in rows)
+    assert all(row.status in ("smoke", "info") and math.isfinite(row.ratio) and row.median_s > 0 for row in rows)
     assert "scale" in cli.CASES
