@@ -9,19 +9,10 @@ it directly at the end of a multi-seed run:
     print(report.markdown())
 """
 
-from .comparison import (
-    DEFAULT_METRICS,
-    DEFAULT_WINDOW,
-    REPORT_FORMAT,
-    ArmResult,
-    ComparisonReport,
-    Difference,
-    Estimate,
-    MetricResult,
-    compare_runs,
-    summarize_curve,
-)
+from .comparison import DEFAULT_METRICS, DEFAULT_WINDOW, compare_runs, summarize_curve
 from .readers import DEMO_FORMAT, RunSpec, read_path, read_runs, runs_from_demo
+from .report import REPORT_FORMAT, ComparisonReport
+from .results import ArmResult, Difference, Estimate, MetricResult
 from .runs import CompareError, Run
 
 __all__ = [

@@ -10,165 +10,26 @@ seeds), Holm-adjusted over the arms compared with the baseline.
 from __future__ import annotations
 
 import difflib
-import json
 import math
 import statistics
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
-from pathlib import Path
+from dataclasses import replace
 from typing import Any, Literal
-
-from dataflex_core.atomic_write import write_text_atomic
 
 from . import axis as axes_
 from . import stats
 from . import target as target_
 from .readers import runs_from_demo
+from .report import ComparisonReport
+from .results import HIGHER, LOWER, NOT_SEPARATED, SUMMARIES, ArmResult, Difference, Estimate, MetricResult
 from .runs import CompareError, Run, by_arm
 
-#: Report format of ``as_dict``/``--json``; bumped only for changes older readers cannot understand.
-REPORT_FORMAT = "dataflex-compare/1"
 #: Tried in order when no metric is named: verl's reward, TRL's reward, TRL's reward as TensorBoard tags it.
 DEFAULT_METRICS = ("critic/score/mean", "reward", "train/reward")
 #: Final window when none is given: the last 10 logged points, or every point of a shorter run after step 0.
 DEFAULT_WINDOW = 10
-#: The two per-seed summaries of a curve, in report order.
-SUMMARIES = ("final", "auc")
 TESTS = ("permutation", "t")
 PAIRINGS = ("auto", "paired", "unpaired")
-#: Verdicts of a difference (Holm-adjusted p below alpha, by the sign of the difference).
-HIGHER, LOWER, NOT_SEPARATED = "higher", "lower", "not separated"
-
-
-@dataclass(frozen=True)
-class Estimate:
-    """One arm's per-seed values of one summary, their mean, spread (sd over seeds) and bootstrap interval."""
-
-    per_seed: dict[int, float]
-    mean: float
-    sd: float
-    ci: tuple[float, float]
-
-
-@dataclass(frozen=True)
-class Difference:
-    """``mean(arm) - mean(baseline)`` of one summary, its bootstrap interval, p-value and verdict.
-
-    ``p_holm`` is ``p`` adjusted over every arm compared with the baseline on
-    the same metric and summary; the verdict uses it. ``min_p`` is the
-    smallest p the test can give with these seeds. ``sd`` is the spread of
-    one seed's difference (sd of the per-seed differences when paired, else
-    ``sqrt(sd_arm**2 + sd_baseline**2)``): the number that decides how many
-    seeds a given effect needs (see the docs' "How many seeds").
-    """
-
-    estimate: float
-    ci: tuple[float, float]
-    sd: float
-    p: float
-    p_holm: float
-    paired: bool
-    test: str
-    min_p: float
-    verdict: str
-
-
-@dataclass(frozen=True)
-class ArmResult:
-    """One arm on one metric: an :class:`Estimate` per summary, and a :class:`Difference` unless it is the baseline."""
-
-    arm: str
-    seeds: tuple[int, ...]
-    estimates: dict[str, Estimate]
-    differences: dict[str, Difference] | None
-
-
-@dataclass(frozen=True)
-class MetricResult:
-    """Every arm on one metric, the steps compared, and the curves (arm -> seed -> value per step) for plots.
-
-    ``x`` is the axis the summaries are taken on, ``axes`` each run's position on it per step and ``budget`` the
-    axis value every run reached (the summaries stop there: equal compute). With a ``target``, ``reach`` is
-    each arm's time to it and ``ratios`` each other arm's ratio to the baseline.
-    """
-
-    metric: str
-    steps: tuple[int, ...]
-    window: int
-    arms: tuple[ArmResult, ...]
-    curves: dict[str, dict[int, tuple[float, ...]]]
-    x: str = "step"
-    axes: dict[str, dict[int, tuple[float, ...]]] | None = None
-    budget: float | None = None
-    target: float | None = None
-    reach: dict[str, target_.Reach] | None = None
-    ratios: dict[str, target_.Ratio] | None = None
-
-    @property
-    def window_steps(self) -> tuple[int, ...]:
-        return self.steps[-self.window :]
-
-
-@dataclass(frozen=True)
-class ComparisonReport:
-    """What :func:`compare_runs` found: per metric, each arm against the baseline.
-
-    ``markdown()`` is the table ``dataflex compare`` prints, ``as_dict()``
-    what ``--json`` writes, ``plot(path)`` the curves with bands.
-    """
-
-    baseline: str
-    arms: tuple[str, ...]
-    metrics: tuple[MetricResult, ...]
-    runs: tuple[Run, ...]
-    test: str
-    alpha: float
-    confidence: float
-    n_boot: int
-    rng_seed: int
-
-    def markdown(self) -> str:
-        from .table import render_markdown
-
-        return render_markdown(self)
-
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "format": REPORT_FORMAT,
-            "baseline": self.baseline,
-            "arms": list(self.arms),
-            "settings": {
-                "test": self.test,
-                "alpha": self.alpha,
-                "confidence": self.confidence,
-                "bootstrap_resamples": self.n_boot,
-                "rng_seed": self.rng_seed,
-            },
-            "runs": [{"arm": r.arm, "seed": r.seed, "source": r.source} for r in self.runs],
-            "metrics": {
-                m.metric: {
-                    "x": m.x,
-                    "budget": m.budget,
-                    **({"target": _target_dict(m)} if m.target is not None else {}),
-                    "steps": [m.steps[0], m.steps[-1]],
-                    "n_steps": len(m.steps),
-                    "window": {"points": m.window, "steps": [m.window_steps[0], m.window_steps[-1]]},
-                    "arms": {a.arm: _arm_dict(a) for a in m.arms},
-                }
-                for m in self.metrics
-            },
-        }
-
-    def write_json(self, path: str | Path) -> None:
-        """Write the report as JSON, atomically; a path that is not a regular file's raises
-        :class:`~dataflex_core.atomic_write.UnwritableTargetError` naming it."""
-        write_text_atomic(path, json.dumps(self.as_dict(), indent=2) + "\n")
-
-    def plot(self, path: str | Path) -> None:
-        """Mean curve of each arm with its bootstrap band, one panel per metric (needs matplotlib)."""
-        from .plot import plot_report
-
-        plot_report(self, path)
 
 
 def compare_runs(
@@ -614,59 +475,6 @@ def _difference(
     return Difference(
         result.estimate, result.ci, spread, result.p, result.p, paired, result.method, result.min_p, NOT_SEPARATED
     )
-
-
-# -- output helpers ---------------------------------------------------------------------------------------
-
-
-def _arm_dict(result: ArmResult) -> dict[str, Any]:
-    out: dict[str, Any] = {"seeds": list(result.seeds)}
-    for kind in SUMMARIES:
-        e = result.estimates[kind]
-        entry: dict[str, Any] = {
-            "per_seed": {str(s): v for s, v in e.per_seed.items()},
-            "mean": e.mean,
-            "sd": e.sd,
-            "ci": list(e.ci),
-        }
-        if result.differences is not None:
-            d = result.differences[kind]
-            entry["vs_baseline"] = {
-                "difference": d.estimate,
-                "ci": list(d.ci),
-                "sd": d.sd,
-                "p": d.p,
-                "p_holm": d.p_holm,
-                "paired": d.paired,
-                "test": d.test,
-                "min_p": d.min_p,
-                "verdict": d.verdict,
-            }
-        out[kind] = entry
-    return out
-
-
-def _target_dict(metric: MetricResult) -> dict[str, Any]:
-    out: dict[str, Any] = {"level": metric.target, "arms": {}}
-    for arm, r in (metric.reach or {}).items():
-        entry: dict[str, Any] = {
-            "per_seed": {str(s): v for s, v in r.per_seed.items()},
-            "reached": {str(s): ok for s, ok in r.reached.items()},
-            "mean": r.mean,
-            "ci": list(r.ci),
-        }
-        ratio = (metric.ratios or {}).get(arm)
-        if ratio is not None:
-            entry["vs_baseline"] = {
-                "ratio": ratio.ratio,
-                "ci": list(ratio.ci),
-                "p": ratio.p,
-                "p_holm": ratio.p_holm,
-                "bound": ratio.bound,
-                "verdict": ratio.verdict,
-            }
-        out["arms"][arm] = entry
-    return out
 
 
 def _listing(items: Sequence[Any], limit: int) -> str:

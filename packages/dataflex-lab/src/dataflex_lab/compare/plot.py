@@ -6,15 +6,13 @@ plot is asked for (an environment that removed it gets a clear error).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from . import stats
 from .axis import AXIS_LABELS, FINAL_SHARE, interpolate
+from .results import MetricResult
 from .runs import CompareError
-
-if TYPE_CHECKING:
-    from .comparison import ComparisonReport
 
 INSTALL_PLOT = "pip install matplotlib"
 #: Resamples per step for the bands (fewer than the table's: a band is read by eye).
@@ -31,15 +29,18 @@ def require_matplotlib() -> None:
         raise CompareError(f"--plot needs matplotlib, which is not installed: {INSTALL_PLOT}") from None
 
 
-def plot_report(report: ComparisonReport, path: str | Path) -> None:
-    """Write one panel per metric to ``path`` (the format follows its suffix: .png, .pdf, .svg)."""
+def plot_report(
+    metrics: Sequence[MetricResult], path: str | Path, *, baseline: str, confidence: float, rng_seed: int
+) -> None:
+    """Write one panel per metric to ``path`` (the format follows its suffix: .png, .pdf, .svg): each arm's mean
+    curve (``baseline``'s marked) in its ``confidence`` bootstrap band, resampled from ``rng_seed``."""
     require_matplotlib()
     from matplotlib.figure import Figure
 
-    panels = len(report.metrics)
+    panels = len(metrics)
     figure = Figure(figsize=(8, 3.4 * panels), layout="constrained")
     axes = figure.subplots(panels, 1, squeeze=False)[:, 0]
-    for ax, metric in zip(axes, report.metrics):
+    for ax, metric in zip(axes, metrics):
         on_steps = metric.x == "step"
         grid = list(metric.steps) if on_steps else _grid(metric.budget, metric.axes)
         for arm, seeds in metric.curves.items():
@@ -50,9 +51,9 @@ def plot_report(report: ComparisonReport, path: str | Path) -> None:
                     [[interpolate(metric.axes[arm][seed], curve, at) for at in grid] for seed, curve in seeds.items()]
                 )
             low, high = stats.bootstrap_mean_interval(
-                values, confidence=report.confidence, n_boot=BAND_RESAMPLES, rng_seed=report.rng_seed
+                values, confidence=confidence, n_boot=BAND_RESAMPLES, rng_seed=rng_seed
             )
-            label = f"{arm} (baseline)" if arm == report.baseline else arm
+            label = f"{arm} (baseline)" if arm == baseline else arm
             (line,) = ax.plot(grid, values.mean(0).tolist(), label=f"{label}, {len(seeds)} seeds")
             ax.fill_between(grid, low.tolist(), high.tolist(), color=line.get_color(), alpha=0.2, linewidth=0)
         if on_steps:
@@ -66,7 +67,7 @@ def plot_report(report: ComparisonReport, path: str | Path) -> None:
         ax.set_title(metric.metric)
         ax.set_xlabel(AXIS_LABELS[metric.x] + ("" if on_steps else " (equal compute: up to the common budget)"))
         ax.legend(fontsize="small")
-    figure.suptitle(f"mean over seeds, {report.confidence * 100:g}% bootstrap band")
+    figure.suptitle(f"mean over seeds, {confidence * 100:g}% bootstrap band")
     figure.savefig(path)
 
 

@@ -1,16 +1,136 @@
-"""The Markdown report ``dataflex compare`` prints: one table per metric, then how to read it."""
+"""The report of a comparison: what ``dataflex compare`` prints (one Markdown table per metric, then how to read
+it), what ``--json`` writes, and the plot it draws."""
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from dataflex_core.atomic_write import write_text_atomic
 
 from .axis import AXIS_LABELS, FINAL_SHARE
-from .comparison import NOT_SEPARATED, SUMMARIES
+from .results import NOT_SEPARATED, SUMMARIES, ArmResult, MetricResult
+from .runs import Run
 
-if TYPE_CHECKING:
-    from .comparison import ArmResult, ComparisonReport, MetricResult
+#: Report format of ``as_dict``/``--json``; bumped only for changes older readers cannot understand.
+REPORT_FORMAT = "dataflex-compare/1"
+
+
+@dataclass(frozen=True)
+class ComparisonReport:
+    """What :func:`compare_runs` found: per metric, each arm against the baseline.
+
+    ``markdown()`` is the table ``dataflex compare`` prints, ``as_dict()``
+    what ``--json`` writes, ``plot(path)`` the curves with bands.
+    """
+
+    baseline: str
+    arms: tuple[str, ...]
+    metrics: tuple[MetricResult, ...]
+    runs: tuple[Run, ...]
+    test: str
+    alpha: float
+    confidence: float
+    n_boot: int
+    rng_seed: int
+
+    def markdown(self) -> str:
+        return render_markdown(self)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "format": REPORT_FORMAT,
+            "baseline": self.baseline,
+            "arms": list(self.arms),
+            "settings": {
+                "test": self.test,
+                "alpha": self.alpha,
+                "confidence": self.confidence,
+                "bootstrap_resamples": self.n_boot,
+                "rng_seed": self.rng_seed,
+            },
+            "runs": [{"arm": r.arm, "seed": r.seed, "source": r.source} for r in self.runs],
+            "metrics": {
+                m.metric: {
+                    "x": m.x,
+                    "budget": m.budget,
+                    **({"target": _target_dict(m)} if m.target is not None else {}),
+                    "steps": [m.steps[0], m.steps[-1]],
+                    "n_steps": len(m.steps),
+                    "window": {"points": m.window, "steps": [m.window_steps[0], m.window_steps[-1]]},
+                    "arms": {a.arm: _arm_dict(a) for a in m.arms},
+                }
+                for m in self.metrics
+            },
+        }
+
+    def write_json(self, path: str | Path) -> None:
+        """Write the report as JSON, atomically; a path that is not a regular file's raises
+        :class:`~dataflex_core.atomic_write.UnwritableTargetError` naming it."""
+        write_text_atomic(path, json.dumps(self.as_dict(), indent=2) + "\n")
+
+    def plot(self, path: str | Path) -> None:
+        """Mean curve of each arm with its bootstrap band, one panel per metric (needs matplotlib)."""
+        from .plot import plot_report
+
+        plot_report(self.metrics, path, baseline=self.baseline, confidence=self.confidence, rng_seed=self.rng_seed)
+
+
+def _arm_dict(result: ArmResult) -> dict[str, Any]:
+    out: dict[str, Any] = {"seeds": list(result.seeds)}
+    for kind in SUMMARIES:
+        e = result.estimates[kind]
+        entry: dict[str, Any] = {
+            "per_seed": {str(s): v for s, v in e.per_seed.items()},
+            "mean": e.mean,
+            "sd": e.sd,
+            "ci": list(e.ci),
+        }
+        if result.differences is not None:
+            d = result.differences[kind]
+            entry["vs_baseline"] = {
+                "difference": d.estimate,
+                "ci": list(d.ci),
+                "sd": d.sd,
+                "p": d.p,
+                "p_holm": d.p_holm,
+                "paired": d.paired,
+                "test": d.test,
+                "min_p": d.min_p,
+                "verdict": d.verdict,
+            }
+        out[kind] = entry
+    return out
+
+
+def _target_dict(metric: MetricResult) -> dict[str, Any]:
+    out: dict[str, Any] = {"level": metric.target, "arms": {}}
+    for arm, r in (metric.reach or {}).items():
+        entry: dict[str, Any] = {
+            "per_seed": {str(s): v for s, v in r.per_seed.items()},
+            "reached": {str(s): ok for s, ok in r.reached.items()},
+            "mean": r.mean,
+            "ci": list(r.ci),
+        }
+        ratio = (metric.ratios or {}).get(arm)
+        if ratio is not None:
+            entry["vs_baseline"] = {
+                "ratio": ratio.ratio,
+                "ci": list(ratio.ci),
+                "p": ratio.p,
+                "p_holm": ratio.p_holm,
+                "bound": ratio.bound,
+                "verdict": ratio.verdict,
+            }
+        out["arms"][arm] = entry
+    return out
+
+
+# -- the Markdown table ---------------------------------------------------------------------------------
 
 SUMMARY_LABELS = {"final": "final", "auc": "AUC"}
 #: Below this many seeds, percentile bootstrap intervals are noticeably narrower than their stated level.
