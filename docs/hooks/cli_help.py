@@ -1,7 +1,7 @@
 """mkdocs hook: paste each console script's ``--help`` into the page at build time.
 
 A page writes ``<!-- dataflex-cli dataflex_core.cli:build_parser -->`` and gets
-the help of that argparse parser and of each of its sub-commands, so the CLI
+the help of that argparse parser and of each of its sub-commands (and theirs), so the CLI
 reference shows the options the installed code really accepts.
 """
 
@@ -33,7 +33,9 @@ def parser_help(target: str) -> str:
     try:
         parser = getattr(importlib.import_module(module_name), factory)()
         blocks = [("", parser.format_help())]
-        blocks += [(name, sub.format_help()) for name, sub in _subcommands(parser).items()]
+        for name, sub in _subcommands(parser).items():  # and a sub-command's own (``dataflex ledger show``)
+            blocks.append((name, sub.format_help()))
+            blocks += [(f"{name} {inner}", command.format_help()) for inner, command in _subcommands(sub).items()]
     finally:
         if previous is None:
             os.environ.pop("COLUMNS", None)

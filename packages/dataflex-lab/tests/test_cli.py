@@ -17,7 +17,7 @@ from dataflex_core.cli_extensions import CLI_GROUP, EXIT_UNAVAILABLE
 
 #: program -> (its parser factory, the commands dataflex-lab adds to it).
 PROGRAMS = {
-    "dataflex": ("dataflex_core.cli", ["compare"]),
+    "dataflex": ("dataflex_core.cli", ["compare", "ledger"]),
     "dataflex-verl": ("dataflex_verl.cli", ["demo", "demo-step"]),
     "dataflex-trl": ("dataflex_trl.cli", ["demo", "evidence"]),
 }
@@ -40,7 +40,7 @@ def test_the_console_script_lists_and_documents_the_lab_commands(program):
         assert f"    {command} " in listing and "not installed" not in listing
         usage = subprocess.run([program, command, "--help"], capture_output=True, text=True, check=True).stdout
         assert usage.startswith(f"usage: {program} {command}")
-        assert "--steps" in usage or "--prompts" in usage or "--baseline" in usage
+        assert any(option in usage for option in ("--steps", "--prompts", "--baseline", "filter"))
 
 
 def test_building_the_host_parsers_imports_no_framework():
@@ -56,8 +56,8 @@ def test_building_the_host_parsers_imports_no_framework():
 
 @pytest.mark.parametrize(
     ("program", "command", "requirement"),
-    [("dataflex", "compare", "dataflex-lab"), ("dataflex-verl", "demo", "dataflex-lab[verl]"),
-     ("dataflex-verl", "demo-step", "dataflex-lab[verl]"), ("dataflex-trl", "demo", "dataflex-lab[trl]")],
+    [("dataflex", "compare", "dataflex-lab"), ("dataflex", "ledger", "dataflex-lab"),
+     ("dataflex-verl", "demo", "dataflex-lab[verl]"), ("dataflex-verl", "demo-step", "dataflex-lab[verl]"), ("dataflex-trl", "demo", "dataflex-lab[trl]")],
 )  # fmt: skip
 def test_without_the_lab_each_command_names_what_to_install(monkeypatch, capsys, program, command, requirement):
     real = metadata.entry_points
