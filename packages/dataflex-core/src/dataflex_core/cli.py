@@ -5,7 +5,7 @@ standard output carries only what the command prints (a table, JSON, a lock),
 so tools can parse it: while plugins load, anything written to standard
 output, by Python or by C code, goes to stderr. Other distributions add
 sub-commands through the entry-point group ``dataflex.cli``
-(:mod:`.cli_extensions`): ``dataflex-lab`` adds ``dataflex compare``.
+(:mod:`.cli_extensions`): ``dataflex-lab`` adds ``dataflex compare`` and ``dataflex ledger``.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ EXIT_MISMATCH = 1
 #: Exit status when the lock file cannot be read or written.
 EXIT_LOCK_ERROR = 2
 #: Sub-commands of ``dataflex`` that other distributions provide, with what to install for each.
-EXTENSION_COMMANDS = {"compare": "dataflex-lab"}
+EXTENSION_COMMANDS = {"compare": "dataflex-lab", "ledger": "dataflex-lab"}
 
 
 def _flush_c_stdout() -> None:
