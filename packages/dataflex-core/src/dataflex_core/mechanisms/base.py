@@ -6,8 +6,9 @@ module: a :class:`Mechanism` subclass that says, in one place,
 
 - its ``name`` (the ``dataflex.mechanism`` value) and the ``actuator_kind`` it
   drives;
-- its ``keys`` of the ``dataflex:`` block and how they are parsed
-  (:meth:`Mechanism.parse`, stored as ``settings``);
+- its ``keys`` of the ``dataflex:`` block, declared as one table of
+  :class:`~dataflex_core.keys.Key`, and how they are parsed
+  (:meth:`Mechanism.parse`, by :func:`~dataflex_core.keys.parse_keys`, stored as ``settings``);
 - the host seams it needs (:attr:`Mechanism.seams`: loss weights, a train sampler, generation rounds,
   per-prompt counts; :mod:`dataflex_core.step.seams`) and its implementation of each
   (:meth:`Mechanism.implement`), which the session hands the host;
@@ -62,7 +63,8 @@ class Mechanism:
     name: ClassVar[str] = ""
     #: The component kind its ``dataflex.actuator`` must be (``reweighter``, ``selector``, ``mixer``, ``sampler``).
     actuator_kind: ClassVar[str] = ""
-    #: Keys of the ``dataflex:`` block only this mechanism reads, with their defaults.
+    #: Keys of the ``dataflex:`` block only this mechanism reads: name -> :class:`~dataflex_core.keys.Key` (or, for
+    #: a mechanism that checks them itself, name -> default).
     keys: ClassVar[Mapping[str, Any]] = {}
     #: The scorer timings it runs.
     timings: ClassVar[tuple[str, ...]] = ROLLOUT_TIMINGS
