@@ -112,7 +112,7 @@ def run_components(
                 reps=reps,
                 unjudged=unjudged,
                 note=f"with {partner}; session.run against one clone() of the {len(fields)} fields it reads",
-                extra={"fields": list(fields), "cpu_ratio": timings.cpu_ratio("step", "clone")},
+                extra={"fields": list(fields)},
             )  # fmt: skip
         )
         grow = at_two_sizes(session, synth[scaling].batch(fields), synth[halved].batch(fields), reps)

@@ -2,7 +2,7 @@
 
 Each repetition starts new Python processes (nothing in ``sys.modules``) and times, inside each, ``import torch``
 alone or ``import dataflex_core`` plus loading every installed plugin (which imports torch too); interpreter
-start-up is outside both timers. The row is wall time (what a user waits), the CPU-time ratio noted beside it.
+start-up is outside both timers. The row is wall time: what a user waits.
 
 Both timers end with one full garbage collection, Python's automatic collector off until then: importing torch
 leaves a heap whose first full collection (70-80 ms) the automatic collector starts right after, inside whichever
@@ -31,7 +31,7 @@ import gc, json, time
 full = []
 gc.callbacks.append(lambda phase, info: phase == "start" and info["generation"] == 2 and full.append(1))
 gc.disable()
-start, cpu = time.perf_counter(), time.process_time()
+start = time.perf_counter()
 """
 
 #: Closes both timers: one full collection of what the child imported, timed on its own too.
@@ -39,9 +39,7 @@ TIMED_END = """
 collecting = time.perf_counter()
 gc.collect()
 ended = time.perf_counter()
-seconds, cpu_seconds = ended - start, time.process_time() - cpu
-timed = {"seconds": seconds, "cpu_seconds": cpu_seconds, "collect_seconds": ended - collecting,
-         "full_collections": len(full)}
+timed = {"seconds": ended - start, "collect_seconds": ended - collecting, "full_collections": len(full)}
 """
 
 TORCH_ONLY = (
@@ -102,7 +100,7 @@ def run_child(code: str, env: dict[str, str] | None = None) -> dict:
 
 def run_discovery(*, reps: int, warmup: int = 1, unjudged: str | None = None, progress=print) -> list[Result]:
     env = _child_env()
-    timings = Timings({"torch": [], "plugins": []}, {"torch": [], "plugins": []})
+    timings = Timings({"torch": [], "plugins": []})
     collect_ms: dict[str, list[float]] = {"torch": [], "plugins": []}
     for round_index in range(warmup + reps):
         sides = {"torch": run_child(TORCH_ONLY, env), "plugins": run_child(WITH_PLUGINS, env)}
@@ -113,11 +111,10 @@ def run_discovery(*, reps: int, warmup: int = 1, unjudged: str | None = None, pr
         if round_index >= warmup:
             for side, out in sides.items():
                 timings.samples[side].append(out["seconds"])
-                timings.cpu[side].append(out["cpu_seconds"])
                 collect_ms[side].append(out["collect_seconds"] * 1e3)
     last = sides["plugins"]
     plugins, failures = last["plugins"], last["failures"]
-    note = f"CPU-time ratio {timings.cpu_ratio('plugins', 'torch'):.2f}; loaded: {', '.join(plugins) or 'no plugins'}"
+    note = f"loaded: {', '.join(plugins) or 'no plugins'}"
     result = measured(
         "discovery", "import dataflex_core + plugins / import torch",
         f"{len(plugins)} plugins, {last['components']} components",

@@ -25,11 +25,7 @@ from .results import Result, measured, skipped
 from .timing import balanced_ratio, run_medians
 
 FIT_TARGET = 1.05
-PAIR = {
-    "mechanism": "reweight",
-    "scorer": {"name": "advantage_magnitude", "params": {}},
-    "actuator": {"name": "softmax", "params": {}},
-}
+PAIR = {"mechanism": "reweight", "scorer": {"name": "advantage_magnitude"}, "actuator": {"name": "softmax"}}
 PILOT = {
     "mechanism": "pilot",
     "scorer": {"name": "group_reward_variance"},

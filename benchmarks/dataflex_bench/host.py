@@ -22,7 +22,6 @@ HOST_TARGET = 1.3
 TRIM = 0.1
 #: The user guide's example block: the pair a first-time user runs.
 HOST_BLOCK = {
-    "mechanism": "reweight",
     "scorer": {"name": "advantage_magnitude"},
     "actuator": {"name": "softmax", "params": {"temperature": 1.0}},
 }

@@ -53,8 +53,6 @@ class SyntheticGRPO:
         self.last = lengths - 1
         solve_rate = torch.rand(num_groups, generator=self.gen)[self.group]
         self.reward = (torch.rand(self.bs, generator=self.gen) < solve_rate).float()
-        #: Fields built for names this module does not know (reported by the harness).
-        self.unknown: list[str] = []
 
     def grpo_advantage(self) -> torch.Tensor:
         """(r - group mean) / (group std + eps), the GRPO outcome advantage per row."""
@@ -83,7 +81,6 @@ class SyntheticGRPO:
             return torch.randn(bs, length, generator=gen) * mask_f
         if name in INT_FIELDS:
             return torch.randint(0, 32000, (bs, length), generator=gen)
-        self.unknown.append(name)
         return torch.randn(bs, length, generator=gen) * mask_f
 
     def batch(self, fields: Iterable[str], device: torch.device | str = "cpu") -> Batch:

@@ -34,10 +34,9 @@ class Fresh:
 
 @dataclass
 class Timings:
-    """Seconds of each timed call, per name, warm-up rounds left out; ``cpu`` the process's CPU seconds of each."""
+    """Seconds of each timed call, per name, warm-up rounds left out."""
 
     samples: dict[str, list[float]] = field(default_factory=dict)
-    cpu: dict[str, list[float]] = field(default_factory=dict)
 
     def median(self, name: str) -> float:
         return statistics.median(self.samples[name])
@@ -56,11 +55,6 @@ class Timings:
     def trimmed_ratio(self, numerator: str, denominator: str, trim: float = 0.1) -> float:
         return self.trimmed_mean(numerator, trim) / self.trimmed_mean(denominator, trim)
 
-    def cpu_ratio(self, numerator: str, denominator: str) -> float:
-        """The ratio of median CPU times: it moves less than wall time when other processes share the cores."""
-        below = statistics.median(self.cpu[denominator])
-        return statistics.median(self.cpu[numerator]) / below if below > 0 else float("inf")
-
 
 def measure_interleaved(
     functions: Mapping[str, Callable[[], object] | Fresh],
@@ -74,19 +68,18 @@ def measure_interleaved(
     after the clock stops, as a host keeps a step's outputs beyond the step."""
     if reps < 1:
         raise ValueError(f"reps must be >= 1, got {reps}")
-    timings = Timings({name: [] for name in functions}, {name: [] for name in functions})
+    timings = Timings({name: [] for name in functions})
     for round_index in range(warmup + reps):
         for name, fn in functions.items():
             argument = fn.setup() if isinstance(fn, Fresh) else None
             sync()
-            start, cpu_start = time.perf_counter(), time.process_time()
+            start = time.perf_counter()
             result = fn.run(argument) if isinstance(fn, Fresh) else fn()
             sync()
-            elapsed, cpu = time.perf_counter() - start, time.process_time() - cpu_start
+            elapsed = time.perf_counter() - start
             del result, argument
             if round_index >= warmup:
                 timings.samples[name].append(elapsed)
-                timings.cpu[name].append(cpu)
     return timings
 
 

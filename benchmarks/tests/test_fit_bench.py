@@ -71,3 +71,24 @@ def test_each_fit_case_is_a_case_of_the_cli_and_skips_with_the_reason_when_verl_
         (row,) = fit.run_fit(case, quick=True, progress=lambda _: None)
         assert (row.case, row.status, row.note, row.target) == (case, "skip", "verl is not installed", FIT_TARGET)
         assert "4 steps per run" in row.shape
+
+
+def test_each_fit_case_runs_its_trainer_twice_on_opposite_parities_at_lr_0(monkeypatch):
+    from dataflex_lab.verl.cpu_loop import runner
+
+    specs = []
+
+    def run_entry_point(spec, workspace, metrics_file, log_file):
+        specs.append(spec)
+        pilot = spec.dataflex["mechanism"] == "pilot"
+        return alternating_run(on_odd=spec.dataflex_on_steps == "odd", speed=1.0, cost=0.02, pilot=pilot)
+
+    monkeypatch.setattr(fit, "fit_missing", lambda: None)
+    monkeypatch.setattr(runner, "prepare_workspace", lambda root: root)
+    monkeypatch.setattr(runner, "run_entry_point", run_entry_point)
+    for case, (_, trainer, block, _) in fit.CASES.items():
+        specs.clear()
+        (row,) = fit.run_fit(case, quick=True, progress=lambda _: None)
+        assert [s.dataflex_on_steps for s in specs] == ["odd", "even"] and row.ratio == pytest.approx(1.02)
+        assert all(s.dataflex == block and s.lr == 0.0 and s.steps == 4 for s in specs)
+        assert all(s.use_v1 == trainer.get("use_v1", True) for s in specs) and row.status == "pass"
