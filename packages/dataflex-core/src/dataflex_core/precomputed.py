@@ -179,9 +179,9 @@ def step_inputs(batch: Any) -> StepInputs | None:
 
 
 def inputs_of(batch: Any) -> StepInputs:
-    """The batch's :class:`StepInputs`, made now (not stored in the batch) when it was not prepared."""
+    """The batch's :class:`StepInputs`, or its masks' alone made now (not stored) when it was not prepared: a
+    component that does not declare ``needs_groups`` never has its ``uid`` read."""
     inputs = step_inputs(batch)
     if inputs is None:
-        tensors, non_tensor = batch.batch, getattr(batch, "non_tensor_batch", None) or {}
-        inputs = StepInputs(tensors["response_mask"], tensors.get("is_padding", None), non_tensor.get("uid"))
+        inputs = StepInputs(batch.batch["response_mask"], batch.batch.get("is_padding", None), None)
     return inputs
