@@ -4,7 +4,7 @@ import numpy as np
 import torch
 
 from dataflex_core import Batch
-from dataflex_core.runner import DataFlexStep, mount_step
+from dataflex_core.runner import mount_step
 from dataflex_core.step import CANONICAL_FIELDS, FieldSupport, HostCapabilities
 
 gen = torch.Generator().manual_seed(0)
@@ -29,7 +29,7 @@ batch = Batch(
 host = HostCapabilities(name="this example", fields={name: FieldSupport(True) for name in CANONICAL_FIELDS})
 for scorer, actuator in [("advantage_magnitude", "softmax"), ("token_entropy", "high_entropy_tokens")]:
     block = {"scorer": {"name": scorer}, "actuator": {"name": actuator}}
-    step = DataFlexStep(mount_step(block, host, loss_unit="token", adv_estimator="grpo"))
+    step = mount_step(block, host, loss_unit="token", adv_estimator="grpo")
     metrics = step.run(batch, step=1).metrics
     print(f"# {scorer} + {actuator}")
     for name, value in sorted(metrics.items()):

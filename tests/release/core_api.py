@@ -3,7 +3,7 @@
 A dependent's ``dataflex-core>=X.Y`` floor is a promise that it works with
 core X.Y.0. ``core_api/<version>.txt`` records what that release offered: one
 line per public module (``dataflex_core.step``) and per top-level name
-(``dataflex_core.step:DataFlexStep``). ``test_core_floors.py`` checks every
+(``dataflex_core.session:DataFlexSession``). ``test_core_floors.py`` checks every
 dependent's imports against the snapshot of its floor.
 
 Record a snapshot when the core is released (``RELEASING.md``)::
@@ -79,7 +79,7 @@ def uses_of_core(src: Path) -> dict[str, list[str]]:
 
     ``from dataflex_core.x import y`` uses ``dataflex_core.x.y``; ``import
     dataflex_core.x`` uses ``dataflex_core.x``; an attribute read off an imported
-    core module or name (``dataflex_core.step.DataFlexStep``) uses its whole path.
+    core module or name (``dataflex_core.session.DataFlexSession``) uses its whole path.
     """
     uses: dict[str, list[str]] = {}
 

@@ -114,9 +114,9 @@ def test_a_new_seam_reaches_the_host_and_its_state_reaches_the_mechanism():
     host = dataclasses.replace(HOST, seams={LossWeights: SeamSupport(True), Staged: SeamSupport(True)})
     flex = mounted({**REWEIGHT, "mechanism": "seamtest_staged"}, host)
     stages = flex.seam(Staged)
-    assert isinstance(stages, Stages) and stages.step is flex.step
+    assert isinstance(stages, Stages) and stages.step is flex
     result = flex.run(rows_batch([2, 3], width=3, rewards=[1.0, 0.0]), 1, generation="the stages")
-    assert result.applied is not None and flex.step.generation is None  # cleared once the step ran
+    assert result.applied is not None and flex.generation is None  # cleared once the step ran
 
 
 def test_a_declared_seam_without_an_implementation_is_named():

@@ -21,7 +21,7 @@ from dataflex_core import (
     register_scorer,
     register_selector,
 )
-from dataflex_core.runner import DataFlexStep, mount_step
+from dataflex_core.runner import mount_step
 from dataflex_core.step import (
     DomainMixtureSampler,
     FieldSupport,
@@ -143,7 +143,7 @@ def rollout(rewards, lengths, padding=None, uid=None):
 
 
 def test_components_see_padding_rows_as_empty_rows_without_a_copy_and_padding_gets_weight_zero():
-    step = DataFlexStep(mount_step(block("steptest_reward", "steptest_plus"), HOST, loss_unit="sequence"))
+    step = mount_step(block("steptest_reward", "steptest_plus"), HOST, loss_unit="sequence")
     SEEN.clear()
     batch = rollout([1.0, 0.0, 3.0, 0.0], [2, 3, 1, 0], padding=[False, False, False, True])
     result = step.run(batch, step=1)
@@ -161,7 +161,7 @@ def test_components_see_padding_rows_as_empty_rows_without_a_copy_and_padding_ge
 
 def test_a_padding_row_with_response_tokens_is_shown_empty_and_weighs_nothing():
     """A host that leaves tokens in its padding rows' mask: components see those rows emptied, the rest as is."""
-    step = DataFlexStep(mount_step(block("steptest_reward", "steptest_plus"), HOST, loss_unit="token"))
+    step = mount_step(block("steptest_reward", "steptest_plus"), HOST, loss_unit="token")
     SEEN.clear()
     padded = rollout([1.0, 5.0, 0.0], [2, 4, 3], padding=[False, True, False])
     result = step.run(padded, step=1)
@@ -175,7 +175,7 @@ def test_a_padding_row_with_response_tokens_is_shown_empty_and_weighs_nothing():
 
 
 def test_composition_keeps_the_frameworks_step_size():
-    step = DataFlexStep(mount_step(block("steptest_reward", "steptest_plus"), HOST, loss_unit="token"))
+    step = mount_step(block("steptest_reward", "steptest_plus"), HOST, loss_unit="token")
     batch = rollout([1.0, 0.0], [2, 3])
     valid = batch.batch["response_mask"].bool()
     importance = torch.tensor([[0.5, 2.0, 0, 0], [1.0, 1.0, 3.0, 0]])
@@ -189,9 +189,7 @@ def test_composition_keeps_the_frameworks_step_size():
 
 
 def test_before_warmup_the_step_leaves_the_loss_alone():
-    step = DataFlexStep(
-        mount_step({**block("steptest_reward", "steptest_plus"), "warmup_step": 3}, HOST, loss_unit="token")
-    )
+    step = mount_step({**block("steptest_reward", "steptest_plus"), "warmup_step": 3}, HOST, loss_unit="token")
     result = step.run(rollout([1.0], [2]), step=2)
     assert result.applied is None and result.metrics["dataflex/active"] == 0.0
     # its rollouts still count towards the run's compute
@@ -203,12 +201,10 @@ def test_before_warmup_the_step_leaves_the_loss_alone():
 
 
 def test_invalid_output_raises_or_falls_back_to_the_frameworks_loss():
-    raising = DataFlexStep(mount_step(block("steptest_reward", "steptest_nan"), HOST, loss_unit="token"))
+    raising = mount_step(block("steptest_reward", "steptest_nan"), HOST, loss_unit="token")
     with pytest.raises(InvalidOutputError, match="at step 5: .*NaN"):
         raising.run(rollout([1.0, 0.0], [2, 2]), step=5)
-    lenient = DataFlexStep(
-        mount_step({**block("steptest_reward", "steptest_nan"), "on_invalid": "uniform"}, HOST, loss_unit="token")
-    )
+    lenient = mount_step({**block("steptest_reward", "steptest_nan"), "on_invalid": "uniform"}, HOST, loss_unit="token")
     for expected_total in (1.0, 2.0):
         result = lenient.run(rollout([1.0, 0.0], [2, 2]), step=5)
         assert result.applied is None and result.fallback
@@ -217,7 +213,7 @@ def test_invalid_output_raises_or_falls_back_to_the_frameworks_loss():
 
 
 def test_select_returns_the_kept_rows_and_renormalised_weights():
-    step = DataFlexStep(mount_step(block("steptest_reward", "steptest_first_half", "select"), HOST, loss_unit="token"))
+    step = mount_step(block("steptest_reward", "steptest_first_half", "select"), HOST, loss_unit="token")
     batch = rollout([1.0, 0.0, 1.0, 0.0], [1, 3, 2, 2], uid=["a", "a", "b", "b"])
     result = step.run(batch, step=1)
     assert result.kept.tolist() == [True, True, False, False]
@@ -228,14 +224,14 @@ def test_select_returns_the_kept_rows_and_renormalised_weights():
 
 
 def test_mix_updates_the_sampler_on_update_steps_and_observes_in_between():
-    mounted = mount_step(
+    step = mount_step(
         block("steptest_reward", "steptest_prefer_first", "mix", domains=["x", "y"], update_step=2),
         HOST,
         loss_unit="token",
     )
-    assert mounted.fields[-1] == "domain"
+    assert step.fields[-1] == "domain"
     sampler = DomainMixtureSampler([0, 1, 0, 1], ["x", "y"], 2, torch.tensor([0.5, 0.5]))
-    step = DataFlexStep(mounted, sampler)
+    step.sampler = sampler
     batch = rollout([1.0, 0.0, 1.0], [1, 1, 1], padding=[False, False, True])
     batch.non_tensor_batch["domain"] = np.asarray(["x", "y", "not-a-domain"], dtype=object)  # padding may hold anything
     PreferFirst.observed.clear()
@@ -303,8 +299,8 @@ def test_components_get_the_loss_unit_and_the_hosts_context():
             seen.update(ctx)
             return torch.ones(len(batch))
 
-    mounted = mount_step(block("steptest_reward", "steptest_ctx"), HOST, loss_unit="token", ctx={"loss_type": "x"})
-    DataFlexStep(mounted).run(rollout([1.0], [1]), step=4)
+    step = mount_step(block("steptest_reward", "steptest_ctx"), HOST, loss_unit="token", ctx={"loss_type": "x"})
+    step.run(rollout([1.0], [1]), step=4)
     assert seen == {"step_id": 4, "loss_type": "x", "loss_unit": "token"}
 
 

@@ -53,7 +53,7 @@ def block(scorer="calltest_reward", actuator="calltest_plus", mechanism="reweigh
 
 
 def step_for(unit="sequence", **kwargs) -> DataFlexStep:
-    return DataFlexStep(mount_step(block(**kwargs), HOST, loss_unit=unit))
+    return mount_step(block(**kwargs), HOST, loss_unit=unit)
 
 
 def rollout(lengths=(2, 3, 1, 4), padding=None, uid=None) -> Batch:
@@ -131,9 +131,7 @@ def test_one_weight_near_float32s_largest_value_takes_the_step_and_the_others_ke
 
 def test_token_weights_and_importance_weights_whose_sums_overflow_keep_the_frameworks_step_size(monkeypatch):
     monkeypatch.setattr(ConstantReweighter, "value", 2e38)
-    step = DataFlexStep(
-        mount_step(block(scorer="calltest_token", actuator="calltest_constant"), HOST, loss_unit="token")
-    )
+    step = mount_step(block(scorer="calltest_token", actuator="calltest_constant"), HOST, loss_unit="token")
     batch = rollout()
     importance = torch.full((4, 4), 2.0)
     result = step.run(batch, step=1, importance_weights=importance)
@@ -202,7 +200,7 @@ def test_a_component_that_changes_a_tensor_in_place_is_named_and_uniform_falls_b
     mask = batch.batch["response_mask"].clone()
     with pytest.raises(ComponentError, match=where + "; components get read-only inputs: clone a tensor"):
         step_for(scorer=scorer, actuator=actuator).run(batch, step=2)
-    lenient = DataFlexStep(mount_step(block(scorer, actuator, on_invalid="uniform"), HOST, loss_unit="sequence"))
+    lenient = mount_step(block(scorer, actuator, on_invalid="uniform"), HOST, loss_unit="sequence")
     result = lenient.run(rollout(), step=2)
     assert result.applied is None and result.fallback and result.metrics["dataflex/uniform_fallback_total"] == 1.0
     assert torch.equal(batch.batch["response_mask"][1:], mask[1:])
@@ -291,9 +289,9 @@ class RecordingMixer(Mixer):
     ids=["every-response-empty", "every-row-padding", "empty-or-padding"],
 )
 def test_a_step_without_a_valid_token_calls_no_component_and_is_counted(mechanism, actuator, extra, batch):
-    mounted = mount_step(block(actuator=actuator, mechanism=mechanism, **extra), HOST, loss_unit="token")
+    step = mount_step(block(actuator=actuator, mechanism=mechanism, **extra), HOST, loss_unit="token")
     sampler = DomainMixtureSampler([0, 1], ["x", "y"], 2, torch.tensor([0.5, 0.5])) if mechanism == "mix" else None
-    step = DataFlexStep(mounted, sampler)
+    step.sampler = sampler
     batch.non_tensor_batch["domain"] = np.asarray(["x"] * len(batch), dtype=object)
     CALLS.clear()
     for total in (1.0, 2.0):
@@ -338,7 +336,7 @@ def test_a_components_exception_names_it_the_method_and_the_step():
 @pytest.mark.parametrize("error", [KeyError("uid"), SystemExit(2), RuntimeError("CUDA error: device-side assert")])
 def test_on_invalid_uniform_covers_a_components_exception_and_logs_its_traceback_once(error, monkeypatch, caplog):
     monkeypatch.setattr(RaisingScorer, "error", error)
-    step = DataFlexStep(mount_step(block(scorer="calltest_raises", on_invalid="uniform"), HOST, loss_unit="token"))
+    step = mount_step(block(scorer="calltest_raises", on_invalid="uniform"), HOST, loss_unit="token")
     with caplog.at_level(logging.WARNING, logger="dataflex_core.step"):
         for total in (1.0, 2.0):
             result = step.run(rollout(), step=int(total))
@@ -350,7 +348,7 @@ def test_on_invalid_uniform_covers_a_components_exception_and_logs_its_traceback
 
 def test_keyboard_interrupt_in_a_component_is_never_caught(monkeypatch):
     monkeypatch.setattr(RaisingScorer, "error", KeyboardInterrupt())
-    step = DataFlexStep(mount_step(block(scorer="calltest_raises", on_invalid="uniform"), HOST, loss_unit="token"))
+    step = mount_step(block(scorer="calltest_raises", on_invalid="uniform"), HOST, loss_unit="token")
     with pytest.raises(KeyboardInterrupt):
         step.run(rollout(), step=1)
 
@@ -423,7 +421,7 @@ class SlowScorer(Scorer):
 
 def test_a_call_past_its_budget_is_named_while_it_still_runs(monkeypatch, caplog):
     monkeypatch.setattr(SlowScorer, "seconds", 2.5)
-    step = DataFlexStep(mount_step(block(scorer="calltest_slow", call_budget_s=0.5), HOST, loss_unit="token"))
+    step = mount_step(block(scorer="calltest_slow", call_budget_s=0.5), HOST, loss_unit="token")
     with caplog.at_level(logging.WARNING, logger="dataflex_core.step"):
         step.run(rollout(), step=3)
         returned = time.time()
@@ -438,11 +436,11 @@ def test_a_call_past_its_budget_is_named_while_it_still_runs(monkeypatch, caplog
 
 
 def test_a_call_within_its_budget_logs_nothing_and_the_budget_is_checked(caplog):
-    step = DataFlexStep(mount_step(block(scorer="calltest_slow", call_budget_s=30), HOST, loss_unit="token"))
+    step = mount_step(block(scorer="calltest_slow", call_budget_s=30), HOST, loss_unit="token")
     with caplog.at_level(logging.WARNING, logger="dataflex_core.step"):
         step.run(rollout(), step=1)
     assert not [r for r in caplog.records if "call_budget_s" in r.getMessage()]
-    assert DataFlexStep(mount_step(block(call_budget_s=None), HOST, loss_unit="token")).calls.budget_s is None
+    assert mount_step(block(call_budget_s=None), HOST, loss_unit="token").calls.budget_s is None
     for bad in (0, -1, "60", True):
         with pytest.raises(ConfigError, match=f"dataflex.call_budget_s={bad!r} must be a number of seconds > 0"):
             mount_step(block(call_budget_s=bad), HOST, loss_unit="token")

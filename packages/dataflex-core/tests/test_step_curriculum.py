@@ -19,7 +19,7 @@ from dataflex_core import (
     register_reweighter,
     register_scorer,
 )
-from dataflex_core.runner import DataFlexStep, mount_step
+from dataflex_core.runner import mount_step
 from dataflex_core.step import (
     CurriculumSampler,
     FieldSupport,
@@ -93,9 +93,9 @@ def block(scorer="curtest_column", sampler="curtest_proportional", **extra):
 
 def curriculum(weights, *, batch_size=4, candidates=0, seed=0, **extra):
     """A mounted curriculum over ``len(weights)`` prompts with ids 100, 101, ... and a ``weight`` column."""
-    step = DataFlexStep(mount_step(block(**extra), HOST, loss_unit="token"))
+    step = mount_step(block(**extra), HOST, loss_unit="token")
     ids = PromptIds([100 + i for i in range(len(weights))], "index")
-    history = PromptHistory(ids, step.mounted.settings.success_threshold)
+    history = PromptHistory(ids, step.mechanism.settings.success_threshold)
     sampler = CurriculumSampler(step, history, {"weight": list(weights)}, batch_size, seed=seed, candidates=candidates)
     step.sampler = sampler
     return step, sampler
@@ -166,8 +166,9 @@ class OnesReweighter(Reweighter):
 def test_mount_reads_the_rewards_and_the_prompt_id_only():
     mounted = mount_step(block(prompt_key="uid_col", candidates=16, success_threshold=1), HOST, loss_unit="token")
     assert mounted.fields == ["response_mask", "rm_scores", "uid_col"]
-    assert (mounted.settings.prompt_key, mounted.settings.candidates) == ("uid_col", 16)
-    assert mounted.settings.success_threshold == 1.0
+    settings = mounted.mechanism.settings
+    assert (settings.prompt_key, settings.candidates) == ("uid_col", 16)
+    assert settings.success_threshold == 1.0
 
 
 # -- prompt ids and history ------------------------------------------------------------------

@@ -81,8 +81,7 @@ def unpadded(batch: Batch) -> Batch:
 def step_for(scorer: str, actuator: str, mechanism: str, unit: str) -> DataFlexStep:
     block = {"mechanism": mechanism, "scorer": {"name": scorer}, "actuator": {"name": actuator}}
     grouped = lambda name: True  # noqa: E731 - the test host groups rows by uid
-    mounted = mount_step(block, HOST, loss_unit=unit, ctx=CTX, adv_estimator="grpo", is_group_estimator=grouped)
-    return DataFlexStep(mounted)
+    return mount_step(block, HOST, loss_unit=unit, ctx=CTX, adv_estimator="grpo", is_group_estimator=grouped)
 
 
 def run_both(scorer, actuator, mechanism, unit, options, *, composed=False):

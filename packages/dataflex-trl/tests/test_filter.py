@@ -82,7 +82,7 @@ def test_every_trained_batch_is_full_of_groups_with_reward_variance(make_trainer
     rounds = [e["dataflex/compute/generation_rounds"] for e in logged]
     assert max(rounds) > 1  # half the prompts give no signal: refills were needed
     assert all(e["dataflex/compute/refills"] == e["dataflex/compute/generation_rounds"] - 1 for e in logged)
-    totals = trainer.dataflex.step.compute_totals.totals
+    totals = trainer.dataflex.compute_totals.totals
     assert totals["rollouts_generated"] == sum(rounds) * PROMPTS_PER_STEP * NUM_GENERATIONS
     assert totals["rollouts_trained"] == 3 * PROMPTS_PER_STEP * NUM_GENERATIONS
     assert totals["rollouts_filtered"] == totals["rollouts_generated"] - totals["rollouts_trained"]
@@ -115,7 +115,7 @@ def test_the_filters_ledger_survives_a_resume_and_warm_starts_another_run(make_t
 
     resumed = make_trainer("dapo", block, reward=split_reward, max_steps=3, save_strategy="no")
     resumed.train(resume_from_checkpoint=True)
-    ledger, totals = resumed.dataflex.ledger, resumed.dataflex.step.compute_totals.totals
+    ledger, totals = resumed.dataflex.ledger, resumed.dataflex.compute_totals.totals
     assert ledger.last_step == 3
     assert int(ledger.rollouts_trained.sum()) == 3 * PROMPTS_PER_STEP * NUM_GENERATIONS  # continued, one step more
     for name, counts in before.items():
@@ -128,7 +128,7 @@ def test_the_filters_ledger_survives_a_resume_and_warm_starts_another_run(make_t
     grown = warm.dataflex.ledger
     assert (
         int(grown.rollouts.sum())
-        == int(before["rollouts"].sum()) + warm.dataflex.step.compute_totals.totals["rollouts_generated"]
+        == int(before["rollouts"].sum()) + warm.dataflex.compute_totals.totals["rollouts_generated"]
     )
     assert bool((grown.rollouts_filtered >= before["rollouts_filtered"]).all())
 
@@ -170,7 +170,7 @@ def test_refills_come_from_the_curriculum_that_draws_the_prompts_deterministical
         return trainer, generated
 
     trainer, generated = run()
-    totals = trainer.dataflex.step.compute_totals.totals
+    totals = trainer.dataflex.compute_totals.totals
     assert totals["refills"] > 0 and len(generated) == 2 + totals["refills"]  # one reward call per round
     assert all(d == "vowel" for batch in generated for _, d in batch)  # TRL's draws and every refill's
     history = trainer.dataflex.ledger  # the curriculum's history, fed with every round

@@ -324,4 +324,4 @@ def test_a_module_planted_in_a_locked_package_never_runs_at_step_time(make_train
     (site.root / hostile_suite.PLANTED).write_text(HOSTILE + hostile_suite.PLANTED_TAIL)  # while the job runs
     trainer.train()  # the lock refuses the planted file: the scorer's import fails
     assert not marker.exists()
-    assert trainer.dataflex.step.uniform_fallbacks >= 1  # dataflex.on_invalid: uniform covers the failed call
+    assert trainer.dataflex.uniform_fallbacks >= 1  # dataflex.on_invalid: uniform covers the failed call

@@ -116,7 +116,7 @@ def test_every_generated_rollout_is_counted(make_trainer, keep):
         assert metrics["dataflex/pilot/pilot_rollouts"] + metrics["dataflex/pilot/commit_rollouts"] == generated
         assert metrics[f"{COMPUTE}rollouts_filtered"] == generated - ROWS
         assert metrics["dataflex/pilot/rollouts_per_trained_group"] == generated / PROMPTS_PER_STEP
-    assert trainer.dataflex.step.compute_totals.totals["rollouts_generated"] == total
+    assert trainer.dataflex.compute_totals.totals["rollouts_generated"] == total
     assert logged[-1][f"{COMPUTE}rollouts_generated_total"] == total
 
 
@@ -169,8 +169,8 @@ def test_a_resume_repeats_the_step(make_trainer):
     assert torch.equal(stages.prompt, want_stages.prompt)  # the same prompts screened
     assert [row["index"] for row in inputs] == [row["index"] for row in want_inputs]
     assert [tokens(output, r) for r in range(ROWS)] == [tokens(want, r) for r in range(ROWS)]
-    totals = resumed.dataflex.step.compute_totals.totals
-    assert totals == full.dataflex.step.compute_totals.totals  # the counters continued
+    totals = resumed.dataflex.compute_totals.totals
+    assert totals == full.dataflex.compute_totals.totals  # the counters continued
 
 
 def test_pilot_is_refused_where_trl_cannot_draw_prompts_by_index(make_trainer):

@@ -60,18 +60,18 @@ with warnings.catch_warnings():
                                   rollout_func=rollout, dataflex=block)
 trainer.model.train()
 seen = {{}}
-run = trainer.dataflex.step.run
+run = trainer.dataflex.run
 
 def recording(batch, step, **kwargs):
     seen["batch"], seen["result"] = batch, run(batch, step, **kwargs)
     return seen["result"]
 
-trainer.dataflex.step.run = recording
+trainer.dataflex.run = recording
 dataset = trainer.train_dataset
 out = trainer._generate_and_score_completions([dict(dataset[i]) for i in range(4) for _ in range(G)])
 batch = seen["batch"]
 print("RESULT " + json.dumps({{
-    "mounted": trainer.dataflex.step.mounted.describe(),
+    "mounted": trainer.dataflex.describe(),
     "advantages": batch.batch["advantages"].tolist(),
     "mask": batch.batch["response_mask"].tolist(),
     "factor": seen["result"].factor.tolist(),

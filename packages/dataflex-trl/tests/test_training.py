@@ -53,9 +53,9 @@ def test_component_state_and_the_plugin_set_travel_with_trls_checkpoints(make_tr
     assert rows == 2 * 16
     logged = [entry for entry in first.state.log_history if "dataflex/compute/rollouts_generated" in entry]
     assert logged and all(entry["dataflex/compute/generation_rounds"] == 1.0 for entry in logged)
-    assert first.dataflex.step.compute_totals.totals["rollouts_generated"] == rows
+    assert first.dataflex.compute_totals.totals["rollouts_generated"] == rows
 
     resumed = make_trainer("dapo", block, max_steps=3, save_strategy="no")
     resumed.train(resume_from_checkpoint=True)
     assert resumed.dataflex.pipeline.scorer.rows == rows + 16  # continued from the checkpoint, one more step
-    assert resumed.dataflex.step.compute_totals.totals["rollouts_generated"] == rows + 16  # and so did the totals
+    assert resumed.dataflex.compute_totals.totals["rollouts_generated"] == rows + 16  # and so did the totals

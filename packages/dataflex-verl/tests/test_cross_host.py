@@ -66,13 +66,13 @@ def trl_step(tmp_path, block=PAIR):
                                       rollout_func=rollout, dataflex=block)  # fmt: skip
     trainer.model.train()
     seen = {}
-    run = trainer.dataflex.step.run
+    run = trainer.dataflex.run
 
     def recording(batch, step, **kwargs):
         seen["batch"], seen["result"] = batch, run(batch, step, **kwargs)
         return seen["result"]
 
-    trainer.dataflex.step.run = recording  # the session's own step, observed
+    trainer.dataflex.run = recording  # the session's step, observed
     dataset = trainer.train_dataset
     output = trainer._generate_and_score_completions([dict(dataset[i]) for i in range(4) for _ in range(GENERATIONS)])
     return seen["batch"], seen["result"], output
@@ -141,7 +141,7 @@ class ScoresPlusOne(LossMechanism):
         check_rollout_time(pipeline, host, cls.name)
 
     def weights(self, step, batch, step_id):
-        return step.pipeline.scorer.score(batch, step_id, **step.mounted.ctx).to(torch.float32) + 1.0
+        return step.pipeline.scorer.score(batch, step_id, **step.ctx).to(torch.float32) + 1.0
 
 
 @pytest.fixture

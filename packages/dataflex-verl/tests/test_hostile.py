@@ -160,4 +160,4 @@ def test_a_module_planted_in_a_locked_package_never_runs_at_step_time(make_confi
     trainer._compute_advantage(meta, {})  # the lock refuses the planted file: the scorer's import fails
     sandbox.clear(meta)
     assert not marker.exists()
-    assert trainer.dataflex.step.uniform_fallbacks == 1  # dataflex.on_invalid: uniform covers the failed call
+    assert trainer.dataflex.uniform_fallbacks == 1  # dataflex.on_invalid: uniform covers the failed call

@@ -45,7 +45,7 @@ with sandbox.local_queue():
     got = tq.kv_batch_get(keys=out.keys, partition_id=out.partition_id,
                           select_fields=["rollout_is_weights", "advantages", "response_mask"])
     print("RESULT " + json.dumps({{
-        "mounted": trainer.dataflex.step.mounted.describe(),
+        "mounted": trainer.dataflex.describe(),
         "weights": got["rollout_is_weights"].to_padded_tensor(0).tolist(),
         "advantages": got["advantages"].to_padded_tensor(0).tolist(),
         "mask": got["response_mask"].to_padded_tensor(0).tolist(),

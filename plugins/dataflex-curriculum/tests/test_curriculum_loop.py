@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from dataflex_core import Batch
-from dataflex_core.runner import DataFlexStep, mount_step
+from dataflex_core.runner import mount_step
 from dataflex_core.session import GenerationRounds
 from dataflex_core.step import (
     CurriculumSampler,
@@ -51,7 +51,7 @@ IDS = list(range(1000, 1000 + PROMPTS))
 def simulate(scorer: dict, sampler: dict, steps: int, seed: int = 0) -> torch.Tensor:
     """Rows drawn per step, ``(steps, BATCH)``, under the given curriculum."""
     block = {"mechanism": "curriculum", "scorer": scorer, "actuator": sampler}
-    step = DataFlexStep(mount_step(block, HOST, loss_unit="token"))
+    step = mount_step(block, HOST, loss_unit="token")
     history = PromptHistory(PromptIds(IDS, "index"))
     curriculum = CurriculumSampler(step, history, {}, BATCH, seed=seed)
     step.sampler = curriculum
@@ -167,7 +167,7 @@ def test_greso_drawing_for_filter_keeps_every_batch_full_and_spends_fewer_rollou
             keep_rows = torch.cat([rows[keep] for (rows, _), keep in zip(drawn, chosen)])
             keep_rewards = torch.cat([r.view(-1, ROLLOUTS)[keep].reshape(-1) for (_, r), keep in zip(drawn, chosen)])
             flex.run(group_batch(keep_rows, keep_rewards), step, generation=rounds)
-        totals = flex.step.compute_totals.totals
+        totals = flex.compute_totals.totals
         return totals["rollouts_generated"] / (30 * BATCH), trained
 
     uniform_cost, uniform_trained = run({"name": "greso", "params": {"exploration": 1.0}})  # never skips

@@ -34,7 +34,6 @@ class GroupsUncheckedWarning(UserWarning):
     """A component needs ``uid`` groups, but the estimator is unknown or not given, so it was not checked."""
 
 
-
 @dataclass
 class DataFlexPipeline:
     """The built ``dataflex:`` block: what a host runs each step."""

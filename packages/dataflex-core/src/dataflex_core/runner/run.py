@@ -1,4 +1,4 @@
-"""The host-agnostic step: mount the ``dataflex:`` block against a host, then run its mechanism once per step.
+"""The host-agnostic step: a read ``dataflex:`` block mounted against a host, its mechanism run once per step.
 
 Every host runs the same step once per training step, on the whole step's
 batch in the canonical vocabulary (:mod:`dataflex_core.step.fields`):
@@ -29,8 +29,8 @@ batch in the canonical vocabulary (:mod:`dataflex_core.step.fields`):
 The host does the rest: reading its framework's fields, writing the weights
 where its loss multiplies them in (verl: ``rollout_is_weights``; TRL: the
 advantages). :class:`~dataflex_core.session.DataFlexSession` is the one object
-a host holds: it pins the plugins, mounts, builds the train sampler and
-carries the state around this step.
+a host holds: this step, with the plugin pinning, the train sampler and the
+component state around it.
 
 Components get ``ctx`` keyword arguments: ``loss_unit`` in every host plus the
 host's own (verl: ``loss_agg_mode``, ``adv_estimator``; TRL: ``loss_type``,
@@ -40,56 +40,109 @@ host's own (verl: ``loss_agg_mode``, ``adv_estimator``; TRL: ``loss_type``,
 from __future__ import annotations
 
 import time
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import torch
 
 from ..batch import Batch
+from ..block import DataFlexBlock, read_block
 from ..compute import ComputeTotals, compute_counters
+from ..errors import ConfigError
 from ..mechanisms.base import Mechanism
 from ..normalize import valid_token_counts
 from ..precomputed import StepInputs, prepare_batch, step_inputs
 from ..step.context import StepContext
+from ..step.host import HostCapabilities
 from ..step.result import PREFIX, StepResult
 from ..step.seams import S, Seam
-from .mount import MountedStep
+from .mount import mount_mechanism
 
 
 class DataFlexStep(StepContext):
-    """Runs a :class:`~dataflex_core.runner.MountedStep` once per training step.
+    """A read ``dataflex:`` block, mounted against a host (:meth:`mount`) and run once per training step (:meth:`run`).
 
-    It is the :class:`~dataflex_core.step.context.StepContext` its mechanism runs in.
+    Once mounted it is the :class:`~dataflex_core.step.context.StepContext` its mechanism runs in: the pipeline,
+    the host as the mechanism has it, the loss unit, the components' ``ctx``, the mechanism with its parsed keys
+    (``mechanism.settings``), the fields the step reads (:attr:`fields`) and the mechanisms this one drives
+    (:attr:`nested`). :func:`mount_step` makes one from a block alone (tests, benchmarks); a host holds the
+    :class:`~dataflex_core.session.DataFlexSession`, which is one.
 
-    :param mounted: the mounted pipeline.
-    :param sampler: the train sampler its mechanism drives (mix, curriculum), when the host built one.
+    :param block: the block, read once (:func:`~dataflex_core.block.read_block`; ``None``: the host gave none).
     """
 
-    def __init__(self, mounted: MountedStep, sampler: Any = None) -> None:
+    def __init__(self, block: DataFlexBlock | None) -> None:
+        self.block = block
+
+    def mount(
+        self,
+        host: HostCapabilities,
+        *,
+        loss_unit: str,
+        ctx: Mapping[str, Any] | None = None,
+        adv_estimator: str | None = None,
+        is_group_estimator: Any = None,
+        extra_keys: Iterable[str] = (),
+    ) -> None:
+        """Build the block and check it against ``host``: one clear error on the first problem, before the first
+        rollout (:func:`~dataflex_core.runner.mount.mount_mechanism`).
+
+        :param loss_unit: the unit of this run's loss (``token`` or ``sequence``).
+        :param ctx: the host's own context for components (``loss_unit`` is added).
+        :param adv_estimator: the host's advantage estimator, for the ``needs_groups`` check.
+        :param is_group_estimator: the host's answer to "does this estimator use ``uid`` groups?".
+        :param extra_keys: further block keys the host reads itself.
+        """
+        if self.block is None:
+            raise ConfigError("the dataflex block is empty; give at least scorer and actuator")
+        pipeline, mechanism, host = mount_mechanism(
+            self.block, host, loss_unit=loss_unit, adv_estimator=adv_estimator,
+            is_group_estimator=is_group_estimator, extra_keys=extra_keys,
+        )  # fmt: skip
         super().__init__(
-            mounted.pipeline,
-            mounted.host,
-            loss_unit=mounted.loss_unit,
-            ctx=mounted.ctx,
-            on_invalid=mounted.on_invalid,
-            call_budget_s=mounted.call_budget_s,
-            runs_in_warmup=mounted.mechanism.runs_in_warmup,
-            sampler=sampler,
+            pipeline,
+            host,
+            loss_unit=loss_unit,
+            ctx={**(ctx or {}), "loss_unit": loss_unit},
+            on_invalid=self.block.on_invalid,
+            call_budget_s=self.block.call_budget_s,
+            runs_in_warmup=mechanism.runs_in_warmup,
         )
-        self.mounted = mounted
+        #: The mechanism, with its parsed block keys (``settings``) and its mount-time decisions.
+        self.mechanism: Mechanism = mechanism
+        #: The steps of the mechanisms this one drives (``filter.draw``), by role, mounted against the same host
+        #: and handed to the mechanism.
+        self.nested: dict[str, DataFlexStep] = {}
+        for role, inner in mechanism.nested().items():
+            step = DataFlexStep(read_block(inner))
+            step.mount(
+                host, loss_unit=loss_unit, ctx=ctx, adv_estimator=adv_estimator,
+                is_group_estimator=is_group_estimator, extra_keys=extra_keys,
+            )  # fmt: skip
+            mechanism.adopt(role, step.mechanism, step)
+            self.nested[role] = step
+        #: Fields the step reads each time: ``response_mask`` first, the components' fields, and what the
+        #: mechanism reads itself (``uid`` for select's group metrics, the domain column for mix, ...).
+        nested_fields = [name for inner in self.nested.values() for name in inner.fields]
+        self.fields: list[str] = list(dict.fromkeys([*mechanism.fields(pipeline), *nested_fields]))
         #: Steps that had no valid token, over the run.
         self.empty_steps = 0
         #: The run's cumulative ``dataflex/compute/*`` counts (checkpointed with the component state).
         self.compute_totals = ComputeTotals()
-        #: The steps of the mechanisms this one drives (``filter.draw``), by role, handed to the mechanism.
-        self.nested = {role: DataFlexStep(inner) for role, inner in mounted.nested.items()}
-        for role, inner in self.nested.items():
-            mounted.mechanism.adopt(role, inner.mechanism, inner)
         #: The mechanism's implementation of each host seam it needs (:meth:`seam`), built on first use.
         self._seams: dict[type[Seam], Seam] = {}
 
-    @property
-    def mechanism(self) -> Mechanism:
-        return self.mounted.mechanism
+    def describe(self) -> str:
+        """One line: the mechanism, its components, the loss unit and what the step reads."""
+        p = self.pipeline
+        host_ctx = ", ".join(f"{k}={v}" for k, v in self.ctx.items() if k != "loss_unit")
+        unit = f"mean one per {self.loss_unit}" + (f" ({host_ctx})" if host_ctx else "")
+        return (
+            f"{p.mechanism}: scorer {p.scorer_spec.label} -> {p.actuator_spec.kind} {p.actuator_spec.label}; "
+            f"{unit}, warmup_step={p.warmup_step}, on_invalid={self.on_invalid.mode}, reads {self.fields}"
+        ) + "".join(
+            f"; {self.mechanism.describe_nested(role, inner.describe())}" for role, inner in self.nested.items()
+        )
 
     def seam(self, kind: type[S]) -> S | None:
         """The mechanism's implementation of the host seam ``kind``; ``None`` when the mechanism does not use it.
@@ -144,7 +197,7 @@ class DataFlexStep(StepContext):
     ) -> StepResult:
         """The mechanism on ``batch``: weights (or a kept mask) for the loss, or an update of the train sampler.
 
-        :param batch: the step's fields (:attr:`MountedStep.fields`) plus ``response_mask`` and optionally a
+        :param batch: the step's fields (:attr:`fields`) plus ``response_mask`` and optionally a
             bool ``is_padding`` ``(bs,)``; components see padding rows as empty rows (weight 0 there).
         :param importance_weights: ``(bs, L)`` weights the framework already applies; loss weights compose
             with them (:func:`~dataflex_core.step.weights.finalize`).
@@ -203,3 +256,14 @@ class DataFlexStep(StepContext):
             batch.batch["response_mask"], advantages, is_padding=batch.batch.get("is_padding"), kept=result.kept,
             inputs=step_inputs(batch), **result.compute,
         )  # fmt: skip
+
+
+def mount_step(block: Any, host: HostCapabilities, **mount: Any) -> DataFlexStep:
+    """A ``dataflex:`` block alone (a mapping or an OmegaConf node), read and mounted against ``host``: the running
+    step, for tests, benchmarks and tools (a host holds a :class:`~dataflex_core.session.DataFlexSession`).
+
+    :param mount: the keywords of :meth:`DataFlexStep.mount` (``loss_unit`` is required).
+    """
+    step = DataFlexStep(read_block(block))
+    step.mount(host, **mount)
+    return step

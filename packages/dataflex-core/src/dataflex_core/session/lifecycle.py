@@ -37,7 +37,10 @@ in this order:
 
 The session is what the BaseInstrumentor of OpenTelemetry is to an
 instrumentation: the lifecycle lives here once, a host is the framework's
-seams, field names, padding and capabilities.
+seams, field names, padding and capabilities. It is the running step itself
+(:class:`~dataflex_core.runner.DataFlexStep`: ``session.run``, ``session.seam``,
+``session.pipeline``, ...), with the plugin pinning, the train sampler and the
+component state around it; the block is read once, when the session is made.
 
 This module is the one a host imports: besides the session it exports what a
 host declares and receives (:data:`__all__`: ``HostCapabilities``,
@@ -52,10 +55,7 @@ import os
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-import torch
-
-from ..block import DataFlexBlock, read_block
-from ..config import DataFlexPipeline
+from ..block import read_block
 from ..errors import IncompatibleComponentError
 from ..ledger import PromptLedger
 from ..lock.pinning import (
@@ -65,8 +65,6 @@ from ..lock.pinning import (
     resolve_plugins,
     save_plugin_record,
 )
-from ..mechanisms.base import Mechanism
-from ..runner.mount import MountedStep, mount_step
 from ..runner.run import DataFlexStep
 from ..step.dataset import TrainDataset, dataset_column
 from ..step.fields import is_canonical
@@ -77,7 +75,6 @@ from ..step.seams import (
     GenerationRounds,
     LossWeights,
     PromptCounts,
-    S,
     Seam,
     StagedGeneration,
     StageRequests,
@@ -133,19 +130,19 @@ def missing_state_files(folder: str | os.PathLike[str]) -> list[str]:
     ]
 
 
-class DataFlexSession:
-    """One host run's DataFlex: plugin pinning, the mounted step, the train sampler, component state, metrics.
+class DataFlexSession(DataFlexStep):
+    """One host run's DataFlex: the plugin pinning, then the mounted step run each training step, the train
+    sampler, component state, metrics.
 
     :param block: the run's ``dataflex:`` block (a mapping or an OmegaConf node; ``None`` pins the plugin set
-        from the environment only, and the host refuses the missing block with its own message).
+        from the environment only, and the host refuses the missing block with its own message). It is read
+        here, once (:attr:`block`).
     """
 
     def __init__(self, block: Any) -> None:
-        #: The ``dataflex:`` block, read once (``None``: the host gave none).
-        self.block: DataFlexBlock | None = read_block(block)
+        super().__init__(read_block(block))
         #: The plugin set this run uses; resolved before any component is built.
         self.plugins: ResolvedPlugins = resolve_plugins(None if self.block is None else self.block.plugins)
-        self._step: DataFlexStep | None = None
         #: The resumed folder and the state read from it by :meth:`check_resume`, for :meth:`restore`.
         self._resumed: tuple[str, SavedState | None] | None = None
 
@@ -159,70 +156,16 @@ class DataFlexSession:
         adv_estimator: str | None = None,
         is_group_estimator: Any = None,
         extra_keys: Iterable[str] = (),
-    ) -> MountedStep:
-        """Build the block and check it against ``host`` (see :func:`~dataflex_core.runner.mount_step`); the
-        components' state is checked through the checkpoint format."""
-        mounted = mount_step(
-            self.block,
-            host,
-            loss_unit=loss_unit,
-            ctx=ctx,
-            adv_estimator=adv_estimator,
-            is_group_estimator=is_group_estimator,
-            extra_keys=extra_keys,
-        )
-        self._step = DataFlexStep(mounted)
-        check_component_state(self.stateful(), self.state_labels())
-        return mounted
-
-    @property
-    def step(self) -> DataFlexStep:
-        if self._step is None:
-            raise RuntimeError("the DataFlex session is not mounted yet: call DataFlexSession.mount(host, ...) first")
-        return self._step
-
-    @property
-    def mounted(self) -> MountedStep:
-        return self.step.mounted
-
-    @property
-    def pipeline(self) -> DataFlexPipeline:
-        return self.mounted.pipeline
-
-    @property
-    def mechanism(self) -> Mechanism:
-        return self.mounted.mechanism
-
-    @property
-    def host(self) -> HostCapabilities:
-        return self.mounted.host
-
-    @property
-    def fields(self) -> list[str]:
-        """The canonical fields and dataset columns the step reads each time."""
-        return self.mounted.fields
-
-    @property
-    def loss_unit(self) -> str:
-        return self.mounted.loss_unit
-
-    @property
-    def ctx(self) -> dict[str, Any]:
-        return self.mounted.ctx
-
-    def describe(self) -> str:
-        return self.mounted.describe()
-
-    # -- the host seams --------------------------------------------------------------------------------
-    def seam(self, kind: type[S]) -> S | None:
-        """The mounted mechanism's implementation of the host seam ``kind`` (:mod:`dataflex_core.step.seams`), or
-        ``None`` when the mechanism does not use it: a host acts at a seam it declared when this returns one.
-
-        ``session.seam(GenerationRounds)`` (``mechanism: filter``) runs a step's generation rounds;
-        ``session.seam(PromptCounts)`` (``allocate``) gives each prompt its rollouts; ``session.seam(LossWeights)``
-        says the step's result carries weights for the loss (and whether kept rows get new advantages).
+    ) -> None:
+        """Build the block and check it against ``host`` (:meth:`DataFlexStep.mount
+        <dataflex_core.runner.DataFlexStep.mount>`); the components' state is checked through the checkpoint
+        format. Then the session runs the step: :meth:`seam`, :meth:`run`, :attr:`pipeline`, :attr:`fields`, ...
         """
-        return self.step.seam(kind)
+        super().mount(
+            host, loss_unit=loss_unit, ctx=ctx, adv_estimator=adv_estimator, is_group_estimator=is_group_estimator,
+            extra_keys=extra_keys,
+        )  # fmt: skip
+        check_component_state(self.stateful(), self.state_labels())
 
     def dataset_columns(self) -> list[str]:
         """The dataset columns (names outside the canonical fields) the step or the train sampler reads."""
@@ -250,54 +193,13 @@ class DataFlexSession:
         :param dataset: the train dataset's columns; :param batch_size: prompts per batch (one step's);
         :param seed: the run's data seed.
         """
-        sampler = self.mechanism.train_sampler(self.step, dataset, batch_size, seed)
+        sampler = self.mechanism.train_sampler(self, dataset, batch_size, seed)
         if sampler is not None:
-            self.step.sampler = sampler
-            drawn = self.step.seam(TrainSampler)
+            self.sampler = sampler
+            drawn = self.seam(TrainSampler)
             if drawn is not None:
                 drawn.sampler = sampler
         return sampler
-
-    @property
-    def sampler(self) -> Any:
-        """The train sampler the mechanism drives (``None`` until built, or for reweight and select)."""
-        return self.step.sampler
-
-    # -- each step ------------------------------------------------------------------------------------
-    def idle(self, step: int) -> dict[str, float] | None:
-        """The metrics to log for a step that does nothing (before ``warmup_step``); ``None`` when it runs."""
-        return self.step.idle(step)
-
-    def run(
-        self,
-        batch: Any,
-        step: int,
-        *,
-        importance_weights: torch.Tensor | None = None,
-        start: float | None = None,
-        advantages: torch.Tensor | None = None,
-        generation: Any = None,
-    ) -> StepResult:
-        """The step on ``batch`` (see :meth:`~dataflex_core.runner.DataFlexStep.run`); its metrics include the
-        ``dataflex/compute/*`` counters.
-
-        :param generation: what a seam's rounds built the batch from (``session.seam(GenerationRounds).rounds``).
-        """
-        return self.step.run(
-            batch, step, importance_weights=importance_weights, start=start, advantages=advantages,
-            generation=generation,
-        )  # fmt: skip
-
-    def count(
-        self,
-        response_mask: torch.Tensor,
-        advantages: torch.Tensor | None = None,
-        *,
-        is_padding: torch.Tensor | None = None,
-    ) -> dict[str, float]:
-        """The ``dataflex/compute/*`` counters of a step the host does not :meth:`run` (before ``warmup_step``),
-        so the totals count every rollout of the run."""
-        return self.step.count(response_mask, advantages, is_padding=is_padding)
 
     def shared_state(self) -> Any:
         """What the main process of a host with several processes hands the others after :meth:`run`."""
@@ -315,7 +217,7 @@ class DataFlexSession:
             "scorer": pipeline.scorer,
             "actuator": pipeline.actuator,
             **self.mechanism.stateful(self.sampler),
-            "compute": self.step.compute_totals,
+            "compute": self.compute_totals,
         }
 
     def state_labels(self) -> dict[str, str]:
