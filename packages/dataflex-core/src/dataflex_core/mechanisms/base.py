@@ -127,7 +127,7 @@ class Mechanism:
         """Take the mounted mechanism of :meth:`nested`'s ``role``, with the step it runs in."""
 
     def describe_nested(self, role: str, text: str) -> str:
-        """How :meth:`~dataflex_core.runner.MountedStep.describe` names the nested mechanism of ``role``."""
+        """How :meth:`~dataflex_core.runner.DataFlexStep.describe` names the nested mechanism of ``role``."""
         return f"{role}: {text}"
 
     def state_labels(self) -> dict[str, str]:
