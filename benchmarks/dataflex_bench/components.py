@@ -3,7 +3,7 @@ group-size scaling row (judged: it catches code quadratic in the groups).
 
 A component runs in the step a host runs (``session.run``, mounted as verl V1 mounts it) with its default partner
 (``advantage_magnitude`` for a reweighter, ``softmax`` for a scorer, else the first that accepts it), against one
-``clone()`` of the fields the step reads. The scaling row is the largest over the components of the step's time at
+``clone()`` of the fields the step reads, on a batch with verl's padding rows. The scaling row is the largest over the components of the step's time at
 twice the groups (same group size and length): linear code reads 2, a loop over pairs of groups 4. Both its shapes
 put each ``(bs, L)`` field above glibc's largest dynamic mmap threshold (32 MiB), so it measures the code, not
 where the allocator serves a buffer from.
@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 
 from .results import Result, measured, skipped
-from .synthetic import SyntheticGRPO, fresh, mounted_session, shape_label
+from .synthetic import PADDING_ROWS, SyntheticGRPO, fresh, mounted_session, padded, shape_label
 from .timing import Fresh, Timings, measure_interleaved
 
 SCALING_TARGET = 2.5
@@ -91,7 +91,7 @@ def run_components(
     for label, candidates in blocks(dataflex_core.get_registry()):
         if only not in label:
             continue
-        shape = shape_label(*production)
+        shape = f"{shape_label(*production)} + {PADDING_ROWS} padding rows"
         block, session = first_running(candidates, check.batch)
         if block is None:
             rows.append(skipped("components", label, shape, f"its step does not run: {session}"))
@@ -99,7 +99,7 @@ def run_components(
         partner = block["actuator" if label.startswith("scorer") else "scorer"]["name"]
         progress(f"  {label} (with {partner}) at {shape}")
         fields = session.fields
-        timings = against_clone(session, synth[production].batch(fields), reps)
+        timings = against_clone(session, padded(synth[production].batch(fields)), reps)
         rows.append(
             measured(
                 "components",
