@@ -114,16 +114,16 @@ def summarize(case: str, runs: list[list[dict[str, Any]]]) -> dict[str, Any]:
     pairs = [pair for run in per_run for pair in run]
     if not pairs:
         raise RuntimeError(f"{case} needs neighbouring steps with and without DataFlex after step 1: run >= 3 steps")
+    hook = "dataflex/hook_time_s"
+    on_steps = [r["metrics"] for run in runs for r in run if r["step"] > 1 and r["metrics"].get(ON_METRIC) == 1.0]
+    hooks = [metrics[hook] for metrics in on_steps if hook in metrics]
     return {
         "median_s": statistics.median(on for on, _ in pairs),
         "baseline_s": statistics.median(off for _, off in pairs),
         "ratio": balanced_ratio(per_run),
         "reps": len(pairs),
         "run_ratios": run_medians(per_run),
-        "hook_median_s": statistics.median(
-            [r["metrics"].get("dataflex/hook_time_s", 0.0) for run in runs for r in run if r["metrics"].get(ON_METRIC)]
-            or [0.0]
-        ),
+        "hook_median_s": statistics.median(hooks) if hooks else None,
     }
 
 
