@@ -16,11 +16,12 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-import numpy as np
 import torch
 
 from dataflex_core import Batch
 from dataflex_core.session import DataFlexSession, FieldSupport, HostCapabilities
+
+from .synthetic import SyntheticGRPO, padded
 
 #: (label, dataflex block, loss unit, with importance weights): reweight per sample and per token, groups,
 #: select, the sequence unit and composition with the framework's own importance weights.
@@ -42,28 +43,13 @@ HOST = HostCapabilities(name="the device check", fields={name: FieldSupport(True
 
 
 def grpo_batch(prompts: int, n: int, length: int, seed: int = 0) -> tuple[Batch, torch.Tensor]:
-    """A GRPO step as a host hands it over: ragged responses, empty ones, 0/1 rewards, padding rows."""
-    gen = torch.Generator().manual_seed(seed)
-    bs = prompts * n
-    lengths = torch.randint(1, length + 1, (bs, 1), generator=gen)
-    lengths[::37] = 0
-    mask = (torch.arange(length) < lengths).long()
-    reward = torch.bernoulli(torch.rand(prompts, 1, generator=gen).expand(prompts, n), generator=gen)
-    advantage = ((reward - reward.mean(1, keepdim=True)) / (reward.std(1, keepdim=True) + 1e-6)).reshape(bs, 1)
-    last = (mask.cumsum(-1) == lengths) & mask.bool()
-    padding = torch.zeros(bs, dtype=torch.bool)
-    padding[-n:] = True  # the last group stands for the padding rows a framework adds
-    tensors = {
-        "response_mask": mask,
-        "advantages": advantage * mask,
-        "rm_scores": reward.reshape(bs, 1) * last,
-        "old_log_probs": -torch.rand(bs, length, generator=gen) * 3 * mask,
-        "entropy": torch.rand(bs, length, generator=gen).pow(3) * 2 * mask,
-        "is_padding": padding,
-    }
-    uid = np.repeat(np.array([f"p{i}" for i in range(prompts)], dtype=object), n)
-    importance = (1 + 0.2 * torch.randn(bs, length, generator=gen)).clamp(min=0.1) * mask
-    return Batch(tensors, {"uid": uid}), importance
+    """A GRPO step as a host hands it over (:mod:`.synthetic`: ragged responses, 0/1 rewards, verl's padding rows),
+    every 37th response empty, and the framework's importance weights."""
+    batch = padded(SyntheticGRPO(prompts, n, length, seed=seed).batch(FIELDS), rows=n, seed=seed)
+    batch.batch["response_mask"][::37] = 0
+    mask = batch.batch["response_mask"]
+    noise = torch.randn(mask.shape, generator=torch.Generator().manual_seed(seed))
+    return batch, (1 + 0.2 * noise).clamp(min=0.1) * mask
 
 
 def on(batch: Batch, device: str) -> Batch:
