@@ -163,3 +163,20 @@ def test_the_kept_prompts_ledger_warm_starts_a_run_on_the_filtered_dataset(tmp_p
     assert warm.last_step == whole.last_step
     with pytest.raises(ConfigError, match="recorded for another dataset"):
         PromptLedger(PromptIds(kept_ids, "index")).load(tmp_path / "ledger.parquet")  # the whole one is refused
+
+
+def test_outputs_over_an_input_or_an_empty_kept_ledger_are_refused_before_writing(tmp_path):
+    recorded(step_batches(10)).export(tmp_path / "ledger.parquet")
+    source = dataset(tmp_path)
+    before = pq.read_table(source)
+    with pytest.raises(LedgerError, match="is an input of the filter"):
+        filter_dataset(tmp_path / "ledger.parquet", source, source, KeepRule())
+    nothing = KeepRule(solve_rate=(0.0, 0.0), min_samples=1000, keep_unseen=False)
+    out = tmp_path / "kept.parquet"
+    with pytest.raises(LedgerError, match="the rules keep no prompt"):
+        filter_dataset(
+            tmp_path / "ledger.parquet", source, out, nothing, ledger_output=tmp_path / "kept_ledger.parquet"
+        )
+    assert not out.exists() and pq.read_table(source).equals(before)
+    assert filter_dataset(tmp_path / "ledger.parquet", source, out, nothing).kept == 0
+    assert pq.read_table(out).num_rows == 0 and pq.read_schema(out) == pq.read_schema(source)

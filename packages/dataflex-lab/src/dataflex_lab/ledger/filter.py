@@ -9,7 +9,9 @@ Memory stays bounded by the prompt count, not the rows' size: the dataset's id c
 :class:`~dataflex_core.ledger.PromptIds` (the check that the ledger was recorded for this dataset: its prompt key,
 prompt count and ids digest, as a warm start refuses another dataset's ledger), one byte per row for the verdict,
 and one batch of ledger records and one batch of dataset rows at a time (about 33 bytes per prompt with integer
-ids). The output has the dataset's schema (its metadata too) and row order, written atomically.
+ids). Measured (:func:`~dataflex_lab.ledger.scale.measure_filter`, 200-character prompts, one run each on a shared
+2-core machine): 1M prompts (a 200 MiB dataset) in 2.1 s at 696 MiB peak resident, 10M (2 GiB) in 19 s at
+764 MiB, most of it the interpreter with torch and pyarrow. The output has the dataset's schema (its metadata too) and row order, written atomically.
 
 The ledger of the kept prompts can be written beside it (``--ledger-output``): a run on the filtered dataset
 warm-starts from that one (the whole ledger was recorded for more prompts, and a warm start refuses it).
@@ -114,6 +116,9 @@ def filter_dataset(
         column and value named), the dataset lacks the column.
     """
     ledger_path, dataset_path, output_path = map(os.fspath, (ledger_path, dataset_path, output_path))
+    for path in (output_path, ledger_output):
+        if path is not None and os.path.abspath(path) in (os.path.abspath(dataset_path), os.path.abspath(ledger_path)):
+            raise LedgerError(f"{path} is an input of the filter; write its output to another file")
     dataset = _open_dataset(dataset_path)
     key = prompt_key or _ledger_prompt_key(ledger_path)
     ids = PromptIds(_dataset_ids(dataset, dataset_path, key), key)
@@ -122,9 +127,8 @@ def filter_dataset(
     counts = np.bincount(verdict, minlength=len(RULES) + 1)
     report.kept = int(counts[0])
     report.dropped = {name: int(counts[i + 1]) for i, name in enumerate(RULES)}
-    for path in (output_path, ledger_output):
-        if path is not None and os.path.abspath(path) in (os.path.abspath(dataset_path), os.path.abspath(ledger_path)):
-            raise LedgerError(f"{path} is an input of the filter; write its output to another file")
+    if ledger_output is not None and not report.kept:
+        raise LedgerError(f"the rules keep no prompt, so there is no ledger to write to {ledger_output}")
 
     def write_rows(writer: Any) -> None:
         first = 0
@@ -160,8 +164,6 @@ def _write_atomic(path: str, schema: Any, fill: Any, **options: Any) -> None:
 
 def _write_kept_ledger(ledger_path: str, ids: PromptIds, kept: np.ndarray, output: str) -> None:
     """The ledger's records of the kept rows' prompts at ``output``, its header naming the kept ids."""
-    if not kept.any():
-        raise LedgerError(f"no prompt is kept, so there is no ledger to write to {output}")
     if os.path.isdir(ledger_path):
         state = checkpoint_ledger_state(ledger_path)
         whole = PromptLedger(ids, state.get("success_threshold"))
@@ -199,7 +201,9 @@ def _open_dataset(path: str) -> Any:
     if not os.path.isfile(path):
         raise LedgerError(f"--dataset {path} is not a file; give the train dataset's Parquet file")
     try:
-        return pq.ParquetFile(path)
+        # no pre-buffering: with it, iterating the batches holds every row group read so far (2.7 GiB peak for a
+        # 2 GiB dataset of 10M prompts, 0.3 GiB without)
+        return pq.ParquetFile(path, pre_buffer=False)
     except (pa.ArrowException, OSError) as exc:
         raise LedgerError(f"--dataset {path} is not a readable Parquet file ({exc})") from None
 
