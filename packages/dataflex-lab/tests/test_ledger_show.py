@@ -141,3 +141,32 @@ def test_an_id_listed_twice_is_named_with_its_rows(ledger_file, tmp_path, capsys
     bad_copy(path, bad, "id", 9, 1000 + 7 * 2)
     assert main(["ledger", "show", bad]) == 2
     assert "row 9 (column id) lists prompt id 1014 a second time (first at row 2)" in capsys.readouterr().err
+
+
+def test_string_prompt_ids_are_shown_filtered_and_merged(tmp_path, capsys):
+    """Ids of a string column (TRL datasets often key prompts by a text id) through every command."""
+    import numpy as np
+    import pyarrow as pa
+
+    from dataflex_core.ledger import PromptIds, PromptLedger
+
+    names = np.array([f"problem-{i:03d}" for i in range(PROMPTS)])
+    halves = []
+    for batches in (step_batches(6)[:3], step_batches(6)[3:]):
+        ledger = PromptLedger(PromptIds(names, "problem_id"))
+        for step, (rows, rewards) in enumerate(batches, start=1 + 3 * len(halves)):
+            ledger.record(rows, rewards, step)
+        halves.append(ledger)
+        ledger.export(tmp_path / f"half{len(halves)}.parquet")
+    first, second = (str(tmp_path / f"half{k}.parquet") for k in (1, 2))
+    assert main(["ledger", "merge", first, second, "-o", str(tmp_path / "all.parquet")]) == 0
+    assert main(["ledger", "show", str(tmp_path / "all.parquet"), "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["totals"]["rollouts_generated"] == 6 * 8 * GROUP
+    assert all(c["id"].startswith("problem-") for c in report["costliest_without_signal"])
+    train = tmp_path / "train.parquet"
+    pq.write_table(pa.table({"problem_id": names[::-1].tolist(), "prompt": ["p"] * PROMPTS}), train)
+    out = tmp_path / "kept.parquet"
+    command = ["ledger", "filter", str(tmp_path / "all.parquet"), "--dataset", str(train), "-o", str(out)]
+    assert main([*command, "--drop-unseen"]) == 0
+    assert pq.read_metadata(out).num_rows == report["seen"]
