@@ -5,29 +5,23 @@ import a host needs: the session and what a host declares (:class:`HostCapabilit
 the seams and :class:`SeamSupport`) and receives (:class:`StepResult`, a seam's implementation).
 """
 
-from .lifecycle import (
-    LOSS_UNITS,
+from ..step.dataset import TrainDataset, dataset_column
+from ..step.host import FieldSupport, HostCapabilities, SeamSupport
+from ..step.result import StepResult
+from ..step.seams import (
     SEAMS,
-    SEQUENCE_UNIT,
-    TOKEN_UNIT,
-    DataFlexSession,
-    FieldSupport,
     GenerationRounds,
-    HostCapabilities,
     LossWeights,
     PromptCounts,
     Seam,
-    SeamSupport,
     StagedGeneration,
     StageRequests,
-    StepResult,
     StepRounds,
     StepStages,
-    TrainDataset,
     TrainSampler,
-    dataset_column,
-    missing_state_files,
 )
+from ..step.weights import LOSS_UNITS, SEQUENCE_UNIT, TOKEN_UNIT
+from .lifecycle import DataFlexSession, missing_state_files
 
 __all__ = [
     "LOSS_UNITS",

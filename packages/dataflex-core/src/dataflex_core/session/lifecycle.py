@@ -42,10 +42,8 @@ seams, field names, padding and capabilities. It is the running step itself
 ``session.pipeline``, ...), with the plugin pinning, the train sampler and the
 component state around it; the block is read once, when the session is made.
 
-This module is the one a host imports: besides the session it exports what a
-host declares and receives (:data:`__all__`: ``HostCapabilities``,
-``FieldSupport``, the seams and ``SeamSupport``, the loss units, ``StepResult``,
-``TrainDataset``).
+The package (:mod:`dataflex_core.session`) is the one import a host needs: the
+session and what a host declares and receives.
 """
 
 from __future__ import annotations
@@ -66,22 +64,10 @@ from ..lock.pinning import (
     save_plugin_record,
 )
 from ..runner.run import DataFlexStep
-from ..step.dataset import TrainDataset, dataset_column
+from ..step.dataset import TrainDataset
 from ..step.fields import is_canonical
-from ..step.host import FieldSupport, HostCapabilities, SeamSupport
-from ..step.result import StepResult
-from ..step.seams import (
-    SEAMS,
-    GenerationRounds,
-    LossWeights,
-    PromptCounts,
-    Seam,
-    StagedGeneration,
-    StageRequests,
-    StepRounds,
-    StepStages,
-    TrainSampler,
-)
+from ..step.host import HostCapabilities
+from ..step.seams import TrainSampler
 from ..step.state import (
     CHECKPOINT_STATE,
     ComponentStateError,
@@ -94,31 +80,6 @@ from ..step.state import (
     write_component_state,
 )
 from ..step.state_checks import FRESH_START_SETTING
-from ..step.weights import LOSS_UNITS, SEQUENCE_UNIT, TOKEN_UNIT
-
-#: What a host needs from the core, in one import.
-__all__ = [
-    "LOSS_UNITS",
-    "SEQUENCE_UNIT",
-    "TOKEN_UNIT",
-    "DataFlexSession",
-    "FieldSupport",
-    "GenerationRounds",
-    "HostCapabilities",
-    "LossWeights",
-    "PromptCounts",
-    "SEAMS",
-    "Seam",
-    "SeamSupport",
-    "StagedGeneration",
-    "StageRequests",
-    "StepResult",
-    "StepRounds",
-    "StepStages",
-    "TrainSampler",
-    "TrainDataset",
-    "dataset_column",
-]
 
 logger = logging.getLogger("dataflex_core.session")
 
