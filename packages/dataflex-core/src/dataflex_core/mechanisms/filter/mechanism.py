@@ -41,7 +41,9 @@ as for ``mechanism: curriculum``.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any, ClassVar
 
 import numpy as np
@@ -65,6 +67,8 @@ from ..curriculum import REWARD_FIELD, Curriculum, curriculum_settings, row_rewa
 from .refill import RefillSampler
 from .rounds import AdmissionRounds, LedgerFeed, RoundPrompts
 from .settings import DRAW_INHERITS, FILTER_KEYS, FilterSettings, filter_settings
+
+logger = logging.getLogger("dataflex_core.step")
 
 
 def group_rows(batch: Any) -> tuple[torch.Tensor, int]:
@@ -100,6 +104,8 @@ class Filter(Mechanism):
         self._inherited = {key: block[key] for key in DRAW_INHERITS if key in block}
         #: The last step's ledger feed, until :meth:`shared_state` hands it to a host's other processes.
         self._fed: LedgerFeed | None = None
+        #: Generation rounds a step runs at most, set by the seam's ``prepare`` (:func:`rounds_cap`).
+        self.max_rounds: int | None = None
 
     @property
     def draw_curriculum(self) -> bool:
@@ -337,7 +343,9 @@ class Filter(Mechanism):
 
     def rounds(self, groups: int) -> AdmissionRounds:
         """A new step's admission over generation rounds, for a batch of ``groups`` groups."""
-        return AdmissionRounds(int(groups), self.settings)
+        cap = self.max_rounds
+        settings = self.settings if cap is None else replace(self.settings, max_rounds=cap)
+        return AdmissionRounds(int(groups), settings)
 
     def admit(self, step: StepContext, batch: Any, step_id: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """One round's admission: ``(admitted, rollouts, tokens)`` per group (groups in sorted ``uid`` order,
@@ -383,6 +391,22 @@ class Filter(Mechanism):
         return StepResult(metrics, compute=rounds.counts(chosen))
 
 
+def rounds_cap(settings: FilterSettings, population: int, batch_size: int) -> int:
+    """The generation rounds one step runs at most over a dataset of ``population`` rows and batches of
+    ``batch_size`` prompts: ``max_rounds``, capped (a warning naming the product) where its refill rounds would draw
+    more prompts than the dataset holds, so a step never runs on through passes of the dataset."""
+    refills = (settings.max_rounds - 1) * batch_size
+    if refills <= population:
+        return settings.max_rounds
+    cap = 1 + -(-population // max(batch_size, 1))
+    logger.warning(
+        "dataflex.filter: (max_rounds=%d - 1) x the batch's %d prompts = %d refill prompts a step may draw, more than "
+        "the train dataset's %d rows; a step runs at most %d generation rounds",
+        settings.max_rounds, batch_size, refills, population, cap,
+    )  # fmt: skip
+    return cap
+
+
 class FilterRounds(GenerationRounds):
     """``mechanism: filter``'s side of the generation-rounds seam: what the host calls each step."""
 
@@ -391,6 +415,7 @@ class FilterRounds(GenerationRounds):
         self.step = step
 
     def prepare(self, population: int, *, batch_size: int, seed: int) -> None:
+        self.mechanism.max_rounds = rounds_cap(self.mechanism.settings, int(population), int(batch_size))
         self.mechanism.prepare_refills(population, batch_size, seed)
 
     def refill_sampler(self) -> Any:

@@ -47,7 +47,7 @@ from ...step.seams import S, Seam, StagedGeneration, StepStages
 from ..curriculum import REWARD_FIELD
 from ..filter import Filter, RoundPrompts, group_rows
 from .settings import PILOT_KEYS, PilotSettings, pilot_settings
-from .stages import PILOT_PREFIX, PilotStages, screened_prompts, stage_rewards
+from .stages import PILOT_PREFIX, PilotStages, screened_prompts, screening_cap, stage_rewards
 
 
 def stage_uids(batch: Any) -> torch.Tensor:
@@ -76,6 +76,11 @@ class Pilot(Filter):
     fallback: ClassVar[str] = "admitting every screened prompt"
     settings: PilotSettings
 
+    def __init__(self, block: Mapping[str, Any]) -> None:
+        super().__init__(block)
+        #: Prompts a step screens at most, set by :meth:`prepare_refills` from the dataset's rows and the batch.
+        self.max_screened: int | None = None
+
     def parse(self, block: Mapping[str, Any]) -> PilotSettings:
         return pilot_settings(block)
 
@@ -94,6 +99,11 @@ class Pilot(Filter):
     def fields(self, pipeline: DataFlexPipeline) -> list[str]:
         return list(dict.fromkeys([*super().fields(pipeline), REWARD_FIELD]))
 
+    def prepare_refills(self, population: int, batch_size: int, seed: int) -> None:
+        """Cap the prompts a step screens by the dataset's rows, then build the refill sampler (as the filter's)."""
+        self.max_screened = screening_cap(self.settings, int(population), int(batch_size))
+        super().prepare_refills(population, batch_size, seed)
+
     def stages(self, groups: int, rollout_n: int, drawn: torch.Tensor | None) -> PilotStages:
         settings = self.settings
         if isinstance(rollout_n, bool) or not isinstance(rollout_n, int) or rollout_n < settings.rollouts:
@@ -107,7 +117,9 @@ class Pilot(Filter):
                 "could never fill its batch; set it to at least the batch's prompts, or unset it"
             )
         sampler = self.refill_sampler()
-        return PilotStages(groups, rollout_n, settings, sampler.next_block, drawn)
+        cap = self.max_screened
+        capped = settings if cap is None or settings.max_screened == cap else replace(settings, max_screened=cap)
+        return PilotStages(groups, rollout_n, capped, sampler.next_block, drawn)
 
     def observe(self, step: StepContext, stages: PilotStages, batch: Any, step_id: int) -> None:
         """One stage's rows into ``stages``; a screening stage's prompts admitted by the scorer and selector."""

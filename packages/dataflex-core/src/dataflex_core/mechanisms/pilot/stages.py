@@ -19,6 +19,7 @@ or *deferred* (too hard: the rest).
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from typing import Any
 
@@ -40,6 +41,7 @@ PILOT_PREFIX = f"{PREFIX}pilot/"
 EASY_ABOVE = 0.5
 
 _LONG = torch.long
+logger = logging.getLogger("dataflex_core.step")
 
 
 def per_uid_counts(uid: torch.Tensor, asked: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -80,6 +82,38 @@ def screened_prompts(
     at = order[torch.searchsorted(group_uid[order], asked).clamp(max=max(groups - 1, 0))]
     assert bool((group_uid[at] == asked).all())  # check_generated: every requested prompt has rows
     return admitted[at], mean[at].to(torch.float64)
+
+
+def screening_cap(settings: PilotSettings, population: int, batch_size: int) -> int:
+    """The prompts one step screens at most over a dataset of ``population`` rows and batches of ``batch_size``
+    prompts: ``max_screened``, or ``prompts`` x batch x screening stages capped at the dataset's rows (a warning).
+
+    :raises ConfigError: the first screening stage alone (``prompts`` x batch) or ``max_screened`` asks for more
+        prompts than the dataset holds, naming the product: a step would screen without end or repeat its prompts.
+    """
+    first = settings.prompts * batch_size
+    if first > population:
+        raise ConfigError(
+            f"dataflex.pilot.prompts={settings.prompts} x the batch's {batch_size} prompts = {first} prompts in the "
+            f"first screening stage alone, more than the train dataset's {population} rows; set pilot.prompts to at "
+            f"most {max(population // max(batch_size, 1), 1)} (2-4 is typical)"
+        )
+    if settings.max_screened is not None:
+        if settings.max_screened > population:
+            raise ConfigError(
+                f"dataflex.pilot.max_screened={settings.max_screened} is more than the train dataset's {population} "
+                f"rows; set it to at most {population}, or unset it"
+            )
+        return settings.max_screened
+    product = first * (settings.max_stages - 1)
+    if product > population:
+        logger.warning(
+            "dataflex.pilot: prompts=%d x the batch's %d prompts x %d screening stages = %d prompts a step may "
+            "screen, more than the train dataset's %d rows; a step screens at most %d (set pilot.max_screened)",
+            settings.prompts, batch_size, settings.max_stages - 1, product, population, population,
+        )  # fmt: skip
+        return population
+    return product
 
 
 class PilotStages(StepStages):
@@ -280,4 +314,12 @@ class PilotStages(StepStages):
         }
 
 
-__all__ = ["EASY_ABOVE", "PILOT_PREFIX", "PilotStages", "per_uid_counts", "screened_prompts", "stage_rewards"]
+__all__ = [
+    "EASY_ABOVE",
+    "PILOT_PREFIX",
+    "PilotStages",
+    "per_uid_counts",
+    "screened_prompts",
+    "screening_cap",
+    "stage_rewards",
+]
