@@ -31,7 +31,11 @@ SAMPLE_GRANULARITIES = ("prompt", "response")
 KINDS = ("scorer", "reweighter", "selector", "mixer", "sampler", "allocator")
 #: The kind of a mechanism registered by a plugin (its base, ``dataflex_core.mechanisms.Mechanism``, declares it).
 MECHANISM_KIND = "mechanism"
-_KIND_NAME = re.compile(r"[a-z][a-z0-9_]*")
+#: What a kind, a component or a mechanism may be named: a lower-case identifier (listings and locks print names as
+#: given, so a newline or an escape sequence in one could forge a row).
+_NAME = re.compile(r"[a-z][a-z0-9_]*")
+#: The kinds whose base class dataflex-core defines: held by that object, never re-declared by another.
+CORE_KINDS = (*KINDS, MECHANISM_KIND)
 
 #: Every declared kind -> its base class: the six above, ``mechanism``, and any kind a plugin's base class declares.
 BASE_CLASSES: dict[str, type] = {}
@@ -49,20 +53,34 @@ def declare_kind(kind: str, base: type, *, reserved: Iterable[str] = ()) -> None
             f"{base.__qualname__}.kind = {kind!r} is not a kind name; write a lower-case identifier, e.g. kind = 'ranker'"
         )
     held = BASE_CLASSES.get(kind)
-    redefined = held is not None and (held.__module__, held.__qualname__) == (base.__module__, base.__qualname__)
-    if held is not None and held is not base and not redefined:  # a re-imported module or re-run cell redefines
+    if held is not None and held is not base and not redeclares(kind, base):
         raise DeclarationError(
             f"{base.__module__}.{base.__qualname__} declares kind {kind!r}, which "
-            f"{held.__module__}.{held.__qualname__} already declares; subclass it, or pick another kind name"
+            f"{base_label(held)} already declares; subclass it, or pick another kind name"
         )
     BASE_CLASSES[kind] = base
     if reserved:
         RESERVED_NAMES[kind] = frozenset(reserved)
 
 
+def redeclares(kind: str, base: type) -> bool:
+    """True when ``base`` is a new definition of the plugin base that holds ``kind`` (a re-imported module, a re-run
+    cell: same module and name). A core kind's base is the object core defined, whatever another class's
+    ``__module__`` and ``__qualname__`` say."""
+    held = BASE_CLASSES.get(kind)
+    if held is None or kind in CORE_KINDS:
+        return False
+    return (held.__module__, held.__qualname__) == (base.__module__, base.__qualname__)
+
+
 def is_kind_name(kind: object) -> bool:
     """True for a lower-case identifier, what a kind may be named (a lock file's component tables are checked so)."""
-    return isinstance(kind, str) and _KIND_NAME.fullmatch(kind) is not None
+    return isinstance(kind, str) and _NAME.fullmatch(kind) is not None
+
+
+def is_component_name(name: object) -> bool:
+    """True for a lower-case identifier (``[a-z][a-z0-9_]*``), what a component or a mechanism may be named."""
+    return isinstance(name, str) and _NAME.fullmatch(name) is not None
 
 
 def declared_kinds(kinds: Iterable[str]) -> list[str]:
@@ -158,9 +176,14 @@ class Component:
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         kind = cls.__dict__.get("kind")
+        if kind == MECHANISM_KIND:  # its base is Mechanism, which is no Component
+            raise DeclarationError(
+                f"{cls.__qualname__}.kind = {kind!r}, but a mechanism subclasses "
+                "dataflex_core.mechanisms.Mechanism, not a component base; subclass it"
+            )
         if kind:  # a class that names its kind is that kind's base (or re-states an inherited one)
             held = BASE_CLASSES.get(kind)
-            if held is None or (held.__module__, held.__qualname__) == (cls.__module__, cls.__qualname__):
+            if held is None or redeclares(kind, cls):
                 declare_kind(kind, cls)
             elif not issubclass(cls, held):
                 raise DeclarationError(

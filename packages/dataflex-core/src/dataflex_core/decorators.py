@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from .components import BASE_CLASSES
+from .components import BASE_CLASSES, is_component_name
 from .errors import DeclarationError
 
 T = TypeVar("T", bound=type)
@@ -27,16 +27,23 @@ class DecoratedComponent:
     module: Any = field(default=None, compare=False, repr=False)
 
 
-#: Every decorated class, in definition order. Append-only.
+#: Every decorated class (and every ``register_mechanism`` class), in definition order; only :func:`forget` removes.
 DECORATED: list[DecoratedComponent] = []
+
+
+def forget(kind: str, name: str) -> None:
+    """Drop the records of ``kind`` ``name`` (``unregister_mechanism``: a test that registered its own)."""
+    DECORATED[:] = [d for d in DECORATED if (d.kind, d.name) != (kind, name)]
 
 
 def _make_register(kind: str) -> Callable[[str], Callable[[T], T]]:
     base = BASE_CLASSES[kind]
 
     def register(name: str) -> Callable[[T], T]:
-        if not isinstance(name, str) or not name.strip():
-            raise DeclarationError(f"register_{kind}(name) needs a non-empty string name, got {name!r}")
+        if not is_component_name(name):
+            raise DeclarationError(
+                f"register_{kind}(name) needs a lower-case identifier ([a-z][a-z0-9_]*) as the name, got {name!r}"
+            )
 
         def decorate(cls: T) -> T:
             if not (isinstance(cls, type) and issubclass(cls, base)):

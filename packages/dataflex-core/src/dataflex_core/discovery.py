@@ -139,7 +139,7 @@ class DataFlexPluginManager(pluggy.PluginManager):
         #: Top-level packages of every installed dataflex entry point, loaded or not.
         self._plugin_packages: set[str] = set()
         self._registry: Registry | None = None
-        self._registry_key: tuple[int, int] | None = None
+        self._registry_key: tuple[int, tuple[DecoratedComponent, ...]] | None = None
         #: Bumped on every register/unregister, so the registry is rebuilt after any change.
         self._generation = 0
         #: Canonical names of the only distributions whose entry points may load (a lock's), or None.
@@ -302,7 +302,7 @@ class DataFlexPluginManager(pluggy.PluginManager):
         (see :class:`~dataflex_core.registry.NameClash`); a plugin whose registration
         hook fails is recorded in :attr:`register_failures`; every other component stays usable.
         """
-        key = (self._generation, len(DECORATED))
+        key = (self._generation, tuple(DECORATED))  # a record added or forgotten rebuilds it
         if self._registry is not None and self._registry_key == key:
             return self._registry
         registry = Registry()

@@ -10,7 +10,7 @@ import difflib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from .components import BASE_CLASSES, KINDS, RESERVED_NAMES, base_label, declared_kinds, kind_of
+from .components import BASE_CLASSES, KINDS, RESERVED_NAMES, base_label, declared_kinds, is_component_name, kind_of
 from .errors import DeclarationError, DuplicateComponentError
 
 
@@ -111,8 +111,8 @@ class Registry:
 
     @staticmethod
     def checked_name(kind: str, name: str | None, cls: type, plugin: PluginInfo) -> str:
-        """The name ``cls`` registers under; :class:`DeclarationError` if it is not a ``kind`` with a name, or the
-        name is one dataflex-core ships for that kind (a built-in mechanism)."""
+        """The name ``cls`` registers under; :class:`DeclarationError` if it is not a ``kind`` with a name, the name
+        is no lower-case identifier, or it is one dataflex-core ships for that kind (a built-in mechanism)."""
         base = BASE_CLASSES[kind]
         if not (isinstance(cls, type) and issubclass(cls, base)):
             raise DeclarationError(
@@ -123,6 +123,11 @@ class Registry:
             raise DeclarationError(
                 f"plugin {plugin.label} registers {cls.__qualname__} without a name; "
                 "pass register(cls, name='...') or set cls.name"
+            )
+        if not is_component_name(name):
+            raise DeclarationError(
+                f"plugin {plugin.label} registers {kind} {name!r} ({cls.__module__}.{cls.__qualname__}): a name is a "
+                "lower-case identifier ([a-z][a-z0-9_]*), e.g. 'length_penalty'"
             )
         if name in RESERVED_NAMES.get(kind, ()):
             raise DeclarationError(

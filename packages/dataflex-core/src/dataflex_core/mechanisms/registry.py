@@ -2,17 +2,19 @@
 
 A mechanism is a :class:`~dataflex_core.mechanisms.Mechanism` subclass; ``dataflex.mechanism`` names
 it. The built-in seven (``reweight``, ``select``, ``mix``, ``curriculum``, ``filter``, ``allocate``, ``pilot``) are
-imported here; a script or a test registers another with :func:`register_mechanism`; a distribution
-ships one through the ``dataflex_register_mechanisms`` hook, so it is found (and locked, and listed)
+imported here; a script, a test or a distribution's code registers another with :func:`register_mechanism`; a
+distribution ships one through the ``dataflex_register_mechanisms`` hook too: each is found (and locked, and listed)
 like a component: its kind, ``mechanism``, is declared here with the built-in names reserved. The runner
 resolves a block's mechanism here once per mount (:func:`get_mechanism`).
 """
 
 from __future__ import annotations
 
+import sys
 from typing import TypeVar
 
-from ..components import MECHANISM_KIND, declare_kind
+from ..components import MECHANISM_KIND, declare_kind, is_component_name
+from ..decorators import DECORATED, DecoratedComponent, forget
 from ..errors import ConfigError
 from ..lock.enforce import get_registry
 from .allocate import Allocate
@@ -35,33 +37,41 @@ BUILTIN_MODULES = tuple(BUILTIN)
 # plugins register mechanisms as the kind ``mechanism``: subclasses of Mechanism, never a built-in's name
 declare_kind(MECHANISM_KIND, Mechanism, reserved=BUILTIN)
 
-_registry: dict[str, type[Mechanism]] = {}
-
 
 def register_mechanism(cls: M) -> M:
     """Class decorator: make ``cls`` the mechanism ``dataflex.mechanism: <cls.name>`` selects.
 
-    :raises ConfigError: the name is empty, or another class already holds it.
+    It is recorded like a decorated component, so the plugin loader attributes it: registered while a
+    distribution's code is imported, it is that distribution's, and two distributions holding one name clash
+    (naming both) whether each used this or the ``dataflex_register_mechanisms`` hook. Outside any distribution it
+    is the process's own, and a later class of the same name replaces it (a re-run cell).
+
+    :raises ConfigError: ``cls`` is no :class:`Mechanism`, its name is no lower-case identifier, or a built-in's.
     """
+    if not (isinstance(cls, type) and issubclass(cls, Mechanism)):
+        raise ConfigError(f"register_mechanism({cls!r}): a mechanism subclasses dataflex_core.mechanisms.Mechanism")
     name = getattr(cls, "name", "")
-    if not isinstance(name, str) or not name:
-        raise ConfigError(f"mechanism class {cls.__qualname__} needs a name (class attribute name = '...')")
-    held = BUILTIN.get(name) or _registry.get(name)
+    if not is_component_name(name):
+        raise ConfigError(
+            f"mechanism class {cls.__qualname__} needs a name, a lower-case identifier ([a-z][a-z0-9_]*): "
+            f"class attribute name = '...', got {name!r}"
+        )
+    held = BUILTIN.get(name)
     if held is not None and held is not cls:
         raise ConfigError(
             f"mechanism {name!r} is already registered by {held.__module__}.{held.__qualname__}; "
             f"{cls.__module__}.{cls.__qualname__} needs another name"
         )
-    if name not in BUILTIN:
-        _registry[name] = cls
+    if held is None:
+        DECORATED.append(DecoratedComponent(MECHANISM_KIND, name, cls, sys.modules.get(cls.__module__)))
     return cls
 
 
 def unregister_mechanism(name: str) -> None:
-    """Remove mechanism ``name`` from the table (tests that register their own); a built-in stays."""
+    """Remove the in-process mechanism ``name`` (tests that register their own); a built-in stays."""
     if name in BUILTIN:
         raise ConfigError(f"mechanism {name!r} is built in and cannot be removed")
-    _registry.pop(name, None)
+    forget(MECHANISM_KIND, name)
 
 
 def get_mechanism(name: str) -> type[Mechanism]:
@@ -72,7 +82,7 @@ def get_mechanism(name: str) -> type[Mechanism]:
     """
     if not isinstance(name, str):
         raise ConfigError(f"dataflex.mechanism must be a mechanism name, got {name!r}; one of {', '.join(mechanism_names())}")  # fmt: skip
-    held = BUILTIN.get(name) or _registry.get(name)
+    held = BUILTIN.get(name)
     if held is not None:
         return held
     spec = get_registry().require(MECHANISM_KIND, name)
@@ -82,10 +92,8 @@ def get_mechanism(name: str) -> type[Mechanism]:
 
 
 def mechanism_names() -> tuple[str, ...]:
-    """Every registered mechanism name: the built-ins in their order, the in-process ones as registered, then the
-    plugins' (sorted)."""
-    shipped = [n for n in get_registry().names(MECHANISM_KIND) if n not in _registry]
-    return (*BUILTIN, *_registry, *shipped)
+    """Every registered mechanism name: the built-ins in their order, then the others (sorted)."""
+    return (*BUILTIN, *get_registry().names(MECHANISM_KIND))
 
 
 def mechanisms() -> tuple[type[Mechanism], ...]:
