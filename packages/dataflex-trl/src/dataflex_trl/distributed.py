@@ -17,6 +17,10 @@ process on the gathered rows and every process takes the decision
 (:func:`decide_on_main`), so all of them run the same rounds; the trained
 batch is assembled from the gathered outputs (:func:`gather_output`) and each
 process keeps its slice.
+
+What every process computes on its own (a replica's step, the prompts its train sampler drew) is compared across
+the processes each step (:func:`agree`): an error on one process, or processes that disagree, stop the run on every
+process naming the cause, before any process trains a batch the others do not.
 """
 
 from __future__ import annotations
@@ -137,3 +141,33 @@ def from_main(accelerator: Any, compute: Any) -> Any:
     if status == "error":
         raise value
     return value
+
+
+def agree(accelerator: Any, outcome: tuple[str, Any], what: str, error: BaseException | None = None) -> None:
+    """Every process's ``outcome`` of ``what`` (``("ok", value)``, or ``("error", text)`` where it raised
+    ``error``), compared: an error on any process, or a value that differs from process 0's, raises on every process.
+
+    :raises DataFlexError: naming the process that failed and its error, or those that disagree.
+    """
+    if accelerator.num_processes == 1:
+        if error is not None:
+            raise error
+        return
+    outcomes = gather_object([outcome])
+    count = len(outcomes)
+    failed = [(rank, text) for rank, (status, text) in enumerate(outcomes) if status == "error"]
+    if failed:
+        rank, text = failed[0]
+        raise DataFlexError(
+            f"{what} failed on process {rank} of {count}: {text}; the run stops on every process, so that no "
+            "process trains a batch the others do not"
+        ) from error
+    values = [value for _, value in outcomes]
+    differ = [rank for rank, value in enumerate(values) if value != values[0]]
+    if differ:
+        raise DataFlexError(
+            f"the processes disagree on {what}: process(es) {differ} of {count} differ from process 0 "
+            f"({values[differ[0]]!r} vs {values[0]!r}); the run stops on every process, so that no process trains "
+            "a batch the others do not. A component must give the same output on every process given the same "
+            "inputs (its randomness seeded by the run's seed, not by the process)"
+        )

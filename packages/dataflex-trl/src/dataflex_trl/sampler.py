@@ -15,8 +15,10 @@ rewards), so all processes draw the same chunks, as TRL requires.
 
 from __future__ import annotations
 
+import zlib
 from collections.abc import Iterator
 
+import numpy as np
 from torch.utils.data import Sampler
 
 from dataflex_core.step import BlockSampler
@@ -34,6 +36,9 @@ class MixtureRepeatSampler(Sampler[int]):
         self.mixture = mixture
         self.mini_repeat_count = int(mini_repeat_count)
         self.repeat_count = int(repeat_count)
+        #: The chunks drawn so far and a CRC-32 over them: what the processes compare each step (they must agree).
+        self.chunks_drawn = 0
+        self.digest = 0
 
     @property
     def chunks(self) -> int:
@@ -43,10 +48,16 @@ class MixtureRepeatSampler(Sampler[int]):
     def __iter__(self) -> Iterator[int]:
         for _ in range(self.chunks):
             chunk = self.mixture.next_block()
+            self.chunks_drawn += 1
+            self.digest = zlib.crc32(np.asarray(chunk, dtype=np.int64).tobytes(), self.digest)
             for _ in range(self.repeat_count):
                 for index in chunk:
                     for _ in range(self.mini_repeat_count):
                         yield index
+
+    def drawn(self) -> tuple[int, int]:
+        """``(chunks drawn, CRC-32 over them)``: equal on every process that drew the same prompts."""
+        return self.chunks_drawn, self.digest
 
     def __len__(self) -> int:
         return self.chunks * self.mixture.batch_size * self.mini_repeat_count * self.repeat_count

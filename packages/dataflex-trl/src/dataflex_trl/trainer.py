@@ -32,6 +32,7 @@ Evaluation batches are left as TRL computes them.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import time
 from typing import Any
@@ -74,6 +75,22 @@ TRL_FIELDS = {
 }
 
 
+def fingerprint(result: dict[str, Any]) -> str:
+    """A digest of a step's result (its tensors and metrics, the seconds left out), equal on every process whose
+    replica took the same decision."""
+    digest = hashlib.sha256()
+    for key in sorted(result):
+        value = result[key]
+        if key == "metrics":
+            value = sorted((k, v) for k, v in value.items() if not k.endswith("_s"))
+        if isinstance(value, torch.Tensor):
+            digest.update(f"{key}:{value.dtype}:{tuple(value.shape)}".encode())
+            digest.update(value.detach().cpu().contiguous().reshape(-1).view(torch.uint8).numpy().tobytes())
+        else:
+            digest.update(f"{key}:{value!r}".encode())
+    return digest.hexdigest()[:16]
+
+
 class DataFlexGRPOTrainer(DataFlexCheckpointMixin, GRPOTrainer):
     """``trl.GRPOTrainer`` with a ``dataflex`` block: the same constructor plus ``dataflex={...}``.
 
@@ -83,6 +100,9 @@ class DataFlexGRPOTrainer(DataFlexCheckpointMixin, GRPOTrainer):
     checked here, before the first generation; with ``plugins.lock`` only the
     locked plugins are imported and any drift stops the run.
     """
+
+    #: The train sampler that draws the prompts for mix and curriculum (``None``: TRL's own order).
+    _dataflex_draws: MixtureRepeatSampler | None = None
 
     def __init__(
         self,
@@ -259,7 +279,10 @@ class DataFlexGRPOTrainer(DataFlexCheckpointMixin, GRPOTrainer):
         )  # fmt: skip
         if block is None:  # the mechanism leaves the prompts to TRL
             return super()._get_train_sampler(dataset)
-        return MixtureRepeatSampler(block, self.num_generations, self.num_iterations * self.args.steps_per_generation)
+        self._dataflex_draws = MixtureRepeatSampler(
+            block, self.num_generations, self.num_iterations * self.args.steps_per_generation
+        )
+        return self._dataflex_draws
 
     # -- the step ------------------------------------------------------------------------
     def _dataflex_on_generation(
@@ -269,8 +292,14 @@ class DataFlexGRPOTrainer(DataFlexCheckpointMixin, GRPOTrainer):
 
         :param generation: the generation rounds that built ``output`` (``session.seam(GenerationRounds)``), if any.
         """
-        idle = self.dataflex.idle(step)
         accelerator = self.accelerator
+        name = self.dataflex.mechanism.name
+        if self._dataflex_draws is not None:  # every process's replica drew the same prompts, or the run stops
+            drawn = ("ok", self._dataflex_draws.drawn())
+            distributed.agree(
+                accelerator, drawn, f"the prompts mechanism {name}'s train sampler drew up to step {step}"
+            )
+        idle = self.dataflex.idle(step)
         if idle is not None:  # TRL's step as it is; its rollouts still count
             mask = distributed.gather_rows(accelerator, self._dataflex_loss_mask(output)).cpu()
             advantages = distributed.gather_rows(accelerator, output["advantages"]).cpu()
@@ -284,7 +313,13 @@ class DataFlexGRPOTrainer(DataFlexCheckpointMixin, GRPOTrainer):
             return self._dataflex_result(batch, loss_mask, step, importance, start, advantages, generation)
 
         if mechanism.runs_on_every_process:  # every process feeds its replica the same gathered batch
-            result = compute()
+            result, error = None, None
+            try:
+                result = compute()
+                outcome: tuple[str, Any] = ("ok", fingerprint(result))
+            except Exception as exc:  # noqa: BLE001 - raised on every process by agree()
+                error, outcome = exc, ("error", f"{type(exc).__name__}: {exc}")
+            distributed.agree(accelerator, outcome, f"step {step} of mechanism {name}", error)
         else:  # the main process runs the components; the others take its result and what it shares
             result = distributed.from_main(accelerator, lambda: {**compute(), "shared": self.dataflex.shared_state()})
             if not accelerator.is_main_process:
