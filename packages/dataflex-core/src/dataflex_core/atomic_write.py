@@ -24,7 +24,8 @@ class UnwritableTargetError(DataFlexError, OSError):
     """
 
 
-def _kind(mode: int) -> str:
+def file_kind(mode: int) -> str:
+    """What a file of ``os.stat`` mode ``mode`` is, for messages: ``a directory``, ``a FIFO``, ..."""
     if stat.S_ISDIR(mode):
         return "a directory"
     if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
@@ -56,7 +57,7 @@ def regular_target(path: str | os.PathLike[str]) -> Path:
     if mode is not None and not stat.S_ISREG(mode):
         via = "" if target == given else f" (a link to {str(target)!r})"
         raise UnwritableTargetError(
-            f"{str(given)!r}{via} is {_kind(mode)}; DataFlex writes only regular files: name a file path"
+            f"{str(given)!r}{via} is {file_kind(mode)}; DataFlex writes only regular files: name a file path"
         )
     folder = target.parent
     if not folder.is_dir():

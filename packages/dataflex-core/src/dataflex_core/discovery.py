@@ -19,6 +19,7 @@ import contextlib
 import importlib.metadata as importlib_metadata
 import io
 import os
+import shlex
 import sys
 import traceback
 import warnings
@@ -341,5 +342,5 @@ class DataFlexPluginManager(pluggy.PluginManager):
         lock = self.lock_path or "the lock"
         return (
             f"installed but not in the plugin lock {lock} (never imported, so it may provide this name): {listed}; "
-            f"to use one, review it and add it to the lock with `dataflex lock -o {lock}`"
+            f"to use one, review it and add it to the lock with `dataflex lock -o {shlex.quote(lock)}`"
         )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
@@ -136,6 +137,7 @@ def remedies(differences: Iterable[Difference], lock: str) -> list[str]:
     checkout, a wheel file, an index: :mod:`.restore`); an unexpected plugin is removed, or reviewed and locked.
     """
     differences = list(differences)
+    lock = shlex.quote(lock)  # a path with a space or a quote still works as printed
     lines = restore_lines(differences)
     unexpected = sorted({d.dist for d in differences if d.kind == "unexpected"})
     if unexpected:

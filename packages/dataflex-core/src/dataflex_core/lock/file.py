@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import hashlib
 import os
+import shlex
+import stat
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -19,7 +21,7 @@ from typing import Any
 
 import tomli_w
 
-from ..atomic_write import write_text_atomic
+from ..atomic_write import file_kind, write_text_atomic
 from ..components import KINDS, declared_kinds, is_kind_name
 from ..distributions import canonical_name
 from ..errors import DataFlexError
@@ -36,6 +38,8 @@ LOCK_FORMAT = 1
 #: and what a host stores in a checkpoint. The config key ``dataflex.plugins.lock`` and
 #: ``$DATAFLEX_PLUGINS_LOCK`` take the path of such a file.
 DEFAULT_LOCK_FILE = "dataflex_plugins.lock"
+#: The largest lock file read: a lock of thousands of distributions is a few MiB; more is not a lock.
+MAX_LOCK_BYTES = 64 * 2**20
 CORE_DIST = "dataflex-core"
 #: Marker hash of a file listed in RECORD but gone from disk.
 MISSING_FILE = "missing"
@@ -231,22 +235,54 @@ def parse_lock(text: str, source: str = "<lock>") -> PluginSet:
 
 
 def read_lock(path: str | os.PathLike[str]) -> PluginSet:
-    """Read a lock file; a missing file or a directory is an error naming the path and how to create it."""
+    """Read a lock file; a path that is no regular file (missing, a directory, a FIFO, a device, ``-``) or one
+    larger than any lock is an error naming it and what to do, at once (a FIFO or ``/dev/zero`` is never read)."""
     path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
+    create = f"create it with `dataflex lock -o {shlex.quote(str(path))}`"
+    if str(path) == "-":
         raise LockFileError(
-            f"plugin lock {str(path)!r} does not exist; create it with `dataflex lock -o {path}`"
-        ) from None
+            "a plugin lock is read from a file, not from standard input ('-'); write one with "
+            f"`dataflex lock -o {DEFAULT_LOCK_FILE}` and pass its path"
+        )
+    try:
+        # O_NONBLOCK: opening a FIFO returns at once instead of waiting for a writer; the mode is checked next
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    except (FileNotFoundError, NotADirectoryError):
+        raise LockFileError(f"plugin lock {str(path)!r} does not exist; {create}") from None
+    except IsADirectoryError:  # where a directory cannot be opened at all
+        raise LockFileError(_directory_message(path)) from None
     except OSError as exc:
         raise LockFileError(f"plugin lock {str(path)!r} cannot be read: {exc.strerror or exc}") from None
+    mode = os.fstat(fd).st_mode
+    if not stat.S_ISREG(mode):
+        os.close(fd)
+        if stat.S_ISDIR(mode):
+            raise LockFileError(_directory_message(path))
+        raise LockFileError(
+            f"plugin lock {str(path)!r} is {file_kind(mode)}, not a regular file; a lock is the file "
+            f"`dataflex lock` writes: {create}"
+        )
+    with open(fd, "rb") as handle:
+        data = handle.read(MAX_LOCK_BYTES + 1)
+    if len(data) > MAX_LOCK_BYTES:
+        raise LockFileError(
+            f"plugin lock {str(path)!r} is larger than {MAX_LOCK_BYTES // 2**20} MiB, so it is not a file "
+            f"`dataflex lock` wrote; {create}"
+        )
+    try:
+        text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise LockFileError(
             f"plugin lock {str(path)!r} is not UTF-8 text (byte {exc.object[exc.start]:#04x} at offset {exc.start}), "
-            f"so it is not a file `dataflex lock` wrote; regenerate it with `dataflex lock -o {path}`"
+            f"so it is not a file `dataflex lock` wrote; regenerate it with "
+            f"`dataflex lock -o {shlex.quote(str(path))}`"
         ) from None
     return parse_lock(text, source=str(path))
+
+
+def _directory_message(path: Path) -> str:
+    inside = shlex.quote(str(path / DEFAULT_LOCK_FILE))
+    return f"plugin lock {str(path)!r} is a directory; name the lock file, e.g. {inside}"
 
 
 def write_lock(plugin_set: PluginSet, path: str | os.PathLike[str]) -> None:
