@@ -305,7 +305,7 @@ def test_toml_round_trips_awkward_strings():
     odd = 'we"ird\\name\twith\nnewline\x01é'
     plugin_set = PluginSet(
         core_version="0.1.0",
-        plugins={"p": _record(files={odd: "ab", "p/x.py": "cd"}, eps={"ep": "mod:obj"}, components={"mixer": (odd,)})},
+        plugins={"p": _record(files={odd: "ab", "p/x.py": "cd"}, eps={"ep": "mod:obj"}, components={"mixer": ("m",)})},
     )
     text = plugin_set.to_toml()
     assert parse_lock(text) == plugin_set

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import shlex
 import stat
 import sys
@@ -20,9 +21,10 @@ from pathlib import Path
 from typing import Any
 
 import tomli_w
+from packaging.version import InvalidVersion, Version
 
 from ..atomic_write import file_kind, write_text_atomic
-from ..components import KINDS, declared_kinds, is_kind_name
+from ..components import KINDS, declared_kinds, is_component_name, is_kind_name
 from ..distributions import canonical_name
 from ..errors import DataFlexError
 from ..version import __version__
@@ -132,7 +134,7 @@ class PluginSet:
 
     def requirements(self, *, source: str = "") -> str:
         """``name==version`` pins of dataflex-core and every plugin, for image builds."""
-        origin = f" (from {source})" if source else ""
+        origin = f" (from {source!r})" if source else ""  # repr: a newline in a path starts no pip line
         lines = [
             f"# dataflex plugin set{origin}; restore it with `{RESTORE_COMMAND} <this file>`",
             f"{CORE_DIST}=={self.core_version}",
@@ -175,13 +177,42 @@ def _components(raw: Any, source: str, where: str) -> dict[str, tuple[str, ...]]
             kind,
         )
         _expect(
-            isinstance(names, list) and all(isinstance(n, str) for n in names),
+            isinstance(names, list) and all(is_component_name(n) for n in names),
             source,
             f"{where}.{kind}",
-            "a list of names",
+            "a list of names (lower-case identifiers)",
             names,
         )
     return {kind: tuple(sorted(names)) for kind, names in raw.items() if names}
+
+
+#: A distribution name as PEP 508 writes it (letters, digits, ``.``, ``_``, ``-``; a letter or digit at each end).
+_DIST_NAME = re.compile(r"[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?")
+#: A file's hash as ``dataflex lock`` writes it: a lower-case hex digest (or :data:`MISSING_FILE`).
+_HEX_DIGEST = re.compile(r"[0-9a-f]+")
+
+
+def _dist_name(raw: Any, source: str, where: str) -> str:
+    _expect(isinstance(raw, str) and _DIST_NAME.fullmatch(raw) is not None, source, where, "a distribution name (PEP 508)", raw)  # fmt: skip
+    return canonical_name(raw)
+
+
+def _version(raw: Any, source: str, where: str) -> str:
+    """A PEP 440 version, the only text of a lock that reaches a ``--requirements`` pin besides the name."""
+    ok = isinstance(raw, str) and raw.strip() == raw
+    try:
+        Version(raw) if ok else None
+    except InvalidVersion:
+        ok = False
+    _expect(ok, source, where, "a version (PEP 440, e.g. 1.2.0)", raw)
+    return raw
+
+
+def _hashes(raw: Any, source: str, where: str) -> dict[str, str]:
+    files = _str_table(raw, source, where)
+    for rel, digest in files.items():
+        _expect(digest == MISSING_FILE or _HEX_DIGEST.fullmatch(digest) is not None, source, f"{where}.{rel!r}", "a hex digest", digest)  # fmt: skip
+    return files
 
 
 def _optional_str(raw: Any, source: str, where: str) -> str | None:
@@ -207,7 +238,9 @@ def parse_lock(text: str, source: str = "<lock>") -> PluginSet:
             "regenerate it with this `dataflex lock`, or upgrade dataflex-core if a newer one wrote it"
         )
     core = data.get("core")
-    _expect(isinstance(core, dict) and isinstance(core.get("version"), str), source, "core.version", "a string", core)
+    _expect(isinstance(core, dict), source, "core", "a table", core)
+    _expect(isinstance(core.get("version"), str), source, "core.version", "a string", core.get("version"))
+    _version(core["version"], source, "core.version")
     plugins_raw = data.get("plugins", {})
     _expect(isinstance(plugins_raw, dict), source, "plugins", "a table", plugins_raw)
     plugins = {}
@@ -215,13 +248,15 @@ def parse_lock(text: str, source: str = "<lock>") -> PluginSet:
         where = f"plugins.{name!r}"
         _expect(isinstance(raw, dict), source, where, "a table", raw)
         _expect(isinstance(raw.get("version"), str), source, f"{where}.version", "a string", raw.get("version"))
+        editable = raw.get("editable", False)
+        _expect(isinstance(editable, bool), source, f"{where}.editable", "true or false", editable)
         record = DistRecord(
-            name=canonical_name(name),
-            version=raw["version"],
+            name=_dist_name(name, source, f"plugins key {name!r}"),
+            version=_version(raw["version"], source, f"{where}.version"),
             entry_points=_str_table(raw.get("entry_points", {}), source, f"{where}.entry_points"),
             components=_components(raw["components"], source, f"{where}.components") if "components" in raw else None,
-            files=_str_table(raw.get("files", {}), source, f"{where}.files"),
-            editable=bool(raw.get("editable", False)),
+            files=_hashes(raw.get("files", {}), source, f"{where}.files"),
+            editable=editable,
             load_error=_optional_str(raw.get("load_error"), source, f"{where}.load_error"),
         )
         stated = raw.get("content_hash")
