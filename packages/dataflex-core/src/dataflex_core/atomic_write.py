@@ -10,8 +10,10 @@ replaced and the link stays.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import stat
+from collections.abc import Iterator
 from pathlib import Path
 
 from .errors import DataFlexError
@@ -68,22 +70,30 @@ def regular_target(path: str | os.PathLike[str]) -> Path:
     return target
 
 
-def write_bytes_atomic(path: str | os.PathLike[str], data: bytes) -> Path:
-    """Write ``data`` to a temporary file beside ``path``, flush it to disk, then rename it over ``path``.
+@contextlib.contextmanager
+def atomic_output(path: str | os.PathLike[str]) -> Iterator[Path]:
+    """The one writer of DataFlex's files: yields a temporary path beside ``path`` to write, then renames it over
+    ``path``, after :func:`regular_target` refused what cannot take a regular file.
 
-    A crash leaves either the old file or the new one; the temporary file (a dot-name
-    no framework looks for) is removed on any error. Returns the path written.
+    For a writer that streams (Parquet row groups); :func:`write_bytes_atomic` is it for bytes in memory. A crash
+    leaves the old file or the new one; the temporary file (a dot-name no framework looks for) is removed on any
+    error.
     """
     target = regular_target(path)
     tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
     try:
-        with open(tmp, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
+        yield tmp
         os.replace(tmp, target)
     finally:
         tmp.unlink(missing_ok=True)
+
+
+def write_bytes_atomic(path: str | os.PathLike[str], data: bytes) -> Path:
+    """Write ``data`` to ``path`` through :func:`atomic_output`, flushed to disk before the rename; returns ``path``."""
+    with atomic_output(path) as tmp, open(tmp, "wb") as handle:
+        handle.write(data)
+        handle.flush()
+        os.fsync(handle.fileno())
     return Path(path)
 
 

@@ -124,7 +124,11 @@ def _lock(args: argparse.Namespace) -> int:
                 file=sys.stderr,
             )
     if args.requirements:
-        text = plugin_set.requirements(source=args.from_lock or "")
+        try:
+            text = plugin_set.requirements(source=args.from_lock or "")
+        except LockFileError as exc:
+            print(f"dataflex lock: {exc}", file=sys.stderr)
+            return EXIT_LOCK_ERROR
         if args.output in (None, "-"):
             sys.stdout.write(text)
             return 0

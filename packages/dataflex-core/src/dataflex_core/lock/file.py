@@ -133,14 +133,21 @@ class PluginSet:
         return _HEADER + tomli_w.dumps(data)
 
     def requirements(self, *, source: str = "") -> str:
-        """``name==version`` pins of dataflex-core and every plugin, for image builds."""
+        """``name==version`` pins of dataflex-core and every plugin, for image builds.
+
+        :raises LockFileError: a name or version that is not one (an installed distribution's metadata is checked
+            as a lock's fields are), so nothing but a pin reaches a line pip reads.
+        """
         origin = f" (from {source!r})" if source else ""  # repr: a newline in a path starts no pip line
+        where = source or "the installed environment"
         lines = [
             f"# dataflex plugin set{origin}; restore it with `{RESTORE_COMMAND} <this file>`",
-            f"{CORE_DIST}=={self.core_version}",
+            f"{CORE_DIST}=={_version(self.core_version, where, 'core.version')}",
         ]
         for name in self.dist_names:
             rec = self.plugins[name]
+            _dist_name(name, where, f"plugins key {name!r}")
+            _version(rec.version, where, f"plugins.{name!r}.version")
             note = "  # editable install when locked: publish this version first" if rec.editable else ""
             lines.append(f"{name}=={rec.version}{note}")
         return "\n".join(lines) + "\n"
