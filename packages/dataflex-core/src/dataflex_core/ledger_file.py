@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from .atomic_write import atomic_output
 from .errors import ConfigError
 
 #: The format the header names, and its version (bumped only for changes older readers cannot understand).
@@ -136,22 +137,15 @@ def write_parquet(path: str, ids: np.ndarray, columns: Mapping[str, torch.Tensor
         + [pa.field(name, pa.from_numpy_dtype(columns[name].numpy().dtype)) for name in COLUMNS],
         metadata={"dataflex": json.dumps(dict(header))},
     )
-    folder = os.path.dirname(os.path.abspath(path))
-    temp = os.path.join(folder, f".{os.path.basename(path)}.{os.getpid()}.tmp")
-    try:
-        # no dictionary pages: the writer would hold each column's dictionary and its indices (5x the peak, and
-        # slower, for counters that compress well enough without)
-        with pq.ParquetWriter(temp, schema, use_dictionary=False) as writer:
-            for start in range(0, len(ids), ROW_GROUP):
-                end = min(start + ROW_GROUP, len(ids))
-                arrays = [pa.array(ids[start:end], type=id_type)]
-                arrays += [pa.array(columns[name][start:end].numpy()) for name in COLUMNS]
-                writer.write_table(pa.Table.from_arrays(arrays, schema=schema))
-        os.replace(temp, path)
-    except BaseException:
-        if os.path.exists(temp):
-            os.remove(temp)
-        raise
+    # the one writer (regular files only: a device, a FIFO, a directory or a missing folder is one line naming it);
+    # no dictionary pages: the writer would hold each column's dictionary and its indices (5x the peak, and
+    # slower, for counters that compress well enough without)
+    with atomic_output(path) as temp, pq.ParquetWriter(str(temp), schema, use_dictionary=False) as writer:
+        for start in range(0, len(ids), ROW_GROUP):
+            end = min(start + ROW_GROUP, len(ids))
+            arrays = [pa.array(ids[start:end], type=id_type)]
+            arrays += [pa.array(columns[name][start:end].numpy()) for name in COLUMNS]
+            writer.write_table(pa.Table.from_arrays(arrays, schema=schema))
 
 
 def _parquet_header(path: str) -> tuple[Any, dict[str, Any]]:
