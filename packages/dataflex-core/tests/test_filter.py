@@ -172,16 +172,16 @@ def test_refills_are_deterministic_given_the_seed_and_resume_where_they_stopped(
     assert resumed.next_block() == expected
 
 
-def test_the_refill_order_is_a_tensor_in_the_state_and_an_older_list_state_resumes_the_same_draws():
+def test_the_refill_pass_is_a_tensor_in_the_state_and_resumes_the_same_draws():
     sampler = RefillSampler(10, 4, seed=5)
     sampler.next_block()
     state = sampler.state_dict()
-    assert isinstance(state["order"], torch.Tensor) and state["order"].dtype == torch.long
-    assert len(state["order"]) == 6  # the pass's rest: 10 - 4
+    assert isinstance(state["pass"], torch.Tensor) and state["pass"].dtype == torch.long
+    assert sorted(state["pass"].tolist()) == list(range(10)) and state["cursor"] == 4  # the pass, 4 rows taken
     expected = [sampler.next_block() for _ in range(3)]  # crosses into the next pass
-    older = RefillSampler(10, 4, seed=0)
-    older.load_state_dict({**state, "order": state["order"].tolist()})  # what 0.x checkpoints hold
-    assert [older.next_block() for _ in range(3)] == expected
+    resumed = RefillSampler(10, 4, seed=0)
+    resumed.load_state_dict({**state, "pass": state["pass"].tolist()})  # a list of rows is read as a tensor
+    assert [resumed.next_block() for _ in range(3)] == expected
 
 
 def prompts(ids):

@@ -60,6 +60,7 @@ from .ledger_file import (
     read_parquet,
     write_parquet,
 )
+from .state_fields import INT64_MAX
 
 logger = logging.getLogger("dataflex_core.ledger")
 
@@ -365,25 +366,37 @@ class PromptLedger:
                 "dataflex.prompt_key, or start the curriculum afresh from a new checkpoint folder"
             )
         self._check_threshold(state.get("success_threshold"), f"{source}'s prompt history")
+        last_step = state.get("last_step")
+        if isinstance(last_step, bool) or not isinstance(last_step, int) or not 0 <= last_step <= INT64_MAX:
+            raise ConfigError(
+                f"{source}'s prompt history has last_step={last_step!r}: the last step recorded is a whole number "
+                f"between 0 and {INT64_MAX}; resume from another checkpoint"
+            )
+        saved: dict[str, torch.Tensor] = {}
+        for column in COLUMNS:
+            value = state.get(column)
+            if value is None:
+                continue
+            value = torch.as_tensor(value)
+            if value.shape != (len(self),) or value.dtype in (torch.bool, torch.complex64, torch.complex128):
+                raise ConfigError(
+                    f"{source}'s prompt history has {column} of shape {tuple(value.shape)} ({value.dtype}), not "
+                    f"({len(self)},) numbers: it was cut or altered; resume from another checkpoint"
+                )
+            saved[column] = value
+        # checked as saved, before the cast to the counters' dtypes (a float 1e19 would wrap to INT64_MIN)
+        check_columns(source, {c: v.numpy() for c, v in saved.items()}, 0, self.ids.values)
         columns: dict[str, torch.Tensor] = {}
         live = _live_storages()
         for column, (dtype, fresh) in COLUMNS.items():
-            value = state.get(column)
-            if value is None:
+            if column not in saved:
                 columns[column] = torch.full((len(self),), fresh, dtype=dtype)
                 continue
-            value = torch.as_tensor(value)
-            if value.shape != (len(self),):
-                raise ConfigError(
-                    f"{source}'s prompt history has {column} of shape {tuple(value.shape)}, not ({len(self)},): it "
-                    "was cut or altered; resume from another checkpoint"
-                )
-            value = value.to(dtype)
+            value = saved[column].to(dtype)
             # a loaded checkpoint's tensors are taken as they are (a copy would be a third of the read); only
             # another live ledger's columns (its state_dict does not copy them) are copied, so two stay apart
             columns[column] = value.clone() if value.untyped_storage().data_ptr() in live else value
-        check_columns(source, {c: v.numpy() for c, v in columns.items()}, 0, self.ids.values)
-        self._take(columns, int(state["last_step"]))
+        self._take(columns, last_step)
 
     def _check_threshold(self, saved: Any, what: str) -> None:
         if saved != self.success_threshold:
@@ -439,7 +452,7 @@ class PromptLedger:
             self._reset()
             raise
         self._check_threshold(header.get("success_threshold"), f"the ledger {path}")
-        self._take({c: getattr(self, c) for c in COLUMNS}, int(header.get("last_step", 0)))
+        self._take({c: getattr(self, c) for c in COLUMNS}, header["last_step"])
         logger.info("dataflex: the prompt ledger starts from %s (%d prompts)", path, len(self))
 
     def _reset(self) -> None:

@@ -29,6 +29,7 @@ import torch
 
 from .atomic_write import atomic_output
 from .errors import ConfigError
+from .state_fields import INT64_MAX  # the largest count: a larger one would wrap when cast to a counter
 
 #: The format the header names, and its version (bumped only for changes older readers cannot understand).
 LEDGER_FORMAT = "dataflex-ledger"
@@ -82,8 +83,8 @@ def check_columns(source: str, columns: Mapping[str, np.ndarray], first_row: int
     def fail(name: str, bad: np.ndarray, values: np.ndarray, reason: str) -> None:
         i = int(np.flatnonzero(bad)[0])
         where = f"row {first_row + i}"
-        value = float(values[i])
-        shown = int(value) if value.is_integer() and COLUMNS[name][0] == torch.long else value
+        value = values[i].item()
+        shown = int(value) if float(value).is_integer() and COLUMNS[name][0] == torch.long else value
         prompt = ids[i].item() if isinstance(ids[i], np.generic) else ids[i]
         raise ConfigError(
             f"the ledger {source} {where} (id {prompt!r}) has {name}={shown!r}: {reason}; give a ledger a "
@@ -100,6 +101,8 @@ def check_columns(source: str, columns: Mapping[str, np.ndarray], first_row: int
         if not whole and not (math.isfinite(least) and math.isfinite(most)):
             finite = np.isfinite(values)
             fail(name, ~finite, values, "every counter is a finite number")
+        if COLUMNS[name][0] == torch.long and most >= 2.0**63:  # before any cast: it would wrap
+            fail(name, values >= (2**63 if whole else 2.0**63), values, f"a count is at most {INT64_MAX}")
         low = LOWEST[name]
         if low is not None and least < low:
             fail(name, values < low, values, f"it is at least {low}")
@@ -120,6 +123,8 @@ def check_columns(source: str, columns: Mapping[str, np.ndarray], first_row: int
 
 def extremes(values: np.ndarray) -> tuple[float, float]:
     """``(least, largest)`` of a non-empty column in one pass (NaN if it holds one)."""
+    if values.dtype.kind == "u":  # torch's unsigned reductions are partial; exact as Python ints
+        return float(int(values.min())), float(int(values.max()))
     if values.flags.writeable:  # torch reads numpy's memory as is (a read-only Arrow view takes numpy's two)
         least, most = torch.aminmax(torch.from_numpy(values))
         return float(least), float(most)
@@ -148,6 +153,27 @@ def write_parquet(path: str, ids: np.ndarray, columns: Mapping[str, torch.Tensor
             writer.write_table(pa.Table.from_arrays(arrays, schema=schema))
 
 
+def _whole(value: Any, low: int) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and low <= value <= INT64_MAX
+
+
+#: The header's fields a load reads, what each may hold, and how a message says it.
+HEADER_FIELDS = {
+    "prompt_key": lambda v: isinstance(v, str) and bool(v),
+    "prompts": lambda v: _whole(v, 1),
+    "ids_digest": lambda v: isinstance(v, str),
+    "last_step": lambda v: _whole(v, 0),
+    "success_threshold": lambda v: v is None or (isinstance(v, (int, float)) and not isinstance(v, bool)),
+}
+HEADER_RULES = {
+    "prompt_key": "the dataset column the ids come from, a non-empty string",
+    "prompts": "the number of prompts, a whole number of at least 1",
+    "ids_digest": "the digest of the ids, a string",
+    "last_step": f"the last step recorded, a whole number between 0 and {INT64_MAX}",
+    "success_threshold": "a number or null",
+}
+
+
 def _parquet_header(path: str) -> tuple[Any, dict[str, Any]]:
     import pyarrow as pa
     import pyarrow.parquet as pq
@@ -161,9 +187,9 @@ def _parquet_header(path: str) -> tuple[Any, dict[str, Any]]:
     raw = (handle.schema_arrow.metadata or {}).get(b"dataflex")
     try:
         header = json.loads(raw) if raw else {}
-    except json.JSONDecodeError:
+    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError):
         header = {}
-    if header.get("format") != LEDGER_FORMAT:
+    if not isinstance(header, dict) or header.get("format") != LEDGER_FORMAT:
         raise ConfigError(f"{path} is a Parquet file without a DataFlex ledger header; it is not an exported ledger")
     if header.get("version") != PARQUET_VERSION:
         raise ConfigError(
@@ -172,8 +198,25 @@ def _parquet_header(path: str) -> tuple[Any, dict[str, Any]]:
         )
     names = set(handle.schema_arrow.names)
     unknown = sorted(names - {"id", *COLUMNS})
-    if "id" not in names or unknown:
-        raise ConfigError(f"{path}: expected the columns id and {list(COLUMNS)}, got {handle.schema_arrow.names}")
+    if "id" not in names or unknown or len(names) != len(handle.schema_arrow.names):
+        raise ConfigError(
+            f"{path}: expected the columns id and {list(COLUMNS)}, each once, got {handle.schema_arrow.names}"
+        )
+    for column in handle.schema_arrow:
+        # a counter is a number (an offline pass may write whole counts as floats: checked row by row on read)
+        kinds = (pa.types.is_integer, pa.types.is_string if column.name == "id" else pa.types.is_floating)
+        if not any(kind(column.type) for kind in kinds):
+            raise ConfigError(
+                f"the ledger {path} column {column.name!r} holds {column.type} values; "
+                + ("ids are integers or strings" if column.name == "id" else "a counter holds numbers")
+                + ": give a ledger a DataFlex run exported, or unset dataflex.ledger.load"
+            )
+    for key, rule in HEADER_FIELDS.items():
+        if not rule(header.get(key)):
+            raise ConfigError(
+                f"the ledger {path} header has {key}={header.get(key)!r}: {HEADER_RULES[key]}; export the ledger "
+                "again, or unset dataflex.ledger.load"
+            )
     return handle, header
 
 

@@ -18,6 +18,9 @@ import numpy as np
 import torch
 from torch.utils.data import Sampler
 
+from ..errors import ConfigError
+from ..state_fields import count, generator_state, rows
+
 
 def systematic_positions(proportions: torch.Tensor, total: int, generator: torch.Generator) -> torch.Tensor:
     """The entries ``total`` systematic picks land on, in increasing order (int64): entry ``d`` is picked
@@ -75,10 +78,27 @@ class BlockSampler(Sampler[int]):
         self._yielded = 0
 
     def block_state(self) -> dict[str, Any]:
-        """The generator and the position in the current block (part of a subclass's ``state_dict``)."""
-        return {"generator": self.generator.get_state(), "block": list(self._block), "yielded": self._yielded}
+        """The dataset's size, the generator and the position in the current block (part of a subclass's
+        ``state_dict``)."""
+        return {
+            "population": self.population,
+            "generator": self.generator.get_state(),
+            "block": list(self._block),
+            "yielded": self._yielded,
+        }
 
     def load_block_state(self, state: dict[str, Any]) -> None:
-        self.generator.set_state(torch.as_tensor(state["generator"], dtype=torch.uint8).clone())
-        self._block = list(state["block"])
-        self._yielded = int(state["yielded"])
+        """Take :meth:`block_state`, each field checked (:mod:`dataflex_core.state_fields`): saved over a dataset
+        of this size, a generator's state, a block of its rows, a position in the pass."""
+        saved = count(state, "population", low=1)
+        if saved != self.population:  # another dataset, not an altered file: said as such, the first check to see it
+            raise ConfigError(
+                f"the checkpoint's {type(self).__name__} was saved over a train dataset of {saved} rows, but this "
+                f"run's has {self.population}; resume with the same train files, or from another checkpoint"
+            )
+        generator = generator_state(state, "generator")
+        block = rows(state, "block", self.population, distinct=False)
+        yielded = count(state, "yielded", high=self.population)
+        self.generator.set_state(generator)
+        self._block = block.tolist()
+        self._yielded = yielded

@@ -33,6 +33,7 @@ from ..batch import Batch
 from ..config import DataFlexPipeline
 from ..contracts import check_probabilities, check_prompt_scores
 from ..errors import ConfigError
+from ..state_fields import StateFieldError, count, field, rows
 from .blocks import BlockSampler, systematic_positions
 from .context import StepContext
 from .fields import is_prompt_field
@@ -222,12 +223,24 @@ class CurriculumSampler(BlockSampler):
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        if len(state["draws"]) != len(self.history):
+        """Take :meth:`state_dict`, checked field by field: the pass one entry per dataset row, the cursor a
+        position in it and the rows after it distinct, the draw counts one whole number per row, never negative."""
+        draws = field(state, "draws")
+        if isinstance(draws, torch.Tensor) and draws.dim() == 1 and len(draws) != len(self.history):
             raise ConfigError(
-                f"the checkpoint's curriculum sampler drew from {len(state['draws'])} prompts, but this run's train "
+                f"the checkpoint's curriculum sampler drew from {len(draws)} prompts, but this run's train "
                 f"dataset has {len(self.history)}; resume with the same train files"
             )
+        if not isinstance(draws, torch.Tensor) or draws.dtype != torch.long or draws.dim() != 1:
+            raise StateFieldError("draws", draws, "the draw counts are a 1-D int64 tensor, one per dataset row")
+        if len(draws) and int(draws.min()) < 0:
+            raise StateFieldError("draws", draws, f"a draw count is never negative (row {int(draws.argmin())})")
         self.load_block_state(state)
-        self._pass = torch.as_tensor(state["pass"], dtype=torch.long).clone()  # a list in older checkpoints
-        self._cursor = int(state["cursor"])
-        self.draws = torch.as_tensor(state["draws"], dtype=torch.long).clone()
+        # a pass's rows before the cursor are spent (after a wrap some stand twice there): the rest is checked
+        passed = rows(state, "pass", len(self.history), distinct=False)
+        if len(passed) != len(self.history):
+            raise StateFieldError("pass", passed, f"a pass has the dataset's {len(self.history)} rows")
+        cursor = count(state, "cursor", high=len(passed))
+        rows({"pass": passed[cursor:]}, "pass", len(self.history))  # the rows the pass has yet to give: distinct
+        self._pass, self._cursor = passed, cursor
+        self.draws = draws.clone()

@@ -40,6 +40,7 @@ import torch
 
 from ..atomic_write import write_bytes_atomic
 from ..errors import ConfigError, DataFlexError
+from ..state_fields import StateFieldError
 from .state_checks import describe, fresh_start, state_problem
 
 logger = logging.getLogger("dataflex_core.step")
@@ -272,7 +273,9 @@ def read_component_state(folder: str | os.PathLike[str]) -> SavedState | None:
 def restore_component_state(
     saved: SavedState | None, components: Mapping[str, Stateful], folder: str | os.PathLike[str]
 ) -> None:
-    """Give each component the state saved for its role; a different component in that role is an error."""
+    """Give each component the state saved for its role; a different component in that role is an error, and so
+    is a state its ``load_state_dict`` refuses (a field no run writes: :class:`~dataflex_core.state_fields.
+    StateFieldError`) or fails on: one line naming the file, the role, the field and the value."""
     if saved is None:
         stateful = [role for role, c in components.items() if c.state_dict()]
         logger.warning(
@@ -294,7 +297,16 @@ def restore_component_state(
                 f"but this run configures {component.kind} {name!r}; resume with the same dataflex.{role}, or "
                 f"delete {saved.path} to start the components fresh"
             )
-        component.load_state_dict(entry["state"])
+        try:
+            component.load_state_dict(entry["state"])
+        except ComponentStateError:
+            raise
+        except ConfigError as exc:  # what the component says (another dataset, another prompt key), and the file
+            raise ConfigError(f"{saved.path}: {exc}") from exc
+        except Exception as exc:  # noqa: BLE001 - a state field no run writes (StateFieldError) or a raw error
+            what = f"dataflex {role} ({entry['kind']} {entry['name']!r})"
+            reason = str(exc) if isinstance(exc, StateFieldError) else f"{type(exc).__name__}: {exc}"
+            raise ComponentStateError(describe(saved.path, f"{what}: {reason}")) from exc
 
 
 def load_component_state(folder: str | os.PathLike[str], components: Mapping[str, Stateful]) -> None:
