@@ -279,3 +279,22 @@ def test_an_altered_curriculum_sampler_state_is_refused_naming_the_field(key, va
     sampler.next_block()
     with pytest.raises(DataFlexError, match=message):
         _curriculum_sampler().load_state_dict({**sampler.state_dict(), key: value})
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "message"),
+    [
+        ("ids_utf8", torch.zeros(3, 3), r"prompt history cannot be read \(\w+Error"),
+        ("last_step", 2.5, r"prompt history has last_step=2.5"),
+        ("rollouts", torch.tensor([0.0, 1e19, 0.0], dtype=torch.float64), r"row 1 \(id 11\) has rollouts=1000"),
+    ],
+)
+def test_a_checkpoint_folder_as_ledger_load_names_the_checkpoint(tmp_path, key, value, message):
+    ledger = PromptLedger(PromptIds(IDS, "index"))
+    folder = tmp_path / "global_step_3"
+    folder.mkdir()
+    state = {**ledger.state_dict(), key: value}
+    entry = {"kind": "ledger", "name": "prompt_ledger", "state": state}
+    torch.save({"format": 1, "global_steps": 3, "components": {"ledger": entry}}, folder / CHECKPOINT_STATE)
+    with pytest.raises(ConfigError, match=rf"the checkpoint .*global_step_3.*{message}"):
+        PromptLedger(PromptIds(IDS, "index")).load(folder)

@@ -438,7 +438,16 @@ class PromptLedger:
         """
         path = os.fspath(path)
         if os.path.isdir(path):
-            self.load_state_dict(checkpoint_ledger_state(path), f"the checkpoint {path}")
+            source = f"the checkpoint {path}"
+            try:
+                self.load_state_dict(checkpoint_ledger_state(path), source)
+            except ConfigError:
+                raise
+            except (TypeError, ValueError, KeyError, AttributeError, IndexError, RuntimeError, OverflowError) as exc:
+                raise ConfigError(
+                    f"{source}'s prompt history cannot be read ({type(exc).__name__}: {exc}): it was not written by "
+                    "DataFlex or was altered; give another checkpoint, or unset dataflex.ledger.load"
+                ) from None
             logger.info("dataflex: the prompt ledger starts from checkpoint %s (%d prompts)", path, len(self))
             return
         header, chunks = read_parquet(_parquet_path(path))
