@@ -66,7 +66,13 @@ def test_a_closed_pipe_ends_the_listing_quietly():
     os.close(read)  # the reader is gone before anything is written (`| head` that already exited)
     try:
         done = subprocess.run(
-            [sys.executable, "-c", "import sys; from dataflex_core.cli import main; sys.exit(main())", "plugins", "--json"],
+            [
+                sys.executable,
+                "-c",
+                "import sys; from dataflex_core.cli import main; sys.exit(main())",
+                "plugins",
+                "--json",
+            ],
             stdout=write,
             stderr=subprocess.PIPE,
             timeout=120,

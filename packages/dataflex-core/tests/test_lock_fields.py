@@ -31,7 +31,9 @@ def _lock(name="disc-p", version="0.1.0", digest=HEX, core="0.3.0", mechanism="d
     ],
     ids=["version-newline", "version-option", "core-version", "name-newline", "name-option", "hash", "component-name"],
 )
-def test_a_lock_field_that_is_not_what_dataflex_writes_is_refused_naming_file_field_and_value(tmp_path, capsys, text, field):
+def test_a_lock_field_that_is_not_what_dataflex_writes_is_refused_naming_file_field_and_value(
+    tmp_path, capsys, text, field
+):
     path = tmp_path / "hostile.lock"
     path.write_text(text)
     with pytest.raises(LockFileError, match=field):
@@ -49,4 +51,7 @@ def test_a_well_formed_lock_gives_one_pin_per_distribution(tmp_path, capsys):
     assert cli_main(["lock", "--requirements", "--from", str(path)]) == 0
     lines = [line for line in capsys.readouterr().out.splitlines() if not line.startswith("#")]
     assert lines == ["dataflex-core==0.3.0", "disc-p==0.1.0"]
-    assert parse_lock(_lock()).plugins["disc-p"].components == {"mechanism": ("disc_mech",), "disc_grader": ("disc_halves",)}
+    assert parse_lock(_lock()).plugins["disc-p"].components == {
+        "mechanism": ("disc_mech",),
+        "disc_grader": ("disc_halves",),
+    }

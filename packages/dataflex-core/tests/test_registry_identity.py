@@ -63,13 +63,16 @@ KIND_BY_ENTRY_POINT = """
         name = "disc_graded"
 """
 
+
 def test_a_mechanism_registered_at_import_clashes_with_another_distributions_hook_one(fake_site, only_plugins, capsys):
     fake_site.add_dist("disc-hook", "1.0", {"disc_hook": HOOK_MECHANISM}, {"disc_hook": "disc_hook"})
     fake_site.add_dist("disc-import", "2.0", {"disc_import": IMPORT_MECHANISM}, {"disc_import": "disc_import"})
     only_plugins("disc-hook", "disc-import")
     clash = get_plugin_manager().registry().clash("mechanism", "disc_shared")
     assert clash is not None and {p.dist for p in clash.providers} == {"disc-hook", "disc-import"}
-    with pytest.raises(DuplicateComponentError, match=r"disc-hook==1\.0.*disc-import==2\.0|disc-import==2\.0.*disc-hook==1\.0"):
+    with pytest.raises(
+        DuplicateComponentError, match=r"disc-hook==1\.0.*disc-import==2\.0|disc-import==2\.0.*disc-hook==1\.0"
+    ):
         get_mechanism("disc_shared")
     scanned = scan_environment(load=["disc-hook", "disc-import"])  # the lock names both providers
     assert scanned.plugins["disc-hook"].components == {"mechanism": ("disc_shared",)}
@@ -77,12 +80,14 @@ def test_a_mechanism_registered_at_import_clashes_with_another_distributions_hoo
     assert cli_main(["plugins", "--json"]) == 1
     assert "'disc_shared' is registered twice" in capsys.readouterr().err
 
+
 def test_a_new_kinds_name_claimed_by_two_distributions_clashes(fake_site, only_plugins):
     fake_site.add_dist("disc-idkind", "1.0", {"disc_idkind": KIND_BASE}, {"disc_idkind": "disc_idkind"})
     fake_site.add_dist("disc-idkind2", "1.0", {"disc_idkind2": KIND_BY_ENTRY_POINT}, {"thirds": "disc_idkind2:Thirds"})
     only_plugins("disc-idkind", "disc-idkind2")
     clash = get_plugin_manager().registry().clash("disc_idgrader", "disc_graded")
     assert clash is not None and {p.dist for p in clash.providers} == {"disc-idkind", "disc-idkind2"}
+
 
 def test_a_class_posing_as_a_core_base_does_not_replace_its_kind():
     with pytest.raises(DeclarationError, match="does not subclass dataflex_core.Scorer"):
@@ -101,6 +106,7 @@ def test_a_class_posing_as_a_core_base_does_not_replace_its_kind():
             kind = "mechanism"
 
     assert BASE_CLASSES["mechanism"] is Mechanism and kind_of(Mechanism) == "mechanism"
+
 
 @pytest.mark.parametrize("name", ["evil\nscorer   disc-forged==9", "red\x1b[31m", "Upper", "has-dash", "1st"])
 def test_a_name_is_a_lower_case_identifier(fake_site, only_plugins, name):
@@ -126,19 +132,14 @@ def test_a_name_is_a_lower_case_identifier(fake_site, only_plugins, name):
     with pytest.raises(ConfigError, match="lower-case identifier"):
         register_mechanism(type("Named", (Mechanism,), {"name": name}))
 
+
 def test_the_plugins_table_prints_no_forged_row(fake_site, only_plugins, capsys):
     source = """
-    from dataflex_core import Scorer, hookimpl
-
-    class Named(Scorer):
-        name = "x\\ndisc-forged  9.9  loaded  scorer: trusted"
-
-    @hookimpl
-    def dataflex_register_components(register):
-        register(Named)
+    raise RuntimeError("boom\\ndisc-forged  disc-forged  9.9  loaded  scorer: trusted\\x1b[8m")
 """
     fake_site.add_dist("disc-forge", "1.0", {"disc_forge": source}, {"disc_forge": "disc_forge"})
     only_plugins("disc-forge")
     assert cli_main(["plugins"]) == 1
-    captured = capsys.readouterr()
-    assert not any(line.startswith("disc-forged") for line in captured.out.splitlines())
+    out = capsys.readouterr().out
+    assert not any(line.startswith("disc-forged") for line in out.splitlines()) and "\x1b" not in out
+    assert "boom\\ndisc-forged" in out  # the error is shown, escaped, in its own cell
