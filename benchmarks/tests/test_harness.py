@@ -160,14 +160,16 @@ def test_the_peak_meter_sees_allocations_freed_before_it_is_read():
 
 @PLUGINS
 def test_each_component_gets_one_row_with_a_partner_that_accepts_it_and_one_scaling_row():
-    rows = components.run_components(quick=True, reps=1, unjudged="smoke", progress=lambda _: None)
-    named = {r.name: r for r in rows if r.case == "components"}
-    assert "scorer advantage_magnitude" in named and "reweighter softmax" in named
-    assert "with softmax" in named["scorer advantage_magnitude"].note  # the default partner first
-    assert "with advantage_magnitude" in named["reweighter softmax"].note
-    assert all(r.status == "smoke" and r.ratio > 0 and r.target is None for r in named.values())
+    import dataflex_core
+
+    partners = {label: blocks[0] for label, blocks in components.blocks(dataflex_core.get_registry())}
+    assert partners["scorer advantage_magnitude"]["actuator"]["name"] == "softmax"  # the default partner first
+    assert partners["reweighter softmax"]["scorer"]["name"] == "advantage_magnitude"
+    rows = components.run_components(quick=True, reps=1, only="signed", unjudged="smoke", progress=lambda _: None)
+    (row,) = [r for r in rows if r.case == "components"]
+    assert row.name == "scorer advantage_signed" and row.status == "smoke" and row.ratio > 0 and row.target is None
     (scaling,) = [r for r in rows if r.case == "scaling"]
-    assert scaling.target == components.SCALING_TARGET and "the largest is" in scaling.note
+    assert scaling.target == components.SCALING_TARGET and "the largest is scorer advantage_signed's" in scaling.note
 
 
 @PLUGINS
