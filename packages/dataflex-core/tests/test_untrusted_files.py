@@ -298,3 +298,17 @@ def test_a_checkpoint_folder_as_ledger_load_names_the_checkpoint(tmp_path, key, 
     torch.save({"format": 1, "global_steps": 3, "components": {"ledger": entry}}, folder / CHECKPOINT_STATE)
     with pytest.raises(ConfigError, match=rf"the checkpoint .*global_step_3.*{message}"):
         PromptLedger(PromptIds(IDS, "index")).load(folder)
+
+
+@pytest.mark.parametrize(
+    "column", [torch.tensor([0, 2**63], dtype=torch.uint64), torch.tensor([0.0, 1e19], dtype=torch.float64)]
+)
+def test_a_checkpoint_ledger_column_of_another_dtype_is_refused_at_read(tmp_path, saved, column):
+    payload = {**saved, "components": {r: {**e, "state": dict(e["state"])} for r, e in saved["components"].items()}}
+    ledger = payload["components"]["ledger"]["state"]
+    ledger["rollouts"] = torch.cat([column, torch.zeros(6, dtype=column.dtype)])
+    folder = tmp_path / "global_step_1"
+    folder.mkdir()
+    torch.save(payload, folder / CHECKPOINT_STATE)
+    with pytest.raises(DataFlexError, match=rf"{CHECKPOINT_STATE}: ledger .*\['rollouts'\] is a torch.\w+ tensor"):
+        ledger_session({"prompts": 2, "rollouts": 2}, population=8).restore(folder)

@@ -76,6 +76,8 @@ def _ledger_problem(state: Mapping[str, Any], where: str) -> str | None:
         field = f"{where}[{column!r}]"
         if not isinstance(value, torch.Tensor) or value.dim() != 1:
             return f"{field} is not a 1-D tensor (got {type(value).__name__})"
+        if value.dtype != COLUMNS[column][0]:  # what a run writes; another dtype may wrap on the cast (uint64)
+            return f"{field} is a {value.dtype} tensor; a run writes {COLUMNS[column][0]}"
         if len(value) != rows:
             return f"{field} has {len(value)} rows for {rows} prompt ids (the column was cut or padded)"
         # one reduction per rule on a valid column (a 10M-prompt ledger is read at every resume); the mask
