@@ -38,7 +38,8 @@ def test_screened_prompts_follows_the_requests_not_the_groups_text_order():
 
 
 def test_moving_rows_reads_the_advantages_on_response_tokens_and_follows_an_in_place_change():
-    from dataflex_core.compute import compute_counters, moving_rows
+    from dataflex_core.compute import compute_counters
+    from dataflex_core.precomputed import moving_rows
 
     mask = torch.tensor([[1, 1, 0], [1, 0, 0], [0, 0, 0]])
     adv = torch.tensor([[0.0, 0.0, 5.0], [2.0, 0.0, 0.0], [3.0, 3.0, 3.0]])  # row 0 moves only off its tokens

@@ -10,7 +10,6 @@ DataProto-shaped :class:`Batch`; hosts drive :mod:`dataflex_core.session`.
 
 from .allocation import even_split, greedy_allocation
 from .batch import Batch
-from .blockwise import count_set
 from .components import (
     GRANULARITIES,
     KINDS,
@@ -83,7 +82,7 @@ from .normalize import (
     valid_token_counts,
     valid_token_mask,
 )
-from .precomputed import STEP_INPUTS_KEY, StepInputs, prepare_batch
+from .precomputed import STEP_INPUTS_KEY, StepInputs, count_set, prepare_batch
 from .registry import ComponentSpec, PluginInfo, Registry
 from .runner.build import build_from_config
 from .version import __version__

@@ -6,7 +6,7 @@ Python loop over samples or groups. These helpers compute from what they are
 given; the step's own group index and masks are its :class:`~dataflex_core.StepInputs`'.
 
 The masked sequence reductions never build a ``(bs, L)`` temporary on the
-CPU (:mod:`dataflex_core.blockwise`).
+CPU (:mod:`dataflex_core.precomputed`).
 """
 
 from __future__ import annotations
@@ -15,8 +15,7 @@ from typing import Any
 
 import torch
 
-from .blockwise import masked_row_reduce, row_counts
-from .precomputed import dense_group_index
+from .precomputed import dense_group_index, masked_row_reduce, row_counts
 
 
 def group_index(uid: Any, device: torch.device | str | None = None) -> tuple[torch.Tensor, int]:

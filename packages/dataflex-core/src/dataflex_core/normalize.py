@@ -10,12 +10,10 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
 import torch
 
-from .blockwise import NUMPY_CHUNK, count_set, flat_numpy
 from .errors import InvalidOutputError
-from .precomputed import inputs_of
+from .precomputed import count_set, inputs_of, masked_sum_min, scale_in_place
 
 # Each mask below is the batch's StepInputs' (computed once per step when the host prepared the batch,
 # shared by every caller: treat it as read-only), else computed for this call.
@@ -69,9 +67,9 @@ def normalize_mean_one(weights: torch.Tensor, valid: torch.Tensor, *, inplace: b
     count = torch.tensor(count_set(valid), dtype=dtype, device=w.device)
     if count == 0:
         return torch.zeros_like(w)
-    w, total, low = _masked_sum_min(w, valid, own=inplace and w is weights)
+    w, total, low = masked_sum_min(w, valid, own=inplace and w is weights)
     if torch.isfinite(total) and low >= 0 and total > 0:
-        return _scale_(w, count / total)  # w is our own tensor (torch.where) or the caller's to give
+        return scale_in_place(w, count / total)  # w is our own tensor (torch.where) or the caller's to give
     bad = valid & ~torch.isfinite(w)
     if bad.any():
         raise InvalidOutputError(
@@ -91,44 +89,6 @@ def normalize_mean_one(weights: torch.Tensor, valid: torch.Tensor, *, inplace: b
         w = w / w.max()
         total = w.sum()
     return w * (count / total)
-
-
-def _masked_sum_min(w: torch.Tensor, valid: torch.Tensor, own: bool) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """``(where(valid, w, 0), its sum, its min)``, written into ``w`` itself when ``own``.
-
-    On the CPU in numpy, chunk by chunk while the chunk is in cache (one pass over
-    memory, no mask temporary); the chunks' float32 sums are added in float64, in order.
-    Elsewhere three whole-tensor torch ops.
-    """
-    xs, ms = flat_numpy(w), flat_numpy(valid)
-    if xs is None or ms is None:
-        zero = torch.zeros((), dtype=w.dtype, device=w.device)
-        masked = torch.where(valid, w, zero, out=w) if own else torch.where(valid, w, zero)
-        return masked, masked.sum(), masked.min()
-    out = w if own else torch.empty_like(w)
-    os_ = out.numpy().reshape(-1)
-    total, low = 0.0, np.inf
-    with np.errstate(over="ignore", invalid="ignore"):  # an overflowing or NaN total is handled by the caller
-        for start in range(0, xs.size, NUMPY_CHUNK):
-            rows = slice(start, start + NUMPY_CHUNK)
-            chunk = os_[rows]
-            if own:
-                np.copyto(chunk, 0, where=np.logical_not(ms[rows]))
-            else:  # zeros, then the valid values: one masked copy, no inverted mask
-                chunk.fill(0)
-                np.copyto(chunk, xs[rows], where=ms[rows])
-            total += float(np.add.reduce(chunk))
-            low = np.minimum(low, chunk.min())  # NaN stays NaN (Python's min would drop it)
-    return out, torch.tensor(total, dtype=w.dtype), torch.tensor(float(low), dtype=w.dtype)
-
-
-def _scale_(w: torch.Tensor, factor: torch.Tensor) -> torch.Tensor:
-    """``w *= factor`` (a 0-dim tensor of w's dtype), in numpy on the CPU (no parallel region)."""
-    xs = flat_numpy(w)
-    if xs is None:
-        return w.mul_(factor)
-    np.multiply(xs, xs.dtype.type(factor.item()), out=xs)
-    return w
 
 
 def mean_one(weights: torch.Tensor, batch: Any) -> torch.Tensor:

@@ -1,4 +1,4 @@
-"""The step's prepared values: one object per step, handed down with the batch.
+"""The step's prepared values, and the masked row reductions that derive them.
 
 A step hands one batch to a scorer, an actuator and its own weight and metric
 passes, and each needs the same derived values: which tokens and rows are
@@ -9,23 +9,183 @@ valid, how many valid tokens each row has, and the dense group index of the
 (:func:`~dataflex_core.valid_token_mask`, :func:`~dataflex_core.valid_sample_mask`,
 :func:`~dataflex_core.valid_token_counts`, :func:`~dataflex_core.response_token_mask`,
 :func:`~dataflex_core.actuator_scores`, :func:`~dataflex_core.mean_one`) read it from there. Each value is
-computed the first time it is read. Helpers given a raw ``uid`` array or mask (``group_index(uid)``,
+computed the first time it is read. The step's own passes (weights, metrics, compute counters) are handed
+the values they need as arguments. Helpers given a raw ``uid`` array or mask (``group_index(uid)``,
 ``masked_seq_sum(x, mask)``) compute from what they are given.
 
 The values are used while the batch still holds the ``response_mask`` they were derived from (the same
 tensor, not written since) and an equal ``is_padding``; otherwise the helpers compute afresh. The tensors
 they hand out are shared by every caller of the step: treat them as read-only.
+
+The row reductions here (counts, masked sums and maxima per row) build no ``(bs, L)`` temporary on the CPU:
+a full-size temporary costs a fresh allocation, a write and a read, as much as the reduction itself, and it
+raises the step's peak memory by its size (``mask.sum(-1)`` on a bool mask first copies it to int64). Bool
+masks are counted by numpy on the same memory; masked reductions go block by block of rows through one
+buffer the cache holds. On other devices (and for tensors autograd tracks) the plain full-size expression is
+used: the GPU caching allocator makes temporaries cheap, and a Python loop would cost a kernel launch per block.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
 from functools import cached_property
 from typing import Any
 
 import numpy as np
 import torch
 
-from .blockwise import row_counts
+#: Elements per block of rows with one torch thread: 4 MiB of float32, held by the last-level cache.
+BLOCK_ELEMENTS = 1 << 20
+#: With several torch threads, blocks stay under torch's parallel grain (``at::internal::GRAIN_SIZE``,
+#: 32768 elements), so each op on a block runs on the calling thread: an op on more elements is an
+#: OpenMP parallel region, and on oversubscribed cores every region waits until all of torch's threads
+#: get a core (with 2 threads at load 4, each op on a 4 MiB block took 10-28 ms instead of under 1).
+SERIAL_ELEMENTS = (1 << 15) - 1
+#: Elements per chunk of the numpy passes on the CPU: a float32 chunk and two masks (1.5 MiB) stay in L2.
+NUMPY_CHUNK = 1 << 18
+
+
+def block_rows(length: int) -> int:
+    """Rows per block for rows of ``length`` elements (fewer with several torch threads, see above)."""
+    elements = BLOCK_ELEMENTS if torch.get_num_threads() == 1 else min(BLOCK_ELEMENTS, SERIAL_ELEMENTS)
+    return max(1, elements // max(1, length))
+
+
+def _row_blocks(x: torch.Tensor) -> Iterator[slice] | None:
+    """Consecutive row ranges of a CPU 2-D tensor larger than a block that autograd does not track, one block
+    each; ``None`` for any other tensor (reduced in one go)."""
+    if x.device.type != "cpu" or x.dim() != 2 or (x.requires_grad and torch.is_grad_enabled()):
+        return None
+    rows, step = x.shape[0], block_rows(x.shape[1])
+    if rows <= step:
+        return None
+    return (slice(start, min(start + step, rows)) for start in range(0, rows, step))
+
+
+def flat_numpy(x: torch.Tensor) -> np.ndarray | None:
+    """``x``'s memory as a 1-D numpy array (a view), or None: not a contiguous CPU tensor numpy can read."""
+    if x.device.type != "cpu" or x.dtype == torch.bfloat16 or x.requires_grad or not x.is_contiguous():
+        return None
+    return x.numpy().reshape(-1)
+
+
+def count_set(mask: torch.Tensor) -> int:
+    """Set positions of a mask (any dtype, nonzero = set), as an int."""
+    if mask.device.type == "cpu" and mask.dtype == torch.bool:
+        return int(np.count_nonzero(mask.numpy()))
+    return int(torch.count_nonzero(mask))
+
+
+def row_counts(mask: torch.Tensor) -> torch.Tensor:
+    """``(bs,)`` int64: set positions per row of a ``(bs, L)`` mask (any dtype, nonzero = set).
+
+    A CPU bool mask is counted by numpy on its own bytes (each 0 or 1), summed in int32 where a row cannot
+    overflow it (about twice as fast as numpy's int64 sum of bytes), no copy made.
+    """
+    if mask.device.type != "cpu" or mask.dtype != torch.bool or mask.dim() == 0:
+        return torch.count_nonzero(mask, dim=-1)
+    flags = mask.numpy().view(np.uint8)
+    if flags.shape[-1] >= 1 << 31:
+        return torch.from_numpy(np.asarray(np.add.reduce(flags, axis=-1, dtype=np.int64)))
+    return torch.from_numpy(np.asarray(np.add.reduce(flags, axis=-1, dtype=np.int32).astype(np.int64)))
+
+
+def masked_row_reduce(
+    x: torch.Tensor,
+    mask: torch.Tensor,
+    fill: float,
+    reduce: Callable[[torch.Tensor], torch.Tensor],
+    magnitude: bool = False,
+) -> torch.Tensor:
+    """``reduce`` (over the last dim) of ``where(mask, x, fill)``, or of ``|x|`` there with ``magnitude``.
+
+    :param mask: bool, shaped like ``x``.
+    """
+    fill_value = torch.full((), fill, dtype=x.dtype, device=x.device)
+    blocks = _row_blocks(x) if mask.shape == x.shape else None
+    if blocks is None:
+        return reduce(torch.where(mask, x.abs() if magnitude else x, fill_value))
+    buffer = torch.empty((block_rows(x.shape[1]), x.shape[1]), dtype=x.dtype)
+    out: torch.Tensor | None = None
+    for rows in blocks:
+        block = buffer[: rows.stop - rows.start]
+        torch.where(mask[rows], x[rows], fill_value, out=block)
+        if magnitude:
+            block.abs_()
+        reduced = reduce(block)
+        if out is None:
+            out = torch.empty(x.shape[0], dtype=reduced.dtype)
+        out[rows] = reduced
+    assert out is not None
+    return out
+
+
+def masked_row_any_nonzero(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """``(bs,)`` bool: rows of a ``(bs, L)`` tensor with a nonzero value where the bool ``mask`` is set.
+
+    On the CPU in numpy, chunk by chunk of rows (a compare, an and, an any on a chunk in cache: no
+    ``(bs, L)`` temporary); elsewhere :func:`masked_row_reduce`.
+    """
+    xs, ms = flat_numpy(x), flat_numpy(mask)
+    if xs is None or ms is None or x.dim() != 2 or mask.shape != x.shape or mask.dtype != torch.bool:
+        return masked_row_reduce(x, mask.bool(), 0.0, lambda block: (block != 0).any(-1))
+    rows_, length = x.shape
+    values, valid = xs.reshape(rows_, length), ms.reshape(rows_, length)
+    out = np.empty(rows_, dtype=bool)
+    step = max(1, NUMPY_CHUNK // max(1, length))
+    for start in range(0, rows_, step):
+        rows = slice(start, start + step)
+        nonzero = np.not_equal(values[rows], 0)
+        np.logical_and(nonzero, valid[rows], out=nonzero)
+        np.logical_or.reduce(nonzero, axis=1, out=out[rows])
+    return torch.from_numpy(out)
+
+
+def moving_rows(advantages: torch.Tensor, response_mask: torch.Tensor) -> torch.Tensor:
+    """``(bs,)`` bool: rows with a nonzero advantage on a response token, block by block on the CPU (no
+    ``(bs, L)`` temporary)."""
+    if advantages.dim() != 2:
+        return advantages.reshape(-1) != 0
+    return masked_row_any_nonzero(advantages, response_mask.bool())
+
+
+def masked_sum_min(w: torch.Tensor, valid: torch.Tensor, own: bool) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """``(where(valid, w, 0), its sum, its min)``, written into ``w`` itself when ``own``.
+
+    On the CPU in numpy, chunk by chunk while the chunk is in cache (one pass over
+    memory, no mask temporary); the chunks' float32 sums are added in float64, in order.
+    Elsewhere three whole-tensor torch ops.
+    """
+    xs, ms = flat_numpy(w), flat_numpy(valid)
+    if xs is None or ms is None:
+        zero = torch.zeros((), dtype=w.dtype, device=w.device)
+        masked = torch.where(valid, w, zero, out=w) if own else torch.where(valid, w, zero)
+        return masked, masked.sum(), masked.min()
+    out = w if own else torch.empty_like(w)
+    os_ = out.numpy().reshape(-1)
+    total, low = 0.0, np.inf
+    with np.errstate(over="ignore", invalid="ignore"):  # an overflowing or NaN total is handled by the caller
+        for start in range(0, xs.size, NUMPY_CHUNK):
+            rows = slice(start, start + NUMPY_CHUNK)
+            chunk = os_[rows]
+            if own:
+                np.copyto(chunk, 0, where=np.logical_not(ms[rows]))
+            else:  # zeros, then the valid values: one masked copy, no inverted mask
+                chunk.fill(0)
+                np.copyto(chunk, xs[rows], where=ms[rows])
+            total += float(np.add.reduce(chunk))
+            low = np.minimum(low, chunk.min())  # NaN stays NaN (Python's min would drop it)
+    return out, torch.tensor(total, dtype=w.dtype), torch.tensor(float(low), dtype=w.dtype)
+
+
+def scale_in_place(w: torch.Tensor, factor: torch.Tensor) -> torch.Tensor:
+    """``w *= factor`` (a 0-dim tensor of w's dtype), in numpy on the CPU (no parallel region)."""
+    xs = flat_numpy(w)
+    if xs is None:
+        return w.mul_(factor)
+    np.multiply(xs, xs.dtype.type(factor.item()), out=xs)
+    return w
+
 
 #: Where :func:`prepare_batch` puts the :class:`StepInputs` of a batch.
 STEP_INPUTS_KEY = "dataflex_step_inputs"

@@ -39,7 +39,7 @@ import torch
 from ..config import DataFlexPipeline
 from ..contracts import check_weights, expected_shape, valid_for
 from ..errors import IncompatibleComponentError, InvalidOutputError
-from ..normalize import valid_token_counts, valid_token_mask
+from ..precomputed import inputs_of
 from ..step.context import StepContext
 from ..step.fields import is_canonical
 from ..step.host import HostCapabilities
@@ -245,12 +245,13 @@ class LossMechanism(Mechanism):
         raise NotImplementedError(f"mechanism {self.name!r} ({type(self).__qualname__}) must implement weights()")
 
     def run(self, step: StepContext, batch: Any, step_id: int, importance_weights: torch.Tensor | None) -> StepResult:
-        valid_tokens, counts = valid_token_mask(batch), valid_token_counts(batch)
+        inputs = inputs_of(batch)  # the step prepared them: the valid tokens and their counts, once per step
+        valid_tokens, counts = inputs.valid_tokens, inputs.token_counts
         raw = step.on_real_rows(batch, lambda rows: self.weights(step, rows, step_id))
-        applied, factor = normalised(step, raw, valid_tokens, importance_weights, step_id, token_counts=counts)
+        applied, factor = normalised(step, raw, valid_tokens, counts, importance_weights, step_id)
         metrics = weight_metrics(
-            factor, valid_tokens, step.loss_unit, applied=applied, importance_weights=importance_weights,
-            token_counts=counts,
+            factor, valid_tokens, step.loss_unit, token_counts=counts, applied=applied,
+            importance_weights=importance_weights,
         )  # fmt: skip
         return StepResult(metrics, applied=applied, factor=factor)
 
@@ -270,11 +271,14 @@ def normalised(
     step: StepContext,
     raw: torch.Tensor,
     valid_tokens: torch.Tensor,
+    token_counts: torch.Tensor,
     importance_weights: torch.Tensor | None,
     step_id: int,
-    token_counts: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """``(applied, factor)``: raw weights normalised in the mounted loss unit, composed with the framework's."""
+    """``(applied, factor)``: raw weights normalised in the mounted loss unit, composed with the framework's.
+
+    :param token_counts: ``(bs,)`` ``valid_tokens`` per row.
+    """
     spec = step.pipeline.actuator_spec
     try:
         applied, factor = finalize(raw, valid_tokens, step.loss_unit, importance_weights, token_counts=token_counts)

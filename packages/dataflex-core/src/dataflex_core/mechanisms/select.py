@@ -25,7 +25,7 @@ import torch
 from ..config import DataFlexPipeline
 from ..contracts import check_selection
 from ..errors import IncompatibleComponentError, InvalidOutputError
-from ..normalize import valid_sample_mask, valid_token_mask
+from ..normalize import valid_sample_mask, valid_token_counts, valid_token_mask
 from ..step.context import StepContext
 from ..step.host import HostCapabilities
 from ..step.metrics import PREFIX, weight_metrics
@@ -87,21 +87,25 @@ class Select(LossMechanism):
         return keep.to(torch.float32)
 
     def run(self, step: StepContext, batch: Any, step_id: int, importance_weights: torch.Tensor | None) -> StepResult:
-        valid_tokens = valid_token_mask(batch)
+        valid_tokens, counts = valid_token_mask(batch), valid_token_counts(batch)
         raw = step.on_real_rows(batch, lambda rows: self.weights(step, rows, step_id))
         kept = raw > 0
         unit = step.loss_unit
         if self.hard_drop:
             factor, units = hard_drop_factor(kept, valid_tokens, batch, step.host.drop_denominator)
+            if step.host.drop_denominator == "tokens":  # the units are the kept rows' valid tokens
+                counts = torch.where(kept.to(counts.device), counts, 0)
             applied = factor if importance_weights is None else factor.unsqueeze(-1) * importance_weights
             metrics = weight_metrics(
-                factor, units, unit, applied=None if importance_weights is None else applied,
+                factor, units, unit, token_counts=counts, applied=None if importance_weights is None else applied,
                 importance_weights=importance_weights,
             )  # fmt: skip
             metrics[f"{PREFIX}hard_drop"] = 1.0
         else:
-            applied, factor = normalised(step, raw, valid_tokens, importance_weights, step_id)
-            metrics = weight_metrics(factor, valid_tokens, unit, applied=applied, importance_weights=importance_weights)
+            applied, factor = normalised(step, raw, valid_tokens, counts, importance_weights, step_id)
+            metrics = weight_metrics(
+                factor, valid_tokens, unit, token_counts=counts, applied=applied, importance_weights=importance_weights
+            )
         metrics.update(selection_metrics(kept, batch))
         metrics[f"{PREFIX}advantage_recomputed"] = 1.0 if self.recompute_advantage else 0.0
         return StepResult(

@@ -50,8 +50,7 @@ from ..block import DataFlexBlock, read_block
 from ..compute import ComputeTotals, compute_counters
 from ..errors import ConfigError
 from ..mechanisms.base import Mechanism
-from ..normalize import valid_token_counts
-from ..precomputed import StepInputs, prepare_batch, step_inputs
+from ..precomputed import StepInputs, inputs_of, prepare_batch
 from ..step.context import StepContext
 from ..step.host import HostCapabilities
 from ..step.result import PREFIX, StepResult
@@ -229,11 +228,11 @@ class DataFlexStep(StepContext):
     ) -> StepResult:
         idle = self.idle(step)
         if idle is not None:
-            idle.update(self._count(batch, advantages, StepResult(idle)))
+            idle.update(self._count(batch, inputs_of(batch), advantages, StepResult(idle)))
             return StepResult(idle)
-        prepare_batch(batch)  # masks, token counts and uid groups: computed once for the whole step
+        inputs = inputs_of(prepare_batch(batch))  # masks, token counts and uid groups: once for the whole step
         mechanism = self.mechanism
-        empty = not bool(valid_token_counts(batch).sum())  # the prepared counts: no pass over (bs, L)
+        empty = not bool(inputs.token_counts.sum())
         if empty:  # nothing to score or weigh: the framework's step as it is, no component called
             self.empty_steps += 1
             result = StepResult(mechanism.skip(self, batch, step))
@@ -248,13 +247,17 @@ class DataFlexStep(StepContext):
         result.metrics[f"{PREFIX}uniform_fallback_total"] = float(self.uniform_fallbacks)
         result.metrics[f"{PREFIX}empty_step"] = 1.0 if empty else 0.0
         result.metrics[f"{PREFIX}empty_step_total"] = float(self.empty_steps)
-        result.metrics.update(self._count(batch, advantages, result))
+        result.metrics.update(self._count(batch, inputs, advantages, result))
         return result.timed(start)
 
-    def _count(self, batch: Batch, advantages: torch.Tensor | None, result: StepResult) -> dict[str, float]:
+    def _count(
+        self, batch: Batch, inputs: StepInputs, advantages: torch.Tensor | None, result: StepResult
+    ) -> dict[str, float]:
+        """:meth:`count` on the batch as the mechanism left it, with the step's ``inputs`` while they still match
+        its masks."""
         return self.count(
             batch.batch["response_mask"], advantages, is_padding=batch.batch.get("is_padding"), kept=result.kept,
-            inputs=step_inputs(batch), **result.compute,
+            inputs=inputs if inputs.matches(batch) else None, **result.compute,
         )  # fmt: skip
 
 

@@ -16,9 +16,9 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from ..blockwise import flat_numpy, row_counts
+from ..precomputed import flat_numpy
 from .result import PREFIX
-from .weights import SEQUENCE_UNIT, TOKEN_UNIT, unit_mean
+from .weights import SEQUENCE_UNIT, TOKEN_UNIT, masked_unit_mean
 
 
 def weight_metrics(
@@ -26,34 +26,34 @@ def weight_metrics(
     valid_tokens: torch.Tensor,
     unit: str,
     *,
+    token_counts: torch.Tensor,
     applied: torch.Tensor | None = None,
     importance_weights: torch.Tensor | None = None,
-    token_counts: torch.Tensor | None = None,
 ) -> dict[str, float]:
     """The step's weight metrics: means in ``unit`` and over tokens, std/min/max over valid tokens, ESS.
 
     :param factor: the DataFlex factor, ``(bs, L)`` per token or ``(bs,)`` per sample (the weight of each
         of a row's valid tokens), 0 on invalid tokens.
     :param unit: the loss unit, ``token`` or ``sequence``.
+    :param token_counts: ``(bs,)`` valid tokens per row, ``valid_tokens`` counted (the step's
+        :class:`~dataflex_core.StepInputs` has them).
     :param applied: with ``importance_weights``: the ``(bs, L)`` weights applied (``factor`` times the
         framework's).
     :param importance_weights: the framework's own ``(bs, L)`` weights, when DataFlex composed with them.
-    :param token_counts: ``(bs,)`` valid tokens per row (the step's :class:`~dataflex_core.StepInputs` has
-        them); counted from ``valid_tokens`` when not given.
 
     Masked reductions only (no boolean indexing): this runs on the whole global batch every step.
     """
-    token_count = row_counts(valid_tokens) if token_counts is None else token_counts
     if factor.dim() == 1:
-        out = _sample_metrics(factor, token_count, unit)
+        out = _sample_metrics(factor, token_counts, unit)
     else:
-        out = _token_metrics(factor, valid_tokens, token_count, unit)
+        out = _token_metrics(factor, valid_tokens, token_counts, unit)
     if f"{PREFIX}weight/factor_mean" not in out:  # no valid token: nothing to average
         return out
     composed = importance_weights is not None and applied is not None
     if composed:
-        base = unit_mean(importance_weights.to(torch.float32), valid_tokens, unit, token_counts=token_count)
-        applied_mean = unit_mean(applied, valid_tokens, unit, masked=True, token_counts=token_count)
+        own = torch.where(valid_tokens, importance_weights.to(torch.float32), 0.0)
+        base = masked_unit_mean(own, token_counts, unit)
+        applied_mean = masked_unit_mean(applied, token_counts, unit)
         out[f"{PREFIX}weight/mean"] = (applied_mean / base).item()
     else:
         out[f"{PREFIX}weight/mean"] = out[f"{PREFIX}weight/factor_mean"]

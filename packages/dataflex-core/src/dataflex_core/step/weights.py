@@ -33,9 +33,8 @@ import math
 
 import torch
 
-from ..blockwise import row_counts
 from ..errors import InvalidOutputError
-from ..normalize import _masked_sum_min
+from ..precomputed import masked_sum_min, row_counts
 
 TOKEN_UNIT = "token"
 SEQUENCE_UNIT = "sequence"
@@ -72,28 +71,30 @@ def to_token_weights(weights: torch.Tensor, valid_tokens: torch.Tensor) -> torch
     return torch.where(valid_tokens, w, torch.zeros((), dtype=w.dtype, device=w.device))
 
 
-def unit_mean(
-    token_weights: torch.Tensor,
-    valid_tokens: torch.Tensor,
-    unit: str,
-    *,
-    masked: bool = False,
-    token_counts: torch.Tensor | None = None,
-) -> torch.Tensor:
-    """Mean of ``token_weights`` over valid tokens (``token``) or over valid sequences (``sequence``).
+def unit_mean(token_weights: torch.Tensor, valid_tokens: torch.Tensor, unit: str, *, masked: bool = False) -> torch.Tensor:
+    """Mean of ``token_weights`` over valid tokens (``token``) or over valid sequences (``sequence``), for
+    weights measured on their own (a check, a test); the step's passes use :func:`masked_unit_mean` with the
+    counts the step prepared.
 
-    In the ``sequence`` unit a sequence counts with the token-mean of its
-    weights, as a sequence-mean-of-token-means loss aggregates it.
-    ``masked=True`` says the weights are already 0 outside ``valid_tokens``;
-    ``token_counts``: ``valid_tokens``' set tokens per row, when the step has them.
+    ``masked=True`` says the weights are already 0 outside ``valid_tokens``.
     """
     zero = torch.zeros((), dtype=token_weights.dtype, device=token_weights.device)
     w = token_weights if masked else torch.where(valid_tokens, token_weights, zero)
-    per_seq_count = row_counts(valid_tokens) if token_counts is None else token_counts
+    return masked_unit_mean(w, row_counts(valid_tokens), unit)
+
+
+def masked_unit_mean(token_weights: torch.Tensor, token_counts: torch.Tensor, unit: str) -> torch.Tensor:
+    """:func:`unit_mean` of ``(bs, L)`` weights already 0 outside the valid tokens.
+
+    In the ``sequence`` unit a sequence counts with the token-mean of its
+    weights, as a sequence-mean-of-token-means loss aggregates it.
+
+    :param token_counts: ``(bs,)`` valid tokens per row (0 for padding and empty rows).
+    """
     if unit == TOKEN_UNIT:
-        return w.sum() / per_seq_count.sum().clamp(min=1)
-    per_seq = w.sum(-1) / per_seq_count.clamp(min=1)
-    return per_seq.sum() / (per_seq_count > 0).sum().clamp(min=1)
+        return token_weights.sum() / token_counts.sum().clamp(min=1)
+    per_seq = token_weights.sum(-1) / token_counts.clamp(min=1)
+    return per_seq.sum() / (token_counts > 0).sum().clamp(min=1)
 
 
 def _token_factor(weights: torch.Tensor, valid_tokens: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
@@ -104,17 +105,13 @@ def _token_factor(weights: torch.Tensor, valid_tokens: torch.Tensor) -> tuple[to
     """
     w = _working(weights)
     if w.dim() == 2 and w.shape == valid_tokens.shape and valid_tokens.dtype == torch.bool:
-        factor, total, _ = _masked_sum_min(w, valid_tokens, own=False)
+        factor, total, _ = masked_sum_min(w, valid_tokens, own=False)
         return factor, total
     return to_token_weights(weights, valid_tokens), None
 
 
 def _own_unit_mean(
-    factor: torch.Tensor,
-    valid_tokens: torch.Tensor,
-    token_counts: torch.Tensor,
-    unit: str,
-    total: torch.Tensor | None = None,
+    factor: torch.Tensor, token_counts: torch.Tensor, unit: str, total: torch.Tensor | None = None
 ) -> tuple[torch.Tensor, float]:
     """``(factor, its unit mean)`` for our own masked factor; one whose sum overflows is divided by its largest
     value first (in place), which the normalised weights do not depend on. ``total``: the factor's sum, when the
@@ -122,10 +119,10 @@ def _own_unit_mean(
     if total is not None and unit == TOKEN_UNIT:
         mean = float(total / token_counts.sum().clamp(min=1))
     else:
-        mean = float(unit_mean(factor, valid_tokens, unit, masked=True, token_counts=token_counts))
+        mean = float(masked_unit_mean(factor, token_counts, unit))
     if math.isinf(mean):
         factor = factor.div_(factor.max())  # finite and positive: the contract checked it, the sum overflowed
-        mean = float(unit_mean(factor, valid_tokens, unit, masked=True, token_counts=token_counts))
+        mean = float(masked_unit_mean(factor, token_counts, unit))
     return factor, mean
 
 
@@ -164,7 +161,7 @@ def finalize(
     unit: str,
     importance_weights: torch.Tensor | None = None,
     *,
-    token_counts: torch.Tensor | None = None,
+    token_counts: torch.Tensor,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """The weights to apply, and the DataFlex factor inside them.
 
@@ -172,8 +169,8 @@ def finalize(
     :param valid_tokens: ``(bs, L)`` bool, response tokens of non-padding rows.
     :param unit: ``token`` or ``sequence``.
     :param importance_weights: ``(bs, L)`` weights the framework already applies, if any.
-    :param token_counts: ``(bs,)`` valid tokens per row (the step's :class:`~dataflex_core.StepInputs` has
-        them); counted from ``valid_tokens`` when not given.
+    :param token_counts: ``(bs,)`` valid tokens per row, ``valid_tokens`` counted (the step's
+        :class:`~dataflex_core.StepInputs` has them).
     :returns: ``(applied, factor)``, float32; ``applied = factor * importance_weights`` (or ``factor``
         alone) with the normalisation described in the module docstring. Per-sample weights without
         importance weights stay ``(bs,)`` (one weight for each of a row's valid tokens); otherwise
@@ -183,7 +180,7 @@ def finalize(
     """
     if unit not in LOSS_UNITS:
         raise ValueError(f"unit must be one of {', '.join(LOSS_UNITS)}, got {unit!r}")
-    counts = row_counts(valid_tokens) if token_counts is None else token_counts
+    counts = token_counts
     if dataflex_weights.dim() == 1 and importance_weights is None:
         factor = finalize_samples(dataflex_weights, counts, unit)
         return factor, factor
@@ -191,7 +188,7 @@ def finalize(
     if not bool(counts.sum()):
         factor = factor.to(torch.float32)
         return factor, factor
-    factor, denominator = _own_unit_mean(factor, valid_tokens, counts, unit, total)  # our own tensor
+    factor, denominator = _own_unit_mean(factor, counts, unit, total)  # our own tensor
     if not denominator > 0:
         raise InvalidOutputError("every valid token got weight 0; at least one must be positive")
     # Mean one over non-negative weights: each is at most the number of valid tokens, so finite.
@@ -200,8 +197,8 @@ def finalize(
         return factor, factor
     base = importance_weights.to(torch.float32)
     product = factor * base
-    target = float(unit_mean(base, valid_tokens, unit, token_counts=counts))
-    product, denominator = _own_unit_mean(product, valid_tokens, counts, unit)
+    target = float(masked_unit_mean(torch.where(valid_tokens, base, 0.0), counts, unit))
+    product, denominator = _own_unit_mean(product, counts, unit)  # factor is 0 off valid tokens
     if math.isnan(denominator):  # the framework's weights hold inf or NaN (an overflowing sum was rescaled)
         raise InvalidOutputError("the normalised weights are not finite (weights too extreme to scale to mean one)")
     if not denominator > 0:
@@ -217,11 +214,8 @@ def finalize(
     return _divide_(product, scale), _divide_(factor, scale)
 
 
-def applied_unit_mean(
-    weights: torch.Tensor, valid_tokens: torch.Tensor, unit: str, *, token_counts: torch.Tensor | None = None
-) -> float:
+def applied_unit_mean(weights: torch.Tensor, valid_tokens: torch.Tensor, unit: str) -> float:
     """The mean of applied weights (``(bs,)`` per sample or ``(bs, L)``) in ``unit``: 1 when normalised."""
-    counts = row_counts(valid_tokens) if token_counts is None else token_counts
     if weights.dim() == 1:
-        return float(sample_unit_mean(weights, counts, unit))
-    return float(unit_mean(_working(weights), valid_tokens, unit, token_counts=counts))
+        return float(sample_unit_mean(weights, row_counts(valid_tokens), unit))
+    return float(unit_mean(_working(weights), valid_tokens, unit))

@@ -35,11 +35,10 @@ from typing import Any, ClassVar
 import numpy as np
 import torch
 
-from ...compute import moving_rows
 from ...config import DataFlexPipeline
 from ...errors import ConfigError, InvalidOutputError
 from ...normalize import valid_sample_mask, valid_token_counts
-from ...precomputed import prepare_batch
+from ...precomputed import moving_rows, prepare_batch
 from ...step.context import StepContext
 from ...step.host import HostCapabilities
 from ...step.result import StepResult

@@ -25,10 +25,10 @@ from typing import Any
 
 import torch
 
-from ...blockwise import masked_row_reduce
 from ...errors import ConfigError, InvalidOutputError
 from ...groups import segment_count
 from ...normalize import response_token_mask
+from ...precomputed import masked_row_reduce
 from ...step.result import PREFIX
 from ...step.seams import StageRequests, StepStages
 from ..curriculum import REWARD_FIELD

@@ -1,11 +1,11 @@
-"""Blockwise CPU reductions equal their full-size expressions, on every path and edge case."""
+"""The masked row reductions of dataflex_core.precomputed equal their full-size expressions, on every path."""
 
 import math
 
 import pytest
 import torch
 
-import dataflex_core.blockwise as blockwise
+import dataflex_core.precomputed as precomputed
 from dataflex_core import (
     Batch,
     InvalidOutputError,
@@ -17,13 +17,13 @@ from dataflex_core import (
     normalize_mean_one,
     prepare_batch,
 )
-from dataflex_core.blockwise import row_counts
+from dataflex_core.precomputed import row_counts
 
 
 @pytest.fixture
 def small_blocks(monkeypatch):
     """Blocks of 2 rows of 7 (and a short last block), so tiny tensors take the blockwise path."""
-    monkeypatch.setattr(blockwise, "BLOCK_ELEMENTS", 16)
+    monkeypatch.setattr(precomputed, "BLOCK_ELEMENTS", 16)
 
 
 def _batch(seed=3):
@@ -85,7 +85,7 @@ def test_blockwise_mean_one_matches_the_full_size_path(monkeypatch, inplace):
     valid = torch.rand(9, 7, generator=gen) > 0.3
     weights[~valid] = float("nan")  # garbage outside the valid tokens is ignored
     want = normalize_mean_one(weights.clone(), valid)
-    monkeypatch.setattr(blockwise, "BLOCK_ELEMENTS", 16)
+    monkeypatch.setattr(precomputed, "BLOCK_ELEMENTS", 16)
     given = weights.clone()
     got = normalize_mean_one(given, valid, inplace=inplace)
     torch.testing.assert_close(got, want, rtol=1e-6, atol=0)
@@ -127,16 +127,16 @@ def test_bool_counts_on_the_cpu_match_torch_for_every_layout():
     gen = torch.Generator().manual_seed(4)
     mask = torch.rand(13, 9, generator=gen) > 0.5
     for m in (mask, mask.t(), mask[:, ::2], mask[3], torch.zeros(0, 4, dtype=torch.bool)):
-        assert blockwise.count_set(m) == int(torch.count_nonzero(m))
+        assert precomputed.count_set(m) == int(torch.count_nonzero(m))
         counts = row_counts(m)
         assert counts.dtype == torch.int64 and torch.equal(counts, torch.count_nonzero(m, dim=-1))
-    assert blockwise.count_set(mask.to(torch.int64) * 3) == int(mask.sum())  # nonzero of any dtype is set
+    assert precomputed.count_set(mask.to(torch.int64) * 3) == int(mask.sum())  # nonzero of any dtype is set
 
 
 @pytest.mark.parametrize("layout", ["contiguous", "transposed", "float64"])
 def test_mean_one_on_the_numpy_path_and_off_it_agree(monkeypatch, layout):
     # Contiguous float32/float64 CPU weights go through numpy chunks (3 of them here); others through torch.
-    monkeypatch.setattr("dataflex_core.normalize.NUMPY_CHUNK", 29)
+    monkeypatch.setattr("dataflex_core.precomputed.NUMPY_CHUNK", 29)
     gen = torch.Generator().manual_seed(5)
     weights = torch.rand(13, 7, generator=gen) * 2
     valid = torch.rand(13, 7, generator=gen) > 0.3
@@ -158,12 +158,12 @@ def test_blocks_stay_under_torchs_parallel_grain_with_several_threads():
     threads = torch.get_num_threads()
     try:
         torch.set_num_threads(1)
-        assert blockwise.block_rows(256) * 256 == blockwise.BLOCK_ELEMENTS
+        assert precomputed.block_rows(256) * 256 == precomputed.BLOCK_ELEMENTS
         torch.set_num_threads(2)
-        assert blockwise.block_rows(256) * 256 < 32768 and blockwise.block_rows(1 << 16) == 1
+        assert precomputed.block_rows(256) * 256 < 32768 and precomputed.block_rows(1 << 16) == 1
         x, mask = torch.randn(300, 256), torch.rand(300, 256) > 0.5
         want = torch.where(mask, x, 0.0).sum(-1)
-        assert torch.equal(blockwise.masked_row_reduce(x, mask, 0.0, lambda v: v.sum(-1)), want)
+        assert torch.equal(precomputed.masked_row_reduce(x, mask, 0.0, lambda v: v.sum(-1)), want)
     finally:
         torch.set_num_threads(threads)
 
@@ -172,7 +172,7 @@ def test_blocks_stay_under_torchs_parallel_grain_with_several_threads():
 def test_rows_with_a_nonzero_value_on_the_mask_match_torch_over_many_blocks(dtype):
     """The compute counters' moving rows: a nonzero (or NaN) value on a set mask position; zeros or junk outside
     the mask never count, in numpy blocks and on the torch path (bf16) alike."""
-    from dataflex_core.blockwise import masked_row_any_nonzero
+    from dataflex_core.precomputed import masked_row_any_nonzero
 
     gen = torch.Generator().manual_seed(9)
     bs, length = 900, 700  # 630k values: several blocks
