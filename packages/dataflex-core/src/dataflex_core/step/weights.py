@@ -71,7 +71,9 @@ def to_token_weights(weights: torch.Tensor, valid_tokens: torch.Tensor) -> torch
     return torch.where(valid_tokens, w, torch.zeros((), dtype=w.dtype, device=w.device))
 
 
-def unit_mean(token_weights: torch.Tensor, valid_tokens: torch.Tensor, unit: str, *, masked: bool = False) -> torch.Tensor:
+def unit_mean(
+    token_weights: torch.Tensor, valid_tokens: torch.Tensor, unit: str, *, masked: bool = False
+) -> torch.Tensor:
     """Mean of ``token_weights`` over valid tokens (``token``) or over valid sequences (``sequence``), for
     weights measured on their own (a check, a test); the step's passes use :func:`masked_unit_mean` with the
     counts the step prepared.
