@@ -204,14 +204,19 @@ def _dist_name(raw: Any, source: str, where: str) -> str:
     return canonical_name(raw)
 
 
+def _is_version(raw: Any) -> bool:
+    if not isinstance(raw, str) or raw.strip() != raw:  # packaging forgives surrounding space; a pin line does not
+        return False
+    try:
+        Version(raw)
+    except InvalidVersion:
+        return False
+    return True
+
+
 def _version(raw: Any, source: str, where: str) -> str:
     """A PEP 440 version, the only text of a lock that reaches a ``--requirements`` pin besides the name."""
-    ok = isinstance(raw, str) and raw.strip() == raw
-    try:
-        Version(raw) if ok else None
-    except InvalidVersion:
-        ok = False
-    _expect(ok, source, where, "a version (PEP 440, e.g. 1.2.0)", raw)
+    _expect(_is_version(raw), source, where, "a version (PEP 440, e.g. 1.2.0)", raw)
     return raw
 
 
