@@ -8,10 +8,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from ledger_steps import PROMPTS, ids, recorded, step_batches
 
 from dataflex_core.cli import main
 from dataflex_lab.ledger import KeepRule, LedgerError, filter_dataset
+from dataflex_lab.testing.ledgers import PROMPTS, ids, recorded, step_batches
 
 pd = pytest.importorskip("pandas")
 

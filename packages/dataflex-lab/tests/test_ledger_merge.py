@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import pytest
 import torch
-from ledger_steps import recorded, step_batches
 
 from dataflex_core.cli import main
 from dataflex_core.ledger import SOLVE_RATE_PRIOR
 from dataflex_core.ledger_file import COLUMNS
 from dataflex_lab.ledger import LedgerError, load_ledger, merge_two
 from dataflex_lab.ledger.merge import ADDED, LATEST
+from dataflex_lab.testing.ledgers import recorded, step_batches
 
 
 def test_every_counter_has_a_merge_rule():

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import pytest
-from ledger_steps import recorded, step_batches
 
 from dataflex_core.cli import main
+from dataflex_lab.testing.ledgers import recorded, step_batches
 
 pytest.importorskip("matplotlib")
 

@@ -9,10 +9,10 @@ import os
 import pyarrow.parquet as pq
 import pytest
 import torch
-from ledger_steps import GROUP, PROMPTS, ids, recorded, step_batches
 
 from dataflex_core.cli import main
 from dataflex_lab.ledger import load_ledger, summarize
+from dataflex_lab.testing.ledgers import GROUP, PROMPTS, ids, recorded, step_batches
 
 
 @pytest.fixture
@@ -86,7 +86,7 @@ def test_a_checkpoint_folder_is_read_from_its_state_file(ledger_file, tmp_path, 
 
 
 def train_file(folder) -> str:
-    """The train dataset of ``ledger_steps``: its ids in column ``index``, a prompt each."""
+    """The train dataset of ``dataflex_lab.testing.ledgers``: its ids in column ``index``, a prompt each."""
     import pyarrow as pa
 
     path = str(folder / "train.parquet")

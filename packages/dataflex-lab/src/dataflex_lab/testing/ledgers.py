@@ -1,4 +1,4 @@
-"""Ledgers the ``dataflex ledger`` tests read: core's own ``PromptLedger`` fed step by step, then exported."""
+"""Ledgers for the tests of `dataflex ledger`: core's own ``PromptLedger`` fed step by step, then exported."""
 
 from __future__ import annotations
 
