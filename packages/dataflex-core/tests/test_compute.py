@@ -70,5 +70,5 @@ def test_totals_accumulate_and_come_back_from_a_checkpoint(tmp_path):
 
 
 def test_a_state_with_an_unknown_counter_is_refused():
-    with pytest.raises(ValueError, match=r"unknown counters \['rollouts_imagined'\]"):
+    with pytest.raises(ValueError, match=r"state\['rollouts_imagined'\] is 3: an unknown counter"):
         ComputeTotals().load_state_dict({"rollouts_imagined": 3})

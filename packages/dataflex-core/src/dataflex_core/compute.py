@@ -32,8 +32,8 @@ from typing import Any, ClassVar
 
 import torch
 
-from .blockwise import masked_row_any_nonzero, row_counts
-from .precomputed import StepInputs
+from .precomputed import StepInputs, moving_rows
+from .state_fields import StateFieldError, count
 
 #: The prefix of every compute counter.
 COMPUTE_PREFIX = "dataflex/compute/"
@@ -50,6 +50,15 @@ COUNTERS = (
 )
 #: The suffix of a counter's cumulative total.
 TOTAL_SUFFIX = "_total"
+#: ``(part, whole)``: counters that count a part of another's (checked on resume).
+PARTS = (
+    ("rollouts_trained", "rollouts_generated"),
+    ("rollouts_filtered", "rollouts_generated"),
+    ("rollouts_wasted", "rollouts_trained"),
+    ("tokens_trained", "tokens_generated"),
+    ("rollouts_trained", "tokens_trained"),
+    ("refills", "generation_rounds"),
+)
 
 
 def compute_counters(
@@ -76,11 +85,11 @@ def compute_counters(
     :param generation_rounds: generation passes this step; :param refills: prompt batches beyond the first.
     :param totals: the run's cumulative counts; updated in place with this step's.
     :param inputs: the step's prepared values of this ``response_mask`` (its token counts and boolean form are
-        then not computed again).
+        then not computed again); ``None``: made here from ``response_mask``.
     """
-    if inputs is not None and inputs.response_mask is not response_mask:
-        inputs = None
-    counts = row_counts(response_mask) if inputs is None else inputs.response_counts
+    if inputs is None or inputs.response_mask is not response_mask:
+        inputs = StepInputs(response_mask, None, None)
+    counts = inputs.response_counts
     real = torch.ones(counts.shape[0], dtype=torch.bool, device=counts.device)
     if is_padding is not None:
         real = ~is_padding.to(counts.device).bool()
@@ -92,8 +101,7 @@ def compute_counters(
         trained = trained & kept
     wasted = 0
     if advantages is not None:
-        mask = response_mask if inputs is None else inputs.response_tokens
-        wasted = int((trained & ~moving_rows(advantages.to(counts.device), mask)).sum())
+        wasted = int((trained & ~moving_rows(advantages.to(counts.device), inputs.response_tokens)).sum())
     real_counts = torch.where(real, counts, torch.zeros((), dtype=counts.dtype, device=counts.device))
     step = {
         "rollouts_generated": int(real.sum()) + int(evicted_rollouts),
@@ -109,14 +117,6 @@ def compute_counters(
     if totals is not None:
         out.update(totals.add(step))
     return out
-
-
-def moving_rows(advantages: torch.Tensor, response_mask: torch.Tensor) -> torch.Tensor:
-    """``(bs,)`` bool: rows with a nonzero advantage on a response token, block by block on the CPU (no
-    ``(bs, L)`` temporary)."""
-    if advantages.dim() != 2:
-        return advantages.reshape(-1) != 0
-    return masked_row_any_nonzero(advantages, response_mask.bool())
 
 
 class ComputeTotals:
@@ -138,7 +138,14 @@ class ComputeTotals:
         return dict(self.totals)
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Take :meth:`state_dict`, checked field by field: each total a whole number, never negative, and no
+        part larger than its whole (what a run trained or filtered is what it generated, at most; a step's
+        refills are generation rounds)."""
         unknown = sorted(set(state) - set(COUNTERS))
         if unknown:
-            raise ValueError(f"compute totals state has unknown counters {unknown}; expected {list(COUNTERS)}")
-        self.totals = {name: int(state.get(name, 0)) for name in COUNTERS}
+            raise StateFieldError(unknown[0], state[unknown[0]], f"an unknown counter; the totals are {list(COUNTERS)}")
+        totals = {name: count(state, name) if name in state else 0 for name in COUNTERS}
+        for part, whole in PARTS:
+            if totals[part] > totals[whole]:
+                raise StateFieldError(part, totals[part], f"it is at most {whole} ({totals[whole]})")
+        self.totals = totals
