@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from dataflex_core.atomic_write import atomic_output
 from dataflex_core.ledger import PromptIds, PromptLedger
 from dataflex_core.ledger_file import COLUMNS, check_columns, checkpoint_ledger_state, ids_digest, read_parquet
 
@@ -145,21 +146,12 @@ def filter_dataset(
 
 
 def _write_atomic(path: str, schema: Any, fill: Any, **options: Any) -> None:
-    """A Parquet file of ``schema`` at ``path``, written by ``fill(writer)`` to a temp file then renamed."""
+    """A Parquet file of ``schema`` at ``path``, written by ``fill(writer)`` through core's one writer (a temporary
+    file renamed over ``path``; a directory, a device, a FIFO or a missing folder refused naming the path)."""
     import pyarrow.parquet as pq
 
-    folder = os.path.dirname(os.path.abspath(path))
-    if not os.path.isdir(folder):
-        raise LedgerError(f"cannot write {path}: the folder {folder} does not exist")
-    temp = os.path.join(folder, f".{os.path.basename(path)}.{os.getpid()}.tmp")
-    try:
-        with pq.ParquetWriter(temp, schema, **options) as writer:
-            fill(writer)
-        os.replace(temp, path)
-    except BaseException:
-        if os.path.exists(temp):
-            os.remove(temp)
-        raise
+    with atomic_output(path) as temp, pq.ParquetWriter(temp, schema, **options) as writer:
+        fill(writer)
 
 
 def _write_kept_ledger(ledger_path: str, ids: PromptIds, kept: np.ndarray, output: str) -> None:
