@@ -47,10 +47,10 @@ from ..errors import ConfigError
 from ..keys import Key, parse_keys
 from ..ledger import PromptIds, PromptLedger
 from ..normalize import valid_token_counts
+from ..step.calls import component_label
 from ..step.context import StepContext
 from ..step.dataset import dataset_column
 from ..step.host import HostCapabilities
-from ..step.outputs import component_label
 from ..step.prompt_sampler import candidate_batch, candidate_columns, candidate_fields
 from ..step.result import PREFIX, StepResult
 from ..step.seams import PromptCounts, S, Seam

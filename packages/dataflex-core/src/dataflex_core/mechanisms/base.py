@@ -40,11 +40,12 @@ from ..config import DataFlexPipeline
 from ..contracts import check_weights, expected_shape, valid_for
 from ..errors import IncompatibleComponentError, InvalidOutputError
 from ..precomputed import inputs_of
+from ..step.calls import component_label
 from ..step.context import StepContext
 from ..step.fields import is_canonical
 from ..step.host import HostCapabilities
 from ..step.metrics import weight_metrics
-from ..step.outputs import checked_scores, component_label
+from ..step.outputs import checked_scores
 from ..step.result import StepResult
 from ..step.seams import LossWeights, S, Seam, TrainSampler
 from ..step.weights import finalize

@@ -29,11 +29,12 @@ from ..config import DataFlexPipeline
 from ..contracts import check_proportions
 from ..errors import ConfigError
 from ..keys import Key, parse_keys
+from ..step.calls import component_label
 from ..step.context import StepContext
 from ..step.dataset import dataset_column
 from ..step.host import HostCapabilities
 from ..step.mixture import DomainMixtureSampler
-from ..step.outputs import checked_scores, component_label
+from ..step.outputs import checked_scores
 from ..step.result import StepResult
 from ..step.seams import Seam, TrainSampler
 from .base import Mechanism, check_rollout_time

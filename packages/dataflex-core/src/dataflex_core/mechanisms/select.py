@@ -26,10 +26,11 @@ from ..config import DataFlexPipeline
 from ..contracts import check_selection
 from ..errors import IncompatibleComponentError, InvalidOutputError
 from ..normalize import valid_sample_mask, valid_token_counts, valid_token_mask
+from ..step.calls import component_label
 from ..step.context import StepContext
 from ..step.host import HostCapabilities
 from ..step.metrics import PREFIX, weight_metrics
-from ..step.outputs import checked_scores, component_label
+from ..step.outputs import checked_scores
 from ..step.result import StepResult
 from ..step.seams import LossWeights, S
 from ..step.selection import selection_metrics

@@ -1,4 +1,4 @@
-"""Component output inside the step: the scorer's scores checked by the contract, the labels errors use.
+"""Component output inside the step: the scorer's scores checked by the contract.
 
 The call itself follows :mod:`.calls`. Component output is never trusted: wrong type, wrong shape, NaN/inf or negative
 values on valid units raise :class:`~dataflex_core.InvalidOutputError` naming
@@ -13,10 +13,7 @@ from typing import Any
 import torch
 
 from ..contracts import check_scores
-from .calls import ComponentCalls, component_label
-
-#: The mechanisms take the label their errors name a component by from here, beside the checks that use it.
-__all__ = ["checked_scores", "component_label"]
+from .calls import ComponentCalls
 
 
 def checked_scores(

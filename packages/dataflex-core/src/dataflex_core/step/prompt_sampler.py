@@ -35,10 +35,10 @@ from ..contracts import check_probabilities, check_prompt_scores
 from ..errors import ConfigError
 from ..state_fields import StateFieldError, count, field, rows
 from .blocks import BlockSampler, systematic_positions
+from .calls import component_label
 from .context import StepContext
 from .fields import is_prompt_field
 from .history import PromptHistory
-from .outputs import component_label
 
 #: Prefix of the curriculum's metrics (the draw's are under ``draw/``).
 METRIC_PREFIX = "dataflex/curriculum/"

@@ -56,10 +56,11 @@ from ...groups import group_index, segment_count
 from ...ledger import PromptIds, PromptLedger
 from ...normalize import valid_sample_mask, valid_token_counts
 from ...precomputed import prepare_batch
+from ...step.calls import component_label
 from ...step.context import StepContext
 from ...step.dataset import dataset_column
 from ...step.host import HostCapabilities
-from ...step.outputs import checked_scores, component_label
+from ...step.outputs import checked_scores
 from ...step.result import StepResult
 from ...step.seams import GenerationRounds, S, Seam, StepRounds
 from ..base import Mechanism, check_rollout_time

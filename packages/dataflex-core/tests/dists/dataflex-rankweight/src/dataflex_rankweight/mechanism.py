@@ -13,7 +13,8 @@ import torch
 from dataflex_core import valid_sample_mask
 from dataflex_core.keys import Key, parse_keys
 from dataflex_core.mechanisms import LossMechanism, check_rollout_time
-from dataflex_core.step.outputs import checked_scores, component_label
+from dataflex_core.step.calls import component_label
+from dataflex_core.step.outputs import checked_scores
 
 from .ranker import check_keys
 
