@@ -237,7 +237,7 @@ def test_a_sound_pilot_state_resumes_the_same_refills(tmp_path, saved):
     torch.save(saved, folder / CHECKPOINT_STATE)
     resumed = ledger_session({"prompts": 2, "rollouts": 2}, population=8)
     resumed.restore(folder)
-    assert resumed.compute_totals.totals == saved["components"]["compute"]["state"]
+    assert resumed.compute_totals.state_dict() == saved["components"]["compute"]["state"]
 
 
 # -- the curriculum sampler's state ---------------------------------------------------------------------------------

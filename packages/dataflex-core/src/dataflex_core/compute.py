@@ -59,6 +59,19 @@ PARTS = (
     ("rollouts_trained", "tokens_trained"),
     ("refills", "generation_rounds"),
 )
+#: ``(total, per, ceiling, what)``: on resume a ``total`` is at most ``ceiling`` times the ``per`` total (``steps``:
+#: the steps the totals count). Core does not know a host's batch or response length, so these are per-step
+#: ceilings no run comes near (a filter's ``max_rounds``, a batch of prompts x their rollouts, a response's
+#: tokens); with the steps checked against the checkpoint's ``global_steps`` (:data:`MOST_STEPS_PER_GLOBAL_STEP`),
+#: a total no run of that many steps can count is refused.
+CEILINGS = (
+    ("generation_rounds", "steps", 2**16, "generation rounds a step runs"),
+    ("rollouts_generated", "generation_rounds", 2**24, "rollouts a generation round makes"),
+    ("tokens_generated", "rollouts_generated", 2**24, "response tokens a rollout has"),
+)
+#: The DataFlex steps one framework step runs at most (verl: one; TRL: one per generation batch, and an optimizer
+#: step spans at most its gradient accumulation's micro-batches): the bound of the totals' ``steps`` on resume.
+MOST_STEPS_PER_GLOBAL_STEP = 2**10
 
 
 def compute_counters(
@@ -127,25 +140,35 @@ class ComputeTotals:
 
     def __init__(self) -> None:
         self.totals: dict[str, int] = dict.fromkeys(COUNTERS, 0)
+        #: The steps these totals count (what bounds them on resume: :data:`CEILINGS`).
+        self.steps = 0
 
     def add(self, step: dict[str, int]) -> dict[str, float]:
         """Add one step's counts (by bare counter name); the ``dataflex/compute/<name>_total`` metrics after it."""
+        self.steps += 1
         for name in COUNTERS:
             self.totals[name] += int(step.get(name, 0))
         return {f"{COMPUTE_PREFIX}{name}{TOTAL_SUFFIX}": float(self.totals[name]) for name in COUNTERS}
 
     def state_dict(self) -> dict[str, Any]:
-        return dict(self.totals)
+        return {**self.totals, "steps": self.steps}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Take :meth:`state_dict`, checked field by field: each total a whole number, never negative, and no
-        part larger than its whole (what a run trained or filtered is what it generated, at most; a step's
-        refills are generation rounds)."""
-        unknown = sorted(set(state) - set(COUNTERS))
+        """Take :meth:`state_dict`, checked field by field: each total a whole number, never negative, no part
+        larger than its whole (what a run trained or filtered is what it generated, at most; a step's refills are
+        generation rounds), and none above what its steps allow (:data:`CEILINGS`)."""
+        unknown = sorted(set(state) - {*COUNTERS, "steps"})
         if unknown:
             raise StateFieldError(unknown[0], state[unknown[0]], f"an unknown counter; the totals are {list(COUNTERS)}")
-        totals = {name: count(state, name) if name in state else 0 for name in COUNTERS}
+        totals = {name: count(state, name) if name in state else 0 for name in (*COUNTERS, "steps")}
         for part, whole in PARTS:
             if totals[part] > totals[whole]:
                 raise StateFieldError(part, totals[part], f"it is at most {whole} ({totals[whole]})")
+        for name, per, ceiling, what in CEILINGS:
+            if totals[name] > ceiling * totals[per]:
+                raise StateFieldError(
+                    name, totals[name], f"it is at most {per} ({totals[per]}) x {ceiling} (the most {what}) = "
+                    f"{ceiling * totals[per]}",
+                )  # fmt: skip
+        self.steps = totals.pop("steps")
         self.totals = totals

@@ -24,6 +24,7 @@ import torch
 
 from ..contracts import check_proportions
 from ..errors import ConfigError
+from ..state_fields import INT64_MAX, StateFieldError, count, field, rows
 from .blocks import BlockSampler, systematic_counts
 
 
@@ -101,6 +102,26 @@ class DomainMixtureSampler(BlockSampler):
 
     # -- checkpoint state ------------------------------------------------------------
 
+    def _per_domain(self, state: dict[str, Any], name: str) -> list[Any]:
+        """``state[name]`` as a list of one value per domain."""
+        value = field(state, name)
+        if isinstance(value, torch.Tensor) and value.dim() == 1:
+            value = value.tolist()
+        if not isinstance(value, (list, tuple)) or len(value) != len(self.domains):
+            raise StateFieldError(name, value, f"it holds one value per domain ({len(self.domains)}: {self.domains})")
+        return list(value)
+
+    def _checked_pass(self, state: dict[str, Any], domain: int) -> torch.Tensor:
+        """Domain ``domain``'s saved pass: a permutation of the dataset rows of that domain."""
+        name = f"perms[{domain}]"
+        perm = rows({name: self._per_domain(state, "perms")[domain]}, name, self.population)
+        pool = self.pools[domain]  # ascending (torch.nonzero)
+        if len(perm) != len(pool) or not torch.equal(perm.sort().values, pool):
+            raise StateFieldError(
+                name, perm, f"it is a permutation of the {len(pool)} rows of domain {self.domains[domain]!r}"
+            )
+        return perm
+
     def state_dict(self) -> dict[str, Any]:
         return {
             **self.block_state(),
@@ -112,10 +133,26 @@ class DomainMixtureSampler(BlockSampler):
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Take :meth:`state_dict`, each field checked (:mod:`dataflex_core.state_fields`) before it is used: the
+        block state, each domain's pass a permutation of that domain's rows with its cursor inside it, the drawn
+        counts whole, never negative and whole blocks, the proportions a distribution over the domains. The block
+        state first: a checkpoint over another dataset is refused naming both sizes."""
         self.load_block_state(state)
-        self._perms = [torch.as_tensor(p, dtype=torch.long).clone() for p in state["perms"]]  # lists: older states
-        self._cursor = list(state["cursor"])
-        self.drawn = torch.tensor(state["drawn"], dtype=torch.long)
-        self.set_proportions(torch.tensor(state["proportions"], dtype=torch.float64))
+        perms = [self._checked_pass(state, d) for d in range(len(self.domains))]
+        cursor = self._per_domain(state, "cursor")
+        for d, position in enumerate(cursor):
+            count({f"cursor[{d}]": position}, f"cursor[{d}]", high=len(perms[d]))
+        drawn = [count({f"drawn[{d}]": n}, f"drawn[{d}]") for d, n in enumerate(self._per_domain(state, "drawn"))]
+        if sum(drawn) > INT64_MAX or sum(drawn) % self.batch_size:
+            raise StateFieldError("drawn", drawn, f"a sampler draws whole blocks of {self.batch_size} prompts")
+        proportions = self._per_domain(state, "proportions")
+        if not all(isinstance(p, (int, float)) and not isinstance(p, bool) for p in proportions):
+            raise StateFieldError("proportions", proportions, "they are numbers, one per domain")
+        values = torch.tensor(proportions, dtype=torch.float64)
+        if not bool(torch.isfinite(values).all()) or bool((values < 0).any()) or float(values.sum()) <= 0:
+            raise StateFieldError("proportions", proportions, "they are finite, never negative, and not all zero")
+        self._perms, self._cursor = perms, list(cursor)
+        self.drawn = torch.tensor(drawn, dtype=torch.long)
+        self.set_proportions(values)
         if self.mixer is not None and state.get("mixer") is not None:
             self.mixer.load_state_dict(state["mixer"])

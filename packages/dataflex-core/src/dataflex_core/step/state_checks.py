@@ -16,6 +16,7 @@ from typing import Any
 
 import torch
 
+from ..compute import MOST_STEPS_PER_GLOBAL_STEP, ComputeTotals
 from ..ledger import COLUMNS
 
 #: Ledger columns that count something: never negative.
@@ -43,9 +44,25 @@ def state_problem(global_steps: int, components: Mapping[str, Mapping[str, Any]]
     if global_steps < 0:
         return f"global_steps={global_steps} is negative (a run counts its steps from 0)"
     for role, entry in components.items():
+        if (entry["kind"], entry["name"]) == (ComputeTotals.kind, ComputeTotals.name):
+            problem = _compute_steps_problem(entry["state"].get("steps"), global_steps, role)
+            if problem is not None:
+                return problem
         problem = _walk(entry["state"], f"{role} {entry['kind']} {entry['name']!r}: state")
         if problem is not None:
             return problem
+    return None
+
+
+def _compute_steps_problem(steps: Any, global_steps: int, role: str) -> str | None:
+    """The compute totals count no more DataFlex steps than the checkpoint's ``global_steps`` allow (their
+    ``load_state_dict`` then bounds each total by these steps; another type is refused there)."""
+    most = global_steps * MOST_STEPS_PER_GLOBAL_STEP
+    if isinstance(steps, int) and not isinstance(steps, bool) and steps > most:
+        return (
+            f"{role} counters {ComputeTotals.name!r}: state['steps'] is {steps}: it is at most global_steps "
+            f"({global_steps}) x {MOST_STEPS_PER_GLOBAL_STEP} (the most DataFlex steps a framework step runs) = {most}"
+        )
     return None
 
 
