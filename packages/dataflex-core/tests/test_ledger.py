@@ -161,12 +161,12 @@ def test_a_million_prompt_ledger_round_trips_through_checkpoint_state_and_parque
     assert imported.seen_fraction == resumed.seen_fraction == float((ledger.times_sampled > 0).sum()) / n
 
 
-def test_a_resumed_ledger_takes_the_loaded_columns_but_never_shares_another_ledgers(tmp_path):
+def test_a_resumed_ledger_never_shares_the_columns_it_was_given(tmp_path):
     ids = PromptIds(torch.arange(5), "index")
     ledger = PromptLedger(ids)
     ledger.record(torch.tensor([0, 1, 1]), torch.tensor([1.0, 0.0, 1.0]), step=1)
     passed = PromptLedger(ids)
-    passed.load_state_dict(ledger.state_dict())  # state_dict does not copy: the load must
+    passed.load_state_dict(ledger.state_dict())  # state_dict does not copy: the load does
     ledger.record(torch.tensor([1, 2]), torch.tensor([1.0, 1.0]), step=2)
     assert passed.rollouts.tolist() == [1, 2, 0, 0, 0] and ledger.rollouts.tolist() == [1, 3, 1, 0, 0]
     passed.record(torch.tensor([4]), torch.tensor([0.0]), step=2)
@@ -175,8 +175,9 @@ def test_a_resumed_ledger_takes_the_loaded_columns_but_never_shares_another_ledg
     state = torch.load(tmp_path / "s.pt", weights_only=True)
     resumed = PromptLedger(ids)
     resumed.load_state_dict(state)
-    assert resumed.rollouts is state["rollouts"]  # the checkpoint's tensor, not a copy of it
-    assert torch.equal(resumed.successes, ledger.successes)
+    resumed.record(torch.tensor([3]), torch.tensor([1.0]), step=3)
+    assert state["rollouts"][3] == 0 and resumed.rollouts[3] == 1
+    assert torch.equal(resumed.successes[:3], ledger.successes[:3])
 
 
 def test_more_successes_than_rollouts_is_named_by_row_past_the_first_check_block(monkeypatch):

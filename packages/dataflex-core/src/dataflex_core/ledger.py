@@ -2,45 +2,25 @@
 
 Frameworks give every rollout a fresh group id (verl's ``uid`` is a new UUID
 each step), so the ledger is keyed by an id the dataset carries: the column
-``dataflex.prompt_key`` (verl's ``index``, copied from ``extra_info.index``;
-any unique column in TRL). :class:`PromptIds` maps those ids to the train
-dataset's rows and back; :class:`PromptLedger` holds one entry per row:
+``dataflex.prompt_key`` (verl's ``index``; any unique column in TRL).
+:class:`PromptIds` maps those ids to rows; :class:`PromptLedger` keeps one
+entry of every counter in :data:`~dataflex_core.ledger_file.COLUMNS` per row.
+It travels with the checkpoints and is exported to and loaded from Parquet
+(:mod:`dataflex_core.ledger_file`), so one run, an offline profiling pass or
+another host warm-starts the next.
 
-- how often the prompt was rolled out and when last (``times_sampled``,
-  ``last_sampled_step``);
-- its rollouts generated, trained on and filtered out, and their response
-  tokens (``rollouts``, ``rollouts_trained``, ``rollouts_filtered``,
-  ``tokens_generated``);
-- its rewards: successes, the sum and the sum of squares (mean and variance:
-  :meth:`PromptLedger.reward_moments`), the last step's success rate, the steps
-  whose group had one reward for every response (``uniform_reward_steps``: no
-  GRPO signal) and how many of its latest visits in a row did
-  (``uniform_reward_streak``), and the Beta posterior of its solve rate
-  (:meth:`PromptLedger.solve_rate_posterior`).
-
-It is fed from each step's rewards (:meth:`PromptLedger.record`), travels with
-the checkpoints as columns in the component state, written once per checkpoint
-(it refuses state recorded for another dataset), and is exported to Parquet
-(:meth:`PromptLedger.export`) and loaded from Parquet or a checkpoint folder
-(:meth:`PromptLedger.load`; ``dataflex.ledger.load: path``), so one run, an offline profiling pass or another host warm-starts the
-next (:mod:`dataflex_core.ledger_file`).
-
-Resident memory: 12 counters of 8 bytes and the ids three times (the ids, their
-sort order and the sorted ids: 24 bytes for integer ids), about 120 bytes per
-prompt (1.2 GB at 10M prompts). Every per-step update and metric touches only
-the step's prompts (``seen_fraction`` is a running count).
+Resident memory is about 120 bytes per prompt (1.2 GB at 10M prompts), and
+every per-step update touches only the step's prompts.
 
 A response *succeeds* by its reward: with ``success_threshold`` unset, a
 reward in ``[0, 1]`` counts as that fraction of a success (rewards outside are
-clipped into it: binary 0/1 rewards count as they are); with a threshold, a
-response succeeds when its reward reaches it.
+clipped into it); with a threshold, when its reward reaches it.
 """
 
 from __future__ import annotations
 
 import logging
 import os
-import weakref
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -69,8 +49,7 @@ SAME_REWARD_TOLERANCE = 1e-6
 
 
 def _id_array(values: Any) -> np.ndarray:
-    """``values`` as an int64 array when every id is an integer, else as a str array (vectorised by dtype; a
-    Python pass only over an object array, where numpy could not tell)."""
+    """``values`` as an int64 array when every id is an integer, else as a str array."""
     if isinstance(values, torch.Tensor):
         values = values.cpu().numpy()
     if not isinstance(values, np.ndarray):
@@ -137,9 +116,8 @@ class PromptIds:
         return torch.from_numpy(self._order[position].astype(np.int64))
 
     def state(self) -> dict[str, torch.Tensor]:
-        """The ids as one tensor, never a list (checkpoint state is tensors and plain data,
-        :mod:`dataflex_core.step.state`): ``{"ids": int64 (n,)}``, or ``{"ids_utf8": uint8 (n, width)}``, each
-        row an id's UTF-8 bytes padded with zeros."""
+        """The ids as one tensor, never a list (a checkpoint loads lists slowly): ``{"ids": int64 (n,)}``, or
+        ``{"ids_utf8": uint8 (n, width)}``, each row an id's UTF-8 bytes padded with zeros."""
         if self.values.dtype.kind == "i":
             return {"ids": torch.from_numpy(self.values.copy())}
         encoded = np.char.encode(self.values, "utf-8")
@@ -159,12 +137,10 @@ class PromptIds:
         return _id_array(ids.numpy() if isinstance(ids, torch.Tensor) else np.asarray(ids))
 
     def digest(self) -> str:
-        """A digest of the id set (order-free), over the sorted ids' bytes: a file for another dataset differs.
-        Computed once (the ids never change)."""
+        """A digest of the id set (order-free): a file for another dataset differs. The ids never change."""
         if self._digest is None:
             self._digest = ids_digest(self._sorted)
         return self._digest
-
 
 
 @dataclass(frozen=True)
@@ -180,8 +156,6 @@ class StepOutcomes:
     outside_unit: int
 
 
-#: The name of the file ``PromptLedger.export`` writes beside a checkpoint when asked (``session.export_ledger``).
-LEDGER_EXPORT = "dataflex_ledger.parquet"
 #: The Beta prior of every prompt's solve rate: uniform on [0, 1].
 SOLVE_RATE_PRIOR = (1.0, 1.0)
 
@@ -194,8 +168,7 @@ class PromptLedger:
         reward in ``[0, 1]`` as that fraction of a success.
     """
 
-    #: What the checkpoint records this state as.
-    kind = "ledger"
+    kind = "ledger"  # what the checkpoint records this state as
     name = "prompt_ledger"
 
     def __init__(self, ids: PromptIds, success_threshold: float | None = None) -> None:
@@ -204,7 +177,6 @@ class PromptLedger:
         n = len(ids)
         for column, (dtype, fresh) in COLUMNS.items():
             setattr(self, column, torch.full((n,), fresh, dtype=dtype))
-            _live(getattr(self, column))
         #: The last step recorded (0 before the first); the next prompts are drawn for ``last_step + 1``.
         self.last_step = 0
         self._seen = 0
@@ -241,11 +213,8 @@ class PromptLedger:
         tokens: torch.Tensor | None = None,
         trained: torch.Tensor | None = None,
     ) -> StepOutcomes:
-        """Fold one step's responses into the ledger: ``rows[i]`` is the dataset row of response ``i``.
+        """Fold one step's valid responses into the ledger: ``rows[i]`` is the dataset row of response ``i``.
 
-        :param rows: int64 ``(k,)`` dataset rows of the step's valid responses (empty responses left out).
-        :param rewards: ``(k,)`` their rewards.
-        :param step: the training step they belong to.
         :param tokens: ``(k,)`` their response tokens (``None``: not counted).
         :param trained: ``(k,)`` bool, whether the loss trains on each (``None``: every one); the others count
             as filtered.
@@ -264,7 +233,7 @@ class PromptLedger:
         spread = segment_max(rewards, inverse, m, ones) - segment_min(rewards, inverse, m, ones)
         uniform = spread.abs() <= SAME_REWARD_TOLERANCE
         rollouts = count.to(torch.long)
-        kept = torch.ones(len(rows), dtype=torch.bool) if trained is None else trained.to(torch.bool).cpu()
+        kept = ones if trained is None else trained.to(torch.bool).cpu()
         trained_count = segment_count(inverse, m, kept).to(torch.long)
         self._seen += int((self.times_sampled[prompts] == 0).sum())
         self.times_sampled[prompts] += 1
@@ -306,7 +275,7 @@ class PromptLedger:
         return mean, (self.reward_sq_sum[index] / n - mean * mean).clamp(min=0)
 
     def fields(self, rows: torch.Tensor, names: Sequence[str]) -> dict[str, torch.Tensor | np.ndarray]:
-        """The ledger fields ``names`` (see :data:`~dataflex_core.step.fields.PROMPT_FIELDS`) of ``rows``."""
+        """The ledger fields ``names`` (:data:`~dataflex_core.step.fields.PROMPT_FIELDS`) of ``rows``."""
         rows = rows.to(torch.long)
         out: dict[str, torch.Tensor | np.ndarray] = {}
         for name in names:
@@ -326,15 +295,11 @@ class PromptLedger:
     def _take(self, columns: Mapping[str, torch.Tensor], last_step: int) -> None:
         for column, tensor in columns.items():
             setattr(self, column, tensor)
-            _live(tensor)
         self.last_step = int(last_step)
         self._seen = int((self.times_sampled > 0).sum())
 
-    # -- checkpoint state ------------------------------------------------------------
-
     def state_dict(self) -> dict[str, Any]:
-        """Columns only: the ids as one tensor (:meth:`PromptIds.state`) and each counter (not copied: the
-        checkpoint serialises them at once)."""
+        """The ids and each counter column, not copied (the checkpoint serialises them at once)."""
         return {
             "prompt_key": self.ids.key,
             **self.ids.state(),
@@ -344,14 +309,10 @@ class PromptLedger:
         }
 
     def load_state_dict(self, state: dict[str, Any], source: str = "the checkpoint") -> None:
-        """Restore a saved ledger; state recorded for another dataset or prompt key, or with a counter no run
-        records (:func:`~dataflex_core.ledger_file.check_columns`), is refused.
-
-        The state's counter tensors become the ledger's columns without a copy (as ``torch.load`` built them for
-        the resume), except those another live ledger holds (a ``state_dict()`` passed between two ledgers).
-
-        A state saved before a counter existed leaves that counter fresh.
-        """
+        """Restore a saved ledger into copies of its columns (a ``state_dict()`` of another live ledger shares
+        nothing with this one); state recorded for another dataset or prompt key, or with a counter no run
+        records (:func:`~dataflex_core.ledger_file.check_columns`), is refused. A counter the state lacks stays
+        fresh."""
         saved_ids = PromptIds.from_state(state)
         if (
             state["prompt_key"] != self.ids.key
@@ -386,16 +347,12 @@ class PromptLedger:
             saved[column] = value
         # checked as saved, before the cast to the counters' dtypes (a float 1e19 would wrap to INT64_MIN)
         check_columns(source, {c: v.numpy() for c, v in saved.items()}, 0, self.ids.values)
-        columns: dict[str, torch.Tensor] = {}
-        live = _live_storages()
-        for column, (dtype, fresh) in COLUMNS.items():
-            if column not in saved:
-                columns[column] = torch.full((len(self),), fresh, dtype=dtype)
-                continue
-            value = saved[column].to(dtype)
-            # a loaded checkpoint's tensors are taken as they are (a copy would be a third of the read); only
-            # another live ledger's columns (its state_dict does not copy them) are copied, so two stay apart
-            columns[column] = value.clone() if value.untyped_storage().data_ptr() in live else value
+        columns = {
+            column: saved[column].to(dtype, copy=True)
+            if column in saved
+            else torch.full((len(self),), fresh, dtype=dtype)
+            for column, (dtype, fresh) in COLUMNS.items()
+        }
         self._take(columns, last_step)
 
     def _check_threshold(self, saved: Any, what: str) -> None:
@@ -407,8 +364,6 @@ class PromptLedger:
                 saved,
                 self.success_threshold,
             )
-
-    # -- the exported file --------------------------------------------------------------
 
     def header(self) -> dict[str, Any]:
         """The Parquet file's header (schema metadata): what it is and which dataset it was recorded for."""
@@ -423,15 +378,15 @@ class PromptLedger:
         }
 
     def export(self, path: str | os.PathLike[str]) -> None:
-        """Write the ledger as Parquet (atomically; one row group per 2^17 prompts, in the dataset's row order):
-        the column ``id`` and every counter, :meth:`header` in the schema's metadata."""
+        """Write the ledger as Parquet, atomically: the column ``id`` and every counter in the dataset's row order,
+        :meth:`header` in the schema's metadata."""
         write_parquet(os.fspath(path), self.ids.values, {c: getattr(self, c) for c in COLUMNS}, self.header())
 
     def load(self, path: str | os.PathLike[str]) -> None:
         """Take the counts of an exported ledger: a warm start from another run or host.
 
-        ``path`` is a Parquet file (:meth:`export`) or a checkpoint folder (its component state). File records are matched to this dataset's rows by id, so a file may list them
-        in another order; one recorded for another dataset (another prompt key, or another set of ids), an id
+        ``path`` is a Parquet file (:meth:`export`) or a checkpoint folder. File records are matched to this
+        dataset's rows by id, so a file may list them in another order; one recorded for another dataset, an id
         listed twice, a truncated file or a counter no run records is refused.
 
         :raises ConfigError: naming the file, the row, the column and the value, and the fix.
@@ -451,7 +406,7 @@ class PromptLedger:
             logger.info("dataflex: the prompt ledger starts from checkpoint %s (%d prompts)", path, len(self))
             return
         header, chunks = read_parquet(_parquet_path(path))
-        self._check_header(path, header, "ids_digest", self.ids.digest())
+        self._check_header(path, header)
         # written into the ledger's own columns one chunk at a time (no second set of columns: the peak beside
         # the ledger is a chunk and one byte per prompt); a refused file leaves the ledger fresh, never half-read
         self._reset()
@@ -490,17 +445,18 @@ class PromptLedger:
             for name, array in values.items():
                 getattr(self, name).numpy()[numpy_index] = array  # numpy casts; Arrow's arrays are read-only views
 
-    def _check_header(self, path: str, header: Mapping[str, Any], digest_key: str, digest: str) -> None:
+    def _check_header(self, path: str, header: Mapping[str, Any]) -> None:
+        digest = self.ids.digest()
         fix = "export the ledger from a run over the same train files, or unset dataflex.ledger.load"
         if header["prompt_key"] != self.ids.key:
             raise ConfigError(
                 f"the ledger {path} keys its prompts by {header['prompt_key']!r}, but this run keys them by "
                 f"dataflex.prompt_key={self.ids.key!r}; set the same prompt_key, or {fix}"
             )
-        if header["prompts"] != len(self) or header.get(digest_key) != digest:
+        if header["prompts"] != len(self) or header["ids_digest"] != digest:
             raise ConfigError(
                 f"the ledger {path} was recorded for another dataset: {header['prompts']} prompts with ids "
-                f"digest {header.get(digest_key)}, but this run's train dataset has {len(self)} prompts "
+                f"digest {header['ids_digest']}, but this run's train dataset has {len(self)} prompts "
                 f"with digest {digest} (column {self.ids.key!r}); {fix}"
             )
 
@@ -513,20 +469,6 @@ def _run(rows: torch.Tensor) -> slice | torch.Tensor:
     return rows
 
 
-#: Every ledger's current counter columns by ``id`` (weakly: a replaced or dropped column leaves by itself; a
-#: WeakSet would compare tensors with ``==``).
-_LIVE_COLUMNS: weakref.WeakValueDictionary[int, torch.Tensor] = weakref.WeakValueDictionary()
-
-
-def _live(column: torch.Tensor) -> None:
-    _LIVE_COLUMNS[id(column)] = column
-
-
-def _live_storages() -> set[int]:
-    """The storages of every live ledger's columns, by address (a view of one shares its storage)."""
-    return {column.untyped_storage().data_ptr() for column in list(_LIVE_COLUMNS.values())}
-
-
 def _same_ids(saved: np.ndarray, ours: np.ndarray) -> bool:
     """Whether two id arrays of one shape and kind are equal, in one pass without a mask of n (integer ids)."""
     if saved.dtype.kind == "i":
@@ -535,9 +477,8 @@ def _same_ids(saved: np.ndarray, ours: np.ndarray) -> bool:
 
 
 def _repeated(rows: torch.Tensor) -> torch.Tensor:
-    """Which entries of ``rows`` repeat an earlier one (bool, vectorised). An exported file lists its rows in
-    order, so a strictly increasing chunk is answered in one pass; otherwise numpy's stable sort (torch's
-    takes 20x longer on input that is already sorted)."""
+    """Which entries of ``rows`` repeat an earlier one (bool). An exported file lists its rows in order, so a
+    strictly increasing chunk is answered in one pass."""
     values = rows.numpy()
     if len(values) < 2 or bool((values[1:] > values[:-1]).all()):
         return torch.zeros(len(values), dtype=torch.bool)
@@ -549,7 +490,7 @@ def _repeated(rows: torch.Tensor) -> torch.Tensor:
 
 
 def _parquet_path(path: str) -> str:
-    """``path``, once it is seen to be a Parquet file (the ledger's one file format)."""
+    """``path``, once it is seen to be a Parquet file."""
     if not os.path.exists(path):
         raise ConfigError(
             f"dataflex.ledger.load={path!r} does not exist; give an exported ledger or a checkpoint folder"
