@@ -1,18 +1,9 @@
-"""The ledger's files: Parquet export/import in row groups, a checkpoint's state, checked.
+"""The ledger's files: a Parquet export, or the ledger inside a checkpoint's component state, both checked.
 
-A warm start (``dataflex.ledger.load``) reads one of two things:
-
-- a Parquet file (:func:`write_parquet`): one row per prompt, the column ``id`` and
-  every counter, the header (format, prompt key, digest of the ids) in the schema's
-  metadata. Written one row group (:data:`ROW_GROUP` prompts) and read one batch (:data:`READ_BATCH`) at a time, so
-  memory beyond the ledger's own columns stays bounded; the format verl's datasets
-  already use, readable by pandas, polars, DuckDB and Spark;
-- a checkpoint folder: the ledger inside its component state (``dataflex_state.pt``).
-
-Every value is checked before it reaches a counter (:func:`check_columns`): a
-repeated id, a count that is negative, fractional, infinite or NaN, more
-successes than rollouts, a truncated file; the error names the file, the row,
-the column and the value.
+Parquet is the format verl's datasets already use, readable by pandas, polars,
+DuckDB and Spark; it is written and read in row groups, so memory beyond the
+ledger's own columns stays bounded. Every value is checked before it reaches a
+counter (:func:`check_columns`), naming the file, the row, the column and the value.
 """
 
 from __future__ import annotations
@@ -63,8 +54,7 @@ LOWEST = {name: (-1 if name == "last_sampled_step" else 0) for name in COLUMNS} 
 
 
 def ids_digest(sorted_ids: np.ndarray) -> str:
-    """A digest of the sorted id set, over its bytes (int64 ids) or its UTF-8 text joined by NULs, fed in blocks
-    of :data:`CHECK_BLOCK` ids (no copy of the whole id array)."""
+    """A digest of the sorted id set, over its bytes (int64 ids) or its UTF-8 text joined by NULs, in blocks."""
     digest = hashlib.sha256()
     for start in range(0, len(sorted_ids), CHECK_BLOCK):
         block = sorted_ids[start : start + CHECK_BLOCK]
@@ -157,20 +147,19 @@ def _whole(value: Any, low: int) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and low <= value <= INT64_MAX
 
 
-#: The header's fields a load reads, what each may hold, and how a message says it.
+#: The header's fields a load reads: what each may hold, and how a message says it.
 HEADER_FIELDS = {
-    "prompt_key": lambda v: isinstance(v, str) and bool(v),
-    "prompts": lambda v: _whole(v, 1),
-    "ids_digest": lambda v: isinstance(v, str),
-    "last_step": lambda v: _whole(v, 0),
-    "success_threshold": lambda v: v is None or (isinstance(v, (int, float)) and not isinstance(v, bool)),
-}
-HEADER_RULES = {
-    "prompt_key": "the dataset column the ids come from, a non-empty string",
-    "prompts": "the number of prompts, a whole number of at least 1",
-    "ids_digest": "the digest of the ids, a string",
-    "last_step": f"the last step recorded, a whole number between 0 and {INT64_MAX}",
-    "success_threshold": "a number or null",
+    "prompt_key": (
+        lambda v: isinstance(v, str) and bool(v),
+        "the dataset column the ids come from, a non-empty string",
+    ),
+    "prompts": (lambda v: _whole(v, 1), "the number of prompts, a whole number of at least 1"),
+    "ids_digest": (lambda v: isinstance(v, str), "the digest of the ids, a string"),
+    "last_step": (lambda v: _whole(v, 0), f"the last step recorded, a whole number between 0 and {INT64_MAX}"),
+    "success_threshold": (
+        lambda v: v is None or (isinstance(v, (int, float)) and not isinstance(v, bool)),
+        "a number or null",
+    ),
 }
 
 
@@ -211,10 +200,10 @@ def _parquet_header(path: str) -> tuple[Any, dict[str, Any]]:
                 + ("ids are integers or strings" if column.name == "id" else "a counter holds numbers")
                 + ": give a ledger a DataFlex run exported, or unset dataflex.ledger.load"
             )
-    for key, rule in HEADER_FIELDS.items():
+    for key, (rule, meaning) in HEADER_FIELDS.items():
         if not rule(header.get(key)):
             raise ConfigError(
-                f"the ledger {path} header has {key}={header.get(key)!r}: {HEADER_RULES[key]}; export the ledger "
+                f"the ledger {path} header has {key}={header.get(key)!r}: {meaning}; export the ledger "
                 "again, or unset dataflex.ledger.load"
             )
     return handle, header
@@ -258,11 +247,6 @@ def read_parquet(path: str) -> tuple[dict[str, Any], Iterator[tuple[int, np.ndar
     return header, chunks()
 
 
-def _is_ledger_state(state: Mapping[str, Any]) -> bool:
-    """A ledger's state by its keys (its role is ``ledger``, or ``history`` under ``mechanism: curriculum``)."""
-    return "prompt_key" in state and ("ids" in state or "ids_utf8" in state) and "times_sampled" in state
-
-
 def checkpoint_ledger_state(folder: str) -> dict[str, Any]:
     """The ledger's state in a checkpoint folder's component state file (read as data only)."""
     path = os.path.join(folder, CHECKPOINT_STATE_FILE)
@@ -276,11 +260,9 @@ def checkpoint_ledger_state(folder: str) -> dict[str, Any]:
     except Exception as exc:  # noqa: BLE001 - unpickling raises many types; each means the same here
         raise ConfigError(f"{path} cannot be read ({type(exc).__name__}): it is truncated or not DataFlex's") from None
     entries = payload.get("components", {}) if isinstance(payload, dict) else {}
-    ledgers = [
-        e["state"]
-        for e in entries.values()
-        if isinstance(e, dict) and isinstance(e.get("state"), dict) and _is_ledger_state(e["state"])
-    ]
+    # a ledger's state by its keys (its role is ``ledger``, or ``history`` under ``mechanism: curriculum``)
+    states = [e["state"] for e in entries.values() if isinstance(e, dict) and isinstance(e.get("state"), dict)]
+    ledgers = [s for s in states if "prompt_key" in s and ("ids" in s or "ids_utf8" in s) and "times_sampled" in s]
     if not ledgers:
         raise ConfigError(f"{path} holds no prompt ledger (the run's mechanism kept none); give another checkpoint")
     return ledgers[0]
