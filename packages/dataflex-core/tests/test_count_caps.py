@@ -1,7 +1,8 @@
 """No cap runs away (issue 58.4): a count-like key whose product with the batch exceeds the train dataset is refused
 or capped where the host prepares the step (``prepare(population, batch_size=...)``), naming the product, so no
 step of ``filter`` or ``pilot`` runs on without end. (``curriculum.candidates`` is checked against the dataset where
-its sampler is built, ``allocate``'s counts by ``MAX_ROLLOUTS`` and the budget check: their own tests.)"""
+its sampler is built, ``allocate``'s counts by ``MAX_ROLLOUTS`` and the budget check: their own tests.) An
+``allocate.budget`` without ``n_max`` is bounded by the batch at mount: at most 8 x prompts x ``rollout.n``."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import pytest
 import torch
 
 from dataflex_core import ConfigError
+from dataflex_core.mechanisms.allocate import allocate_settings
 from dataflex_core.session import DataFlexSession, GenerationRounds, StagedGeneration
 from dataflex_core.step import FieldSupport, HostCapabilities, LossWeights, SeamSupport
 
@@ -93,3 +95,25 @@ def test_filter_rounds_within_the_dataset_keep_max_rounds():
     seam = mounted({"mechanism": "filter", **BAND, "filter": {"max_rounds": 4}}, ROUNDS).seam(GenerationRounds)
     seam.prepare(16, batch_size=4, seed=0)
     assert seam.rounds(4).settings.max_rounds == 4
+
+
+# -- allocate.budget: bounded by the batch at mount -------------------------------------------------------------------
+
+
+def allocate_budget(allocate, prompts=8, rollout_n=4):
+    """What the verl host's mount check says of ``allocate`` for a batch of ``prompts`` prompts of ``rollout_n``."""
+    return allocate_settings({"allocate": allocate}).check(prompts, rollout_n, f"data.train_batch_size={prompts}")
+
+
+def test_an_allocate_budget_of_2_to_the_40_for_a_batch_of_8_prompts_is_refused_naming_the_product():
+    # 2^40 rollouts for 8 prompts of rollout.n=4 passed the key's range and every prompt got 2^37 rollouts
+    with pytest.raises(ConfigError, match=r"budget=1099511627776 for data.train_batch_size=8 is more than 8 x 8 "
+                       r"prompts x rollout.n=4 = 256 rollouts.*set dataflex.allocate.n_max"):  # fmt: skip
+        allocate_budget({"budget": 2**40})
+
+
+def test_an_allocate_budget_within_the_batch_or_under_an_explicit_n_max_mounts():
+    assert allocate_budget({"budget": None}) == 32 and allocate_budget({"budget": 256}) == 256
+    assert allocate_budget({"budget": 800, "n_max": 100}) == 800  # n_max says how many a prompt may get
+    with pytest.raises(ConfigError, match=r"8 prompts x n_max=100 = 800 rollouts fall short of the budget of 801"):
+        allocate_budget({"budget": 801, "n_max": 100})

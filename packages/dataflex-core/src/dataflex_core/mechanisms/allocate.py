@@ -107,8 +107,18 @@ class AllocateSettings:
         return max(self.n_min, N_MAX_FACTOR * -(-int(budget) // max(int(num_prompts), 1)))
 
     def check(self, num_prompts: int, rollout_n: int, where: str) -> int:
-        """The budget of such a batch, or a :class:`ConfigError` saying which key to change."""
+        """The budget of such a batch, or a :class:`ConfigError` saying which key to change. Without ``n_max`` a
+        budget is at most :data:`N_MAX_FACTOR` times the uniform run's rollouts (prompts x ``rollout_n``), as a
+        prompt is at most that times the mean: a budget past it is refused naming the product, never generated."""
         budget = self.budget_for(num_prompts, rollout_n)
+        uniform = int(num_prompts) * int(rollout_n)
+        if self.n_max is None and num_prompts >= 1 and budget > N_MAX_FACTOR * uniform:
+            raise ConfigError(
+                f"dataflex.allocate.budget={budget} for {where} is more than {N_MAX_FACTOR} x {num_prompts} prompts "
+                f"x rollout.n={rollout_n} = {N_MAX_FACTOR * uniform} rollouts, {N_MAX_FACTOR} times the uniform "
+                "run's; lower the budget, raise rollout.n, or set dataflex.allocate.n_max (then the budget is at "
+                "most prompts x n_max)"
+            )
         problem = allocation_problem(num_prompts, budget, self.n_min, self.n_max)
         if problem is not None:
             raise ConfigError(
