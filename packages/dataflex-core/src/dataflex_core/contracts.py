@@ -1,31 +1,10 @@
 """Every rule on what a component returns, written once: the step, conformance and plugins all call these.
 
-A host checks each component output at run time, conformance certifies a
-component against the same rules, and plugins reach for the same guards, so a
-component certified by one is accepted by the others and no copy of a rule or
-a tolerance can drift from another:
-
-- scores (:func:`check_scores`) and weights (:func:`check_weights`): a tensor
-  of the granularity's shape on the batch's device, numeric, finite on valid
-  units; weights also non-negative. Outputs are data: what passes is returned
-  detached from any autograd graph (an ``nn.Parameter``, a tensor that
-  requires grad), so no graph reaches a framework's loss. Weights average one over the valid units
-  (:func:`mean_one_problem`); the step renormalises them in the loss's unit
-  anyway, conformance certifies the mean;
-- a selection (:func:`selection_mask`, :func:`check_selection`): a 0/1 mask
-  or unique in-range row indices;
-- a mixer's proportions (:func:`check_proportions`) and a sampler's
-  probabilities (:func:`check_probabilities`): a distribution over the domains
-  or candidates, within :data:`SUM_TOLERANCE` of summing to one; a sampler
-  keeps every candidate at or above the floor it declares (:func:`below_floor`);
-- a ``pre_rollout`` scorer's scores (:func:`check_prompt_scores`): one finite
-  number per candidate prompt;
-- an allocator's rollout counts (:func:`check_allocation`, the bounds
-  :func:`allocation_problem`): one integer per prompt, summing to the budget,
-  each within ``[n_min, n_max]`` (:data:`GROUP_MIN_ROLLOUTS` is the least
-  ``n_min`` a group estimator allows);
-- GRPO groups (:func:`require_groups`, :data:`GROUPS_RULE`): who gets ``uid``
-  and what a component that needs it raises when it is missing.
+A host checks each component output at run time and conformance certifies a
+component against the same rules, so a component certified by one is accepted
+by the others and no copy of a rule or a tolerance can drift from another.
+Outputs are data: what passes is returned detached from any autograd graph, so
+no graph reaches a framework's loss.
 
 Every check raises :class:`~dataflex_core.InvalidOutputError` naming the
 component (``owner``) and the step; callers outside a step pass ``step=None``.
@@ -125,10 +104,8 @@ def _check_units(
 def check_scores(
     value: Any, batch: Any, *, granularity: str, owner: str, step: int | None, valid: torch.Tensor | None = None
 ) -> torch.Tensor:
-    """A scorer's output: a numeric tensor of the granularity's shape, finite on valid units; returned detached.
-
-    :param valid: the batch's validity mask for this granularity, if already computed.
-    """
+    """A scorer's output: a numeric tensor of the granularity's shape on the batch's device, finite on valid units
+    (``valid``: their mask, if already computed); returned detached."""
     return _check_units(
         value, what="scores", owner=owner, step=step, granularity=granularity, batch=batch, non_negative=False,
         valid=valid,
@@ -146,10 +123,8 @@ def check_weights(
 
 
 def mean_one_problem(weights: torch.Tensor, valid: torch.Tensor) -> str | None:
-    """What keeps ``weights`` from averaging one over ``valid`` units (within :data:`MEAN_ONE_TOLERANCE`), or None.
-
-    Weights on no valid unit have nothing to average and pass.
-    """
+    """What keeps ``weights`` from averaging one over ``valid`` units (within :data:`MEAN_ONE_TOLERANCE`), or
+    None; weights on no valid unit have nothing to average and pass."""
     count = int(valid.sum())
     if count == 0:
         return None
@@ -171,17 +146,10 @@ def nearly_uniform(values: torch.Tensor, tolerance: float) -> bool:
 
 
 def selection_mask(output: Any, bs: int) -> torch.Tensor:
-    """A selector's output as a bool ``(bs,)`` mask on the output's device.
+    """A selector's output (a 0/1 bool or float mask ``(bs,)``, or unique in-range int64/int32 row indices) as a
+    bool ``(bs,)`` mask on the output's device. Other integer dtypes are refused: a ``uint8`` 0/1 mask (old
+    PyTorch's) read as indices would keep rows 0 and 1 silently.
 
-    A selector returns either a 0/1 **mask** of shape ``(bs,)`` (``torch.bool``
-    or a float dtype), or kept row **indices**: a 1-D ``int64``/``int32``
-    tensor, each row at most once, every index in ``0..bs-1``. Other integer
-    dtypes are refused: ``uint8`` is what old PyTorch code used for masks, so
-    a ``uint8`` tensor of 0/1 values read as indices would keep rows 0 and 1
-    silently.
-
-    :param output: what ``Selector.act`` returned.
-    :param bs: rows in the batch the selector was given.
     :raises InvalidOutputError: ``"<what was seen>, expected <the contract>"``; callers add the selector
         and the step (hosts) or the case (conformance).
     """
@@ -231,15 +199,9 @@ def check_selection(output: Any, batch: Any, *, owner: str, step: int | None) ->
 def group_admission(
     keep: torch.Tensor, index: torch.Tensor, groups: int, valid: torch.Tensor
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """``(admitted, partial)`` per group, from a selection's kept mask (the rule of ``mechanism: filter``).
-
-    A group is admitted when every one of its valid rows is kept, and only if it has one; ``partial`` flags a
-    group with some valid rows kept and some not, which filter refuses (it admits or evicts whole groups).
-
-    :param keep: ``(bs,)`` bool, the kept rows (:func:`check_selection`).
-    :param index: ``(bs,)`` each row's dense group index; ``groups`` the number of groups.
-    :param valid: ``(bs,)`` bool, rows that are not padding and have a response token.
-    """
+    """``(admitted, partial)`` per group from the kept rows (the rule of ``mechanism: filter``): a group is
+    admitted when it has a valid row and every valid row is kept; ``partial`` flags one with some kept and some
+    not, which filter refuses (it admits or evicts whole groups)."""
     keep, index, valid = keep.cpu().bool(), index.cpu().long(), valid.cpu().bool()
     valid_rows = segment_count(index, groups, valid)
     kept_rows = segment_count(index, groups, keep & valid)
@@ -255,13 +217,8 @@ def sums_to_one(p: torch.Tensor) -> bool:
     return abs(float(p.detach().to(torch.float64).sum()) - 1.0) <= SUM_TOLERANCE
 
 
-def distribution_problem(p: torch.Tensor) -> str | None:
-    """Why ``p`` is not a distribution (``non-finite``, ``negative``, ``sum 1.2``), or None."""
-    return _problem_and_sum(p.detach().to(torch.float64))[0]
-
-
 def _problem_and_sum(p: torch.Tensor) -> tuple[str | None, torch.Tensor]:
-    """:func:`distribution_problem` of float64 ``p`` and its sum, in two reductions (no mask over ``p``)."""
+    """Why float64 ``p`` is not a distribution (``non-finite``, ``negative``, ``sum 1.2``) or None, and its sum."""
     total = p.sum()
     if p.numel():
         low, high = torch.aminmax(p)  # NaN propagates into both
@@ -274,12 +231,17 @@ def _problem_and_sum(p: torch.Tensor) -> tuple[str | None, torch.Tensor]:
     return None, total
 
 
-def _check_distribution(value: Any, n: int, *, what: str, over: str, owner: str, step: int | None) -> torch.Tensor:
+def _check_one_per(value: Any, n: int, *, what: str, over: str, owner: str, step: int | None) -> None:
+    """``value`` is a tensor of shape ``(n,)``: one entry per ``over``."""
     if not isinstance(value, torch.Tensor) or tuple(value.shape) != (n,):
         shape = tuple(value.shape) if isinstance(value, torch.Tensor) else type(value).__name__
         raise InvalidOutputError(
             f"{owner} returned {what} of shape {shape}{_at(step)}; expected ({n},), one per {over}"
         )
+
+
+def _check_distribution(value: Any, n: int, *, what: str, over: str, owner: str, step: int | None) -> torch.Tensor:
+    _check_one_per(value, n, what=what, over=over, owner=owner, step=step)
     p = value.detach().to(torch.float64).cpu()
     problem, total = _problem_and_sum(p)
     if problem is not None:
@@ -312,12 +274,7 @@ def below_floor(p: torch.Tensor, floor: float) -> torch.Tensor:
 
 def check_prompt_scores(value: Any, num_candidates: int, *, owner: str, step: int | None) -> torch.Tensor:
     """A ``pre_rollout`` scorer's scores: a finite numeric tensor of shape ``(n,)``; returned detached."""
-    if not isinstance(value, torch.Tensor) or tuple(value.shape) != (num_candidates,):
-        shape = tuple(value.shape) if isinstance(value, torch.Tensor) else type(value).__name__
-        raise InvalidOutputError(
-            f"{owner} returned scores of shape {shape}{_at(step)}; expected ({num_candidates},), one per "
-            "candidate prompt"
-        )
+    _check_one_per(value, num_candidates, what="scores", over="candidate prompt", owner=owner, step=step)
     if not (value.is_floating_point() or value.dtype in (torch.int32, torch.int64, torch.bool)):
         raise InvalidOutputError(f"{owner} returned scores of dtype {value.dtype}{_at(step)}; expected numbers")
     # a finite sum means every score is finite (one reduction, no mask); only a sum that is not looks closer
@@ -337,10 +294,8 @@ GROUP_MIN_ROLLOUTS = 2
 
 
 def allocation_problem(num_prompts: int, budget: int, n_min: int, n_max: int | None) -> str | None:
-    """Why ``budget`` rollouts cannot go to ``num_prompts`` prompts with ``n_min <= n_i <= n_max`` (``None``: they can).
-
-    ``n_max`` ``None`` is no cap besides the budget.
-    """
+    """Why ``budget`` rollouts cannot go to ``num_prompts`` prompts with ``n_min <= n_i <= n_max`` (``None``: they
+    can; ``n_max`` ``None``: no cap besides the budget)."""
     if num_prompts < 1:
         return f"there are no prompts to give {budget} rollouts to"
     if num_prompts * n_min > budget:
@@ -353,16 +308,9 @@ def allocation_problem(num_prompts: int, budget: int, n_min: int, n_max: int | N
 def check_allocation(
     value: Any, num_prompts: int, *, budget: int, n_min: int, n_max: int | None, owner: str, step: int | None
 ) -> torch.Tensor:
-    """An allocator's counts as int64 ``(n,)`` on the CPU, or :class:`InvalidOutputError`.
-
-    One integer per prompt (an integral float is accepted), summing to ``budget`` exactly, each at least
-    ``n_min`` and at most ``n_max`` (``None``: the budget is the only cap).
-    """
-    if not isinstance(value, torch.Tensor) or tuple(value.shape) != (num_prompts,):
-        shape = tuple(value.shape) if isinstance(value, torch.Tensor) else type(value).__name__
-        raise InvalidOutputError(
-            f"{owner} returned rollout counts of shape {shape}{_at(step)}; expected ({num_prompts},), one per prompt"
-        )
+    """An allocator's counts as int64 ``(n,)`` on the CPU: one whole number per prompt (an integral float too),
+    summing to ``budget``, each in ``[n_min, n_max]`` (``n_max`` ``None``: the budget is the only cap)."""
+    _check_one_per(value, num_prompts, what="rollout counts", over="prompt", owner=owner, step=step)
     counts = value.detach().cpu()
     if counts.dtype == torch.bool or not (counts.is_floating_point() or counts.dtype in INDEX_DTYPES):
         raise InvalidOutputError(f"{owner} returned rollout counts of dtype {counts.dtype}{_at(step)}; expected int64")
@@ -413,9 +361,7 @@ class MissingGroupsError(KeyError):
 def require_groups(batch: Any, owner: str, *, device: torch.device | str | None = None) -> tuple[torch.Tensor, int]:
     """The dense group index ``(bs,)`` and the group count from ``uid``, for a component with ``needs_groups``.
 
-    :param owner: the component as the message names it.
     :raises MissingGroupsError: the batch has no ``uid`` (a ``KeyError``).
-    :raises ValueError: ``uid`` has another length than the batch.
     """
     uid = batch.non_tensor_batch.get("uid")
     if uid is None:
