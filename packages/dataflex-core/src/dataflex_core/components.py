@@ -1,14 +1,10 @@
 """Base classes of the six component kinds, the table of every kind, and the checks on their declarations.
 
-A plugin declares what it reads and when it runs as class attributes; hosts
-plan their work (which queue fields to fetch, whether groups are needed) from
-those declarations alone, so a wrong declaration is caught when the class is
-defined rather than in the middle of a training run.
-
-A kind is its base class: a :class:`Component` subclass that sets ``kind`` in
-its own body declares that kind (:data:`BASE_CLASSES`), so a distribution adds
-a kind with one class and the contract its mechanism checks; the mechanisms'
-base declares the ``mechanism`` kind the same way (:func:`declare_kind`).
+Hosts plan their work (which fields to fetch, whether groups are needed) from
+a component's class attributes alone, so a wrong declaration is caught when the
+class is defined rather than in the middle of a training run. A kind is its base
+class: a :class:`Component` subclass that sets ``kind`` in its own body declares
+that kind, so a distribution adds a kind with one class and its contract.
 """
 
 from __future__ import annotations
@@ -34,8 +30,6 @@ MECHANISM_KIND = "mechanism"
 #: What a kind, a component or a mechanism may be named: a lower-case identifier (listings and locks print names as
 #: given, so a newline or an escape sequence in one could forge a row).
 _NAME = re.compile(r"[a-z][a-z0-9_]*")
-#: The kinds whose base class dataflex-core defines: held by that object, never re-declared by another.
-CORE_KINDS = (*KINDS, MECHANISM_KIND)
 
 #: Every declared kind -> its base class: the six above, ``mechanism``, and any kind a plugin's base class declares.
 BASE_CLASSES: dict[str, type] = {}
@@ -48,7 +42,7 @@ def declare_kind(kind: str, base: type, *, reserved: Iterable[str] = ()) -> None
 
     :raises DeclarationError: ``kind`` is not a lower-case identifier, or another base already declares it.
     """
-    if not is_kind_name(kind):
+    if not is_component_name(kind):
         raise DeclarationError(
             f"{base.__qualname__}.kind = {kind!r} is not a kind name; write a lower-case identifier, e.g. kind = 'ranker'"
         )
@@ -65,21 +59,15 @@ def declare_kind(kind: str, base: type, *, reserved: Iterable[str] = ()) -> None
 
 def redeclares(kind: str, base: type) -> bool:
     """True when ``base`` is a new definition of the plugin base that holds ``kind`` (a re-imported module, a re-run
-    cell: same module and name). A core kind's base is the object core defined, whatever another class's
-    ``__module__`` and ``__qualname__`` say."""
+    cell: same module and name); never for a core kind, whose base is the object core defined."""
     held = BASE_CLASSES.get(kind)
-    if held is None or kind in CORE_KINDS:
+    if held is None or kind in (*KINDS, MECHANISM_KIND):
         return False
     return (held.__module__, held.__qualname__) == (base.__module__, base.__qualname__)
 
 
-def is_kind_name(kind: object) -> bool:
-    """True for a lower-case identifier, what a kind may be named (a lock file's component tables are checked so)."""
-    return isinstance(kind, str) and _NAME.fullmatch(kind) is not None
-
-
 def is_component_name(name: object) -> bool:
-    """True for a lower-case identifier (``[a-z][a-z0-9_]*``), what a component or a mechanism may be named."""
+    """True for a lower-case identifier (``[a-z][a-z0-9_]*``), what a kind, a component or a mechanism may be named."""
     return isinstance(name, str) and _NAME.fullmatch(name) is not None
 
 
@@ -102,21 +90,9 @@ def _check_choice(cls: type, attr: str, value: Any, choices: tuple[str, ...]) ->
         raise DeclarationError(f"{cls.__qualname__}.{attr} = {value!r} is not one of {', '.join(choices)}")
 
 
-def _check_bool(cls: type, attr: str, value: Any) -> None:
-    if not isinstance(value, bool):
-        raise DeclarationError(f"{cls.__qualname__}.{attr} must be True or False, got {value!r}")
-
-
 def _check_score_range(cls: type, value: Any) -> None:
-    if value is None:
-        return
-    ok = (
-        isinstance(value, tuple)
-        and len(value) == 2
-        and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in value)
-        and value[0] <= value[1]
-    )
-    if not ok:
+    numbers = isinstance(value, tuple) and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in value)
+    if value is not None and not (numbers and len(value) == 2 and value[0] <= value[1]):
         raise DeclarationError(
             f"{cls.__qualname__}.score_range must be None or a (low, high) tuple of numbers with "
             f"low <= high, got {value!r}; write e.g. score_range = (0.0, 1.0)"
@@ -124,11 +100,8 @@ def _check_score_range(cls: type, value: Any) -> None:
 
 
 def accepted_params(cls: type) -> dict[str, Any]:
-    """Constructor parameters of ``cls`` (across its MRO) mapped to their defaults.
-
-    Parameters without a default map to ``inspect.Parameter.empty``. ``self``,
-    ``*args`` and ``**kwargs`` are not parameters a user can set.
-    """
+    """Constructor parameters a user can set of ``cls`` (across its MRO) mapped to their defaults
+    (``inspect.Parameter.empty`` when they have none)."""
     params: dict[str, Any] = {}
     for klass in reversed(cls.__mro__):
         init = klass.__dict__.get("__init__")
@@ -140,8 +113,8 @@ def accepted_params(cls: type) -> dict[str, Any]:
 
 @functools.lru_cache(maxsize=1024)
 def _init_params(init: Any) -> tuple[tuple[str, Any], ...]:
-    """``(name, default)`` of one ``__init__``'s settable parameters, read once per function: ``describe()`` runs
-    in every ``act`` call of many components (their error messages), and ``inspect.signature`` is most of it."""
+    """``(name, default)`` of one ``__init__``'s settable parameters, read once per function (``describe()`` runs
+    in many components' every call, and ``inspect.signature`` is most of it)."""
     return tuple(
         (p.name, p.default)
         for p in inspect.signature(init).parameters.values()
@@ -152,25 +125,21 @@ def _init_params(init: Any) -> tuple[tuple[str, Any], ...]:
 class Component:
     """Common base: parameter checking, identity and checkpoint state.
 
-    Subclasses take their parameters as keyword arguments of ``__init__`` and
-    pass the rest to ``super().__init__(**kwargs)``; whatever reaches this
-    base is a parameter nobody accepted, which is an error rather than
-    something to drop.
+    Subclasses take their parameters as keyword arguments and pass the rest to
+    ``super().__init__(**kwargs)``: whatever reaches this base is a parameter
+    nobody accepted, an error rather than something to drop.
     """
 
     kind: ClassVar[str] = ""
-    #: Batch fields the component reads (beyond the always-present ``response_mask``). Declared on the
-    #: class; a component whose fields depend on its params (e.g. a ``reward_key``) sets
-    #: ``self.requires`` in ``__init__``. Hosts and conformance read it from the configured instance
-    #: (:func:`declared_fields`), so the instance's value is the one meaning.
+    #: Batch fields the component reads (beyond ``response_mask``). One whose fields depend on its params (a
+    #: ``reward_key``) sets ``self.requires`` in ``__init__``: hosts read the configured instance's.
     requires: list[str] = []
     #: True when the component reads the GRPO group ids (``uid``).
     needs_groups: ClassVar[bool] = False
     #: Set by the ``register_*`` decorators or the registry.
     name: ClassVar[str | None] = None
-    #: ``(low, high)``: a scorer's valid scores stay in this range; an actuator accepts only
-    #: scores in it (and raises ``ValueError`` outside). ``None``: any finite value. Lets
-    #: hosts and conformance pair e.g. a solve-rate reweighter only with [0, 1] scorers.
+    #: ``(low, high)``: a scorer's valid scores stay in this range; an actuator accepts only scores in it
+    #: (``ValueError`` outside), so a solve-rate reweighter pairs only with [0, 1] scorers. ``None``: any.
     score_range: ClassVar[tuple[float, float] | None] = None
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
@@ -191,13 +160,14 @@ class Component:
                     f"of that kind; subclass it"
                 )
         _check_requires(cls, cls.requires)
-        _check_bool(cls, "needs_groups", cls.needs_groups)
+        if not isinstance(cls.needs_groups, bool):
+            raise DeclarationError(f"{cls.__qualname__}.needs_groups must be True or False, got {cls.needs_groups!r}")
         _check_score_range(cls, cls.score_range)
         cls._validate_declarations()
 
     @classmethod
     def _validate_declarations(cls) -> None:
-        """Kind-specific declaration checks; run once per subclass definition."""
+        """Kind-specific declaration checks, run when each subclass is defined."""
 
     def __setattr__(self, name: str, value: Any) -> None:
         if name == "requires":  # an instance's fields are checked like the class's
@@ -214,12 +184,8 @@ class Component:
             )
 
     def state_dict(self) -> dict[str, Any]:
-        """State to save with a checkpoint; stateless components return ``{}``.
-
-        Data only: tensors, numbers, strings, bytes, ``None`` and lists, tuples, dicts or
-        sets of them, since checkpoints are read back with ``torch.load(weights_only=True)``
-        (:mod:`dataflex_core.step.state`). A numpy array goes in as ``.tolist()`` or a tensor.
-        """
+        """State to save with a checkpoint (``{}``: stateless): tensors and plain data only, since checkpoints
+        are read back with ``torch.load(weights_only=True)``; a numpy array goes in as a tensor."""
         return {}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -261,13 +227,11 @@ class Scorer(Component):
         raise NotImplementedError(f"{type(self).__qualname__} must implement score(batch, step_id, **ctx)")
 
     def observe(self, outcomes: Any, step_id: int, **ctx: Any) -> None:
-        """Record a finished step's outcomes; ``pre_rollout`` scorers only, and the default records nothing.
+        """Record a finished step's outcomes (``pre_rollout`` scorers; the default records nothing).
 
         ``outcomes`` holds one row per prompt rolled out in step ``step_id``, with the fields of
-        :data:`dataflex_core.step.OUTCOME_FIELDS` (``prompt_index``, ``rollouts``, ``successes``, ...).
-        Hosts running ``mechanism: curriculum`` call it after every step, before the next prompts are
-        scored, so a scorer can keep its own per-prompt statistics (an EMA, a posterior) in its
-        ``state_dict``.
+        :data:`dataflex_core.step.OUTCOME_FIELDS`. It is called after every step, before the next prompts
+        are scored, so a scorer can keep per-prompt statistics (an EMA, a posterior) in its ``state_dict``.
         """
 
 
@@ -291,13 +255,8 @@ class Actuator(Component):
 
 
 class Reweighter(Actuator):
-    """Scores -> loss weights, non-negative, finite, mean one over valid units.
-
-    By default a reweighter takes per-sample scores (``prompt``/``response``) and
-    returns ``(bs,)`` weights, as in the user guide; a token-level reweighter, the
-    kind that pairs with ``granularity = "token"`` scorers and returns ``(bs, L)``
-    weights, declares ``accepts_granularity = ("token",)`` (or adds it).
-    """
+    """Scores -> loss weights, non-negative, finite, mean one over valid units: ``(bs,)`` from per-sample
+    scores; a token-level reweighter, returning ``(bs, L)``, declares ``accepts_granularity = ("token",)``."""
 
     kind = "reweighter"
     accepts_granularity: ClassVar[tuple[str, ...]] = ("prompt", "response")
@@ -308,33 +267,25 @@ class Selector(Actuator):
 
     kind = "selector"
     accepts_granularity: ClassVar[tuple[str, ...]] = ("prompt", "response")
-    #: True asks the host for group advantages computed as if only the kept rows had been sampled
-    #: (GFPO, PODS); a host that can also drop the rows from the loss does (TRL). Instances may set it
-    #: from a param (``self.recompute_advantage = ...``); hosts read the configured instance.
+    #: True asks the host for group advantages computed as if only the kept rows had been sampled (GFPO, PODS).
+    #: Instances may set it from a param; hosts read the configured instance.
     recompute_advantage: bool = False
-    #: True promises that, on scores equal within each GRPO group (a group scorer's), it keeps or drops each
-    #: group whole, so ``mechanism: filter`` can use it to admit groups; conformance certifies the promise
-    #: (``checks_admission``). A band on the scores (``threshold_band``) keeps it; a top-k or per-group
-    #: choice of rows does not.
+    #: True promises that, on scores equal within each GRPO group, it keeps or drops each group whole, so
+    #: ``mechanism: filter`` can admit groups with it (conformance certifies it). A band on the scores keeps
+    #: the promise; a top-k does not.
     admits_groups: ClassVar[bool] = False
 
 
 class Mixer(Actuator):
-    """Per-domain scores -> domain sampling proportions, non-negative, summing to one.
-
-    Hosts call :meth:`act` on update steps (every ``update_step`` steps) and
-    :meth:`observe` on the steps in between; :meth:`current_proportions` gives
-    the sampler its proportions before the first update.
-    """
+    """Per-domain scores -> domain sampling proportions, non-negative, summing to one: :meth:`act` on update
+    steps (every ``update_step``), :meth:`observe` on the steps in between."""
 
     kind = "mixer"
     accepts_granularity: ClassVar[tuple[str, ...]] = ("domain", "prompt", "response")
 
     def observe(self, scores: Any, batch: Any, **ctx: Any) -> None:
-        """Record one step's signal without proposing proportions; the default records nothing.
-
-        ``ctx`` is what :meth:`act` gets (``domains``, ``domain_index``, ``step_id``, ...).
-        """
+        """Record one step's signal without proposing proportions (``ctx`` as :meth:`act` gets it); the default
+        records nothing."""
 
     def current_proportions(self, domains: Any) -> torch.Tensor:
         """The proportions in effect, ``(D,)`` summing to one, without observing anything; default uniform."""
@@ -344,53 +295,36 @@ class Mixer(Actuator):
 class Sampler(Actuator):
     """Scores of candidate prompts -> the probabilities of drawing each, non-negative, summing to one.
 
-    ``mechanism: curriculum``: before a batch of prompts is drawn, the host scores the candidate
-    prompts with a ``pre_rollout`` scorer and calls :meth:`act` with those scores and the candidates'
-    batch; it returns ``(n,)`` probabilities over the ``n`` candidates, and the host draws the batch so
-    that each candidate is expected ``batch_size * p`` times.
+    ``mechanism: curriculum`` scores the candidates with a ``pre_rollout`` scorer before a batch is drawn, and
+    draws each candidate ``batch_size * p`` times in expectation.
     """
 
     kind = "sampler"
     accepts_granularity: ClassVar[tuple[str, ...]] = ("prompt",)
 
     def min_probability(self, num_candidates: int) -> float:
-        """The least probability :meth:`act` gives any of ``num_candidates`` candidates, whatever the scores.
-
-        A positive floor means no prompt is starved: every candidate keeps a chance of being drawn. The
-        default, 0, promises nothing; samplers that keep a floor say so here (conformance checks it, and
-        refuses a default configuration that may starve prompts).
-        """
+        """The least probability :meth:`act` gives any of ``num_candidates`` candidates, whatever the scores: a
+        positive floor means no prompt is starved (conformance checks it). The default, 0, promises nothing."""
         return 0.0
 
 
 class Allocator(Actuator):
-    """Scores of a step's prompts -> how many rollouts each gets: ``(n,)`` int64 under a budget.
-
-    ``mechanism: allocate``: before the host rolls out a batch of ``n`` prompts, a ``pre_rollout``
-    scorer scores them (a solve-rate estimate from the ledger, say) and :meth:`act` is called with
-    those scores, the prompts' batch (:data:`~dataflex_core.step.fields.PROMPT_FIELDS`) and the
-    keywords ``budget``, ``n_min`` and ``n_max``; it returns one count per prompt, summing to
-    ``budget``, each in ``[n_min, n_max]`` (:func:`~dataflex_core.contracts.check_allocation`).
+    """Scores of a step's prompts -> how many rollouts each gets: ``(n,)`` int64 summing to the keyword
+    ``budget``, each in ``[n_min, n_max]`` (``mechanism: allocate``; :func:`~dataflex_core.contracts.check_allocation`).
     """
 
     kind = "allocator"
     accepts_granularity: ClassVar[tuple[str, ...]] = ("prompt",)
 
     def min_rollouts(self, n_min: int, num_prompts: int, budget: int) -> int:
-        """The fewest rollouts :meth:`act` gives any prompt, whatever the scores (the declared floor).
-
-        The default is ``n_min``, the least the contract allows; an allocator that keeps a higher floor
-        (every prompt at least its share of a reserve) says so here, and conformance checks it.
-        """
+        """The fewest rollouts :meth:`act` gives any prompt, whatever the scores (conformance checks it); the
+        default is ``n_min``, the least the contract allows."""
         return int(n_min)
 
 
 def declared_fields(component: Component) -> list[str]:
     """Batch fields a configured component reads: ``response_mask``, its ``requires``, and ``uid`` for groups.
-
-    Everything that plans what to hand a component (a host's fetch, conformance's
-    guarded batch) asks this, with the instance built from the params in use.
-    """
+    Everything that plans what to hand a component (a host's fetch, conformance) asks this."""
     fields = ["response_mask", *component.requires]
     if component.needs_groups:
         fields.append("uid")
@@ -405,11 +339,8 @@ def base_label(base: type) -> str:
 
 
 def kind_of(cls: object) -> str | None:
-    """The kind ``cls`` is, read from its nearest base class in :data:`BASE_CLASSES`; None if it has none.
-
-    Why: one registration hook serves every kind, so a new kind costs only its
-    base class (declared by setting ``kind`` on it) and its contract.
-    """
+    """The kind ``cls`` is, read from its nearest base class in :data:`BASE_CLASSES` (None if it has none), so
+    one registration hook serves every kind."""
     if not isinstance(cls, type):
         return None
     by_base = {base: kind for kind, base in BASE_CLASSES.items()}

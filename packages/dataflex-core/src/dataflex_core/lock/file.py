@@ -24,7 +24,7 @@ import tomli_w
 from packaging.version import InvalidVersion, Version
 
 from ..atomic_write import file_kind, write_text_atomic
-from ..components import KINDS, declared_kinds, is_component_name, is_kind_name
+from ..components import KINDS, declared_kinds, is_component_name
 from ..distributions import canonical_name
 from ..errors import DataFlexError
 from ..version import __version__
@@ -177,7 +177,7 @@ def _components(raw: Any, source: str, where: str) -> dict[str, tuple[str, ...]]
     _expect(isinstance(raw, dict), source, where, "a table", raw)
     for kind, names in raw.items():
         _expect(
-            is_kind_name(kind),
+            is_component_name(kind),
             source,
             f"{where} key",
             f"a kind name ({', '.join(KINDS)}, mechanism or a plugin's)",
