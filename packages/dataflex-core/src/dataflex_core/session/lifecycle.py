@@ -1,49 +1,25 @@
 """DataFlex inside one training run: the one object a host creates and calls at its framework's seams.
 
-Every host runs the same lifecycle; only the framework's I/O differs. A host
-creates a :class:`DataFlexSession` from its ``dataflex:`` block and calls it,
-in this order:
+Every host runs the same lifecycle; only the framework's I/O differs, so the
+lifecycle lives here once (as OpenTelemetry's BaseInstrumentor does for an
+instrumentation) and a host is the framework's seams, field names, padding and
+capabilities. A host calls, in this order:
 
-1. ``DataFlexSession(block)`` in its constructor, first: pins the plugin set
-   (with ``dataflex.plugins.lock`` only locked plugins are imported, and any
-   drift stops the run here);
-2. :meth:`~DataFlexSession.mount` with its :class:`~dataflex_core.step.HostCapabilities`
-   (the seams it provides among them), loss unit and context: builds and
-   checks the pipeline before the first rollout (a seam the mechanism needs
-   and the host lacks is refused with the host's reason; the components'
-   state is checked through the checkpoint format);
-3. :meth:`~DataFlexSession.train_sampler` where the framework builds its
-   train dataloader: the sampler of a mechanism that draws the prompts (mix,
-   curriculum), or ``None`` to keep the framework's;
-3b. at the seams it declared, what :meth:`~DataFlexSession.seam` hands it:
-   the mounted mechanism's implementation of a seam (generation rounds within
-   a step, per-prompt rollout counts, ...), or ``None``: a host tests for a
-   seam, never for a mechanism's name;
-4. each training step: :meth:`~DataFlexSession.idle` (skip the host's own
-   I/O before ``warmup_step``), then :meth:`~DataFlexSession.run` on the
-   step's batch in the canonical fields; the host applies the
-   :class:`~dataflex_core.step.StepResult` (weights into its loss, recomputed
-   advantages, a hard drop); a host with several processes runs it where
-   :attr:`~dataflex_core.mechanisms.Mechanism.runs_on_every_process` says and
-   passes :meth:`~DataFlexSession.shared_state` on;
-5. checkpoints: :meth:`~DataFlexSession.encode_state` before the framework
-   writes anything (a state that cannot be saved stops the save there, naming
-   the component) and :meth:`~DataFlexSession.write_state` into the
-   framework's checkpoint folder where a failure leaves no checkpoint the
-   framework would resume from (:meth:`~DataFlexSession.save` does both at
-   once); :meth:`~DataFlexSession.check_resume` before the framework loads
-   anything from a resumed folder (the plugin set, and the state file read and
-   checked); :meth:`~DataFlexSession.restore` after it has.
-
-The session is what the BaseInstrumentor of OpenTelemetry is to an
-instrumentation: the lifecycle lives here once, a host is the framework's
-seams, field names, padding and capabilities. It is the running step itself
-(:class:`~dataflex_core.runner.DataFlexStep`: ``session.run``, ``session.seam``,
-``session.pipeline``, ...), with the plugin pinning, the train sampler and the
-component state around it; the block is read once, when the session is made.
-
-The package (:mod:`dataflex_core.session`) is the one import a host needs: the
-session and what a host declares and receives.
+1. ``DataFlexSession(block)`` first in its constructor: reads the block once and
+   pins the plugin set (with a lock, drift stops the run here);
+2. :meth:`~DataFlexSession.mount` with its :class:`~dataflex_core.step.HostCapabilities`:
+   builds and checks the pipeline before the first rollout;
+3. :meth:`~DataFlexSession.train_sampler` where the framework builds its train
+   dataloader (``None``: keep the framework's), and at each seam it declared
+   what :meth:`~DataFlexSession.seam` hands it (a host tests for a seam, never
+   for a mechanism's name);
+4. each training step, :meth:`~DataFlexSession.idle` then
+   :meth:`~DataFlexSession.run`, applying the :class:`~dataflex_core.step.StepResult`;
+5. checkpoints: :meth:`~DataFlexSession.encode_state` before the framework writes
+   anything, :meth:`~DataFlexSession.write_state` where a failure leaves no
+   checkpoint the framework would resume from (:meth:`~DataFlexSession.save`:
+   both), :meth:`~DataFlexSession.check_resume` before the framework loads a
+   resumed folder and :meth:`~DataFlexSession.restore` after.
 """
 
 from __future__ import annotations
@@ -92,22 +68,17 @@ def missing_state_files(folder: str | os.PathLike[str]) -> list[str]:
 
 
 class DataFlexSession(DataFlexStep):
-    """One host run's DataFlex: the plugin pinning, then the mounted step run each training step, the train
-    sampler, component state, metrics.
+    """One host run's DataFlex: the plugin pinning, the mounted step, the train sampler, component state.
 
     :param block: the run's ``dataflex:`` block (a mapping or an OmegaConf node; ``None`` pins the plugin set
-        from the environment only, and the host refuses the missing block with its own message). It is read
-        here, once (:attr:`block`).
+        from the environment only, and the host refuses the missing block with its own message).
     """
 
     def __init__(self, block: Any) -> None:
         super().__init__(read_block(block))
-        #: The plugin set this run uses; resolved before any component is built.
         self.plugins: ResolvedPlugins = resolve_plugins(None if self.block is None else self.block.plugins)
-        #: The resumed folder and the state read from it by :meth:`check_resume`, for :meth:`restore`.
         self._resumed: tuple[str, SavedState | None] | None = None
 
-    # -- mount -----------------------------------------------------------------------------------
     def mount(
         self,
         host: HostCapabilities,
@@ -118,10 +89,8 @@ class DataFlexSession(DataFlexStep):
         is_group_estimator: Any = None,
         extra_keys: Iterable[str] = (),
     ) -> None:
-        """Build the block and check it against ``host`` (:meth:`DataFlexStep.mount
-        <dataflex_core.runner.DataFlexStep.mount>`); the components' state is checked through the checkpoint
-        format. Then the session runs the step: :meth:`seam`, :meth:`run`, :attr:`pipeline`, :attr:`fields`, ...
-        """
+        """:meth:`DataFlexStep.mount <dataflex_core.runner.DataFlexStep.mount>`, then the components' state is
+        checked through the checkpoint format, so a state that cannot be saved fails before the first step."""
         super().mount(
             host, loss_unit=loss_unit, ctx=ctx, adv_estimator=adv_estimator, is_group_estimator=is_group_estimator,
             extra_keys=extra_keys,
@@ -145,15 +114,9 @@ class DataFlexSession(DataFlexStep):
                 "them to the dataset (one value per prompt) or configure components that do not read them"
             )
 
-    # -- the train sampler ---------------------------------------------------------------------------
     def train_sampler(self, dataset: TrainDataset, *, batch_size: int, seed: int) -> Any:
-        """Hand over the train dataset where the framework builds its train dataloader: the sampler to draw the
-        prompts with when the mounted mechanism draws them (the :class:`~dataflex_core.step.seams.TrainSampler`
-        seam), else ``None`` (keep yours). A mechanism that keeps a per-prompt ledger keys it by this dataset.
-
-        :param dataset: the train dataset's columns; :param batch_size: prompts per batch (one step's);
-        :param seed: the run's data seed.
-        """
+        """The sampler to draw the prompts with when the mounted mechanism draws them, else ``None`` (keep
+        yours). A mechanism that keeps a per-prompt ledger keys it by ``dataset``."""
         sampler = self.mechanism.train_sampler(self, dataset, batch_size, seed)
         if sampler is not None:
             self.sampler = sampler
@@ -170,7 +133,6 @@ class DataFlexSession(DataFlexStep):
         """On the other processes: take :meth:`shared_state` of the main one."""
         self.mechanism.load_shared_state(self.sampler, state)
 
-    # -- component state in checkpoints -------------------------------------------------------------------
     def stateful(self) -> dict[str, Stateful]:
         """What travels with checkpoints, by role: the components, and what the mechanism keeps (a history)."""
         pipeline = self.pipeline
@@ -191,19 +153,13 @@ class DataFlexSession(DataFlexStep):
         }
 
     def encode_state(self, global_steps: int) -> bytes:
-        """The component state of this step as the bytes of its file; call before the framework writes anything.
-
-        :raises ComponentStateError: a component's state cannot be saved (named, with its distribution).
-        """
+        """The component state as the bytes of its file; a state that cannot be saved raises
+        :class:`ComponentStateError` here, before the framework writes anything."""
         return encode_component_state(self.stateful(), global_steps, self.state_labels())
 
     def write_state(self, folder: str | os.PathLike[str], data: bytes) -> None:
-        """Write the plugin set and the encoded component state into the checkpoint ``folder`` (atomically each).
-
-        The host calls it where a failure here leaves no checkpoint the framework would resume from: before the
-        framework marks the checkpoint complete (verl's tracker file), or after the framework's own files in a
-        folder the host removes from the framework's view when this raises (TRL).
-        """
+        """Write the plugin set and the encoded component state into the checkpoint ``folder`` (atomically each),
+        where a failure leaves no checkpoint the framework would resume from (before verl's tracker file)."""
         save_plugin_record(folder, self.plugins)
         write_component_state(folder, data)
 
@@ -213,12 +169,8 @@ class DataFlexSession(DataFlexStep):
         return self.mechanism.ledger(self.sampler)
 
     def export_ledger(self, path: str | os.PathLike[str]) -> bool:
-        """Write the ledger to ``path`` as Parquet (:meth:`~dataflex_core.ledger.PromptLedger.export`), for
-        ``dataflex.ledger.load`` of a later run or offline analysis; False when the mechanism keeps none.
-
-        Checkpoints hold the ledger once, in the component state (``dataflex.ledger.load`` takes a checkpoint
-        folder too); this is the explicit export, e.g. to ``dataflex_ledger.parquet``.
-        """
+        """Write the ledger to ``path`` as Parquet, for ``dataflex.ledger.load`` of a later run or offline
+        analysis; False when the mechanism keeps none."""
         ledger = self.ledger
         if ledger is None:
             return False
@@ -230,14 +182,10 @@ class DataFlexSession(DataFlexStep):
         self.write_state(folder, self.encode_state(global_steps))
 
     def check_resume(self, folder: str | os.PathLike[str]) -> None:
-        """Before the framework loads anything from ``folder``: refuse a checkpoint without DataFlex's files (unless
-        ``dataflex.plugins.allow_missing_state``), refuse another plugin set, and read and check the component
-        state (an unreadable file stops the resume here, in one line naming it).
-
-        Every DataFlex save writes both files, so a checkpoint without them was written before DataFlex was added,
-        or the process stopped between the framework's save and DataFlex's: resuming it silently would skip the
-        plugin-set check and start every component (a curriculum's ledger, a sampler's pass) from nothing.
-        """
+        """Before the framework loads anything from ``folder``: refuse another plugin set, read and check the
+        component state, and refuse a checkpoint without DataFlex's files (unless
+        ``dataflex.plugins.allow_missing_state``): resuming it silently would skip the plugin-set check and start
+        every component (a curriculum's ledger, a sampler's pass) from nothing."""
         missing = missing_state_files(folder)
         if missing and not self.plugins.settings.allow_missing_state:
             raise ComponentStateError(
