@@ -1,42 +1,20 @@
 """``mechanism: filter``: admit or evict whole groups after reward, and refill until the batch is full.
 
 ``select`` drops groups and the batch shrinks; ``filter`` keeps it full. A
-scorer of the step's rollouts (a ``post_reward`` group scorer such as
-``group_reward_variance``, or any scorer) and a selector decide which GRPO
-groups are *admitted*; a group is admitted when the selector keeps every one
-of its valid rows (keeping part of a group is invalid output: filter admits
-or evicts whole groups), and a group without a valid row is never admitted.
-When fewer than the step's ``groups`` are admitted, the host generates a
-further prompt batch (a *refill*, drawn by :class:`RefillSampler`:
-deterministic given the run's seed, checkpointed) and admits from it, round
-after round, until the batch is full or ``max_rounds`` generation rounds ran
-(:class:`AdmissionRounds`). The trained batch is then the first ``groups``
-admitted groups in generation order; admitted groups beyond them are the
-surplus (dropped: generated, never trained). A step that is still short after
-``max_rounds`` follows ``on_short``: ``raise`` (default: a clear error naming
-the caps) or ``backfill`` (the batch is completed with evicted groups in
-generation order, counted in ``dataflex/filter/backfilled_groups``); it never
-trains on a smaller batch.
+scorer and a selector decide which GRPO groups are *admitted* (every valid row
+kept: keeping part of a group is invalid output). While fewer than the step's
+``groups`` are admitted, the host generates a further prompt batch (a refill,
+deterministic given the run's seed, checkpointed) and admits from it, up to
+``max_rounds`` rounds (:class:`AdmissionRounds`). The trained batch is the
+first ``groups`` admitted groups in generation order; a step still short
+follows ``on_short`` (``raise``, or ``backfill`` with evicted groups): it never
+trains on a smaller batch. The loss is the framework's own on the admitted
+groups, whose advantages were computed within each group.
 
-The loss is the framework's own on the admitted groups (their advantages were
-computed within each group, so they are unchanged); the host recounts its
-token normaliser. Hosts that cannot generate within a step refuse ``filter``
-at mount (the ``GenerationRounds`` seam).
-
-Every generated response feeds the per-prompt ledger (:mod:`dataflex_core.ledger`)
-when ``prompt_key`` names the dataset column of the prompt ids: each round's
-rows are recorded after the step, those of the trained batch as trained, those
-of evicted and surplus groups as filtered, so a prompt's ``rollouts`` =
-``rollouts_trained`` + ``rollouts_filtered`` and, summed over the prompts,
-the ledger's counts are the run's ``dataflex/compute/*`` totals (responses
-with no token, which the ledger leaves out, aside). On a host with several
-processes the main one runs the step and hands the others what it recorded
-(:meth:`Filter.shared_state`), so every process's ledger, and the draws of a
-curriculum reading it, are the same.
-
-Config (``dataflex:`` block): ``filter: {max_rounds: 4, on_short: raise}``,
-``prompt_key`` (unset: no ledger), ``success_threshold`` and ``ledger.load``
-as for ``mechanism: curriculum``.
+With ``prompt_key`` every generated response feeds the per-prompt ledger, as
+trained or filtered, so its counts are the run's ``dataflex/compute/*``
+totals; on a host with several processes the main one hands the others what it
+recorded (:meth:`Filter.shared_state`), so every process's ledger is the same.
 """
 
 from __future__ import annotations
@@ -93,15 +71,12 @@ class Filter(Mechanism):
 
     def __init__(self, block: Mapping[str, Any]) -> None:
         super().__init__(block)
-        #: The per-prompt ledger every round feeds (built with the train sampler; ``None`` without prompt_key).
         self.prompt_ledger: PromptLedger | None = None
         #: ``filter.draw``: the mix or curriculum that draws the prompts, and the step it runs in (the runner
-        #: mounts it, :meth:`nested`, and hands it over, :meth:`adopt`).
+        #: mounts it and hands it over, :meth:`adopt`).
         self.draw: StepContext | None = None
         self.draw_mechanism: Mechanism | None = None
-        #: The sampler of refill rounds without ``filter.draw`` (built by :meth:`prepare_refills`).
         self.refill: RefillSampler | None = None
-        #: The host keys ``filter.draw`` takes from the block (``on_invalid``, ``call_budget_s``).
         self._inherited = {key: block[key] for key in DRAW_INHERITS if key in block}
         #: The last step's ledger feed, until :meth:`shared_state` hands it to a host's other processes.
         self._fed: LedgerFeed | None = None
@@ -113,7 +88,6 @@ class Filter(Mechanism):
         """A curriculum draws the prompts: its history is the ledger, fed with every round."""
         return isinstance(self.draw_mechanism, Curriculum)
 
-    # -- filter.draw: the mechanism that draws the prompts, mounted by the runner ------------------------
     def nested(self) -> dict[str, Mapping[str, Any]]:
         draw = self.settings.draw
         return {} if draw is None else {"draw": {**self._inherited, **draw}}
@@ -130,7 +104,6 @@ class Filter(Mechanism):
             return {}
         return {"draw_scorer": draw.pipeline.scorer_spec.label, "draw_actuator": draw.pipeline.actuator_spec.label}
 
-    # -- the host seam -----------------------------------------------------------------------------
     def refusal(self, seam: type[Seam], host: HostCapabilities, reason: str) -> str:
         return (
             f"mechanism filter keeps the batch full by generating further prompt batches within a step, but "
@@ -149,8 +122,8 @@ class Filter(Mechanism):
             self.refill = RefillSampler(population, batch_size, seed)
 
     def refill_sampler(self) -> Any:
-        """The sampler of refill prompt batches: with ``filter.draw`` the train sampler the mix or curriculum drives
-        (refills are drawn as the dataloader's prompts are), else the filter's own."""
+        """With ``filter.draw`` the train sampler it drives (refills are drawn as the dataloader's prompts are),
+        else the filter's own."""
         if self.draw is not None:
             if self.draw.sampler is None:
                 raise RuntimeError(
@@ -209,11 +182,8 @@ class Filter(Mechanism):
         return list(dict.fromkeys([*own, *draw]))
 
     def train_sampler(self, step: StepContext, dataset: Any, batch_size: int, seed: int) -> Any:
-        """With ``filter.draw``, the draw mechanism's sampler (the dataloader's and the refills' prompts; a
-        curriculum's history is then the ledger); else ``None``: the host keeps its prompt order, refills come
-        from :class:`RefillSampler`, and with ``prompt_key`` the ledger is keyed here by the train dataset's
-        prompt ids (and warm-started from ``ledger.load``)."""
-
+        """With ``filter.draw``, the draw mechanism's sampler (a curriculum's history is then the ledger); else
+        ``None``: the host keeps its prompt order, and with ``prompt_key`` the ledger is keyed by ``dataset``."""
         draw, mechanism = self.draw, self.draw_mechanism
         if draw is not None and mechanism is not None:
             if draw.sampler is None:
@@ -278,19 +248,11 @@ class Filter(Mechanism):
             group=index[valid],
         )
 
-    def record(self, rounds: AdmissionRounds, chosen: list[torch.Tensor], step_id: int) -> dict[str, float]:
-        """Every round's valid responses into the ledger: trained when their group is in the batch, else filtered.
-
-        A curriculum drawing the prompts takes them as its step (its history and its scorer's ``observe``: what
-        every prompt did, evicted ones included); its metrics are returned.
-        """
-        return self.feed_ledger(rounds.prompts, chosen, step_id)
-
     def feed_ledger(
         self, prompts: list[RoundPrompts | None], chosen: list[torch.Tensor], step_id: int
     ) -> dict[str, float]:
-        """Each part's valid responses into the ledger (or the drawing curriculum), trained where their
-        ``group`` is in the part's ``chosen``, else filtered; one ledger step for the whole step."""
+        """Each part's valid responses into the ledger, or the drawing curriculum (what every prompt did, evicted
+        ones included): trained where their ``group`` is in the part's ``chosen``, else filtered."""
         ledger = self.prompt_ledger
         parts = [(p, keep) for p, keep in zip(prompts, chosen) if p is not None]
         if ledger is None or not parts:
@@ -304,8 +266,7 @@ class Filter(Mechanism):
         return self.apply_feed(self._fed)
 
     def apply_feed(self, feed: LedgerFeed) -> dict[str, float]:
-        """One step's responses into the ledger, or into the drawing curriculum (its history and its scorer's
-        ``observe``); the curriculum's metrics."""
+        """One step's responses into the ledger, or the drawing curriculum (whose metrics it returns)."""
         rows, rewards, tokens, trained = feed.rows, feed.rewards, feed.tokens, feed.trained
         if isinstance(self.draw_mechanism, Curriculum) and self.draw is not None:
             return self.draw_mechanism.feed(self.draw, rows, rewards, tokens, feed.step, trained=trained)
@@ -314,8 +275,7 @@ class Filter(Mechanism):
         return {}
 
     def shared_state(self, sampler: Any) -> dict[str, Any]:
-        """What the other processes of a host need after the main one ran the step: the step's ledger feed
-        (they record the same responses, so every process's ledger, and a curriculum's draws from it, stay
+        """The step's ledger feed (the other processes record the same responses, so a curriculum's draws stay
         equal) and a drawing mix's proportions."""
         fed, self._fed = self._fed, None
         draw, mechanism = self.draw, self.draw_mechanism
@@ -349,11 +309,8 @@ class Filter(Mechanism):
         return AdmissionRounds(int(groups), settings)
 
     def admit(self, step: StepContext, batch: Any, step_id: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """One round's admission: ``(admitted, rollouts, tokens)`` per group (groups in sorted ``uid`` order,
-        :func:`~dataflex_core.groups.group_index`).
-
-        Under ``on_invalid: uniform`` an invalid selection admits every group with a valid row.
-        """
+        """One round's ``(admitted, rollouts, tokens)`` per group in sorted ``uid`` order; under ``on_invalid:
+        uniform`` an invalid selection admits every group with a valid row."""
         sub, _ = step.components_batch(batch)
         index, groups = group_rows(sub)
         valid = valid_sample_mask(sub).cpu()
@@ -387,15 +344,14 @@ class Filter(Mechanism):
             )
         chosen = rounds.chosen()
         metrics = rounds.metrics(chosen)
-        metrics.update(self.record(rounds, chosen, step_id))
+        metrics.update(self.feed_ledger(rounds.prompts, chosen, step_id))
         metrics.update(self.run_draw(step, batch, step_id))
         return StepResult(metrics, compute=rounds.counts(chosen))
 
 
 def rounds_cap(settings: FilterSettings, population: int, batch_size: int) -> int:
-    """The generation rounds one step runs at most over a dataset of ``population`` rows and batches of
-    ``batch_size`` prompts: ``max_rounds``, capped (a warning naming the product) where its refill rounds would draw
-    more prompts than the dataset holds, so a step never runs on through passes of the dataset."""
+    """``max_rounds``, capped (with a warning) where a step's refills would draw more prompts than the dataset's
+    ``population`` rows, so a step never runs on through passes of the dataset."""
     refills = (settings.max_rounds - 1) * batch_size
     if refills <= population:
         return settings.max_rounds
