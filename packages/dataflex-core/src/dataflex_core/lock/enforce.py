@@ -1,18 +1,11 @@
 """Holding a process to a lock, and the process's one plugin manager, held to the lock in force.
 
-A lock in force is checked once, when it is applied and before any plugin
-code runs: the locked distributions' installed files against the lock
-(:func:`enforce_before_import`), so a modified plugin never runs, and no
-module of theirs already imported from elsewhere. Then they are imported
-through the checked-import finder (:mod:`.importer`), so what runs is the
-bytes that were checked; a host may also compare the components they
-registered (:func:`enforce`). Every refusal names each difference and the
-command that restores the locked set.
-
-The process's plugin manager (:func:`get_plugin_manager`) lives here because
-it may have to be a locked one (``$DATAFLEX_PLUGINS_LOCK``, or
-:func:`use_plugin_lock`): discovery (:mod:`dataflex_core.discovery`) loads
-plugins and knows nothing of locks, and the lock builds on it.
+A lock in force is checked once, before any plugin code runs: the locked
+distributions' installed files against the lock, and no module of theirs
+already imported from elsewhere. Then they are imported through the
+checked-import finder (:mod:`.importer`), so what runs is the bytes that were
+checked. The process's plugin manager lives here because it may have to be a
+locked one; discovery loads plugins and knows nothing of locks.
 """
 
 from __future__ import annotations
@@ -57,12 +50,8 @@ def enforce(
     expected_from: str = "the lock",
     hint: str = "",
 ) -> list[Difference]:
-    """Raise :class:`PluginSetMismatch` on any difference ``allow_drift`` does not accept.
-
-    With ``allow_drift``, version and content changes only warn
-    (:class:`PluginDriftWarning`); the accepted differences are returned so the
-    host can record them.
-    """
+    """Raise :class:`PluginSetMismatch` on any difference ``allow_drift`` does not accept; with ``allow_drift``,
+    version and content changes only warn, and are returned so the host can record them."""
     differences = compare(expected, actual)
     refused = [d for d in differences if not (allow_drift and d.is_drift)]
     if refused:
@@ -85,15 +74,12 @@ def enforce_before_import(
     expected_from: str = "the lock",
     lock: str = "LOCK",
 ) -> list[Difference]:
-    """Check the locked distributions as installed (``installed``: hashed, nothing imported) against ``locked``.
-
-    Installed plugins the lock does not list are not part of this check: they are
-    never imported while the lock is in force.
+    """Check the locked distributions as installed (hashed, nothing imported) against ``locked``; installed
+    plugins the lock does not list are never imported while it is in force, so they are not compared.
 
     :param lock: the lock's path, for the restore commands in the error.
-    :raises PluginSetMismatch: a locked distribution is missing, or its version, entry
-        points or files differ (version and content only warn with ``allow_drift``), or
-        an entry point names a module it does not ship (:mod:`.outside`, never accepted).
+    :raises PluginSetMismatch: a locked distribution is missing or differs (version and content only warn with
+        ``allow_drift``), or an entry point names a module it does not ship (never accepted).
     """
     mine = restrict_to(installed, locked.dist_names)
     outside = outside_rows(mine)
@@ -157,23 +143,17 @@ def use_plugin_lock(
     allow_drift: bool = False,
     expected_from: str | None = None,
 ) -> DataFlexPluginManager:
-    """Put a plugin lock in force for this process: check the locked files, then import only them.
-
-    Hosts that read the lock path from their own config call this before building
-    components. Before any plugin code runs, each locked distribution as installed
-    (version, entry points, the sha256 of every file) is compared with the lock;
-    then only the locked distributions' entry points are imported, each module
-    from the file that was checked (:mod:`dataflex_core.lock.importer`). What the
-    lock guards, and what it does not, is the production guide's threat model.
+    """Put a plugin lock in force for this process before building components: check the locked files, then
+    import only them, each module from the file that was checked. What the lock guards, and what it does not, is
+    the production guide's threat model.
 
     :param allow_drift: accept version and content changes with a
         :class:`~dataflex_core.lock.PluginDriftWarning` instead of refusing.
     :param expected_from: how messages name the lock (e.g. the config key it came from).
-    :raises dataflex_core.lock.LockFileError: the lock is missing or malformed.
-    :raises dataflex_core.lock.PluginSetMismatch: a locked distribution is missing or changed,
-        with one row per difference and the commands that restore the locked set.
-    :raises PluginLoadError: plugins outside the lock, or locked plugin modules from other files,
-        were already imported in this process (modules cannot be un-imported).
+    :raises dataflex_core.lock.PluginSetMismatch: a locked distribution is missing or changed, with one row per
+        difference and the commands that restore the locked set.
+    :raises PluginLoadError: plugins outside the lock, or locked plugin modules from other files, were already
+        imported in this process (modules cannot be un-imported).
     """
     allowed = {canonical_name(d) for d in read_lock(lock_path).dist_names}
     current = current_plugin_manager()
@@ -196,12 +176,7 @@ _MANAGER: DataFlexPluginManager | None = None
 
 
 def get_plugin_manager() -> DataFlexPluginManager:
-    """The process-wide plugin manager; entry points are loaded on the first call only.
-
-    With ``$DATAFLEX_PLUGINS_LOCK`` set, the locked distributions' installed files are
-    checked against the lock first (:class:`PluginSetMismatch` on any
-    change), then only their entry points are imported.
-    """
+    """The process-wide plugin manager, loaded on the first call (held to ``$DATAFLEX_PLUGINS_LOCK`` if set)."""
     global _MANAGER
     if _MANAGER is None:
         lock_path = os.environ.get(ENV_PLUGINS_LOCK, "").strip()
