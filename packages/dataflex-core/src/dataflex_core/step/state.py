@@ -1,26 +1,11 @@
 """Component state in a host's checkpoints: each stateful component's ``state_dict``, by role.
 
-Stateful components (history windows, EMAs, bandits) must continue where they
-stopped when a run resumes. Every host writes the same file into its
-checkpoint folder (verl's ``global_step_N/``, TRL's ``checkpoint-N/``) and
-reads it back on resume; a different component in a role is refused rather
-than fed another component's state.
-
-Component state is data, never code. The file is read with
-``torch.load(weights_only=True)``, which builds tensors, numbers, strings,
-bytes, ``None`` and lists, tuples, dicts and sets of them, and refuses any
-other object, so a crafted file in a shared checkpoint cannot run code on
-resume. A component whose state holds anything else (a numpy array, an
-object of its own class) is therefore refused, by name, at mount and at each
-save, before the framework writes its checkpoint.
-
-What a host calls, and when:
-
-- at mount: :func:`check_component_state`;
-- at each save, before the framework writes anything: :func:`encode_component_state`;
-  after the framework's own files: :func:`write_component_state` (temp file + rename);
-- on resume, before the framework loads anything: :func:`read_component_state`;
-  when the components exist: :func:`restore_component_state` with what it read.
+Stateful components (history windows, EMAs, bandits) continue where they
+stopped when a run resumes; a different component in a role is refused rather
+than fed another component's state. Component state is data, never code: the
+file is read with ``torch.load(weights_only=True)``, so a crafted file in a
+shared checkpoint cannot run code on resume, and a state holding anything else
+is refused by name at mount and at each save, before the framework writes.
 """
 
 from __future__ import annotations
@@ -150,11 +135,8 @@ def _checked_state(role: str, component: Stateful, labels: Mapping[str, str] | N
 
 
 def check_component_state(components: Mapping[str, Stateful], labels: Mapping[str, str] | None = None) -> None:
-    """At mount: every component's state round-trips through the file format, or :class:`ComponentStateError`.
-
-    :param labels: role -> how to name the component in errors, e.g. its
-        :attr:`~dataflex_core.ComponentSpec.label` ``"ema (acme-dataflex==1.2)"``.
-    """
+    """At mount: every component's state round-trips through the file format, or :class:`ComponentStateError`
+    naming it by ``labels[role]`` (``"ema (acme-dataflex==1.2)"``)."""
     for role, component in components.items():
         _checked_state(role, component, labels)
 
@@ -236,11 +218,8 @@ def _load(path: Path) -> Any:
 
 
 def read_component_state(folder: str | os.PathLike[str]) -> SavedState | None:
-    """The component state a checkpoint holds (``None`` without the file), checked; call before resuming.
-
-    :raises ComponentStateError: one line naming the file, what is wrong (empty, truncated,
-        corrupt, not DataFlex's, another format) and the fix.
-    """
+    """The component state a checkpoint holds (``None`` without the file), checked before resuming; what is
+    wrong (empty, truncated, not DataFlex's, another format) is one :class:`ComponentStateError` with the fix."""
     path = Path(folder) / CHECKPOINT_STATE
     if not path.exists():
         return None
