@@ -1,24 +1,14 @@
 """A dataloader sampler that draws each batch of prompts by a curriculum's probabilities.
 
 ``mechanism: curriculum`` acts where a framework picks prompts: the train
-dataloader's sampler. For each block of ``batch_size`` indices (one batch of
-prompts) it takes the candidate prompts (every row, or the next ``candidates``
-rows of a shuffled pass over the dataset, so every prompt is a candidate once
-per pass), scores them with the ``pre_rollout`` scorer on the history the host
-keeps, turns the scores into probabilities with the sampler component, and
-draws the block by systematic sampling over the candidates in a random order:
-candidate ``i`` appears ``floor(B p_i)`` or ``ceil(B p_i)`` times, ``B p_i`` in
-expectation, so a batch repeats a prompt only when its probability exceeds
-``1 / B``. Before ``warmup_step`` (and on an ``on_invalid: uniform`` fallback)
-the draw is uniform over the candidates.
-
-The block is scored when the dataloader asks for it: a framework that
-prefetches batches (worker processes, accelerate's one-batch look-ahead) scores
-them with the history as it was then. The sampler's own state (generator,
-position in the pass and in the block, draw counts; tensors, not lists) is
-``state_dict`` / ``load_state_dict``, so a host that checkpoints it (verl, through torchdata's
-``StatefulDataLoader``) resumes the same draws; the history is checkpointed
-with the components' state.
+dataloader's sampler. Each block of ``batch_size`` rows is drawn from the
+candidates (every row, or the next ``candidates`` rows of a shuffled pass, so
+every prompt is a candidate once per pass) by systematic sampling: candidate
+``i`` appears ``floor(B p_i)`` or ``ceil(B p_i)`` times, so a batch repeats a
+prompt only when its probability exceeds ``1 / B``. The block is scored when the
+dataloader asks for it: a framework that prefetches scores it on the history as
+it was then. A host that checkpoints the sampler (verl's ``StatefulDataLoader``)
+resumes the same draws.
 """
 
 from __future__ import annotations
@@ -74,10 +64,6 @@ def candidate_batch(
     return Batch(tensors, objects)
 
 
-def _index_dtype(n: int) -> torch.dtype:
-    return torch.int32 if n < 2**31 else torch.long
-
-
 class CurriculumSampler(BlockSampler):
     """Yields dataset rows drawn block by block with the curriculum's probabilities.
 
@@ -123,7 +109,6 @@ class CurriculumSampler(BlockSampler):
         #: The probabilities of the last block's draw over its candidates (rows, probabilities).
         self.last_probabilities: tuple[torch.Tensor, torch.Tensor] | None = None
 
-    # -- one block --------------------------------------------------------------------
     def candidates(self) -> torch.Tensor:
         """The rows scored for the next block: all of them, or the next ``candidates`` of the shuffled pass."""
         rows = len(self.history)
@@ -137,13 +122,8 @@ class CurriculumSampler(BlockSampler):
 
     def _wrap(self) -> torch.Tensor:
         """The pass's last rows, then the first rows of a new pass not among them (no prompt twice in a draw); the
-        new pass goes on without the rows taken here, so each prompt is a candidate once per pass.
-
-        Work beyond the new pass's one ``randperm`` is O(candidates): the rows taken lie among the new pass's
-        first ``candidates`` rows (at most ``len(rest)`` of those are the old pass's), and the rows of ``rest``
-        met before the last one taken are moved up to just before the new cursor, so the pass tensor itself
-        (from the cursor on) is the new pass without the rows taken, in its order.
-        """
+        new pass goes on without the rows taken here, so each prompt is a candidate once per pass. Beyond the
+        one ``randperm`` the work is O(candidates): the rows taken lie among the new pass's first ones."""
         rest = self._pass[self._cursor :]
         need = self.num_candidates - len(rest)  # >= 1: the pass has fewer rows left than a draw takes
         fresh = torch.randperm(len(self.history), generator=self.generator)
@@ -167,9 +147,7 @@ class CurriculumSampler(BlockSampler):
         if not pipeline.active(step):
             return torch.full((n,), 1.0 / n, dtype=torch.float64), True
         batch = candidate_batch(self.history, rows, self.fields, self.columns)
-        ctx = self.step.ctx
-
-        calls = self.step.calls
+        ctx, calls = self.step.ctx, self.step.calls
 
         def draw() -> torch.Tensor:
             scores = calls.call("scorer", "score", batch, step, at_step=step, **ctx)
@@ -181,17 +159,13 @@ class CurriculumSampler(BlockSampler):
         return (torch.full((n,), 1.0 / n, dtype=torch.float64), True) if fell_back else (p, False)
 
     def next_block(self) -> list[int]:
-        """Draw the next block of ``batch_size`` dataset rows for step ``history.last_step + 1``.
-
-        Over every prompt the block's own work is a few passes over the rows (the random order, one gather and
-        one cumulative sum of the probabilities, the metrics' reductions); the picks, the draw counts and the
-        repeats are O(batch_size).
-        """
+        """Draw the next block of ``batch_size`` dataset rows for step ``history.last_step + 1``."""
         step = self.history.last_step + 1
         rows = self.candidates()
         p, uniform = self.probabilities(rows, step)
         # int32 where it fits: the same permutation and generator state as int64, and a faster shuffle and gather
-        order = torch.randperm(len(rows), generator=self.generator, dtype=_index_dtype(len(rows)))
+        index_dtype = torch.int32 if len(rows) < 2**31 else torch.long
+        order = torch.randperm(len(rows), generator=self.generator, dtype=index_dtype)
         positions = systematic_positions(p.index_select(0, order), self.batch_size, self.generator)
         picks = rows[order[positions]]  # in the random order, each as often as systematic sampling counts it
         self.draws.index_add_(0, picks, torch.ones_like(picks))
@@ -213,7 +187,6 @@ class CurriculumSampler(BlockSampler):
         }
         return picks[torch.randperm(len(picks), generator=self.generator)].tolist()
 
-    # -- checkpoint state ------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:
         return {
             **self.block_state(),
