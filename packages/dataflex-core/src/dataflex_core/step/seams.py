@@ -1,23 +1,11 @@
 """The host seams: what a mechanism needs a host to do for it, beyond handing it the step's batch.
 
-Every mechanism runs on the step's batch (:meth:`~dataflex_core.session.DataFlexSession.run`); most also
-need the host to do something at one of its framework's seams: multiply weights into its loss
-(:class:`LossWeights`), draw its prompts through DataFlex's train sampler (:class:`TrainSampler`),
-generate further prompt batches within a step (:class:`GenerationRounds`), generate a number of
-rollouts per prompt that DataFlex gives it (:class:`PromptCounts`), or generate a step's rollouts in stages,
-each decided on the last one's rewards (:class:`StagedGeneration`). Each of those is a seam:
-
-- a mechanism declares the seams it needs (:attr:`~dataflex_core.mechanisms.Mechanism.seams`) and
-  carries their code (its implementation of the seam's interface);
-- a host declares the seams it provides, and why not the others
-  (:attr:`~dataflex_core.step.HostCapabilities.seams`); mount refuses a mechanism whose seam the host
-  lacks, with the host's reason;
-- the session hands the host the mounted mechanism's implementation
-  (:meth:`~dataflex_core.session.DataFlexSession.seam`, ``None`` when the mechanism does not use it), so a
-  host tests for a seam, never for a mechanism's name.
-
-A new way of acting through the host is one more subclass of :class:`Seam` with the interface a host calls,
-the hosts that can declaring it.
+A mechanism declares the seams it needs (:attr:`~dataflex_core.mechanisms.Mechanism.seams`) and carries
+their code; a host declares the seams it provides, and why not the others
+(:attr:`~dataflex_core.step.HostCapabilities.seams`), and mount refuses a mechanism whose seam the host
+lacks with the host's reason. The session hands the host the mounted mechanism's implementation
+(:meth:`~dataflex_core.session.DataFlexSession.seam`, ``None`` when unused), so a host tests for a seam,
+never for a mechanism's name. A new way of acting through the host is one more subclass of :class:`Seam`.
 """
 
 from __future__ import annotations
@@ -30,11 +18,8 @@ import torch
 
 
 class Seam:
-    """One way a mechanism acts through the host; a subclass is the interface the host calls.
-
-    An instance is a mounted mechanism's implementation, handed to the host by
-    :meth:`~dataflex_core.session.DataFlexSession.seam`.
-    """
+    """One way a mechanism acts through the host; a subclass is the interface the host calls, an instance a
+    mounted mechanism's implementation."""
 
     #: How hosts, errors and the docs name the seam.
     name: ClassVar[str] = ""
@@ -47,12 +32,8 @@ S = TypeVar("S", bound=Seam)
 
 
 class LossWeights(Seam):
-    """The host multiplies the step's weights into its loss: ``StepResult.applied`` (mean one in the loss's unit).
-
-    ``HostCapabilities.token_weights`` says whether per-token weights reach the loss; ``hard_drop`` and
-    ``recompute_advantage`` whether a selector's dropped rows can leave it and its kept rows get new
-    advantages. What the mounted mechanism decided of those is here.
-    """
+    """The host multiplies the step's weights into its loss: ``StepResult.applied`` (mean one in the loss's unit),
+    with what the mounted mechanism decided of the host's ``hard_drop`` and ``recompute_advantage``."""
 
     name = "loss_weights"
     does = "multiply the step's weights into its loss"
@@ -66,12 +47,8 @@ class LossWeights(Seam):
 
 
 class TrainSampler(Seam):
-    """The host draws its prompts through DataFlex's train sampler.
-
-    :meth:`~dataflex_core.session.DataFlexSession.train_sampler`, called where the host builds its train
-    dataloader, returns that sampler (``None`` when the mounted mechanism leaves the prompts to the framework);
-    the host puts it in its dataloader.
-    """
+    """The host draws its prompts through the sampler :meth:`~dataflex_core.session.DataFlexSession.train_sampler`
+    returns, in its dataloader."""
 
     name = "train_sampler"
     does = "draw its prompts through DataFlex's train sampler"
@@ -119,12 +96,8 @@ class GenerationRounds(Seam):
     does = "generate further prompt batches within a step until the batch is full"
 
     def prepare(self, population: int, *, batch_size: int, seed: int) -> None:
-        """Build what the rounds draw refill prompts from, before a resume restores its position (call where the
-        host builds its train dataloader, after ``session.train_sampler``).
-
-        :param population: rows of the train dataset; :param batch_size: prompts per batch; :param seed: the
-            run's data seed.
-        """
+        """Build what the rounds draw refill prompts from (``population``: the train dataset's rows), before a
+        resume restores its position: where the host builds its train dataloader, after ``session.train_sampler``."""
         raise NotImplementedError
 
     def refill_sampler(self) -> Any:
@@ -173,12 +146,9 @@ class PromptCounts(Seam):
 
 @dataclass(frozen=True)
 class StageRequests:
-    """One generation stage: roll prompt ``prompts[i]`` (a dataset row) out ``counts[i]`` times, under group ``uids[i]``.
-
-    A prompt requested again in a later stage of the same step keeps its ``uid``: its rollouts of every stage
-    are one group (same weights, so equally on-policy). All three are int64 ``(k,)``; a count may be 0 (nothing
-    to generate for that prompt in this stage).
-    """
+    """One generation stage: roll prompt ``prompts[i]`` (a dataset row) out ``counts[i]`` times (0 too), under
+    group ``uids[i]``; all int64 ``(k,)``. A prompt requested again in a later stage of the step keeps its
+    ``uid``: its rollouts of every stage are one group (same weights, so equally on-policy)."""
 
     prompts: torch.Tensor
     counts: torch.Tensor
