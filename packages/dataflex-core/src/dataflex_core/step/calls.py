@@ -1,33 +1,19 @@
 """Every call the step makes into plugin code, and the rules each follows, in one place for every host.
 
-Components are untrusted code running inside the framework's training
-process. The step calls them (``score``, ``act``, ``observe``) only through
-:meth:`ComponentCalls.call`, which enforces:
+Components are untrusted code running inside the framework's training process. The step calls them only
+through :meth:`ComponentCalls.call`, which enforces:
 
-- **Inputs are read-only.** A component gets the batch in a container of its
-  own (replacing an entry changes nothing outside the call) holding the
-  step's tensors and arrays, and must not change them: the version counter of
-  every tensor handed over (the batch's, the scores, tensors in ``ctx``) is
-  compared after the call, and numpy arrays are write-protected during it. A
-  change in place is a :class:`~dataflex_core.ComponentError` naming the
-  field, since the step's metrics and weights would otherwise disagree. Hosts
-  hand the step tensors their framework does not read again, or copies, so a
-  fallback after such a change is still the framework's own step. A write
-  through ``tensor.data`` or a numpy view of a tensor does not move the
-  counter and is not seen.
-- **No autograd.** The call runs under ``torch.no_grad()``; the contracts
-  detach what it returns.
-- **Exceptions are named.** Whatever a call raises (``KeyboardInterrupt``
-  aside; ``SystemExit`` included) becomes a :class:`~dataflex_core.ComponentError`
-  naming the component, its distribution, the method and the step, with the
-  plugin's exception as its cause. It is invalid output, so ``dataflex.on_invalid:
-  uniform`` covers it: a user who keeps a long run alive that way gets the
-  step as the framework would run it, counted and logged with the traceback.
-- **Process-wide settings stay the framework's** (:mod:`.process_state`):
-  what a call changed is put back and named in a warning, once per component
-  and setting.
-- **A slow call is named while it runs** (:mod:`.watchdog`), past
-  ``dataflex.call_budget_s``.
+- **Inputs are read-only.** A component gets the batch in a container of its own; the version counter of
+  every tensor handed over is compared after the call and numpy arrays are write-protected during it, so a
+  change in place is a :class:`~dataflex_core.ComponentError` naming the field (the step's metrics and
+  weights would otherwise disagree). A write through ``tensor.data`` or a numpy view is not seen.
+- **No autograd.** The call runs under ``torch.no_grad()``; the contracts detach what it returns.
+- **Exceptions are named.** Whatever a call raises (``KeyboardInterrupt`` aside) becomes a
+  :class:`~dataflex_core.ComponentError` naming the component, its distribution, the method and the step. It
+  is invalid output, so ``dataflex.on_invalid: uniform`` covers it.
+- **Process-wide settings stay the framework's** (:mod:`.process_state`): what a call changed is put back
+  and named in a warning, once per component and setting.
+- **A slow call is named while it runs** (:mod:`.watchdog`), past ``dataflex.call_budget_s``.
 """
 
 from __future__ import annotations

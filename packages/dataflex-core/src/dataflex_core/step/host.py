@@ -1,15 +1,11 @@
 """What a host can do, declared once for the mount-time checks that read it.
 
 A host (verl, TRL, ...) describes itself with :class:`HostCapabilities`: the
-seams it provides (:mod:`dataflex_core.step.seams`: weights into its loss, a
-train sampler, generation rounds, per-prompt rollout counts) and why not the
-others, the loss units it has, whether per-token weights reach its loss,
-whether it can drop rows from the loss, whether every ``uid`` group is whole
-in the step's batch, and which canonical fields (:mod:`dataflex_core.step.fields`)
-this run's configuration provides. The runner's :func:`~dataflex_core.runner.check_pipeline`
-compares a built pipeline with that declaration before the first rollout, so a
-pipeline that could not work in this run fails in seconds with one error that
-says why and what to change.
+seams it provides and why not the others, its loss units, and which canonical
+fields this run's configuration provides. The runner's
+:func:`~dataflex_core.runner.check_pipeline` compares a built pipeline with it
+before the first rollout, so a pipeline that could not work in this run fails
+in seconds with one error that says why and what to change.
 """
 
 from __future__ import annotations
@@ -48,10 +44,6 @@ class SeamSupport:
     timings: tuple[str, ...] | None = None
 
 
-def _default_seams() -> dict[type[Seam], SeamSupport]:
-    return {LossWeights: SeamSupport(True)}
-
-
 @dataclass(frozen=True)
 class HostCapabilities:
     """A host's declaration, for this run's configuration.
@@ -83,7 +75,7 @@ class HostCapabilities:
     hard_drop: bool = False
     drop_denominator: str = "tokens"
     recompute_advantage: bool = False
-    seams: Mapping[type[Seam], SeamSupport] = field(default_factory=_default_seams)
+    seams: Mapping[type[Seam], SeamSupport] = field(default_factory=lambda: {LossWeights: SeamSupport(True)})
     checkpoints_sampler: bool = False
     complete_groups: bool = True
     fields: Mapping[str, FieldSupport] = field(default_factory=dict)
