@@ -204,14 +204,6 @@ def dense_group_index(uid: Any, device: torch.device | str | None = None) -> tup
     return index.to(device or "cpu"), int(inverse.max()) + 1 if inverse.size else 0
 
 
-def compute_valid_tokens(response_mask: torch.Tensor, padding: torch.Tensor | None) -> torch.Tensor:
-    """``(bs, L)`` bool: response tokens of rows that are not padding."""
-    mask = response_mask.bool()
-    if padding is not None:
-        mask = mask & ~padding.to(mask.device).bool().reshape(-1, 1)
-    return mask
-
-
 class StepInputs:
     """The derived values of one step's batch, each computed on first read.
 
@@ -268,7 +260,7 @@ class StepInputs:
         padding rows are empty)."""
         if self.padding_is_empty:
             return self.response_tokens
-        return compute_valid_tokens(self.response_tokens, self.padding)
+        return self.response_tokens & ~self.padding.to(self.response_mask.device).bool().reshape(-1, 1)
 
     @cached_property
     def token_counts(self) -> torch.Tensor:
@@ -302,6 +294,20 @@ class StepInputs:
             kept, inverse = torch.unique(index[rows.to(index.device)], return_inverse=True)
             sub.__dict__["groups"] = (inverse, int(kept.numel()))
         return sub
+
+    @cached_property
+    def for_components(self) -> StepInputs:
+        """These values as a loss mechanism's components see the batch: the framework's padding rows as the empty
+        rows they are. Itself when the padding rows have no response token (verl's); else the values of
+        ``response_mask`` with those rows emptied, this step's counts shared (nothing is counted again)."""
+        if self.padding_is_empty:
+            return self
+        mask, real = self.response_mask, ~self.padding.to(self.response_mask.device).bool()
+        view = StepInputs(mask * real.unsqueeze(-1).to(mask.dtype), self.padding, self.uid)
+        view.__dict__.update(response_tokens=self.valid_tokens, response_counts=self.token_counts)
+        if "groups" in self.__dict__:
+            view.__dict__["groups"] = self.groups
+        return view
 
 
 def prepare_batch(batch: Any) -> Any:

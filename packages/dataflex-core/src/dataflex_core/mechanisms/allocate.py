@@ -46,7 +46,7 @@ from ..contracts import GROUP_MIN_ROLLOUTS, allocation_problem, check_allocation
 from ..errors import ConfigError
 from ..keys import Key, parse_keys
 from ..ledger import PromptIds, PromptLedger
-from ..normalize import valid_token_counts
+from ..normalize import valid_sample_mask, valid_token_counts
 from ..step.calls import component_label
 from ..step.context import StepContext
 from ..step.dataset import dataset_column
@@ -345,10 +345,8 @@ class Allocate(Mechanism):
         """
         book = self._ledger()
         metrics = self._check_counts(step, batch)
-        # padding rows are empty rows here: out of ``valid``, so only (bs,) values are indexed, no field copied
-        sub = step.components_view(batch)
-        valid = sub.batch["response_mask"].to(torch.bool).any(-1)
-        ids = sub.non_tensor_batch.get(self.settings.prompt_key)
+        valid = valid_sample_mask(batch)  # neither padding rows nor empty ones: only (bs,) values are indexed
+        ids = batch.non_tensor_batch.get(self.settings.prompt_key)
         if ids is None:
             raise ConfigError(
                 f"mechanism allocate keys its ledger by dataflex.prompt_key={self.settings.prompt_key!r}, but the "
@@ -357,7 +355,7 @@ class Allocate(Mechanism):
         keep = valid.cpu().numpy()
         rows = book.ids.rows(np.asarray(ids, dtype=object)[keep], f"the rows of step {step_id}")
         outcomes = book.record(
-            rows, row_rewards(sub)[valid].cpu(), step_id, tokens=valid_token_counts(sub)[valid].cpu()
+            rows, row_rewards(batch)[valid].cpu(), step_id, tokens=valid_token_counts(batch)[valid].cpu()
         )
         step.calls.call("scorer", "observe", outcomes_batch(book, outcomes), step_id, at_step=step_id, **step.ctx)
         return StepResult(metrics)

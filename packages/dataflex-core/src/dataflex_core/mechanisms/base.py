@@ -38,7 +38,7 @@ import torch
 
 from ..config import DataFlexPipeline
 from ..contracts import check_weights, expected_shape, valid_for
-from ..errors import IncompatibleComponentError, InvalidOutputError
+from ..errors import IncompatibleComponentError
 from ..precomputed import inputs_of
 from ..step.calls import component_label
 from ..step.context import StepContext
@@ -242,18 +242,20 @@ class LossMechanism(Mechanism):
 
     def weights(self, step: StepContext, batch: Any, step_id: int) -> torch.Tensor:
         """Raw non-negative weights ``(bs,)`` or ``(bs, L)`` for ``batch``, its padding rows shown as empty rows
-        (:meth:`~dataflex_core.step.StepContext.components_view`); what they get there is not used."""
+        (:meth:`~dataflex_core.step.StepContext.on_real_rows`); what they get there is not used."""
         raise NotImplementedError(f"mechanism {self.name!r} ({type(self).__qualname__}) must implement weights()")
 
     def run(self, step: StepContext, batch: Any, step_id: int, importance_weights: torch.Tensor | None) -> StepResult:
         inputs = inputs_of(batch)  # the step prepared them: the valid tokens and their counts, once per step
-        valid_tokens, counts = inputs.valid_tokens, inputs.token_counts
-        raw = step.on_real_rows(batch, lambda rows: self.weights(step, rows, step_id))
-        applied, factor = normalised(step, raw, valid_tokens, counts, importance_weights, step_id)
+        valid_tokens, counts, unit = inputs.valid_tokens, inputs.token_counts, step.loss_unit
+        raw = step.on_real_rows(batch, inputs, lambda rows: self.weights(step, rows, step_id))
+        owner = component_label(step.pipeline, "actuator")
+        applied, factor = finalize(
+            raw, valid_tokens, unit, importance_weights, token_counts=counts, owner=owner, step=step_id
+        )
         metrics = weight_metrics(
-            factor, valid_tokens, step.loss_unit, token_counts=counts, applied=applied,
-            importance_weights=importance_weights,
-        )  # fmt: skip
+            factor, valid_tokens, unit, token_counts=counts, applied=applied, importance_weights=importance_weights
+        )
         return StepResult(metrics, applied=applied, factor=factor)
 
 
@@ -266,23 +268,3 @@ def scored_weights(step: StepContext, batch: Any, step_id: int) -> torch.Tensor:
     weights = step.calls.call("actuator", "act", scores, batch, at_step=step_id, step_id=step_id, **step.ctx)
     owner = component_label(pipeline, "actuator")
     return check_weights(weights, batch, granularity=granularity, owner=owner, step=step_id, valid=valid)
-
-
-def normalised(
-    step: StepContext,
-    raw: torch.Tensor,
-    valid_tokens: torch.Tensor,
-    token_counts: torch.Tensor,
-    importance_weights: torch.Tensor | None,
-    step_id: int,
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """``(applied, factor)``: raw weights normalised in the mounted loss unit, composed with the framework's.
-
-    :param token_counts: ``(bs,)`` ``valid_tokens`` per row.
-    """
-    spec = step.pipeline.actuator_spec
-    try:
-        applied, factor = finalize(raw, valid_tokens, step.loss_unit, importance_weights, token_counts=token_counts)
-    except InvalidOutputError as exc:
-        raise InvalidOutputError(f"{spec.kind} {spec.label} returned invalid weights at step {step_id}: {exc}") from exc
-    return applied, factor

@@ -225,9 +225,7 @@ class Curriculum(Mechanism):
                 "(DataFlexSession.train_sampler)"
             )
         settings, history = self.settings, sampler.history
-        # padding rows are empty rows here: out of ``valid``, so only (bs,) values are indexed, no field copied
-        batch = step.components_view(batch)
-        valid = valid_sample_mask(batch)
+        valid = valid_sample_mask(batch)  # neither padding rows nor empty ones: only (bs,) values are indexed
         ids = batch.non_tensor_batch.get(settings.prompt_key)
         if ids is None:
             raise ConfigError(

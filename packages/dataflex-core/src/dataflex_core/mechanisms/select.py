@@ -26,6 +26,7 @@ from ..config import DataFlexPipeline
 from ..contracts import check_selection
 from ..errors import IncompatibleComponentError, InvalidOutputError
 from ..normalize import valid_sample_mask, valid_token_counts, valid_token_mask
+from ..precomputed import inputs_of
 from ..step.calls import component_label
 from ..step.context import StepContext
 from ..step.host import HostCapabilities
@@ -34,7 +35,8 @@ from ..step.outputs import checked_scores
 from ..step.result import StepResult
 from ..step.seams import LossWeights, S
 from ..step.selection import selection_metrics
-from .base import LossMechanism, check_rollout_time, normalised
+from ..step.weights import finalize
+from .base import LossMechanism, check_rollout_time
 
 
 class Select(LossMechanism):
@@ -89,7 +91,7 @@ class Select(LossMechanism):
 
     def run(self, step: StepContext, batch: Any, step_id: int, importance_weights: torch.Tensor | None) -> StepResult:
         valid_tokens, counts = valid_token_mask(batch), valid_token_counts(batch)
-        raw = step.on_real_rows(batch, lambda rows: self.weights(step, rows, step_id))
+        raw = step.on_real_rows(batch, inputs_of(batch), lambda rows: self.weights(step, rows, step_id))
         kept = raw > 0
         unit = step.loss_unit
         if self.hard_drop:
@@ -103,7 +105,10 @@ class Select(LossMechanism):
             )  # fmt: skip
             metrics[f"{PREFIX}hard_drop"] = 1.0
         else:
-            applied, factor = normalised(step, raw, valid_tokens, counts, importance_weights, step_id)
+            owner = component_label(step.pipeline, "actuator")
+            applied, factor = finalize(
+                raw, valid_tokens, unit, importance_weights, token_counts=counts, owner=owner, step=step_id
+            )
             metrics = weight_metrics(
                 factor, valid_tokens, unit, token_counts=counts, applied=applied, importance_weights=importance_weights
             )

@@ -17,7 +17,7 @@ import torch
 
 from ..batch import Batch
 from ..config import DataFlexPipeline
-from ..precomputed import STEP_INPUTS_KEY, inputs_of, prepare_batch
+from ..precomputed import STEP_INPUTS_KEY, StepInputs
 from .calls import ComponentCalls
 from .host import HostCapabilities
 from .on_invalid import InvalidOutputPolicy
@@ -82,7 +82,7 @@ class StepContext:
         nothing was removed).
 
         For mechanisms that keep something per real row (a prompt's record, a domain's share); the loss
-        mechanisms run their components on :meth:`components_view` instead, which copies nothing.
+        mechanisms run their components through :meth:`on_real_rows` instead, which copies nothing.
         """
         padding = batch.batch.get("is_padding")
         if padding is None or not bool(padding.any()):
@@ -90,40 +90,26 @@ class StepContext:
         real = ~padding.bool()
         return _without_padding_field(batch.select_rows(real)), real
 
-    def components_view(self, batch: Batch) -> Batch:
-        """``batch`` as a loss mechanism's components see it: every row, the framework's padding rows as the empty
-        rows they are.
-
-        verl's padding rows already have an empty ``response_mask`` (and a shared ``pad...`` uid), which the
-        contract already handles: such a row gets weight 0 and stays out of every statistic, mean and group, so
-        a padding row never counts as a real one and a group of padding rows is never a group of responses.
-        ``batch`` is then handed over as it is (``is_padding`` kept, its prepared values shared): no field is
-        copied. Padding rows that carry response tokens (a host that does not empty them) get a copy of
-        ``response_mask`` with those rows emptied, the one field that says which rows hold a response.
-        """
-        padding = batch.batch.get("is_padding")
-        if padding is None:
-            return batch
-        if inputs_of(batch).padding_is_empty:
-            return batch
-        mask = batch.batch["response_mask"]
-        emptied = mask * (~padding.to(mask.device).bool()).unsqueeze(-1).to(mask.dtype)
-        meta = {k: v for k, v in batch.meta_info.items() if k != STEP_INPUTS_KEY}
-        return prepare_batch(Batch({**batch.batch, "response_mask": emptied}, batch.non_tensor_batch, meta))
-
-    def on_real_rows(self, batch: Batch, compute: Callable[[Batch], torch.Tensor]) -> torch.Tensor:
-        """``compute`` on :meth:`components_view` of ``batch``: its ``(bs, ...)`` output for every row, with per-row
+    def on_real_rows(self, batch: Batch, inputs: StepInputs, compute: Callable[[Batch], torch.Tensor]) -> torch.Tensor:
+        """``compute`` on ``batch`` as a loss mechanism's components see it: its ``(bs, ...)`` output, per-row
         ``(bs,)`` values 0 on padding rows.
 
-        A ``(bs, L)`` output keeps the component's values on padding rows (they are invalid tokens there):
-        :func:`~dataflex_core.step.weights.finalize` writes the weights once, 0 on every invalid token, so no
-        full-size copy is made here.
+        The framework's padding rows are the empty rows they are (weight 0, out of every statistic, mean and
+        group). verl's have an empty ``response_mask`` already: ``batch`` is handed over as it is, nothing copied.
+        Padding rows that carry response tokens get a ``response_mask`` with those rows emptied
+        (:attr:`~dataflex_core.StepInputs.for_components`). A ``(bs, L)`` output keeps its values on padding rows:
+        :func:`~dataflex_core.step.weights.finalize` writes 0 on every invalid token.
+
+        :param inputs: the step's prepared values of ``batch``.
         """
-        values = compute(self.components_view(batch))
-        padding = batch.batch.get("is_padding")
-        if values.dim() != 1 or padding is None or not bool(padding.any()):
+        view = inputs.for_components
+        if view is not inputs:
+            meta = {**batch.meta_info, STEP_INPUTS_KEY: view}
+            batch = Batch({**batch.batch, "response_mask": view.response_mask}, batch.non_tensor_batch, meta)
+        values = compute(batch)
+        if values.dim() != 1 or not inputs.has_padding:
             return values
-        return values.masked_fill(padding.to(values.device).bool(), 0)
+        return values.masked_fill(inputs.padding.to(values.device).bool(), 0)
 
 
 def _without_padding_field(batch: Batch) -> Batch:

@@ -13,7 +13,7 @@ What a component sees, in every host:
 
 - framework padding (verl's ``is_padding`` rows) is never a real row: the
   loss mechanisms hand it over as empty rows (an empty ``response_mask``,
-  :meth:`~dataflex_core.step.StepContext.components_view`, no copy), the
+  :meth:`~dataflex_core.step.StepContext.on_real_rows`, no copy), the
   mechanisms that keep something per prompt remove it first;
 - a real row may have an empty response (``response_mask`` all 0); validity is
   ``response_mask``: such rows get weight 0 and stay out of every statistic

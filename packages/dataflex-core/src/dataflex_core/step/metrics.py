@@ -16,9 +16,8 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from ..precomputed import flat_numpy
 from .result import PREFIX
-from .weights import SEQUENCE_UNIT, TOKEN_UNIT, masked_unit_mean
+from .weights import SEQUENCE_UNIT, TOKEN_UNIT
 
 
 def weight_metrics(
@@ -50,11 +49,9 @@ def weight_metrics(
     if f"{PREFIX}weight/factor_mean" not in out:  # no valid token: nothing to average
         return out
     composed = importance_weights is not None and applied is not None
-    if composed:
-        own = torch.where(valid_tokens, importance_weights.to(torch.float32), 0.0)
-        base = masked_unit_mean(own, token_counts, unit)
-        applied_mean = masked_unit_mean(applied, token_counts, unit)
-        out[f"{PREFIX}weight/mean"] = (applied_mean / base).item()
+    if composed:  # the mean of the applied weights over the mean of the framework's own
+        over = (valid_tokens, token_counts, unit)
+        out[f"{PREFIX}weight/mean"] = (_unit_mean(applied, *over) / _unit_mean(importance_weights, *over)).item()
     else:
         out[f"{PREFIX}weight/mean"] = out[f"{PREFIX}weight/factor_mean"]
     out[f"{PREFIX}weight/unit_is_sequence"] = 1.0 if unit == SEQUENCE_UNIT else 0.0
@@ -120,6 +117,17 @@ def _sample_metrics(weights: torch.Tensor, token_count: torch.Tensor, unit: str)
     }
 
 
+def _unit_mean(
+    weights: torch.Tensor, valid_tokens: torch.Tensor, token_counts: torch.Tensor, unit: str
+) -> torch.Tensor:
+    """The float64 mean in ``unit`` of ``(bs, L)`` weights over the valid tokens, from their row sums (no copy)."""
+    row_sum = _masked_row_stats(weights, valid_tokens)[0]
+    if unit == TOKEN_UNIT:
+        return row_sum.sum() / token_counts.sum().clamp(min=1)
+    rows = token_counts > 0
+    return torch.where(rows, row_sum / token_counts.clamp(min=1), 0.0).sum() / rows.sum().clamp(min=1)
+
+
 #: ``(row sums (bs,) float64, sum of squares, min, max)`` over valid tokens, the last three 0-dim float64.
 RowStats = tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]
 #: Elements per row block of the CPU pass: a 2 MiB float64 buffer, held by the cache with its rows' mask.
@@ -132,10 +140,9 @@ def _masked_row_stats(factor: torch.Tensor, valid_tokens: torch.Tensor) -> RowSt
     On the CPU in numpy, one pass of row blocks through a float64 buffer the cache holds (no ``(bs, L)``
     temporary); elsewhere in one go.
     """
-    if factor.dim() == 2 and factor.dtype in (torch.float32, torch.float64) and valid_tokens.dtype == torch.bool:
-        xs, ms = flat_numpy(factor), flat_numpy(valid_tokens)
-        if xs is not None and ms is not None and valid_tokens.shape == factor.shape:
-            return _numpy_row_stats(xs.reshape(factor.shape), ms.reshape(factor.shape))
+    cpu = factor.device.type == valid_tokens.device.type == "cpu" and factor.dtype in (torch.float32, torch.float64)
+    if cpu and factor.dim() == 2 and valid_tokens.shape == factor.shape and valid_tokens.dtype == torch.bool:
+        return _numpy_row_stats(factor.detach().numpy(), valid_tokens.numpy())
     zero = torch.zeros((), dtype=factor.dtype, device=factor.device)
     inf = torch.full((), float("inf"), dtype=factor.dtype, device=factor.device)
     w = torch.where(valid_tokens, factor, zero)

@@ -34,7 +34,7 @@ import math
 import torch
 
 from ..errors import InvalidOutputError
-from ..precomputed import masked_sum_min, row_counts
+from ..precomputed import row_counts
 
 TOKEN_UNIT = "token"
 SEQUENCE_UNIT = "sequence"
@@ -99,29 +99,10 @@ def masked_unit_mean(token_weights: torch.Tensor, token_counts: torch.Tensor, un
     return per_seq.sum() / (token_counts > 0).sum().clamp(min=1)
 
 
-def _token_factor(weights: torch.Tensor, valid_tokens: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """:func:`to_token_weights` of ``(bs, L)`` weights, and their sum when the same pass computed it.
-
-    For ``(bs, L)`` weights the masked copy and its sum of :func:`~dataflex_core.normalize_mean_one` (on the CPU
-    one numpy pass, float32 chunk sums added in float64); for ``(bs,)`` weights the torch expression and no sum.
-    """
-    w = _working(weights)
-    if w.dim() == 2 and w.shape == valid_tokens.shape and valid_tokens.dtype == torch.bool:
-        factor, total, _ = masked_sum_min(w, valid_tokens, own=False)
-        return factor, total
-    return to_token_weights(weights, valid_tokens), None
-
-
-def _own_unit_mean(
-    factor: torch.Tensor, token_counts: torch.Tensor, unit: str, total: torch.Tensor | None = None
-) -> tuple[torch.Tensor, float]:
+def _own_unit_mean(factor: torch.Tensor, token_counts: torch.Tensor, unit: str) -> tuple[torch.Tensor, float]:
     """``(factor, its unit mean)`` for our own masked factor; one whose sum overflows is divided by its largest
-    value first (in place), which the normalised weights do not depend on. ``total``: the factor's sum, when the
-    pass that wrote it computed it (the token unit's mean is then that sum over the valid tokens, no new pass)."""
-    if total is not None and unit == TOKEN_UNIT:
-        mean = float(total / token_counts.sum().clamp(min=1))
-    else:
-        mean = float(masked_unit_mean(factor, token_counts, unit))
+    value first (in place), which the normalised weights do not depend on."""
+    mean = float(masked_unit_mean(factor, token_counts, unit))
     if math.isinf(mean):
         factor = factor.div_(factor.max())  # finite and positive: the contract checked it, the sum overflowed
         mean = float(masked_unit_mean(factor, token_counts, unit))
@@ -164,6 +145,8 @@ def finalize(
     importance_weights: torch.Tensor | None = None,
     *,
     token_counts: torch.Tensor,
+    owner: str | None = None,
+    step: int | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """The weights to apply, and the DataFlex factor inside them.
 
@@ -173,6 +156,8 @@ def finalize(
     :param importance_weights: ``(bs, L)`` weights the framework already applies, if any.
     :param token_counts: ``(bs,)`` valid tokens per row, ``valid_tokens`` counted (the step's
         :class:`~dataflex_core.StepInputs` has them).
+    :param owner: the component that returned the weights (``"reweighter name (dist==version)"``) and
+        :param step: the step, named in the error; without an owner the error states the problem alone.
     :returns: ``(applied, factor)``, float32; ``applied = factor * importance_weights`` (or ``factor``
         alone) with the normalisation described in the module docstring. Per-sample weights without
         importance weights stay ``(bs,)`` (one weight for each of a row's valid tokens); otherwise
@@ -182,22 +167,33 @@ def finalize(
     """
     if unit not in LOSS_UNITS:
         raise ValueError(f"unit must be one of {', '.join(LOSS_UNITS)}, got {unit!r}")
-    counts = token_counts
-    if dataflex_weights.dim() == 1 and importance_weights is None:
-        factor = finalize_samples(dataflex_weights, counts, unit)
+    try:
+        return _normalised(dataflex_weights, valid_tokens, unit, importance_weights, token_counts)
+    except InvalidOutputError as exc:
+        if owner is None:
+            raise
+        raise InvalidOutputError(f"{owner} returned invalid weights at step {step}: {exc}") from exc
+
+
+def _normalised(
+    weights: torch.Tensor, valid_tokens: torch.Tensor, unit: str, importance: torch.Tensor | None, counts: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """:func:`finalize`'s ``(applied, factor)``."""
+    if weights.dim() == 1 and importance is None:
+        factor = finalize_samples(weights, counts, unit)
         return factor, factor
-    factor, total = _token_factor(dataflex_weights, valid_tokens)
+    factor = to_token_weights(weights, valid_tokens)
     if not bool(counts.sum()):
         factor = factor.to(torch.float32)
         return factor, factor
-    factor, denominator = _own_unit_mean(factor, counts, unit, total)  # our own tensor
+    factor, denominator = _own_unit_mean(factor, counts, unit)  # our own tensor
     if not denominator > 0:
         raise InvalidOutputError("every valid token got weight 0; at least one must be positive")
     # Mean one over non-negative weights: each is at most the number of valid tokens, so finite.
     factor = _divide_(factor, denominator)
-    if importance_weights is None:
+    if importance is None:
         return factor, factor
-    base = importance_weights.to(torch.float32)
+    base = importance.to(torch.float32)
     product = factor * base
     target = float(masked_unit_mean(torch.where(valid_tokens, base, 0.0), counts, unit))
     product, denominator = _own_unit_mean(product, counts, unit)  # factor is 0 off valid tokens
