@@ -1,10 +1,9 @@
 """Build a scorer and an actuator from the read ``dataflex:`` block (:class:`~dataflex_core.block.DataFlexBlock`).
 
 Every mistake a user can make in the components is reported here, before any
-training step runs: an unknown component (with the closest installed name), an
-unknown or ill-typed param (with the accepted ones), an actuator of the wrong
-kind, a granularity the actuator does not accept, and a group-based component
-under a non-group advantage estimator.
+training step runs, with the fix: an unknown component or param (with the
+closest name), an ill-typed param, an actuator of the wrong kind or
+granularity, a group-based component under a non-group advantage estimator.
 """
 
 from __future__ import annotations
@@ -92,20 +91,15 @@ def _lookup(
     spec = registry.require(kind, name)  # a name two plugins register raises DuplicateComponentError
     if spec is not None:
         return spec
+    installed = f"installed {kind}s: {', '.join(registry.names(kind)) or 'none'}"
     other = [k for k in registry.find_kind(name) if k != kind]
     if other:
         raise IncompatibleComponentError(
-            f"dataflex.{role} {name!r} is a {other[0]}, but this mechanism needs a {kind}; "
-            f"installed {kind}s: {', '.join(registry.names(kind)) or 'none'}"
+            f"dataflex.{role} {name!r} is a {other[0]}, but this mechanism needs a {kind}; {installed}"
         )
     close = registry.close_match(kind, name)
-    if lock_note:
-        message = f"{kind} {name!r} is not in the locked plugin set"
-    else:
-        message = f"{kind} {name!r} is not installed"
-    if close:
-        message += f"; did you mean {close!r}?"
-    message += f"; installed {kind}s: {', '.join(registry.names(kind)) or 'none'}"
+    message = f"{kind} {name!r} is not {'in the locked plugin set' if lock_note else 'installed'}"
+    message += (f"; did you mean {close!r}?" if close else "") + f"; {installed}"
     failures = list(failures)
     for failure in failures:
         message += f"\n  note: {failure.message} (it may provide {name!r})"
@@ -182,20 +176,13 @@ def build_pipeline(
     extra_keys: Iterable[str] = (),
     registry: Registry | None = None,
 ) -> DataFlexPipeline:
-    """Build the scorer and the actuator a read ``dataflex:`` block describes, the actuator of kind ``actuator_kind``.
+    """Build the scorer and the actuator a read ``dataflex:`` block describes, the actuator of kind
+    ``actuator_kind`` (the mechanism's to say).
 
-    Which kind that is, is the mechanism's to say (its ``actuator_kind``); the runner resolves the mechanism
-    once and hands the kind here (:func:`dataflex_core.build_from_config` does both for a block alone). The
-    block's keys were checked by whoever read it (:func:`~dataflex_core.block.check_block_keys`).
-
-    :param block: the block, read once (:func:`~dataflex_core.block.read_block`).
-    :param actuator_kind: the component kind ``dataflex.actuator`` must be (``reweighter``, ``selector``, ...).
-    :param adv_estimator: the host's advantage estimator, for the
-        ``needs_groups`` check; ``None`` skips it.
-    :param is_group_estimator: the host's answer to "does this estimator use
-        ``uid`` groups?" (``True``/``False``, ``None`` when it cannot tell); each
-        host knows its own framework's estimators. Without it nothing is known
-        about ``adv_estimator`` and a ``needs_groups`` component only warns.
+    :param adv_estimator: the host's advantage estimator, for the ``needs_groups`` check; ``None`` skips it.
+    :param is_group_estimator: the host's answer to "does this estimator use ``uid`` groups?" (``None`` when
+        it cannot tell): each host knows its own framework's estimators. Without it a ``needs_groups``
+        component only warns.
     :param extra_keys: block keys the host reads itself (kept in ``.extra``).
     :param registry: components to build from; defaults to the installed plugins.
     """
