@@ -1,16 +1,12 @@
 """Entry-point discovery: load every plugin of group ``dataflex``, each in isolation.
 
-One plugin that fails to import must not take the others down, so each entry
-point is loaded on its own and a failure becomes a warning naming the entry
-point, its distribution and version (unless strict loading is asked for).
-Whatever a plugin raises at import is such a failure, ``SystemExit`` from a
-module-level ``argparse`` included (``KeyboardInterrupt`` alone stops the
-process), and what it prints at import goes to stderr under its name, never
-into a tool's standard output. The controls follow pytest's: disable
-autoload, block named plugins, or allow-list them, each through one
-environment variable. What ``dataflex plugins`` shows of the result is
-:mod:`.plugin_report`; the process's one manager, held to a lock when one is
-in force, is :func:`dataflex_core.lock.enforce.get_plugin_manager`.
+One plugin that fails to import must not take the others down (llm's users'
+top complaint), so each entry point is loaded on its own and whatever it
+raises, ``SystemExit`` from a module-level ``argparse`` included, becomes a
+warning naming the entry point, its distribution and version; what it prints
+at import goes to stderr under its name, never into a tool's standard output.
+The controls follow pytest's: disable autoload, block named plugins, or
+allow-list them, each through one environment variable.
 """
 
 from __future__ import annotations
@@ -150,7 +146,6 @@ class DataFlexPluginManager(pluggy.PluginManager):
         #: Installed plugin distributions the lock left out (never imported): canonical name -> version.
         self.unlocked: dict[str, str | None] = {}
 
-    # -- pluggy's registration, counted -----------------------------------
     def register(self, plugin: Any, name: str | None = None) -> str | None:
         self._generation += 1
         return super().register(plugin, name)
@@ -159,7 +154,6 @@ class DataFlexPluginManager(pluggy.PluginManager):
         self._generation += 1
         return super().unregister(plugin, name)
 
-    # -- loading ---------------------------------------------------------
     def load_entrypoints(
         self,
         *,
@@ -169,8 +163,7 @@ class DataFlexPluginManager(pluggy.PluginManager):
         """Import every allowed entry point of group ``dataflex`` and register it.
 
         :param strict: re-raise load errors; defaults to ``$DATAFLEX_STRICT_PLUGINS``.
-        :param only_dists: when given, entry points of other distributions are
-            never imported (a lock file's enforcement uses this).
+        :param only_dists: entry points of other distributions are never imported (a lock's).
         """
         strict = _env_flag(ENV_STRICT) if strict is None else strict
         if _env_flag(ENV_DISABLE_AUTOLOAD):
@@ -261,7 +254,6 @@ class DataFlexPluginManager(pluggy.PluginManager):
         self.registry()
         return [*self.failures, *self.register_failures]
 
-    # -- the registry ----------------------------------------------------
     def _registrations(self) -> tuple[dict[str, list[tuple[str, str | None, type]]], list[PluginFailure]]:
         """Each plugin's ``(kind, name, cls)`` registrations; a plugin whose hook fails registers nothing."""
         by_plugin: dict[str, list[tuple[str, str | None, type]]] = {}
@@ -298,10 +290,8 @@ class DataFlexPluginManager(pluggy.PluginManager):
     def registry(self) -> Registry:
         """Components and mechanisms registered by loaded plugins, and components of in-process decorators.
 
-        Rebuilt when a plugin was registered or unregistered, or a class decorated,
-        since the last call. A name two plugins register is left out as a clash
-        (see :class:`~dataflex_core.registry.NameClash`); a plugin whose registration
-        hook fails is recorded in :attr:`register_failures`; every other component stays usable.
+        Rebuilt after any (un)registration or decoration. A name two plugins register is left out as a clash; a
+        plugin whose registration hook fails is recorded in :attr:`register_failures`; the rest stay usable.
         """
         key = (self._generation, tuple(DECORATED))  # a record added or forgotten rebuilds it
         if self._registry is not None and self._registry_key == key:
