@@ -1,19 +1,10 @@
 """``mechanism: mix``: per-domain signal after the advantage -> mixer -> which prompts are sampled next.
 
-The mixture acts before rollout, on the host's train sampler (a
-:class:`~dataflex_core.step.mixture.DomainMixtureSampler`, or a host's wrapper
-around one, built by :meth:`Mix.train_sampler`). After the advantages exist,
-the scorer runs on the step's rollouts, each row is mapped to its domain
-through the dataset column ``domain_key`` (carried with the prompt), and the
-mixer observes that step; every ``update_step`` steps (from ``warmup_step``
-on) it proposes new proportions (the proportions contract:
-:func:`~dataflex_core.contracts.check_proportions`), which the sampler uses
-from its next block. No loss weights are written: the loss is the framework's
-own.
-
-Config (``dataflex:`` block): ``domains`` (list of names, required),
-``domain_key`` (dataset column, default ``domain``; ``data_source`` stays free
-for verl's reward routing), ``update_step`` (default 1), ``warmup_step``.
+The mixture acts before rollout, on the host's train sampler (:meth:`Mix.train_sampler`). After the
+advantages exist, the scorer runs on the step's rollouts, each row is mapped to its domain through the
+dataset column ``domain_key`` (not ``data_source``, which verl's reward routing reads), and the mixer
+observes that step; every ``update_step`` steps it proposes new proportions, which the sampler uses from
+its next block. The loss is the framework's own.
 """
 
 from __future__ import annotations
@@ -115,7 +106,6 @@ class Mix(Mechanism):
         return [self.settings.domain_key]
 
     def train_sampler(self, step: StepContext, dataset: Any, batch_size: int, seed: int) -> DomainMixtureSampler:
-
         settings = self.settings
         key = settings.domain_key
         values = dataset_column(
@@ -141,11 +131,7 @@ class Mix(Mechanism):
             sampler.set_proportions(state)
 
     def run(self, step: StepContext, batch: Any, step_id: int, importance_weights: torch.Tensor | None) -> StepResult:
-        """Score the step's rollouts, feed the mixer, and hand new proportions to the sampler on update steps.
-
-        The components see the real rows (framework padding removed) with the scorer's fields,
-        ``response_mask`` and the ``domain_key`` column.
-        """
+        """Score the step's real rows, feed the mixer, and hand new proportions to the sampler on update steps."""
         sampler = step.sampler
         if sampler is None:
             raise RuntimeError(
@@ -155,16 +141,11 @@ class Mix(Mechanism):
         batch, _ = step.components_batch(batch)
         domains = settings.domains
         index = domain_ids(batch.non_tensor_batch[settings.domain_key], domains, f"field {settings.domain_key!r}")
-        ctx = {
-            **step.ctx,
-            "domains": domains,
-            "domain_index": index,
-            "granularity": pipeline.scorer.granularity,
-        }
-        metrics: dict[str, float] = {}
+        ctx = {**step.ctx, "domains": domains, "domain_index": index, "granularity": pipeline.scorer.granularity}
         real = max(len(batch), 1)
-        for d, name in enumerate(domains):
-            metrics[f"dataflex/mix/batch_fraction/{name}"] = float((index == d).sum()) / real
+        metrics = {
+            f"dataflex/mix/batch_fraction/{name}": float((index == d).sum()) / real for d, name in enumerate(domains)
+        }
         updates = (step_id - pipeline.warmup_step) % settings.update_step == 0
         scores = checked_scores(step.calls, batch, step_id, ctx)
         if updates:
