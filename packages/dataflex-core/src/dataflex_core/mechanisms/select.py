@@ -1,18 +1,12 @@
 """``mechanism: select``: scorer -> selector -> the rows that count in the loss.
 
-The selector's kept rows (the selection contract:
-:func:`~dataflex_core.contracts.check_selection`) become 0/1 weights,
-renormalised like any other weights, so dropping half the batch does not halve
-the step. A selector that asks for advantages on its kept rows
-(``recompute_advantage``, as GFPO and PODS do) gets them from a host that can
-recompute them (``HostCapabilities.recompute_advantage``) under a group
-estimator: decided here once, at mount, and carried in every
-:class:`~dataflex_core.step.StepResult`. A host that can also remove rows from
-its loss (``HostCapabilities.hard_drop``) drops them there: the kept rows then
-weigh 1 on the smaller mask when the loss recounts its tokens, or ``rows /
-kept rows`` when it divides by a row count the drop does not change
-(``HostCapabilities.drop_denominator``); that factor is the result's ``factor``
-and what the ``dataflex/weight/*`` metrics describe.
+The selector's kept rows become 0/1 weights, renormalised like any other
+weights, so dropping half the batch does not halve the step. A selector that
+asks for advantages on its kept rows (``recompute_advantage``, as GFPO and PODS
+do) gets them from a host that can recompute them, decided once at mount. A
+host that can also remove rows from its loss (``hard_drop``) drops them there:
+the kept rows weigh 1 on the smaller mask when the loss recounts its tokens, or
+``rows / kept rows`` when it divides by a row count the drop does not change.
 """
 
 from __future__ import annotations
