@@ -1,15 +1,7 @@
 """Pinned plugin sets: what ``dataflex lock`` records, what ``dataflex verify`` compares, what a host enforces.
 
-One idea per module: the lock file and its TOML form (:mod:`.file`), what is
-installed and its file hashes (:mod:`.environment`), the comparison
-(:mod:`.compare`) and the restore command (:mod:`.restore`), holding a process
-to a lock (:mod:`.enforce`), importing locked plugins from the checked bytes
-only (:mod:`.importer`), entry points outside their distribution
-(:mod:`.outside`), listing the installed plugins' components (:mod:`.scan`)
-and a host's ``dataflex.plugins`` settings and checkpoint record
-(:mod:`.pinning`). The lock guards the plugins' files on disk; what it
-protects and what it does not is the threat model in ``docs/production.md``.
-This package is the public place to import the lock API from.
+The lock guards the plugins' files on disk; what it protects and what it does not is the threat model in
+``docs/production.md``. This package is the public place to import the lock API from.
 """
 
 from __future__ import annotations

@@ -1,12 +1,9 @@
 """Entry points that name a module their distribution does not ship: code a lock could never hash.
 
-A distribution's entry point may name any module: one of another distribution
-that the lock does not cover, or a file in the job's folder on ``sys.path``.
-Its components would be recorded under the locked distribution while the
-bytes that run were hashed nowhere. So such an entry point is never imported
-under a lock or by ``dataflex lock`` / ``dataflex verify``: ``dataflex lock``
-refuses the distribution, ``verify`` and a lock in force list it as a row of
-its own, decided from the files and metadata alone.
+Such a module (another distribution's, or a file on ``sys.path``) would run as
+the locked distribution's while its bytes were hashed nowhere, so the entry
+point is never imported under a lock: ``dataflex lock`` refuses the distribution,
+``verify`` and a lock in force list it as a row of its own.
 """
 
 from __future__ import annotations

@@ -1,15 +1,10 @@
 """Pinned plugin sets in any host: enforce ``dataflex.plugins.lock`` at mount, record the set in checkpoints.
 
-Production runs name a lock written by ``dataflex lock``. In the host's
-constructor, before any component is built and before the first rollout, only
-the locked distributions' entry points are imported (an unlisted installed
-plugin never runs code) and the environment is compared with the lock; any
-difference stops the run with the same table ``dataflex verify`` prints.
-``dataflex.plugins.allow_drift: true`` lets version and content drift through
-with a warning, and the accepted drift is kept so checkpoints record it.
-
-Without a lock the host still resolves and logs the plugin set it runs with,
-so checkpoints can refuse a resume on a different one.
+In the host's constructor, before any component is built, only the locked
+distributions are imported and any difference from the lock stops the run with
+the table ``dataflex verify`` prints (``allow_drift`` lets version and content
+drift through with a warning, recorded in checkpoints). Without a lock the host
+still records the plugin set it runs with, so a resume on another one is refused.
 """
 
 from __future__ import annotations
