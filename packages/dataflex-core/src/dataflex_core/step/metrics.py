@@ -42,12 +42,33 @@ def weight_metrics(
 
     Masked reductions only (no boolean indexing): this runs on the whole global batch every step.
     """
-    if factor.dim() == 1:
-        out = _sample_metrics(factor, token_counts, unit)
+    rows = token_counts > 0
+    num_tokens, num_samples = int(token_counts.sum()), int(rows.sum())
+    if num_tokens == 0:  # no valid token: nothing to average
+        return {f"{PREFIX}valid_samples": 0.0, f"{PREFIX}valid_tokens": 0.0}
+    if factor.dim() == 1:  # a row's weight on each of its valid tokens, from the counts alone
+        per_sample, counts = torch.where(rows, factor.to(torch.float64), 0.0), token_counts.to(torch.float64)
+        token_sum, squares_sum = (per_sample * counts).sum(), (per_sample * per_sample * counts).sum()
+        inf = torch.full((), float("inf"), dtype=torch.float64)
+        low, high = torch.where(rows, per_sample, inf).amin(), torch.where(rows, per_sample, -inf).amax()
     else:
-        out = _token_metrics(factor, valid_tokens, token_counts, unit)
-    if f"{PREFIX}weight/factor_mean" not in out:  # no valid token: nothing to average
-        return out
+        row_sum, squares_sum, low, high = _masked_row_stats(factor, valid_tokens)
+        token_sum, per_sample = row_sum.sum(), torch.where(rows, row_sum / token_counts.clamp(min=1), 0.0)
+    mean, second = token_sum / num_tokens, squares_sum / num_tokens
+    total, squares = per_sample.sum(), (per_sample * per_sample).sum()
+    ess = float(total**2 / squares) if squares > 0 else 0.0
+    out = {
+        f"{PREFIX}weight/factor_mean": (mean if unit == TOKEN_UNIT else total / num_samples).item(),
+        f"{PREFIX}weight/token_mean": mean.item(),
+        f"{PREFIX}weight/std": (second - mean * mean).clamp(min=0).sqrt().item(),
+        f"{PREFIX}weight/min": low.item(),
+        f"{PREFIX}weight/max": high.item(),
+        f"{PREFIX}ess": ess,
+        f"{PREFIX}ess_fraction": ess / num_samples,
+        f"{PREFIX}zero_weight_fraction": int((rows & (per_sample == 0)).sum()) / num_samples,
+        f"{PREFIX}valid_samples": float(num_samples),
+        f"{PREFIX}valid_tokens": float(num_tokens),
+    }
     composed = importance_weights is not None and applied is not None
     if composed:  # the mean of the applied weights over the mean of the framework's own
         over = (valid_tokens, token_counts, unit)
@@ -57,64 +78,6 @@ def weight_metrics(
     out[f"{PREFIX}weight/unit_is_sequence"] = 1.0 if unit == SEQUENCE_UNIT else 0.0
     out[f"{PREFIX}weight/composed"] = 1.0 if composed else 0.0
     return out
-
-
-def _token_metrics(
-    factor: torch.Tensor, valid_tokens: torch.Tensor, token_count: torch.Tensor, unit: str
-) -> dict[str, float]:
-    """:func:`weight_metrics` statistics of a ``(bs, L)`` factor."""
-    num_tokens = int(token_count.sum())
-    valid_rows = token_count > 0
-    num_samples = int(valid_rows.sum())
-    if num_tokens == 0:
-        return {f"{PREFIX}valid_samples": 0.0, f"{PREFIX}valid_tokens": 0.0}
-    row_sum, squares_sum, low, high = _masked_row_stats(factor, valid_tokens)
-    mean = row_sum.sum() / num_tokens
-    second = squares_sum / num_tokens
-    per_sample = torch.where(valid_rows, row_sum / token_count.clamp(min=1), torch.zeros((), dtype=torch.float64))
-    total, squares = per_sample.sum(), (per_sample * per_sample).sum()
-    ess = float(total**2 / squares) if squares > 0 else 0.0
-    zero_samples = int((valid_rows & (per_sample == 0)).sum())
-    return {
-        f"{PREFIX}weight/factor_mean": (mean if unit == TOKEN_UNIT else total / num_samples).item(),
-        f"{PREFIX}weight/token_mean": mean.item(),
-        f"{PREFIX}weight/std": (second - mean * mean).clamp(min=0).sqrt().item(),
-        f"{PREFIX}weight/min": low.item(),
-        f"{PREFIX}weight/max": high.item(),
-        f"{PREFIX}ess": ess,
-        f"{PREFIX}ess_fraction": ess / num_samples,
-        f"{PREFIX}zero_weight_fraction": zero_samples / num_samples,
-        f"{PREFIX}valid_samples": float(num_samples),
-        f"{PREFIX}valid_tokens": float(num_tokens),
-    }
-
-
-def _sample_metrics(weights: torch.Tensor, token_count: torch.Tensor, unit: str) -> dict[str, float]:
-    """:func:`weight_metrics` for per-sample weights, from the per-row token counts alone."""
-    rows = token_count > 0
-    num_tokens = int(token_count.sum())
-    num_samples = int(rows.sum())
-    if num_tokens == 0:
-        return {f"{PREFIX}valid_samples": 0.0, f"{PREFIX}valid_tokens": 0.0}
-    w = torch.where(rows, weights.to(torch.float64), torch.zeros((), dtype=torch.float64))
-    counts = token_count.to(torch.float64)
-    mean = (w * counts).sum() / num_tokens
-    second = (w * w * counts).sum() / num_tokens
-    inf = torch.full((), float("inf"), dtype=torch.float64)
-    total, squares = w.sum(), (w * w).sum()
-    ess = float(total**2 / squares) if squares > 0 else 0.0
-    return {
-        f"{PREFIX}weight/factor_mean": (mean if unit == TOKEN_UNIT else total / num_samples).item(),
-        f"{PREFIX}weight/token_mean": mean.item(),
-        f"{PREFIX}weight/std": (second - mean * mean).clamp(min=0).sqrt().item(),
-        f"{PREFIX}weight/min": torch.where(rows, w, inf).amin().item(),
-        f"{PREFIX}weight/max": torch.where(rows, w, -inf).amax().item(),
-        f"{PREFIX}ess": ess,
-        f"{PREFIX}ess_fraction": ess / num_samples,
-        f"{PREFIX}zero_weight_fraction": int((rows & (w == 0)).sum()) / num_samples,
-        f"{PREFIX}valid_samples": float(num_samples),
-        f"{PREFIX}valid_tokens": float(num_tokens),
-    }
 
 
 def _unit_mean(
