@@ -172,6 +172,81 @@ def test_greso_drawing_for_filter_keeps_every_batch_full_and_spends_fewer_rollou
 
     uniform_cost, uniform_trained = run({"name": "greso", "params": {"exploration": 1.0}})  # never skips
     greso_cost, greso_trained = run({"name": "greso"})
-    assert uniform_trained == greso_trained == [BATCH] * 30  # skipped prompts never shrink the batch
+    adaptive_cost, adaptive_trained = run({"name": "greso_adaptive"})  # GRESO as published
+    assert uniform_trained == greso_trained == adaptive_trained == [BATCH] * 30  # skips never shrink the batch
     # rollouts generated per trained group: 13.5 admitting all (4 / (1/3 x 7/8) by hand), 8.9 with greso
     assert greso_cost < 0.75 * uniform_cost, (greso_cost, uniform_cost)
+    assert adaptive_cost < 0.75 * uniform_cost, (adaptive_cost, uniform_cost)
+
+
+def test_greso_adaptive_drawing_for_filter_resumes_from_the_checkpoint_file_and_refuses_an_altered_one(tmp_path):
+    """Its probabilities and streaks travel with the session's checkpoint: a run saved and resumed at step 8 draws
+    and decides as the run that went on; a checkpoint whose ``p_easy`` was edited is refused naming file, field and
+    value."""
+    from dataflex_core.session import DataFlexSession, GenerationRounds
+    from dataflex_core.step.state import ComponentStateError
+
+    host = HostCapabilities(
+        name="simulated", seams={GenerationRounds: SeamSupport(True), TrainSampler: SeamSupport(True)}, timings=("pre_rollout", "post_reward"),
+        fields={name: FieldSupport(True) for name in ("response_mask", "rm_scores", "uid")},
+    )  # fmt: skip
+    block = {
+        "mechanism": "filter", "scorer": {"name": "group_reward_variance"},
+        "actuator": {"name": "threshold_band", "params": {"low": 0.0, "high": 1.0e9}},
+        "filter": {"max_rounds": 16, "on_short": "backfill", "draw": {
+            "mechanism": "curriculum", "scorer": {"name": "greso_adaptive", "params": {"adapt_step": 0.05}},
+            "actuator": {"name": "temperature", "params": {"temperature": 1.0, "exploration": 0.0}},
+        }},
+    }  # fmt: skip
+
+    def session(resume_from=None):
+        flex = DataFlexSession(block)
+        flex.mount(host, loss_unit="token", adv_estimator="grpo", is_group_estimator=lambda name: True)
+        sampler = flex.train_sampler(PromptDataset(IDS), batch_size=BATCH, seed=0)
+        if resume_from is not None:  # the framework restores its dataloader's sampler, then DataFlex its state
+            sampler.load_state_dict(torch.load(resume_from / "sampler.pt", weights_only=True))
+            flex.restore(resume_from)
+        return flex, sampler
+
+    def steps(flex, sampler, first: int, last: int) -> list[tuple[list[int], float, float]]:
+        seen = []
+        for step in range(first, last + 1):
+            generator = torch.Generator().manual_seed(step)
+            rounds, drawn, block_rows = flex.seam(GenerationRounds).rounds(BATCH), [], sampler.next_block()
+            while True:
+                rows = torch.tensor(block_rows)
+                rewards = (
+                    torch.rand(len(rows) * ROLLOUTS, generator=generator) < SOLVE[rows].repeat_interleave(ROLLOUTS)
+                ).float()
+                drawn.append((rows, rewards))
+                flex.seam(GenerationRounds).admit(rounds, group_batch(rows, rewards), step)
+                if not rounds.needs_refill:
+                    break
+                block_rows = refills_of(flex, PROMPTS, BATCH, 0).next_block()
+            chosen = rounds.chosen()
+            keep_rows = torch.cat([rows[keep] for (rows, _), keep in zip(drawn, chosen)])
+            keep_rewards = torch.cat([r.view(-1, ROLLOUTS)[keep].reshape(-1) for (_, r), keep in zip(drawn, chosen)])
+            flex.run(group_batch(keep_rows, keep_rewards), step, generation=rounds)
+            greso = flex.stateful()["draw_scorer"]
+            seen.append((torch.cat([rows for rows, _ in drawn]).tolist(), greso.p_easy, greso.p_hard))
+        return seen
+
+    flex, sampler = session()
+    straight = steps(flex, sampler, 1, 16)
+    flex, sampler = session()
+    first = steps(flex, sampler, 1, 8)
+    flex.save(tmp_path / "global_step_8", 8)
+    torch.save(sampler.state_dict(), tmp_path / "global_step_8" / "sampler.pt")
+    flex, sampler = session(resume_from=tmp_path / "global_step_8")
+    assert first + steps(flex, sampler, 9, 16) == straight
+    assert len({(p_easy, p_hard) for _, p_easy, p_hard in straight}) > 3  # the controller moved them
+
+    state_file = tmp_path / "global_step_8" / "dataflex_state.pt"
+    saved = torch.load(state_file, weights_only=True)
+    entries = [entry for entry in saved["components"].values() if entry.get("name") == "greso_adaptive"]
+    assert len(entries) == 1
+    entries[0]["state"]["p_easy"] = 2.0
+    torch.save(saved, state_file)
+    with pytest.raises(ComponentStateError) as refused:
+        session(resume_from=tmp_path / "global_step_8")
+    assert "dataflex_state.pt" in str(refused.value) and "p_easy" in str(refused.value) and "2.0" in str(refused.value)

@@ -6,6 +6,7 @@ into the probabilities with which the next batch of prompts is drawn.
 """
 
 from .greso import GresoSkip
+from .greso_adaptive import GresoAdaptive
 from .learnability import LearnabilitySampler
 from .mopps import MoPPSBetaPosterior
 from .prompt_table import PromptTable, prompt_indices
@@ -14,6 +15,7 @@ from .temperature import TemperatureSampler
 from .version import __version__
 
 __all__ = [
+    "GresoAdaptive",
     "GresoSkip",
     "LearnabilitySampler",
     "MoPPSBetaPosterior",

@@ -15,7 +15,8 @@ so a prompt never seen, or whose last visit had signal, is always a candidate
 ``p_e = 0.5``, and the floor ``min_keep`` leaves every prompt some chance of
 being tried again (the exploration that finds prompts that became informative
 as the policy moved). The paper adapts ``p_e`` during training towards a
-target share of zero-variance prompts; this component keeps it fixed.
+target share of zero-variance prompts; this component keeps it fixed (``greso_adaptive``,
+:mod:`dataflex_curriculum.greso_adaptive`, is the published method with its controller).
 
 The score is ``log keep_i``, so the ``temperature`` sampler at
 ``temperature: 1`` draws each prompt with probability proportional to
@@ -37,6 +38,12 @@ from dataflex_core import Scorer, register_scorer
 from .checks import number
 
 
+def keep_probability(exploration: float, streak: torch.Tensor, min_keep: float) -> torch.Tensor:
+    """GRESO's keep probability ``max(exploration ** streak, min_keep)`` (float64) of each prompt's streak."""
+    keep = torch.pow(torch.tensor(exploration, dtype=torch.float64), streak.to(torch.float64))
+    return keep.clamp(min=min_keep)
+
+
 @register_scorer("greso")
 class GresoSkip(Scorer):
     """``log max(p_e ** uniform_reward_streak, min_keep)`` per candidate prompt; at most 0.
@@ -56,8 +63,7 @@ class GresoSkip(Scorer):
 
     def keep_probability(self, streak: torch.Tensor) -> torch.Tensor:
         """``max(p_e ** streak, min_keep)`` (float64) of each prompt's streak."""
-        keep = torch.pow(torch.tensor(self.exploration, dtype=torch.float64), streak.to(torch.float64))
-        return keep.clamp(min=self.min_keep)
+        return keep_probability(self.exploration, streak, self.min_keep)
 
     def score(self, batch: Any, step_id: int, **ctx: Any) -> torch.Tensor:
         streak = batch.batch["uniform_reward_streak"]
