@@ -1,8 +1,7 @@
 """``greso_adaptive`` against GRESO's reference code, step by step on one recorded stream of rewards.
 
-The reference below is written from reading ``Infini-AI-Lab/GRESO`` at ``b277843`` (the reading, with file and
-line references: ``/work/shared/notes/greso_reading.md`` and the docs' rollout-budget page), not from the
-component: a trace of ``(epoch, mean reward)`` per prompt appended after every generation round, the streaks
+The reference below is written from reading ``Infini-AI-Lab/GRESO`` at ``b277843`` (each part with its file and
+lines: the docs' rollout-budget page, section GRESO), not from the component: a trace of ``(epoch, mean reward)`` per prompt appended after every generation round, the streaks
 recounted from its tail (easy: mean >= 0.98; hard: the last and every trailing mean <= 0.11), the skip
 ``u < 1 - max(p ** count, 0.01)``, the controller on the step's shares of all-1 and all-0.1 groups (counted as
 the reference's float32 metrics times the round's rows) against ``t / 3`` and ``2 t / 3`` from the second epoch,
@@ -198,6 +197,22 @@ def test_the_next_draw_size_by_hand():
     assert greso.next_draw_size(1, 0, 12, N, DEFAULT_SIZE) == (MIN_DRAW, True)  # int(1.25) = 1, floored
     # a round without signal gives no estimate: the default size, where the reference divides by zero
     assert greso.next_draw_size(5, 12, 12, N, DEFAULT_SIZE) == (DEFAULT_SIZE, False)
+
+
+@pytest.mark.parametrize(
+    ("params", "message"),
+    [
+        ({"exploration_hard": 0.0}, r"exploration_hard must be a number in \(0, 1\]"),
+        ({"target_zero_variance": 1.5}, r"target_zero_variance must be a number in \[0, 1\]"),
+        ({"min_exploration": 0.5, "max_exploration": 0.4}, r"max_exploration must be a number in \[0.5, 1\]"),
+        ({"draw_margin": 0.9}, r"draw_margin must be a number in \[1, inf\]"),
+        ({"min_draw": 0}, r"min_draw must be an integer >= 1"),
+        ({"adapt_after_step": 1.5}, r"adapt_after_step must be an integer >= 0"),
+    ],
+)
+def test_greso_adaptive_params_are_checked(params, message):
+    with pytest.raises(ValueError, match=message):
+        GresoAdaptive(**params)
 
 
 @pytest.mark.parametrize(
