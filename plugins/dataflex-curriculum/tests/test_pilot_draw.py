@@ -26,6 +26,8 @@ PILOT = {
 }
 DRAWS = {
     "greso": {"scorer": {"name": "greso"}, "actuator": {"name": "temperature", "params": {"temperature": 1.0}}},
+    "greso_adaptive": {"scorer": {"name": "greso_adaptive"},
+                       "actuator": {"name": "temperature", "params": {"temperature": 1.0, "exploration": 0.0}}},
     "solve_rate_ema": {"scorer": {"name": "solve_rate_ema", "params": {"alpha": 1.0}},
                        "actuator": {"name": "learnability"}},
 }  # fmt: skip
