@@ -1,26 +1,14 @@
 """Import locked plugins from the bytes that were checked, and from nothing else.
 
-Left to itself Python runs whatever it finds first for a name: cached
-bytecode whose header matches the source, a package folder beside a module of
-the same name, a copy of the plugin earlier on ``sys.path`` (``PYTHONPATH``,
-the working directory, the script's folder). Checking the files on disk
-proves nothing about what then runs.
-
-So once a distribution's files are checked (against a lock, or hashed for
-``dataflex lock`` / ``dataflex verify``), one finder at the front of
-``sys.meta_path`` answers for its modules: each is loaded from the checked
-file, whose bytes are hashed again as they are read and compiled from source
-(no bytecode cache is read or written). A module name inside one of its
-packages that is not among its checked files is refused, and so is a file in
-one of its namespace folders that no distribution installed. A folder of its
-files without ``__init__`` is made a namespace package here, so an
-``__init__.py`` of that name elsewhere on ``sys.path`` never runs; the
-namespace's other portions (other distributions) stay importable. Extension
-modules are re-hashed just before the dynamic loader opens them.
-
-The finder guards files, not the interpreter: code the lock let run (a locked
-plugin, start-up code) can still change the import system, and nothing here
-watches for it (the production guide's threat model says so).
+Left to itself Python runs whatever it finds first for a name: cached bytecode
+whose header matches the source, a package folder beside a module of the same
+name, a copy earlier on ``sys.path``. So once a distribution's files are
+checked, one finder first on ``sys.meta_path`` answers for its modules: each is
+compiled from the checked file's bytes, hashed again as they are read (no
+bytecode cache is read or written), and a module or a namespace-folder file no
+distribution installed is refused. The finder guards files, not the
+interpreter: code the lock let run can still change the import system (the
+production guide's threat model says so).
 """
 
 from __future__ import annotations
