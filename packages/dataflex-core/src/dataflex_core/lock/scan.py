@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Collection
+from dataclasses import replace
 
 from ..discovery import DataFlexPluginManager, PluginLoadWarning
 from ..distributions import canonical_name, iter_entry_points
 from ..errors import PluginLoadError
 from ..plugin_report import PluginFailure
 from .environment import installed_plugin_set
-from .file import DistRecord, LockFileError, PluginSet
+from .file import LockFileError, PluginSet
 from .importer import CHECKED_IMPORTER, install
 from .outside import OUTSIDE_FIX, describe, entry_point_module, outside_entry_points
 
@@ -26,13 +27,9 @@ def load_plugins(
     *,
     plugin_set: PluginSet | None = None,
 ) -> DataFlexPluginManager:
-    """Import the entry points of ``dists`` (canonical names) and of no other distribution.
-
-    Their modules come from the files ``plugin_set`` hashed (default: hashed now). Load
-    failures are kept on ``manager.failures`` rather than warned about; the caller reports
-    them as differences. An entry point whose module its distribution does not ship is
-    never imported (:mod:`.outside`): it is a failure of that plugin.
-    """
+    """Import the entry points of ``dists`` (canonical names), and of no other distribution, from the files
+    ``plugin_set`` hashed. Load failures (an entry point outside its distribution's files included) are kept on
+    ``manager.failures`` for the caller to report as differences."""
     wanted = {canonical_name(d) for d in dists}
     manager = manager if manager is not None else DataFlexPluginManager()
     plugin_set = plugin_set if plugin_set is not None else installed_plugin_set(only=wanted)
@@ -55,10 +52,8 @@ def load_plugins(
 
 
 def components_by_dist(manager: DataFlexPluginManager) -> dict[str, dict[str, tuple[str, ...]]]:
-    """kind -> sorted component names, per canonical distribution name, of the loaded plugins.
-
-    A name two plugins clash on is listed under both: each still provides it.
-    """
+    """kind -> sorted component names, per canonical distribution name, of the loaded plugins (a name two
+    plugins clash on is listed under both: each still provides it)."""
     registry = manager.registry()
     out: dict[str, dict[str, list[str]]] = {}
     specs = [*registry, *(p for clash in registry.clashes.values() for p in clash.providers)]
@@ -100,18 +95,14 @@ def scan_environment(
     loaded = {canonical_name(i.dist) for i in manager.plugin_infos.values() if i.dist}
     errors = _load_errors(manager)
     components = components_by_dist(manager)
-    plugins = {}
-    for name, record in installed.plugins.items():
-        attempted = name in loaded or name in errors
-        plugins[name] = DistRecord(
-            name=name,
-            version=record.version,
-            entry_points=record.entry_points,
-            components=components.get(name, {}) if attempted and name not in errors else None,
-            files=record.files,
-            editable=record.editable,
+    plugins = {
+        name: replace(
+            record,
+            components=components.get(name, {}) if name in loaded and name not in errors else None,
             load_error=errors.get(name),
         )
+        for name, record in installed.plugins.items()
+    }
     return PluginSet(core_version=installed.core_version, plugins=plugins)
 
 
