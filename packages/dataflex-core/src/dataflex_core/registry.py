@@ -53,9 +53,7 @@ class ComponentSpec:
     @property
     def label(self) -> str:
         """``name (dist==version)``, or just the name for local components."""
-        if self.plugin.dist:
-            return f"{self.name} ({self.plugin.dist}=={self.plugin.version})"
-        return self.name
+        return PluginInfo(self.name, dist=self.plugin.dist, version=self.plugin.version).label
 
 
 @dataclass(frozen=True)
@@ -88,12 +86,8 @@ class NameClash:
 
 @dataclass
 class Registry:
-    """Registered components by kind; built by the plugin manager.
-
-    A name two plugins register is a :class:`NameClash`: it is left out of
-    the table (``get`` finds nothing, :meth:`clash` says why), and every
-    other component stays usable.
-    """
+    """Registered components by kind, built by the plugin manager. A name two plugins register is a
+    :class:`NameClash`, left out of the table; every other component stays usable."""
 
     components: dict[str, dict[str, ComponentSpec]] = field(default_factory=lambda: {kind: {} for kind in KINDS})
     clashes: dict[tuple[str, str], NameClash] = field(default_factory=dict)
