@@ -32,14 +32,6 @@ EXIT_LOCK_ERROR = 2
 EXTENSION_COMMANDS = {"compare": "dataflex-lab", "ledger": "dataflex-lab"}
 
 
-def _flush_c_stdout() -> None:
-    """Flush C stdio buffers, so what C code printed while stdout was redirected is not written after it."""
-    try:
-        ctypes.CDLL(None).fflush(None)
-    except (OSError, AttributeError, TypeError):  # no C library to ask (not POSIX): nothing buffered there
-        pass
-
-
 @contextlib.contextmanager
 def _stdout_to_stderr() -> Iterator[None]:
     """Send what is written to standard output meanwhile to stderr: ``sys.stdout``, and file descriptor 1 for C code."""
@@ -57,7 +49,9 @@ def _stdout_to_stderr() -> Iterator[None]:
     finally:
         sys.stderr.flush()
         if saved is not None:
-            _flush_c_stdout()
+            # flush C stdio buffers, so what C code printed meanwhile is not written after the redirect ends
+            with contextlib.suppress(OSError, AttributeError, TypeError):  # no C library to ask: nothing buffered
+                ctypes.CDLL(None).fflush(None)
             os.dup2(saved, 1)
             os.close(saved)
 
@@ -188,7 +182,8 @@ def _verify(args: argparse.Namespace) -> int:
     # a changed one, or one with an entry point outside its files, is reported from its metadata and hashes, never run.
     installed = installed_plugin_set(only=locked.dist_names)
     outside = outside_rows(installed)
-    unchanged = [] if args.no_import else _unchanged_dists(locked, installed, outside)
+    changed = {d.dist for d in [*compare(locked, installed), *outside]}
+    unchanged = [] if args.no_import else [name for name in locked.dist_names if name not in changed]
     with _stdout_to_stderr():
         actual = scan_environment(load=unchanged)
     differences = sorted_rows([*compare(locked, actual), *outside])
@@ -209,13 +204,6 @@ def _verify(args: argparse.Namespace) -> int:
             print(line, file=sys.stderr)
         return EXIT_MISMATCH
     return 0
-
-
-def _unchanged_dists(locked, installed, outside) -> list[str]:
-    from .lock import compare
-
-    changed = {d.dist for d in [*compare(locked, installed), *outside]}
-    return [name for name in locked.dist_names if name not in changed]
 
 
 def build_parser() -> argparse.ArgumentParser:
