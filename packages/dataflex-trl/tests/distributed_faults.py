@@ -4,7 +4,10 @@ run by test_distributed_faults.py.
 ``python -m torch.distributed.run --nproc_per_node 2 distributed_faults.py OUT FAULT`` runs it; ``FAULT`` is
 ``raise`` (the scorer's ``observe``, a DataFlex call of the step that every process makes on its replica, raises
 on process 1 only) or ``disagree`` (the scorer prefers another domain on process 1, so the replicas draw other
-prompts). Each process writes ``OUT/rank<r>.json``: the error that stopped it (type and message, ``None`` if it
+prompts), or, with ``mechanism: reweight`` (the step runs on the main process alone and its result is broadcast),
+``main_raise`` (the main process's session raises, at the end of the step, an error that pickles but does not
+unpickle: its ``__init__`` takes other arguments) or ``main_unpicklable`` (its shared state holds a lock, which does
+not pickle). Each process writes ``OUT/rank<r>.json``: the error that stopped it (type and message, ``None`` if it
 trained to the end) and the optimizer steps it took.
 """
 
@@ -20,6 +23,32 @@ os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
 
 PROMPTS, GENERATIONS = 4, 4
 RANK = int(os.environ.get("RANK", "0"))
+#: A mechanism that runs on the main process alone (its result broadcast to the others).
+MAIN_ONLY = {
+    "mechanism": "reweight",
+    "scorer": {"name": "group_solve_rate", "params": {"success_threshold": 0.5}},
+    "actuator": {"name": "softmax", "params": {"temperature": 0.5}},
+}
+
+
+class StoreError(Exception):
+    """An error whose ``__init__`` takes other arguments than its message: it pickles, but does not unpickle."""
+
+    def __init__(self, host: str, rank: int) -> None:
+        super().__init__(f"the mechanism's store at {host} is unreachable from process {rank}")
+        self.host, self.rank = host, rank
+
+
+def fail_on_main(session, fault: str) -> None:
+    """The main process's session fails where only the main process computes: its shared state."""
+    import threading
+
+    def shared_state():
+        if fault == "main_raise":
+            raise StoreError("db.internal", RANK)
+        return {"lock": threading.Lock()}
+
+    session.shared_state = shared_state
 
 
 def main(out: str, fault: str) -> None:
@@ -43,12 +72,13 @@ def main(out: str, fault: str) -> None:
                 raise OSError(f"the scorer's store is unreachable from process {RANK}")
             super().observe(outcomes, step_id, **ctx)
 
-    block = {
+    curriculum = {
         "mechanism": "curriculum",
         "prompt_key": "index",
         "scorer": {"name": "faults_domains"},
         "actuator": {"name": names["proportional"]},  # the sampler of that name: scored-0 prompts never drawn
     }
+    block = MAIN_ONLY if fault.startswith("main_") else curriculum
     world = int(os.environ.get("WORLD_SIZE", "1"))
     tokenizer = char_tokenizer()
     args = GRPOConfig(
@@ -77,6 +107,8 @@ def main(out: str, fault: str) -> None:
             processing_class=tokenizer,
             dataflex=block,
         )
+    if fault.startswith("main_") and RANK == 0:
+        fail_on_main(trainer.dataflex, fault)
     error = None
     try:
         trainer.train()

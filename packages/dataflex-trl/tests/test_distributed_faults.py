@@ -2,8 +2,10 @@
 DataFlex call of the step, or the processes' replicas drawing other prompts. The run stops on every process with
 an error naming the cause, before any optimizer step: no process trains a batch the others do not.
 
-(A component raising on the main process of a mechanism that runs there alone is re-raised on every process by
-``distributed.from_main``: ``test_hostile``.)
+A mechanism that runs on the main process alone (``reweight``) broadcasts its result: where the main process
+raises an error that does not unpickle, or its result does not pickle, every process stops naming the cause (the
+other process saw a raw ``TypeError`` of unpickling, or a gloo error as the main process left the broadcast). (A
+component raising there is re-raised on every process by ``distributed.from_main``: ``test_hostile``.)
 """
 
 from __future__ import annotations
@@ -46,3 +48,24 @@ def test_a_process_at_fault_stops_every_process_naming_the_cause_before_any_trai
         assert record["error"]["type"] == "DataFlexError", record
         assert record["steps"] == 0, f"process {rank} took an optimizer step: {record}"
         assert re.search(cause, record["error"]["message"]), record["error"]["message"]
+
+
+@pytest.mark.parametrize(
+    ("fault", "main_cause", "cause"),
+    [
+        ("main_raise", r"^the mechanism's store at db.internal is unreachable from process 0$",
+         r"StoreError: the mechanism's store at db.internal is unreachable from process 0"),
+        ("main_unpicklable", r"its value cannot be sent to the other processes \(TypeError: cannot pickle",
+         r"its value cannot be sent to the other processes \(TypeError: cannot pickle '_thread.lock'"),
+    ],
+)  # fmt: skip
+def test_a_main_process_failure_before_the_broadcast_stops_every_process_naming_it(tmp_path, fault, main_cause, cause):
+    main, other = run(tmp_path, fault)
+    assert main["error"] is not None and re.search(main_cause, main["error"]["message"]), main
+    assert other["error"] is not None, f"process 1 trained on: {other}"
+    assert other["error"]["type"] == "DataFlexError", other
+    assert re.search(
+        rf"step 1 of mechanism reweight failed on the main process \(process 0 of 2\): {cause}",
+        other["error"]["message"],
+    ), other["error"]["message"]
+    assert main["steps"] == other["steps"] == 0, (main, other)

@@ -7,8 +7,8 @@ normalisation must see the whole step's batch, so the per-row fields are
 gathered (response length padded to the longest process's), the step runs once
 on the main process, and its result is broadcast and sliced back. Running the
 components on one process keeps stateful and random components consistent; an
-error raised there is re-raised on every process instead of leaving the others
-waiting.
+error raised there, or a result that cannot be sent, stops every process naming
+the cause instead of leaving the others waiting (:func:`from_main`).
 
 Generation rounds (``filter``) and stages (``pilot``) generate a step's rows
 across processes too: each round's rows are laid out in process order and
@@ -25,6 +25,7 @@ process naming the cause, before any process trains a batch the others do not.
 
 from __future__ import annotations
 
+import pickle
 from typing import Any
 
 import torch
@@ -107,11 +108,11 @@ def local_output(accelerator: Any, output: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def decide_on_main(accelerator: Any, record: Any, decide: Any) -> Any:
+def decide_on_main(accelerator: Any, record: Any, decide: Any, what: str = "a decision of the step") -> Any:
     """``decide()`` on the main process, which records its decision in ``record`` (a step's rounds or stages);
     every other process takes the main process's ``record`` (its data attributes), so all run the same rounds.
 
-    The components run once, on the whole step's batch; their error is raised on every process.
+    The components run once, on the whole step's batch; their error stops every process (:func:`from_main`).
     """
     if accelerator.num_processes == 1:
         return decide()
@@ -120,27 +121,50 @@ def decide_on_main(accelerator: Any, record: Any, decide: Any) -> Any:
         value = decide()
         return value, {name: item for name, item in vars(record).items() if not callable(item)}
 
-    value, state = from_main(accelerator, run)
+    value, state = from_main(accelerator, run, what)
     if not accelerator.is_main_process:
         vars(record).update(state)
     return value
 
 
-def from_main(accelerator: Any, compute: Any) -> Any:
-    """``compute()`` on the main process, its value on every process; its exception raised on every process."""
+def from_main(accelerator: Any, compute: Any, what: str = "a DataFlex computation") -> Any:
+    """``compute()`` on the main process, its value on every process.
+
+    What is broadcast is an envelope the main process has already pickled (and read back): the value, or, where
+    ``compute`` raised (``KeyboardInterrupt`` included) or its value does not travel, the cause as text. So an
+    exception that does not pickle (one holding a lock or a connection) or does not unpickle (one whose
+    ``__init__`` takes other arguments) never leaves the other processes waiting on the broadcast or failing in
+    it: the main process raises its error, every other process a :class:`DataFlexError` naming ``what``, the main
+    process and the cause.
+    """
     if accelerator.num_processes == 1:
         return compute()
-    payload: list[Any] = [None]
+    envelope: list[Any] = [None]
+    value, error = None, None
     if accelerator.is_main_process:
         try:
-            payload[0] = ("ok", compute())
-        except Exception as exc:  # noqa: BLE001 - re-raised on every process below
-            payload[0] = ("error", exc)
-    broadcast_object_list(payload, from_process=0)
-    status, value = payload[0]
+            value = compute()
+        except BaseException as exc:  # noqa: BLE001 - raised here and named on every other process below
+            error, envelope[0] = exc, ("error", f"{type(exc).__name__}: {exc}")
+        else:
+            try:
+                data = pickle.dumps(value)
+                pickle.loads(data)  # noqa: S301 - what the other processes will read: it must read back
+                envelope[0] = ("ok", data)
+            except Exception as exc:  # noqa: BLE001 - a value that cannot travel: named on every process
+                cause = f"its value cannot be sent to the other processes ({type(exc).__name__}: {exc})"
+                error, envelope[0] = DataFlexError(f"{what} on the main process: {cause}"), ("error", cause)
+                error.__cause__ = exc
+    broadcast_object_list(envelope, from_process=0)
+    status, body = envelope[0]
+    if error is not None:
+        raise error
     if status == "error":
-        raise value
-    return value
+        raise DataFlexError(
+            f"{what} failed on the main process (process 0 of {accelerator.num_processes}): {body}; the run stops "
+            "on every process, so that no process trains a batch the others do not"
+        )
+    return value if accelerator.is_main_process else pickle.loads(body)  # noqa: S301 - the run's own processes
 
 
 def agree(accelerator: Any, outcome: tuple[str, Any], what: str, error: BaseException | None = None) -> None:

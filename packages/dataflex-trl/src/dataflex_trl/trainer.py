@@ -199,14 +199,17 @@ class DataFlexGRPOTrainer(DataFlexCheckpointMixin, GRPOTrainer):
         rounds = seam.rounds(self.args.generation_batch_size // size)
         pool = [(distributed.gather_values(accelerator, inputs), output, self._dataflex_rewards_per_func)]
         batch = self._dataflex_batch(inputs, output)[0]
-        distributed.decide_on_main(accelerator, rounds, lambda batch=batch: seam.admit(rounds, batch, step))
+        admission = f"the admission of step {step}'s generation round"
+        distributed.decide_on_main(accelerator, rounds, lambda batch=batch: seam.admit(rounds, batch, step), admission)
         sampler = seam.refill_sampler()
         while rounds.needs_refill:
             more = [self.train_dataset[int(i)] for i in sampler.next_block() for _ in range(size)]
             local, generated, rewards = self._dataflex_generate(more, size)
             pool.append((more, generated, rewards))
             batch = self._dataflex_batch(local, generated)[0]
-            distributed.decide_on_main(accelerator, rounds, lambda batch=batch: seam.admit(rounds, batch, step))
+            distributed.decide_on_main(
+                accelerator, rounds, lambda batch=batch: seam.admit(rounds, batch, step), admission
+            )
         if rounds.rounds == 1 and rounds.admitted_groups == rounds.groups:
             self._dataflex_rewards_per_func = pool[0][2]
             return inputs, output, rounds  # every group admitted at once: TRL's batch as it is
@@ -232,7 +235,10 @@ class DataFlexGRPOTrainer(DataFlexCheckpointMixin, GRPOTrainer):
             pool.append((more, generated, rewards))
             uids.append(row_uid)
             batch = self._dataflex_batch(local, generated, uids=row_uid)[0]
-            distributed.decide_on_main(accelerator, stages, lambda batch=batch: seam.observe(stages, batch, step))
+            distributed.decide_on_main(
+                accelerator, stages, lambda batch=batch: seam.observe(stages, batch, step),
+                f"the observation of step {step}'s generation stage",
+            )  # fmt: skip
         trained = stages.trained()
         order = staged.group_order([uid[rows] for uid, rows in zip(uids, trained)], size)
         if len(pool) == 1 and len(trained[0]) == len(uids[0]) and bool((order == torch.arange(len(order))).all()):
@@ -321,7 +327,10 @@ class DataFlexGRPOTrainer(DataFlexCheckpointMixin, GRPOTrainer):
                 error, outcome = exc, ("error", f"{type(exc).__name__}: {exc}")
             distributed.agree(accelerator, outcome, f"step {step} of mechanism {name}", error)
         else:  # the main process runs the components; the others take its result and what it shares
-            result = distributed.from_main(accelerator, lambda: {**compute(), "shared": self.dataflex.shared_state()})
+            result = distributed.from_main(
+                accelerator, lambda: {**compute(), "shared": self.dataflex.shared_state()},
+                f"step {step} of mechanism {name}",
+            )  # fmt: skip
             if not accelerator.is_main_process:
                 self.dataflex.load_shared_state(result["shared"])
         if result["factor"] is None:  # inactive, a uniform fallback, or a mechanism on the sampler: TRL's loss
