@@ -155,7 +155,7 @@ def test_a_dataflex_block_written_as_a_list_is_a_config_error(tmp_path):
     [
         ({"lock_file": "x"}, "did you mean 'lock'"),
         ({"allow_drift": "yes"}, "allow_drift must be true or false"),
-        ({"lock": ""}, "must be the path"),
+        ({"lock": ""}, "the path of a `dataflex lock` file"),
     ],
 )
 def test_the_plugins_block_is_checked(tmp_path, plugins, message):

@@ -9,11 +9,9 @@ still records the plugin set it runs with, so a resume on another one is refused
 
 from __future__ import annotations
 
-import difflib
 import json
 import logging
 import os
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -21,6 +19,7 @@ from typing import Any
 from ..atomic_write import write_text_atomic
 from ..discovery import ENV_PLUGINS_LOCK
 from ..errors import ConfigError
+from ..keys import Key, parse_keys
 from .compare import Difference, compare, format_differences, remedies
 from .enforce import enforce, get_plugin_manager, use_plugin_lock
 from .file import DEFAULT_LOCK_FILE, PluginSet, read_lock, write_lock
@@ -30,8 +29,15 @@ logger = logging.getLogger("dataflex_core.step")
 
 #: Key of the ``dataflex:`` block holding these settings.
 PLUGINS_KEY = "plugins"
-#: ``dataflex.plugins`` keys with their defaults.
-PLUGIN_SETTINGS = {"lock": None, "allow_drift": False, "allow_missing_state": False}
+#: ``dataflex.plugins``'s keys.
+PLUGIN_KEYS = {
+    "lock": Key(str, "the path of a `dataflex lock` file", example="lock: /path/dataflex_plugins.lock"),
+    "allow_drift": Key(bool, "accept version and content changes from the lock with a warning", default=False),
+    "allow_missing_state": Key(
+        bool, "resume a checkpoint without DataFlex's files, the plugin set unchecked and every component fresh",
+        default=False,
+    ),
+}  # fmt: skip
 #: The plugin set a checkpoint was written with: a lock file under its usual name (``dataflex verify`` reads it).
 CHECKPOINT_PLUGIN_SET = DEFAULT_LOCK_FILE
 #: How the set was pinned when the checkpoint was written, and the drift accepted then.
@@ -63,27 +69,11 @@ class PluginSettings:
 def plugin_settings(plugins: Any) -> PluginSettings:
     """Check ``dataflex.plugins`` as the read block holds it (``None``: unset); ``$DATAFLEX_PLUGINS_LOCK`` supplies
     the lock when it has none."""
-    raw = {} if plugins is None else plugins
-    if not isinstance(raw, Mapping):
-        raise ConfigError(
-            f"dataflex.{PLUGINS_KEY} must be a mapping such as {{lock: /path/dataflex.lock, allow_drift: false}}, "
-            f"got {raw!r}"
-        )
-    unknown = sorted(set(raw) - set(PLUGIN_SETTINGS))
-    if unknown:
-        close = difflib.get_close_matches(unknown[0], list(PLUGIN_SETTINGS), n=1, cutoff=0.6)
-        hint = f"; did you mean {close[0]!r}?" if close else ""
-        raise ConfigError(
-            f"dataflex.{PLUGINS_KEY} has unknown key(s) {unknown}{hint} accepted keys: {', '.join(PLUGIN_SETTINGS)}"
-        )
-    lock, allow_drift = raw.get("lock"), raw.get("allow_drift", False)
-    if lock is not None and (not isinstance(lock, str) or not lock.strip()):
+    keys = parse_keys(PLUGIN_KEYS, plugins, f"dataflex.{PLUGINS_KEY}")
+    lock = keys["lock"]
+    if lock is not None and not lock.strip():
         raise ConfigError(f"dataflex.{PLUGINS_KEY}.lock must be the path of a `dataflex lock` file, got {lock!r}")
-    missing_state = raw.get("allow_missing_state", False)
-    for key, value in (("allow_drift", allow_drift), ("allow_missing_state", missing_state)):
-        if not isinstance(value, bool):
-            raise ConfigError(f"dataflex.{PLUGINS_KEY}.{key} must be true or false, got {value!r}")
-    flags = {"allow_drift": allow_drift, "allow_missing_state": missing_state}
+    flags = {"allow_drift": keys["allow_drift"], "allow_missing_state": keys["allow_missing_state"]}
     if lock:
         return PluginSettings(lock=lock, **flags)
     env_lock = os.environ.get(ENV_PLUGINS_LOCK, "").strip()
