@@ -2,11 +2,8 @@
 
 Hosts call components on the whole global batch (tens of thousands of rows),
 so group statistics are computed with one ``unique`` and a scatter, never a
-Python loop over samples or groups. These helpers compute from what they are
-given; the step's own group index and masks are its :class:`~dataflex_core.StepInputs`'.
-
-The masked sequence reductions never build a ``(bs, L)`` temporary on the
-CPU (:mod:`dataflex_core.precomputed`).
+Python loop over samples or groups, and no masked sequence reduction builds a
+``(bs, L)`` temporary on the CPU.
 """
 
 from __future__ import annotations

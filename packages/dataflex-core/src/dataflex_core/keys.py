@@ -1,10 +1,8 @@
 """Declared keys: a mechanism's keys of the ``dataflex:`` block as one table of :class:`Key`, read by one parser.
 
-Each key says what it holds (type, range or choices, default) and what it means; :func:`parse_keys` reads a
-mapping by its table and raises one :class:`~dataflex_core.errors.ConfigError` in the house's form, naming the
-key, the value seen, what is allowed and the fix. The messages are written here once, as scikit-learn writes
-its parameter constraints' (``_parameter_constraints`` and one validator). What relates two keys (``n_max``
-not below ``n_min``) stays with the mechanism that owns them.
+The messages (the key, the value seen, what is allowed and the fix) are written here once, as scikit-learn
+writes its parameter constraints'. What relates two keys (``n_max`` not below ``n_min``) stays with the
+mechanism that owns them.
 """
 
 from __future__ import annotations

@@ -1,25 +1,15 @@
 """What is installed: each plugin distribution's version, entry points and file hashes.
 
 Nothing here imports a plugin, so the installed set can be checked against a
-lock before any plugin code runs. A distribution's files are:
-
-- what it installed into site-packages, as its RECORD lists them, minus the
-  ``*.dist-info`` folder, cached bytecode (``__pycache__``) and files outside
-  site-packages such as console-script wrappers, whose shebang names the local
-  interpreter;
-- every other file found inside its packages, and a package folder or an
-  extension module beside one of its modules: Python would import those in
-  place of, or beside, the files RECORD lists (``pkg/module/`` wins over
-  ``pkg/module.py``);
-- cached bytecode Python would run for one of its modules (the ``.pyc`` header
-  matches the source) that is not compiled from that module's source;
-- every file in a namespace-package folder of its modules (a folder without
-  ``__init__``, shared with other distributions) that no installed
-  distribution's RECORD lists: its package could import it.
-
-A clean install has only the first kind, so its hash is the same on every
-machine. Editable installs have no code in their RECORD, so their files are the
-source trees of their top-level packages instead.
+lock before any plugin code runs. A distribution's files are what its RECORD
+lists in site-packages (no ``*.dist-info``, no ``__pycache__``, nothing outside
+site-packages such as console-script wrappers, whose shebang names the local
+interpreter), plus whatever Python could import in place of or beside them:
+unlisted files in its packages, a package folder or extension shadowing one of
+its modules, cached bytecode not compiled from its source, a file no
+distribution installed in one of its namespace folders. A clean install has
+only the first kind, so its hash is the same on every machine; an editable
+install's files are its packages' source trees.
 """
 
 from __future__ import annotations
