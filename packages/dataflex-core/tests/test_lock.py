@@ -325,7 +325,7 @@ def test_a_hand_edited_hash_or_format_is_rejected_with_the_fix(tmp_path):
         parse_lock(text.replace('"aa"', '"bb"'))
     with pytest.raises(LockFileError, match=r"lock_version=2"):
         parse_lock(text.replace("lock_version = 1", "lock_version = 2"))
-    with pytest.raises(LockFileError, match=r"version must be a string"):
+    with pytest.raises(LockFileError, match=r"version must be a version \(PEP 440"):
         parse_lock(text.replace('version = "1.0"', "version = 1"))
     with pytest.raises(LockFileError, match="not valid TOML"):
         parse_lock("[[[")

@@ -158,7 +158,6 @@ class PluginSet:
         return f"{CORE_DIST}=={self.core_version}; {plugins}"
 
 
-# -- reading -------------------------------------------------------------------
 def _expect(cond: bool, source: str, where: str, what: str, value: Any) -> None:
     if not cond:
         raise LockFileError(
@@ -251,20 +250,18 @@ def parse_lock(text: str, source: str = "<lock>") -> PluginSet:
         )
     core = data.get("core")
     _expect(isinstance(core, dict), source, "core", "a table", core)
-    _expect(isinstance(core.get("version"), str), source, "core.version", "a string", core.get("version"))
-    _version(core["version"], source, "core.version")
+    _version(core.get("version"), source, "core.version")
     plugins_raw = data.get("plugins", {})
     _expect(isinstance(plugins_raw, dict), source, "plugins", "a table", plugins_raw)
     plugins = {}
     for name, raw in plugins_raw.items():
         where = f"plugins.{name!r}"
         _expect(isinstance(raw, dict), source, where, "a table", raw)
-        _expect(isinstance(raw.get("version"), str), source, f"{where}.version", "a string", raw.get("version"))
         editable = raw.get("editable", False)
         _expect(isinstance(editable, bool), source, f"{where}.editable", "true or false", editable)
         record = DistRecord(
             name=_dist_name(name, source, f"plugins key {name!r}"),
-            version=_version(raw["version"], source, f"{where}.version"),
+            version=_version(raw.get("version"), source, f"{where}.version"),
             entry_points=_str_table(raw.get("entry_points", {}), source, f"{where}.entry_points"),
             components=_components(raw["components"], source, f"{where}.components") if "components" in raw else None,
             files=_hashes(raw.get("files", {}), source, f"{where}.files"),
