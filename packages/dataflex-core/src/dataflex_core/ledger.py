@@ -318,7 +318,7 @@ class PromptLedger:
             state["prompt_key"] != self.ids.key
             or saved_ids.shape != self.ids.values.shape
             or saved_ids.dtype.kind != self.ids.values.dtype.kind
-            or not _same_ids(saved_ids, self.ids.values)
+            or not np.array_equal(saved_ids, self.ids.values)
         ):
             raise ConfigError(
                 f"{source}'s prompt history was recorded for {len(saved_ids)} prompts keyed by "
@@ -467,13 +467,6 @@ def _run(rows: torch.Tensor) -> slice | torch.Tensor:
     if len(values) and values[-1] - values[0] == len(values) - 1 and bool((values[1:] > values[:-1]).all()):
         return slice(int(values[0]), int(values[-1]) + 1)
     return rows
-
-
-def _same_ids(saved: np.ndarray, ours: np.ndarray) -> bool:
-    """Whether two id arrays of one shape and kind are equal, in one pass without a mask of n (integer ids)."""
-    if saved.dtype.kind == "i":
-        return torch.equal(torch.from_numpy(saved), torch.from_numpy(ours))
-    return bool(np.array_equal(saved, ours))
 
 
 def _repeated(rows: torch.Tensor) -> torch.Tensor:

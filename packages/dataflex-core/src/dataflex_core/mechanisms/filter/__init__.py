@@ -1,9 +1,4 @@
-"""``mechanism: filter``: admit or evict whole groups after reward, and refill until the batch is full.
-
-One idea per module: its block keys (:mod:`.settings`), one step's rounds (:mod:`.rounds`), the sampler of
-refill prompts (:mod:`.refill`), and the mechanism with its side of the generation-rounds seam
-(:mod:`.mechanism`).
-"""
+"""``mechanism: filter``: admit or evict whole groups after reward, and refill until the batch is full."""
 
 from .mechanism import Filter, FilterRounds, group_rows
 from .refill import RefillSampler
