@@ -65,15 +65,7 @@ def valid_for(shape: tuple[int, ...], batch: Any) -> torch.Tensor:
 
 
 def _check_units(
-    value: Any,
-    *,
-    what: str,
-    owner: str,
-    step: int | None,
-    granularity: str,
-    batch: Any,
-    non_negative: bool,
-    valid: torch.Tensor | None,
+    value: Any, batch: Any, what: str, owner: str, step: int | None, granularity: str, valid: Any, *, non_negative: bool
 ) -> torch.Tensor:
     def fail(problem: str) -> InvalidOutputError:
         return InvalidOutputError(f"{owner} returned invalid {what}{_at(step)}: {problem}")
@@ -106,20 +98,14 @@ def check_scores(
 ) -> torch.Tensor:
     """A scorer's output: a numeric tensor of the granularity's shape on the batch's device, finite on valid units
     (``valid``: their mask, if already computed); returned detached."""
-    return _check_units(
-        value, what="scores", owner=owner, step=step, granularity=granularity, batch=batch, non_negative=False,
-        valid=valid,
-    )  # fmt: skip
+    return _check_units(value, batch, "scores", owner, step, granularity, valid, non_negative=False)
 
 
 def check_weights(
     value: Any, batch: Any, *, granularity: str, owner: str, step: int | None, valid: torch.Tensor | None = None
 ) -> torch.Tensor:
     """A reweighter's output: as :func:`check_scores`, and non-negative on valid units; returned detached."""
-    return _check_units(
-        value, what="weights", owner=owner, step=step, granularity=granularity, batch=batch, non_negative=True,
-        valid=valid,
-    )  # fmt: skip
+    return _check_units(value, batch, "weights", owner, step, granularity, valid, non_negative=True)
 
 
 def mean_one_problem(weights: torch.Tensor, valid: torch.Tensor) -> str | None:
