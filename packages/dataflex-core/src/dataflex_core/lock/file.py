@@ -28,6 +28,7 @@ from ..components import KINDS, declared_kinds, is_component_name
 from ..distributions import canonical_name
 from ..errors import DataFlexError
 from ..version import __version__
+from .restore import PIP_REINSTALL
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -47,9 +48,8 @@ CORE_DIST = "dataflex-core"
 MISSING_FILE = "missing"
 #: The folder of cached bytecode: never locked, listed only when a cached file is not compiled from its source.
 BYTECODE_CACHE = "__pycache__"
-#: How a ``dataflex lock --requirements`` file is restored: ``--force-reinstall`` because pip leaves a
-#: satisfied pin alone (changed bytes keep their version), ``--no-deps`` so torch and the rest are not reinstalled.
-RESTORE_COMMAND = "pip install --force-reinstall --no-deps -r"
+#: How a ``dataflex lock --requirements`` file is restored (:data:`~.restore.PIP_REINSTALL` says why so).
+RESTORE_COMMAND = f"{PIP_REINSTALL} -r"
 
 _HEADER = (
     "# dataflex plugin lock: the reviewed set of plugin distributions.\n"

@@ -19,7 +19,8 @@ from urllib.parse import unquote, urlparse
 #: A row of :func:`.compare.compare` (``kind``, ``dist``, ``locked``): duck-typed, so this module sits below it.
 Difference = Any
 
-#: The pip invocation every restore starts with.
+#: The pip invocation every restore starts with: ``--force-reinstall`` because pip leaves a satisfied pin alone
+#: (changed bytes keep their version), ``--no-deps`` so torch and the rest are not reinstalled.
 PIP_REINSTALL = "pip install --force-reinstall --no-deps"
 
 
