@@ -34,6 +34,67 @@ HOST_TEMPLATE = ROOT / "hosts" / "_template"
 
 nox.options.sessions = ["tests"]
 nox.options.reuse_existing_virtualenvs = False
+#: Virtualenvs made and filled by uv where it is installed (a fresh verl environment in about a minute instead of
+#: four, from one cache every session and run shares); virtualenv and pip otherwise (``pip install uv`` to opt in).
+nox.options.default_venv_backend = "uv|virtualenv"
+
+#: pip's settings that uv reads under another name: uv does not read pip's configuration files, and an install that
+#: silently ignored the index, find-links or constraints a machine sets for pip would resolve something else.
+PIP_TO_UV = {
+    "index-url": ("UV_DEFAULT_INDEX", " "),
+    "extra-index-url": ("UV_INDEX", " "),
+    "find-links": ("UV_FIND_LINKS", ","),
+    "constraint": ("UV_CONSTRAINT", " "),
+}
+
+
+#: pip's precedence among where a setting comes from: a site file over a user file over a global one, an
+#: environment variable over every file.
+SCOPE_RANK = {"global": 1, "user": 2, "site": 3, ":env:": 4}
+
+
+def pip_settings_for_uv(listing: str) -> dict[str, str]:
+    """The ``UV_*`` variables that give uv the settings ``pip config list`` printed (``listing``).
+
+    pip's own precedence holds (an environment variable over a file); several values of one setting keep pip's
+    order. With any index or find-links setting, uv compares versions across all of them as pip does
+    (``UV_INDEX_STRATEGY=unsafe-best-match``) instead of stopping at the first index that has the name.
+    """
+    found: dict[str, tuple[int, str]] = {}
+    for line in listing.splitlines():
+        key, _, value = line.partition("=")
+        scope, _, name = key.strip().rpartition(".")
+        value = value.strip().strip("'\"")
+        if name in PIP_TO_UV and value:
+            rank = SCOPE_RANK.get(scope, 0)
+            if rank >= found.get(name, (-1, ""))[0]:
+                found[name] = (rank, value)
+    env = {}
+    for name, (_, value) in found.items():
+        variable, separator = PIP_TO_UV[name]
+        env[variable] = separator.join(value.split())
+    if env.keys() & {"UV_DEFAULT_INDEX", "UV_INDEX", "UV_FIND_LINKS"}:
+        env["UV_INDEX_STRATEGY"] = "unsafe-best-match"
+    return env
+
+
+def use_pip_settings_in_uv() -> None:
+    """Export :func:`pip_settings_for_uv` of this machine's pip into the environment the sessions inherit; a ``UV_*``
+    variable already set wins."""
+    import shutil
+    import subprocess
+    import sys
+
+    if shutil.which("uv") is None:
+        return
+    listing = subprocess.run(
+        [sys.executable, "-m", "pip", "config", "list"], capture_output=True, text=True, check=False
+    ).stdout
+    for variable, value in pip_settings_for_uv(listing).items():
+        os.environ.setdefault(variable, value)
+
+
+use_pip_settings_in_uv()
 
 
 def plugin_dirs() -> list[Path]:
@@ -99,40 +160,69 @@ LAB_TRL_TESTS = LAB / "tests" / "trl"
 SESSION_TESTS = ROOT / "tests" / "sessions"
 
 
-@nox.session
-@nox.parametrize("env", TEST_ENVS)
-def tests(session: nox.Session, env: str) -> None:
-    """Every package's tests: ``tests(env='verl')`` (verl 0.9.1, its fit loop) and ``tests(env='trl')`` (TRL 1.16)."""
+#: The verl environment's tests other than the fit loop, a file per worker on every core (at most four: each worker
+#: that meets a verl test starts a local Ray of its own). The fit loop stays in one process: its runs hold logical
+#: GPUs on one Ray. Most of these tests are short and many wait on a subprocess, so two workers on two cores take
+#: about half the time of one.
+PARALLEL = ["--numprocesses", "auto", "--maxprocesses", "4", "--dist", "loadfile"]
+
+
+def run_tests(session: nox.Session, env: str, full: bool) -> None:
+    """Install ``env``'s stack and DataFlex from this checkout, then run its tests; ``full=False`` leaves out the tests
+    marked ``full`` (each another real run of a seam the default set already runs) and the session tests (``build``
+    runs those)."""
     install_torch(session)
     hosts = {host: host_env(host) for host in host_dirs()}
     mine = [host for host, where in hosts.items() if where == env]
+    # pip itself: the lock, pinning and wheelhouse tests install real plugins with it (uv's virtualenvs have none)
+    tools = ["pytest>=8", "omegaconf", "hydra-core", "pip"]
     if env == "verl":  # every host tested here, none of another environment's
         dists = [d for d in monorepo_dists() if hosts.get(d, env) == env]
         dists += [host for host in mine if host not in dists]
-        session.install(*host_stacks(dists), "matplotlib", "pandas", "pyarrow", "nox>=2024.4")
+        session.install(*host_stacks(dists), "matplotlib", "pandas", "pyarrow", "nox>=2024.4", "pytest-xdist", *tools)
     else:
         # the cross-host test builds verl's host step on the same batch, without verl's FSDP engine
         dists = monorepo_dists()
         dists += [host for host in mine if host not in dists]
-        session.install(*host_stacks(dists))
-    session.install(*(f"./{rel(d)}" for d in dists), "pytest>=8", "omegaconf", "hydra-core")
+        session.install(*host_stacks(dists), *tools)
+    session.install(*(f"./{rel(d)}" for d in dists))
     if env == "verl" and TRL_HOST.is_dir():
         # for the docs tests only (the CLI reference renders its --help, which imports no TRL); trl stays absent
         session.install("--no-deps", f"./{rel(TRL_HOST)}")
+    selection = [] if full else ["-m", "not full"]
     if env != "verl":
         # this environment's hosts, the test that runs one pair through both hosts (it skips where TRL is absent)
         # and the lab's TRL parts
         trl_tests = [*(host / "tests" for host in mine), HOST / "tests" / "test_cross_host.py", LAB_TRL_TESTS]
-        session.run("pytest", *(rel(p) for p in trl_tests if p.exists()), *session.posargs)
+        session.run("pytest", *(rel(p) for p in trl_tests if p.exists()), *selection, *session.posargs)
         return
     test_dirs = [rel(d / "tests") for d in dists if (d / "tests").is_dir()]
-    # The docs' tutorial snippets, the benchmark harness's own logic and this file's sessions run here too.
-    test_dirs += [rel(p) for p in (ROOT / "docs" / "tests", ROOT / "benchmarks" / "tests", SESSION_TESTS) if p.is_dir()]
+    # The docs' tutorial snippets and the benchmark harness's own logic run here too; this file's sessions too in
+    # tests-full (they run nox inside nox: packaging, run by ``build`` on every change).
+    extra = [ROOT / "docs" / "tests", ROOT / "benchmarks" / "tests", *([SESSION_TESTS] if full else [])]
+    test_dirs += [rel(p) for p in extra if p.is_dir()]
     ignored = [f"--ignore={rel(p)}" for p in [*FIT_TESTS, LAB_TRL_TESTS]]
-    session.run("pytest", *test_dirs, *ignored, *session.posargs)
+    session.run("pytest", *test_dirs, *ignored, *PARALLEL, *selection, *session.posargs)
     fit_dirs = [rel(p) for p in FIT_TESTS if p.is_dir()]
     if fit_dirs:
-        session.run("pytest", *fit_dirs, *session.posargs)
+        session.run("pytest", *fit_dirs, *selection, *session.posargs)
+
+
+@nox.session
+@nox.parametrize("env", TEST_ENVS)
+def tests(session: nox.Session, env: str) -> None:
+    """Every package's tests with one real run per seam of verl's fit loop: ``tests(env='verl')`` (verl 0.9.1) and
+    ``tests(env='trl')`` (TRL 1.16, its real trainer on one and two processes). What CI runs on every change."""
+    run_tests(session, env, full=False)
+
+
+@nox.session(name="tests-full")
+@nox.parametrize("env", TEST_ENVS)
+def tests_full(session: nox.Session, env: str) -> None:
+    """Every test there is: ``tests`` plus the other fit-loop variants (the legacy line of each V1 assertion,
+    colocate_async, one_step_off, ``pilot.draw``, the lab's two-arm demo through ``main_ppo``) and the session tests.
+    A change touching a host runs this before it is called done."""
+    run_tests(session, env, full=True)
 
 
 #: The benchmark cases each test environment runs (``trl`` needs TRL, ``fit`` needs verl without it).
@@ -201,7 +291,8 @@ def install_plugins_with(session: nox.Session) -> list[str]:
     except ValueError as exc:
         session.error(str(exc))
     if paths:
-        session.run("python", "-m", "pip", "install", "--quiet", *(str(p) for p in paths))
+        pip = ["uv", "pip"] if session.venv_backend == "uv" else ["python", "-m", "pip"]
+        session.run(*pip, "install", "--quiet", *(str(p) for p in paths), external=True)
     return args
 
 
@@ -316,7 +407,7 @@ def _shared_torch(session: nox.Session) -> Path:
     return target
 
 
-@nox.session
+@nox.session(venv_backend="virtualenv")  # pip builds the wheelhouse and installs into each plugin's own venv
 def conformance(session: nox.Session) -> None:
     """Certify each plugin in its own fresh venv: ``nox -s conformance -- [DIST|FOLDER ...] [CLI options]``.
 
@@ -458,11 +549,13 @@ def build(session: nox.Session) -> None:
     if unknown:
         session.error(f"unknown distribution(s) {unknown}; distributions here: {', '.join(sorted(names))}")
     selected = {n: names[n] for n in (session.posargs or names)}
-    session.install("build>=1.2", "twine>=6.1", "packaging>=24", "pytest>=8", "nox>=2024.4")
+    session.install("build>=1.2", "twine>=6.1", "packaging>=24", "pytest>=8", "nox>=2024.4", "pip")
+    # each isolated build environment made by uv where nox has it (seconds instead of a pip install per build)
+    installer = ["--installer", "uv"] if session.venv_backend == "uv" else []
     shutil.rmtree(DIST_DIR, ignore_errors=True)
     for path in selected.values():
         # Isolated builds: each uses exactly its own build-system.requires, as pip and a release do.
-        session.run("python", "-m", "build", "--outdir", str(DIST_DIR), f"./{rel(path)}", silent=True)
+        session.run("python", "-m", "build", *installer, "--outdir", str(DIST_DIR), f"./{rel(path)}", silent=True)
     built = sorted(DIST_DIR.iterdir())
     session.run("twine", "check", "--strict", *(str(p) for p in built))
     if session.posargs:
@@ -477,7 +570,11 @@ def build(session: nox.Session) -> None:
         install_torch(session)
         plain = [n for n in selected if n != "dataflex-verl"]
         session.install("--find-links", str(DIST_DIR), *plain)
-        session.run("pytest", "-p", "no:cacheprovider", "tests/release", env={"DATAFLEX_WHEELHOUSE": str(DIST_DIR)})
+        # and the packaging tests that run nox inside nox (this file's sessions, a plugin given with --with)
+        session.run(
+            "pytest", "-p", "no:cacheprovider", "tests/release", rel(SESSION_TESTS),
+            env={"DATAFLEX_WHEELHOUSE": str(DIST_DIR)},
+        )  # fmt: skip
     for name in selected:
         wheel = next(p.name for p in built if p.suffix == ".whl" and p.name.startswith(f"{name.replace('-', '_')}-"))
         session.log(f"{wheel}: release tag {name}-v{wheel.split('-')[1]}")

@@ -27,6 +27,7 @@ def test_a_misspelled_component_stops_the_demo_before_verl_starts(tmp_path):
     assert not (tmp_path / "logs").exists()  # no arm was started
 
 
+@pytest.mark.full
 def test_the_demo_trains_both_arms_on_a_task_family_with_any_pair_and_writes_its_outputs(tmp_path):
     """``--task repeat`` with a pair other than the default: verl's own validation of the held-out split (before
     training and at the last step), the compute counters of both arms, and the JSON ``dataflex compare`` reads."""

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import pytest
 import torch
 
 
@@ -129,6 +130,9 @@ class FitSession:
 
 #: verl's trainer lines a DataFlex run can take: V1 (``dataflex_sync``) and legacy (``RayPPOTrainer``).
 LINES = ("v1", "legacy")
+#: The same, for a test whose V1 run is the default set's and whose legacy run repeats the assertion on the other
+#: line: that one runs in ``nox -s tests-full`` (marker ``full``).
+LINES_LEGACY_IN_FULL = ("v1", pytest.param("legacy", marks=pytest.mark.full))
 
 
 def dataflex_spec(line: str, dataflex: dict[str, Any], **settings: Any) -> Any:

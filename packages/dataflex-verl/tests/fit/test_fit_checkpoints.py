@@ -6,7 +6,7 @@ import dataclasses
 import shutil
 
 import pytest
-from fit_helpers import LINES, dataflex_spec, reweight, sequence_mean_run, sequence_mean_spec
+from fit_helpers import LINES_LEGACY_IN_FULL, dataflex_spec, reweight, sequence_mean_run, sequence_mean_spec
 
 from dataflex_core.lock import PluginSetMismatch, read_lock, write_lock
 from dataflex_core.lock.pinning import CHECKPOINT_PLUGIN_SET
@@ -77,10 +77,12 @@ def _assert_records_the_plugin_set(first, step):
     assert set(read_lock(folder / CHECKPOINT_PLUGIN_SET).plugins) == set(scan_environment().plugins)
 
 
+@pytest.mark.full
 def test_resume_restores_component_state_and_records_the_plugin_set(fits, tmp_path):
     _resume_and_check_state(fits, "v1", tmp_path)
 
 
+@pytest.mark.full
 def test_resume_with_another_plugin_set_is_refused(fits, tmp_path):
     first, step = _first_run(fits, "v1")
     moved = _copy_checkpoints(first, step, tmp_path / "checkpoints")
@@ -92,6 +94,7 @@ def test_resume_with_another_plugin_set_is_refused(fits, tmp_path):
     assert refused.steps == []  # refused before any step
 
 
+@pytest.mark.full
 def test_the_legacy_line_resumes_component_state_and_refuses_another_plugin_set(fits, tmp_path):
     first, step = _resume_and_check_state(fits, "legacy", tmp_path)
     # another plugin set: the legacy trainer's own _load_checkpoint, which its fit calls first (the resume
@@ -117,7 +120,7 @@ def legacy_trainer(config):
     )  # fmt: skip
 
 
-@pytest.mark.parametrize("line", LINES)
+@pytest.mark.parametrize("line", LINES_LEGACY_IN_FULL)
 def test_a_lock_without_the_configured_plugin_is_refused_in_the_task_runner(fits, tmp_path, line):
     from dataflex_core.lock import scan_environment
 

@@ -106,6 +106,7 @@ def test_a_resumed_run_continues_the_history_and_draws_the_same_prompts(fits, tm
     )
 
 
+@pytest.mark.full
 def test_the_legacy_line_draws_its_prompts_through_the_curriculum_sampler(fits):
     """verl's legacy ``RayPPOTrainer`` builds its dataloader around the session's sampler (``_create_dataloader``)."""
     dump = fits.root / "curriculum_legacy_rollouts"

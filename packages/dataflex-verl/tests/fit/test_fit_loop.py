@@ -22,7 +22,7 @@ from fit_helpers import dataflex_spec, reweight, sequence_mean_run, unit_mean
 from dataflex_lab import toy_task
 from dataflex_lab.verl.cpu_loop.runner import RunSpec
 
-pytestmark = pytest.mark.fit
+pytestmark = [pytest.mark.fit, pytest.mark.full]
 
 
 def test_the_actors_loss_receives_weights_with_mean_one_per_sequence_under_a_sequence_mean(fits):

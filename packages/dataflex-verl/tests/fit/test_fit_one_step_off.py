@@ -17,7 +17,7 @@ from fit_helpers import reweight, unit_mean
 
 from dataflex_lab.verl.cpu_loop.runner import RunSpec
 
-pytestmark = pytest.mark.fit
+pytestmark = [pytest.mark.fit, pytest.mark.full]
 
 #: Two SGD steps of verl's one-step-off trainer (its config: rollout_correction.bypass_mode, vanilla loss).
 ONE_STEP_OFF_SGD = {"entry_point": "one_step_off", "use_v1": False, "steps": 2, "optimizer": "SGD", "lr": 0.5}

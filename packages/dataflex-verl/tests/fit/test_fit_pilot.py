@@ -212,6 +212,7 @@ DRAW_BLOCK = {
 }
 
 
+@pytest.mark.full
 def test_pilot_draw_screens_what_greso_draws_and_never_again_a_prompt_found_without_signal(fits):
     dump = fits.root / "pilot_draw_rollouts"
     spec = dataflex_spec("legacy", DRAW_BLOCK, steps=DRAW_STEPS, save_freq=DRAW_STEPS)

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from fit_helpers import LINES, plain_run, two_rank_run, unit_mean
+from fit_helpers import LINES_LEGACY_IN_FULL, plain_run, two_rank_run, unit_mean
 
 pytestmark = pytest.mark.fit
 
@@ -35,7 +35,7 @@ def concat(calls, name):
     return torch.cat([call[name] for call in calls])
 
 
-@pytest.mark.parametrize("line", LINES)
+@pytest.mark.parametrize("line", LINES_LEGACY_IN_FULL)
 def test_uniform_weights_on_two_ranks_give_verls_update_padding_rows_included(fits, line):
     plain, flex = plain_run(fits, line), two_rank_run(fits, line)
     calls = flex.loss_calls_by_rank(1)
@@ -60,7 +60,7 @@ def test_uniform_weights_on_two_ranks_give_verls_update_padding_rows_included(fi
     assert max_weight_difference(flex.actor_weights(1), plain.actor_weights(1)) < 1e-6
 
 
-@pytest.mark.parametrize("line", LINES)
+@pytest.mark.parametrize("line", LINES_LEGACY_IN_FULL)
 def test_weights_have_mean_one_over_the_global_batch_not_per_rank(fits, line):
     plain, flex = plain_run(fits, line), two_rank_run(fits, line)
     calls = flex.loss_calls_by_rank(2)
