@@ -206,7 +206,6 @@ class Scorer(Component):
     """Turns batch signals into scores: ``(bs,)`` per sample or ``(bs, L)`` per token."""
 
     kind = "scorer"
-    requires: list[str] = []
     #: When in the training step the scores are computed.
     timing: ClassVar[str] = "post_advantage"
     #: ``prompt``/``response`` -> ``(bs,)``, ``token`` -> ``(bs, L)``, ``domain`` -> one per domain.

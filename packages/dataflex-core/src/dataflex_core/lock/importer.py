@@ -110,23 +110,23 @@ def _verified_bytes(module: CheckedModule) -> bytes:
     return data
 
 
-class _CheckedSourceLoader(importlib.machinery.SourceFileLoader):
-    """Compiles the checked source bytes; never reads or writes cached bytecode."""
+class _Checked:
+    """A loader of one checked module (``checked``), which :meth:`CheckedImporter.imported_elsewhere` recognises."""
 
     def __init__(self, module: CheckedModule) -> None:
-        super().__init__(module.name, module.path)
+        super().__init__(module.name, module.path)  # type: ignore[call-arg]
         self.checked = module
+
+
+class _CheckedSourceLoader(_Checked, importlib.machinery.SourceFileLoader):
+    """Compiles the checked source bytes; never reads or writes cached bytecode."""
 
     def get_code(self, fullname: str) -> Any:
         return self.source_to_code(_verified_bytes(self.checked), self.path)
 
 
-class _CheckedBytecodeLoader(importlib.machinery.SourcelessFileLoader):
+class _CheckedBytecodeLoader(_Checked, importlib.machinery.SourcelessFileLoader):
     """A locked sourceless module (``module.pyc`` shipped in the wheel), from its checked bytes."""
-
-    def __init__(self, module: CheckedModule) -> None:
-        super().__init__(module.name, module.path)
-        self.checked = module
 
     def get_code(self, fullname: str) -> Any:
         data = _verified_bytes(self.checked)
@@ -135,12 +135,8 @@ class _CheckedBytecodeLoader(importlib.machinery.SourcelessFileLoader):
         return marshal.loads(data[16:])
 
 
-class _CheckedExtensionLoader(importlib.machinery.ExtensionFileLoader):
+class _CheckedExtensionLoader(_Checked, importlib.machinery.ExtensionFileLoader):
     """A locked extension module, hashed again just before the dynamic loader opens it."""
-
-    def __init__(self, module: CheckedModule) -> None:
-        super().__init__(module.name, module.path)
-        self.checked = module
 
     def create_module(self, spec: Any) -> Any:
         _verified_bytes(self.checked)
