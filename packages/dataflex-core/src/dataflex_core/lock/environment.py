@@ -218,14 +218,9 @@ def _source_locations(dist: importlib_metadata.Distribution) -> dict[str, Path |
     return files
 
 
-def installed_locations(dist: importlib_metadata.Distribution) -> tuple[dict[str, Path | None], bool]:
-    """``(path -> where it is, editable)`` for one distribution: every file its hash covers (``None``: gone)."""
-    locations, editable, _ = _installed_locations(dist)
-    return locations, editable
-
-
 def _installed_locations(dist: importlib_metadata.Distribution) -> tuple[dict[str, Path | None], bool, frozenset[str]]:
-    """:func:`installed_locations`, plus the files other distributions install into its namespace folders."""
+    """``(path -> where it is, editable, shared)`` for one distribution: every file its hash covers (``None``:
+    gone), and the files other distributions install into its namespace folders."""
     if _is_editable(dist):
         listed = _source_locations(dist)
         present = {rel: p for rel, p in listed.items() if p is not None}
@@ -241,7 +236,7 @@ def _digests(locations: Mapping[str, Path | None]) -> dict[str, str]:
 
 def installed_files(dist: importlib_metadata.Distribution) -> tuple[dict[str, str], bool]:
     """``(path -> sha256 of its bytes, editable)`` for one distribution."""
-    locations, editable = installed_locations(dist)
+    locations, editable, _ = _installed_locations(dist)
     return _digests(locations), editable
 
 
@@ -254,10 +249,8 @@ def core_version() -> str:
 
 
 def installed_plugin_set(only: Collection[str] | None = None) -> PluginSet:
-    """Every installed plugin distribution (or those named in ``only``), hashed; nothing imported.
-
-    Records have ``components=None``: listing components needs an import.
-    """
+    """Every installed plugin distribution (or those named in ``only``), hashed; nothing imported, so records have
+    ``components=None``."""
     wanted = None if only is None else {canonical_name(n) for n in only}
     plugins = {}
     for name, dist in plugin_distributions().items():
