@@ -304,9 +304,11 @@ def installs_nothing(session: nox.Session) -> bool:
 
 
 def announce_install(session: nox.Session, what: str, minutes: int) -> None:
-    """Say what the silent install is doing, and how long it takes, before it starts; under ``-R``, that the
-    session reuses its virtualenv and installs nothing (the ``--with`` plugins still are)."""
+    """Say what the silent install is doing, and how long it takes (``minutes`` with pip; about one with uv), before
+    it starts; under ``-R``, that the session reuses its virtualenv and installs nothing (the ``--with`` plugins
+    still are)."""
     where = os.path.relpath(session.virtualenv.location, ROOT)
+    minutes = 1 if session.venv_backend == "uv" else minutes
     if installs_nothing(session):
         session.log(
             f"reusing {where} (nox -R: nothing installed; run `nox -s {session.name}` without -R after changing a "

@@ -61,13 +61,13 @@ def test_conformance_names_both_ways_to_certify_a_plugin_outside_the_checkout(tm
 # -- install messages (issue 40.7) ---------------------------------------------------------------------------------
 
 
-def session_like(noxfile, *, no_install: bool, reused: bool, said: list[str]):
-    """The two facts nox's own ``session.install`` reads to skip an install, and the session's log."""
+def session_like(noxfile, *, no_install: bool, reused: bool, said: list[str], backend: str = "virtualenv"):
+    """The two facts nox's own ``session.install`` reads to skip an install, the installer, and the session's log."""
     from types import SimpleNamespace
 
     venv = SimpleNamespace(_reused=reused, location=str(ROOT / ".nox" / "demo"))
     runner = SimpleNamespace(global_config=SimpleNamespace(no_install=no_install), venv=venv)
-    return SimpleNamespace(_runner=runner, virtualenv=venv, name="demo", log=said.append)
+    return SimpleNamespace(_runner=runner, virtualenv=venv, name="demo", log=said.append, venv_backend=backend)
 
 
 @pytest.mark.parametrize(
@@ -93,3 +93,9 @@ def test_every_user_session_announces_its_install_before_it_starts(noxfile):
         ]
         assert "announce_install" in calls, f"nox session {name} installs without announcing it"
         assert calls.index("announce_install") < calls.index("install_torch"), name
+
+
+def test_the_install_message_gives_uvs_minute_where_uv_installs(noxfile):
+    said: list[str] = []
+    noxfile.announce_install(session_like(noxfile, no_install=False, reused=False, said=said, backend="uv"), "x", 3)
+    assert said[0].startswith("installing x into .nox/demo (about 1 min"), said
