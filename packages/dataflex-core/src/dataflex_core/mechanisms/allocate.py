@@ -45,17 +45,25 @@ from ..config import DataFlexPipeline
 from ..contracts import GROUP_MIN_ROLLOUTS, allocation_problem, check_allocation, check_prompt_scores
 from ..errors import ConfigError
 from ..keys import Key, parse_keys
-from ..ledger import PromptIds, PromptLedger
-from ..normalize import valid_sample_mask, valid_token_counts
+from ..ledger import PromptLedger
+from ..normalize import valid_token_counts
 from ..step.calls import component_label
 from ..step.context import StepContext
-from ..step.dataset import dataset_column
 from ..step.host import HostCapabilities
 from ..step.prompt_sampler import candidate_batch, candidate_columns, candidate_fields
 from ..step.result import PREFIX, StepResult
 from ..step.seams import PromptCounts, S, Seam
 from .base import Mechanism
-from .curriculum import PROMPT_LEDGER_KEYS, REWARD_FIELD, check_components, outcomes_batch, row_rewards
+from .curriculum import (
+    PROMPT_LEDGER_KEYS,
+    REWARD_FIELD,
+    check_components,
+    component_columns,
+    outcomes_batch,
+    prompt_ledger,
+    row_rewards,
+    valid_rows,
+)
 
 logger = logging.getLogger("dataflex_core.step")
 
@@ -231,30 +239,9 @@ class Allocate(Mechanism):
 
     def train_sampler(self, step: StepContext, dataset: Any, batch_size: int, seed: int) -> None:
         """Build the ledger over the train dataset's prompt ids; the framework keeps its own sampler."""
-
-        key = self.settings.prompt_key
-        ids = dataset_column(
-            dataset, key, what=f"dataflex.prompt_key={key!r}",
-            fix="give every row a unique id in a column and set dataflex.prompt_key to it",
-        )  # fmt: skip
-        self.book = PromptLedger(PromptIds(ids, key), self.settings.success_threshold)
-        if self.settings.ledger_load is not None:  # a warm start; a resumed checkpoint's state replaces it
-            self.book.load(self.settings.ledger_load)
-        self.columns = {
-            name: np.asarray(
-                list(
-                    dataset_column(
-                        dataset,
-                        name,
-                        what=f"the column {name!r} an allocate component reads",
-                        fix="add it to the dataset or configure components that do not read it",
-                    )
-                ),
-                dtype=object,
-            )  # fmt: skip
-            for name in candidate_columns(step.pipeline)
-        }
-        return None
+        self.book = prompt_ledger(PromptLedger, self.settings, dataset)
+        columns = component_columns(step, dataset, "allocate")
+        self.columns = {name: np.asarray(list(values), dtype=object) for name, values in columns.items()}
 
     def _ledger(self) -> PromptLedger:
         if self.book is None:
@@ -345,15 +332,7 @@ class Allocate(Mechanism):
         """
         book = self._ledger()
         metrics = self._check_counts(step, batch)
-        valid = valid_sample_mask(batch)  # neither padding rows nor empty ones: only (bs,) values are indexed
-        ids = batch.non_tensor_batch.get(self.settings.prompt_key)
-        if ids is None:
-            raise ConfigError(
-                f"mechanism allocate keys its ledger by dataflex.prompt_key={self.settings.prompt_key!r}, but the "
-                "step's rows do not carry it; carry it into the rollouts or set dataflex.prompt_key to a column that is"
-            )
-        keep = valid.cpu().numpy()
-        rows = book.ids.rows(np.asarray(ids, dtype=object)[keep], f"the rows of step {step_id}")
+        valid, rows = valid_rows(book, batch, self.settings.prompt_key, "allocate", step_id)
         outcomes = book.record(
             rows, row_rewards(batch)[valid].cpu(), step_id, tokens=valid_token_counts(batch)[valid].cpu()
         )

@@ -37,6 +37,7 @@ from ..batch import Batch
 from ..config import DataFlexPipeline
 from ..errors import ConfigError, IncompatibleComponentError
 from ..keys import Key, parse_keys
+from ..ledger import PromptLedger
 from ..normalize import valid_sample_mask, valid_token_counts
 from ..step.context import StepContext
 from ..step.dataset import dataset_column
@@ -132,6 +133,49 @@ def outcomes_batch(history: PromptHistory, outcomes: Any) -> Batch:
     )
 
 
+def prompt_ledger(ledger: type[PromptLedger], settings: Any, dataset: Any) -> Any:
+    """A ``ledger`` over the train dataset's ``prompt_key`` ids, warm-started from ``ledger_load`` when set (a
+    resumed checkpoint's state replaces it)."""
+    key = settings.prompt_key
+    ids = dataset_column(
+        dataset, key, what=f"dataflex.prompt_key={key!r}",
+        fix="give every row a unique id in a column and set dataflex.prompt_key to it",
+    )  # fmt: skip
+    book = ledger(PromptIds(ids, key), settings.success_threshold)
+    if settings.ledger_load is not None:
+        book.load(settings.ledger_load)
+    return book
+
+
+def component_columns(step: StepContext, dataset: Any, mechanism: str) -> dict[str, Any]:
+    """The dataset columns the mechanism's ``pre_rollout`` components read, each over every dataset row."""
+    return {
+        name: dataset_column(
+            dataset,
+            name,
+            what=f"the column {name!r} a {mechanism} component reads",
+            fix="add it to the dataset or configure components that do not read it",
+        )  # fmt: skip
+        for name in candidate_columns(step.pipeline)
+    }
+
+
+def valid_rows(
+    book: PromptLedger, batch: Any, prompt_key: str, mechanism: str, step_id: int
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(valid, rows)``: the step's rows with a response (neither padding nor empty) and their ledger rows."""
+    valid = valid_sample_mask(batch)
+    ids = batch.non_tensor_batch.get(prompt_key)
+    if ids is None:
+        raise ConfigError(
+            f"mechanism {mechanism} keys its ledger by the dataset column dataflex.prompt_key={prompt_key!r}, but "
+            "the step's rows do not carry it; carry it into the rollouts or set dataflex.prompt_key to a column "
+            "that is carried"
+        )
+    rows = book.ids.rows(np.asarray(ids, dtype=object)[valid.cpu().numpy()], f"the rows of step {step_id}")
+    return valid, rows
+
+
 def row_rewards(batch: Any) -> torch.Tensor:
     """Each row's outcome reward: ``rm_scores`` summed over its valid response tokens (float64 ``(bs,)``)."""
     scores = batch.batch.get(REWARD_FIELD)
@@ -178,26 +222,9 @@ class Curriculum(Mechanism):
         return list(dict.fromkeys([self.settings.prompt_key, *candidate_columns(pipeline)]))
 
     def train_sampler(self, step: StepContext, dataset: Any, batch_size: int, seed: int) -> CurriculumSampler:
-
-        settings = self.settings
-        key = settings.prompt_key
-        ids = dataset_column(
-            dataset, key, what=f"dataflex.prompt_key={key!r}",
-            fix="give every row a unique id in a column and set dataflex.prompt_key to it",
-        )  # fmt: skip
-        history = PromptHistory(PromptIds(ids, key), settings.success_threshold)
-        if settings.ledger_load is not None:  # a warm start; a resumed checkpoint's state replaces it
-            history.load(settings.ledger_load)
-        columns = {
-            name: dataset_column(
-                dataset,
-                name,
-                what=f"the column {name!r} a curriculum component reads",
-                fix="add it to the dataset or configure components that do not read it",
-            )  # fmt: skip
-            for name in candidate_columns(step.pipeline)
-        }
-        return CurriculumSampler(step, history, columns, batch_size, seed=seed, candidates=settings.candidates)
+        history = prompt_ledger(PromptHistory, self.settings, dataset)
+        columns = component_columns(step, dataset, "curriculum")
+        return CurriculumSampler(step, history, columns, batch_size, seed=seed, candidates=self.settings.candidates)
 
     def stateful(self, sampler: CurriculumSampler | None) -> dict[str, Any]:
         return {} if sampler is None else {"history": sampler.history}
@@ -224,17 +251,7 @@ class Curriculum(Mechanism):
                 "mechanism curriculum draws through the train sampler, but the host never built it "
                 "(DataFlexSession.train_sampler)"
             )
-        settings, history = self.settings, sampler.history
-        valid = valid_sample_mask(batch)  # neither padding rows nor empty ones: only (bs,) values are indexed
-        ids = batch.non_tensor_batch.get(settings.prompt_key)
-        if ids is None:
-            raise ConfigError(
-                f"mechanism curriculum keys its history by the dataset column dataflex.prompt_key="
-                f"{settings.prompt_key!r}, but the step's rows do not carry it; carry it into the rollouts or set "
-                "dataflex.prompt_key to a column that is carried"
-            )
-        keep = valid.cpu().numpy()
-        rows = history.ids.rows(np.asarray(ids, dtype=object)[keep], f"the rows of step {step_id}")
+        valid, rows = valid_rows(sampler.history, batch, self.settings.prompt_key, "curriculum", step_id)
         rewards = row_rewards(batch)[valid]
         return StepResult(self.feed(step, rows, rewards.cpu(), valid_token_counts(batch)[valid].cpu(), step_id))
 
