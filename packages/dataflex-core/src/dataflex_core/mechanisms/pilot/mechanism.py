@@ -43,6 +43,7 @@ from ...step.context import StepContext
 from ...step.host import HostCapabilities
 from ...step.result import StepResult
 from ...step.seams import S, Seam, StagedGeneration, StepStages
+from ..base import Mechanism
 from ..curriculum import REWARD_FIELD
 from ..filter import Filter, RoundPrompts, group_rows
 from .settings import PILOT_KEYS, PilotSettings, pilot_settings
@@ -89,10 +90,9 @@ class Pilot(Filter):
         return super().implement(seam, step)
 
     def refusal(self, seam: type[Seam], host: HostCapabilities, reason: str) -> str:
-        why = reason or f"it does not declare the {seam.name} seam (HostCapabilities.seams)"
         return (
-            f"mechanism 'pilot' needs the host to {seam.does}, but {host.name} cannot: {why}. Use mechanism filter "
-            "where the host generates further prompt batches (whole groups before admission)"
+            f"{Mechanism.refusal(self, seam, host, reason)}. Use mechanism filter where the host generates further "
+            "prompt batches (whole groups before admission)"
         )
 
     def fields(self, pipeline: DataFlexPipeline) -> list[str]:
@@ -130,18 +130,17 @@ class Pilot(Filter):
         tokens = valid_token_counts(batch).cpu()
         stages.check_generated(uid)  # before admission: every requested prompt has its rows
         prompts = self.stage_prompts(step, batch)
-        if not stages.screening or not stages.screening[-1]:  # the commit stage: its rows, checked
+        if stages.screening[-1]:
+            admitted, _, _ = self.admit(step, batch, step_id)  # per group, in group_rows' order of the real rows
+            sub, _ = step.components_batch(batch)
+            index, groups = group_rows(sub)
+            per_prompt, per_mean = screened_prompts(
+                stages.requests[-1].uids, admitted, index, groups, valid_sample_mask(sub).cpu(), stage_rewards(sub),
+                stage_uids(sub),
+            )  # fmt: skip
+            stages.record(uid, tokens, per_prompt, per_mean)
+        else:  # the commit stage: its rows, checked
             stages.record(uid, tokens)
-            stages.ledger_prompts.append(prompts)
-            return
-        admitted, _, _ = self.admit(step, batch, step_id)  # per group, in group_rows' order of the real rows
-        sub, _ = step.components_batch(batch)
-        index, groups = group_rows(sub)
-        per_prompt, per_mean = screened_prompts(
-            stages.requests[-1].uids, admitted, index, groups, valid_sample_mask(sub).cpu(), stage_rewards(sub),
-            stage_uids(sub),
-        )  # fmt: skip
-        stages.record(uid, tokens, per_prompt, per_mean)
         stages.ledger_prompts.append(prompts)
 
     def stage_prompts(self, step: StepContext, batch: Any) -> RoundPrompts | None:
