@@ -312,14 +312,3 @@ class PilotStages(StepStages):
             f"{PILOT_PREFIX}stages": float(self.stages),
             f"{PILOT_PREFIX}rollouts_per_trained_group": (pilot + commit) / max(trained_groups, 1),
         }
-
-
-__all__ = [
-    "EASY_ABOVE",
-    "PILOT_PREFIX",
-    "PilotStages",
-    "per_uid_counts",
-    "screened_prompts",
-    "screening_cap",
-    "stage_rewards",
-]
