@@ -214,41 +214,31 @@ class DataFlexStep(StepContext):
             advantages = batch.batch.get("advantages")
         self.generation = generation
         try:
-            return self._run(batch, step, importance_weights, start, advantages)
+            idle = self.idle(step)
+            if idle is not None:
+                idle.update(self._count(batch, inputs_of(batch), advantages, StepResult(idle)))
+                return StepResult(idle)
+            inputs = inputs_of(prepare_batch(batch))  # masks, token counts and uid groups: once for the whole step
+            mechanism = self.mechanism
+            empty = not bool(inputs.token_counts.sum())
+            if empty:  # nothing to score or weigh: the framework's step as it is, no component called
+                self.empty_steps += 1
+                result = StepResult(mechanism.skip(self, batch, step))
+            else:
+                result, fell_back = self.on_invalid.attempt(
+                    lambda: mechanism.run(self, batch, step, importance_weights), step=step, instead=mechanism.fallback
+                )
+                if result is None:
+                    result = StepResult({}, fallback=fell_back)
+            result.metrics[f"{PREFIX}active"] = 1.0 if self.active(step) else 0.0
+            result.metrics[f"{PREFIX}uniform_fallback"] = 1.0 if result.fallback else 0.0
+            result.metrics[f"{PREFIX}uniform_fallback_total"] = float(self.uniform_fallbacks)
+            result.metrics[f"{PREFIX}empty_step"] = 1.0 if empty else 0.0
+            result.metrics[f"{PREFIX}empty_step_total"] = float(self.empty_steps)
+            result.metrics.update(self._count(batch, inputs, advantages, result))
+            return result.timed(start)
         finally:
             self.generation = None
-
-    def _run(
-        self,
-        batch: Batch,
-        step: int,
-        importance_weights: torch.Tensor | None,
-        start: float,
-        advantages: torch.Tensor | None,
-    ) -> StepResult:
-        idle = self.idle(step)
-        if idle is not None:
-            idle.update(self._count(batch, inputs_of(batch), advantages, StepResult(idle)))
-            return StepResult(idle)
-        inputs = inputs_of(prepare_batch(batch))  # masks, token counts and uid groups: once for the whole step
-        mechanism = self.mechanism
-        empty = not bool(inputs.token_counts.sum())
-        if empty:  # nothing to score or weigh: the framework's step as it is, no component called
-            self.empty_steps += 1
-            result = StepResult(mechanism.skip(self, batch, step))
-        else:
-            result, fell_back = self.on_invalid.attempt(
-                lambda: mechanism.run(self, batch, step, importance_weights), step=step, instead=mechanism.fallback
-            )
-            if result is None:
-                result = StepResult({}, fallback=fell_back)
-        result.metrics[f"{PREFIX}active"] = 1.0 if self.active(step) else 0.0
-        result.metrics[f"{PREFIX}uniform_fallback"] = 1.0 if result.fallback else 0.0
-        result.metrics[f"{PREFIX}uniform_fallback_total"] = float(self.uniform_fallbacks)
-        result.metrics[f"{PREFIX}empty_step"] = 1.0 if empty else 0.0
-        result.metrics[f"{PREFIX}empty_step_total"] = float(self.empty_steps)
-        result.metrics.update(self._count(batch, inputs, advantages, result))
-        return result.timed(start)
 
     def _count(
         self, batch: Batch, inputs: StepInputs, advantages: torch.Tensor | None, result: StepResult
