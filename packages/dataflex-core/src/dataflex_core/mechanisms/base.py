@@ -2,31 +2,15 @@
 
 A mechanism is one way DataFlex acts on training: ``reweight`` and ``select``
 weigh the loss, ``mix`` and ``curriculum`` choose the prompts. Each is one
-module: a :class:`Mechanism` subclass that says, in one place,
-
-- its ``name`` (the ``dataflex.mechanism`` value) and the ``actuator_kind`` it
-  drives;
-- its ``keys`` of the ``dataflex:`` block, declared as one table of
-  :class:`~dataflex_core.keys.Key`, and how they are parsed
-  (:meth:`Mechanism.parse`, by :func:`~dataflex_core.keys.parse_keys`, stored as ``settings``);
-- the host seams it needs (:attr:`Mechanism.seams`: loss weights, a train sampler, generation rounds,
-  per-prompt counts; :mod:`dataflex_core.step.seams`) and its implementation of each
-  (:meth:`Mechanism.implement`), which the session hands the host;
-- the scorer ``timings`` it takes and what else it needs of a host
-  (:meth:`Mechanism.check`, against :class:`~dataflex_core.step.HostCapabilities`);
-- the fields the step reads for it (:meth:`Mechanism.fields`);
-- what it does each step (:meth:`Mechanism.run`, returning a
-  :class:`~dataflex_core.step.StepResult` the host applies);
-- and, when it draws the prompts, the train sampler it builds
-  (:meth:`Mechanism.train_sampler`), the state that travels with a checkpoint
-  (:meth:`Mechanism.stateful`) and what a host with several processes shares.
-
-The step (:class:`~dataflex_core.step.StepContext`) does what every
-mechanism needs around ``run``: the warm-up rule, the batch's shared values,
-``on_invalid`` and the common metrics. Adding a mechanism is one module with
-a :func:`~dataflex_core.mechanisms.register_mechanism` class, plus a
-:class:`~dataflex_core.step.HostCapabilities` flag where a host must do
-something new.
+module, a :class:`Mechanism` subclass that declares in one place its name,
+actuator kind, block keys, the host seams it needs and its implementation of
+each, the scorer timings it takes, the fields it reads, what it does each step
+and, when it draws the prompts, its train sampler and checkpointed state (the
+class's attributes and methods below say what each is). The step
+(:class:`~dataflex_core.step.StepContext`) does what every mechanism needs
+around ``run``: the warm-up rule, the batch's shared values, ``on_invalid``
+and the common metrics; so adding a mechanism is one module with a
+:func:`~dataflex_core.mechanisms.register_mechanism` class.
 """
 
 from __future__ import annotations
