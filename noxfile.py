@@ -160,10 +160,10 @@ LAB_TRL_TESTS = LAB / "tests" / "trl"
 SESSION_TESTS = ROOT / "tests" / "sessions"
 
 
-#: The verl environment's tests other than the fit loop, a file per worker on every core (at most four: each worker
-#: that meets a verl test starts a local Ray of its own). The fit loop stays in one process: its runs hold logical
-#: GPUs on one Ray. Most of these tests are short and many wait on a subprocess, so two workers on two cores take
-#: about half the time of one.
+#: Tests other than verl's fit loop, a file per worker on every core (at most four: each worker that meets a verl
+#: test starts a local Ray of its own; TRL's multi-process tests rendezvous on a free port, ``--standalone``). The
+#: fit loop stays in one process: its runs hold logical GPUs on one Ray. Most tests are short and many wait on a
+#: subprocess, so two workers on two cores take about half the time of one.
 PARALLEL = ["--numprocesses", "auto", "--maxprocesses", "4", "--dist", "loadfile"]
 
 
@@ -175,11 +175,11 @@ def run_tests(session: nox.Session, env: str, full: bool) -> None:
     hosts = {host: host_env(host) for host in host_dirs()}
     mine = [host for host, where in hosts.items() if where == env]
     # pip itself: the lock, pinning and wheelhouse tests install real plugins with it (uv's virtualenvs have none)
-    tools = ["pytest>=8", "omegaconf", "hydra-core", "pip"]
+    tools = ["pytest>=8", "pytest-xdist", "omegaconf", "hydra-core", "pip"]
     if env == "verl":  # every host tested here, none of another environment's
         dists = [d for d in monorepo_dists() if hosts.get(d, env) == env]
         dists += [host for host in mine if host not in dists]
-        session.install(*host_stacks(dists), "matplotlib", "pandas", "pyarrow", "nox>=2024.4", "pytest-xdist", *tools)
+        session.install(*host_stacks(dists), "matplotlib", "pandas", "pyarrow", "nox>=2024.4", *tools)
     else:
         # the cross-host test builds verl's host step on the same batch, without verl's FSDP engine
         dists = monorepo_dists()
@@ -194,7 +194,7 @@ def run_tests(session: nox.Session, env: str, full: bool) -> None:
         # this environment's hosts, the test that runs one pair through both hosts (it skips where TRL is absent)
         # and the lab's TRL parts
         trl_tests = [*(host / "tests" for host in mine), HOST / "tests" / "test_cross_host.py", LAB_TRL_TESTS]
-        session.run("pytest", *(rel(p) for p in trl_tests if p.exists()), *selection, *session.posargs)
+        session.run("pytest", *(rel(p) for p in trl_tests if p.exists()), *PARALLEL, *selection, *session.posargs)
         return
     test_dirs = [rel(d / "tests") for d in dists if (d / "tests").is_dir()]
     # The docs' tutorial snippets and the benchmark harness's own logic run here too; this file's sessions too in

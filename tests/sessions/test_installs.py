@@ -65,3 +65,20 @@ def test_tests_leaves_the_full_variants_to_tests_full(noxfile):
 def test_pips_precedence_holds_between_files(noxfile):
     listing = "site.index-url='https://site/simple'\nglobal.index-url='https://global/simple'\n"
     assert noxfile.pip_settings_for_uv(listing)["UV_DEFAULT_INDEX"] == "https://site/simple"
+
+
+def test_the_trl_environment_runs_its_tests_on_every_core(noxfile):
+    class Recorder:
+        posargs: list[str] = []
+        runs: list = []
+
+        def install(self, *args, **kwargs):
+            pass
+
+        def run(self, *args, **kwargs):
+            self.runs.append(args)
+
+    trl = Recorder()
+    noxfile.run_tests(trl, "trl", full=False)
+    (run,) = trl.runs
+    assert "--numprocesses" in run and run[-2:] == ("-m", "not full")
