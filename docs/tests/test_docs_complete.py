@@ -254,7 +254,9 @@ def test_every_console_script_has_its_help_in_the_cli_reference(cli_hook, packag
         rendered = cli_hook.on_page_markdown(f"<!-- dataflex-cli {module}:build_parser -->", None, {}, None)
         assert f"usage: {script}" in rendered
         for sub in re.findall(r"^\s{4}(\w+)\s{2,}", rendered, re.M):
-            assert re.search(rf"#### `{script} (\w+ )?{sub}`", rendered), f"sub-command {sub} of {script} has no section"
+            assert re.search(rf"#### `{script} (\w+ )?{sub}`", rendered), (
+                f"sub-command {sub} of {script} has no section"
+            )
 
 
 def test_sphinx_roles_in_docstrings_render_as_markdown(sphinx_roles_hook):

@@ -62,6 +62,7 @@ def run_printed(block: str, capsys) -> list[str]:
 def test_the_recipe_runs_as_printed(tmp_path, monkeypatch, capsys, page):
     pa = pytest.importorskip("pyarrow")
     import pyarrow.parquet as pq
+
     yaml = pytest.importorskip("yaml")
 
     from dataflex_core.ledger import PromptIds, PromptLedger

@@ -10,7 +10,6 @@ through: every response masked out, or every row verl's padding.
 
 from __future__ import annotations
 
-
 import pytest
 import torch
 import transfer_queue as tq
