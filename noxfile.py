@@ -156,14 +156,18 @@ TEST_ENVS = ("verl", "trl")
 FIT_TESTS = [HOST / "tests" / "fit", LAB / "tests" / "fit"]
 #: The lab's tests of its TRL parts (they need TRL, so they run in the ``trl`` environment).
 LAB_TRL_TESTS = LAB / "tests" / "trl"
+#: The docs' tests (tutorial snippets, the catalog, drift between pages and code) run in a pytest process of their
+#: own: they read every component registered in the process, and a worker of the parallel run holds the test
+#: components that other test files registered in code.
+DOCS_TESTS = ROOT / "docs" / "tests"
 #: Tests of this file's sessions (they run a session with nox, so the ``verl`` environment installs nox).
 SESSION_TESTS = ROOT / "tests" / "sessions"
 
 
-#: Tests other than verl's fit loop, a file per worker on every core (at most four: each worker that meets a verl
-#: test starts a local Ray of its own; TRL's multi-process tests rendezvous on a free port, ``--standalone``). The
-#: fit loop stays in one process: its runs hold logical GPUs on one Ray. Most tests are short and many wait on a
-#: subprocess, so two workers on two cores take about half the time of one.
+#: The verl environment's tests other than the fit loop and the docs, a file per worker on every core (at most four:
+#: each worker that meets a verl test starts a local Ray of its own). The fit loop stays in one process: its runs
+#: hold logical GPUs on one Ray. Most tests are short and many wait on a subprocess, so two workers on two cores take
+#: about half the time of one (19:27 -> 8:38 in CI on this 2-core machine).
 PARALLEL = ["--numprocesses", "auto", "--maxprocesses", "4", "--dist", "loadfile"]
 
 
@@ -194,15 +198,18 @@ def run_tests(session: nox.Session, env: str, full: bool) -> None:
         # this environment's hosts, the test that runs one pair through both hosts (it skips where TRL is absent)
         # and the lab's TRL parts
         trl_tests = [*(host / "tests" for host in mine), HOST / "tests" / "test_cross_host.py", LAB_TRL_TESTS]
-        session.run("pytest", *(rel(p) for p in trl_tests if p.exists()), *PARALLEL, *selection, *session.posargs)
+        # one process: its longest tests already run two processes each (accelerate), so workers would only contend
+        session.run("pytest", *(rel(p) for p in trl_tests if p.exists()), *selection, *session.posargs)
         return
     test_dirs = [rel(d / "tests") for d in dists if (d / "tests").is_dir()]
-    # The docs' tutorial snippets and the benchmark harness's own logic run here too; this file's sessions too in
-    # tests-full (they run nox inside nox: packaging, run by ``build`` on every change).
-    extra = [ROOT / "docs" / "tests", ROOT / "benchmarks" / "tests", *([SESSION_TESTS] if full else [])]
+    # The benchmark harness's own logic runs here too; this file's sessions too in tests-full (they run nox inside
+    # nox: packaging, run by ``build`` on every change).
+    extra = [ROOT / "benchmarks" / "tests", *([SESSION_TESTS] if full else [])]
     test_dirs += [rel(p) for p in extra if p.is_dir()]
     ignored = [f"--ignore={rel(p)}" for p in [*FIT_TESTS, LAB_TRL_TESTS]]
     session.run("pytest", *test_dirs, *ignored, *PARALLEL, *selection, *session.posargs)
+    if DOCS_TESTS.is_dir():
+        session.run("pytest", rel(DOCS_TESTS), *selection, *session.posargs)
     fit_dirs = [rel(p) for p in FIT_TESTS if p.is_dir()]
     if fit_dirs:
         session.run("pytest", *fit_dirs, *selection, *session.posargs)

@@ -55,9 +55,11 @@ def test_tests_leaves_the_full_variants_to_tests_full(noxfile):
     quick, full = Recorder(), Recorder()
     noxfile.run_tests(quick, "verl", full=False)
     noxfile.run_tests(full, "verl", full=True)
-    assert all(run[-2:] == ("-m", "not full") for run in quick.runs) and len(quick.runs) == 2
-    assert "--numprocesses" in quick.runs[0] and "--numprocesses" not in quick.runs[1]  # the fit loop: one process
-    assert not any("not full" in run for run in full.runs) and len(full.runs) == 2
+    assert all(run[-2:] == ("-m", "not full") for run in quick.runs) and len(quick.runs) == 3
+    assert "--numprocesses" in quick.runs[0] and "--numprocesses" not in quick.runs[2]  # the fit loop: one process
+    assert quick.runs[1][:2] == ("pytest", "docs/tests") and "--numprocesses" not in quick.runs[1]
+    assert "docs/tests" not in quick.runs[0]
+    assert not any("not full" in run for run in full.runs) and len(full.runs) == 3
     sessions = noxfile.rel(noxfile.SESSION_TESTS)
     assert sessions in full.runs[0] and sessions not in quick.runs[0]  # build runs them on every change
 
@@ -67,7 +69,7 @@ def test_pips_precedence_holds_between_files(noxfile):
     assert noxfile.pip_settings_for_uv(listing)["UV_DEFAULT_INDEX"] == "https://site/simple"
 
 
-def test_the_trl_environment_runs_its_tests_on_every_core(noxfile):
+def test_the_trl_environment_runs_its_tests_in_one_process(noxfile):
     class Recorder:
         posargs: list[str] = []
         runs: list = []
@@ -81,4 +83,4 @@ def test_the_trl_environment_runs_its_tests_on_every_core(noxfile):
     trl = Recorder()
     noxfile.run_tests(trl, "trl", full=False)
     (run,) = trl.runs
-    assert "--numprocesses" in run and run[-2:] == ("-m", "not full")
+    assert "--numprocesses" not in run and run[-2:] == ("-m", "not full")
