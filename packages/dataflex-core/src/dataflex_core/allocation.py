@@ -1,19 +1,7 @@
 """Rollout counts under a budget: the even split every allocator starts from, and the greedy rule of the knapsack.
 
-``mechanism: allocate`` gives each of a step's prompts its own number of
-rollouts; the contract on those counts is
-:func:`~dataflex_core.contracts.check_allocation`. Two rules recur across
-allocators, so they live here once:
-
-- :func:`even_split`: the budget spread as evenly as whole rollouts allow
-  (the uniform baseline; every prompt ``rollout.n`` when the budget is the
-  batch's prompts times ``rollout.n``);
-- :func:`greedy_allocation`: every prompt starts at ``n_min`` and each further
-  rollout goes to the prompt whose value gains most from it. For values that
-  are concave in the count (each extra rollout is worth no more than the last)
-  this is the exact optimum of the knapsack over the budget, the same as
-  dynamic programming, found by sorting the marginal gains of
-  ``prompts x levels`` in a few tensor passes (no step per rollout).
+Two rules recur across allocators (``mechanism: allocate``; the contract is
+:func:`~dataflex_core.contracts.check_allocation`), so they live here once.
 """
 
 from __future__ import annotations

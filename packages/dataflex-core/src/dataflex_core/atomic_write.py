@@ -1,11 +1,8 @@
 """Write a file so that a reader sees the old content or the new, never half of it.
 
-The writer makes regular files only: a rename over a device node, a FIFO or a
-link to one (``-o /dev/full``, ``-o /dev/stdout``) would replace the node with a
-plain file, and as root would remove the system's device. Such a target, a
-directory, a missing folder or a dangling link is refused with one line naming
-the path; a link to a regular file is followed, so the file it names is
-replaced and the link stays.
+Only regular files: a rename over a device node or a FIFO (``-o /dev/full``) would replace the node, so such a
+target, a directory, a missing folder or a dangling link is refused naming the path; a link to a regular file
+is followed.
 """
 
 from __future__ import annotations

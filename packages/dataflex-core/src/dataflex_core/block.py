@@ -1,10 +1,8 @@
 """The ``dataflex:`` block, read once into a frozen :class:`DataFlexBlock` that every reader takes.
 
-Hosts hand the block over as they hold it (an OmegaConf node in verl, a dict in TRL). :func:`read_block` reads it
-as plain dicts and lists, and checks the keys every run reads (the core's and the host's), when the session is
-made; the plugin pinning, the runner and a block built alone then take that one object. A mechanism's own keys
-are its to parse (:attr:`DataFlexBlock.keys`), and which keys exist at all is known once the mechanisms are
-loaded, at mount (:func:`check_block_keys`).
+:func:`read_block` reads the block as the host holds it (OmegaConf or dict) when the session is made and
+checks the keys every run reads; a mechanism parses its own (:attr:`DataFlexBlock.keys`), and unknown keys are
+found at mount, once the mechanisms are loaded (:func:`check_block_keys`).
 """
 
 from __future__ import annotations

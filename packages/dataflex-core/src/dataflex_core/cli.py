@@ -1,11 +1,7 @@
 """``dataflex`` console script: inspect and pin the installed plugin set.
 
-``plugins``, ``lock`` and ``verify`` import plugins, which may print; their
-standard output carries only what the command prints (a table, JSON, a lock),
-so tools can parse it: while plugins load, anything written to standard
-output, by Python or by C code, goes to stderr. Other distributions add
-sub-commands through the entry-point group ``dataflex.cli``
-(:mod:`.cli_extensions`): ``dataflex-lab`` adds ``dataflex compare`` and ``dataflex ledger``.
+While plugins load, anything they write to standard output goes to stderr, so the output of ``plugins``,
+``lock`` and ``verify`` stays parseable. Other distributions add sub-commands (:mod:`.cli_extensions`).
 """
 
 from __future__ import annotations

@@ -1,13 +1,8 @@
 """Sub-commands other distributions add to DataFlex's console scripts, through the entry-point group ``dataflex.cli``.
 
-The production wheels hold only what training needs; ``dataflex-lab`` adds
-``dataflex compare`` and the hosts' demos. An entry point named
-``<program>.<command>`` (``dataflex.compare``, ``dataflex-verl.demo``) names a
-function ``add(subparsers, name)`` that adds the command's parser to that
-program's sub-parsers and sets its handler (``func``). A program lists the
-commands it expects from elsewhere, so that where no distribution provides one
-the command still exists and says what to install, and where one fails to load
-it says which distribution failed and why.
+An entry point ``<program>.<command>`` (``dataflex.compare``) names ``add(subparsers, name)``, which adds the
+command's parser and handler. A program lists the commands it expects from elsewhere, so a missing one says
+what to install and a failing one says which distribution failed and why.
 """
 
 from __future__ import annotations

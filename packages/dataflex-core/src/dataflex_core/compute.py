@@ -1,29 +1,9 @@
 """Where a step's rollout compute went: generated, trained, filtered, wasted, in rollouts and tokens.
 
-Every host logs the same ``dataflex/compute/*`` counters on every step, for
-every mechanism (and a baseline run without DataFlex can compute them with the
-same function), so runs can be compared against compute rather than steps
-(``dataflex compare --x rollouts|tokens``). The counts are a pure function of
-the step's batch (:func:`compute_counters`); the cumulative ``*_total`` values
-come from a :class:`ComputeTotals` the session keeps in its checkpointed
-state, so a resumed run continues them.
-
-What each counter means (a *rollout* is one response row; padding rows a
-framework adds are never counted):
-
-- ``rollouts_generated`` / ``tokens_generated``: every row the framework
-  generated for the step, with its response tokens, rows a mechanism evicted
-  in earlier generation rounds included;
-- ``rollouts_trained`` / ``tokens_trained``: rows with at least one response
-  token that the loss trains on (a selector's dropped rows and evicted rows
-  are not);
-- ``rollouts_filtered``: generated rows the mechanism took out (a selector's
-  dropped rows, a filter's evicted groups);
-- ``rollouts_wasted``: trained rows whose advantage is zero on every response
-  token (a zero-variance GRPO group): generated and trained, but they move
-  nothing;
-- ``generation_rounds``: generation passes the step took (1 unless a filter
-  refilled), ``refills``: the prompt batches generated beyond the first.
+Every host logs the same ``dataflex/compute/*`` counters on every step, so runs compare against compute rather
+than steps (``dataflex compare --x rollouts|tokens``); docs/is-it-working.md says what each counter means. The
+counts are a pure function of the batch (:func:`compute_counters`, usable by a baseline run without DataFlex);
+the ``*_total`` values live in a checkpointed :class:`ComputeTotals`, so a resumed run continues them.
 """
 
 from __future__ import annotations

@@ -1,13 +1,8 @@
 """Every rule on what a component returns, written once: the step, conformance and plugins all call these.
 
-A host checks each component output at run time and conformance certifies a
-component against the same rules, so a component certified by one is accepted
-by the others and no copy of a rule or a tolerance can drift from another.
-Outputs are data: what passes is returned detached from any autograd graph, so
-no graph reaches a framework's loss.
-
-Every check raises :class:`~dataflex_core.InvalidOutputError` naming the
-component (``owner``) and the step; callers outside a step pass ``step=None``.
+So a component certified by conformance is accepted by every host. What passes is returned detached from any
+autograd graph. Every check raises :class:`~dataflex_core.InvalidOutputError` naming the component
+(``owner``) and the step (``step=None`` outside a step).
 """
 
 from __future__ import annotations

@@ -1,12 +1,8 @@
 """Entry-point discovery: load every plugin of group ``dataflex``, each in isolation.
 
-One plugin that fails to import must not take the others down (llm's users'
-top complaint), so each entry point is loaded on its own and whatever it
-raises, ``SystemExit`` from a module-level ``argparse`` included, becomes a
-warning naming the entry point, its distribution and version; what it prints
-at import goes to stderr under its name, never into a tool's standard output.
-The controls follow pytest's: disable autoload, block named plugins, or
-allow-list them, each through one environment variable.
+One plugin that fails to import must not take the others down: whatever an entry point raises (``SystemExit``
+included) becomes a warning naming it, its distribution and version, and what it prints goes to stderr. The
+controls follow pytest's: disable autoload, block or allow-list plugins, one environment variable each.
 """
 
 from __future__ import annotations

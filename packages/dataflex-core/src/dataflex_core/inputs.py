@@ -1,11 +1,7 @@
 """The check every actuator runs on the scores it receives, before acting on them.
 
-A reweighter or selector trusts its scores to have the shape of its
-granularity and to be finite on the units it will weigh or rank. Checking
-that in one place gives every plugin the same error, naming the actuator and
-the scorer to pair it with. At ``(bs, L)`` every full-size temporary costs
-about as much as copying the scores, so one reduction decides the common case
-and per-element diagnostics are built only when it fails.
+One place gives every plugin the same error, naming the actuator and the scorer to pair it with. At
+``(bs, L)`` one reduction decides the common case; per-element diagnostics are built only when it fails.
 """
 
 from __future__ import annotations

@@ -1,20 +1,10 @@
 """The per-prompt ledger: what happened to every prompt of the train dataset, kept across steps, runs and hosts.
 
-Frameworks give every rollout a fresh group id (verl's ``uid`` is a new UUID
-each step), so the ledger is keyed by an id the dataset carries: the column
-``dataflex.prompt_key`` (verl's ``index``; any unique column in TRL).
-:class:`PromptIds` maps those ids to rows; :class:`PromptLedger` keeps one
-entry of every counter in :data:`~dataflex_core.ledger_file.COLUMNS` per row.
-It travels with the checkpoints and is exported to and loaded from Parquet
-(:mod:`dataflex_core.ledger_file`), so one run, an offline profiling pass or
-another host warm-starts the next.
-
-Resident memory is about 120 bytes per prompt (1.2 GB at 10M prompts), and
-every per-step update touches only the step's prompts.
-
-A response *succeeds* by its reward: with ``success_threshold`` unset, a
-reward in ``[0, 1]`` counts as that fraction of a success (rewards outside are
-clipped into it); with a threshold, when its reward reaches it.
+Frameworks give every rollout a fresh group id, so the ledger is keyed by a dataset column
+(``dataflex.prompt_key``). It travels with the checkpoints and is exported to and loaded from Parquet
+(:mod:`dataflex_core.ledger_file`), so one run warm-starts the next. About 120 bytes per prompt; a step's
+update touches only its prompts. A reward in ``[0, 1]`` counts as that fraction of a success, unless
+``success_threshold`` is set.
 """
 
 from __future__ import annotations

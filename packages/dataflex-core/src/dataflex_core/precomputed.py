@@ -1,28 +1,13 @@
 """The step's prepared values, and the masked row reductions that derive them.
 
-A step hands one batch to a scorer, an actuator and its own weight and metric
-passes, and each needs the same derived values: which tokens and rows are
-valid, how many valid tokens each row has, and the dense group index of the
-``uid`` strings (a sort of tens of thousands of strings). The host calls
-:func:`prepare_batch` once per step; it puts a :class:`StepInputs` in
-``batch.meta_info[STEP_INPUTS_KEY]``, and the helpers that take the batch
-(:func:`~dataflex_core.valid_token_mask`, :func:`~dataflex_core.valid_sample_mask`,
-:func:`~dataflex_core.valid_token_counts`, :func:`~dataflex_core.response_token_mask`,
-:func:`~dataflex_core.actuator_scores`, :func:`~dataflex_core.mean_one`) read it from there. Each value is
-computed the first time it is read. The step's own passes (weights, metrics, compute counters) are handed
-the values they need as arguments. Helpers given a raw ``uid`` array or mask (``group_index(uid)``,
-``masked_seq_sum(x, mask)``) compute from what they are given.
+A scorer, an actuator and the step's own passes all need the same derived values (valid tokens and rows, valid
+tokens per row, the dense group index of ``uid``). :func:`prepare_batch` puts one lazily computed
+:class:`StepInputs` on the batch once per step; the helpers that take the batch read it while the batch still
+holds the masks it was derived from, and compute afresh otherwise. What they hand out is shared: read-only.
 
-The values are used while the batch still holds the ``response_mask`` they were derived from (the same
-tensor, not written since) and an equal ``is_padding``; otherwise the helpers compute afresh. The tensors
-they hand out are shared by every caller of the step: treat them as read-only.
-
-The row reductions here (counts, masked sums and maxima per row) build no ``(bs, L)`` temporary on the CPU:
-a full-size temporary costs a fresh allocation, a write and a read, as much as the reduction itself, and it
-raises the step's peak memory by its size (``mask.sum(-1)`` on a bool mask first copies it to int64). Bool
-masks are counted by numpy on the same memory; masked reductions go block by block of rows through one
-buffer the cache holds. On other devices (and for tensors autograd tracks) the plain full-size expression is
-used: the GPU caching allocator makes temporaries cheap, and a Python loop would cost a kernel launch per block.
+On the CPU the row reductions build no ``(bs, L)`` temporary (it would cost as much as the reduction and raise
+the step's peak memory): numpy counts bool masks in place and masked reductions go block by block through one
+cache-sized buffer. Elsewhere, and under autograd, the plain expression is used.
 """
 
 from __future__ import annotations

@@ -1,12 +1,8 @@
 """What a field of a checkpoint's state may hold, checked when the state is loaded back.
 
-A ``dataflex_state.pt`` is a file on disk: copied, edited, or written by
-another run. ``torch.load(weights_only=True)`` keeps code out of it, not wrong
-values: a refill order cut short or all ``-1``, a position of ``-5``, a counter
-of ``10**12`` would load and run. Each stateful object's ``load_state_dict``
-reads its fields through these checks, which raise :class:`StateFieldError`
-naming the field and the value; the resume (:func:`~dataflex_core.step.state.restore_component_state`)
-adds the file and the component.
+``torch.load(weights_only=True)`` keeps code out of a state file, not wrong values (a position of ``-5``), so
+each ``load_state_dict`` reads its fields through these checks; :class:`StateFieldError` names the field and
+the value, and the resume adds the file and the component.
 """
 
 from __future__ import annotations

@@ -1,11 +1,8 @@
 """Holding a process to a lock, and the process's one plugin manager, held to the lock in force.
 
-A lock in force is checked once, before any plugin code runs: the locked
-distributions' installed files against the lock, and no module of theirs
-already imported from elsewhere. Then they are imported through the
-checked-import finder (:mod:`.importer`), so what runs is the bytes that were
-checked. The process's plugin manager lives here because it may have to be a
-locked one; discovery loads plugins and knows nothing of locks.
+A lock is checked once, before any plugin code runs (installed files against the lock, no locked module
+already imported from elsewhere); then the locked distributions are imported through :mod:`.importer`. The
+plugin manager lives here because it may have to be a locked one; discovery knows nothing of locks.
 """
 
 from __future__ import annotations

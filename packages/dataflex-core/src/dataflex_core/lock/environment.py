@@ -1,15 +1,9 @@
 """What is installed: each plugin distribution's version, entry points and file hashes.
 
-Nothing here imports a plugin, so the installed set can be checked against a
-lock before any plugin code runs. A distribution's files are what its RECORD
-lists in site-packages (no ``*.dist-info``, no ``__pycache__``, nothing outside
-site-packages such as console-script wrappers, whose shebang names the local
-interpreter), plus whatever Python could import in place of or beside them:
-unlisted files in its packages, a package folder or extension shadowing one of
-its modules, cached bytecode not compiled from its source, a file no
-distribution installed in one of its namespace folders. A clean install has
-only the first kind, so its hash is the same on every machine; an editable
-install's files are its packages' source trees.
+Nothing here imports a plugin, so the installed set is checked before any plugin code runs. A distribution's
+files are what its RECORD lists in site-packages, plus whatever Python could import in their place or beside
+them (unlisted files in its packages, a shadowing folder or extension, stale bytecode, a file planted in its
+namespace folder). A clean install has only the first kind, so its hash is the same on every machine.
 """
 
 from __future__ import annotations

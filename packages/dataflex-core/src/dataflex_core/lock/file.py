@@ -1,10 +1,8 @@
 """The lock file: a reviewed plugin set as data, and its TOML form.
 
-A lock records, per plugin distribution, its version, entry points, the
-components it provides and a hash of the bytes of the files it installed,
-plus the ``dataflex-core`` version. It is written with a TOML library in a
-stable order and without timestamps, so locking an unchanged environment
-gives an identical file that diffs cleanly in review.
+Per distribution: version, entry points, components and a hash of its installed files, plus the
+``dataflex-core`` version; written in a stable order without timestamps, so an unchanged environment locks to
+an identical file.
 """
 
 from __future__ import annotations

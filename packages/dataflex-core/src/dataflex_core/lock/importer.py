@@ -1,14 +1,9 @@
 """Import locked plugins from the bytes that were checked, and from nothing else.
 
-Left to itself Python runs whatever it finds first for a name: cached bytecode
-whose header matches the source, a package folder beside a module of the same
-name, a copy earlier on ``sys.path``. So once a distribution's files are
-checked, one finder first on ``sys.meta_path`` answers for its modules: each is
-compiled from the checked file's bytes, hashed again as they are read (no
-bytecode cache is read or written), and a module or a namespace-folder file no
-distribution installed is refused. The finder guards files, not the
-interpreter: code the lock let run can still change the import system (the
-production guide's threat model says so).
+Python runs whatever it finds first for a name (stale bytecode, a shadowing folder, a copy earlier on
+``sys.path``), so one finder first on ``sys.meta_path`` compiles each checked module from the bytes it hashes
+as it reads them, and refuses a module no distribution installed. It guards files, not the interpreter
+(docs/production.md's threat model).
 """
 
 from __future__ import annotations

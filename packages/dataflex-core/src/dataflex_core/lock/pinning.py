@@ -1,10 +1,8 @@
 """Pinned plugin sets in any host: enforce ``dataflex.plugins.lock`` at mount, record the set in checkpoints.
 
-In the host's constructor, before any component is built, only the locked
-distributions are imported and any difference from the lock stops the run with
-the table ``dataflex verify`` prints (``allow_drift`` lets version and content
-drift through with a warning, recorded in checkpoints). Without a lock the host
-still records the plugin set it runs with, so a resume on another one is refused.
+Before any component is built, only the locked distributions are imported and a difference from the lock stops
+the run with ``dataflex verify``'s table (``allow_drift``: a warning, recorded). Without a lock the set is still
+recorded, so a resume on another one is refused.
 """
 
 from __future__ import annotations

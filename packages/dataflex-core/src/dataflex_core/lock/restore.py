@@ -1,10 +1,8 @@
 """The one command that puts back the locked bytes of the distributions that differ.
 
-A distribution records where it was installed from (``direct_url.json``, PEP 610): a folder (a checkout), a
-wheel file, or nothing (an index). One ``pip install`` reinstalls only the distributions that differ, each from
-that place, with ``--force-reinstall`` (a changed file keeps its version, so pip would call the pin satisfied)
-and ``--no-deps`` (torch and the rest stay as they are). An editable install's files are its checkout's own, so
-no reinstall restores them: it is named apart.
+Each is reinstalled from where it was installed from (``direct_url.json``, PEP 610) with
+``--force-reinstall`` (a changed file keeps its version) and ``--no-deps``; an editable install is named apart,
+since no reinstall restores a checkout's files.
 """
 
 from __future__ import annotations

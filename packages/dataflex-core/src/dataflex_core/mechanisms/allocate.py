@@ -1,33 +1,12 @@
 """``mechanism: allocate``: each of a step's prompts gets its own number of rollouts, under a fixed budget.
 
-Uniform rollout counts spend as much on a prompt the policy always solves
-(or never does: a GRPO group with one reward for every response, no signal)
-as on one at the edge of its ability. Before the host rolls out a batch of
-prompts it calls :meth:`Allocate.allocate` with their ids (the dataset
-column ``prompt_key``): a ``pre_rollout`` scorer scores them from the
-per-prompt ledger (:data:`~dataflex_core.step.fields.PROMPT_FIELDS`), the
-:class:`~dataflex_core.Allocator` turns the scores into one rollout count per
-prompt, and the counts are checked against the budget
-(:func:`~dataflex_core.contracts.check_allocation`: they sum to ``budget``,
-each in ``[n_min, n_max]``). The host generates exactly ``n_i`` rollouts for
-prompt ``i`` (verl V1: the agent loop's per-prompt ``__rollout_n__``). After
-the step's rewards exist, :meth:`Allocate.run` feeds the ledger (and the
-scorer's :meth:`~dataflex_core.Scorer.observe`), checks that every prompt
-came back with the rollouts it was given, and logs the allocation. No loss
-weights are written: the loss is the framework's own, on groups of unequal
-size.
-
-Before ``warmup_step`` (and under ``on_invalid: uniform`` after invalid
-output) the budget is split evenly (:func:`~dataflex_core.allocation.even_split`)
-without calling a component; the ledger is fed at every step.
-
-Config (``dataflex:`` block): ``allocate: {budget: null, n_min: 2, n_max:
-null}`` (``budget``: the rollouts of one batch of prompts the host submits,
-``null`` the batch's prompts times the framework's ``rollout.n``, the compute
-of a uniform run; ``n_min`` at least 2 under a group estimator; ``n_max``
-``null`` for :data:`N_MAX_FACTOR` (8) times the batch's mean count,
-``ceil(budget / prompts)``), and as for curriculum ``prompt_key``,
-``success_threshold`` and ``ledger.load``.
+Uniform counts spend as much on a prompt the policy always (or never) solves as on one at the edge of its
+ability. Before rolling out, the host calls :meth:`Allocate.allocate` with the prompts' ids: a ``pre_rollout``
+scorer scores them from the ledger, the :class:`~dataflex_core.Allocator` gives each a count, and the counts
+are checked (:func:`~dataflex_core.contracts.check_allocation`). After the rewards, :meth:`Allocate.run` feeds
+the ledger, checks each prompt came back with its rollouts and logs the allocation; the loss is the
+framework's own. Before ``warmup_step`` and on a fallback the budget is split evenly. The keys
+(``budget``, ``n_min``, ``n_max``) are in docs/rollout-budget.md.
 """
 
 from __future__ import annotations

@@ -1,16 +1,8 @@
 """The interface every mechanism implements, and the parts the mechanisms that weigh the loss share.
 
-A mechanism is one way DataFlex acts on training: ``reweight`` and ``select``
-weigh the loss, ``mix`` and ``curriculum`` choose the prompts. Each is one
-module, a :class:`Mechanism` subclass that declares in one place its name,
-actuator kind, block keys, the host seams it needs and its implementation of
-each, the scorer timings it takes, the fields it reads, what it does each step
-and, when it draws the prompts, its train sampler and checkpointed state (the
-class's attributes and methods below say what each is). The step
-(:class:`~dataflex_core.step.StepContext`) does what every mechanism needs
-around ``run``: the warm-up rule, the batch's shared values, ``on_invalid``
-and the common metrics; so adding a mechanism is one module with a
-:func:`~dataflex_core.mechanisms.register_mechanism` class.
+A mechanism is one module: a :class:`Mechanism` subclass declares its name, actuator kind, keys, seams,
+timings, fields, what it does each step and, when it draws prompts, its sampler and state. The step around it
+(:class:`~dataflex_core.step.StepContext`) does what every mechanism needs, so a new mechanism is one class.
 """
 
 from __future__ import annotations

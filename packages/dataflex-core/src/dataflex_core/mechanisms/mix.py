@@ -1,10 +1,8 @@
 """``mechanism: mix``: per-domain signal after the advantage -> mixer -> which prompts are sampled next.
 
-The mixture acts before rollout, on the host's train sampler (:meth:`Mix.train_sampler`). After the
-advantages exist, the scorer runs on the step's rollouts, each row is mapped to its domain through the
-dataset column ``domain_key`` (not ``data_source``, which verl's reward routing reads), and the mixer
-observes that step; every ``update_step`` steps it proposes new proportions, which the sampler uses from
-its next block. The loss is the framework's own.
+The scorer runs on the step's rollouts, each row mapped to its domain by the dataset column ``domain_key``;
+the mixer observes each step and every ``update_step`` steps proposes proportions, which the host's train
+sampler uses from its next block. The loss is the framework's own.
 """
 
 from __future__ import annotations

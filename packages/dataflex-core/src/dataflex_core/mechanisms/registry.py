@@ -1,11 +1,8 @@
 """Where the mechanisms are found: the built-in seven, those registered in-process, and those plugins ship.
 
-A mechanism is a :class:`~dataflex_core.mechanisms.Mechanism` subclass; ``dataflex.mechanism`` names
-it. The built-in seven (``reweight``, ``select``, ``mix``, ``curriculum``, ``filter``, ``allocate``, ``pilot``) are
-imported here; a script, a test or a distribution's code registers another with :func:`register_mechanism`; a
-distribution ships one through the ``dataflex_register_mechanisms`` hook too: each is found (and locked, and listed)
-like a component: its kind, ``mechanism``, is declared here with the built-in names reserved. The runner
-resolves a block's mechanism here once per mount (:func:`get_mechanism`).
+A script registers one with :func:`register_mechanism`, a distribution through the
+``dataflex_register_mechanisms`` hook; each is found, locked and listed like a component of kind
+``mechanism``, the built-in names reserved. The runner resolves a block's mechanism once per mount.
 """
 
 from __future__ import annotations

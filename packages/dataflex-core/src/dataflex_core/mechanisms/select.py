@@ -1,12 +1,8 @@
 """``mechanism: select``: scorer -> selector -> the rows that count in the loss.
 
-The selector's kept rows become 0/1 weights, renormalised like any other
-weights, so dropping half the batch does not halve the step. A selector that
-asks for advantages on its kept rows (``recompute_advantage``, as GFPO and PODS
-do) gets them from a host that can recompute them, decided once at mount. A
-host that can also remove rows from its loss (``hard_drop``) drops them there:
-the kept rows weigh 1 on the smaller mask when the loss recounts its tokens, or
-``rows / kept rows`` when it divides by a row count the drop does not change.
+The kept rows become 0/1 weights, renormalised, so dropping half the batch does not halve the step. A host that
+can recompute advantages serves ``recompute_advantage``; one that can remove rows (``hard_drop``) drops them,
+the kept rows weighing 1 when the loss recounts its tokens, or ``rows / kept rows`` when it does not.
 """
 
 from __future__ import annotations

@@ -1,9 +1,7 @@
-"""A ``dataflex:`` block built on its own, outside a host: its mechanism resolved, its pipeline built for it.
+"""A ``dataflex:`` block built on its own, outside a host (a notebook, a demo's check before a run).
 
-What a user tries in a notebook or a script (``dataflex_core.build_from_config``) and what a demo checks
-before a run starts; a host mounts instead (:func:`~dataflex_core.runner.mount_step`), which also checks
-the block against what the host can do. Both read the block once (:func:`~dataflex_core.block.read_block`)
-and build it with :func:`~dataflex_core.config.build_pipeline`.
+A host mounts instead (:func:`~dataflex_core.runner.mount_step`), which also checks the block against what the
+host can do; both read the block once and build it with :func:`~dataflex_core.config.build_pipeline`.
 """
 
 from __future__ import annotations

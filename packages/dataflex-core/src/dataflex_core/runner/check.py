@@ -1,8 +1,7 @@
 """Whether a built pipeline can run on a host as configured: one clear error on the first problem.
 
-The checks every mechanism shares (the loss unit of one that weighs the loss, the scorer's timing), then
-the mechanism's own (:meth:`~dataflex_core.mechanisms.Mechanism.check`), all against the host's
-declaration (:class:`~dataflex_core.step.HostCapabilities`), before the first rollout.
+The checks every mechanism shares (loss unit, scorer timing), then the mechanism's own
+(:meth:`~dataflex_core.mechanisms.Mechanism.check`), against the host's declaration.
 """
 
 from __future__ import annotations

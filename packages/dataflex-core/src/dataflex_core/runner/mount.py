@@ -1,10 +1,7 @@
 """Mount a read ``dataflex:`` block against a host: resolve its mechanism once, build its pipeline, check it.
 
-Everything a user can get wrong in the block is found here, before the first rollout, with one clear
-error on the first problem: a key nothing reads, a key only another mechanism reads, the pipeline itself
-(:func:`~dataflex_core.config.build_pipeline`, for the actuator kind the mechanism drives), and whether this
-host can run it (:func:`~dataflex_core.runner.check.check_pipeline`). The running step
-(:class:`~dataflex_core.runner.DataFlexStep`) holds what this returns.
+Everything a user can get wrong in the block (a key nothing reads, the pipeline, what this host can run) is
+found here, before the first rollout, with one clear error on the first problem.
 """
 
 from __future__ import annotations

@@ -1,40 +1,7 @@
 """The host-agnostic step: a read ``dataflex:`` block mounted against a host, its mechanism run once per step.
 
-Every host runs the same step once per training step, on the whole step's
-batch in the canonical vocabulary (:mod:`dataflex_core.step.fields`):
-
-1. the warm-up rule: before ``warmup_step`` the step does nothing (a
-   mechanism that records history meanwhile says so: ``runs_in_warmup``);
-2. prepare the batch's shared values once (:func:`~dataflex_core.prepare_batch`:
-   valid masks, token counts, the ``uid`` group index); components see the
-   framework's ``is_padding`` rows as the empty rows they are (never as real
-   ones, and without a copy of the real rows);
-3. a step with no valid token (every row padding or an empty response: a
-   reward function that scored nothing, every completion masked) is left to
-   the framework as it is: no component is called, nothing is written, and
-   ``dataflex/empty_step`` counts it (:meth:`~dataflex_core.mechanisms.Mechanism.skip`
-   notes the step for a mechanism that keeps history);
-4. run the mechanism (:mod:`dataflex_core.mechanisms`): scorer -> actuator,
-   each call under the rules of :mod:`.calls` (read-only inputs, named
-   exceptions, the framework's process-wide settings kept, a budget), output
-   checked by :mod:`dataflex_core.contracts`; a mechanism that weighs the loss
-   normalises in the loss's unit and composes with any importance weights the
-   framework already applies (:mod:`.weights`);
-5. ``on_invalid``: invalid plugin output (a component's exception included)
-   raises, or with ``on_invalid: uniform`` leaves the step as the framework
-   would run it (a counted fallback, :class:`InvalidOutputPolicy`);
-6. stamp the ``dataflex/*`` metrics every step carries (active, fallbacks,
-   empty steps, hook time).
-
-The host does the rest: reading its framework's fields, writing the weights
-where its loss multiplies them in (verl: ``rollout_is_weights``; TRL: the
-advantages). :class:`~dataflex_core.session.DataFlexSession` is the one object
-a host holds: this step, with the plugin pinning, the train sampler and the
-component state around it.
-
-Components get ``ctx`` keyword arguments: ``loss_unit`` in every host plus the
-host's own (verl: ``loss_agg_mode``, ``adv_estimator``; TRL: ``loss_type``,
-``adv_estimator``), and actuators also ``step_id``.
+The order of one step (warm-up, one prepared batch, empty steps left alone, the mechanism under ``on_invalid``,
+the ``dataflex/*`` metrics) is in docs/architecture.md; the host writes the result where its loss reads it.
 """
 
 from __future__ import annotations

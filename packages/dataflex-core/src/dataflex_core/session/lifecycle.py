@@ -1,25 +1,7 @@
 """DataFlex inside one training run: the one object a host creates and calls at its framework's seams.
 
-Every host runs the same lifecycle; only the framework's I/O differs, so the
-lifecycle lives here once (as OpenTelemetry's BaseInstrumentor does for an
-instrumentation) and a host is the framework's seams, field names, padding and
-capabilities. A host calls, in this order:
-
-1. ``DataFlexSession(block)`` first in its constructor: reads the block once and
-   pins the plugin set (with a lock, drift stops the run here);
-2. :meth:`~DataFlexSession.mount` with its :class:`~dataflex_core.step.HostCapabilities`:
-   builds and checks the pipeline before the first rollout;
-3. :meth:`~DataFlexSession.train_sampler` where the framework builds its train
-   dataloader (``None``: keep the framework's), and at each seam it declared
-   what :meth:`~DataFlexSession.seam` hands it (a host tests for a seam, never
-   for a mechanism's name);
-4. each training step, :meth:`~DataFlexSession.idle` then
-   :meth:`~DataFlexSession.run`, applying the :class:`~dataflex_core.step.StepResult`;
-5. checkpoints: :meth:`~DataFlexSession.encode_state` before the framework writes
-   anything, :meth:`~DataFlexSession.write_state` where a failure leaves no
-   checkpoint the framework would resume from (:meth:`~DataFlexSession.save`:
-   both), :meth:`~DataFlexSession.check_resume` before the framework loads a
-   resumed folder and :meth:`~DataFlexSession.restore` after.
+Every host runs the same lifecycle (the order of the calls is in docs/architecture.md); only the
+framework's I/O differs, so it lives here once and a host is the framework's seams, names and padding.
 """
 
 from __future__ import annotations

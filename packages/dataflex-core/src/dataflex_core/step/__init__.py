@@ -1,10 +1,7 @@
 """The step primitives every mechanism and every host builds on: the vocabulary, the contracts of a step.
 
-A host maps its framework's names to the canonical vocabulary (:mod:`.fields`) and declares its
-capabilities (:class:`HostCapabilities`); a mechanism (:mod:`dataflex_core.mechanisms`) runs in a
-:class:`StepContext` and returns a :class:`StepResult`. The runner that mounts and runs them
-(:mod:`dataflex_core.runner`) sits above the mechanisms, and the host session
-(:class:`~dataflex_core.session.DataFlexSession`) above it.
+Layers, bottom up: these primitives, the mechanisms (:mod:`dataflex_core.mechanisms`), the runner that mounts
+and runs them (:mod:`dataflex_core.runner`), the host session (:mod:`dataflex_core.session`).
 """
 
 from ..block import ON_INVALID

@@ -1,12 +1,8 @@
 """Dataloader samplers that draw prompts one batch-sized block at a time: the base both train samplers share.
 
-``mechanism: mix`` and ``mechanism: curriculum`` change *which* prompts are
-rolled out, so they act where a framework picks prompts: the train
-dataloader's sampler. Both draw one block of ``batch_size`` indices (one batch
-of prompts) at a time with their own seeded generator, count whole blocks only,
-and checkpoint their position inside the current block
-(:class:`BlockSampler`); :func:`systematic_counts` turns a distribution into
-integer counts per block (:func:`systematic_positions`: the picks themselves).
+``mix`` and ``curriculum`` act where the framework picks prompts. Both draw one block of ``batch_size`` indices
+at a time with their own seeded generator and checkpoint their place in it (:class:`BlockSampler`);
+:func:`systematic_counts` turns a distribution into whole counts per block.
 """
 
 from __future__ import annotations

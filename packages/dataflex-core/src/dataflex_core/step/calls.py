@@ -1,19 +1,10 @@
 """Every call the step makes into plugin code, and the rules each follows, in one place for every host.
 
-Components are untrusted code running inside the framework's training process. The step calls them only
-through :meth:`ComponentCalls.call`, which enforces:
-
-- **Inputs are read-only.** A component gets the batch in a container of its own; the version counter of
-  every tensor handed over is compared after the call and numpy arrays are write-protected during it, so a
-  change in place is a :class:`~dataflex_core.ComponentError` naming the field (the step's metrics and
-  weights would otherwise disagree). A write through ``tensor.data`` or a numpy view is not seen.
-- **No autograd.** The call runs under ``torch.no_grad()``; the contracts detach what it returns.
-- **Exceptions are named.** Whatever a call raises (``KeyboardInterrupt`` aside) becomes a
-  :class:`~dataflex_core.ComponentError` naming the component, its distribution, the method and the step. It
-  is invalid output, so ``dataflex.on_invalid: uniform`` covers it.
-- **Process-wide settings stay the framework's** (:mod:`.process_state`): what a call changed is put back
-  and named in a warning, once per component and setting.
-- **A slow call is named while it runs** (:mod:`.watchdog`), past ``dataflex.call_budget_s``.
+Components are untrusted code inside the framework's training process, so :meth:`ComponentCalls.call` hands
+them read-only inputs (a change in place is a :class:`~dataflex_core.ComponentError` naming the field; a write
+through ``tensor.data`` or a numpy view is not seen), runs them without autograd, names whatever they raise
+(invalid output, covered by ``on_invalid: uniform``), puts back the process-wide settings they changed
+(:mod:`.process_state`) and names a call slower than ``dataflex.call_budget_s`` (:mod:`.watchdog`).
 """
 
 from __future__ import annotations

@@ -1,11 +1,7 @@
 """What a mechanism sees of the step that runs it: the pipeline, the host, the component calls, the policies.
 
-A mechanism (:mod:`dataflex_core.mechanisms`) runs inside the runner's step
-(:class:`~dataflex_core.runner.DataFlexStep`, which is a :class:`StepContext`), but it builds only on
-what this class offers, so the mechanisms sit below the runner that mounts and runs them: the mounted
-pipeline and host, the loss unit and the components' ``ctx``, every call into a component
-(:mod:`.calls`), ``dataflex.on_invalid`` (:mod:`.on_invalid`), the warm-up rule, the train sampler the
-mechanism drives, and what the framework's padding rows mean for the components (empty rows, never real ones).
+The runner's :class:`~dataflex_core.runner.DataFlexStep` is a :class:`StepContext`, but a mechanism builds only
+on what this class offers, so the mechanisms sit below the runner that mounts and runs them.
 """
 
 from __future__ import annotations

@@ -1,9 +1,7 @@
 """The train dataset as a train sampler reads it: the one view of a framework's dataset every host hands over.
 
-A mechanism that draws the prompts (mix, curriculum) or keeps a per-prompt ledger (filter, allocate) reads
-the train dataset's columns where the host builds its train dataloader
-(:meth:`~dataflex_core.session.DataFlexSession.train_sampler`). Each host wraps its framework's dataset in
-this view (verl's ``RLHFDataset``, a ``datasets`` table), so the mechanisms read columns one way.
+Each host wraps its framework's dataset in this view, so the mechanisms that draw prompts or keep a ledger
+read columns one way.
 """
 
 from __future__ import annotations

@@ -1,27 +1,10 @@
 """The canonical field vocabulary: the names components read, whatever framework runs them.
 
-Components declare ``requires = [...]`` in these names and read them from a
-DataProto-shaped :class:`~dataflex_core.Batch`. Each host maps its own names to
-them (TRL's ``completion_mask`` is ``response_mask``, its per-completion
-reward becomes ``rm_scores`` on the last response token, its prompt groups
-become ``uid``) and declares which it can provide
-(:class:`~dataflex_core.step.HostCapabilities`). A name outside this
-vocabulary is a dataset column (``data_source``, a domain column) that the
-host passes through from the prompt's row.
-
-What a component sees, in every host:
-
-- framework padding (verl's ``is_padding`` rows) is never a real row: the
-  loss mechanisms hand it over as empty rows (an empty ``response_mask``,
-  :meth:`~dataflex_core.step.StepContext.on_real_rows`, no copy), the
-  mechanisms that keep something per prompt remove it first;
-- a real row may have an empty response (``response_mask`` all 0); validity is
-  ``response_mask``: such rows get weight 0 and stay out of every statistic
-  and group;
-- ``uid`` follows :data:`dataflex_core.contracts.GROUPS_RULE`: only a
-  component that sets ``needs_groups`` may read it, and every host hands it
-  to such a component (a step whose mechanism reads groups itself, select's
-  group metrics, may hand it to the others too).
+Each host maps its own names to these and declares which it provides
+(:class:`~dataflex_core.step.HostCapabilities`); any other name is a dataset column passed through from the
+prompt's row. In every host a component sees framework padding as empty rows, an empty response as a row of
+weight 0 outside every statistic, and ``uid`` only when it sets ``needs_groups``
+(:data:`dataflex_core.contracts.GROUPS_RULE`).
 """
 
 from __future__ import annotations

@@ -1,10 +1,7 @@
 """The curriculum's view of the per-prompt ledger (:mod:`dataflex_core.ledger`).
 
-``mechanism: curriculum`` reads the ledger's per-prompt fields
-(:data:`~dataflex_core.step.fields.PROMPT_FIELDS`) for its ``pre_rollout``
-scorers and feeds it after every step. :class:`PromptHistory` is the ledger
-under the checkpoint identity curriculum runs have always saved it with, so
-their checkpoints resume.
+:class:`PromptHistory` is the ledger under the checkpoint identity curriculum runs have always saved it with,
+so their checkpoints resume.
 """
 
 from __future__ import annotations

@@ -1,11 +1,8 @@
 """What a host can do, declared once for the mount-time checks that read it.
 
-A host (verl, TRL, ...) describes itself with :class:`HostCapabilities`: the
-seams it provides and why not the others, its loss units, and which canonical
-fields this run's configuration provides. The runner's
-:func:`~dataflex_core.runner.check_pipeline` compares a built pipeline with it
-before the first rollout, so a pipeline that could not work in this run fails
-in seconds with one error that says why and what to change.
+:func:`~dataflex_core.runner.check_pipeline` compares a built pipeline with the host's
+:class:`HostCapabilities` before the first rollout, so a pipeline that cannot work in this run fails in
+seconds with one error that says why and what to change.
 """
 
 from __future__ import annotations

@@ -1,14 +1,8 @@
 """Per-step ``dataflex/`` metrics, logged with the framework's own step metrics.
 
-The headline ``dataflex/weight/mean`` is the mean in the unit the framework's
-loss averages over (see :mod:`dataflex_core.step.weights`), so it reads 1
-whenever the weights keep the framework's step size; with importance weights
-the framework already applies (verl's rollout correction, TRL's vLLM ratio) it
-is the mean of the applied weights over the mean of the framework's own. The
-other statistics describe the DataFlex factor (the weights DataFlex multiplies
-into the loss): std/min/max over valid tokens; a sample's weight is
-the token-mean of its weights; the effective sample size ``(sum w)^2 / sum w^2``
-over valid samples says how many samples the update effectively uses.
+``dataflex/weight/mean`` is the mean in the loss's unit (over the framework's own weights' mean when it
+applies importance weights), so it reads 1 when the step size is kept; the other statistics (std, min, max,
+effective sample size) describe the factor DataFlex multiplies in (docs/is-it-working.md reads them).
 """
 
 from __future__ import annotations

@@ -1,18 +1,7 @@
 """A dataloader sampler that draws prompts from the whole dataset by domain proportions (``mechanism: mix``).
 
-Each block of ``batch_size`` indices (one batch of prompts) gets a number of
-prompts per domain by systematic rounding of ``p_d * batch_size`` (unbiased,
-never more than one away from the target), and each domain serves its prompts
-from its own shuffled pool, reshuffled when exhausted. New proportions apply
-from the next block the sampler produces; a dataloader that prefetches (worker
-processes, accelerate's one-batch look-ahead) has already drawn a few blocks,
-which keep the old mixture.
-
-The sampler is stateful (``state_dict`` / ``load_state_dict``) and carries the
-mixer's state along, so a host that checkpoints it (verl through torchdata's
-``StatefulDataLoader``) resumes with the same mixture, statistics and draws.
-Hosts whose prompt order has more structure (TRL repeats every prompt once per
-generation) expand the blocks of :meth:`DomainMixtureSampler.next_block`.
+It is stateful and carries the mixer's state, so a host that checkpoints it resumes with the same mixture,
+statistics and draws.
 """
 
 from __future__ import annotations

@@ -1,9 +1,7 @@
-"""Component output inside the step: the scorer's scores checked by the contract.
+"""Component output inside the step: the scorer's scores checked by the contract (:mod:`dataflex_core.contracts`).
 
-The call itself follows :mod:`.calls`. Component output is never trusted: wrong type, wrong shape, NaN/inf or negative
-values on valid units raise :class:`~dataflex_core.InvalidOutputError` naming
-the plugin, its version and the step (the rules are
-:mod:`dataflex_core.contracts`), before anything reaches a framework's loss.
+Output is never trusted: a wrong type or shape, NaN/inf or negative values on valid units raise
+:class:`~dataflex_core.InvalidOutputError` naming the plugin and the step, before anything reaches a loss.
 """
 
 from __future__ import annotations

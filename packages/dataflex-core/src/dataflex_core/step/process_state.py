@@ -1,17 +1,9 @@
 """Process-wide settings that belong to the framework, taken before a component call and put back after it.
 
-A component runs inside the framework's training process, where a few
-settings are global: torch's default dtype, its float32 matmul precision
-(TF32), its deterministic-algorithms mode and CPU thread count, and the
-global random number generators (torch's CPU generator and the current CUDA device's, numpy's
-legacy one, Python's ``random``). A plugin that sets one would change the
-framework's numerics or its random stream, for the rest of
-the run and far from the plugin. So each call is bracketed: what it changed
-is named (:meth:`ProcessState.changes`) and put back (:meth:`ProcessState.restore`).
-
-Putting back the random generators means a component's own draws repeat the
-draws the framework makes next; a component that needs randomness keeps its
-own seeded ``torch.Generator`` (in its ``state_dict``, so a resume continues it).
+A plugin that set torch's default dtype, TF32, deterministic mode, thread count or a global random generator
+would change the framework's numerics or random stream far from the plugin, so each call's changes are named
+and put back. A component that needs randomness keeps its own seeded ``torch.Generator`` in its state: the
+global generators' draws repeat the framework's next ones.
 """
 
 from __future__ import annotations

@@ -1,10 +1,7 @@
 """Checks of a checkpoint's component state that loads but would train wrong, before any component takes it.
 
-``torch.load`` accepts a ledger column cut to 2 of 4 rows, negative or NaN
-counts and ``global_steps=-5``; the next step then fails with a raw
-``IndexError``, or a curriculum or allocator acts on counts no run can make.
-Each is refused here in one line naming the file, the component's role and the
-field (issue 39, item 7).
+``torch.load`` accepts a ledger column cut short, negative or NaN counts and ``global_steps=-5``; each is
+refused here in one line naming the file, the component's role and the field.
 """
 
 from __future__ import annotations

@@ -1,13 +1,8 @@
 """A warning, while it still runs, for a component call that takes longer than its budget.
 
-Python cannot stop a call inside the training process safely (a thread
-cannot be killed, and a signal would interrupt the framework's own code as
-well), so a hanging plugin holds the step. What DataFlex can do is say which
-one, and where it is: one daemon thread looks at the calls in flight about
-once a second and logs, for each that ran past ``dataflex.call_budget_s``,
-the component, the step, the time so far and the line the call is executing,
-then again every further budget; when such a call returns, how long it took.
-Starting and ending a call costs a dictionary entry under a lock.
+A call inside the training process cannot be stopped safely, so DataFlex names the slow one: a daemon thread
+logs, about once a second, each call past ``dataflex.call_budget_s`` with the component, the step, the time so
+far and the line it is executing, and how long it took when it returns.
 """
 
 from __future__ import annotations

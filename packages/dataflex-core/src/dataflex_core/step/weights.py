@@ -1,30 +1,9 @@
 """Raw component weights -> the weights a framework's loss multiplies in, mean one in the loss's unit.
 
-Policy losses divide by token or sequence *counts*, never by the sum of the
-weights, so the weights' mean sets the step size. The step keeps that mean at
-one in the unit the framework's loss averages over:
-
-- ``token``: the mean over valid tokens is 1 (verl ``token-mean``,
-  ``seq-mean-token-sum``; TRL ``bnpo``, ``dapo``, ``dr_grpo``, ``cispo``, ...);
-- ``sequence``: the mean over valid sequences of each sequence's token-mean
-  is 1 (verl ``seq-mean-token-mean``; TRL ``grpo``, ``sapo``).
-
-When the framework already applies importance weights (verl's rollout
-correction, TRL's vLLM importance-sampling ratio), the DataFlex weights
-multiply into them and the product is scaled so that its mean in the unit
-equals the mean of the framework's weights alone: DataFlex moves weight
-between tokens and sequences but never changes the step size the framework
-would have taken. Without such weights that target is 1.
-
-Invalid tokens (padding rows, positions outside ``response_mask``) get 0.
-
-Weights near float32's largest value (all ``1e38``, or one ``3e38`` among
-ones) have a float32 sum of ``inf``, which would scale every weight to 0: a
-step without policy gradient. Such weights are first divided by their largest
-(the normalised weights do not depend on a common scale), and a mean outside
-float32's range is divided through float64. The common case costs one extra
-check of the mean: a float64 accumulation of a ``(bs, L)`` float32 tensor costs
-a hundred times its float32 sum on the CPU.
+The loss divides by token or sequence counts, never by the weights' sum, so the weights' mean sets the step
+size: it stays one per valid ``token`` or ``sequence`` (the units are in docs/concepts.md), and with the
+framework's importance weights the product keeps their mean. Invalid tokens get 0. Weights whose float32 sum
+overflows are first divided by their largest, so an overflow never zeroes a step.
 """
 
 from __future__ import annotations
