@@ -26,7 +26,7 @@ from .decorators import DECORATED, DecoratedComponent
 from .distributions import ENTRY_POINT_GROUP as ENTRY_POINT_GROUP  # re-exported: plugins publish under it
 from .distributions import canonical_name, iter_entry_points
 from .errors import PluginLoadError
-from .plugin_report import PluginFailure, plugin_problems, plugin_rows
+from .plugin_report import PluginFailure, plugin_row
 from .registry import LOCAL_PLUGIN, PluginInfo, Registry
 
 #: Set to ``1`` to load no entry points at all (only components defined in-process).
@@ -313,12 +313,39 @@ class DataFlexPluginManager(pluggy.PluginManager):
         return registry
 
     def describe_plugins(self) -> list[dict[str, Any]]:
-        """One record per loaded or failed plugin, as printed by ``dataflex plugins --json``."""
-        return plugin_rows(self)
+        """One record per loaded or failed plugin, as printed by ``dataflex plugins --json``; a name that clashes
+        with another plugin's is listed under ``clashes`` with the message saying why it cannot be used."""
+        registry = self.registry()
+        by_plugin = registry.by_plugin()
+        clashes_of: dict[PluginInfo, list[dict[str, str]]] = {}
+        for clash in registry.clashes.values():
+            for spec in clash.providers:
+                clashes_of.setdefault(spec.plugin, []).append(
+                    {"kind": clash.kind, "name": clash.name, "error": clash.message}
+                )
+        failed = {self.plugin_key(f.plugin): f for f in self.register_failures}
+        rows = []
+        for key, info in sorted(self.plugin_infos.items(), key=lambda kv: (kv[1].dist or "", kv[1].name)):
+            row = plugin_row(info, "loaded")
+            for spec in by_plugin.get(info, []):
+                row["components"].setdefault(spec.kind, []).append(spec.name)
+            if key in failed:
+                row["status"] = "failed"
+                row["error"] = f"{type(failed[key].error).__name__}: {failed[key].error}"
+            if info in clashes_of:
+                row["status"] = "clash" if row["status"] == "loaded" else row["status"]
+                row["clashes"] = clashes_of[info]
+            rows.append(row)
+        for failure in self.failures:
+            row = plugin_row(failure.plugin, "failed")
+            row["error"] = f"{type(failure.error).__name__}: {failure.error}"
+            rows.append(row)
+        return rows
 
     def problems(self) -> list[str]:
         """One line per plugin that failed and per clashing name: what ``dataflex plugins`` exits non-zero for."""
-        return plugin_problems(self)
+        registry = self.registry()
+        return [f.message for f in self.all_failures] + [clash.message for clash in registry.clashes.values()]
 
     def locked_out_note(self) -> str | None:
         """With a lock in force and plugins it leaves out, what to say when a component is not found."""
