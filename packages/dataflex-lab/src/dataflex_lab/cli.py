@@ -11,7 +11,11 @@ EXIT_COMPARE_ERROR = 2
 
 
 def _compare(args: argparse.Namespace) -> int:
+    from dataflex_core.atomic_write import write_text_atomic
+
     from .compare import CompareError, compare_runs, read_runs
+    from .compare.cost_axes import axes_markdown, ratio_summary, reach_on_axes
+    from .compare.cost_model import from_options
 
     try:
         if args.plot:
@@ -22,6 +26,9 @@ def _compare(args: argparse.Namespace) -> int:
         if args.list_metrics:
             print(_metric_listing(runs))
             return 0
+        cost_model = from_options(args.seconds_per_rollout, args.seconds_per_call, args.seconds_per_trained_rollout)
+        if args.cost_axes and args.target is None:
+            raise CompareError("--cost-axes reads the time to --target on each axis: give --target LEVEL")
         report = compare_runs(
             runs,
             baseline=args.baseline,
@@ -37,19 +44,36 @@ def _compare(args: argparse.Namespace) -> int:
             rng_seed=args.rng_seed,
             x=args.x,
             target=args.target,
+            cost_model=cost_model,
         )
+        document = report.as_dict()
+        tables = []
+        if args.cost_axes:  # the evidence campaign's path (dataflex_lab.compare.cost_axes)
+            document["cost_axes"] = {}
+            for metric in report.metrics:
+                results = reach_on_axes(runs, metric=metric.metric, target=args.target, cost_model=cost_model,
+                                        **_same_reading(args, report.baseline))  # fmt: skip
+                tables.append(axes_markdown(results, cost_model))
+                document["cost_axes"][metric.metric] = {arm: ratio_summary(results, arm) for arm in report.arms[1:]}
         if args.json == "-":
-            print(json.dumps(report.as_dict(), indent=2))
+            print(json.dumps(document, indent=2))
         else:
-            sys.stdout.write(report.markdown())
+            sys.stdout.write(report.markdown() + "".join("\n" + table for table in tables))
         if args.json not in (None, "-"):
-            _write(report.write_json, args.json)
+            _write(lambda path: write_text_atomic(path, json.dumps(document, indent=2) + "\n"), args.json)
         if args.plot:
             _write(report.plot, args.plot)
     except CompareError as exc:
         print(f"dataflex compare: {exc}", file=sys.stderr)
         return EXIT_COMPARE_ERROR
     return 0
+
+
+def _same_reading(args: argparse.Namespace, baseline: str) -> dict:
+    """The options of ``compare_runs`` that ``--cost-axes`` reads every axis with, as the main table's."""
+    return {"baseline": baseline, "arms": args.arms, "seeds": args.seeds, "max_step": args.max_step,
+            "window": args.window, "test": args.test, "pairing": args.pairing, "alpha": args.alpha,
+            "n_boot": args.bootstrap, "rng_seed": args.rng_seed}  # fmt: skip
 
 
 def _write(write, path: str) -> None:
@@ -109,10 +133,20 @@ def add_compare(subparsers: argparse._SubParsersAction, name: str = "compare") -
     compare.add_argument("--metric", dest="metrics", action="extend", nargs="+", metavar="M", help="metric(s) to "
                          "compare; default the reward (verl's critic/score/mean, TRL's reward)")  # fmt: skip
     compare.add_argument("--x", choices=list(AXES), default="step", help="the axis: step (default), or the compute "
-                         "spent, rollouts / tokens (the dataflex/compute/*_total counters) / seconds: the area and "
+                         "spent, rollouts / tokens (the dataflex/compute/*_total counters) / seconds / "
+                         "optimizer_steps / modeled (seconds under the --seconds-per-* cost model): the area and "
                          "final are then taken up to the budget every run reached (equal compute)")  # fmt: skip
     compare.add_argument("--target", type=float, metavar="LEVEL", help="also the compute (on --x) each arm needed "
                          "to reach LEVEL of the metric, and its ratio to the baseline's with a bootstrap CI")  # fmt: skip
+    compare.add_argument("--cost-axes", action="store_true", help="with --target: also the time to LEVEL on each "
+                         "cost axis, rollouts, optimizer steps and (with the cost model) modeled seconds, each "
+                         "verdict naming its axis")  # fmt: skip
+    compare.add_argument("--seconds-per-rollout", type=float, metavar="S", help="cost model: seconds per rollout "
+                         "generated (all three --seconds-per-* or none; docs/evidence.md#cost-model)")  # fmt: skip
+    compare.add_argument("--seconds-per-call", type=float, metavar="S", help="cost model: seconds per generation "
+                         "call in sequence (a refill round, a pilot stage)")  # fmt: skip
+    compare.add_argument("--seconds-per-trained-rollout", type=float, metavar="S", help="cost model: seconds per "
+                         "rollout trained (the update)")  # fmt: skip
     compare.add_argument("--window", type=int, metavar="K", help="final window: the last K logged points "
                          "(default 10, or all points of a shorter run)")  # fmt: skip
     compare.add_argument("--max-step", type=int, metavar="N", help="ignore steps after N (runs of unequal length)")

@@ -1,9 +1,11 @@
-"""The x axis a comparison is made on: steps, or the compute a run spent (rollouts, tokens, seconds).
+"""The x axis a comparison is made on: steps, or the compute a run spent (rollouts, tokens, seconds, modeled seconds).
 
 Methods that change what a step costs (filtering, refilling, curricula) are compared at equal compute, not at
 equal steps: a run's curve is put on the cumulative counter the hosts log at every step
 (:data:`AXES`), and every run is cut at the budget all of them reached (:func:`common_budget`), so each arm's
-area and final window cover the same compute.
+area and final window cover the same compute. ``optimizer_steps`` is the step count put on the same footing (each
+run at its own steps, so runs that stopped at a rollout budget after different step counts compare), and
+``modeled`` a run's wall time under a stated cost model (:mod:`.cost_model`).
 """
 
 from __future__ import annotations
@@ -12,19 +14,30 @@ import math
 from collections.abc import Sequence
 
 from ..compute import total
+from . import cost_model as cost_model_
 from .runs import CompareError, Run
 
-#: ``--x`` choices and the metric each reads (``step`` reads none; ``seconds`` sums the step time).
+#: ``--x`` choices and the metric each reads (``step`` and ``optimizer_steps`` read none; ``seconds`` sums the step
+#: time; ``modeled`` reads three counters through a cost model).
 AXES = {
     "step": None,
     "rollouts": total("rollouts_generated"),
     "tokens": total("tokens_generated"),
     "seconds": None,
+    "optimizer_steps": None,
+    "modeled": None,
 }
 #: Step-time metrics ``--x seconds`` sums, in the order tried: verl's, TRL's.
 STEP_TIME_METRICS = ("timing_s/step", "step_time")
 #: How the axis is named in tables and plots.
-AXIS_LABELS = {"step": "step", "rollouts": "rollouts generated", "tokens": "tokens generated", "seconds": "seconds"}
+AXIS_LABELS = {
+    "step": "step",
+    "rollouts": "rollouts generated",
+    "tokens": "tokens generated",
+    "seconds": "seconds",
+    "optimizer_steps": "optimizer steps",
+    "modeled": "modeled seconds",
+}
 
 
 #: On a compute axis, ``final`` is the curve's average height over this last share of the common budget.
@@ -36,12 +49,29 @@ def check_axis(x: str) -> None:
         raise CompareError(f"--x {x!r} is not one of {', '.join(AXES)}")
 
 
-def axis_values(run: Run, x: str, steps: Sequence[int]) -> tuple[float, ...]:
+def axis_values(
+    run: Run, x: str, steps: Sequence[int], cost_model: cost_model_.CostModel | None = None
+) -> tuple[float, ...]:
     """The run's position on axis ``x`` at each of ``steps``: the counter's total logged at or before the step
-    (0 before the first training step, e.g. at an evaluation of step 0)."""
+    (0 before the first training step, e.g. at an evaluation of step 0); on ``modeled``, ``cost_model``'s seconds
+    of the three counters it reads."""
     check_axis(x)
-    if x == "step":
+    if x in ("step", "optimizer_steps"):
         return tuple(float(s) for s in steps)
+    if x == "modeled":
+        if cost_model is None:
+            raise CompareError(
+                "--x modeled needs a cost model: --seconds-per-rollout, --seconds-per-call and "
+                "--seconds-per-trained-rollout (docs/evidence.md#cost-model)"
+            )
+        cost_model_.check_counters(run)
+        counters = [_counter_values(run, name, steps) for name in cost_model_.COUNTERS]
+        return cost_model_.modeled_seconds(cost_model, counters)
+    return _counter_values(run, x, steps)
+
+
+def _counter_values(run: Run, x: str, steps: Sequence[int]) -> tuple[float, ...]:
+    """A cumulative series (axis ``x``'s counter, the summed step time, or a counter's metric name) at ``steps``."""
     if x == "seconds":
         name = next((m for m in STEP_TIME_METRICS if m in run.metric_names()), None)
         if name is None:
@@ -54,7 +84,7 @@ def axis_values(run: Run, x: str, steps: Sequence[int]) -> tuple[float, ...]:
             running += value
             series.append((step, running))
     else:
-        name = AXES[x]
+        name = AXES.get(x) or x
         series = run.curve(name)
         if not series:
             raise CompareError(

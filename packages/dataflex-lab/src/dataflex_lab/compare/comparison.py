@@ -19,6 +19,7 @@ from typing import Any, Literal
 from . import axis as axes_
 from . import stats
 from . import target as target_
+from .cost_model import CostModel
 from .readers import runs_from_demo
 from .report import ComparisonReport
 from .results import HIGHER, LOWER, NOT_SEPARATED, SUMMARIES, ArmResult, Difference, Estimate, MetricResult
@@ -49,6 +50,7 @@ def compare_runs(
     rng_seed: int = stats.RNG_SEED,
     x: str = "step",
     target: float | None = None,
+    cost_model: CostModel | None = None,
 ) -> ComparisonReport:
     """Compare every arm with ``baseline`` over seeds, per metric, on the final window and the area under the curve.
 
@@ -69,10 +71,11 @@ def compare_runs(
     :param confidence: the level of every bootstrap interval.
     :param n_boot: bootstrap resamples per interval.
     :param rng_seed: seed of every random draw (bootstrap, Monte-Carlo permutations): same runs, same report.
-    :param x: the axis, ``step`` or the compute spent (``rollouts``, ``tokens``, ``seconds``; :mod:`.axis`): the
-        area and final window are taken up to the budget every run reached on it.
+    :param x: the axis, ``step`` or the compute spent (``rollouts``, ``tokens``, ``seconds``, ``optimizer_steps``,
+        ``modeled``; :mod:`.axis`): the area and final window are taken up to the budget every run reached on it.
     :param target: a level of each metric: also the compute each arm needed to reach it, and its ratio to the
         baseline's (:mod:`.target`).
+    :param cost_model: the constants of ``x="modeled"`` (:class:`~.cost_model.CostModel`).
     :returns: a :class:`ComparisonReport`; ``.markdown()`` gives the table.
     :raises CompareError: unknown metric or arm, missing steps, unequal seeds, fewer than 2 seeds in an arm.
     """
@@ -100,10 +103,10 @@ def compare_runs(
     for metric in names:
         # on a compute axis a run's points need not share steps with the others' (a filter that stopped at the
         # rollout budget ends sooner): each is put on the axis at its own steps
-        same = x == "step"
+        same = x == "step"  # optimizer_steps: each run at its own steps, as on a compute axis
         steps, curves = aligned_curves(grouped, metric, max_step, same_steps=same)
         width = _window(window, steps, metric)
-        axes = {arm: {seed: axes_.axis_values(run, x, steps if same else _run_steps(run, metric, max_step))
+        axes = {arm: {seed: axes_.axis_values(run, x, steps if same else _run_steps(run, metric, max_step), cost_model)
                       for seed, run in sorted(seeds.items())}
                 for arm, seeds in grouped.items()}  # fmt: skip
         result = _compare_metric(
@@ -122,6 +125,7 @@ def compare_runs(
         confidence=confidence,
         n_boot=n_boot,
         rng_seed=rng_seed,
+        cost_model=cost_model,
     )
 
 

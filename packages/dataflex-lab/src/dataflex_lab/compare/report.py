@@ -13,6 +13,7 @@ from typing import Any
 from dataflex_core.atomic_write import write_text_atomic
 
 from .axis import AXIS_LABELS, FINAL_SHARE
+from .cost_model import CostModel
 from .results import NOT_SEPARATED, SUMMARIES, ArmResult, MetricResult
 from .runs import Run
 
@@ -37,6 +38,8 @@ class ComparisonReport:
     confidence: float
     n_boot: int
     rng_seed: int
+    #: The constants of the ``modeled`` axis, where a comparison used it.
+    cost_model: CostModel | None = None
 
     def markdown(self) -> str:
         return render_markdown(self)
@@ -52,6 +55,7 @@ class ComparisonReport:
                 "confidence": self.confidence,
                 "bootstrap_resamples": self.n_boot,
                 "rng_seed": self.rng_seed,
+                **({"cost_model": self.cost_model.as_dict()} if self.cost_model is not None else {}),
             },
             "runs": [{"arm": r.arm, "seed": r.seed, "source": r.source} for r in self.runs],
             "metrics": {
@@ -170,6 +174,8 @@ def _metric_section(report: ComparisonReport, metric: MetricResult) -> list[str]
             f"average height over the last {FINAL_SHARE:.0%} of that budget; **AUC**: over all of it (area under the "
             f"curve over {label} divided by the span)."
         )
+        if metric.x == "modeled" and report.cost_model is not None:
+            scope += f" Modeled seconds: {report.cost_model.describe()}."
     lines = [
         f"## `{metric.metric}`",
         "",

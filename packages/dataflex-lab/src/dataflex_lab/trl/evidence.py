@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
+from ..compare.cost_model import CostModel
 from ..demo_report import PILOT_DEMO
 from . import heldout
 
@@ -166,6 +167,9 @@ class Campaign:
     workdir: Path = Path("dataflex_evidence")
     task_params: dict[str, dict[str, Any]] = field(default_factory=dict)
     quick: bool = False
+    #: The constants of the modeled-seconds axis (:mod:`dataflex_lab.compare.cost_model`); ``None``: the table reads
+    #: rollouts and optimizer steps only. It changes no run, only the table.
+    cost_model: CostModel | None = None
 
     def target_for(self, family: str) -> float:
         """The held-out level ``family``'s runs are timed to."""
@@ -449,10 +453,15 @@ def family_document(campaign: Campaign, family: str) -> dict[str, Any]:
     }  # fmt: skip
 
 
-def row(document: dict[str, Any], method: str, target: float) -> dict[str, Any] | None:
-    """One method against its baseline on the seeds both have, by ``compare_runs`` (``dataflex compare``'s path);
-    ``None`` when fewer than 2 seeds are common."""
-    from ..compare import compare_runs, runs_from_demo
+def row(
+    document: dict[str, Any], method: str, target: float, cost_model: CostModel | None = None
+) -> dict[str, Any] | None:
+    """One method against its baseline on the seeds both have, by ``compare_runs`` on each cost axis
+    (:func:`~dataflex_lab.compare.cost_axes.reach_on_axes`, ``dataflex compare --cost-axes``'s path); ``None`` when
+    fewer than 2 seeds are common. Rollouts carry the verdict; optimizer steps and modeled seconds (with a cost
+    model) are exploratory readings of the same runs."""
+    from ..compare import runs_from_demo
+    from ..compare.cost_axes import ratio_summary, reach_on_axes
     from ..compare.costs import compute_costs
 
     base = METHODS[method].baseline
@@ -460,12 +469,13 @@ def row(document: dict[str, Any], method: str, target: float) -> dict[str, Any] 
                    & {r["seed"] for r in document["runs"] if r["arm"] == base})  # fmt: skip
     if len(seeds) < 2:
         return None
-    report = compare_runs(document, baseline=base, arms=[base, method], seeds=seeds, metrics=[METRIC],
-                          x="rollouts", target=target)  # fmt: skip
-    metric = report.metrics[0]
+    on_axes = reach_on_axes(document, metric=METRIC, target=target, cost_model=cost_model, baseline=base,
+                            arms=[base, method], seeds=seeds)  # fmt: skip
+    metric = on_axes["rollouts"]
     ratio = metric.ratios[method]
     auc = next(a for a in metric.arms if a.arm == method).differences["auc"]
     reach = metric.reach
+    exploratory = {x: r for x, r in ratio_summary(on_axes, method).items() if x != "rollouts"}
     picked = [r for r in runs_from_demo(document) if r.arm in (base, method) and r.seed in seeds]
     costs = compute_costs(picked, baseline=base, group_size=GROUP_SIZE).as_dict()["arms"]
     logs = None if math.isnan(ratio.ratio) else [math.log(reach[base].per_seed[s] / reach[method].per_seed[s])
@@ -484,6 +494,7 @@ def row(document: dict[str, Any], method: str, target: float) -> dict[str, Any] 
         "wasted_share": {arm: costs[arm]["wasted_share"]["mean"] for arm in (base, method)},
         "step_time_ratio": (costs[method]["step_time_ratio"] or {}).get("mean"),
         "generated_per_group": costs[method]["generated_per_group"]["mean"],
+        "axes": exploratory,
     }  # fmt: skip
 
 
@@ -515,11 +526,15 @@ def _p(p: float) -> str:
 
 def table_markdown(rows: Sequence[dict[str, Any]], targets: dict[str, float]) -> str:
     """The method-by-family table, one row per (family, method)."""
+    from ..compare.cost_axes import ratio_cell
+
     lines = [
         "| family | method | seeds | reached (base / method) | rollouts to target, base / method [95% CI] | p | "
-        "p (Holm) | AUC Δ at equal rollouts [95% CI] | p | p (Holm) | wasted share (base → method) | "
-        "step time / base | verdict |",
-        "| --- | --- | ---: | ---: | --- | ---: | ---: | --- | ---: | ---: | --- | ---: | --- |",
+        "p (Holm) | AUC Δ at equal rollouts [95% CI] | p | p (Holm) | optimizer steps to target (exploratory) | "
+        "p | modeled seconds to target (exploratory) | p | wasted share (base → method) | step time / base | "
+        "verdict (rollouts) |",
+        "| --- | --- | ---: | ---: | --- | ---: | ---: | --- | ---: | ---: | --- | ---: | --- | ---: | --- | ---: "
+        "| --- |",
     ]
     for r in rows:
         ratio, auc = r["ratio"], r["auc"]
@@ -537,12 +552,17 @@ def table_markdown(rows: Sequence[dict[str, Any]], targets: dict[str, float]) ->
         wasted = r["wasted_share"]
         step = "—" if r["step_time_ratio"] is None else f"{r['step_time_ratio']:.2f}x"
         method = r["method"] + (" (verl)" if r["host"] == "verl" else "")
+        axes = r.get("axes", {})
+        exploratory = " | ".join(
+            f"{ratio_cell(axes[x])} | {_p(axes[x]['p'])}" if x in axes else "— | —"
+            for x in ("optimizer_steps", "modeled")
+        )
         lines.append(
             f"| {r['family']} ({targets[r['family']]:g}) | `{method}` | {n} | {r['reached'][r['baseline']]}/{n} / "
             f"{r['reached'][r['method']]}/{n} | {shown} | {_p(ratio['p'])} | {_p(ratio['p_holm'])} | "
             f"{auc['difference']:+.3f} {_interval(auc['ci'], lambda v: f'{v:+.3f}')} | {_p(auc['p'])} | "
-            f"{_p(auc['p_holm'])} | {wasted[r['baseline']]:.0%} → {wasted[r['method']]:.0%} | {step} | "
-            f"{'; '.join(verdicts) or 'not separated'} |"
+            f"{_p(auc['p_holm'])} | {exploratory} | {wasted[r['baseline']]:.0%} → {wasted[r['method']]:.0%} | "
+            f"{step} | {'; '.join(verdicts) or 'not separated'} |"
         )
     return "\n".join(lines) + "\n"
 
@@ -554,8 +574,20 @@ def reproduce(campaign: Campaign, r: dict[str, Any]) -> str:
     runs = f"{campaign.workdir}/{r['family']}.runs.json"
     return (
         f"nox -s evidence -- --families {r['family']} --methods {r['baseline']},{r['method']} --seeds {seeds} "
-        f"--steps {campaign.steps}; dataflex compare {runs} --arms {r['baseline']},{r['method']} --seeds "
-        f"{','.join(map(str, r['seeds']))} --x rollouts --target {target:g}"
+        f"--steps {campaign.steps}{_cost_options(campaign)}; dataflex compare {runs} --arms "
+        f"{r['baseline']},{r['method']} --seeds {','.join(map(str, r['seeds']))} --x rollouts --target {target:g} "
+        f"--cost-axes{_cost_options(campaign)}"
+    )
+
+
+def _cost_options(campaign: Campaign) -> str:
+    """The cost model's options, as ``dataflex compare`` and the campaign take them."""
+    model = campaign.cost_model
+    if model is None:
+        return ""
+    return (
+        f" --seconds-per-rollout {model.per_rollout_s:g} --seconds-per-call {model.per_call_s:g} "
+        f"--seconds-per-trained-rollout {model.per_trained_rollout_s:g}"
     )
 
 
@@ -577,7 +609,7 @@ def report_campaign(campaign: Campaign, out: TextIO = sys.stdout) -> dict[str, A
         for method in [m for m in METHODS if m in present]:  # every method run here, whatever the slice
             if METHODS[method].baseline == method:
                 continue
-            found = row(document, method, campaign.target_for(family))
+            found = row(document, method, campaign.target_for(family), campaign.cost_model)
             if found is None:
                 say(f"  {family} {method}: fewer than 2 seeds shared with {METHODS[method].baseline}, no row yet")
             else:
@@ -598,8 +630,10 @@ def report_campaign(campaign: Campaign, out: TextIO = sys.stdout) -> dict[str, A
     text += "\n".join(f"- {r['family']} `{r['method']}`: `{reproduce(campaign, r)}`" for r in main + sensitivity)
     say("\n" + text)
     (campaign.workdir / "table.md").write_text(text + "\n")
+    cost_model = None if campaign.cost_model is None else campaign.cost_model.as_dict()
     summary = {"table": main, "sensitivity": sensitivity, "targets": targets,
-               "settings": {"steps": campaign.steps, "val_every": campaign.val_every, "group_size": GROUP_SIZE}}  # fmt: skip
+               "settings": {"steps": campaign.steps, "val_every": campaign.val_every, "group_size": GROUP_SIZE,
+                            "cost_model": cost_model}}  # fmt: skip
     (campaign.workdir / "table.json").write_text(json.dumps(summary, indent=1) + "\n")
     say(f"\ntables: {campaign.workdir / 'table.md'}; each family's runs: {campaign.workdir}/<family>.runs.json")
     return summary
@@ -618,7 +652,10 @@ def _how_to_read(rows: int, sensitivity: int) -> str:
         "budget counted at the budget (`>=`: only baseline runs did not reach it, `<=`: only the method's, `?`: "
         "both); AUC Δ: the held-out curve's mean height over the budget, method minus base. Each interval is the "
         "inverted test that gives its p (it excludes 1x or 0 exactly when p < 0.05); p (Holm) is adjusted over "
-        f"the {adjusted}, and the verdict reads it. Wasted share: trained rollouts in groups whose rewards all "
+        f"the {adjusted}, and the verdict reads it: a verdict is on rollouts. Optimizer steps and modeled seconds "
+        "to target (the cost model in table.json's settings; docs/evidence.md#cost-model) are the same reading on "
+        "the other two cost axes, exploratory: their p is not adjusted and no verdict reads it. Wasted share: "
+        "trained rollouts in groups whose rewards all "
         "agree; step time: the median step (warm-up excluded), paired by seed.\n"
     )
 
@@ -668,6 +705,7 @@ def parse_seeds(text: str) -> list[int]:
 
 def _evidence(args: argparse.Namespace) -> int:
     """Run (or report) the campaign the options name; bad options or a failed run are one line and exit 2."""
+    from ..compare.cost_model import from_options
     from ..demo_report import run_command
 
     def campaign() -> object:
@@ -678,6 +716,9 @@ def _evidence(args: argparse.Namespace) -> int:
                 options[key] = value
         if args.workdir is not None:
             options["workdir"] = Path(args.workdir)
+        cost_model = from_options(args.seconds_per_rollout, args.seconds_per_call, args.seconds_per_trained_rollout)
+        if cost_model is not None:
+            options["cost_model"] = cost_model
         if args.task_params:
             try:
                 options["task_params"] = json.loads(args.task_params)
@@ -721,6 +762,13 @@ def add_arguments(evidence: argparse.ArgumentParser) -> None:
                           f"(default: {', '.join(f'{f} {t:g}' for f, t in TARGETS.items())})")  # fmt: skip
     evidence.add_argument("--jobs", type=int, help="TRL runs side by side, one thread each (default 1)")
     evidence.add_argument("--task-params", metavar="JSON", help='per family, e.g. \'{"band": {"difficulty": [1, 4]}}\'')
+    evidence.add_argument("--seconds-per-rollout", type=float, metavar="S", help="cost model of the modeled-seconds "
+                          "axis: seconds per rollout generated (all three --seconds-per-* or none; "
+                          "docs/evidence.md#cost-model)")  # fmt: skip
+    evidence.add_argument("--seconds-per-call", type=float, metavar="S",
+                          help="cost model: seconds per generation call in sequence")  # fmt: skip
+    evidence.add_argument("--seconds-per-trained-rollout", type=float, metavar="S",
+                          help="cost model: seconds per rollout trained")  # fmt: skip
     evidence.add_argument("--report-only", action="store_true",
                           help="train nothing: the tables again from the workdir's finished runs")  # fmt: skip
     evidence.add_argument("--quick", action="store_true", help="CI's smoke test, not evidence: 1 family, 3 methods, "
