@@ -1,11 +1,9 @@
 """DataFlex core: data-centric control (reweight, select, mix, curriculum, filter, allocate) for RL training of LLMs.
 
-Framework-agnostic: it depends on torch and pluggy only (with numpy, and the
-TOML and version parsers its lock files need), never on a training framework
-or a model library; the demos, ``dataflex compare`` and the testing kit are in
-``dataflex-lab``. Hosts such as ``dataflex-verl`` build a pipeline with
-:func:`build_from_config` and call ``scorer.score`` then ``actuator.act`` on a
-DataProto-shaped :class:`Batch`; hosts drive :mod:`dataflex_core.session`.
+Framework-agnostic: it depends on torch and pluggy only (with numpy, and the TOML and version parsers its lock files
+need), never on a training framework or a model library; the demos, ``dataflex compare`` and the testing kit are in
+``dataflex-lab``. Hosts such as ``dataflex-verl`` build a pipeline with :func:`build_from_config` and call
+``scorer.score`` then ``actuator.act`` on a DataProto-shaped :class:`Batch`; hosts drive :mod:`dataflex_core.session`.
 """
 
 from .allocation import even_split, greedy_allocation

@@ -12,8 +12,8 @@ import torch
 
 
 def even_split(num_prompts: int, budget: int) -> torch.Tensor:
-    """``budget`` rollouts over ``num_prompts`` prompts, int64 ``(n,)``: ``budget // n`` each, one more for the
-    first ``budget % n`` prompts (in the order given)."""
+    """``budget`` rollouts over ``num_prompts`` prompts, int64 ``(n,)``: ``budget // n`` each, one more for the first
+    ``budget % n`` prompts (in the order given)."""
     if num_prompts < 1:
         raise ValueError(f"even_split needs at least one prompt, got {num_prompts}")
     base, extra = divmod(int(budget), int(num_prompts))
@@ -35,19 +35,13 @@ def greedy_allocation(
 
     :param value: maps counts int64 ``(n,)`` to each prompt's value at that count, float ``(n,)``.
     :param n_max: the most rollouts a prompt gets (``None``: the budget is the only cap).
-    :param batched: ``value`` also maps counts ``(levels, n)`` to values ``(levels, n)`` (elementwise, broadcast
-        against per-prompt tensors ``(n,)``): the levels are then evaluated in one call per growth, not one each.
+    :param batched: ``value`` also maps counts ``(levels, n)`` to values ``(levels, n)``, so the levels are evaluated in
+        one call per growth.
 
-    The spare rollouts go to the largest marginal gains ``value(n_i + 1) - value(n_i)``, ties to the prompt with
-    fewer rollouts, then the earlier one (so rollouts no prompt gains from, when every value is flat, spread
-    evenly). Exact when ``value`` is concave in the count. The caller checks the budget is feasible
-    (:func:`~dataflex_core.contracts.allocation_problem`).
-
-    Computed in tensor passes, not one step per rollout: the gains of the first levels (counts above ``n_min``)
-    of every prompt are sorted once (stable, so ties keep the order level, then prompt) and the top ``spare``
-    taken; only prompts that took every level computed get more levels (doubling), and the sort is redone. For
-    concave values a prompt that stopped short of its levels never gains a further one, so the result equals
-    the one-rollout-at-a-time greedy; memory is the entries compared, ``prompts x levels`` at most.
+    The spare rollouts go to the largest marginal gains, ties to the prompt with fewer rollouts, then the earlier one;
+    exact when ``value`` is concave in the count. The caller checks the budget is feasible. The gains of the first
+    levels are sorted once; only prompts that took every level get more (doubling), so memory stays
+    ``prompts x levels``.
 
     :raises ValueError: ``value`` gave a NaN gain (named with the prompt and count).
     """

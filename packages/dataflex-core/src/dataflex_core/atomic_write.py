@@ -1,8 +1,7 @@
 """Write a file so that a reader sees the old content or the new, never half of it.
 
-Only regular files: a rename over a device node or a FIFO (``-o /dev/full``) would replace the node, so such a
-target, a directory, a missing folder or a dangling link is refused naming the path; a link to a regular file
-is followed.
+Only regular files: a rename over a device node or a FIFO (``-o /dev/full``) would replace the node, so such a target, a
+directory, a missing folder or a dangling link is refused naming the path; a link to a regular file is followed.
 """
 
 from __future__ import annotations
@@ -72,9 +71,8 @@ def atomic_output(path: str | os.PathLike[str]) -> Iterator[Path]:
     """The one writer of DataFlex's files: yields a temporary path beside ``path`` to write, then renames it over
     ``path``, after :func:`regular_target` refused what cannot take a regular file.
 
-    For a writer that streams (Parquet row groups); :func:`write_bytes_atomic` is it for bytes in memory. A crash
-    leaves the old file or the new one; the temporary file (a dot-name no framework looks for) is removed on any
-    error.
+    For a writer that streams (Parquet row groups); :func:`write_bytes_atomic` is it for bytes in memory. A crash leaves
+    the old file or the new one; the temporary file (a dot-name no framework looks for) is removed on any error.
     """
     target = regular_target(path)
     tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")

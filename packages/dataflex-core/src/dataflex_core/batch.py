@@ -1,8 +1,7 @@
 """A DataProto-shaped batch, so plugin code written for verl runs anywhere.
 
-verl hands components a ``DataProto`` with ``.batch`` (padded tensors) and
-``.non_tensor_batch`` (numpy object arrays such as ``uid``). This class has
-the same attribute names and nothing else a plugin would need to learn.
+verl hands components a ``DataProto`` with ``.batch`` (padded tensors) and ``.non_tensor_batch`` (numpy object arrays
+such as ``uid``). This class has the same attribute names and nothing else a plugin would need to learn.
 """
 
 from __future__ import annotations
@@ -19,12 +18,10 @@ from .precomputed import STEP_INPUTS_KEY, step_inputs
 class Batch:
     """Padded tensors in ``.batch``, per-sample objects in ``.non_tensor_batch``.
 
-    ``batch["response_mask"]`` is ``(bs, L)``; ``non_tensor_batch["uid"]`` is an
-    object array of length ``bs``. Rows flagged by an optional boolean
-    ``batch["is_padding"]`` of shape ``(bs,)`` are padding: components give
-    them weight 0 and leave them out of every statistic. ``meta_info`` may
-    carry the step's precomputed values (``meta_info["dataflex_step_inputs"]``,
-    see :func:`~dataflex_core.prepare_batch`).
+    ``batch["response_mask"]`` is ``(bs, L)``; ``non_tensor_batch["uid"]`` is an object array of length ``bs``. Rows
+    flagged by an optional boolean ``batch["is_padding"]`` of shape ``(bs,)`` are padding: components give them weight 0
+    and leave them out of every statistic. ``meta_info`` may carry the step's precomputed values
+    (``meta_info["dataflex_step_inputs"]``, see :func:`~dataflex_core.prepare_batch`).
     """
 
     def __init__(

@@ -1,9 +1,8 @@
 """Build a scorer and an actuator from the read ``dataflex:`` block (:class:`~dataflex_core.block.DataFlexBlock`).
 
-Every mistake a user can make in the components is reported here, before any
-training step runs, with the fix: an unknown component or param (with the
-closest name), an ill-typed param, an actuator of the wrong kind or
-granularity, a group-based component under a non-group advantage estimator.
+Every mistake a user can make in the components is reported here, before any training step runs, with the fix: an
+unknown component or param (with the closest name), an ill-typed param, an actuator of the wrong kind or granularity, a
+group-based component under a non-group advantage estimator.
 """
 
 from __future__ import annotations
@@ -176,13 +175,12 @@ def build_pipeline(
     extra_keys: Iterable[str] = (),
     registry: Registry | None = None,
 ) -> DataFlexPipeline:
-    """Build the scorer and the actuator a read ``dataflex:`` block describes, the actuator of kind
-    ``actuator_kind`` (the mechanism's to say).
+    """Build the scorer and the actuator a read ``dataflex:`` block describes, the actuator of kind ``actuator_kind``
+    (the mechanism's to say).
 
     :param adv_estimator: the host's advantage estimator, for the ``needs_groups`` check; ``None`` skips it.
-    :param is_group_estimator: the host's answer to "does this estimator use ``uid`` groups?" (``None`` when
-        it cannot tell): each host knows its own framework's estimators. Without it a ``needs_groups``
-        component only warns.
+    :param is_group_estimator: the host's answer to "does this estimator use ``uid`` groups?" (``None`` when it cannot
+        tell): each host knows its own framework's estimators. Without it a ``needs_groups`` component only warns.
     :param extra_keys: block keys the host reads itself (kept in ``.extra``).
     :param registry: components to build from; defaults to the installed plugins.
     """

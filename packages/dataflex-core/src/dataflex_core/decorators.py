@@ -1,8 +1,7 @@
 """The decorator API of the user guide: ``@register_scorer("name")`` and friends.
 
-A decorator only records the class. The plugin loader attributes each record
-to the entry point whose module defined it; records no entry point claims
-(classes defined in a user's script or a test) form the ``__local__`` plugin.
+A decorator only records the class. The plugin loader attributes each record to the entry point whose module defined it;
+records no entry point claims (classes defined in a user's script or a test) form the ``__local__`` plugin.
 """
 
 from __future__ import annotations

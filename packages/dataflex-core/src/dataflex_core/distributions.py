@@ -1,8 +1,7 @@
 """Installed plugin distributions, read from metadata alone (nothing is imported).
 
-Discovery, locks and conformance all name distributions; they compare them
-through :func:`canonical_name` (PEP 503, as pip does), so ``Foo_Bar`` and
-``foo-bar`` are one distribution everywhere.
+Discovery, locks and conformance all name distributions; they compare them through :func:`canonical_name` (PEP 503, as
+pip does), so ``Foo_Bar`` and ``foo-bar`` are one distribution everywhere.
 """
 
 from __future__ import annotations

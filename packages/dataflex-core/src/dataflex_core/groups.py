@@ -1,8 +1,7 @@
 """Vectorised per-group and per-sequence reductions.
 
-Hosts call components on the whole global batch (tens of thousands of rows),
-so group statistics are computed with one ``unique`` and a scatter, never a
-Python loop over samples or groups, and no masked sequence reduction builds a
+Hosts call components on the whole global batch (tens of thousands of rows), so group statistics are computed with one
+``unique`` and a scatter, never a Python loop over samples or groups, and no masked sequence reduction builds a
 ``(bs, L)`` temporary on the CPU.
 """
 
@@ -18,10 +17,9 @@ from .precomputed import dense_group_index, masked_row_reduce, row_counts
 def group_index(uid: Any, device: torch.device | str | None = None) -> tuple[torch.Tensor, int]:
     """Map group ids (any hashable per sample) to dense ``0..G-1`` indices.
 
-    Ids compare the way they arrive: a numeric array or tensor by value, an object
-    or string array by text (``str(id)``), so there ``1`` and ``"1"`` are one group,
-    as they are after a JSON or parquet round trip, while ``1`` and ``1.0`` are two.
-    Indices follow the sorted order of the ids.
+    Ids compare the way they arrive: a numeric array or tensor by value, an object or string array by text
+    (``str(id)``), so there ``1`` and ``"1"`` are one group, as they are after a JSON or parquet round trip, while ``1``
+    and ``1.0`` are two. Indices follow the sorted order of the ids.
 
     :returns: ``(index, num_groups)`` with ``index`` a LongTensor of shape ``(bs,)``.
     """

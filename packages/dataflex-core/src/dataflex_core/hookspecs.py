@@ -1,10 +1,9 @@
 """The pluggy hooks a DataFlex plugin may implement.
 
-Each registration hook receives a ``register`` callback instead of returning
-classes, so the host owns naming, attribution to a distribution and the
-duplicate-name check. Plugins written in the decorator style
-(``@register_scorer("name")``) need none of these: the loader turns their
-decorated classes into implementations of the same hooks.
+Each registration hook receives a ``register`` callback instead of returning classes, so the host owns naming,
+attribution to a distribution and the duplicate-name check. Plugins written in the decorator style
+(``@register_scorer("name")``) need none of these: the loader turns their decorated classes into implementations of the
+same hooks.
 """
 
 from __future__ import annotations
@@ -27,19 +26,15 @@ Register = Callable[..., Any]
 def dataflex_register_components(register: Register) -> None:
     """Register the plugin's components of every kind through one callback.
 
-    :param register: callback ``register(cls, name=None)``; the kind is read
-        from the class's base (:class:`~dataflex_core.Scorer`,
-        :class:`~dataflex_core.Reweighter`, :class:`~dataflex_core.Selector`,
-        :class:`~dataflex_core.Mixer`, :class:`~dataflex_core.Sampler`,
-        :class:`~dataflex_core.Allocator`, or a base class of the plugin's own that
-        declares a new kind by setting ``kind = "..."``); ``name`` defaults to ``cls.name``.
-        A class that subclasses none of them fails this plugin's registration
-        with an error naming the class and the bases.
-    :returns: nothing. Duplicate names and failing hooks behave as for
-        :func:`dataflex_register_scorers`.
+    :param register: callback ``register(cls, name=None)``; the kind is read from the class's base
+        (:class:`~dataflex_core.Scorer`, :class:`~dataflex_core.Reweighter`, :class:`~dataflex_core.Selector`,
+        :class:`~dataflex_core.Mixer`, :class:`~dataflex_core.Sampler`, :class:`~dataflex_core.Allocator`, or a base
+        class of the plugin's own that declares a new kind by setting ``kind = "..."``); ``name`` defaults to
+        ``cls.name``. A class that subclasses none of them fails this plugin's registration with an error naming the
+        class and the bases.
+    :returns: nothing. Duplicate names and failing hooks behave as for :func:`dataflex_register_scorers`.
 
-    Called once per plugin each time the registry is (re)built, before the
-    scorer and reweighter hooks.
+    Called once per plugin each time the registry is (re)built, before the scorer and reweighter hooks.
 
     .. versionadded:: 0.3
     """
@@ -69,15 +64,14 @@ def dataflex_register_mechanisms(register: Register) -> None:
 def dataflex_register_scorers(register: Register) -> None:
     """Register the plugin's :class:`~dataflex_core.Scorer` classes.
 
-    :param register: callback ``register(cls, name=None)``; ``name`` defaults
-        to ``cls.name``. ``cls`` must subclass :class:`~dataflex_core.Scorer`.
-    :returns: nothing; a return value is ignored. A name another distribution
-        also registers becomes unusable (configuring it raises
-        :class:`~dataflex_core.DuplicateComponentError` naming both); the other
-        components stay usable. A hook that raises skips this plugin only.
+    :param register: callback ``register(cls, name=None)``; ``name`` defaults to ``cls.name``. ``cls`` must subclass
+        :class:`~dataflex_core.Scorer`.
+    :returns: nothing; a return value is ignored. A name another distribution also registers becomes unusable
+        (configuring it raises :class:`~dataflex_core.DuplicateComponentError` naming both); the other components stay
+        usable. A hook that raises skips this plugin only.
 
-    Called once per plugin each time the registry is (re)built, after every
-    entry point of group ``dataflex`` has been imported.
+    Called once per plugin each time the registry is (re)built, after every entry point of group ``dataflex`` has been
+    imported.
 
     .. versionadded:: 0.1
     """

@@ -72,10 +72,9 @@ def actuator_scores(
 def nonfinite_mask(values: torch.Tensor, valid: torch.Tensor) -> torch.Tensor | None:
     """``None`` when every valid entry of ``values`` is finite, else the bool mask of the valid non-finite ones.
 
-    One reduction decides the common case (a finite sum means every entry is
-    finite); NaN/inf on invalid entries, or finite values whose sum overflows,
-    lead to the exact per-entry check. No full-size temporary is built unless
-    the answer needs it. Integer and bool values are always finite.
+    One reduction decides the common case (a finite sum means every entry is finite); NaN/inf on invalid entries, or
+    finite values whose sum overflows, lead to the exact per-entry check. No full-size temporary is built unless the
+    answer needs it. Integer and bool values are always finite.
     """
     if not values.is_floating_point() or torch.isfinite(values.sum()):
         return None

@@ -1,8 +1,7 @@
 """Declared keys: a mechanism's keys of the ``dataflex:`` block as one table of :class:`Key`, read by one parser.
 
-The messages (the key, the value seen, what is allowed and the fix) are written here once, as scikit-learn
-writes its parameter constraints'. What relates two keys (``n_max`` not below ``n_min``) stays with the
-mechanism that owns them.
+The messages (the key, the value seen, what is allowed and the fix) are written here once, as scikit-learn writes its
+parameter constraints'. What relates two keys (``n_max`` not below ``n_min``) stays with the mechanism that owns them.
 """
 
 from __future__ import annotations

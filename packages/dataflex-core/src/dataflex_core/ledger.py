@@ -1,10 +1,9 @@
 """The per-prompt ledger: what happened to every prompt of the train dataset, kept across steps, runs and hosts.
 
-Frameworks give every rollout a fresh group id, so the ledger is keyed by a dataset column
-(``dataflex.prompt_key``). It travels with the checkpoints and is exported to and loaded from Parquet
-(:mod:`dataflex_core.ledger_file`), so one run warm-starts the next. About 120 bytes per prompt; a step's
-update touches only its prompts. A reward in ``[0, 1]`` counts as that fraction of a success, unless
-``success_threshold`` is set.
+Frameworks give every rollout a fresh group id, so the ledger is keyed by a dataset column (``dataflex.prompt_key``). It
+travels with the checkpoints and is exported to and loaded from Parquet (:mod:`dataflex_core.ledger_file`), so one run
+warm-starts the next. About 120 bytes per prompt; a step's update touches only its prompts. A reward in ``[0, 1]``
+counts as that fraction of a success, unless ``success_threshold`` is set.
 """
 
 from __future__ import annotations
@@ -299,10 +298,9 @@ class PromptLedger:
         }
 
     def load_state_dict(self, state: dict[str, Any], source: str = "the checkpoint") -> None:
-        """Restore a saved ledger into copies of its columns (a ``state_dict()`` of another live ledger shares
-        nothing with this one); state recorded for another dataset or prompt key, or with a counter no run
-        records (:func:`~dataflex_core.ledger_file.check_columns`), is refused. A counter the state lacks stays
-        fresh."""
+        """Restore a saved ledger into copies of its columns (a ``state_dict()`` of another live ledger shares nothing
+        with this one); state recorded for another dataset or prompt key, or with a counter no run records
+        (:func:`~dataflex_core.ledger_file.check_columns`), is refused. A counter the state lacks stays fresh."""
         saved_ids = PromptIds.from_state(state)
         if (
             state["prompt_key"] != self.ids.key

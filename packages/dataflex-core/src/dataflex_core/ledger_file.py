@@ -1,8 +1,7 @@
 """The ledger's files: a Parquet export, or the ledger inside a checkpoint's component state, both checked.
 
-Parquet is the format verl's datasets already use, readable by pandas, polars,
-DuckDB and Spark; it is written and read in row groups, so memory beyond the
-ledger's own columns stays bounded. Every value is checked before it reaches a
+Parquet is the format verl's datasets already use, readable by pandas, polars, DuckDB and Spark; it is written and read
+in row groups, so memory beyond the ledger's own columns stays bounded. Every value is checked before it reaches a
 counter (:func:`check_columns`), naming the file, the row, the column and the value.
 """
 

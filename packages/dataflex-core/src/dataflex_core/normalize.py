@@ -1,9 +1,8 @@
 """Validity masks and mean-one normalisation.
 
-verl's loss aggregation divides by token or sequence counts, not by the sum
-of the weights, so the mean of the weights sets the step size. Weights are
-therefore scaled to mean one over the valid units: valid samples for
-``(bs,)`` weights, valid tokens of non-padding rows for ``(bs, L)`` weights.
+verl's loss aggregation divides by token or sequence counts, not by the sum of the weights, so the mean of the weights
+sets the step size. Weights are therefore scaled to mean one over the valid units: valid samples for ``(bs,)`` weights,
+valid tokens of non-padding rows for ``(bs, L)`` weights.
 """
 
 from __future__ import annotations
@@ -49,9 +48,8 @@ def normalize_mean_one(weights: torch.Tensor, valid: torch.Tensor, *, inplace: b
 
     :param weights: ``(bs,)`` or ``(bs, L)`` non-negative weights, any float dtype.
     :param valid: bool mask of the same shape.
-    :param inplace: when ``weights`` is already float32/float64 and the caller owns
-        it (a temporary it built), zero and scale it in place instead of copying:
-        one full-size allocation less on ``(bs, L)`` token weights.
+    :param inplace: when ``weights`` is already float32/float64 and the caller owns it (a temporary it built), zero and
+        scale it in place instead of copying: one full-size allocation less on ``(bs, L)`` token weights.
     :returns: float32 weights (float64 stays float64).
     :raises InvalidOutputError: a valid weight is negative or non-finite, or all are zero.
     """

@@ -137,9 +137,8 @@ def moving_rows(advantages: torch.Tensor, response_mask: torch.Tensor) -> torch.
 def masked_sum_min(w: torch.Tensor, valid: torch.Tensor, own: bool) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """``(where(valid, w, 0), its sum, its min)``, written into ``w`` itself when ``own``.
 
-    On the CPU in numpy, chunk by chunk while the chunk is in cache (one pass over
-    memory, no mask temporary); the chunks' float32 sums are added in float64, in order.
-    Elsewhere three whole-tensor torch ops.
+    On the CPU in numpy, chunk by chunk while the chunk is in cache (one pass over memory, no mask temporary); the
+    chunks' float32 sums are added in float64, in order. Elsewhere three whole-tensor torch ops.
     """
     xs, ms = flat_numpy(w), flat_numpy(valid)
     if xs is None or ms is None:
@@ -298,13 +297,12 @@ class StepInputs:
 def prepare_batch(batch: Any) -> Any:
     """Put a fresh :class:`StepInputs` in ``batch.meta_info[STEP_INPUTS_KEY]``; returns ``batch``.
 
-    The host's contract: call it once per step, on the batch it hands to the
-    components, after the batch holds every field they will see (``response_mask``,
-    ``is_padding`` when the framework pads, ``uid`` when groups are used) and
+    The host's contract: call it once per step, on the batch it hands to the components, after the batch holds every
+    field they will see (``response_mask``, ``is_padding`` when the framework pads, ``uid`` when groups are used) and
     before the first component or helper call. Nothing is computed here.
 
-    :param batch: a :class:`~dataflex_core.Batch` (or any DataProto-shaped object with
-        ``batch``, ``non_tensor_batch`` and a ``meta_info`` dict) holding ``response_mask``.
+    :param batch: a :class:`~dataflex_core.Batch` (or any DataProto-shaped object with ``batch``, ``non_tensor_batch``
+        and a ``meta_info`` dict) holding ``response_mask``.
     :raises TypeError: ``batch`` has no ``meta_info`` dict or no ``response_mask`` tensor.
     """
     meta = getattr(batch, "meta_info", None)

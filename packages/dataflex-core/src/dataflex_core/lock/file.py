@@ -1,8 +1,7 @@
 """The lock file: a reviewed plugin set as data, and its TOML form.
 
-Per distribution: version, entry points, components and a hash of its installed files, plus the
-``dataflex-core`` version; written in a stable order without timestamps, so an unchanged environment locks to
-an identical file.
+Per distribution: version, entry points, components and a hash of its installed files, plus the ``dataflex-core``
+version; written in a stable order without timestamps, so an unchanged environment locks to an identical file.
 """
 
 from __future__ import annotations

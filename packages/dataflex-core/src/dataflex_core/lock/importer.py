@@ -1,9 +1,8 @@
 """Import locked plugins from the bytes that were checked, and from nothing else.
 
-Python runs whatever it finds first for a name (stale bytecode, a shadowing folder, a copy earlier on
-``sys.path``), so one finder first on ``sys.meta_path`` compiles each checked module from the bytes it hashes
-as it reads them, and refuses a module no distribution installed. It guards files, not the interpreter
-(docs/production.md's threat model).
+Python runs whatever it finds first for a name (stale bytecode, a shadowing folder, a copy earlier on ``sys.path``), so
+one finder first on ``sys.meta_path`` compiles each checked module from the bytes it hashes as it reads them, and
+refuses a module no distribution installed. It guards files, not the interpreter (docs/production.md's threat model).
 """
 
 from __future__ import annotations

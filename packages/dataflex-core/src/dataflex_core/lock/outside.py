@@ -1,8 +1,7 @@
 """Entry points that name a module their distribution does not ship: code a lock could never hash.
 
-Such a module (another distribution's, or a file on ``sys.path``) would run as
-the locked distribution's while its bytes were hashed nowhere, so the entry
-point is never imported under a lock: ``dataflex lock`` refuses the distribution,
+Such a module (another distribution's, or a file on ``sys.path``) would run as the locked distribution's while its bytes
+were hashed nowhere, so the entry point is never imported under a lock: ``dataflex lock`` refuses the distribution,
 ``verify`` and a lock in force list it as a row of its own.
 """
 

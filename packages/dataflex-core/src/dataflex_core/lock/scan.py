@@ -1,8 +1,7 @@
 """The plugin set as installed, with the components each plugin registers: what ``dataflex lock`` records.
 
-Listing components needs importing the plugins; they are imported through the
-checked-import finder (:mod:`.importer`) from the files just hashed, so the
-components a lock or ``dataflex verify`` lists come from the bytes it hashed.
+Listing components needs importing the plugins; they are imported through the checked-import finder (:mod:`.importer`)
+from the files just hashed, so the components a lock or ``dataflex verify`` lists come from the bytes it hashed.
 """
 
 from __future__ import annotations
@@ -81,11 +80,10 @@ def scan_environment(
 ) -> PluginSet:
     """The installed plugin set, with components of the distributions whose entry points are imported.
 
-    :param load: canonical names of the distributions whose entry points may be
-        imported to list their components; ``None`` imports every installed plugin
-        (what ``dataflex lock`` does). Others get ``components=None``.
-    :param manager: a manager that already loaded the plugins (a host's); nothing
-        more is imported, its loaded distributions give the components.
+    :param load: canonical names of the distributions whose entry points may be imported to list their components;
+        ``None`` imports every installed plugin (what ``dataflex lock`` does). Others get ``components=None``.
+    :param manager: a manager that already loaded the plugins (a host's); nothing more is imported, its loaded
+        distributions give the components.
     :param installed: the installed set, already hashed (default: hashed now).
     """
     installed = installed if installed is not None else installed_plugin_set()

@@ -1,8 +1,7 @@
 """The mechanisms: one module each behind one interface (:class:`Mechanism`), registered in one table.
 
-``reweight`` (:mod:`.reweight`) and ``select`` (:mod:`.select`) weigh the
-loss; ``mix`` (:mod:`.mix`) and ``curriculum`` (:mod:`.curriculum`) choose the
-prompts through the host's train sampler. A new mechanism is a module with a
+``reweight`` (:mod:`.reweight`) and ``select`` (:mod:`.select`) weigh the loss; ``mix`` (:mod:`.mix`) and ``curriculum``
+(:mod:`.curriculum`) choose the prompts through the host's train sampler. A new mechanism is a module with a
 :class:`Mechanism` subclass decorated with :func:`register_mechanism`.
 """
 

@@ -1,12 +1,11 @@
 """``mechanism: allocate``: each of a step's prompts gets its own number of rollouts, under a fixed budget.
 
-Uniform counts spend as much on a prompt the policy always (or never) solves as on one at the edge of its
-ability. Before rolling out, the host calls :meth:`Allocate.allocate` with the prompts' ids: a ``pre_rollout``
-scorer scores them from the ledger, the :class:`~dataflex_core.Allocator` gives each a count, and the counts
-are checked (:func:`~dataflex_core.contracts.check_allocation`). After the rewards, :meth:`Allocate.run` feeds
-the ledger, checks each prompt came back with its rollouts and logs the allocation; the loss is the
-framework's own. Before ``warmup_step`` and on a fallback the budget is split evenly. The keys
-(``budget``, ``n_min``, ``n_max``) are in docs/rollout-budget.md.
+Uniform counts spend as much on a prompt the policy always (or never) solves as on one at the edge of its ability.
+Before rolling out, the host calls :meth:`Allocate.allocate` with the prompts' ids: a ``pre_rollout`` scorer scores them
+from the ledger, the :class:`~dataflex_core.Allocator` gives each a count, and the counts are checked
+(:func:`~dataflex_core.contracts.check_allocation`). After the rewards, :meth:`Allocate.run` feeds the ledger, checks
+each prompt came back with its rollouts and logs the allocation; the loss is the framework's own. Before ``warmup_step``
+and on a fallback the budget is split evenly. The keys (``budget``, ``n_min``, ``n_max``) are in docs/rollout-budget.md.
 """
 
 from __future__ import annotations

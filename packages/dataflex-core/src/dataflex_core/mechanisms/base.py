@@ -209,9 +209,8 @@ def check_fields(pipeline: DataFlexPipeline, host: HostCapabilities) -> None:
 class LossMechanism(Mechanism):
     """A mechanism whose result is weights the framework's loss multiplies in, mean one in the loss's unit.
 
-    A subclass says how the raw weights come about (:meth:`weights`); the rest (padding rows at weight 0,
-    normalisation in the loss unit, composition with the framework's importance weights, the
-    ``dataflex/weight/*`` metrics) is shared.
+    A subclass says how the raw weights come about (:meth:`weights`); the rest (padding rows at weight 0, normalisation
+    in the loss unit, composition with the framework's importance weights, the ``dataflex/weight/*`` metrics) is shared.
     """
 
     seams: ClassVar[tuple[type[Seam], ...]] = (LossWeights,)

@@ -1,9 +1,8 @@
 """``mechanism: reweight``: scorer -> reweighter -> loss weights, mean one in the loss's unit.
 
-The reweighter's weights, at the scorer's granularity (``(n,)`` per sample or
-``(n, L)`` per token), are checked by the weights contract, put back on every
-row (0 on padding), normalised in the loss unit and composed with the
-framework's own importance weights (:class:`~dataflex_core.mechanisms.LossMechanism`).
+The reweighter's weights, at the scorer's granularity (``(n,)`` per sample or ``(n, L)`` per token), are checked by the
+weights contract, put back on every row (0 on padding), normalised in the loss unit and composed with the framework's
+own importance weights (:class:`~dataflex_core.mechanisms.LossMechanism`).
 """
 
 from __future__ import annotations

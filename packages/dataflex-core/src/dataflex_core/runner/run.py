@@ -1,7 +1,7 @@
 """The host-agnostic step: a read ``dataflex:`` block mounted against a host, its mechanism run once per step.
 
-The order of one step (warm-up, one prepared batch, empty steps left alone, the mechanism under ``on_invalid``,
-the ``dataflex/*`` metrics) is in docs/architecture.md; the host writes the result where its loss reads it.
+The order of one step (warm-up, one prepared batch, empty steps left alone, the mechanism under ``on_invalid``, the
+``dataflex/*`` metrics) is in docs/architecture.md; the host writes the result where its loss reads it.
 """
 
 from __future__ import annotations
@@ -28,10 +28,7 @@ from .mount import mount_mechanism
 class DataFlexStep(StepContext):
     """A read ``dataflex:`` block, mounted against a host (:meth:`mount`) and run once per training step (:meth:`run`).
 
-    Once mounted it is the :class:`~dataflex_core.step.context.StepContext` its mechanism runs in: the pipeline,
-    the host as the mechanism has it, the loss unit, the components' ``ctx``, the mechanism with its parsed keys
-    (``mechanism.settings``), the fields the step reads (:attr:`fields`) and the mechanisms this one drives
-    (:attr:`nested`). :func:`mount_step` makes one from a block alone (tests, benchmarks); a host holds the
+    Once mounted it is the :class:`~dataflex_core.step.context.StepContext` its mechanism runs in. A host holds the
     :class:`~dataflex_core.session.DataFlexSession`, which is one.
 
     :param block: the block, read once (:func:`~dataflex_core.block.read_block`; ``None``: the host gave none).
@@ -50,8 +47,8 @@ class DataFlexStep(StepContext):
         is_group_estimator: Any = None,
         extra_keys: Iterable[str] = (),
     ) -> None:
-        """Build the block and check it against ``host``: one clear error on the first problem, before the first
-        rollout (:func:`~dataflex_core.runner.mount.mount_mechanism`).
+        """Build the block and check it against ``host``: one clear error on the first problem, before the first rollout
+        (:func:`~dataflex_core.runner.mount.mount_mechanism`).
 
         :param loss_unit: the unit of this run's loss (``token`` or ``sequence``).
         :param ctx: the host's own context for components (``loss_unit`` is added).
@@ -76,8 +73,7 @@ class DataFlexStep(StepContext):
         )
         #: The mechanism, with its parsed block keys (``settings``) and its mount-time decisions.
         self.mechanism: Mechanism = mechanism
-        #: The steps of the mechanisms this one drives (``filter.draw``), by role, mounted against the same host
-        #: and handed to the mechanism.
+        #: The steps of the mechanisms this one drives (``filter.draw``), by role.
         self.nested: dict[str, DataFlexStep] = {}
         for role, inner in mechanism.nested().items():
             step = DataFlexStep(read_block(inner))
@@ -87,8 +83,7 @@ class DataFlexStep(StepContext):
             )  # fmt: skip
             mechanism.adopt(role, step.mechanism, step)
             self.nested[role] = step
-        #: Fields the step reads each time: ``response_mask`` first, the components' fields, and what the
-        #: mechanism reads itself (``uid`` for select's group metrics, the domain column for mix, ...).
+        #: Fields the step reads each time: ``response_mask``, the components' and the mechanism's own.
         nested_fields = [name for inner in self.nested.values() for name in inner.fields]
         self.fields: list[str] = list(dict.fromkeys([*mechanism.fields(pipeline), *nested_fields]))
         #: Steps that had no valid token, over the run.
@@ -142,7 +137,8 @@ class DataFlexStep(StepContext):
         inputs: StepInputs | None = None,
         **mechanism_counts: int,
     ) -> dict[str, float]:
-        """The step's ``dataflex/compute/*`` counters and the run's totals (:func:`~dataflex_core.compute.compute_counters`).
+        """The step's ``dataflex/compute/*`` counters and the run's totals
+        (:func:`~dataflex_core.compute.compute_counters`).
 
         :meth:`run` calls it; a host calls it itself on a step it does not run (before ``warmup_step``).
         """
@@ -163,17 +159,13 @@ class DataFlexStep(StepContext):
     ) -> StepResult:
         """The mechanism on ``batch``: weights (or a kept mask) for the loss, or an update of the train sampler.
 
-        :param batch: the step's fields (:attr:`fields`) plus ``response_mask`` and optionally a
-            bool ``is_padding`` ``(bs,)``; components see padding rows as empty rows (weight 0 there).
-        :param importance_weights: ``(bs, L)`` weights the framework already applies; loss weights compose
-            with them (:func:`~dataflex_core.step.weights.finalize`).
-        :param start: ``time.perf_counter()`` when the host's hook began, so ``dataflex/hook_time_s`` counts
-            the host's own I/O too.
-        :param advantages: ``(bs, L)`` or ``(bs,)`` the framework's advantages when ``batch`` does not carry them
-            (the compute counters count trained rows whose advantage is zero as wasted).
-        :param generation: what built ``batch`` when the host generated it through a seam in rounds or stages
-            (the :class:`~dataflex_core.step.seams.GenerationRounds` seam's ``rounds``); the mechanism reads it as
-            ``step.generation`` during this call.
+        :param batch: the step's fields (:attr:`fields`) plus ``response_mask`` and optionally a bool ``is_padding``
+            ``(bs,)``.
+        :param importance_weights: ``(bs, L)`` weights the framework already applies; loss weights compose with them.
+        :param start: ``time.perf_counter()`` when the host's hook began (``dataflex/hook_time_s`` counts from it).
+        :param advantages: the framework's advantages when ``batch`` does not carry them (for the wasted count).
+        :param generation: what built ``batch`` when the host generated it in rounds or stages; the mechanism reads it
+            as ``step.generation`` during this call.
         :raises InvalidOutputError: invalid plugin output, with ``on_invalid: raise``.
         """
         start = time.perf_counter() if start is None else start
@@ -210,8 +202,7 @@ class DataFlexStep(StepContext):
     def _count(
         self, batch: Batch, inputs: StepInputs, advantages: torch.Tensor | None, result: StepResult
     ) -> dict[str, float]:
-        """:meth:`count` on the batch as the mechanism left it, with the step's ``inputs`` while they still match
-        its masks."""
+        """:meth:`count` on the batch as the mechanism left it."""
         return self.count(
             batch.batch["response_mask"], advantages, is_padding=batch.batch.get("is_padding"), kept=result.kept,
             inputs=inputs if inputs.matches(batch) else None, **result.compute,

@@ -1,14 +1,13 @@
 """DataFlex inside one training run: the one object a host creates and calls at its framework's seams.
 
-Every host runs the same lifecycle (the order of the calls is in docs/architecture.md); only the
-framework's I/O differs, so it lives here once and a host is the framework's seams, names and padding.
+Every host runs the same lifecycle (the order of the calls is in docs/architecture.md); only the framework's I/O
+differs, so it lives here once and a host is the framework's seams, names and padding.
 """
 
 from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Iterable, Mapping
 from typing import Any
 
 from ..block import read_block
@@ -52,8 +51,8 @@ def missing_state_files(folder: str | os.PathLike[str]) -> list[str]:
 class DataFlexSession(DataFlexStep):
     """One host run's DataFlex: the plugin pinning, the mounted step, the train sampler, component state.
 
-    :param block: the run's ``dataflex:`` block (a mapping or an OmegaConf node; ``None`` pins the plugin set
-        from the environment only, and the host refuses the missing block with its own message).
+    :param block: the run's ``dataflex:`` block (a mapping or an OmegaConf node; ``None`` pins the plugin set from the
+        environment only, and the host refuses the missing block with its own message).
     """
 
     def __init__(self, block: Any) -> None:
@@ -61,22 +60,10 @@ class DataFlexSession(DataFlexStep):
         self.plugins: ResolvedPlugins = resolve_plugins(None if self.block is None else self.block.plugins)
         self._resumed: tuple[str, SavedState | None] | None = None
 
-    def mount(
-        self,
-        host: HostCapabilities,
-        *,
-        loss_unit: str,
-        ctx: Mapping[str, Any] | None = None,
-        adv_estimator: str | None = None,
-        is_group_estimator: Any = None,
-        extra_keys: Iterable[str] = (),
-    ) -> None:
-        """:meth:`DataFlexStep.mount <dataflex_core.runner.DataFlexStep.mount>`, then the components' state is
-        checked through the checkpoint format, so a state that cannot be saved fails before the first step."""
-        super().mount(
-            host, loss_unit=loss_unit, ctx=ctx, adv_estimator=adv_estimator, is_group_estimator=is_group_estimator,
-            extra_keys=extra_keys,
-        )  # fmt: skip
+    def mount(self, host: HostCapabilities, **options: Any) -> None:
+        """:meth:`DataFlexStep.mount <dataflex_core.runner.DataFlexStep.mount>` (same keywords), then the components'
+        state is checked through the checkpoint format, so one that cannot be saved fails now."""
+        super().mount(host, **options)
         check_component_state(self.stateful(), self.state_labels())
 
     def dataset_columns(self) -> list[str]:
@@ -97,8 +84,8 @@ class DataFlexSession(DataFlexStep):
             )
 
     def train_sampler(self, dataset: TrainDataset, *, batch_size: int, seed: int) -> Any:
-        """The sampler to draw the prompts with when the mounted mechanism draws them, else ``None`` (keep
-        yours). A mechanism that keeps a per-prompt ledger keys it by ``dataset``."""
+        """The sampler to draw the prompts with when the mounted mechanism draws them, else ``None`` (keep yours). A
+        mechanism that keeps a per-prompt ledger keys it by ``dataset``."""
         sampler = self.mechanism.train_sampler(self, dataset, batch_size, seed)
         if sampler is not None:
             self.sampler = sampler
@@ -140,8 +127,8 @@ class DataFlexSession(DataFlexStep):
         return encode_component_state(self.stateful(), global_steps, self.state_labels())
 
     def write_state(self, folder: str | os.PathLike[str], data: bytes) -> None:
-        """Write the plugin set and the encoded component state into the checkpoint ``folder`` (atomically each),
-        where a failure leaves no checkpoint the framework would resume from (before verl's tracker file)."""
+        """Write the plugin set and the encoded component state into the checkpoint ``folder`` (atomically each), where
+        a failure leaves no checkpoint the framework would resume from (before verl's tracker file)."""
         save_plugin_record(folder, self.plugins)
         write_component_state(folder, data)
 
@@ -151,8 +138,8 @@ class DataFlexSession(DataFlexStep):
         return self.mechanism.ledger(self.sampler)
 
     def export_ledger(self, path: str | os.PathLike[str]) -> bool:
-        """Write the ledger to ``path`` as Parquet, for ``dataflex.ledger.load`` of a later run or offline
-        analysis; False when the mechanism keeps none."""
+        """Write the ledger to ``path`` as Parquet, for ``dataflex.ledger.load`` of a later run or offline analysis;
+        False when the mechanism keeps none."""
         ledger = self.ledger
         if ledger is None:
             return False
@@ -164,10 +151,10 @@ class DataFlexSession(DataFlexStep):
         self.write_state(folder, self.encode_state(global_steps))
 
     def check_resume(self, folder: str | os.PathLike[str]) -> None:
-        """Before the framework loads anything from ``folder``: refuse another plugin set, read and check the
-        component state, and refuse a checkpoint without DataFlex's files (unless
-        ``dataflex.plugins.allow_missing_state``): resuming it silently would skip the plugin-set check and start
-        every component (a curriculum's ledger, a sampler's pass) from nothing."""
+        """Before the framework loads anything from ``folder``: refuse another plugin set, read and check the component
+        state, and refuse a checkpoint without DataFlex's files (unless ``dataflex.plugins.allow_missing_state``):
+        resuming it silently would skip the plugin-set check and start every component (a curriculum's ledger, a
+        sampler's pass) from nothing."""
         missing = missing_state_files(folder)
         if missing and not self.plugins.settings.allow_missing_state:
             raise ComponentStateError(

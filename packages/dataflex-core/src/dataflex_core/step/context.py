@@ -1,7 +1,7 @@
 """What a mechanism sees of the step that runs it: the pipeline, the host, the component calls, the policies.
 
-The runner's :class:`~dataflex_core.runner.DataFlexStep` is a :class:`StepContext`, but a mechanism builds only
-on what this class offers, so the mechanisms sit below the runner that mounts and runs them.
+The runner's :class:`~dataflex_core.runner.DataFlexStep` is a :class:`StepContext`, but a mechanism builds only on what
+this class offers, so the mechanisms sit below the runner that mounts and runs them.
 """
 
 from __future__ import annotations
@@ -55,8 +55,7 @@ class StepContext:
         self.calls = ComponentCalls(pipeline, budget_s=call_budget_s)
         #: The train sampler of a mechanism that draws the prompts (set when the host builds its dataloader).
         self.sampler = sampler
-        #: What built this step's batch when the host generated it in rounds or stages (a seam's state for the
-        #: step, handed to :meth:`~dataflex_core.runner.DataFlexStep.run`); ``None`` otherwise.
+        #: What built this step's batch when the host generated it in rounds or stages; ``None`` otherwise.
         self.generation: Any = None
 
     @property
@@ -75,10 +74,7 @@ class StepContext:
 
     def components_batch(self, batch: Batch) -> tuple[Batch, torch.Tensor | None]:
         """``batch`` without framework padding rows (a copy of its real rows), and the kept-row mask (``None`` when
-        nothing was removed).
-
-        For mechanisms that keep something per real row (a prompt's record, a domain's share); the loss
-        mechanisms run their components through :meth:`on_real_rows` instead, which copies nothing.
+        nothing was removed), for mechanisms that keep something per real row (loss mechanisms: :meth:`on_real_rows`).
         """
         padding = batch.batch.get("is_padding")
         if padding is None or not bool(padding.any()):
@@ -87,16 +83,9 @@ class StepContext:
         return _without_padding_field(batch.select_rows(real)), real
 
     def on_real_rows(self, batch: Batch, inputs: StepInputs, compute: Callable[[Batch], torch.Tensor]) -> torch.Tensor:
-        """``compute`` on ``batch`` as a loss mechanism's components see it: its ``(bs, ...)`` output, per-row
-        ``(bs,)`` values 0 on padding rows.
-
-        The framework's padding rows are the empty rows they are (weight 0, out of every statistic, mean and
-        group). verl's have an empty ``response_mask`` already: ``batch`` is handed over as it is, nothing copied.
-        Padding rows that carry response tokens get a ``response_mask`` with those rows emptied
-        (:attr:`~dataflex_core.StepInputs.for_components`). A ``(bs, L)`` output keeps its values on padding rows:
-        :func:`~dataflex_core.step.weights.finalize` writes 0 on every invalid token.
-
-        :param inputs: the step's prepared values of ``batch``.
+        """``compute`` on ``batch`` with the framework's padding rows as the empty rows they are (no copy when they are
+        empty already, as verl's are); per-row ``(bs,)`` output is 0 on padding rows (``finalize`` zeroes a ``(bs, L)``
+        one). ``inputs``: the step's prepared values of ``batch``.
         """
         view = inputs.for_components
         if view is not inputs:

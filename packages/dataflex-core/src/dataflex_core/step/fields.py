@@ -1,10 +1,9 @@
 """The canonical field vocabulary: the names components read, whatever framework runs them.
 
-Each host maps its own names to these and declares which it provides
-(:class:`~dataflex_core.step.HostCapabilities`); any other name is a dataset column passed through from the
-prompt's row. In every host a component sees framework padding as empty rows, an empty response as a row of
-weight 0 outside every statistic, and ``uid`` only when it sets ``needs_groups``
-(:data:`dataflex_core.contracts.GROUPS_RULE`).
+Each host maps its own names to these and declares which it provides (:class:`~dataflex_core.step.HostCapabilities`);
+any other name is a dataset column passed through from the prompt's row. In every host a component sees framework
+padding as empty rows, an empty response as a row of weight 0 outside every statistic, and ``uid`` only when it sets
+``needs_groups`` (:data:`dataflex_core.contracts.GROUPS_RULE`).
 """
 
 from __future__ import annotations

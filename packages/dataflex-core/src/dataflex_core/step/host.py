@@ -1,8 +1,8 @@
 """What a host can do, declared once for the mount-time checks that read it.
 
-:func:`~dataflex_core.runner.check_pipeline` compares a built pipeline with the host's
-:class:`HostCapabilities` before the first rollout, so a pipeline that cannot work in this run fails in
-seconds with one error that says why and what to change.
+:func:`~dataflex_core.runner.check_pipeline` compares a built pipeline with the host's :class:`HostCapabilities` before
+the first rollout, so a pipeline that cannot work in this run fails in seconds with one error that says why and what to
+change.
 """
 
 from __future__ import annotations
@@ -29,10 +29,8 @@ class FieldSupport:
 class SeamSupport:
     """Whether this run's host provides a seam, and why not when it does not (the refusal at mount says it).
 
-    :param fields: where the host runs the step of a mechanism that needs this seam with other fields than its
-        usual ones (verl's legacy generation rounds admit each round right after reward, before advantages
-        exist), those fields; ``None``: the host's.
-    :param timings: likewise, the scorer timings it runs there; ``None``: the host's.
+    :param fields: the fields of the step where this seam runs it with other ones than the host's (verl's legacy rounds,
+        before advantages exist); ``None``: the host's. :param timings: likewise, the scorer timings.
     """
 
     provided: bool
@@ -46,24 +44,21 @@ class HostCapabilities:
     """A host's declaration, for this run's configuration.
 
     :param name: the framework and its tested range as users know it, e.g. ``"TRL 1.16"``.
-    :param seams: seam -> :class:`SeamSupport` for this run (:mod:`dataflex_core.step.seams`); a seam not listed
-        is one this host does not provide. Default: the loss weights only.
+    :param seams: seam -> :class:`SeamSupport` for this run (:mod:`dataflex_core.step.seams`); a seam not listed is one
+        this host does not provide. Default: the loss weights only.
     :param loss_units: units the framework's loss can average over (``token``, ``sequence``).
     :param token_weights: per-token weights reach the loss (token-granularity reweighting).
-    :param hard_drop: rows can be removed from the loss, mask and denominator (select with
-        ``recompute_advantage``).
-    :param drop_denominator: with ``hard_drop``, what the loss divides by once rows leave its mask: ``tokens``
-        (it recounts the mask's tokens) or ``rows`` (a row count the drop does not change).
-    :param recompute_advantage: group advantages can be recomputed on a selector's kept rows (the host
-        does it when a step's result asks: ``StepResult.recompute_advantage``).
-    :param checkpoints_sampler: the framework saves and restores the train sampler's state with its own
-        checkpoints (verl's ``StatefulDataLoader``); otherwise the sampler restarts from the restored components.
+    :param hard_drop: rows can be removed from the loss, mask and denominator.
+    :param drop_denominator: with ``hard_drop``, what the loss divides by: ``tokens`` (it recounts the mask) or ``rows``
+        (a count the drop does not change).
+    :param recompute_advantage: group advantages can be recomputed on a selector's kept rows.
+    :param checkpoints_sampler: the framework checkpoints the train sampler's state (verl's ``StatefulDataLoader``);
+        otherwise the sampler restarts from the restored components.
     :param complete_groups: every ``uid`` group is whole in the batch handed to components.
-    :param fields: canonical field -> :class:`FieldSupport` for this run. A canonical field not listed
-        is one this host never provides.
+    :param fields: canonical field -> :class:`FieldSupport`; a field not listed is never provided.
     :param dataset_columns: names outside the vocabulary are dataset columns the host passes through.
-    :param timings: scorer timings the host runs: ``post_reward`` / ``post_advantage`` in the step,
-        ``pre_rollout`` in its train sampler (``mechanism: curriculum``).
+    :param timings: scorer timings the host runs: ``post_reward`` / ``post_advantage`` in the step, ``pre_rollout`` in
+        its train sampler (``mechanism: curriculum``).
     """
 
     name: str
@@ -103,8 +98,8 @@ class HostCapabilities:
         return self.support(seam).provided
 
     def within(self, seams: Iterable[type[Seam]]) -> HostCapabilities:
-        """This host as a mechanism needing ``seams`` has it: the fields and timings of a seam that runs the step
-        with other ones (:attr:`SeamSupport.fields`, :attr:`SeamSupport.timings`) replace the host's."""
+        """This host as a mechanism needing ``seams`` has it: the fields and timings of a seam that runs the step with
+        other ones (:attr:`SeamSupport.fields`, :attr:`SeamSupport.timings`) replace the host's."""
         host = self
         for seam in seams:
             support = self.support(seam)

@@ -25,13 +25,12 @@ def weight_metrics(
 ) -> dict[str, float]:
     """The step's weight metrics: means in ``unit`` and over tokens, std/min/max over valid tokens, ESS.
 
-    :param factor: the DataFlex factor, ``(bs, L)`` per token or ``(bs,)`` per sample (the weight of each
-        of a row's valid tokens), 0 on invalid tokens.
+    :param factor: the DataFlex factor, ``(bs, L)`` per token or ``(bs,)`` per sample (the weight of each of a row's
+        valid tokens), 0 on invalid tokens.
     :param unit: the loss unit, ``token`` or ``sequence``.
     :param token_counts: ``(bs,)`` valid tokens per row, ``valid_tokens`` counted (the step's
         :class:`~dataflex_core.StepInputs` has them).
-    :param applied: with ``importance_weights``: the ``(bs, L)`` weights applied (``factor`` times the
-        framework's).
+    :param applied: with ``importance_weights``: the ``(bs, L)`` weights applied (``factor`` times the framework's).
     :param importance_weights: the framework's own ``(bs, L)`` weights, when DataFlex composed with them.
 
     Masked reductions only (no boolean indexing): this runs on the whole global batch every step.

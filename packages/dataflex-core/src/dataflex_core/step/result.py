@@ -17,11 +17,10 @@ HOOK_TIME = f"{PREFIX}hook_time_s"
 class StepResult:
     """What one step gives the host.
 
-    ``applied`` is what the framework's loss must multiply in: ``(bs,)`` (one weight for each of a row's
-    valid tokens) or ``(bs, L)``, float32, 0 on invalid tokens; with importance weights it already
-    contains them. ``factor`` is the DataFlex part alone. Both are ``None`` when the step leaves the
-    loss as it is (inactive before ``warmup_step``, a uniform fallback, a mechanism that acts on the
-    sampler).
+    ``applied`` is what the framework's loss must multiply in: ``(bs,)`` (one weight for each of a row's valid tokens)
+    or ``(bs, L)``, float32, 0 on invalid tokens; with importance weights it already contains them. ``factor`` is the
+    DataFlex part alone. Both are ``None`` when the step leaves the loss as it is (inactive before ``warmup_step``, a
+    uniform fallback, a mechanism that acts on the sampler).
     """
 
     metrics: dict[str, float]

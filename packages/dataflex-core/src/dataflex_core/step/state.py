@@ -1,11 +1,9 @@
 """Component state in a host's checkpoints: each stateful component's ``state_dict``, by role.
 
-Stateful components (history windows, EMAs, bandits) continue where they
-stopped when a run resumes; a different component in a role is refused rather
-than fed another component's state. Component state is data, never code: the
-file is read with ``torch.load(weights_only=True)``, so a crafted file in a
-shared checkpoint cannot run code on resume, and a state holding anything else
-is refused by name at mount and at each save, before the framework writes.
+Stateful components (history windows, EMAs, bandits) continue where they stopped when a run resumes; a different
+component in a role is refused rather than fed another component's state. Component state is data, never code: the file
+is read with ``torch.load(weights_only=True)``, so a crafted file in a shared checkpoint cannot run code on resume, and
+a state holding anything else is refused by name at mount and at each save, before the framework writes.
 """
 
 from __future__ import annotations

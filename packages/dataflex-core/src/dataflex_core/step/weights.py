@@ -135,12 +135,11 @@ def finalize(
     :param importance_weights: ``(bs, L)`` weights the framework already applies, if any.
     :param token_counts: ``(bs,)`` valid tokens per row, ``valid_tokens`` counted (the step's
         :class:`~dataflex_core.StepInputs` has them).
-    :param owner: the component that returned the weights (``"reweighter name (dist==version)"``) and
-        :param step: the step, named in the error; without an owner the error states the problem alone.
-    :returns: ``(applied, factor)``, float32; ``applied = factor * importance_weights`` (or ``factor``
-        alone) with the normalisation described in the module docstring. Per-sample weights without
-        importance weights stay ``(bs,)`` (one weight for each of a row's valid tokens); otherwise
-        both are ``(bs, L)``.
+    :param owner: the component that returned the weights (``"reweighter name (dist==version)"``) and :param step: the
+        step, named in the error; without an owner the error states the problem alone.
+    :returns: ``(applied, factor)``, float32; ``applied = factor * importance_weights`` (or ``factor`` alone) with the
+        normalisation described in the module docstring. Per-sample weights without importance weights stay ``(bs,)``
+        (one weight for each of a row's valid tokens); otherwise both are ``(bs, L)``.
     :raises InvalidOutputError: the weights leave no valid token with positive weight, or the product with the
         framework's weights is not finite.
     """
