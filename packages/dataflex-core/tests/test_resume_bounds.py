@@ -10,7 +10,14 @@ import torch
 from dataflex_core.compute import COUNTERS, ComputeTotals, compute_counters
 from dataflex_core.state_fields import StateFieldError
 from dataflex_core.step import DomainMixtureSampler
-from dataflex_core.step.state import CHECKPOINT_STATE, ComponentStateError, load_component_state, save_component_state
+from dataflex_core.step.state import (
+    CHECKPOINT_STATE,
+    ComponentStateError,
+    encode_component_state,
+    read_component_state,
+    restore_component_state,
+    write_component_state,
+)
 
 # -- the compute totals: bounded by the steps the run took --------------------------------------------------------
 
@@ -27,7 +34,7 @@ def saved_totals(tmp_path, steps: int, altered: dict[str, int] | None = None):
     """A checkpoint folder whose compute totals, saved at ``global_steps=steps``, are altered to ``altered``."""
     folder = tmp_path / f"global_step_{steps}"
     folder.mkdir()
-    save_component_state(folder, {"compute": totals_after(steps)}, steps)
+    write_component_state(folder, encode_component_state({"compute": totals_after(steps)}, steps))
     payload = torch.load(folder / CHECKPOINT_STATE, weights_only=True)
     payload["components"]["compute"]["state"].update(altered or {})
     torch.save(payload, folder / CHECKPOINT_STATE)
@@ -37,7 +44,7 @@ def saved_totals(tmp_path, steps: int, altered: dict[str, int] | None = None):
 def test_sound_totals_resume_with_their_steps(tmp_path):
     folder = saved_totals(tmp_path, 10)
     resumed = ComputeTotals()
-    load_component_state(folder, {"compute": resumed})
+    restore_component_state(read_component_state(folder), {"compute": resumed}, folder)
     assert resumed.steps == 10
     assert resumed.totals["rollouts_generated"] == 40 and resumed.totals["tokens_generated"] == 120
     assert resumed.totals["generation_rounds"] == 10
@@ -62,7 +69,7 @@ def test_sound_totals_resume_with_their_steps(tmp_path):
 def test_totals_no_run_of_its_steps_counts_are_refused_naming_file_field_value_and_bound(tmp_path, altered, message):
     folder = saved_totals(tmp_path, 10, altered)
     with pytest.raises(ComponentStateError, match=rf"global_step_10/{CHECKPOINT_STATE}: .*compute.*{message}"):
-        load_component_state(folder, {"compute": ComputeTotals()})
+        restore_component_state(read_component_state(folder), {"compute": ComputeTotals()}, folder)
 
 
 # -- the mixture sampler ---------------------------------------------------------------------------------------------

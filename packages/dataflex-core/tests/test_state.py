@@ -24,9 +24,8 @@ from dataflex_core.step.state import (
     ComponentStateError,
     check_component_state,
     encode_component_state,
-    load_component_state,
     read_component_state,
-    save_component_state,
+    restore_component_state,
     write_component_state,
 )
 from dataflex_lab.testing.hostile import RunsCode
@@ -64,11 +63,11 @@ def history() -> PromptHistory:
 def test_state_round_trips_through_a_weights_only_load(tmp_path):
     components = {"scorer": RunningMean(), "history": history()}
     check_component_state(components)
-    save_component_state(tmp_path, components, global_steps=7)
+    write_component_state(tmp_path, encode_component_state(components, 7))
     saved = read_component_state(tmp_path)
     assert saved.global_steps == 7
     fresh = {"scorer": RunningMean(state={}), "history": PromptHistory(PromptIds(["p-a", "p-b", "p-c"], "uid"), 0.5)}
-    load_component_state(tmp_path, fresh)
+    restore_component_state(read_component_state(tmp_path), fresh, tmp_path)
     assert fresh["scorer"].state["count"] == 3 and torch.equal(fresh["scorer"].state["window"], torch.arange(4.0))
     assert torch.equal(fresh["history"].rollouts, components["history"].rollouts)
     torch.load(tmp_path / CHECKPOINT_STATE, weights_only=True)  # what any reader may do
@@ -104,7 +103,7 @@ def test_a_state_dict_that_raises_or_is_not_a_dict_is_named():
 
 def test_a_save_whose_state_stopped_round_tripping_writes_nothing(tmp_path):
     component = RunningMean()
-    save_component_state(tmp_path, {"scorer": component}, global_steps=1)
+    write_component_state(tmp_path, encode_component_state({"scorer": component}, 1))
     before = (tmp_path / CHECKPOINT_STATE).read_bytes()
     component.state = {"window": np.arange(3)}  # what a step did to it after mount
     with pytest.raises(ComponentStateError, match="acme-dataflex==1.2"):
@@ -132,7 +131,7 @@ def test_a_crafted_state_file_is_refused_and_runs_no_code(tmp_path, marker):
                "name": "running_mean", "state": {"x": RunsCode(marker)}}}}  # fmt: skip
     torch.save(payload, tmp_path / CHECKPOINT_STATE)
     with pytest.raises(ComponentStateError) as info:
-        load_component_state(tmp_path, {"scorer": RunningMean()})
+        restore_component_state(read_component_state(tmp_path), {"scorer": RunningMean()}, tmp_path)
     message = str(info.value)
     assert "holds Python objects other than tensors and plain data" in message and "GLOBAL io.open" in message
     assert "it is not loaded" in message and str(tmp_path / CHECKPOINT_STATE) in message
@@ -190,5 +189,5 @@ def test_a_bad_state_file_is_one_line_naming_the_file_what_is_wrong_and_the_fix(
 
 def test_no_state_file_is_a_fresh_start_not_an_error(tmp_path, caplog):
     assert read_component_state(tmp_path) is None
-    load_component_state(tmp_path, {"scorer": RunningMean()})
+    restore_component_state(read_component_state(tmp_path), {"scorer": RunningMean()}, tmp_path)
     assert "dataflex components start fresh (stateful: scorer)" in caplog.text

@@ -161,16 +161,6 @@ def write_component_state(folder: str | os.PathLike[str], data: bytes) -> Path:
     return write_bytes_atomic(Path(folder) / CHECKPOINT_STATE, data)
 
 
-def save_component_state(
-    folder: str | os.PathLike[str],
-    components: Mapping[str, Stateful],
-    global_steps: int,
-    labels: Mapping[str, str] | None = None,
-) -> Path:
-    """:func:`encode_component_state` then :func:`write_component_state`."""
-    return write_component_state(folder, encode_component_state(components, global_steps, labels))
-
-
 @dataclass(frozen=True)
 class SavedState:
     """A checkpoint's component state, as read and checked."""
@@ -284,8 +274,3 @@ def restore_component_state(
             what = f"dataflex {role} ({entry['kind']} {entry['name']!r})"
             reason = str(exc) if isinstance(exc, StateFieldError) else f"{type(exc).__name__}: {exc}"
             raise ComponentStateError(describe(saved.path, f"{what}: {reason}")) from exc
-
-
-def load_component_state(folder: str | os.PathLike[str], components: Mapping[str, Stateful]) -> None:
-    """:func:`read_component_state` then :func:`restore_component_state`."""
-    restore_component_state(read_component_state(folder), components, folder)
