@@ -299,6 +299,55 @@ def test_a_curriculum_drawing_the_prompts_is_fed_every_round_and_its_state_round
     assert resumed.mechanism.draw.pipeline.scorer.observed == 1  # role draw_scorer
 
 
+@register_scorer("filtertest_sized_draw")
+class SizedDraw(XOnly):
+    """A curriculum of domain x that sizes each refill round ``size`` prompts and records what it was asked."""
+
+    def __init__(self, size=None, **kwargs):
+        super().__init__(**kwargs)
+        self.size, self.asked = size, []
+
+    def next_draw_size(self, **asked):
+        self.asked.append(asked)
+        return self.size
+
+
+@pytest.mark.parametrize(("size", "drawn"), [(3, 3), (1, 1), (None, 2)])
+def test_the_rounds_ask_the_drawing_curriculum_for_the_refills_size(size, drawn):
+    """After a short round the seam hands the host the rows of a refill of the scorer's size (``None``: the batch's),
+    drawn by the curriculum; the scorer sees what the round left missing and its zero-variance groups."""
+    flex = draw_session({**DRAW_CURRICULUM, "scorer": {"name": "filtertest_sized_draw", "params": {"size": size}}})
+    flex.train_sampler(prompts(range(8)), batch_size=2, seed=0)
+    seam = flex.seam(GenerationRounds)
+    rounds = seam.rounds(2)
+    seam.admit(rounds, rows_batch([2] * 4, width=3, rewards=[1.0, 1.0, 1.0, 0.0], uid=[0, 0, 1, 1],
+                                  columns={"index": [2, 2, 4, 4]}), 1)  # fmt: skip
+    rows = seam.refill_rows(rounds)
+    assert len(rows) == drawn and all(i % 2 == 0 for i in rows)  # the curriculum's draw (x only)
+    asked = flex.mechanism.draw.pipeline.scorer.asked
+    assert asked == [{"missing_groups": 1, "zero_variance_groups": 1, "groups": 2, "rollout_n": 2, "default_size": 2}]
+    seam.admit(rounds, rows_batch([2, 2], width=3, rewards=[1.0, 0.0], uid=[5, 5], columns={"index": [6, 6]}), 1)
+    assert not rounds.needs_refill and rounds.refill_size is None and len(asked) == 1  # full: not asked again
+
+
+@pytest.mark.parametrize("size", [0, 9, 2.5, True])
+def test_a_refill_size_outside_the_dataset_is_the_scorers_invalid_output(size):
+    def short_round(on_invalid):
+        draw = {**DRAW_CURRICULUM, "scorer": {"name": "filtertest_sized_draw", "params": {"size": size}}}
+        flex = draw_session(draw, on_invalid=on_invalid)
+        flex.train_sampler(prompts(range(8)), batch_size=2, seed=0)
+        rounds = flex.seam(GenerationRounds).rounds(1)
+        solved = rows_batch([2, 2], width=3, rewards=[1.0, 1.0], uid=[0, 0], columns={"index": [2, 2]})
+        flex.seam(GenerationRounds).admit(rounds, solved, 1)
+        return flex, rounds
+
+    with pytest.raises(InvalidOutputError, match=rf"filtertest_sized_draw.* gave next_draw_size {size!r} at step 1; "
+                       r"a refill round draws a whole number of prompts from 1 to the train dataset's 8"):  # fmt: skip
+        short_round("raise")
+    flex, rounds = short_round("uniform")  # the batch's size instead, with a warning
+    assert rounds.refill_size is None and len(flex.seam(GenerationRounds).refill_rows(rounds)) == 2
+
+
 @pytest.mark.parametrize(
     ("draw", "extra", "message"),
     [

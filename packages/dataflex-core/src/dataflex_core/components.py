@@ -233,6 +233,18 @@ class Scorer(Component):
         are scored, so a scorer can keep per-prompt statistics (an EMA, a posterior) in its ``state_dict``.
         """
 
+    def next_draw_size(
+        self, *, missing_groups: int, zero_variance_groups: int, groups: int, rollout_n: int, default_size: int
+    ) -> int | None:
+        """The prompts of a step's next refill round, for a ``pre_rollout`` scorer drawing them (``filter.draw``).
+
+        Called after each round that left the batch short: ``missing_groups`` still to admit; of the round's
+        ``groups``, ``zero_variance_groups`` whose responses all got one reward; ``rollout_n`` responses per prompt;
+        ``default_size`` the batch's prompts. Returns a whole number in ``[1, the dataset's rows]``; ``None`` (the
+        default): ``default_size``.
+        """
+        return None
+
 
 class Actuator(Component):
     """Base of the four actuators: they turn scores into an action (weights, a selection, proportions, probabilities)."""

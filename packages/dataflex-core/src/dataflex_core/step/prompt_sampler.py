@@ -158,15 +158,16 @@ class CurriculumSampler(BlockSampler):
         p, fell_back = self.step.on_invalid.attempt(draw, step=step, instead="drawing uniformly")
         return (torch.full((n,), 1.0 / n, dtype=torch.float64), True) if fell_back else (p, False)
 
-    def next_block(self) -> list[int]:
-        """Draw the next block of ``batch_size`` dataset rows for step ``history.last_step + 1``."""
+    def next_block(self, size: int | None = None) -> list[int]:
+        """Draw the next block of ``size`` (default ``batch_size``) dataset rows for step ``history.last_step + 1``;
+        a refill round of another size (``Scorer.next_draw_size``) passes its own."""
         step = self.history.last_step + 1
         rows = self.candidates()
         p, uniform = self.probabilities(rows, step)
         # int32 where it fits: the same permutation and generator state as int64, and a faster shuffle and gather
         index_dtype = torch.int32 if len(rows) < 2**31 else torch.long
         order = torch.randperm(len(rows), generator=self.generator, dtype=index_dtype)
-        positions = systematic_positions(p.index_select(0, order), self.batch_size, self.generator)
+        positions = systematic_positions(p.index_select(0, order), size or self.batch_size, self.generator)
         picks = rows[order[positions]]  # in the random order, each as often as systematic sampling counts it
         self.draws.index_add_(0, picks, torch.ones_like(picks))
         self.last_probabilities = (rows, p)  # both fresh tensors of this block

@@ -88,7 +88,7 @@ class GenerationRounds(Seam):
     """The host generates further prompt batches within a step until enough of their groups are admitted.
 
     Per step the host calls :meth:`rounds`, generates a prompt batch, hands its rollouts to :meth:`admit`, and
-    while ``rounds.needs_refill`` generates the next batch from :meth:`refill_sampler`; it then trains the groups
+    while ``rounds.needs_refill`` generates the next round's rows (:meth:`refill_rows`); it then trains the groups
     ``rounds.chosen()`` names, passing ``generation=rounds`` to :meth:`~dataflex_core.session.DataFlexSession.run`.
     """
 
@@ -103,6 +103,11 @@ class GenerationRounds(Seam):
     def refill_sampler(self) -> Any:
         """The sampler of refill prompt batches (``next_block()``: one batch of dataset rows)."""
         raise NotImplementedError
+
+    def refill_rows(self, rounds: StepRounds) -> list[int]:
+        """The dataset rows of the next refill round: as many as the mechanism sizes it (``rounds.refill_size``),
+        by default a batch from :meth:`refill_sampler`. The host generates exactly these."""
+        return self.refill_sampler().next_block()
 
     def rounds(self, groups: int) -> StepRounds:
         """A new step's rounds, for a trained batch of ``groups`` groups."""

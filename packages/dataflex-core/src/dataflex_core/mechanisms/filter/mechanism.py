@@ -308,6 +308,34 @@ class Filter(Mechanism):
         settings = self.settings if cap is None else replace(self.settings, max_rounds=cap)
         return AdmissionRounds(int(groups), settings)
 
+    def refill_size(self, rounds: AdmissionRounds, step_id: int) -> int | None:
+        """The prompts of the step's next refill round: the drawing curriculum scorer's
+        :meth:`~dataflex_core.Scorer.next_draw_size` on the last round (``None``: the batch's), a whole number in
+        ``[1, the dataset's rows]`` or invalid output (under ``on_invalid: uniform``, the batch's size)."""
+        draw, last = self.draw, rounds.prompts[-1] if rounds.prompts else None
+        if draw is None or not self.draw_curriculum or last is None or not draw.active(step_id):
+            return None
+        zero, groups = last.zero_variance()
+        rows, label = len(draw.sampler.history), component_label(draw.pipeline, "scorer")
+        asked = {
+            "missing_groups": rounds.groups - rounds.admitted_groups, "zero_variance_groups": zero, "groups": groups,
+            "rollout_n": int(rounds.rollouts[-1].max()), "default_size": int(draw.sampler.batch_size),
+        }  # fmt: skip
+
+        def ask() -> int | None:
+            size = draw.calls.call("scorer", "next_draw_size", at_step=step_id, **asked)
+            if size is None:
+                return None
+            if isinstance(size, bool) or not isinstance(size, (int, np.integer)) or not 1 <= size <= rows:
+                raise InvalidOutputError(
+                    f"{label} gave next_draw_size {size!r} at step {step_id}; a refill round draws a whole number "
+                    f"of prompts from 1 to the train dataset's {rows}"
+                )
+            return int(size)
+
+        size, _ = draw.on_invalid.attempt(ask, step=step_id, instead="drawing the batch's size")
+        return size
+
     def admit(self, step: StepContext, batch: Any, step_id: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """One round's ``(admitted, rollouts, tokens)`` per group in sorted ``uid`` order; under ``on_invalid:
         uniform`` an invalid selection admits every group with a valid row."""
@@ -378,6 +406,10 @@ class FilterRounds(GenerationRounds):
     def refill_sampler(self) -> Any:
         return self.mechanism.refill_sampler()
 
+    def refill_rows(self, rounds: StepRounds) -> list[int]:
+        sampler, size = self.mechanism.refill_sampler(), getattr(rounds, "refill_size", None)
+        return sampler.next_block() if size is None else sampler.next_block(size)
+
     def rounds(self, groups: int) -> AdmissionRounds:
         return self.mechanism.rounds(groups)
 
@@ -388,4 +420,5 @@ class FilterRounds(GenerationRounds):
         mechanism = self.mechanism
         admitted, rollouts, tokens = mechanism.admit(self.step, batch, step)
         rounds.add(admitted, rollouts, tokens, mechanism.round_prompts(self.step, batch))
+        rounds.refill_size = mechanism.refill_size(rounds, step) if rounds.needs_refill else None
         return admitted

@@ -30,6 +30,14 @@ class RoundPrompts:
     tokens: torch.Tensor
     group: torch.Tensor
 
+    def zero_variance(self) -> tuple[int, int]:
+        """``(groups whose responses all got one reward, groups)`` among the round's groups with a valid response."""
+        kinds, group = torch.unique(self.group, return_inverse=True)
+        groups, rewards = len(kinds), self.rewards.to(torch.float64)
+        high = torch.zeros(groups, dtype=torch.float64).scatter_reduce_(0, group, rewards, "amax", include_self=False)
+        low = torch.zeros(groups, dtype=torch.float64).scatter_reduce_(0, group, rewards, "amin", include_self=False)
+        return int((high == low).sum()), groups
+
 
 @dataclass(frozen=True)
 class LedgerFeed:
@@ -60,6 +68,8 @@ class AdmissionRounds(StepRounds):
     tokens: list[torch.Tensor] = field(default_factory=list)
     #: Per round: its valid responses for the ledger (``None`` without one).
     prompts: list[RoundPrompts | None] = field(default_factory=list)
+    #: The prompts of the next refill round (``None``: the batch's), set by the mechanism after each round.
+    refill_size: int | None = None
 
     def add(
         self, admitted: torch.Tensor, rollouts: torch.Tensor, tokens: torch.Tensor, prompts: RoundPrompts | None = None
