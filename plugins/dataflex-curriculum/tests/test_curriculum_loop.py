@@ -26,14 +26,6 @@ from dataflex_core.step import (
 )
 from dataflex_lab.testing import PromptDataset
 
-
-def refills_of(flex, population, batch_size, seed):
-    """The refill sampler the host builds where it builds its dataloader (``GenerationRounds.prepare``)."""
-    rounds = flex.seam(GenerationRounds)
-    rounds.prepare(population, batch_size=batch_size, seed=seed)
-    return rounds.refill_sampler()
-
-
 HOST = HostCapabilities(
     name="simulated",
     seams={TrainSampler: SeamSupport(True)},
@@ -128,7 +120,7 @@ def group_batch(rows: torch.Tensor, rewards: torch.Tensor) -> Batch:
 
 
 def test_greso_drawing_for_filter_keeps_every_batch_full_and_spends_fewer_rollouts_per_trained_group():
-    from dataflex_core.session import DataFlexSession, GenerationRounds
+    from dataflex_core.session import DataFlexSession
 
     host = HostCapabilities(
         name="simulated", seams={GenerationRounds: SeamSupport(True), TrainSampler: SeamSupport(True)}, timings=("pre_rollout", "post_reward"),
@@ -147,6 +139,7 @@ def test_greso_drawing_for_filter_keeps_every_batch_full_and_spends_fewer_rollou
         flex = DataFlexSession(block)
         flex.mount(host, loss_unit="token", adv_estimator="grpo", is_group_estimator=lambda name: True)
         sampler = flex.train_sampler(PromptDataset(IDS), batch_size=BATCH, seed=0)
+        flex.seam(GenerationRounds).prepare(PROMPTS, batch_size=BATCH, seed=0)  # where a host builds its loader
         generator = torch.Generator().manual_seed(0)
         trained = []
         for step in range(1, 31):
@@ -161,7 +154,7 @@ def test_greso_drawing_for_filter_keeps_every_batch_full_and_spends_fewer_rollou
                 flex.seam(GenerationRounds).admit(rounds, group_batch(rows, rewards), step)
                 if not rounds.needs_refill:
                     break
-                block_rows = refills_of(flex, PROMPTS, BATCH, 0).next_block()
+                block_rows = flex.seam(GenerationRounds).refill_rows(rounds)
             chosen = rounds.chosen()
             trained.append(sum(len(keep) for keep in chosen))
             keep_rows = torch.cat([rows[keep] for (rows, _), keep in zip(drawn, chosen)])
@@ -183,7 +176,7 @@ def test_greso_adaptive_drawing_for_filter_resumes_from_the_checkpoint_file_and_
     """Its probabilities and streaks travel with the session's checkpoint: a run saved and resumed at step 8 draws
     and decides as the run that went on; a checkpoint whose ``p_easy`` was edited is refused naming file, field and
     value."""
-    from dataflex_core.session import DataFlexSession, GenerationRounds
+    from dataflex_core.session import DataFlexSession
     from dataflex_core.step.state import ComponentStateError
 
     host = HostCapabilities(
@@ -203,6 +196,7 @@ def test_greso_adaptive_drawing_for_filter_resumes_from_the_checkpoint_file_and_
         flex = DataFlexSession(block)
         flex.mount(host, loss_unit="token", adv_estimator="grpo", is_group_estimator=lambda name: True)
         sampler = flex.train_sampler(PromptDataset(IDS), batch_size=BATCH, seed=0)
+        flex.seam(GenerationRounds).prepare(PROMPTS, batch_size=BATCH, seed=0)  # where a host builds its loader
         if resume_from is not None:  # the framework restores its dataloader's sampler, then DataFlex its state
             sampler.load_state_dict(torch.load(resume_from / "sampler.pt", weights_only=True))
             flex.restore(resume_from)
@@ -222,7 +216,7 @@ def test_greso_adaptive_drawing_for_filter_resumes_from_the_checkpoint_file_and_
                 flex.seam(GenerationRounds).admit(rounds, group_batch(rows, rewards), step)
                 if not rounds.needs_refill:
                     break
-                block_rows = refills_of(flex, PROMPTS, BATCH, 0).next_block()
+                block_rows = flex.seam(GenerationRounds).refill_rows(rounds)
             chosen = rounds.chosen()
             keep_rows = torch.cat([rows[keep] for (rows, _), keep in zip(drawn, chosen)])
             keep_rewards = torch.cat([r.view(-1, ROLLOUTS)[keep].reshape(-1) for (_, r), keep in zip(drawn, chosen)])

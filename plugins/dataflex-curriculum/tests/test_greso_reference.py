@@ -128,8 +128,11 @@ def run_stream(tmp_path, *, resume_at: int | None) -> list[dict]:
             if with_signal >= TRAIN_GROUPS or last:
                 break
             size, last = reference.sampling_size((TRAIN_GROUPS - with_signal) * N, rewards, DEFAULT_SIZE)
-            got = greso.next_draw_size(TRAIN_GROUPS - with_signal, int(zero_variance.sum()), len(take), N, DEFAULT_SIZE)
-            assert got == (size, last), f"step {step}: next draw {got} vs the reference's {(size, last)}"
+            got = greso.next_draw_size(
+                missing_groups=TRAIN_GROUPS - with_signal, zero_variance_groups=int(zero_variance.sum()),
+                groups=len(take), rollout_n=N, default_size=DEFAULT_SIZE,
+            )  # fmt: skip
+            assert got == size, f"step {step}: next draw {got} vs the reference's {size}"
             sizes.append(size)
         reference.step_done(epoch)
         visited_rewards = stream[step - 1, visited]
@@ -165,6 +168,85 @@ def test_greso_adaptive_decides_as_the_reference_at_every_step_through_a_resume(
     assert any(b > a for a, b in zip(p_hard, p_hard[1:])) or any(b > a for a, b in zip(p_easy, p_easy[1:]))
 
 
+def rounds_batch(rows: list[int], rewards: np.ndarray) -> Batch:
+    """A round as a host hands it to the filter: ``N`` responses per prompt of ``rows`` (0/1 rewards), a group each."""
+    per_row = np.repeat(np.asarray(rows), N)
+    scores = torch.zeros(len(per_row), 2)
+    scores[:, -1] = torch.tensor((rewards == CORRECT).reshape(-1), dtype=torch.float32)
+    return Batch(
+        {"response_mask": torch.ones(len(per_row), 2, dtype=torch.long), "rm_scores": scores},
+        {"index": per_row.astype(object), "uid": np.repeat(np.arange(len(rows)), N).astype(object)},
+    )
+
+
+def test_a_filter_drawing_by_greso_adaptive_generates_refill_rounds_of_the_references_size_through_a_resume(
+    tmp_path,
+):
+    """Through the session a host drives (``filter.draw`` by ``greso_adaptive``): after each short round the rows the
+    seam hands the host for the next round (``refill_rows``) are as many as the reference's next sampling batch for
+    that round's rewards; a run saved at step 6 and resumed from the files draws and sizes as the one that went on."""
+    from dataflex_core.session import DataFlexSession
+    from dataflex_core.step import FieldSupport, GenerationRounds, HostCapabilities, SeamSupport, TrainSampler
+    from dataflex_lab.testing import PromptDataset
+
+    stream, batch = recorded_stream(), 12
+    host = HostCapabilities(
+        name="simulated", seams={GenerationRounds: SeamSupport(True), TrainSampler: SeamSupport(True)},
+        timings=("pre_rollout", "post_reward"),
+        fields={name: FieldSupport(True) for name in ("response_mask", "rm_scores", "uid")},
+    )  # fmt: skip
+    block = {
+        "mechanism": "filter", "scorer": {"name": "group_reward_variance"},
+        "actuator": {"name": "threshold_band", "params": {"low": 0.0, "high": 1.0e9}},
+        "filter": {"max_rounds": 8, "on_short": "backfill", "draw": {
+            "mechanism": "curriculum", "success_threshold": 1.0,
+            "scorer": {"name": "greso_adaptive", "params": {"min_draw": 3, "seed": SEED}},
+            "actuator": {"name": "temperature", "params": {"temperature": 1.0, "exploration": 0.0}},
+        }},
+    }  # fmt: skip
+
+    def session(resume_from=None):
+        flex = DataFlexSession(block)
+        flex.mount(host, loss_unit="token", adv_estimator="grpo", is_group_estimator=lambda name: True)
+        sampler = flex.train_sampler(PromptDataset(list(range(PROMPTS))), batch_size=batch, seed=0)
+        if resume_from is not None:  # the framework restores its dataloader's sampler, then DataFlex its state
+            sampler.load_state_dict(torch.load(resume_from / "sampler.pt", weights_only=True))
+            flex.restore(resume_from)
+        return flex, sampler
+
+    def steps(flex, sampler, first, last):
+        seam, reference, sizes = flex.seam(GenerationRounds), ReferenceGreso(floor=3), []
+        for step in range(first, last + 1):
+            rounds, rows, drawn = seam.rounds(batch), sampler.next_block(), []
+            while True:
+                rewards = stream[step - 1, rows]
+                drawn.append((rows, rewards))
+                seam.admit(rounds, rounds_batch(rows, rewards), step)
+                if not rounds.needs_refill:
+                    break
+                expected, _ = reference.sampling_size((batch - rounds.admitted_groups) * N, rewards, batch)
+                rows = seam.refill_rows(rounds)
+                assert len(rows) == expected, (
+                    f"step {step}: a refill of {len(rows)} prompts, the reference's {expected}"
+                )
+                sizes.append(len(rows))
+            chosen = rounds.chosen()
+            kept = [
+                (np.asarray(rows)[keep.numpy()], rewards[keep.numpy()]) for (rows, rewards), keep in zip(drawn, chosen)
+            ]
+            flex.run(rounds_batch(np.concatenate([r for r, _ in kept]).tolist(), np.concatenate([w for _, w in kept])),
+                     step, generation=rounds)  # fmt: skip
+        return sizes
+
+    straight = steps(*session(), 1, 12)
+    assert len(straight) > 6 and len(set(straight)) > 2 and 3 in straight  # sized rounds, down to the floor
+    flex, sampler = session()
+    first = steps(flex, sampler, 1, 6)
+    flex.save(tmp_path / "global_step_6", 6)
+    torch.save(sampler.state_dict(), tmp_path / "global_step_6" / "sampler.pt")
+    assert first + steps(*session(resume_from=tmp_path / "global_step_6"), 7, 12) == straight
+
+
 def test_the_zero_variance_share_moves_toward_its_target():
     """Skipping only easy prompts: once p_easy is adapted, the share of all-solved prompts among those rolled out
     falls toward the target (a third of 0.25), where fixed probabilities would leave it."""
@@ -190,13 +272,19 @@ def test_the_zero_variance_share_moves_toward_its_target():
 
 def test_the_next_draw_size_by_hand():
     greso = component()
-    # 30 groups missing, half of the last round without signal: int(30 x 8 / 0.5 / 8 x 1.25) = 75, over the cap
-    assert greso.next_draw_size(30, 6, 12, N, DEFAULT_SIZE) == (DEFAULT_SIZE, False)
-    # 4 missing at a third: int(4 x 8 / (2/3) / 8 x 1.25) = 7 fits under the cap: the step's last round
-    assert greso.next_draw_size(4, 4, 12, N, DEFAULT_SIZE) == (7, True)
-    assert greso.next_draw_size(1, 0, 12, N, DEFAULT_SIZE) == (MIN_DRAW, True)  # int(1.25) = 1, floored
+
+    def size(missing, zero_variance, groups=12, default=DEFAULT_SIZE):
+        return greso.next_draw_size(
+            missing_groups=missing, zero_variance_groups=zero_variance, groups=groups, rollout_n=N,
+            default_size=default,
+        )  # fmt: skip
+
+    assert size(30, 6) == DEFAULT_SIZE  # half without signal: int(30 x 8 / 0.5 / 8 x 1.25) = 75, over the cap
+    assert size(4, 4) == 7  # a third: int(4 x 8 / (2/3) / 8 x 1.25) = 7
+    assert size(1, 0) == MIN_DRAW  # int(1.25) = 1, floored
+    assert size(1, 0, default=4) == 4  # the floor never exceeds the batch (the reference's 64 would)
     # a round without signal gives no estimate: the default size, where the reference divides by zero
-    assert greso.next_draw_size(5, 12, 12, N, DEFAULT_SIZE) == (DEFAULT_SIZE, False)
+    assert size(5, 12) == DEFAULT_SIZE
 
 
 @pytest.mark.parametrize(

@@ -26,8 +26,9 @@ this component keeps of it:
   reference's size of a step's next generation round: the rollouts still
   missing over the last round's share of groups with signal, per prompt, with a
   margin, capped by the default size and floored by ``min_draw``. ``filter``
-  and ``pilot`` do not read it yet: their refill rounds draw the host's batch
-  size.
+  draws its refill rounds at this size (``filter.draw``); ``pilot.draw`` does
+  not read it yet. The reference's "last round" flag is not kept: a step still
+  short goes on to ``max_rounds``, then ``on_short``.
 
 The defaults are the paper's scripts (``p_easy = p_hard = 0.5``, target 0.25,
 split 1/3 easy and 2/3 hard, step 0.01 in ``[0.05, 0.95]``, keep floor 0.01,
@@ -88,7 +89,7 @@ class GresoAdaptive(Scorer):
     :param adapt_after_step: the controller moves the probabilities only on steps after this one (default 0; the
         reference waits for its second epoch: set your steps per epoch to match it).
     :param draw_margin: the sampling batch's margin over the estimate, ``>= 1`` (default 1.25).
-    :param min_draw: the fewest prompts a sized round draws (default 64).
+    :param min_draw: the fewest prompts a sized round draws, at most the batch's (default 64).
     :param seed: seed of the skip draws (each step draws with ``(seed, step_id)``).
     """
 
@@ -191,24 +192,21 @@ class GresoAdaptive(Scorer):
 
     # -- the sampling batch size ---------------------------------------------------------------------------
     def next_draw_size(
-        self, missing_groups: int, zero_variance_groups: int, groups: int, rollout_n: int, default_size: int
-    ) -> tuple[int, bool]:
-        """``(prompts, last)``: the size of a step's next generation round and whether it is the step's last.
+        self, *, missing_groups: int, zero_variance_groups: int, groups: int, rollout_n: int, default_size: int
+    ) -> int:
+        """The prompts of a step's next refill round (``filter.draw`` reads it after each short round).
 
-        :param missing_groups: groups the trained batch still lacks; :param zero_variance_groups: of the last
-            round's ``groups``, those whose responses all got one reward; :param rollout_n: responses per prompt;
-            :param default_size: the prompts a round draws by default (the cap).
-
-        ``int(missing_groups * rollout_n / (1 - share) / rollout_n * draw_margin)``, capped by ``default_size`` and
-        floored by ``min_draw``; the round is the last when the estimate fits under the cap. A round without a group
-        with signal (share 1) gives no estimate: the default size, not the last (the reference divides by zero).
+        ``int(missing_groups * rollout_n / (1 - share) / rollout_n * draw_margin)``, ``share`` the last round's
+        zero-variance groups over its ``groups``, capped by ``default_size`` and floored by ``min_draw`` (itself
+        capped by ``default_size``). A round without a group with signal (share 1) gives no estimate: the default
+        size (the reference divides by zero).
         """
         # the share rounded to float32, as the reference's metric is: the same sizes at the integer boundaries
         share = float(np.float32(zero_variance_groups) / np.float32(groups)) if groups else 1.0
         if share >= 1.0:
-            return int(default_size), False
+            return int(default_size)
         estimate = int(missing_groups * rollout_n / (1.0 - share) / rollout_n * self.draw_margin)
-        return max(min(estimate, int(default_size)), self.min_draw), estimate <= default_size
+        return max(min(estimate, int(default_size)), min(self.min_draw, int(default_size)))
 
     # -- checkpoint state ----------------------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:
