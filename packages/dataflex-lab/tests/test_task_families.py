@@ -178,3 +178,33 @@ def test_today_families_draw_the_same_prompts_as_before():
     assert [p.text for p in splits.held_out[:3]] == ["zy2e", "zy3b", "zz2c"]
     count = FAMILIES["count"].build(structure_from(None, FAMILIES["count"]), seed=0)
     assert [p.text for p in count.held_out[:3]] == ["baaaa", "baba", "bbaba"]
+
+
+@pytest.mark.parametrize(("name", "params"), [("band", {}), ("longtail", {}), ("repeat", {"held_out": "tags"})])
+def test_the_fixed_held_out_set_is_every_held_out_tag_letter_and_level_once_for_every_seed(name, params):
+    """``held_out_prompts: "all"``: counted, each (tag, letter, level) of the held-out tags exactly once, the same
+    prompts for every seed, none of them (nor their tags) trained on."""
+    family = FAMILIES[name]
+    structure = structure_from({**params, "held_out_prompts": "all"}, family)
+    first, second = family.build(structure, 0), family.build(structure, 1)
+    levels = structure.levels()
+    cells = [(p.text[: family.tag_length], p.text[-1], p.difficulty) for p in first.held_out]
+    assert len(cells) == len(set(cells)) == structure.held_out_tags * len(family.letters) * len(levels)
+    tags = {tag for tag, _, _ in cells}
+    assert len(tags) == structure.held_out_tags
+    assert set(cells) == {(t, letter, d) for t in tags for letter in family.letters for d in levels}
+    for p in first.held_out:  # each prompt is the skill at its level: the letter, level times
+        assert p.answer == p.text[-1] * p.difficulty and p.kind == "learnable"
+    assert [p.text for p in first.held_out] == [p.text for p in second.held_out]
+    for splits in (first, second):
+        assert not {p.text[: family.tag_length] for p in splits.train} & tags
+        assert not {p.text for p in splits.train} & {p.text for p in splits.held_out}
+
+
+def test_the_fixed_held_out_set_needs_tags_it_can_list():
+    with pytest.raises(TaskParamsError, match="needs 'held_out': 'tags'"):
+        structure_from({"held_out_prompts": "all"}, FAMILIES["count"])
+    with pytest.raises(TaskParamsError, match="needs 'held_out': 'tags'"):
+        structure_from({"held_out_prompts": "all"}, FAMILIES["repeat"])  # its default holds out texts
+    with pytest.raises(TaskParamsError, match="a positive integer or 'all', got 'most'"):
+        structure_from({"held_out_prompts": "most"}, FAMILIES["band"])

@@ -16,7 +16,10 @@ here has that structure as parameters (:class:`Structure`, the ``--task-params``
 - a binary rule reward (1 when the response's head is the prompt's answer, else 0: no partial credit);
 - a held-out split of the learnable band, never trained on: ``held_out`` ``texts`` (prompt texts that no train
   prompt has) or ``tags`` (prompts whose tag, the part the answer does not depend on, no train prompt has),
-  balanced over the band's levels when the train band is.
+  balanced over the band's levels when the train band is. ``held_out_prompts: "all"`` (with ``tags``) makes it a
+  fixed, balanced set instead of a draw: every prompt the held-out tags write at every level of the band (for the
+  repeat families each held-out tag x letter x level once), the held-out tags the same for every seed, so every
+  seed's runs are scored on the same prompts.
 
 Families (:data:`FAMILIES`), each with what it models and what a uniform policy meets at step 0: the share of
 zero-variance groups (8 samples a prompt, every reward equal: no GRPO signal) a fresh model gives, measured with
@@ -57,6 +60,8 @@ UNSOLVABLE_KINDS = ("rule", "budget")
 HELD_OUT_KINDS = ("texts", "tags")
 #: ``difficulty_shares`` that splits the band evenly.
 BALANCED = "balanced"
+#: ``held_out_prompts`` that holds out every prompt of the held-out tags (:meth:`TaskFamily.every_learnable`).
+ALL = "all"
 
 
 class TaskParamsError(ValueError):
@@ -75,7 +80,8 @@ class Structure:
     unsolvable_fraction: float = 0.3
     difficulty: tuple[int, int] = (1, 3)
     train_prompts: int = 64
-    held_out_prompts: int = 32
+    #: A count, or :data:`ALL` (every prompt of the held-out tags, the same for every seed).
+    held_out_prompts: int | str = 32
     constants: str = "marked"
     unsolvable: str = "rule"
     #: ``None``: each learnable prompt's level drawn at random; :data:`BALANCED`; or one share per level.
@@ -176,6 +182,11 @@ class TaskFamily:
         """Characters the answer of a prompt of ``difficulty`` has."""
         raise NotImplementedError
 
+    def every_learnable(self, difficulty: int, tag: str) -> list[tuple[str, str]]:
+        """Every ``(text, answer)`` at ``difficulty`` written with ``tag``, in a fixed order (``held_out_prompts:
+        "all"``); a family that cannot list them returns ``[]``."""
+        return []
+
     def tags(self) -> list[str]:
         """Every tag the family writes prompts with, in a fixed order."""
         return ["".join(t) for t in itertools.product(self.tag_alphabet, repeat=self.tag_length)]
@@ -217,7 +228,8 @@ class TaskFamily:
         train_tags: list[str | None] = [None]
         if structure.held_out == "tags":
             tags = self.tags()
-            rng.shuffle(tags)
+            # the whole held-out set is fixed: its tags are the same for every seed
+            (random.Random(f"{self.name}:held-out tags") if structure.held_out_prompts == ALL else rng).shuffle(tags)
             held_tags, train_tags = tags[: structure.held_out_tags], tags[structure.held_out_tags :]
         held = self._held_out(structure, rng, held_tags)
         counts = {
@@ -252,6 +264,12 @@ class TaskFamily:
 
     def _held_out(self, structure: Structure, rng: random.Random, tags: list[str]) -> dict[str, TaskPrompt]:
         held: dict[str, TaskPrompt] = {}
+        if structure.held_out_prompts == ALL:  # every held-out tag x prompt x level once: balanced, no draw
+            for d in structure.levels():
+                for tag in sorted(tags):
+                    for text, answer in self.every_learnable(d, tag):
+                        held[text] = TaskPrompt(text, answer, "learnable", d, "held_out")
+            return held
         if structure.shares() is None and structure.held_out == "texts":
             for _ in range(structure.held_out_prompts * 50):  # levels at random, as the train band's
                 if len(held) == structure.held_out_prompts:
@@ -353,6 +371,11 @@ class TaskFamily:
                 f"({self.response_length(structure)}), and no level up to {high} has one; lower 'budget' or use "
                 "'unsolvable': 'rule'"
             )
+        if structure.held_out_prompts == ALL and (structure.held_out != "tags" or not self.every_learnable(lo, "")):
+            raise TaskParamsError(
+                f"task {self.name!r}: held_out_prompts {ALL!r} holds out every prompt of the held-out tags, so it "
+                "needs 'held_out': 'tags' and a family that lists its prompts per tag (repeat, band, longtail)"
+            )
         if structure.held_out == "tags":
             if not self.tag_alphabet:
                 raise TaskParamsError(
@@ -384,6 +407,9 @@ class RepeatFamily(TaskFamily):
         letter = rng.choice(self.letters)
         noise = tag if tag is not None else "".join(rng.choice(self.noise) for _ in range(2))
         return f"{noise}{difficulty}{letter}", letter * difficulty
+
+    def every_learnable(self, difficulty: int, tag: str) -> list[tuple[str, str]]:
+        return [(f"{tag}{difficulty}{letter}", letter * difficulty) for letter in self.letters]
 
     def answer_length(self, difficulty: int) -> int:
         return difficulty
@@ -522,8 +548,11 @@ def _checked(key: str, value: Any) -> Any:
         return tuple(float(v) for v in value)
     if key == "budget" and value is None:
         return None
+    if key == "held_out_prompts" and value == ALL:
+        return value
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise TaskParamsError(f"--task-params {key} must be a positive integer, got {value!r}")
+        also = f" or {ALL!r}" if key == "held_out_prompts" else ""
+        raise TaskParamsError(f"--task-params {key} must be a positive integer{also}, got {value!r}")
     return value
 
 

@@ -280,6 +280,32 @@ def test_the_held_out_score_uses_a_fixed_sampling_seed():
     assert summary[METRIC] == pytest.approx(sum(summary[heldout.LEVEL_METRIC.format(d)] for d in range(1, 6)) / 5)
 
 
+def test_the_fixed_balanced_held_out_set_scores_the_same_model_the_same_twice():
+    """``held_out_prompts: "all"`` on band: 80 prompts, 16 per level; the same model gets the same rewards twice
+    (whatever the global random state did between), and the score is the plain mean of the level means."""
+    import torch
+
+    from dataflex_lab import task_families
+    from dataflex_lab.trl.toy import FAMILY_MODEL, family_tokenizer, tiny_model
+
+    task = task_families.FAMILIES["band"]
+    structure = task_families.structure_from({"held_out_prompts": "all"}, task)
+    held = task.build(structure, 3).held_out
+    assert len(held) == 80 and all(sum(p.difficulty == d for p in held) == 16 for d in range(1, 6))
+    tokenizer = family_tokenizer(task)
+    model = tiny_model(tokenizer, seed=3, spec=FAMILY_MODEL)
+    sampling = heldout.Sampling(max_new_tokens=task.response_length(structure))
+    scores = []
+    for noise in (0, 7):
+        torch.manual_seed(noise)
+        rewards = heldout.score_prompts(model, tokenizer, task, held, samples=4, seed=heldout.eval_seed(3),
+                                        sampling=sampling)  # fmt: skip
+        scores.append(heldout.summarize(rewards, held))
+    assert scores[0] == scores[1]
+    levels = [scores[0][heldout.LEVEL_METRIC.format(d)] for d in range(1, 6)]
+    assert scores[0][METRIC] == pytest.approx(sum(levels) / 5)
+
+
 def test_the_step0_profile_counts_zero_variance_groups():
     """Constant prompts are zero-variance for every model; the shares are counts over the train prompts."""
     from dataflex_lab import task_families

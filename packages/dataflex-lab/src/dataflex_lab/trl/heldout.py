@@ -7,7 +7,9 @@ different scores and the difference of their curves carries that noise. Here eac
 training's stream is untouched): the same model gives the same score every time, and the arms of one seed are
 scored with the same draws (common random numbers). The sampling is TRL's rollout sampling (temperature, top-p,
 top-k, min-p and repetition penalty of the run's ``GRPOConfig``, up to its ``max_completion_length``), so the
-score is what the policy does, not its greedy answer.
+score is what the policy does, not its greedy answer. With the family's ``held_out_prompts: "all"``
+(:mod:`dataflex_lab.task_families`) the prompts themselves are fixed too: every held-out tag x letter x level once,
+the same for every seed, so what is left of a score's spread across seeds is the model's.
 
 :func:`step0_profile` uses the same scorer on a fresh model: what a uniform policy meets at step 0.
 """
