@@ -32,9 +32,11 @@ def test_screened_prompts_follows_the_requests_not_the_groups_text_order():
     valid = torch.tensor([True, True, True, False, True, True])
     rewards = torch.tensor([1.0, 0.0, 1.0, 9.0, 1.0, 1.0], dtype=torch.float64)
     asked = torch.tensor([2, 5, 10])
-    admitted, mean = screened_prompts(asked, admitted_by_group, index, groups, valid, rewards, row_uid)
+    admitted, mean, std, solved = screened_prompts(asked, admitted_by_group, index, groups, valid, rewards, row_uid)
     assert admitted.tolist() == [False, False, True]
     assert mean.tolist() == [0.5, 1.0, 1.0]  # uid 10's invalid row (reward 9) is out of its mean
+    assert std.tolist() == [0.5, 0.0, 0.0]  # the population std, as the reference's np.std
+    assert solved.tolist() == [False, True, True]  # every valid pilot succeeded
 
 
 def test_moving_rows_reads_the_advantages_on_response_tokens_and_follows_an_in_place_change():

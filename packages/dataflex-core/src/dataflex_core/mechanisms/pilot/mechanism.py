@@ -19,8 +19,13 @@ trained (its pilot rollouts too under ``keep: true``), every other pilot rollout
 pilot rewards were all equal is recorded with those rollouts and a reward without spread (all successes: too
 easy, none: too hard), which is what GRESO's streak and ``solve_rate_ema`` read on later steps.
 
-Config (``dataflex:`` block): ``pilot: {prompts: 2, rollouts: 2, keep: true, max_stages: 3, max_screened,
-on_short: raise, draw}``, ``prompt_key``, ``success_threshold`` and ``ledger.load`` as for ``filter``. The
+Pilot-Commit as published (``pilot: {preset: pilot-commit}``, or its parts: ``carry``, ``max_rounds``,
+``one_call``, ``evict_solved``): rounds that explore 3x the batch and commit buffered prompts in one generation
+call, a survivor buffer checkpointed with the mechanism (:mod:`.carry`), prompts solved on every pilot evicted from
+the refill sampler (not with ``pilot.draw``: the drawing mechanism picks the prompts; the mount says so).
+
+Config (``dataflex:`` block): ``pilot: {preset, prompts: 2, rollouts: 2, keep: true, max_stages: 3, max_screened,
+on_short: raise, carry, max_rounds: 10, one_call: true, evict_solved: false, draw}``, ``prompt_key``, ``success_threshold`` and ``ledger.load`` as for ``filter``. The
 screened prompts come from a seeded shuffle of the dataset, checkpointed, or with ``pilot.draw`` (the block of
 a mix or curriculum, as ``filter.draw``) from the train sampler it drives; a host without the train-sampler
 seam refuses ``pilot.draw`` at mount with its reason.
@@ -28,6 +33,7 @@ seam refuses ``pilot.draw`` at mount with its reason.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any, ClassVar
@@ -46,8 +52,11 @@ from ...step.seams import S, Seam, StagedGeneration, StepStages
 from ..base import Mechanism
 from ..curriculum import REWARD_FIELD
 from ..filter import Filter, RoundPrompts, group_rows
-from .settings import PILOT_KEYS, PilotSettings, pilot_settings
+from .carry import SurvivorBuffer
+from .settings import PILOT_COMMIT_BAND, PILOT_KEYS, PilotSettings, pilot_settings
 from .stages import PILOT_PREFIX, PilotStages, screened_prompts, screening_cap, stage_rewards
+
+logger = logging.getLogger("dataflex_core.step")
 
 
 def stage_uids(batch: Any) -> torch.Tensor:
@@ -80,6 +89,10 @@ class Pilot(Filter):
         super().__init__(block)
         #: Prompts a step screens at most, set by :meth:`prepare_refills` from the dataset's rows and the batch.
         self.max_screened: int | None = None
+        #: ``pilot.carry``'s buffer, built by :meth:`prepare_refills` (it checks its rows against the dataset's).
+        self.buffer: SurvivorBuffer | None = None
+        #: Rows a round screens: ``evict_solved`` leaves at least these drawable.
+        self.evict_floor = 1
 
     def parse(self, block: Mapping[str, Any]) -> PilotSettings:
         return pilot_settings(block)
@@ -98,13 +111,47 @@ class Pilot(Filter):
     def fields(self, pipeline: DataFlexPipeline) -> list[str]:
         return list(dict.fromkeys([*super().fields(pipeline), REWARD_FIELD]))
 
+    def mount(self, pipeline: DataFlexPipeline, host: HostCapabilities, *, grouped: bool | None) -> None:
+        """Log the resolved settings (a preset's); say where the admission or eviction is not the paper's."""
+        settings = self.settings
+        if settings.preset is None and settings.carry is None and not settings.evict_solved:
+            return
+        actuator = pipeline.actuator
+        band = {key: getattr(actuator, key, None) for key in PILOT_COMMIT_BAND}
+        admission = f"{pipeline.scorer_spec.label} -> {pipeline.actuator_spec.label} {band}"
+        logger.info("%s; admission: %s", settings.describe(), admission)
+        paper = pipeline.scorer_spec.name == "group_solve_rate" and pipeline.actuator_spec.name == "threshold_band"
+        if settings.preset is not None and not (paper and band == PILOT_COMMIT_BAND):
+            logger.warning(
+                "dataflex.pilot.preset=%s admits by the block's scorer and actuator (%s), not the paper's band: for "
+                "it write scorer: {name: group_solve_rate}, actuator: {name: threshold_band, params: %s}",
+                settings.preset, admission, PILOT_COMMIT_BAND,
+            )  # fmt: skip
+        if settings.evict_solved and settings.draw is not None:
+            logger.warning(
+                "dataflex.pilot.evict_solved does not apply with pilot.draw: the drawing %s picks the screened prompts "
+                "(a curriculum's greso skips the solved ones); set evict_solved: false to silence this",
+                settings.draw["mechanism"],
+            )  # fmt: skip
+
     def prepare_refills(self, population: int, batch_size: int, seed: int) -> None:
-        """Cap the prompts a step screens by the dataset's rows, then build the refill sampler (as the filter's)."""
+        """Cap the prompts a step screens by the dataset's rows, build the refill sampler (as the filter's) and,
+        with ``carry``, the buffer."""
         self.max_screened = screening_cap(self.settings, int(population), int(batch_size))
         super().prepare_refills(population, batch_size, seed)
+        if self.settings.carry is not None and self.buffer is None:
+            self.buffer = SurvivorBuffer(self.settings.carry, int(population), seed)
+
+    def stateful(self, sampler: Any) -> dict[str, Any]:
+        return {**super().stateful(sampler), **({} if self.buffer is None else {"carry": self.buffer})}
 
     def stages(self, groups: int, rollout_n: int, drawn: torch.Tensor | None) -> PilotStages:
         settings = self.settings
+        if settings.rollouts_share is not None and isinstance(rollout_n, int) and not isinstance(rollout_n, bool):
+            rollouts = max(int(rollout_n * settings.rollouts_share), 1)
+            if rollouts != settings.rollouts:
+                logger.info("dataflex.pilot: %d pilots of rollout.n=%d (the preset's 25 %%)", rollouts, rollout_n)
+            settings = self.settings = replace(settings, rollouts=rollouts)
         if isinstance(rollout_n, bool) or not isinstance(rollout_n, int) or rollout_n < settings.rollouts:
             raise ConfigError(
                 f"dataflex.pilot.rollouts={settings.rollouts} exceeds the framework's rollouts per prompt "
@@ -115,10 +162,19 @@ class Pilot(Filter):
                 f"dataflex.pilot.max_screened={settings.max_screened} is below the batch's {groups} prompts: a step "
                 "could never fill its batch; set it to at least the batch's prompts, or unset it"
             )
+        if settings.carry is not None and settings.keep and rollout_n == settings.rollouts:
+            raise ConfigError(
+                f"dataflex.pilot.carry commits carried prompts with fresh groups, so pilot.rollouts={settings.rollouts} "
+                f"must be below rollout.n={rollout_n}; lower pilot.rollouts (a quarter of rollout.n is the paper's)"
+            )
         sampler = self.refill_sampler()
         cap = self.max_screened
         capped = settings if cap is None or settings.max_screened == cap else replace(settings, max_screened=cap)
-        return PilotStages(groups, rollout_n, capped, sampler.next_block, drawn)
+        self.evict_floor = settings.prompts * groups
+        if drawn is not None and self.refill is not None and len(self.refill.evicted):
+            drawn = torch.as_tensor(drawn).flatten()
+            drawn = drawn[~torch.isin(drawn, self.refill.evicted)]  # an evicted prompt is never screened again
+        return PilotStages(groups, rollout_n, capped, sampler.next_block, drawn, self.buffer)
 
     def observe(self, step: StepContext, stages: PilotStages, batch: Any, step_id: int) -> None:
         """One stage's rows into ``stages``; a screening stage's prompts admitted by the scorer and selector."""
@@ -130,17 +186,20 @@ class Pilot(Filter):
         tokens = valid_token_counts(batch).cpu()
         stages.check_generated(uid)  # before admission: every requested prompt has its rows
         prompts = self.stage_prompts(step, batch)
-        if stages.screening[-1]:
+        explored = stages.explored[-1]
+        if len(explored):
             admitted, _, _ = self.admit(step, batch, step_id)  # per group, in group_rows' order of the real rows
             sub, _ = step.components_batch(batch)
             index, groups = group_rows(sub)
-            per_prompt, per_mean = screened_prompts(
-                stages.requests[-1].uids, admitted, index, groups, valid_sample_mask(sub).cpu(), stage_rewards(sub),
-                stage_uids(sub),
+            per_prompt, mean, std, solved = screened_prompts(
+                explored, admitted, index, groups, valid_sample_mask(sub).cpu(), stage_rewards(sub), stage_uids(sub),
+                self.settings.ledger.success_threshold or 0.0,
             )  # fmt: skip
-            stages.record(uid, tokens, per_prompt, per_mean)
-        else:  # the commit stage: its rows, checked
-            stages.record(uid, tokens)
+            stages.record(uid, tokens, per_prompt, mean, std, step=step_id)
+            if self.settings.evict_solved and self.refill is not None and self.draw is None:
+                stages.solved_evicted += self.refill.evict(stages.prompt[explored][solved], self.evict_floor)
+        else:  # a commit stage: its rows, checked
+            stages.record(uid, tokens, step=step_id)
         stages.ledger_prompts.append(prompts)
 
     def stage_prompts(self, step: StepContext, batch: Any) -> RoundPrompts | None:
@@ -154,10 +213,7 @@ class Pilot(Filter):
     def feed_stages(self, stages: PilotStages, step_id: int) -> dict[str, float]:
         """The step's stages into the ledger: the committed uids trained (a screening stage's only under
         ``keep: true``), every other response filtered."""
-        assert stages.committed is not None
-        none = torch.zeros(0, dtype=torch.long)
-        chosen = [stages.committed if self.settings.keep or not s else none for s in stages.screening]
-        return self.feed_ledger(stages.ledger_prompts, chosen, step_id)
+        return self.feed_ledger(stages.ledger_prompts, stages.trained_uids(), step_id)
 
     def run(self, step: StepContext, batch: Any, step_id: int, importance_weights: torch.Tensor | None) -> StepResult:
         """The trained batch, after the stages the host ran (``step.generation``): the pilot's metrics and counts."""

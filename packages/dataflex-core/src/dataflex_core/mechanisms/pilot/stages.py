@@ -33,6 +33,7 @@ from ...step.result import PREFIX
 from ...step.seams import StageRequests, StepStages
 from ..curriculum import REWARD_FIELD
 from ..filter.rounds import RoundPrompts
+from .carry import SurvivorBuffer
 from .settings import PilotSettings
 
 #: The prefix of the pilot's metrics.
@@ -72,16 +73,27 @@ def screened_prompts(
     valid: torch.Tensor,
     rewards: torch.Tensor,
     row_uid: torch.Tensor,
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """``(admitted, mean pilot reward)`` of each ``asked`` uid (request order), from the per-group admission
-    (``admitted``, groups in ``index``'s order) and each row's reward, validity and uid; no loop over groups."""
+    success_above: float = 0.0,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """``(admitted, mean, std, solved)`` of each ``asked`` uid (request order): the per-group admission
+    (``admitted``, groups in ``index``'s order), the mean and the (population) std of its valid pilot rewards, and
+    whether every valid pilot reward is above ``success_above``; from each row's reward, validity and uid."""
     total = torch.zeros(groups, dtype=torch.float64).index_add_(0, index, torch.where(valid, rewards, 0))
-    mean = total / segment_count(index, groups, valid).clamp(min=1)
+    squares = torch.zeros(groups, dtype=torch.float64).index_add_(0, index, torch.where(valid, rewards * rewards, 0))
+    members = segment_count(index, groups, valid).clamp(min=1)
+    mean = total / members
+    std = (squares / members - mean * mean).clamp(min=0).sqrt()
+    failed = torch.zeros(groups, dtype=torch.long).index_add_(0, index, (valid & (rewards <= success_above)).long())
     group_uid = torch.full((groups,), -1, dtype=_LONG).scatter_(0, index, row_uid)
     order = torch.argsort(group_uid)
     at = order[torch.searchsorted(group_uid[order], asked).clamp(max=max(groups - 1, 0))]
     assert bool((group_uid[at] == asked).all())  # check_generated: every requested prompt has rows
-    return admitted[at], mean[at].to(torch.float64)
+    return admitted[at], mean[at].to(torch.float64), std[at], failed[at] == 0
+
+
+def screening_rounds(settings: PilotSettings) -> int:
+    """The stages of a step that may screen: every round with ``carry``, else all but the commit."""
+    return settings.max_rounds if settings.carry is not None else settings.max_stages - 1
 
 
 def screening_cap(settings: PilotSettings, population: int, batch_size: int) -> int:
@@ -105,12 +117,12 @@ def screening_cap(settings: PilotSettings, population: int, batch_size: int) -> 
                 f"rows; set it to at most {population}, or unset it"
             )
         return settings.max_screened
-    product = first * (settings.max_stages - 1)
+    product = first * screening_rounds(settings)
     if product > population:
         logger.warning(
             "dataflex.pilot: prompts=%d x the batch's %d prompts x %d screening stages = %d prompts a step may "
             "screen, more than the train dataset's %d rows; a step screens at most %d (set pilot.max_screened)",
-            settings.prompts, batch_size, settings.max_stages - 1, product, population, population,
+            settings.prompts, batch_size, screening_rounds(settings), product, population, population,
         )  # fmt: skip
         return population
     return product
@@ -119,9 +131,16 @@ def screening_cap(settings: PilotSettings, population: int, batch_size: int) -> 
 class PilotStages(StepStages):
     """One step's stages: what each asked for, what it generated, which prompts were admitted and committed.
 
+    Without ``carry``: screening stages, then one commit stage. With ``carry`` (Pilot-Commit's rounds): each
+    round explores ``prompts`` x ``groups`` fresh prompts and commits, in the same stage (``one_call``), the
+    buffered prompts the batch still lacks; admitted prompts enter the buffer. A prompt explored in this step is
+    topped up under its uid (its pilots trained under ``keep``); one explored on an earlier step (*carried*) is
+    committed with a whole fresh group of ``rollout_n`` under a new uid: a host trains a step's rows only.
+
     :param groups: groups of the trained batch; :param rollout_n: rollouts per trained group.
     :param draw: one prompt batch of dataset rows from the active sampler (``next_block``).
     :param drawn: rows the host's dataloader already drew for the step (screened first).
+    :param buffer: the survivor buffer (with ``carry``).
     """
 
     def __init__(
@@ -131,25 +150,37 @@ class PilotStages(StepStages):
         settings: PilotSettings,
         draw: Callable[[], list[int]],
         drawn: torch.Tensor | None = None,
+        buffer: SurvivorBuffer | None = None,
     ) -> None:
         self.groups, self.rollout_n, self.settings, self._draw = int(groups), int(rollout_n), settings, draw
         self._drawn = [] if drawn is None else [int(i) for i in torch.as_tensor(drawn).flatten().tolist()]
+        self.buffer = buffer
         cap = settings.max_screened
-        self.max_screened = settings.prompts * self.groups * (settings.max_stages - 1) if cap is None else cap
-        #: Per stage: its requests, whether it screened, each handed row's uid (-1: padding) and response tokens.
+        self.max_screened = settings.prompts * self.groups * screening_rounds(settings) if cap is None else cap
+        #: Per stage: its requests, the uids it screens and commits, each handed row's uid (-1: padding) and tokens.
         self.requests: list[StageRequests] = []
-        self.screening: list[bool] = []
+        self.explored: list[torch.Tensor] = []
+        self.topped: list[torch.Tensor] = []
         self.row_uid: list[torch.Tensor] = []
         self.row_tokens: list[torch.Tensor] = []
-        #: Per screened prompt (uid = its position): dataset row, admitted, mean pilot reward.
+        #: Per uid (its position): dataset row, admitted, mean pilot reward, the step it was explored at when that
+        #: was an earlier step (a carried commit; else -1).
         self.prompt = torch.zeros(0, dtype=_LONG)
         self.admitted = torch.zeros(0, dtype=torch.bool)
         self.mean_reward = torch.zeros(0, dtype=torch.float64)
-        #: The uids the commit stage trains (set when it is decided) and how many of them were backfilled.
+        self.explored_at = torch.zeros(0, dtype=_LONG)
+        #: The uids the step trains (set when it is decided) and how many of them were backfilled.
         self.committed: torch.Tensor | None = None
         self.backfilled = 0
+        #: With carry: rounds so far, prompts the buffer evicted by age, rows evicted from sampling, the step.
+        self.rounds = 0
+        self.buffer_evicted = 0
+        self.solved_evicted = 0
+        self.step: int | None = None
         #: Per stage: its valid responses for the ledger, ``group`` the uid (``None`` without a ledger).
         self.ledger_prompts: list[RoundPrompts | None] = []
+        self._queue: list[StageRequests] = []
+        self._uid_of: dict[int, int] = {}  # with carry: a row admitted this step -> its uid
         self._pending = False
         self._done = False
         #: The uids :meth:`check_generated` last returned (so :meth:`record` does not check them twice).
@@ -161,75 +192,153 @@ class PilotStages(StepStages):
         return len(self.requests)
 
     @property
+    def screening(self) -> list[bool]:
+        """Per stage: it screens prompts (its pilots)."""
+        return [len(e) > 0 for e in self.explored]
+
+    @property
+    def carried(self) -> torch.Tensor:
+        """Per uid: a commit of a prompt explored on an earlier step."""
+        return self.explored_at >= 0
+
+    @property
     def admitted_prompts(self) -> int:
         return int(self.admitted.sum())
 
     def next(self) -> StageRequests | None:
         if self._pending:
             raise RuntimeError("mechanism pilot: hand the last stage's rollouts to seam.observe before asking next()")
+        if self._queue:
+            return self._ask(self._queue.pop(0))
         if self._done:
             return None
+        if self.buffer is not None:
+            return self._round()
         screened = len(self.prompt)
         lacking = self.groups - self.admitted_prompts
         may_screen = self.stages < self.settings.max_stages - 1 and screened < self.max_screened
         if lacking > 0 and may_screen:
-            return self._ask(self._screening(min(self.settings.prompts * lacking, self.max_screened - screened)), True)
+            asked = self._screening(min(self.settings.prompts * lacking, self.max_screened - screened))
+            return self._ask(asked, asked.uids)
         return self._commit()
+
+    def trained_uids(self) -> list[torch.Tensor]:
+        """Per stage, the uids whose rows of that stage are trained: its commits, and its pilots of committed
+        prompts under ``keep``."""
+        assert self.committed is not None
+        none = torch.zeros(0, dtype=_LONG)
+        pilots = [e[torch.isin(e, self.committed)] if self.settings.keep else none for e in self.explored]
+        return [torch.cat([p, t]) for p, t in zip(pilots, self.topped)]
 
     def trained(self) -> list[torch.Tensor]:
         if not self._done or self.committed is None:
             raise RuntimeError("mechanism pilot: the step's stages are not all generated (next() is not None yet)")
-        out = []
-        for uid, screening in zip(self.row_uid, self.screening):
-            kept = torch.isin(uid, self.committed) if (self.settings.keep or not screening) else torch.zeros_like(uid)
-            out.append((kept.bool() & (uid >= 0)).nonzero().flatten())
-        return out
+        return [
+            (torch.isin(uid, kept) & (uid >= 0)).nonzero().flatten()
+            for uid, kept in zip(self.row_uid, self.trained_uids())
+        ]
 
     # -- the stages -------------------------------------------------------------------------------------
-    def _ask(self, requests: StageRequests, screening: bool) -> StageRequests:
+    def _ask(self, requests: StageRequests, explored: torch.Tensor | None = None) -> StageRequests:
+        """Record a stage; ``explored``: the uids it screens (default: those asked for the first time, not carried)."""
+        uids = requests.uids
+        if explored is None:
+            asked = torch.cat([r.uids for r in self.requests]) if self.requests else torch.zeros(0, dtype=_LONG)
+            explored = uids[~torch.isin(uids, asked) & ~self.carried[uids]]
         self.requests.append(requests)
-        self.screening.append(screening)
+        self.explored.append(explored)
+        self.topped.append(uids[~torch.isin(uids, explored)])
         self._pending = True
         return requests
+
+    def _new_uids(self, rows: list[int] | torch.Tensor, explored_at: torch.Tensor | None = None) -> torch.Tensor:
+        first = len(self.prompt)
+        rows = torch.as_tensor(rows, dtype=_LONG)
+        self.prompt = torch.cat([self.prompt, rows])
+        at = torch.full((len(rows),), -1, dtype=_LONG) if explored_at is None else explored_at
+        self.explored_at = torch.cat([self.explored_at, at])
+        return torch.arange(first, first + len(rows), dtype=_LONG)
 
     def _screening(self, count: int) -> StageRequests:
         rows = self._drawn[:count]
         self._drawn = self._drawn[count:]
         while len(rows) < count:  # whole prompt batches from the sampler; what a stage does not screen is skipped
             rows += list(self._draw())[: count - len(rows)]
-        first = len(self.prompt)
-        prompts = torch.tensor(rows, dtype=_LONG)
-        self.prompt = torch.cat([self.prompt, prompts])
-        uids = torch.arange(first, first + count, dtype=_LONG)
-        return StageRequests(prompts, torch.full((count,), self.settings.rollouts, dtype=_LONG), uids)
+        uids = self._new_uids(rows)
+        return StageRequests(self.prompt[uids], torch.full((count,), self.settings.rollouts, dtype=_LONG), uids)
+
+    def _top_up(self) -> int:
+        return self.rollout_n - (self.settings.rollouts if self.settings.keep else 0)
+
+    def _short(self, chosen: torch.Tensor, stages: str) -> torch.Tensor:
+        """``chosen`` completed by ``on_short``: raise, or backfill with screened prompts without signal."""
+        short = self.groups - len(chosen)
+        if self.settings.on_short == "raise":
+            raise InvalidOutputError(
+                f"mechanism pilot admitted {len(chosen)} of the {self.groups} prompts the batch needs after "
+                f"screening {int((~self.carried).sum())} in {self.stages} stage(s) ({stages}, max_screened="
+                f"{self.max_screened}); raise them, widen the selector's band, or set dataflex.pilot.on_short=backfill "
+                "to commit prompts without signal"
+            )
+        screened = torch.arange(len(self.admitted))
+        extra = screened[~self.admitted & ~self.carried[: len(self.admitted)]][:short]
+        if len(extra) < short:
+            raise InvalidOutputError(
+                f"mechanism pilot screened {len(self.admitted)} prompts, fewer than the {self.groups} the batch "
+                "needs; raise dataflex.pilot.max_screened to at least the batch's prompts"
+            )
+        self.backfilled = len(extra)
+        return extra
 
     def _commit(self) -> StageRequests | None:
         chosen = self.admitted.nonzero().flatten()[: self.groups]
-        short = self.groups - len(chosen)
-        if short > 0:
-            if self.settings.on_short == "raise":
-                raise InvalidOutputError(
-                    f"mechanism pilot admitted {len(chosen)} of the {self.groups} prompts the batch needs after "
-                    f"screening {len(self.prompt)} in {self.stages} stage(s) (dataflex.pilot.max_stages="
-                    f"{self.settings.max_stages}, max_screened={self.max_screened}); raise them, widen the "
-                    "selector's band, or set dataflex.pilot.on_short=backfill to commit prompts without signal"
-                )
-            extra = (~self.admitted).nonzero().flatten()[:short]
-            if len(extra) < short:
-                raise InvalidOutputError(
-                    f"mechanism pilot screened {len(self.prompt)} prompts, fewer than the {self.groups} the batch "
-                    "needs; raise dataflex.pilot.max_screened to at least the batch's prompts"
-                )
-            self.backfilled = len(extra)
-            chosen = torch.sort(torch.cat([chosen, extra])).values
+        if len(chosen) < self.groups:
+            chosen = torch.sort(
+                torch.cat([chosen, self._short(chosen, f"max_stages={self.settings.max_stages}")])
+            ).values
         self.committed = chosen
-        top_up = self.rollout_n - (self.settings.rollouts if self.settings.keep else 0)
-        if top_up == 0:  # the pilot rollouts are the whole groups
+        if self._top_up() == 0:  # the pilot rollouts are the whole groups
             self._done = True
             return None
-        return self._ask(
-            StageRequests(self.prompt[chosen], torch.full((len(chosen),), top_up, dtype=_LONG), chosen), False
+        counts = torch.full((len(chosen),), self._top_up(), dtype=_LONG)
+        return self._ask(StageRequests(self.prompt[chosen], counts, chosen), torch.zeros(0, dtype=_LONG))
+
+    def _round(self) -> StageRequests | None:
+        """With carry: the next round (its stages queued), or ``None`` once the batch is committed."""
+        assert self.buffer is not None
+        committed = torch.cat(self.topped) if self.topped else torch.zeros(0, dtype=_LONG)
+        lacking = self.groups - len(committed)
+        if lacking == 0:
+            self.committed = torch.sort(committed).values
+            self.buffer_evicted = self.buffer.flush(self.step if self.step is not None else 0)
+            self._done = True
+            return None
+        screened = int((~self.carried).sum())
+        explore = min(self.settings.prompts * self.groups, self.max_screened - screened)
+        if self.rounds == self.settings.max_rounds or not (explore or len(self.buffer)):
+            extra = self._short(committed, f"max_rounds={self.settings.max_rounds}")
+            counts = torch.full((len(extra),), self._top_up(), dtype=_LONG)
+            self.rounds += 1
+            return self._ask(StageRequests(self.prompt[extra], counts, extra), torch.zeros(0, dtype=_LONG))
+        self.rounds += 1
+        rows, at = self.buffer.take(lacking)
+        here = torch.tensor(
+            [int(r) in self._uid_of and int(a) == self.step for r, a in zip(rows, at)], dtype=torch.bool
         )
+        again = torch.tensor([self._uid_of[int(r)] for r in rows[here]], dtype=_LONG)
+        carried = self._new_uids(rows[~here], at[~here])
+        fresh = self._screening(explore) if explore else None
+        parts = [
+            (again, self._top_up()), (carried, self.rollout_n),
+            (torch.zeros(0, dtype=_LONG) if fresh is None else fresh.uids, self.settings.rollouts),
+        ]  # fmt: skip
+        uids = torch.cat([u for u, _ in parts])
+        counts = torch.cat([torch.full((len(u),), c, dtype=_LONG) for u, c in parts])
+        order = torch.argsort(uids)
+        uids, counts = uids[order], counts[order]
+        splits = [counts > -1] if self.settings.one_call else [counts == c for c in torch.unique(counts)]
+        self._queue = [StageRequests(self.prompt[uids[m]], counts[m], uids[m]) for m in splits if bool(m.any())]
+        return self._ask(self._queue.pop(0))
 
     # -- what the seam records ------------------------------------------------------------------------------
     def check_generated(self, uid: torch.Tensor) -> torch.Tensor:
@@ -259,20 +368,31 @@ class PilotStages(StepStages):
         tokens: torch.Tensor,
         admitted: torch.Tensor | None = None,
         mean_reward: torch.Tensor | None = None,
+        std_reward: torch.Tensor | None = None,
+        step: int | None = None,
     ) -> None:
-        """One stage's rows (each row's uid, -1 for padding; response tokens) and, for a screening stage, each
-        requested prompt's admission and mean pilot reward (in request order), checked by :meth:`check_generated`."""
+        """One stage's rows (each row's uid, -1 for padding; response tokens) and, for a stage that screens, each
+        screened prompt's admission, mean and std of pilot rewards (in ``explored`` order), checked by
+        :meth:`check_generated`; with carry the admitted prompts enter the buffer, explored at ``step``."""
         uid = uid if uid is self._checked else self.check_generated(uid)
         self._checked = None
+        self.step = self.step if step is None else int(step)
         self.row_uid.append(uid)
         self.row_tokens.append(torch.as_tensor(tokens, dtype=_LONG).flatten())
-        if self.screening[-1]:
-            assert admitted is not None and mean_reward is not None
-            first = len(self.admitted)
-            self.admitted = torch.cat([self.admitted, admitted.to(torch.bool).cpu()])
-            self.mean_reward = torch.cat([self.mean_reward, mean_reward.to(torch.float64).cpu()])
-            assert len(self.admitted) == first + len(self.requests[-1].uids)
-        else:
+        explored = self.explored[-1]
+        if len(explored):
+            assert admitted is not None and mean_reward is not None and len(admitted) == len(explored)
+            grown = len(self.prompt)
+            self.admitted = torch.cat([self.admitted, torch.zeros(grown - len(self.admitted), dtype=torch.bool)])
+            self.mean_reward = torch.cat([self.mean_reward, torch.zeros(grown - len(self.mean_reward))])
+            self.admitted[explored] = admitted.to(torch.bool).cpu()
+            self.mean_reward[explored] = mean_reward.to(torch.float64).cpu()
+            if self.buffer is not None:
+                chosen = explored[admitted.to(torch.bool).cpu()]
+                assert std_reward is not None
+                self.buffer.add(self.prompt[chosen], self.step or 0, std_reward.cpu()[admitted.to(torch.bool).cpu()])
+                self._uid_of.update(zip(self.prompt[chosen].tolist(), chosen.tolist()))
+        elif self.buffer is None:
             self._done = True
         self._pending = False
 
@@ -295,20 +415,41 @@ class PilotStages(StepStages):
 
     def metrics(self) -> dict[str, float]:
         assert self.committed is not None
-        pilot = sum(int((u >= 0).sum()) for u, s in zip(self.row_uid, self.screening) if s)
-        commit = sum(int((u >= 0).sum()) for u, s in zip(self.row_uid, self.screening) if not s)
-        silent = ~self.admitted
+        pilot = commit = 0
+        for uid, explored in zip(self.row_uid, self.explored):
+            screened = torch.isin(uid, explored)
+            pilot += int(screened.sum())
+            commit += int(((uid >= 0) & ~screened).sum())
+        carried = self.carried[: len(self.admitted)]
+        judged = ~carried if len(carried) else torch.zeros(0, dtype=torch.bool)
+        silent = judged & ~self.admitted
         easy = silent & (self.mean_reward > EASY_ABOVE)
         trained_groups = len(self.committed)
-        return {
-            f"{PILOT_PREFIX}screened_prompts": float(len(self.prompt)),
+        carried_in = int(self.carried[self.committed].sum())
+        admitted_trained = trained_groups - self.backfilled - carried_in
+        out = {
+            f"{PILOT_PREFIX}screened_prompts": float(judged.sum()),
             f"{PILOT_PREFIX}admitted_prompts": float(self.admitted_prompts),
             f"{PILOT_PREFIX}evicted_prompts": float(easy.sum()),
             f"{PILOT_PREFIX}deferred_prompts": float((silent & ~easy).sum()),
-            f"{PILOT_PREFIX}surplus_prompts": float(max(self.admitted_prompts - (trained_groups - self.backfilled), 0)),
+            f"{PILOT_PREFIX}surplus_prompts": float(max(self.admitted_prompts - admitted_trained, 0)),
             f"{PILOT_PREFIX}backfilled_prompts": float(self.backfilled),
             f"{PILOT_PREFIX}pilot_rollouts": float(pilot),
             f"{PILOT_PREFIX}commit_rollouts": float(commit),
             f"{PILOT_PREFIX}stages": float(self.stages),
             f"{PILOT_PREFIX}rollouts_per_trained_group": (pilot + commit) / max(trained_groups, 1),
         }
+        if self.buffer is not None:
+            at = self.explored_at[self.committed]
+            age = torch.where(at >= 0, (self.step or 0) - at, 0).double()
+            out.update({
+                f"{PILOT_PREFIX}rounds": float(self.rounds),
+                f"{PILOT_PREFIX}carried_prompts": float(carried_in),
+                f"{PILOT_PREFIX}pilot_age_mean": float(age.mean()) if len(age) else 0.0,
+                f"{PILOT_PREFIX}pilot_age_max": float(age.max()) if len(age) else 0.0,
+                f"{PILOT_PREFIX}buffer_prompts": float(len(self.buffer)),
+                f"{PILOT_PREFIX}buffer_evicted_prompts": float(self.buffer_evicted),
+            })  # fmt: skip
+        if self.settings.evict_solved:
+            out[f"{PILOT_PREFIX}solved_evicted_prompts"] = float(self.solved_evicted)
+        return out
