@@ -59,7 +59,7 @@ def _nan(state):
     [
         (_cut, "rollouts", "has 2 rows for 4 prompt ids"),
         (_negative, "rollouts", "holds -3 at row 1"),
-        (_nan, "successes", "holds nan at row 2; every value must be finite"),
+        (_nan, "successes", "holds nan at row 2: every counter is a finite number"),
     ],
     ids=["column-cut", "negative-count", "nan-count"],
 )

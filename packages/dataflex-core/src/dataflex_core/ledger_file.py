@@ -65,20 +65,28 @@ def ids_digest(sorted_ids: np.ndarray) -> str:
 
 
 def check_columns(source: str, columns: Mapping[str, np.ndarray], first_row: int, ids: np.ndarray) -> None:
-    """Refuse a counter that no run records: each is finite, at least :data:`LOWEST`, whole for the counts,
-    ``last_success_rate`` in [0, 1], ``successes`` at most ``rollouts``. ``columns`` are numpy arrays (integer
-    or float) of rows ``first_row ...``."""
-
-    def fail(name: str, bad: np.ndarray, values: np.ndarray, reason: str) -> None:
-        i = int(np.flatnonzero(bad)[0])
-        where = f"row {first_row + i}"
-        value = values[i].item()
-        shown = int(value) if float(value).is_integer() and COLUMNS[name][0] == torch.long else value
+    """Refuse a counter that no run records (:func:`column_problem`), naming the file, the row, the id and the
+    value. ``columns`` are numpy arrays (integer or float) of rows ``first_row ...``."""
+    problem = column_problem(columns)
+    if problem is not None:
+        name, i, value, reason = problem
         prompt = ids[i].item() if isinstance(ids[i], np.generic) else ids[i]
         raise ConfigError(
-            f"the ledger {source} {where} (id {prompt!r}) has {name}={shown!r}: {reason}; give a ledger a "
-            "DataFlex run exported (or fix that value), or unset dataflex.ledger.load"
+            f"the ledger {source} row {first_row + i} (id {prompt!r}) has {name}={value!r}: {reason}; give a ledger "
+            "a DataFlex run exported (or fix that value), or unset dataflex.ledger.load"
         )
+
+
+def column_problem(columns: Mapping[str, np.ndarray]) -> tuple[str, int, Any, str] | None:
+    """The first counter value no run records, as ``(column, row, value, why)``, or ``None``: each is finite, at
+    least :data:`LOWEST`, whole for the counts, ``last_success_rate`` in [0, 1], ``successes`` at most
+    ``rollouts``. The one rule for a Parquet file and a checkpoint's ledger alike."""
+
+    def fail(name: str, bad: np.ndarray, values: np.ndarray, reason: str) -> tuple[str, int, Any, str]:
+        i = int(np.flatnonzero(bad)[0])
+        value = values[i].item()
+        shown = int(value) if float(value).is_integer() and COLUMNS[name][0] == torch.long else value
+        return name, i, shown, reason
 
     for name, values in columns.items():
         whole = values.dtype.kind in "iu"  # an integer column is finite and whole by its dtype
@@ -88,17 +96,16 @@ def check_columns(source: str, columns: Mapping[str, np.ndarray], first_row: int
         # the mask that locates the bad row only when that pass says there is one
         least, most = extremes(values)
         if not whole and not (math.isfinite(least) and math.isfinite(most)):
-            finite = np.isfinite(values)
-            fail(name, ~finite, values, "every counter is a finite number")
+            return fail(name, ~np.isfinite(values), values, "every counter is a finite number")
         if COLUMNS[name][0] == torch.long and most >= 2.0**63:  # before any cast: it would wrap
-            fail(name, values >= (2**63 if whole else 2.0**63), values, f"a count is at most {INT64_MAX}")
+            return fail(name, values >= (2**63 if whole else 2.0**63), values, f"a count is at most {INT64_MAX}")
         low = LOWEST[name]
         if low is not None and least < low:
-            fail(name, values < low, values, f"it is at least {low}")
+            return fail(name, values < low, values, f"it is at least {low}")
         if not whole and COLUMNS[name][0] == torch.long and (np.floor(values) != values).any():
-            fail(name, np.floor(values) != values, values, "it counts, so it is a whole number")
+            return fail(name, np.floor(values) != values, values, "it counts, so it is a whole number")
         if name == "last_success_rate" and most > 1:
-            fail(name, values > 1, values, "a success rate is at most 1")
+            return fail(name, values > 1, values, "a success rate is at most 1")
     if "successes" in columns and "rollouts" in columns:
         successes, rollouts = columns["successes"], columns["rollouts"]
         for start in range(0, len(rollouts), CHECK_BLOCK):  # in blocks: no temporary of n values
@@ -107,7 +114,8 @@ def check_columns(source: str, columns: Mapping[str, np.ndarray], first_row: int
             if over.any():
                 bad = np.zeros(len(rollouts), dtype=bool)
                 bad[block] = over
-                fail("successes", bad, successes, "a prompt has at most one success per rollout")
+                return fail("successes", bad, successes, "a prompt has at most one success per rollout")
+    return None
 
 
 def extremes(values: np.ndarray) -> tuple[float, float]:

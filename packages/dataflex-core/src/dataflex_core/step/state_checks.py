@@ -6,7 +6,6 @@ refused here in one line naming the file, the component's role and the field.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -14,26 +13,7 @@ from typing import Any
 import torch
 
 from ..compute import MOST_STEPS_PER_GLOBAL_STEP, ComputeTotals
-from ..ledger import COLUMNS
-
-#: Ledger columns that count something: never negative.
-COUNTS = frozenset(
-    {
-        "times_sampled",
-        "rollouts",
-        "rollouts_trained",
-        "rollouts_filtered",
-        "tokens_generated",
-        "successes",
-        "reward_sq_sum",
-        "uniform_reward_steps",
-        "uniform_reward_streak",
-    }
-)
-#: The lowest value of the other columns that have one (``-1``: never sampled).
-FLOORS = {"last_sampled_step": -1}
-#: Columns that may hold NaN (a rate of a prompt with no scored rollout).
-MAY_BE_NAN = frozenset({"last_success_rate"})
+from ..ledger_file import COLUMNS, column_problem
 
 
 def state_problem(global_steps: int, components: Mapping[str, Mapping[str, Any]]) -> str | None:
@@ -66,7 +46,7 @@ def _compute_steps_problem(steps: Any, global_steps: int, role: str) -> str | No
 def _walk(state: Any, where: str) -> str | None:
     if not isinstance(state, Mapping):
         return None
-    if "ids" in state and any(column in state for column in COLUMNS):
+    if ("ids" in state or "ids_utf8" in state) and any(column in state for column in COLUMNS):
         problem = _ledger_problem(state, where)
         if problem is not None:
             return problem
@@ -78,11 +58,14 @@ def _walk(state: Any, where: str) -> str | None:
 
 
 def _ledger_problem(state: Mapping[str, Any], where: str) -> str | None:
-    """A per-prompt ledger's columns: one value per id, finite, counts not negative."""
+    """A per-prompt ledger's columns: one tensor per column of the dtype a run writes, one value per id, each value
+    one a run records (:func:`~dataflex_core.ledger_file.column_problem`, the rule a Parquet file follows)."""
+    ids = state["ids"] if "ids" in state else state["ids_utf8"]
     try:
-        rows = len(state["ids"])
+        rows = len(ids)
     except TypeError:
-        return f"{where}['ids'] is not a list of prompt ids (got {type(state['ids']).__name__})"
+        return f"{where}['ids'] is not a list of prompt ids (got {type(ids).__name__})"
+    columns = {}
     for column in COLUMNS:
         if column not in state or state[column] is None:
             continue
@@ -94,22 +77,12 @@ def _ledger_problem(state: Mapping[str, Any], where: str) -> str | None:
             return f"{field} is a {value.dtype} tensor; a run writes {COLUMNS[column][0]}"
         if len(value) != rows:
             return f"{field} has {len(value)} rows for {rows} prompt ids (the column was cut or padded)"
-        # one reduction per rule on a valid column (a 10M-prompt ledger is read at every resume); the mask
-        # that locates the bad row only when the reduction says there is one
-        if not len(value):
-            continue
-        least, most = (float(v) for v in torch.aminmax(value))  # NaN when the column holds one
-        if value.is_floating_point() and not (math.isfinite(least) and math.isfinite(most)):
-            bad = ~torch.isfinite(value) & ~(torch.isnan(value) if column in MAY_BE_NAN else False)
-            if bool(bad.any()):
-                at = int(bad.nonzero()[0])
-                return f"{field} holds {value[at].item()!r} at row {at}; every value must be finite"
-            least = float(value.nan_to_num(nan=math.inf).min())  # NaN allowed here: the least other value
-        floor = 0 if column in COUNTS else FLOORS.get(column)
-        if floor is not None and least < floor:
-            at = int((value < floor).nonzero()[0])
-            return f"{field} holds {value[at].item()!r} at row {at}; it counts, so it is never below {floor}"
-    return None
+        columns[column] = value.numpy()
+    problem = column_problem(columns)
+    if problem is None:
+        return None
+    column, at, value, why = problem
+    return f"{where}[{column!r}] holds {value!r} at row {at}: {why}"
 
 
 #: The documented way to resume a checkpoint whose DataFlex state is wrong or absent (:meth:`check_resume`).
