@@ -388,3 +388,81 @@ def test_progress_counts_runs_left_and_divides_the_time_left_by_the_runs_side_by
     for seed in range(1, 5):
         progress.finished("repeat", UNIFORM, seed, {"wall_s": 10.0, "steps": []})
     assert said[-1].endswith("0 runs left")
+
+
+def test_the_grid_is_every_combination_and_the_default_setting_keeps_today_s_records():
+    from dataflex_lab.trl.evidence import Setting, parse_grid
+
+    grid = parse_grid(["lr=3e-3,5e-3", "init=0.1,0.04"])
+    assert [(s.lr, s.init_scale) for s in grid] == [(3e-3, 0.1), (3e-3, 0.04), (5e-3, 0.1), (5e-3, 0.04)]
+    assert [s.label() for s in grid] == ["", "init0.04", "lr0.005", "lr0.005_init0.04"]
+    assert grid[3].options() == " --lr 0.005 --init-scale 0.04"
+    assert parse_grid(["temperature=1.2"], Setting(lr=5e-3)) == [Setting(lr=5e-3, temperature=1.2)]
+    # the default setting's records carry the key they had before settings were options: old workdirs resume
+    assert "setting" not in Campaign().key("band", UNIFORM)
+    assert Campaign(setting=grid[3]).key("band", UNIFORM)["setting"] == {"lr": 5e-3, "init_scale": 0.04}
+    for bad, message in ((["rate=1"], "KEY one of lr, init"), (["lr=a"], "must be numbers"),
+                         (["lr=1", "lr=2"], "twice"), (["init=0,0.1"], "--init-scale 0.0 must be a positive")):  # fmt: skip
+        with pytest.raises(ValueError, match=message):
+            parse_grid(bad)
+    with pytest.raises(ValueError, match="run on verl"):
+        Campaign(methods=[UNIFORM, "allocate"], setting=Setting(lr=5e-3)).check()
+
+
+def test_a_setting_reaches_the_trainer_the_model_and_the_held_out_scorer(monkeypatch, tmp_path):
+    """run_one hands the setting to TRL's config (learning rate, rollout temperature), the model (its initial
+    weight scale) and the held-out scorer (its temperature); nothing is trained here."""
+    from dataflex_lab.trl import evidence, training_demo
+    from dataflex_lab.trl.evidence import Setting
+
+    seen = {}
+
+    def fake_train(settings, arm, seed, on_step, callbacks):
+        config = training_demo.grpo_config(settings, arm, seed)
+        seen.update(lr=config.learning_rate, temperature=config.temperature,
+                    init=training_demo.family_model_spec(settings.init_scale).initializer_range)  # fmt: skip
+        return [{"step": 1, "metrics": {"reward": 0.0}}]
+
+    shared = heldout.evaluation_callback
+
+    def scorer(*args, **kwargs):
+        seen["eval_temperature"] = kwargs["temperature"]
+        return shared(*args, **kwargs)
+
+    monkeypatch.setattr(training_demo, "train_arm", fake_train)
+    monkeypatch.setattr(heldout, "evaluation_callback", scorer)
+    setting = Setting(lr=5e-3, init_scale=0.04, temperature=1.2, eval_temperature=0.7)
+    evidence.run_one(Campaign(steps=2, val_every=1, workdir=tmp_path, setting=setting), "band", UNIFORM, 0)
+    assert seen == {"lr": 5e-3, "temperature": 1.2, "init": 0.04, "eval_temperature": 0.7}
+    evidence.run_one(Campaign(steps=2, val_every=1, workdir=tmp_path), "band", UNIFORM, 0)
+    assert seen == {"lr": 3e-3, "temperature": 1.0, "init": 0.1, "eval_temperature": None}  # today's values
+
+
+def test_a_grid_keeps_each_setting_apart_and_resumes_it(tmp_path, monkeypatch):
+    """Each setting's runs in a folder of their own (the default's where they were), each resumed on its own
+    (synthetic runs stand in for training)."""
+    from dataflex_lab.trl import evidence
+
+    calls = []
+
+    def fake(campaign, family, method, seed):
+        calls.append((campaign.setting.lr, method, seed))
+        steps = [{"step": s, "metrics": {METRIC: 0.05 * s * campaign.setting.lr * 1000, GENERATED: 64.0 * s,
+                                         TRAINED: 64.0 * s, total("rollouts_wasted"): 0.0, ROUNDS: 1.0 * s}}
+                 for s in range(0, 5)]  # fmt: skip
+        return {"arm": method, "seed": seed, "host": "trl", "key": campaign.key(family, method), "wall_s": 1.0,
+                "steps": steps}  # fmt: skip
+
+    monkeypatch.setattr(evidence, "run_one", fake)
+    campaign = Campaign(families=["repeat"], methods=[UNIFORM, "filter"], seeds=[0, 1], steps=4, val_every=2,
+                        workdir=tmp_path)  # fmt: skip
+    grid = evidence.parse_grid(["lr=3e-3,5e-3"])
+    out = io.StringIO()
+    results = evidence.run_grid(campaign, grid, out=out)
+    assert set(results) == {"default", "lr0.005"} and len(calls) == 8
+    assert (tmp_path / "runs" / "repeat" / "filter" / "seed1.json").is_file()
+    assert (tmp_path / "settings" / "lr0.005" / "runs" / "repeat" / "filter" / "seed1.json").is_file()
+    assert "# setting 2/2: lr 0.005" in out.getvalue()
+    assert "--lr 0.005" in (tmp_path / "settings" / "lr0.005" / "table.md").read_text()
+    evidence.run_grid(campaign, grid, out=io.StringIO())
+    assert len(calls) == 8  # every run of both settings resumed

@@ -31,7 +31,7 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -148,6 +148,68 @@ SMOKE_NOTE = (
 )
 
 
+@dataclass(frozen=True)
+class Setting:
+    """The training setting a campaign's runs share: the optimiser's learning rate, the family model's initial
+    weight scale, and the rollout and held-out sampling temperatures. The defaults are the campaign's values before
+    these were options, so its results reproduce as they were."""
+
+    lr: float = 3e-3
+    init_scale: float = 0.1
+    temperature: float = 1.0
+    #: ``None``: the held-out prompts are sampled at the rollout temperature.
+    eval_temperature: float | None = None
+
+    def __post_init__(self) -> None:
+        for name, option in SETTING_OPTIONS.items():
+            value = getattr(self, name)
+            if value is None and name == "eval_temperature":
+                continue
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < math.inf:
+                raise ValueError(f"{option} {value!r} must be a positive number")
+
+    def changed(self) -> dict[str, float]:
+        """The values that differ from the default setting, by field."""
+        default = Setting()
+        return {name: getattr(self, name) for name in SETTING_OPTIONS if getattr(self, name) != getattr(default, name)}
+
+    def label(self) -> str:
+        """A folder name naming the changed values, e.g. ``lr0.005_init0.04``; ``""`` for the default setting."""
+        return "_".join(f"{GRID_NAMES[name]}{value:g}" for name, value in self.changed().items())
+
+    def options(self) -> str:
+        """The campaign's options that select this setting (``""`` for the default)."""
+        return "".join(f" {SETTING_OPTIONS[name]} {value:g}" for name, value in self.changed().items())
+
+
+#: Each setting's command-line option, and its name in ``--grid`` and in a setting's folder name.
+SETTING_OPTIONS = {"lr": "--lr", "init_scale": "--init-scale", "temperature": "--temperature",
+                   "eval_temperature": "--eval-temperature"}  # fmt: skip
+GRID_NAMES = {"lr": "lr", "init_scale": "init", "temperature": "temperature", "eval_temperature": "eval_temperature"}
+
+
+def parse_grid(items: Sequence[str], base: Setting | None = None) -> list[Setting]:
+    """``--grid lr=3e-3,5e-3 init=0.1,0.04``: every combination of the values named (the other values ``base``'s),
+    in the order given, the first key varying slowest."""
+    import itertools
+
+    by_name = {short: name for name, short in GRID_NAMES.items()}
+    axes: dict[str, list[float]] = {}
+    for item in items:
+        key, _, values = item.partition("=")
+        if key not in by_name or not values:
+            raise ValueError(f"--grid {item!r}: give KEY=V,V with KEY one of {', '.join(by_name)}")
+        if by_name[key] in axes:
+            raise ValueError(f"--grid names {key!r} twice")
+        try:
+            axes[by_name[key]] = [float(v) for v in values.split(",")]
+        except ValueError:
+            raise ValueError(f"--grid {item!r}: the values must be numbers, e.g. {key}=0.1,0.04") from None
+    base = base or Setting()
+    settings = [replace(base, **dict(zip(axes, combo))) for combo in itertools.product(*axes.values())]
+    return list(dict.fromkeys(settings))
+
+
 @dataclass
 class Campaign:
     """What one campaign (or one slice of it) runs and where it writes."""
@@ -167,6 +229,8 @@ class Campaign:
     workdir: Path = Path("dataflex_evidence")
     task_params: dict[str, dict[str, Any]] = field(default_factory=dict)
     quick: bool = False
+    #: The training setting every run uses (:class:`Setting`; a grid is one campaign per setting, :func:`run_grid`).
+    setting: Setting = field(default_factory=Setting)
     #: The constants of the modeled-seconds axis (:mod:`dataflex_lab.compare.cost_model`); ``None``: the table reads
     #: rollouts and optimizer steps only. It changes no run, only the table.
     cost_model: CostModel | None = None
@@ -198,6 +262,12 @@ class Campaign:
             raise ValueError(
                 f"--seeds {self.seeds} must name at least 2 distinct seeds >= 0: the comparison is over seeds, paired"
             )
+        verl = [m for m in self.methods if METHODS[m].host == "verl"]
+        if self.setting.changed() and verl:
+            raise ValueError(
+                f"method(s) {verl} run on verl, whose runs take no --lr / --init-scale / --temperature / "
+                f"--eval-temperature / --grid setting; run them at the default setting"
+            )
         if self.val_every < 1 or self.steps < self.val_every:
             raise ValueError(f"--val-every {self.val_every} must be at least 1 and at most --steps {self.steps}")
 
@@ -217,6 +287,8 @@ class Campaign:
             "steps": self.steps,
             "val_every": self.val_every,
             "samples": heldout.SAMPLES,
+            # only a changed setting: records of the default setting keep the key they had before it was an option
+            **({"setting": self.setting.changed()} if self.setting.changed() else {}),
         }
 
     def record_path(self, family: str, method: str, seed: int) -> Path:
@@ -246,10 +318,13 @@ def run_one(campaign: Campaign, family: str, method: str, seed: int) -> dict[str
         torch.set_num_threads(1)  # one run a core; the machine's other jobs keep the rest
         task = task_families.family(family)
         splits = task.build(task_families.structure_from(params, task), seed)
-        scorer = heldout.evaluation_callback(task, splits.held_out, every=campaign.val_every, run_seed=seed)
+        setting = campaign.setting
+        scorer = heldout.evaluation_callback(task, splits.held_out, every=campaign.val_every, run_seed=seed,
+                                             temperature=setting.eval_temperature)  # fmt: skip
         stop = budget_stop(campaign.steps * ROLLOUTS_PER_STEP)
         settings = DemoSettings(**(spec.options or {}), task=family, task_params=params, steps=campaign.steps,
-                                val_every=0, workdir=campaign.workdir / "trl" / family)  # fmt: skip
+                                val_every=0, workdir=campaign.workdir / "trl" / family, lr=setting.lr,
+                                init_scale=setting.init_scale, temperature=setting.temperature)  # fmt: skip
         arm = "baseline" if spec.options is None else method
         steps = heldout.merge_scores(train_arm(settings, arm, seed, lambda record: None, [stop, scorer]), scorer.scores)
     return {
@@ -416,6 +491,33 @@ def run_campaign(campaign: Campaign, out: TextIO = sys.stdout) -> dict[str, Any]
     return summary
 
 
+def setting_campaign(campaign: Campaign, setting: Setting) -> Campaign:
+    """``campaign`` at ``setting``: the default setting in the workdir itself (where the campaign kept its runs
+    before settings were options), any other in ``<workdir>/settings/<label>``, its runs, tables and plots apart."""
+    workdir = campaign.workdir if not setting.changed() else campaign.workdir / "settings" / setting.label()
+    return replace(campaign, setting=setting, workdir=workdir)
+
+
+def run_grid(campaign: Campaign, settings: Sequence[Setting], *, report_only: bool = False,
+             out: TextIO = sys.stdout) -> dict[str, Any]:  # fmt: skip
+    """The campaign once per setting (each resumes on its own), then each setting's table; ``{label: summary}``."""
+    results = {}
+    for index, setting in enumerate(settings, start=1):
+        at = setting_campaign(campaign, setting)
+        if len(settings) > 1:
+            print(f"\n# setting {index}/{len(settings)}: {_setting_text(setting)} ({at.workdir})", file=out, flush=True)
+        results[setting.label() or "default"] = report_campaign(at, out) if report_only else run_campaign(at, out)
+    return results
+
+
+def _setting_dict(setting: Setting) -> dict[str, float | None]:
+    return {name: getattr(setting, name) for name in SETTING_OPTIONS}
+
+
+def _setting_text(setting: Setting) -> str:
+    return ", ".join(f"{GRID_NAMES[name]} {getattr(setting, name)}" for name in SETTING_OPTIONS)
+
+
 # -- the table -------------------------------------------------------------------------------------------
 
 
@@ -447,6 +549,7 @@ def family_document(campaign: Campaign, family: str) -> dict[str, Any]:
             "steps": campaign.steps,
             "val_every": campaign.val_every,
             "target": campaign.target_for(family),
+            "setting": _setting_dict(campaign.setting),
             "methods": {m: {"host": METHODS[m].host, "options": METHODS[m].options, "baseline": METHODS[m].baseline}
                         for m in dict.fromkeys(r["arm"] for r in runs)},
         },
@@ -574,7 +677,8 @@ def reproduce(campaign: Campaign, r: dict[str, Any]) -> str:
     runs = f"{campaign.workdir}/{r['family']}.runs.json"
     return (
         f"nox -s evidence -- --families {r['family']} --methods {r['baseline']},{r['method']} --seeds {seeds} "
-        f"--steps {campaign.steps}{_cost_options(campaign)}; dataflex compare {runs} --arms "
+        f"--steps {campaign.steps}{campaign.setting.options()}{_cost_options(campaign)}; "
+        f"dataflex compare {runs} --arms "
         f"{r['baseline']},{r['method']} --seeds {','.join(map(str, r['seeds']))} --x rollouts --target {target:g} "
         f"--cost-axes{_cost_options(campaign)}"
     )
@@ -633,7 +737,7 @@ def report_campaign(campaign: Campaign, out: TextIO = sys.stdout) -> dict[str, A
     cost_model = None if campaign.cost_model is None else campaign.cost_model.as_dict()
     summary = {"table": main, "sensitivity": sensitivity, "targets": targets,
                "settings": {"steps": campaign.steps, "val_every": campaign.val_every, "group_size": GROUP_SIZE,
-                            "cost_model": cost_model}}  # fmt: skip
+                            "cost_model": cost_model, "setting": _setting_dict(campaign.setting)}}  # fmt: skip
     (campaign.workdir / "table.json").write_text(json.dumps(summary, indent=1) + "\n")
     say(f"\ntables: {campaign.workdir / 'table.md'}; each family's runs: {campaign.workdir}/<family>.runs.json")
     return summary
@@ -716,6 +820,8 @@ def _evidence(args: argparse.Namespace) -> int:
                 options[key] = value
         if args.workdir is not None:
             options["workdir"] = Path(args.workdir)
+        setting = Setting(**{name: getattr(args, name) for name in SETTING_OPTIONS if getattr(args, name) is not None})
+        grid = parse_grid(args.grid, setting) if args.grid else [setting]
         cost_model = from_options(args.seconds_per_rollout, args.seconds_per_call, args.seconds_per_trained_rollout)
         if cost_model is not None:
             options["cost_model"] = cost_model
@@ -725,7 +831,9 @@ def _evidence(args: argparse.Namespace) -> int:
             except json.JSONDecodeError as exc:
                 raise ValueError(f"--task-params is not valid JSON ({exc.msg}): {args.task_params!r}") from None
         planned = Campaign(**options)
-        return report_campaign(planned) if args.report_only else run_campaign(planned)
+        if grid == [Setting()]:  # today's setting: the campaign exactly as before settings were options
+            return report_campaign(planned) if args.report_only else run_campaign(planned)
+        return run_grid(planned, grid, report_only=args.report_only)
 
     return run_command("dataflex-trl", "trl", campaign, command="evidence")
 
@@ -762,6 +870,15 @@ def add_arguments(evidence: argparse.ArgumentParser) -> None:
                           f"(default: {', '.join(f'{f} {t:g}' for f, t in TARGETS.items())})")  # fmt: skip
     evidence.add_argument("--jobs", type=int, help="TRL runs side by side, one thread each (default 1)")
     evidence.add_argument("--task-params", metavar="JSON", help='per family, e.g. \'{"band": {"difficulty": [1, 4]}}\'')
+    evidence.add_argument("--lr", type=float, help="learning rate (default 3e-3)")
+    evidence.add_argument("--init-scale", dest="init_scale", type=float, metavar="STD",
+                          help="the model's initial weight scale, std of its random weights (default 0.1)")  # fmt: skip
+    evidence.add_argument("--temperature", type=float, help="rollout sampling temperature (default 1.0)")
+    evidence.add_argument("--eval-temperature", dest="eval_temperature", type=float, metavar="T",
+                          help="held-out sampling temperature (default: the rollout temperature)")  # fmt: skip
+    evidence.add_argument("--grid", nargs="+", metavar="KEY=V,V", help="run every combination, e.g. --grid "
+                          "lr=3e-3,5e-3 init=0.1,0.04 (keys lr, init, temperature, eval_temperature); each setting "
+                          "other than the default in <workdir>/settings/<label>, resumed on its own")  # fmt: skip
     evidence.add_argument("--seconds-per-rollout", type=float, metavar="S", help="cost model of the modeled-seconds "
                           "axis: seconds per rollout generated (all three --seconds-per-* or none; "
                           "docs/evidence.md#cost-model)")  # fmt: skip

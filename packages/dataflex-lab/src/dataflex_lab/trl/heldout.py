@@ -19,7 +19,7 @@ from __future__ import annotations
 import hashlib
 import statistics
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from .. import task_families
@@ -109,10 +109,15 @@ def summarize(rewards: Any, prompts: Sequence[task_families.TaskPrompt]) -> dict
 
 
 def evaluation_callback(task: task_families.TaskFamily, prompts: Sequence[task_families.TaskPrompt], *,
-                        every: int, run_seed: int, samples: int = SAMPLES) -> Any:  # fmt: skip
+                        every: int, run_seed: int, samples: int = SAMPLES,
+                        temperature: float | None = None) -> Any:  # fmt: skip
     """A ``TrainerCallback`` that scores ``prompts`` before training and every ``every`` steps (and at the last),
-    keeping ``{step: metrics}`` in its ``scores``."""
+    keeping ``{step: metrics}`` in its ``scores``; ``temperature``: the evaluation's own (``None``: the rollout's)."""
     from transformers import TrainerCallback
+
+    def sampling(args: Any) -> Sampling:
+        rollout = Sampling.of(args)
+        return rollout if temperature is None else replace(rollout, temperature=temperature)
 
     class HeldOutEvaluation(TrainerCallback):
         def __init__(self) -> None:
@@ -120,7 +125,7 @@ def evaluation_callback(task: task_families.TaskFamily, prompts: Sequence[task_f
 
         def _score(self, args: Any, state: Any, kwargs: dict[str, Any]) -> None:
             rewards = score_prompts(kwargs["model"], kwargs["processing_class"], task, prompts, samples=samples,
-                                    seed=eval_seed(run_seed), sampling=Sampling.of(args))  # fmt: skip
+                                    seed=eval_seed(run_seed), sampling=sampling(args))  # fmt: skip
             self.scores[int(state.global_step)] = summarize(rewards, prompts)
 
         def on_train_begin(self, args, state, control, **kwargs):

@@ -48,6 +48,10 @@ class DemoSettings(demo_report.DemoOptions):
 
     workdir: Path = Path("dataflex_trl_demo")
     loss_type: str = "dapo"
+    #: The task family model's initial weight scale (``None``: its spec's, 0.1) and the rollout temperature
+    #: (TRL's ``GRPOConfig.temperature``): settings the evidence campaign varies.
+    init_scale: float | None = None
+    temperature: float = 1.0
 
 
 def grpo_config(settings: DemoSettings, arm: str, seed: int) -> Any:
@@ -67,6 +71,7 @@ def grpo_config(settings: DemoSettings, arm: str, seed: int) -> Any:
         max_completion_length=completion_length,
         max_steps=settings.steps,
         learning_rate=settings.learning_rate,
+        temperature=settings.temperature,
         loss_type=settings.loss_type,
         logging_steps=1,
         save_strategy="no",
@@ -101,6 +106,15 @@ def _checkpointing(config: type) -> dict[str, Any]:
     return {"activation_checkpointing": True} if "activation_checkpointing" in names else {}
 
 
+def family_model_spec(init_scale: float | None) -> Any:
+    """The task families' model, its initial weights drawn at ``init_scale`` (``None``: the spec's own)."""
+    from dataclasses import replace
+
+    from .toy import FAMILY_MODEL
+
+    return FAMILY_MODEL if init_scale is None else replace(FAMILY_MODEL, initializer_range=init_scale)
+
+
 def train_arm(
     settings: DemoSettings, arm: str, seed: int, on_step: Any, callbacks: Sequence[Any] = ()
 ) -> list[dict[str, Any]]:
@@ -114,7 +128,6 @@ def train_arm(
     from trl import GRPOTrainer
 
     from .toy import (
-        FAMILY_MODEL,
         char_tokenizer,
         echo_reward,
         family_dataset,
@@ -152,7 +165,7 @@ def train_arm(
     args = grpo_config(settings, arm, seed)
     if task is not None:  # train on every kind, evaluate on the held-out split of the learnable band
         data = {
-            "model": tiny_model(tokenizer, seed=seed, spec=FAMILY_MODEL),
+            "model": tiny_model(tokenizer, seed=seed, spec=family_model_spec(settings.init_scale)),
             "reward_funcs": family_reward(task),
             "train_dataset": family_dataset(splits.train),
             "eval_dataset": family_dataset(splits.held_out) if settings.validation_interval else None,
