@@ -5,14 +5,12 @@
 :class:`Mechanism` subclass decorated with :func:`register_mechanism`.
 """
 
-from .base import ROLLOUT_TIMINGS, LossMechanism, Mechanism, check_fields, check_rollout_time
+from .base import LossMechanism, Mechanism, check_rollout_time
 from .registry import get_mechanism, mechanism_names, mechanisms, register_mechanism, unregister_mechanism
 
 __all__ = [
-    "ROLLOUT_TIMINGS",
     "LossMechanism",
     "Mechanism",
-    "check_fields",
     "check_rollout_time",
     "get_mechanism",
     "mechanism_names",
