@@ -6,8 +6,7 @@ The lock guards the plugins' files on disk; what it protects and what it does no
 
 from __future__ import annotations
 
-from ..distributions import canonical_name, plugin_distributions
-from .compare import DIFFERENCE_LABELS, DRIFT_KINDS, Difference, compare, format_differences, remedies
+from .compare import Difference, compare, format_differences, remedies
 from .enforce import (
     PluginDriftWarning,
     PluginSetMismatch,
@@ -17,12 +16,10 @@ from .enforce import (
     restrict_to,
     use_plugin_lock,
 )
-from .environment import core_version, installed_files, installed_plugin_set
+from .environment import installed_files, installed_plugin_set
 from .file import (
     CORE_DIST,
     DEFAULT_LOCK_FILE,
-    LOCK_FORMAT,
-    MISSING_FILE,
     DistRecord,
     LockFileError,
     PluginSet,
@@ -30,38 +27,26 @@ from .file import (
     read_lock,
     write_lock,
 )
-from .importer import CHECKED_IMPORTER, CheckedImporter
-from .scan import components_by_dist, load_plugins, lock_environment, scan_environment
+from .scan import lock_environment, scan_environment
 
 __all__ = [
-    "CHECKED_IMPORTER",
     "CORE_DIST",
-    "CheckedImporter",
     "DEFAULT_LOCK_FILE",
-    "DIFFERENCE_LABELS",
-    "DRIFT_KINDS",
     "Difference",
     "DistRecord",
-    "LOCK_FORMAT",
     "LockFileError",
-    "MISSING_FILE",
     "PluginDriftWarning",
     "PluginSet",
     "PluginSetMismatch",
-    "canonical_name",
     "compare",
-    "components_by_dist",
-    "core_version",
     "enforce",
     "enforce_before_import",
     "format_differences",
     "installed_files",
     "installed_plugin_set",
-    "load_plugins",
     "lock_environment",
     "locked_manager",
     "parse_lock",
-    "plugin_distributions",
     "read_lock",
     "remedies",
     "restrict_to",
