@@ -17,6 +17,8 @@ import pytest
 import torch
 
 from dataflex_core import ConfigError, InvalidOutputError
+from dataflex_core.mechanisms.pilot.carry import SurvivorBuffer
+from dataflex_core.mechanisms.pilot.settings import CarrySettings
 from dataflex_core.session import DataFlexSession, StagedGeneration
 from dataflex_core.state_fields import StateFieldError
 from dataflex_core.step import FieldSupport, HostCapabilities, LossWeights, SeamSupport
@@ -294,3 +296,24 @@ def test_evicted_rows_are_saved_checked_and_never_drawn(tmp_path):
     state["evicted"] = torch.tensor([1, 1])
     with pytest.raises(StateFieldError, match=r"state\['evicted'\]"):
         type(refill)(POPULATION, GROUPS).load_state_dict(state)
+
+
+def test_one_call_false_splits_each_round_by_rollout_count_for_hosts_of_one_count_per_call():
+    flex, visits = session({**BLOCK, "pilot": {"preset": "pilot-commit", "one_call": False}}), {}
+    for step in (1, 2, 3):
+        _, metrics, stages = run_step(flex, step, visits)
+        assert all(len(set(r.counts.tolist())) == 1 for r in stages.requests)  # one count a call
+        assert metrics["dataflex/pilot/stages"] >= metrics["dataflex/pilot/rounds"]
+    assert len(stages.requests) > stages.rounds  # a round of pilots and carried groups: two calls
+
+
+def test_the_buffer_orders_by_recency_and_at_random_reproducibly_after_a_resume():
+    recent = SurvivorBuffer(CarrySettings(order="recency"), POPULATION)
+    recent.add(torch.tensor([1, 2]), 1, torch.tensor([0.5, 0.5]))
+    recent.add(torch.tensor([3, 4]), 2, torch.tensor([0.1, 0.2]))
+    assert recent.take(3)[0].tolist() == [3, 4, 1] and recent.row.tolist() == [2]  # newest first, ties as they came
+    shuffled = SurvivorBuffer(CarrySettings(order="random"), POPULATION, seed=3)
+    shuffled.add(torch.arange(10), 1, torch.zeros(10))
+    again = SurvivorBuffer(CarrySettings(order="random"), POPULATION)
+    again.load_state_dict(shuffled.state_dict())
+    assert shuffled.take(4)[0].tolist() == again.take(4)[0].tolist()
