@@ -54,7 +54,7 @@ def test_the_modeled_seconds_of_a_recorded_run_are_the_hand_computed_ones():
 
 
 def test_the_time_to_target_on_each_axis_is_the_hand_computed_ratio():
-    results = cost_axes_module.reach_on_axes(document(), metric=METRIC, target=TARGET, cost_model=MODEL)
+    results = cost_axes_module.reach_on_axes(document(), metric=METRIC, target=TARGET, cost_model=MODEL, n_boot=500)
     # uniform step: 0.64 + 2 + 0.32 = 2.96 s; pilot step 7.28 s. Per seed baseline / arm, geometric mean over seeds.
     by_hand = {
         "rollouts": math.sqrt((6 * 64 / (3 * 96)) * (8 * 64 / (5 * 96))),
@@ -70,7 +70,7 @@ def test_the_time_to_target_on_each_axis_is_the_hand_computed_ratio():
 
 
 def test_without_a_cost_model_the_modeled_axis_is_left_out_and_cannot_be_asked_for():
-    assert set(cost_axes_module.reach_on_axes(document(), metric=METRIC, target=TARGET)) == {
+    assert set(cost_axes_module.reach_on_axes(document(), metric=METRIC, target=TARGET, n_boot=500)) == {
         "rollouts",
         "optimizer_steps",
     }
@@ -138,7 +138,8 @@ def test_the_cost_axes_table_names_each_verdict_s_axis(tmp_path, capsys):
     path.write_text(json.dumps(document()))
     parser = argparse.ArgumentParser()
     add_compare(parser.add_subparsers())
-    args = parser.parse_args(["compare", str(path), "--target", str(TARGET), "--cost-axes", "--x", "rollouts"])
+    args = parser.parse_args(["compare", str(path), "--target", str(TARGET), "--cost-axes", "--x", "rollouts",
+                              "--bootstrap", "500"])  # fmt: skip
     assert args.func(args) == 0
     out = capsys.readouterr().out
     assert "rollouts to target" in out and "optimizer steps to target" in out
