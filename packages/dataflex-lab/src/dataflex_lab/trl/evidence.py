@@ -10,7 +10,11 @@ family's held-out split with a fixed sampling seed (:mod:`.heldout`) and logs th
 The table (:func:`method_table`) compares each method with its baseline by :func:`~dataflex_lab.compare.compare_runs`
 on the runs' document, the path ``dataflex compare`` takes: the rollouts to the family's held-out level (the
 geometric mean of the per-seed ratios, its interval and p from one test), the AUC at equal rollouts, the wasted
-share and the step time (:mod:`dataflex_lab.compare.costs`); Holm's adjustment runs across the whole table.
+share and the step time (:mod:`dataflex_lab.compare.costs`); Holm's adjustment runs across the whole table. The
+same reading on optimizer steps and on modeled seconds (a stated cost model, ``--seconds-per-*``) comes from
+:func:`~dataflex_lab.compare.cost_axes.reach_on_axes`, ``dataflex compare --cost-axes``'s path, as exploratory
+columns. ``--lr``, ``--init-scale``, ``--temperature``, ``--eval-temperature`` and ``--grid`` set the training
+setting (:class:`Setting`), each non-default one a campaign of its own (:func:`run_grid`).
 
 Time: every finished run is written at once (``runs/<family>/<method>/seed<k>.json``) and a later campaign with the
 same settings skips it, so ``--families``, ``--methods`` and ``--seeds`` slices add up and an interrupted campaign
