@@ -317,3 +317,15 @@ def test_the_buffer_orders_by_recency_and_at_random_reproducibly_after_a_resume(
     again = SurvivorBuffer(CarrySettings(order="random"), POPULATION)
     again.load_state_dict(shuffled.state_dict())
     assert shuffled.take(4)[0].tolist() == again.take(4)[0].tolist()
+
+
+def test_backfill_after_max_rounds_commits_screened_prompts_of_the_step_in_one_more_call():
+    flex = session({**BLOCK, "pilot": {"preset": "pilot-commit", "max_rounds": 2, "on_short": "backfill"}})
+    seam = flex.seam(StagedGeneration)
+    stages = seam.stages(GROUPS, rollout_n=ROLLOUT_N)
+    while (asked := stages.next()) is not None:  # every pilot solved: nothing admitted
+        uid = asked.uids.repeat_interleave(asked.counts)
+        seam.observe(stages, rows_batch([2] * len(uid), width=3, rewards=[1.0] * len(uid), uid=uid.tolist()), 1)
+    assert (stages.rounds, stages.stages, stages.backfilled) == (2, 3, GROUPS)
+    assert stages.requests[-1].counts.tolist() == [ROLLOUT_N - PILOTS] * GROUPS  # topped up, pilots kept
+    assert stages.committed.tolist() == list(range(GROUPS))  # the first screened, in screening order

@@ -317,8 +317,7 @@ class PilotStages(StepStages):
         explore = min(self.settings.prompts * self.groups, self.max_screened - screened)
         if self.rounds == self.settings.max_rounds or not (explore or len(self.buffer)):
             extra = self._short(committed, f"max_rounds={self.settings.max_rounds}")
-            counts = torch.full((len(extra),), self._top_up(), dtype=_LONG)
-            self.rounds += 1
+            counts = torch.full((len(extra),), self._top_up(), dtype=_LONG)  # a commit stage, not a round
             return self._ask(StageRequests(self.prompt[extra], counts, extra), torch.zeros(0, dtype=_LONG))
         self.rounds += 1
         rows, at = self.buffer.take(lacking)
