@@ -71,8 +71,7 @@ def atomic_output(path: str | os.PathLike[str]) -> Iterator[Path]:
     """The one writer of DataFlex's files: yields a temporary path beside ``path`` to write, then renames it over
     ``path``, after :func:`regular_target` refused what cannot take a regular file.
 
-    For a writer that streams (Parquet row groups); :func:`write_bytes_atomic` is it for bytes in memory. A crash leaves
-    the old file or the new one; the temporary file (a dot-name no framework looks for) is removed on any error.
+    For a writer that streams (Parquet); :func:`write_bytes_atomic` for bytes in memory. The temporary goes on error.
     """
     target = regular_target(path)
     tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")

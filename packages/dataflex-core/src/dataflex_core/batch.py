@@ -18,10 +18,9 @@ from .precomputed import STEP_INPUTS_KEY, step_inputs
 class Batch:
     """Padded tensors in ``.batch``, per-sample objects in ``.non_tensor_batch``.
 
-    ``batch["response_mask"]`` is ``(bs, L)``; ``non_tensor_batch["uid"]`` is an object array of length ``bs``. Rows
-    flagged by an optional boolean ``batch["is_padding"]`` of shape ``(bs,)`` are padding: components give them weight 0
-    and leave them out of every statistic. ``meta_info`` may carry the step's precomputed values
-    (``meta_info["dataflex_step_inputs"]``, see :func:`~dataflex_core.prepare_batch`).
+    ``batch["response_mask"]`` is ``(bs, L)``, ``non_tensor_batch["uid"]`` an object array ``(bs,)``; rows flagged by an
+    optional bool ``batch["is_padding"]`` ``(bs,)`` are padding (weight 0, out of every statistic). ``meta_info`` may
+    carry the step's :func:`~dataflex_core.prepare_batch`.
     """
 
     def __init__(
@@ -50,8 +49,7 @@ class Batch:
     def select_rows(self, rows: torch.Tensor) -> Batch:
         """The batch restricted to ``rows`` (a bool mask or an index tensor).
 
-        A prepared batch's step values (:func:`~dataflex_core.prepare_batch`) come along,
-        restricted to the rows, so the sub-batch does not recompute them.
+        A prepared batch's step values come along, restricted to the rows, so the sub-batch does not recompute them.
         """
         if rows.dtype == torch.bool:
             rows = rows.nonzero(as_tuple=True)[0]

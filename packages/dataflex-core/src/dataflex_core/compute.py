@@ -40,17 +40,13 @@ PARTS = (
     ("refills", "generation_rounds"),
 )
 #: ``(total, per, ceiling, what)``: on resume a ``total`` is at most ``ceiling`` times the ``per`` total (``steps``:
-#: the steps the totals count). Core does not know a host's batch or response length, so these are per-step
-#: ceilings no run comes near (a filter's ``max_rounds``, a batch of prompts x their rollouts, a response's
-#: tokens); with the steps checked against the checkpoint's ``global_steps`` (:data:`MOST_STEPS_PER_GLOBAL_STEP`),
-#: a total no run of that many steps can count is refused.
+#: the steps the totals count); per-step ceilings no run comes near, as core does not know a host's batch.
 CEILINGS = (
     ("generation_rounds", "steps", 2**16, "generation rounds a step runs"),
     ("rollouts_generated", "generation_rounds", 2**24, "rollouts a generation round makes"),
     ("tokens_generated", "rollouts_generated", 2**24, "response tokens a rollout has"),
 )
-#: The DataFlex steps one framework step runs at most (verl: one; TRL: one per generation batch, and an optimizer
-#: step spans at most its gradient accumulation's micro-batches): the bound of the totals' ``steps`` on resume.
+#: The DataFlex steps one framework step runs at most (TRL: one per micro-batch of its gradient accumulation).
 MOST_STEPS_PER_GLOBAL_STEP = 2**10
 
 
@@ -134,9 +130,8 @@ class ComputeTotals:
         return {**self.totals, "steps": self.steps}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Take :meth:`state_dict`, checked field by field: each total a whole number, never negative, no part
-        larger than its whole (what a run trained or filtered is what it generated, at most; a step's refills are
-        generation rounds), and none above what its steps allow (:data:`CEILINGS`)."""
+        """Take :meth:`state_dict`, checked field by field: whole numbers, never negative, no part larger than its
+        whole, none above what its steps allow (:data:`CEILINGS`)."""
         unknown = sorted(set(state) - {*COUNTERS, "steps"})
         if unknown:
             raise StateFieldError(unknown[0], state[unknown[0]], f"an unknown counter; the totals are {list(COUNTERS)}")

@@ -284,11 +284,8 @@ class DataFlexPluginManager(pluggy.PluginManager):
         return by_plugin, list(failed.values())
 
     def registry(self) -> Registry:
-        """Components and mechanisms registered by loaded plugins, and components of in-process decorators.
-
-        Rebuilt after any (un)registration or decoration. A name two plugins register is left out as a clash; a
-        plugin whose registration hook fails is recorded in :attr:`register_failures`; the rest stay usable.
-        """
+        """Components and mechanisms registered by loaded plugins and in-process decorators, rebuilt after any
+        change; a clashing name and a failing hook (:attr:`register_failures`) leave the rest usable."""
         key = (self._generation, tuple(DECORATED))  # a record added or forgotten rebuilds it
         if self._registry is not None and self._registry_key == key:
             return self._registry
@@ -298,10 +295,9 @@ class DataFlexPluginManager(pluggy.PluginManager):
             info = self.info_for(plugin_name)
             for kind, name, cls in entries:
                 registry.add(kind, name, cls, info)
-        # In-process definitions: a later definition of the same name replaces an earlier
-        # one, so re-running a notebook cell or a script section does not count as a clash.
-        # Classes of an installed plugin that was not loaded (blocked, not allowed, locked out)
-        # stay hidden even if something imported their module.
+        # In-process definitions: a later definition of the same name replaces an earlier one, so re-running a notebook
+        # cell or a script section does not count as a clash. Classes of an installed plugin that was not loaded
+        # (blocked, not allowed, locked out) stay hidden even if something imported their module.
         local = {
             (d.kind, d.name): d
             for d in current_decorated()

@@ -44,11 +44,8 @@ def iter_entry_points() -> list[tuple[importlib_metadata.EntryPoint, PluginInfo]
 
 
 def plugin_distributions() -> dict[str, importlib_metadata.Distribution]:
-    """Installed distributions with a ``dataflex`` entry point, by canonical name.
-
-    When a name is installed twice on ``sys.path`` the first wins, as it does for imports
-    and for :func:`importlib.metadata.entry_points`.
-    """
+    """Installed distributions with a ``dataflex`` entry point, by canonical name (the first on ``sys.path`` when a
+    name is installed twice, as for imports)."""
     seen: set[str] = set()
     found = {}
     for dist in importlib_metadata.distributions():

@@ -72,9 +72,7 @@ def actuator_scores(
 def nonfinite_mask(values: torch.Tensor, valid: torch.Tensor) -> torch.Tensor | None:
     """``None`` when every valid entry of ``values`` is finite, else the bool mask of the valid non-finite ones.
 
-    One reduction decides the common case (a finite sum means every entry is finite); NaN/inf on invalid entries, or
-    finite values whose sum overflows, lead to the exact per-entry check. No full-size temporary is built unless the
-    answer needs it. Integer and bool values are always finite.
+    A finite sum decides the common case in one reduction; only otherwise is the per-entry mask built.
     """
     if not values.is_floating_point() or torch.isfinite(values.sum()):
         return None
@@ -85,8 +83,7 @@ def nonfinite_mask(values: torch.Tensor, valid: torch.Tensor) -> torch.Tensor | 
 def negative_mask(values: torch.Tensor, valid: torch.Tensor) -> torch.Tensor | None:
     """``None`` when no valid entry of ``values`` is negative (NaN is not negative), else the mask of those that are.
 
-    One reduction decides the common case (the minimum of all entries); only a
-    negative entry somewhere leads to the exact per-entry check.
+    The minimum decides the common case in one reduction; only otherwise is the per-entry mask built.
     """
     if values.dtype == torch.bool or values.numel() == 0 or bool(values.min() >= 0):  # NaN min: check exactly
         return None

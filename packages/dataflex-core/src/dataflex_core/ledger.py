@@ -373,11 +373,10 @@ class PromptLedger:
     def load(self, path: str | os.PathLike[str]) -> None:
         """Take the counts of an exported ledger: a warm start from another run or host.
 
-        ``path`` is a Parquet file (:meth:`export`) or a checkpoint folder. File records are matched to this
-        dataset's rows by id, so a file may list them in another order; one recorded for another dataset, an id
-        listed twice, a truncated file or a counter no run records is refused.
+        ``path`` is a Parquet file (:meth:`export`, matched to this dataset's rows by id) or a checkpoint folder.
 
-        :raises ConfigError: naming the file, the row, the column and the value, and the fix.
+        :raises ConfigError: another dataset, an id listed twice, a truncated file or a counter no run records,
+            naming the file, the row, the column and the value, and the fix.
         """
         path = os.fspath(path)
         if os.path.isdir(path):

@@ -131,11 +131,8 @@ def format_differences(differences: Iterable[Difference]) -> str:
 
 
 def remedies(differences: Iterable[Difference], lock: str) -> list[str]:
-    """What an operator can run to get back to the lock ``lock`` names, one line per kind of fix.
-
-    The distributions that differ are reinstalled by one command, only they, each from where it was installed (a
-    checkout, a wheel file, an index: :mod:`.restore`); an unexpected plugin is removed, or reviewed and locked.
-    """
+    """What an operator can run to get back to the lock ``lock`` names, one line per kind of fix (the reinstall of
+    the distributions that differ: :mod:`.restore`)."""
     differences = list(differences)
     lock = shlex.quote(lock)  # a path with a space or a quote still works as printed
     lines = restore_lines(differences)

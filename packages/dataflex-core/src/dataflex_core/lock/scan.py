@@ -105,11 +105,8 @@ def scan_environment(
 
 
 def lock_environment() -> PluginSet:
-    """The plugin set to write to a lock: every installed plugin, imported to list its components.
-
-    A plugin that fails to import cannot be locked, nor one with an entry point whose module it does not
-    ship (checked before anything is imported): the error names it.
-    """
+    """The plugin set to write to a lock: every installed plugin, imported to list its components; one that fails
+    to import, or has an entry point outside its files (checked first), is refused by name."""
     installed = installed_plugin_set()
     outside = {n: outside_entry_points(r) for n, r in installed.plugins.items()}
     outside = {n: found for n, found in outside.items() if found}

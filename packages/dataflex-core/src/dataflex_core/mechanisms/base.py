@@ -78,11 +78,8 @@ class Mechanism:
 
     # -- the host seams ------------------------------------------------------------------------------
     def implement(self, seam: type[S], step: StepContext) -> S:
-        """Its implementation of ``seam`` (one of :attr:`seams`) on the running ``step``, for the host.
-
-        The default gives the seams without an interface of their own (:class:`LossWeights`,
-        :class:`TrainSampler`) their plain implementation; a mechanism with a seam of methods overrides it.
-        """
+        """Its implementation of ``seam`` (one of :attr:`seams`) on the running ``step``, for the host; the default
+        covers the seams without methods (:class:`LossWeights`, :class:`TrainSampler`)."""
         if seam in (LossWeights, TrainSampler):
             return seam()  # type: ignore[return-value]
         raise NotImplementedError(

@@ -38,10 +38,8 @@ declare_kind(MECHANISM_KIND, Mechanism, reserved=BUILTIN)
 def register_mechanism(cls: M) -> M:
     """Class decorator: make ``cls`` the mechanism ``dataflex.mechanism: <cls.name>`` selects.
 
-    It is recorded like a decorated component, so the plugin loader attributes it: registered while a
-    distribution's code is imported, it is that distribution's, and two distributions holding one name clash
-    (naming both) whether each used this or the ``dataflex_register_mechanisms`` hook. Outside any distribution it
-    is the process's own, and a later class of the same name replaces it (a re-run cell).
+    Recorded like a decorated component: imported from a distribution it is that distribution's (two holding one
+    name clash); outside any, a later class of the same name replaces it (a re-run cell).
 
     :raises ConfigError: ``cls`` is no :class:`Mechanism`, its name is no lower-case identifier, or a built-in's.
     """

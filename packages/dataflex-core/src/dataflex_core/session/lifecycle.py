@@ -151,10 +151,9 @@ class DataFlexSession(DataFlexStep):
         self.write_state(folder, self.encode_state(global_steps))
 
     def check_resume(self, folder: str | os.PathLike[str]) -> None:
-        """Before the framework loads anything from ``folder``: refuse another plugin set, read and check the component
-        state, and refuse a checkpoint without DataFlex's files (unless ``dataflex.plugins.allow_missing_state``):
-        resuming it silently would skip the plugin-set check and start every component (a curriculum's ledger, a
-        sampler's pass) from nothing."""
+        """Before the framework loads anything from ``folder``: refuse another plugin set, check the component state,
+        and refuse a checkpoint without DataFlex's files (unless ``dataflex.plugins.allow_missing_state``), which
+        would start every component from nothing unchecked."""
         missing = missing_state_files(folder)
         if missing and not self.plugins.settings.allow_missing_state:
             raise ComponentStateError(

@@ -22,8 +22,7 @@ def systematic_positions(proportions: torch.Tensor, total: int, generator: torch
     """The entries ``total`` systematic picks land on, in increasing order (int64): entry ``d`` is picked
     ``floor`` or ``ceil`` of ``p_d * total`` times, ``p_d * total`` in expectation.
 
-    One cumulative sum over the entries, then a binary search per pick: no per-entry counts, so a block of
-    ``total`` picks from ``n`` candidates costs one pass over ``n`` and ``O(total log n)``.
+    One cumulative sum, then a binary search per pick: ``O(n + total log n)``.
     """
     expected = torch.mul(proportions.detach().to("cpu", torch.float64), total).cumsum_(0)
     expected[-1] = float(total)  # guard against rounding in the cumulative sum
@@ -42,9 +41,7 @@ def systematic_counts(proportions: torch.Tensor, total: int, generator: torch.Ge
 class BlockSampler(Sampler[int]):
     """Yields dataset indices one batch-sized block at a time; a subclass says how a block is drawn.
 
-    What the mixture and the curriculum samplers share: their own seeded generator, whole blocks only (a
-    dataloader drops a last partial batch, and prompts drawn for it would be consumed without being
-    trained on), and the position inside the current block in their checkpoint state.
+    Whole blocks only: a dataloader drops a last partial batch, whose prompts would be consumed untrained.
 
     :param population: dataset rows the sampler draws from.
     :param batch_size: indices per block (the dataloader's batch size).

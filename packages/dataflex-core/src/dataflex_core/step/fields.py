@@ -51,9 +51,8 @@ def is_canonical(name: str) -> bool:
     return name in CANONICAL_FIELDS
 
 
-#: What a ``pre_rollout`` scorer (and the sampler after it) can read about each candidate prompt, besides
-#: the dataset columns it names: the prompt's place in the train dataset and the history the host keeps
-#: for it (every host that runs ``mechanism: curriculum`` provides all of them). ``n`` candidate prompts.
+#: What a ``pre_rollout`` scorer can read about each of ``n`` candidate prompts besides its dataset columns: its
+#: place in the train dataset and the history the host keeps (every curriculum host provides all of them).
 PROMPT_FIELDS: dict[str, CanonicalField] = _fields(
     CanonicalField(
         "prompt_index", TENSOR, "(n,)", "the prompt's row in the train dataset (int64, stable across resumes)"

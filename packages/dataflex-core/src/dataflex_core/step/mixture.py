@@ -122,10 +122,8 @@ class DomainMixtureSampler(BlockSampler):
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Take :meth:`state_dict`, each field checked (:mod:`dataflex_core.state_fields`) before it is used: the
-        block state, each domain's pass a permutation of that domain's rows with its cursor inside it, the drawn
-        counts whole, never negative and whole blocks, the proportions a distribution over the domains. The block
-        state first: a checkpoint over another dataset is refused naming both sizes."""
+        """Take :meth:`state_dict`, each field checked before it is used (:mod:`dataflex_core.state_fields`): a
+        checkpoint over another dataset is refused naming both sizes."""
         self.load_block_state(state)
         perms = [self._checked_pass(state, d) for d in range(len(self.domains))]
         cursor = self._per_domain(state, "cursor")

@@ -39,11 +39,8 @@ def _divide_(weights: torch.Tensor, denominator: float) -> torch.Tensor:
 
 
 def to_token_weights(weights: torch.Tensor, valid_tokens: torch.Tensor) -> torch.Tensor:
-    """``(bs,)`` per-sample or ``(bs, L)`` per-token weights -> ``(bs, L)``, 0 on invalid tokens.
-
-    float32 (float64 weights stay float64 until they are normalised, so values beyond float32's range
-    survive the normalisation).
-    """
+    """``(bs,)`` per-sample or ``(bs, L)`` per-token weights -> ``(bs, L)``, 0 on invalid tokens; float32 (float64
+    stays float64 until normalised, so values beyond float32's range survive)."""
     w = _working(weights)
     if w.dim() == 1:
         w = w.unsqueeze(-1)
@@ -53,12 +50,8 @@ def to_token_weights(weights: torch.Tensor, valid_tokens: torch.Tensor) -> torch
 def unit_mean(
     token_weights: torch.Tensor, valid_tokens: torch.Tensor, unit: str, *, masked: bool = False
 ) -> torch.Tensor:
-    """Mean of ``token_weights`` over valid tokens (``token``) or over valid sequences (``sequence``), for
-    weights measured on their own (a check, a test); the step's passes use :func:`masked_unit_mean` with the
-    counts the step prepared.
-
-    ``masked=True`` says the weights are already 0 outside ``valid_tokens``.
-    """
+    """Mean of ``token_weights`` over valid tokens (``token``) or over valid sequences (``sequence``), for weights
+    measured on their own; ``masked=True``: they are already 0 outside ``valid_tokens``."""
     zero = torch.zeros((), dtype=token_weights.dtype, device=token_weights.device)
     w = token_weights if masked else torch.where(valid_tokens, token_weights, zero)
     return masked_unit_mean(w, row_counts(valid_tokens), unit)
