@@ -81,10 +81,6 @@ def _load_quietly(ep: importlib_metadata.EntryPoint, info: PluginInfo) -> Any:
             sys.stderr.write("".join(prefix + line for line in text.splitlines(keepends=True)).rstrip("\n") + "\n")
 
 
-def _has_hookimpls(obj: Any) -> bool:
-    return any(hasattr(getattr(obj, name, None), f"{hookspecs.PROJECT_NAME}_impl") for name in dir(obj))
-
-
 def _is_current(item: DecoratedComponent) -> bool:
     """False for a class whose module was re-imported or unloaded since it was defined."""
     if item.module is None:
@@ -217,7 +213,7 @@ class DataFlexPluginManager(pluggy.PluginManager):
             mine.append(DecoratedComponent(kind, obj.name or info.name, obj))
         key = self.plugin_key(info)
         self.plugin_infos[key] = info
-        if _has_hookimpls(obj):
+        if any(hasattr(getattr(obj, attr, None), f"{hookspecs.PROJECT_NAME}_impl") for attr in dir(obj)):
             self.register(obj, name=key)
             try:
                 self.check_pending()  # a hook name no spec knows: misspelled

@@ -46,11 +46,6 @@ class MixSettings:
     update_step: int
 
 
-def mix_settings(block: Any) -> MixSettings:
-    """The mix keys of the ``dataflex:`` block, checked; raises :class:`ConfigError` with the fix."""
-    return MixSettings(**parse_keys(MIX_KEYS, block, "dataflex", partial=True))
-
-
 def domain_ids(values: Any, domains: list[str], where: str) -> torch.Tensor:
     """Map domain names to ``0..D-1``; a name outside ``domains`` is an error naming it."""
     names = np.asarray(values, dtype=object).astype(str)
@@ -84,7 +79,7 @@ class Mix(Mechanism):
     settings: MixSettings
 
     def parse(self, block: Mapping[str, Any]) -> MixSettings:
-        return mix_settings(block)
+        return MixSettings(**parse_keys(MIX_KEYS, block, "dataflex", partial=True))
 
     def refusal(self, seam: type[Seam], host: HostCapabilities, reason: str) -> str:
         because = f" ({reason})" if reason else ""
