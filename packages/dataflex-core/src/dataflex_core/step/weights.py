@@ -181,10 +181,3 @@ def _normalised(
         return product, factor
     scale = denominator / target
     return _divide_(product, scale), _divide_(factor, scale)
-
-
-def applied_unit_mean(weights: torch.Tensor, valid_tokens: torch.Tensor, unit: str) -> float:
-    """The mean of applied weights (``(bs,)`` per sample or ``(bs, L)``) in ``unit``: 1 when normalised."""
-    if weights.dim() == 1:
-        return float(sample_unit_mean(weights, row_counts(valid_tokens), unit))
-    return float(unit_mean(_working(weights), valid_tokens, unit))
