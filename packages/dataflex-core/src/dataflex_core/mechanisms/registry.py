@@ -29,8 +29,6 @@ M = TypeVar("M", bound=type[Mechanism])
 BUILTIN: dict[str, type[Mechanism]] = {
     cls.name: cls for cls in (Reweight, Select, Mix, Curriculum, Filter, Allocate, Pilot)
 }
-#: Their names (the modules of this package that hold them).
-BUILTIN_MODULES = tuple(BUILTIN)
 # plugins register mechanisms as the kind ``mechanism``: subclasses of Mechanism, never a built-in's name
 declare_kind(MECHANISM_KIND, Mechanism, reserved=BUILTIN)
 
