@@ -5,7 +5,7 @@ import a host needs: the session and what a host declares (:class:`HostCapabilit
 the seams and :class:`SeamSupport`) and receives (:class:`StepResult`, a seam's implementation).
 """
 
-from ..step.dataset import TrainDataset, dataset_column
+from ..step.dataset import TrainDataset
 from ..step.host import FieldSupport, HostCapabilities, SeamSupport
 from ..step.result import StepResult
 from ..step.seams import (
@@ -16,15 +16,13 @@ from ..step.seams import (
     Seam,
     StagedGeneration,
     StageRequests,
-    StepRounds,
     StepStages,
     TrainSampler,
 )
-from ..step.weights import LOSS_UNITS, SEQUENCE_UNIT, TOKEN_UNIT
+from ..step.weights import SEQUENCE_UNIT, TOKEN_UNIT
 from .lifecycle import DataFlexSession, missing_state_files
 
 __all__ = [
-    "LOSS_UNITS",
     "SEAMS",
     "SEQUENCE_UNIT",
     "TOKEN_UNIT",
@@ -39,10 +37,8 @@ __all__ = [
     "StagedGeneration",
     "StageRequests",
     "StepResult",
-    "StepRounds",
     "StepStages",
     "TrainDataset",
     "TrainSampler",
-    "dataset_column",
     "missing_state_files",
 ]
