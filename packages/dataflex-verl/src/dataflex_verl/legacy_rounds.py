@@ -210,14 +210,13 @@ class FilterRounds(PullGeneration):
     def generate_step(self, batch_dict: dict[str, Any], step: int) -> Generated:
         """Rounds from the pulled batch until enough groups are admitted; the chosen groups' rollouts."""
         admission = self.seam.rounds(prompt_count(batch_dict))
-        sampler = self.seam.refill_sampler()
         done: list[Round] = []
         prompts = batch_dict
         while True:
             done.append(self.generate(prompts, step, admission))
             if not admission.needs_refill:
                 break
-            prompts = self.draw(sampler.next_block())
+            prompts = self.draw(self.seam.refill_rows(admission))  # as many prompts as the mechanism sizes the round
         chosen = admission.chosen()  # on_short: raise stops here, before fit generates anything
         picks = [torch.sort(one.prompt_of_group[keep]).values for one, keep in zip(done, chosen)]
         n = rollout_n(self.trainer)
@@ -266,6 +265,7 @@ def roll_out(
     :returns: verl's rollouts, and those rows joined with their prompts' columns (``response_mask`` included).
     """
     from verl import DataProto
+    from verl.protocol import pad_dataproto_to_divisor, unpad_dataproto
     from verl.trainer.ppo.ray_trainer import compute_response_mask
 
     rollout_config = trainer.config.actor_rollout_ref.rollout
@@ -278,7 +278,10 @@ def roll_out(
     requests = gen_batch.select_idxs(rows)
     if offsets is not None:
         requests.non_tensor_batch[ROLLOUT_OFFSET] = torch.as_tensor(offsets).numpy()[rows]
-    rollouts = manager.generate_sequences(requests)
+    # verl splits a call evenly over its agent loop workers: a round of any size is padded with copies of its first
+    # rows, whose rollouts are dropped before anything reads them
+    requests, pad = pad_dataproto_to_divisor(requests, len(getattr(manager, "agent_loop_workers", None) or [0]))
+    rollouts = unpad_dataproto(manager.generate_sequences(requests), pad)
     rollouts.non_tensor_batch.pop(ROLLOUT_OFFSET, None)
     if REWARD_FIELD not in rollouts.batch.keys():
         raise ConfigError(
