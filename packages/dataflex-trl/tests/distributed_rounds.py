@@ -29,8 +29,12 @@ SIGNAL = {"scorer": {"name": "group_reward_variance"},
 GRESO = {"mechanism": "curriculum", "prompt_key": "index",
          "scorer": {"name": "greso", "params": {"exploration": 1.0e-9, "min_keep": 1.0e-9}},
          "actuator": {"name": "temperature", "params": {"temperature": 1.0, "exploration": 0.0}}}  # fmt: skip
+#: filter.draw: GRESO as published, its refill rounds sized from the last round's zero-variance share
+SIZED = {"mechanism": "curriculum", "prompt_key": "index", "scorer": {"name": "greso_adaptive", "params": {"min_draw": 1}},
+         "actuator": {"name": "temperature", "params": {"temperature": 1.0, "exploration": 0.0}}}  # fmt: skip
 BLOCKS = {
     "filter": {"mechanism": "filter", **SIGNAL, "prompt_key": "index", "filter": {"max_rounds": 8}},
+    "filter_sized": {"mechanism": "filter", **SIGNAL, "filter": {"max_rounds": 8, "draw": SIZED}},
     "pilot": {"mechanism": "pilot", **SIGNAL, "pilot": {"prompts": 2, "rollouts": 2, "max_stages": 6, "draw": GRESO}},
 }
 

@@ -135,6 +135,26 @@ def test_filter_admits_once_and_trains_every_admitted_group_once(two_processes):
     assert refills > 0  # half the prompts give no signal: rounds were needed
 
 
+def test_filter_draw_sizes_every_refill_round_alike_on_every_process(two_processes):
+    """``filter.draw`` by ``greso_adaptive``: every process asks the same rows for each round, and a refill round has
+    GRESO's size for the round before it (missing groups over its share with signal, x 1.25, within [1, the batch])."""
+    steps = two_processes["filter_sized"]["steps"]
+    sizes = []
+    for step in steps:
+        admitted = 0
+        for before, after in zip(step["generated"], step["generated"][1:]):
+            groups = groups_of(before)
+            admitted += sum(has_signal(rewards) for _, rewards in groups)
+            share = float(torch.tensor(sum(not has_signal(r) for _, r in groups) / len(groups), dtype=torch.float32))
+            missing = (PROMPTS - admitted) * GENERATIONS
+            expected = PROMPTS if share == 1 else max(min(int(missing / (1 - share) / GENERATIONS * 1.25), PROMPTS), 1)
+            asked = after["asked"]
+            assert asked == [asked[0]] * PROCESSES  # the same rows on every process
+            assert len(asked[0]) == expected * GENERATIONS  # each prompt GENERATIONS times
+            sizes.append(expected)
+    assert sizes and min(sizes) < PROMPTS  # a round smaller than the batch was generated
+
+
 def test_pilot_screens_once_and_trains_every_committed_group_whole(two_processes):
     check_counted(two_processes["pilot"])
     check_ledgers(two_processes["pilot"])

@@ -181,6 +181,31 @@ def test_refills_come_from_the_curriculum_that_draws_the_prompts_deterministical
     assert again == generated  # the same prompts in the same rounds given the seed
 
 
+@register_scorer("trltest_vowels_sized")
+class VowelsSized(VowelsOnly):
+    """The vowel curriculum, sizing every refill round 3 prompts (``Scorer.next_draw_size``)."""
+
+    def next_draw_size(self, **asked):
+        return 3
+
+
+def test_a_refill_round_has_as_many_prompts_as_the_drawing_scorer_sizes_it(make_trainer):
+    rounds = []
+
+    def reward(completions, index, **_):
+        rounds.append(len(index) // NUM_GENERATIONS)
+        return split_reward(completions, index)
+
+    draw = {**DAPO_CURRICULUM["filter"]["draw"], "scorer": {"name": "trltest_vowels_sized"}}
+    trainer = make_trainer("dapo", {**DAPO, "filter": {"max_rounds": 8, "draw": draw}}, reward=reward, max_steps=2)
+    trainer.train()
+    totals = trainer.dataflex.compute_totals.totals
+    assert totals["refills"] > 0 and len(rounds) == 2 + totals["refills"]
+    assert sorted(rounds, reverse=True) == [PROMPTS_PER_STEP] * 2 + [3] * totals["refills"]  # TRL's draws, refills
+    assert totals["rollouts_trained"] == 2 * PROMPTS_PER_STEP * NUM_GENERATIONS  # every batch full
+    assert totals["rollouts_generated"] == sum(rounds) * NUM_GENERATIONS  # every round counted at its size
+
+
 def test_admitting_every_group_leaves_trls_batch_and_loss_as_they_are(make_trainer, generation_inputs):
     plain = make_trainer("dapo")
     flex = make_trainer("dapo", ADMIT_ALL)

@@ -189,9 +189,9 @@ class DataFlexGRPOTrainer(DataFlexCheckpointMixin, GRPOTrainer):
     def _dataflex_rounds(
         self, seam: GenerationRounds, inputs: list[dict], output: dict, step: int
     ) -> tuple[list[dict], dict, Any]:
-        """The generation-rounds seam (``mechanism: filter``): TRL's round, further rounds from the seam's refill
-        sampler (with ``filter.draw``: the train sampler the mix or curriculum drives) while too few groups are
-        admitted, then the chosen groups of every round as one generation batch (:mod:`dataflex_trl.refill`).
+        """The generation-rounds seam (``mechanism: filter``): TRL's round, further rounds of the seam's rows
+        (``refill_rows``: its refill sampler's, or with ``filter.draw`` the train sampler's, sized by the mechanism)
+        while too few groups are admitted, then the chosen groups of every round as one generation batch (:mod:`dataflex_trl.refill`).
 
         On several processes every process runs the same rounds: each generates its share of a round, the main
         process admits on the gathered round and the others take its decision."""
@@ -201,9 +201,8 @@ class DataFlexGRPOTrainer(DataFlexCheckpointMixin, GRPOTrainer):
         batch = self._dataflex_batch(inputs, output)[0]
         admission = f"the admission of step {step}'s generation round"
         distributed.decide_on_main(accelerator, rounds, lambda batch=batch: seam.admit(rounds, batch, step), admission)
-        sampler = seam.refill_sampler()
-        while rounds.needs_refill:
-            more = [self.train_dataset[int(i)] for i in sampler.next_block() for _ in range(size)]
+        while rounds.needs_refill:  # a round of as many prompts as the mechanism sizes it (the same on every process)
+            more = [self.train_dataset[int(i)] for i in seam.refill_rows(rounds) for _ in range(size)]
             local, generated, rewards = self._dataflex_generate(more, size)
             pool.append((more, generated, rewards))
             batch = self._dataflex_batch(local, generated)[0]
