@@ -171,9 +171,6 @@ class Pilot(Filter):
         cap = self.max_screened
         capped = settings if cap is None or settings.max_screened == cap else replace(settings, max_screened=cap)
         self.evict_floor = settings.prompts * groups
-        if drawn is not None and self.refill is not None and len(self.refill.evicted):
-            drawn = torch.as_tensor(drawn).flatten()
-            drawn = drawn[~torch.isin(drawn, self.refill.evicted)]  # an evicted prompt is never screened again
         return PilotStages(groups, rollout_n, capped, sampler.next_block, drawn, self.buffer)
 
     def observe(self, step: StepContext, stages: PilotStages, batch: Any, step_id: int) -> None:

@@ -52,7 +52,7 @@ PILOT_KEYS = {
         "max_rounds": Key(int, "with carry: rounds per step, each exploring and committing", default=10, low=1),
         "one_call": Key(bool, "with carry: a round's commit and exploration in one generation call; false: one call "
                         "per rollout count", default=True),
-        "evict_solved": Key(bool, "prompts solved on every pilot are never screened again", default=False),
+        "evict_solved": Key(bool, "prompts solved on every pilot are not drawn again by the pilot's sampler", default=False),
         "draw": DRAW,
     }),
 }  # fmt: skip

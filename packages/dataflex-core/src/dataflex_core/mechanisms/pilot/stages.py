@@ -325,8 +325,8 @@ class PilotStages(StepStages):
             [int(r) in self._uid_of and int(a) == self.step for r, a in zip(rows, at)], dtype=torch.bool
         )
         again = torch.tensor([self._uid_of[int(r)] for r in rows[here]], dtype=_LONG)
+        fresh = self._screening(explore) if explore else None  # new uids in screening order (the host's rows first)
         carried = self._new_uids(rows[~here], at[~here])
-        fresh = self._screening(explore) if explore else None
         parts = [
             (again, self._top_up()), (carried, self.rollout_n),
             (torch.zeros(0, dtype=_LONG) if fresh is None else fresh.uids, self.settings.rollouts),
