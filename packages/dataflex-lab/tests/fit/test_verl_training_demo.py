@@ -8,27 +8,37 @@ default, its params and ``--json``, on a task family, for two steps.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
 import pytest
+
+from dataflex_lab.verl.cpu_loop.runner import bytecode_env
 
 pytestmark = pytest.mark.fit
 
 DEMO = [sys.executable, "-c", "from dataflex_verl.cli import main; raise SystemExit(main())", "demo"]
 
 
-def test_a_misspelled_component_stops_the_demo_before_verl_starts(tmp_path):
+@pytest.fixture
+def demo_env(tmp_path):
+    """The environment of the demo's processes: one compiled copy of torch and verl for all of them."""
+    return {**os.environ, **bytecode_env(tmp_path / "pycache")}
+
+
+def test_a_misspelled_component_stops_the_demo_before_verl_starts(tmp_path, demo_env):
     result = subprocess.run(
-        [*DEMO, "--scorer", "group_solve_rat", "--workdir", str(tmp_path)], capture_output=True, text=True, timeout=120
-    )
+        [*DEMO, "--scorer", "group_solve_rat", "--workdir", str(tmp_path)],
+        capture_output=True, text=True, timeout=120, env=demo_env,
+    )  # fmt: skip
     assert result.returncode == 2
     assert "scorer 'group_solve_rat' is not installed; did you mean 'group_solve_rate'?" in result.stderr
     assert not (tmp_path / "logs").exists()  # no arm was started
 
 
 @pytest.mark.full
-def test_the_demo_trains_both_arms_on_a_task_family_with_any_pair_and_writes_its_outputs(tmp_path):
+def test_the_demo_trains_both_arms_on_a_task_family_with_any_pair_and_writes_its_outputs(tmp_path, demo_env):
     """``--task repeat`` with a pair other than the default: verl's own validation of the held-out split (before
     training and at the last step), the compute counters of both arms, and the JSON ``dataflex compare`` reads."""
     params = {"scorer": {"success_threshold": 0.5}, "actuator": {"low": 0.1, "high": 0.9}}
@@ -37,7 +47,7 @@ def test_the_demo_trains_both_arms_on_a_task_family_with_any_pair_and_writes_its
         [*DEMO, "--scorer", "group_solve_rate", "--actuator", "difficulty_band", "--params", json.dumps(params),
          "--task", "repeat", "--task-params", '{"difficulty": [1, 2], "held_out_prompts": 8}', "--val-every", "2",
          "--steps", "2", "--json", str(out), "--workdir", str(tmp_path / "work")],
-        capture_output=True, text=True, timeout=900,
+        capture_output=True, text=True, timeout=900, env=demo_env,
     )  # fmt: skip
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     document = json.loads(out.read_text())

@@ -163,3 +163,28 @@ def test_every_verl_process_that_imports_the_replay_buffer_gets_the_harness_pace
     )
     assert done.returncode == 0, done.stderr[-2000:]
     assert float(done.stdout.split()[-1]) == verl_internals.REPLAY_POLL_S
+
+
+def test_processes_keep_their_compiled_bytecode_in_the_given_folder_where_the_environment_forbids_writing_it(
+    tmp_path, monkeypatch
+):
+    """Each process of a run imports torch and verl; without bytecode each compiles them anew (``local_ray``'s
+    ``bytecode_dir`` and :func:`~dataflex_lab.verl.cpu_loop.runner.bytecode_env`). Nothing lands beside the sources."""
+    import os
+    import subprocess
+    import sys
+
+    from dataflex_lab.verl.cpu_loop.runner import bytecode_env
+
+    monkeypatch.delenv("PYTHONDONTWRITEBYTECODE", raising=False)
+    assert bytecode_env(tmp_path / "cache") == {}  # bytecode is written beside the sources as usual
+    monkeypatch.setenv("PYTHONDONTWRITEBYTECODE", "1")
+    sources = tmp_path / "sources"
+    sources.mkdir()
+    (sources / "toy_module.py").write_text("VALUE = 1\n")
+    env = {**os.environ, **bytecode_env(tmp_path / "cache"), "PYTHONPATH": str(sources)}
+    for _ in range(2):  # the second process reads what the first wrote
+        subprocess.run([sys.executable, "-c", "import toy_module"], env=env, check=True)
+    compiled = tmp_path / "cache" / sources.relative_to("/") / f"toy_module.{sys.implementation.cache_tag}.pyc"
+    assert list((tmp_path / "cache").rglob("toy_module*.pyc")) == [compiled]
+    assert not list(sources.rglob("*.pyc"))

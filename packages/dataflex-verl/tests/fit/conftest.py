@@ -38,5 +38,6 @@ def fits(tmp_path_factory: pytest.TempPathFactory):
         )
 
     os.environ["PYTHONPATH"] = os.pathsep.join([str(HERE), *filter(None, [os.environ.get("PYTHONPATH")])])
-    with runner.local_ray(modules=[COMPONENTS_MODULE]):
+    # every run starts about nine processes importing torch and verl: one compiled copy for all of them
+    with runner.local_ray(modules=[COMPONENTS_MODULE], bytecode_dir=tmp_path_factory.mktemp("pycache")):
         yield FitSession(tmp_path_factory.mktemp("fit"))

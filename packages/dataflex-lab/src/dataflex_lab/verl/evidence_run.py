@@ -38,9 +38,11 @@ def run_verl(options: dict[str, Any] | None, *, name: str, family: str, task_par
         extra=settings.overrides(),
     )
     name = spec.experiment
+    # every run of the family shares one compiled copy of torch and verl where bytecode is not written beside them
     records = runner.run_entry_point(
-        spec, workspace, workdir / "metrics" / f"{name}.jsonl", log_file=workdir / "logs" / f"{name}.log"
-    )
+        spec, workspace, workdir / "metrics" / f"{name}.jsonl", log_file=workdir / "logs" / f"{name}.log",
+        extra_env=runner.bytecode_env(workdir / "pycache"),
+    )  # fmt: skip
     verl_metric = validation_metric(settings)
     for record in records:
         if verl_metric in record["metrics"]:
