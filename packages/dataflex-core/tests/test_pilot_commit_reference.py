@@ -307,6 +307,25 @@ def test_one_call_false_splits_each_round_by_rollout_count_for_hosts_of_one_coun
     assert len(stages.requests) > stages.rounds  # a round of pilots and carried groups: two calls
 
 
+def test_a_host_of_one_count_per_call_gets_one_call_off_at_mount_with_a_message(caplog):
+    one_count = HostCapabilities(
+        name="onecounthost",
+        seams={LossWeights: SeamSupport(True), StagedGeneration: SeamSupport(True, mixed_counts=False)},
+        fields=HOST.fields,
+    )
+    flex = DataFlexSession(BLOCK)
+    with caplog.at_level(logging.INFO, logger="dataflex_core.step"):
+        flex.mount(one_count, loss_unit="token", adv_estimator="grpo", is_group_estimator=lambda name: True)
+    assert "one_call=false: onecounthost" in caplog.text and "each round runs its counts in sequence" in caplog.text
+    assert flex.mechanism.settings.one_call is False and "one_call=false" in flex.mechanism.settings.describe()
+    flex.seam(StagedGeneration).prepare(POPULATION, batch_size=GROUPS, seed=0)
+    visits = {}
+    for step in (1, 2):
+        _, _, stages = run_step(flex, step, visits)
+        assert all(len(set(r.counts.tolist())) == 1 for r in stages.requests)  # what the host can generate
+    assert session().mechanism.settings.one_call is True  # a host of mixed counts keeps the preset's one call
+
+
 def test_the_buffer_orders_by_recency_and_at_random_reproducibly_after_a_resume():
     recent = SurvivorBuffer(CarrySettings(order="recency"), POPULATION)
     recent.add(torch.tensor([1, 2]), 1, torch.tensor([0.5, 0.5]))

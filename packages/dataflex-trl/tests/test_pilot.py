@@ -8,6 +8,7 @@ only); every generated rollout is in the compute counters; the caps hold; admitt
 
 from __future__ import annotations
 
+import logging
 import os
 import zlib
 
@@ -198,6 +199,20 @@ def test_pilot_counts_that_cannot_split_over_the_processes_are_refused_at_mount(
     even = make_trainer("dapo", {**PILOT, "pilot": {"rollouts": 2}})
     check_stage_shares(even.dataflex, on_two)  # 2 pilots and a top-up of 2: even shares
     check_stage_shares(trainer.dataflex, SimpleNamespace(world_size=1, num_generations=NUM_GENERATIONS))
+
+
+def test_the_pilot_commit_preset_runs_without_one_call_as_trl_generates_one_count_per_call(make_trainer, caplog):
+    with caplog.at_level(logging.INFO, logger="dataflex_core.step"):
+        trainer, record = run(make_trainer, {"preset": "pilot-commit", "rollouts": 2}, steps=3)  # one_call unset
+    assert "one_call=false: TRL" in caplog.text and "each round runs its counts in sequence" in caplog.text
+    assert trainer.dataflex.mechanism.settings.one_call is False
+    logged = [e for e in trainer.state.log_history if "dataflex/pilot/rounds" in e]
+    assert len(logged) == len(record.steps) == 3
+    assert sum(e["dataflex/pilot/carried_prompts"] for e in logged) > 0  # carried prompts were committed
+    for (_, output, _, _), metrics in zip(record.steps, logged):
+        assert len(output["advantages"]) == ROWS  # whole groups, the batch full
+        carried = metrics["dataflex/pilot/carried_prompts"]
+        assert metrics["dataflex/pilot/stages"] > metrics["dataflex/pilot/rounds"] or not carried  # in sequence
 
 
 def test_steps_before_warmup_are_trls_own_and_still_counted(make_trainer):

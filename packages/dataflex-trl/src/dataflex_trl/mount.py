@@ -126,8 +126,11 @@ def capabilities(args: Any, train_dataset: Any) -> HostCapabilities:
             # GRPOTrainer generates num_generations completions for every prompt (its sampler repeats each prompt
             # num_generations times and its advantages reshape to (-1, num_generations))
             PromptCounts: SeamSupport(False, ALLOCATE_REASON),
-            # DataFlexGRPOTrainer generates a step in stages, one TRL call each (dataflex_trl.staged)
-            StagedGeneration: SeamSupport(map_dataset, by_index and f"stages draw prompts by index, and {by_index}"),
+            # DataFlexGRPOTrainer generates a step in stages, one TRL call each, one rollout count a call
+            # (dataflex_trl.staged: TRL groups a call's rows evenly)
+            StagedGeneration: SeamSupport(
+                map_dataset, by_index and f"stages draw prompts by index, and {by_index}", mixed_counts=False
+            ),
         },
         loss_units=(TOKEN_UNIT, SEQUENCE_UNIT),
         token_weights=True,

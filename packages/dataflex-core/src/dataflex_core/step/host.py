@@ -31,12 +31,15 @@ class SeamSupport:
 
     :param fields: the fields of the step where this seam runs it with other ones than the host's (verl's legacy rounds,
         before advantages exist); ``None``: the host's. :param timings: likewise, the scorer timings.
+    :param mixed_counts: one generation call can roll different prompts out different numbers of times (a staged
+        host without it gets one call per rollout count).
     """
 
     provided: bool
     reason: str = ""
     fields: Mapping[str, FieldSupport] | None = None
     timings: tuple[str, ...] | None = None
+    mixed_counts: bool = True
 
 
 @dataclass(frozen=True)

@@ -116,6 +116,12 @@ class Pilot(Filter):
         settings = self.settings
         if settings.preset is None and settings.carry is None and not settings.evict_solved:
             return
+        if settings.carry is not None and settings.one_call and not host.support(StagedGeneration).mixed_counts:
+            settings = self.settings = replace(settings, one_call=False)
+            logger.info(
+                "dataflex.pilot.one_call=false: %s generates one rollout count per call, so each round runs its "
+                "counts in sequence (pilots, top-ups, fresh groups)", host.name,
+            )  # fmt: skip
         actuator = pipeline.actuator
         band = {key: getattr(actuator, key, None) for key in PILOT_COMMIT_BAND}
         admission = f"{pipeline.scorer_spec.label} -> {pipeline.actuator_spec.label} {band}"
