@@ -98,6 +98,14 @@ def test_a_count_of_2_63_or_more_is_refused_before_the_cast(tmp_path, column, va
         load(path)
 
 
+def test_a_checkpoint_ledger_count_of_int64_max_is_kept():
+    state = PromptLedger(PromptIds(IDS, "index")).state_dict()
+    state["tokens_generated"] = torch.tensor([0, 2**63 - 1, 0])  # the largest count: it needs no cast
+    resumed = PromptLedger(PromptIds(IDS, "index"))
+    resumed.load_state_dict(state, "the checkpoint /x")
+    assert resumed.tokens_generated.tolist() == [0, 2**63 - 1, 0]
+
+
 def test_a_checkpoint_ledger_count_of_1e19_is_refused_before_the_cast():
     state = PromptLedger(PromptIds(IDS, "index")).state_dict()
     state["rollouts"] = torch.tensor([0.0, 1e19, 0.0], dtype=torch.float64)

@@ -92,12 +92,14 @@ def column_problem(columns: Mapping[str, np.ndarray]) -> tuple[str, int, Any, st
         whole = values.dtype.kind in "iu"  # an integer column is finite and whole by its dtype
         if not len(values):
             continue
-        # one pass per column on a valid one (its least and largest value: a NaN or an infinity shows there);
-        # the mask that locates the bad row only when that pass says there is one
-        least, most = extremes(values)
+        # a valid column costs its least value (a NaN shows there) and, where a rule reads it, its largest: not
+        # for an int64 count, at most INT64_MAX by its dtype; the mask that locates a bad row only once they show one
+        # (numpy's vectorised reductions, in this thread: torch's aminmax was 4-10x slower, more on a busy machine)
+        least = values.min().item()
+        most = values.max().item() if values.dtype.kind != "i" or name == "last_success_rate" else None
         if not whole and not (math.isfinite(least) and math.isfinite(most)):
             return fail(name, ~np.isfinite(values), values, "every counter is a finite number")
-        if COLUMNS[name][0] == torch.long and most >= 2.0**63:  # before any cast: it would wrap
+        if COLUMNS[name][0] == torch.long and most is not None and most >= 2**63:  # before any cast: it would wrap
             return fail(name, values >= (2**63 if whole else 2.0**63), values, f"a count is at most {INT64_MAX}")
         low = LOWEST[name]
         if low is not None and least < low:
@@ -116,16 +118,6 @@ def column_problem(columns: Mapping[str, np.ndarray]) -> tuple[str, int, Any, st
                 bad[block] = over
                 return fail("successes", bad, successes, "a prompt has at most one success per rollout")
     return None
-
-
-def extremes(values: np.ndarray) -> tuple[float, float]:
-    """``(least, largest)`` of a non-empty column in one pass (NaN if it holds one)."""
-    if values.dtype.kind == "u":  # torch's unsigned reductions are partial; exact as Python ints
-        return float(int(values.min())), float(int(values.max()))
-    if values.flags.writeable:  # torch reads numpy's memory as is (a read-only Arrow view takes numpy's two)
-        least, most = torch.aminmax(torch.from_numpy(values))
-        return float(least), float(most)
-    return float(values.min()), float(values.max())
 
 
 def write_parquet(path: str, ids: np.ndarray, columns: Mapping[str, torch.Tensor], header: Mapping[str, Any]) -> None:
