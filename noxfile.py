@@ -23,6 +23,13 @@ VERL_STACK = ["verl==0.9.1", "transferqueue==0.1.11", "tensordict==0.10.0", "cac
 #: The TRL version the TRL host is tested against (dataflex-trl pins trl>=1.16,<1.17).
 TRL_STACK = ["trl==1.16.0"]
 
+# Where PYTHONDONTWRITEBYTECODE forbids bytecode beside the sources, every process a session starts (pytest's workers,
+# the ~9 of each real verl run) compiled torch, transformers and verl from source: 21-24 CPU-s a process against 8-10
+# from bytecode. The sessions' processes keep it in one folder under .nox instead, still nothing beside the sources.
+if os.environ.get("PYTHONDONTWRITEBYTECODE"):
+    os.environ["PYTHONDONTWRITEBYTECODE"] = ""
+    os.environ.setdefault("PYTHONPYCACHEPREFIX", str(ROOT / ".nox" / "pycache"))
+
 CORE = ROOT / "packages" / "dataflex-core"
 HOST = ROOT / "packages" / "dataflex-verl"
 TRL_HOST = ROOT / "packages" / "dataflex-trl"

@@ -84,3 +84,21 @@ def test_the_trl_environment_runs_its_tests_in_one_process(noxfile):
     noxfile.run_tests(trl, "trl", full=False)
     (run,) = trl.runs
     assert "--numprocesses" not in run and run[-2:] == ("-m", "not full")
+
+
+@pytest.mark.parametrize("forbidden", ["1", ""])
+def test_sessions_keep_bytecode_in_one_folder_where_the_environment_forbids_it_beside_the_sources(forbidden, tmp_path):
+    """Under PYTHONDONTWRITEBYTECODE each process of a session compiled torch and verl from source (21-24 CPU-s)."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONDONTWRITEBYTECODE", "PYTHONPYCACHEPREFIX")}
+    env["PYTHONDONTWRITEBYTECODE"] = forbidden
+    show = "import os, noxfile; print(repr(os.environ.get('PYTHONDONTWRITEBYTECODE')), os.environ.get('PYTHONPYCACHEPREFIX'))"
+    out = subprocess.run(
+        [sys.executable, "-c", show], cwd=root, env=env, capture_output=True, text=True, check=True
+    ).stdout.split()
+    assert out == (["''", str(root / ".nox" / "pycache")] if forbidden else ["''", "None"])

@@ -42,6 +42,6 @@ def plant_bytecode(source: Path, code: str) -> Path:
         4, "little"
     )
     cache = Path(importlib.util.cache_from_source(str(source)))
-    cache.parent.mkdir(exist_ok=True)
+    cache.parent.mkdir(parents=True, exist_ok=True)  # under sys.pycache_prefix, the source's folders too
     cache.write_bytes(header + marshal.dumps(compile(code, str(source), "exec")))
     return cache

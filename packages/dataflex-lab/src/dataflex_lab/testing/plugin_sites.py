@@ -126,15 +126,26 @@ class PipSite:
 
     def keep(self) -> None:
         """Remember the site as installed now; :meth:`reset` puts it back (tests sharing one install)."""
-        kept = self.root.with_name("site-packages.kept")
-        shutil.rmtree(kept, ignore_errors=True)
-        shutil.copytree(self.root, kept, symlinks=True)
+        for live in self._trees():
+            kept = live.with_name("site-packages.kept")
+            shutil.rmtree(kept, ignore_errors=True)
+            if live.exists():
+                shutil.copytree(live, kept, symlinks=True)
 
     def reset(self) -> None:
         """The site as :meth:`keep` left it, and none of its modules imported."""
-        shutil.rmtree(self.root)
-        shutil.copytree(self.root.with_name("site-packages.kept"), self.root, symlinks=True)
+        for live in self._trees():
+            shutil.rmtree(live, ignore_errors=True)
+            if live.with_name("site-packages.kept").exists():
+                shutil.copytree(live.with_name("site-packages.kept"), live, symlinks=True)
         self.forget_modules()
+
+    def _trees(self) -> list[Path]:
+        """The site, and where Python keeps its bytecode under ``sys.pycache_prefix``: planted bytecode there would
+        outlive a reset, since the restored files keep their mtime and size."""
+        if not sys.pycache_prefix:
+            return [self.root]
+        return [self.root, Path(sys.pycache_prefix) / self.root.relative_to(self.root.anchor)]
 
     def hide(self, *dists: str) -> None:
         """Make installed distributions invisible to ``importlib.metadata`` (as if not installed); see :meth:`show`."""
