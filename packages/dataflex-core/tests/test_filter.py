@@ -359,3 +359,12 @@ def test_a_refill_size_outside_the_dataset_is_the_scorers_invalid_output(size):
 def test_filter_draw_is_checked(draw, extra, message):
     with pytest.raises(ConfigError, match=message):
         draw_session(draw, **extra)
+
+
+def test_a_refill_block_that_runs_into_a_new_pass_repeats_no_row_and_each_pass_visits_every_row_once():
+    for seed in range(20):
+        sampler = RefillSampler(7, 3, seed=seed)
+        blocks = [sampler.next_block() for _ in range(14)]  # 42 rows: 6 whole passes, most blocks straddling two
+        assert all(len(set(block)) == 3 for block in blocks), seed
+        rows = [row for block in blocks for row in block]
+        assert all(sorted(rows[i : i + 7]) == list(range(7)) for i in range(0, 42, 7)), seed

@@ -257,18 +257,24 @@ def same_ledger(a, b) -> bool:
     return a.last_step == b.last_step and all(torch.equal(getattr(a, c), getattr(b, c)) for c in LEDGER_COLUMNS)
 
 
-@pytest.mark.parametrize("draw", [None, X_ONLY])
-def test_the_other_processes_record_the_main_processes_step(draw):
+@pytest.mark.parametrize(("draw", "carry"), [(None, None), (X_ONLY, None), (None, {"max_off_steps": 2})])
+def test_the_other_processes_record_the_main_processes_step(draw, carry):
     """A host with several processes runs the step on the main one and hands the others ``shared_state``: their
-    ledger (or the drawing curriculum's history, which its draws read) must record the same step (the draws on two
-    TRL processes: packages/dataflex-trl/tests/test_distributed_rounds.py)."""
+    ledger (or the drawing curriculum's history, which its draws read) must record the same step, and their survivor
+    buffer hold what the main one's does (the draws on two TRL processes:
+    packages/dataflex-trl/tests/test_distributed_rounds.py)."""
     pilot = {"prompts": 2, "rollouts": 2, "on_short": "backfill", **({} if draw is None else {"draw": draw})}
+    pilot.update({} if carry is None else {"carry": carry})
     main, other = ledger_session(pilot, population=8), ledger_session(pilot, population=8)
     reward = lambda prompt, k: 1.0 if prompt % 4 == 0 else float(k % 2)  # noqa: E731
     for step in (1, 2):
         stages, _ = run_step(main, step, reward)
         other.load_shared_state(main.shared_state())
         assert int(main.ledger.rollouts.sum()) > 0 and same_ledger(main.ledger, other.ledger), step
+        if carry is not None:
+            buffer, copy = main.mechanism.buffer, other.mechanism.buffer
+            assert len(buffer) > 0 and copy is not buffer, step
+            assert torch.equal(copy.row, buffer.row) and torch.equal(copy.step, buffer.step), step
     if draw is not None:  # the history the other process's curriculum draws from
         assert other.ledger is other.sampler.history
 
@@ -282,3 +288,12 @@ def test_pilot_draw_needs_the_train_sampler_seam_and_is_checked():
         ledger_session({"draw": X_ONLY}, prompt_key="id")
     with pytest.raises(ConfigError, match="ledger of mechanism pilot, which is keyed by dataflex.prompt_key"):
         staged({}, block={"success_threshold": 0.5})
+
+
+def test_a_screening_stage_screens_each_prompt_once_when_its_draws_repeat_the_hosts_rows():
+    from dataflex_core.mechanisms.pilot.settings import PilotSettings
+
+    blocks = iter([[3, 1, 4], [1, 5, 9], [2, 6, 5]])  # the sampler's blocks repeat a row the host drew, and each other
+    stages = PilotStages(2, 4, PilotSettings(prompts=3, rollouts=2), lambda: next(blocks), drawn=torch.tensor([1, 3]))
+    asked = stages.next()
+    assert asked.prompts.tolist() == [1, 3, 4, 5, 9, 2]  # the host's rows first, then the blocks' new rows in order

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 import torch
 
 from dataflex_core import Batch
@@ -55,3 +56,21 @@ def test_moving_rows_reads_the_advantages_on_response_tokens_and_follows_an_in_p
     assert compute_counters(mask, adv, inputs=inputs)["dataflex/compute/rollouts_wasted"] == 0.0
     unprepared = mask.clone()
     assert moving_rows(adv, unprepared).tolist() == [True, True, False]
+
+
+@pytest.mark.parametrize(
+    ("success_at", "solved"),
+    [(1.0, [False, True, False]), (0.25, [True, True, False]), (0.3, [False, True, False])],
+)
+def test_a_prompt_is_solved_when_every_pilot_is_a_whole_success_by_the_ledgers_rule(success_at, solved):
+    """Fractional rewards count as that fraction of a success (the ledger's rule): pilots of 0.25 each are not a
+    prompt solved on every pilot unless ``success_threshold`` says 0.25 succeeds (a reward at the threshold does)."""
+    row_uid = torch.tensor([0, 0, 1, 1, 2, 2])
+    index, groups = group_index(np.array([str(u) for u in row_uid.tolist()], dtype=object))
+    rewards = torch.tensor([0.25, 0.25, 1.0, 1.0, 0.0, 0.0], dtype=torch.float64)
+    valid = torch.ones(6, dtype=torch.bool)
+    _, _, _, got = screened_prompts(
+        torch.tensor([0, 1, 2]), torch.zeros(groups, dtype=torch.bool), index, groups, valid, rewards, row_uid,
+        success_at,
+    )  # fmt: skip
+    assert got.tolist() == solved

@@ -28,10 +28,10 @@ def dataset():
     return toy_dataset(64, seed=0)
 
 
-@pytest.fixture
-def make_trainer(tmp_path, tokenizer, dataset):
-    """``make_trainer(loss_type, dataflex=None, **config)``: a fresh tiny model (same seed each time) in a
-    ``DataFlexGRPOTrainer`` (or a plain ``GRPOTrainer`` without ``dataflex``), ready for ``_compute_loss``."""
+def trainer_factory(tmp_path, tokenizer, dataset):
+    """``make(loss_type, dataflex=None, **config)``: a fresh tiny model (same seed each time) in a
+    ``DataFlexGRPOTrainer`` (or a plain ``GRPOTrainer`` without ``dataflex``) writing under ``tmp_path``, ready for
+    ``_compute_loss``."""
     from dataflex_trl import DataFlexGRPOTrainer
     from trl import GRPOTrainer
 
@@ -54,6 +54,12 @@ def make_trainer(tmp_path, tokenizer, dataset):
         return trainer
 
     return make
+
+
+@pytest.fixture
+def make_trainer(tmp_path, tokenizer, dataset):
+    """:func:`trainer_factory` in the test's own folder."""
+    return trainer_factory(tmp_path, tokenizer, dataset)
 
 
 @pytest.fixture

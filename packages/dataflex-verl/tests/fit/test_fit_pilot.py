@@ -113,14 +113,16 @@ def _ledger_counts(checkpoints, step, role="ledger"):
     }
 
 
-def _replay_screening(replay, pulled_count, stages):
-    """The dataset rows the pilot's sampler gives each screening stage beyond the pulled prompts (whole blocks)."""
+def _replay_screening(replay, pulled, stages):
+    """The dataset rows the pilot's sampler gives each screening stage beyond the ``pulled`` rows (whole blocks,
+    less the rows the stage already screens)."""
     expected = []
     for i, stage in enumerate(stages):
-        want = len(stage) - (pulled_count if i == 0 else 0)
+        held = list(pulled) if i == 0 else []
         rows: list[int] = []
-        while len(rows) < want:
-            rows += replay.next_block()[: want - len(rows)]
+        while len(held) + len(rows) < len(stage):
+            fresh = [row for row in replay.next_block() if row not in held + rows]
+            rows += fresh[: len(stage) - len(held) - len(rows)]
         expected.append(rows)
     return expected
 
@@ -139,7 +141,8 @@ def test_pilot_trains_whole_admitted_groups_counts_every_rollout_and_survives_a_
         screened = [prompt for stage in stages for prompt in stage]
         assert len(screened) == metrics["dataflex/pilot/screened_prompts"] <= SCREEN * PROMPTS * (MAX_STAGES - 1)
         assert len(stages[0]) == SCREEN * PROMPTS  # the pulled prompts, then the sampler's
-        for stage, rows in zip(stages, _replay_screening(replay, PROMPTS, stages)):
+        pulled = [prompt for prompt, _, _ in stages[0][:PROMPTS]]  # the index column is the dataset row
+        for stage, rows in zip(stages, _replay_screening(replay, pulled, stages)):
             assert [prompt for prompt, _, _ in stage][-len(rows) :] == rows
         # the trained batch: the first PROMPTS admitted prompts in screening order, else backfilled ones
         admitted = [(prompt, rewards) for prompt, rewards, score in screened if score > 1.0e-6]

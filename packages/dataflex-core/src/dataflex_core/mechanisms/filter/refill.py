@@ -36,11 +36,15 @@ class RefillSampler(BlockSampler):
         self.capped = False
 
     def next_block(self, size: int | None = None) -> list[int]:
+        """The next ``size`` rows (default: the batch's). A block that runs into a new pass takes that pass's rows
+        it already holds last in the pass, so a block never repeats a row and every pass visits each row once."""
         parts: list[torch.Tensor] = []
         wanted = self.batch_size if size is None else int(size)
         while wanted:
             if self._cursor >= len(self._pass):
-                self._pass, self._cursor = torch.randperm(self.population, generator=self.generator), 0
+                order = torch.randperm(self.population, generator=self.generator)
+                held = torch.isin(order, torch.cat(parts)) if parts else torch.zeros(len(order), dtype=torch.bool)
+                self._pass, self._cursor = torch.cat([order[~held], order[held]]), 0
             take = self._pass[self._cursor : self._cursor + wanted]
             self._cursor += len(take)
             take = take[~torch.isin(take, self.evicted)]

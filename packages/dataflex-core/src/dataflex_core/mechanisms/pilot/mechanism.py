@@ -91,8 +91,6 @@ class Pilot(Filter):
         self.max_screened: int | None = None
         #: ``pilot.carry``'s buffer, built by :meth:`prepare_refills` (it checks its rows against the dataset's).
         self.buffer: SurvivorBuffer | None = None
-        #: Rows a round screens: ``evict_solved`` leaves at least these drawable.
-        self.evict_floor = 1
 
     def parse(self, block: Mapping[str, Any]) -> PilotSettings:
         return pilot_settings(block)
@@ -151,6 +149,16 @@ class Pilot(Filter):
     def stateful(self, sampler: Any) -> dict[str, Any]:
         return {**super().stateful(sampler), **({} if self.buffer is None else {"carry": self.buffer})}
 
+    def shared_state(self, sampler: Any) -> dict[str, Any]:
+        """The filter's, and the survivor buffer as the main process left it (the others observed no stage)."""
+        state = super().shared_state(sampler)
+        return state if self.buffer is None else {**state, "carry": self.buffer.state_dict()}
+
+    def load_shared_state(self, sampler: Any, state: Any) -> None:
+        super().load_shared_state(sampler, state)
+        if state and state.get("carry") is not None and self.buffer is not None:
+            self.buffer.load_state_dict(state["carry"])
+
     def stages(self, groups: int, rollout_n: int, drawn: torch.Tensor | None) -> PilotStages:
         settings = self.settings
         if settings.rollouts_share is not None and isinstance(rollout_n, int) and not isinstance(rollout_n, bool):
@@ -176,8 +184,9 @@ class Pilot(Filter):
         sampler = self.refill_sampler()
         cap = self.max_screened
         capped = settings if cap is None or settings.max_screened == cap else replace(settings, max_screened=cap)
-        self.evict_floor = settings.prompts * groups
-        return PilotStages(groups, rollout_n, capped, sampler.next_block, drawn, self.buffer)
+        refill, floor = self.refill, settings.prompts * groups  # evictions leave at least a round's rows drawable
+        evict = None if refill is None or not settings.evict_solved else (lambda rows: refill.evict(rows, floor))
+        return PilotStages(groups, rollout_n, capped, sampler.next_block, drawn, self.buffer, evict)
 
     def observe(self, step: StepContext, stages: PilotStages, batch: Any, step_id: int) -> None:
         """One stage's rows into ``stages``; a screening stage's prompts admitted by the scorer and selector."""
@@ -196,11 +205,11 @@ class Pilot(Filter):
             index, groups = group_rows(sub)
             per_prompt, mean, std, solved = screened_prompts(
                 explored, admitted, index, groups, valid_sample_mask(sub).cpu(), stage_rewards(sub), stage_uids(sub),
-                self.settings.ledger.success_threshold or 0.0,
+                1.0 if self.settings.ledger.success_threshold is None else self.settings.ledger.success_threshold,
             )  # fmt: skip
             stages.record(uid, tokens, per_prompt, mean, std, step=step_id)
-            if self.settings.evict_solved and self.refill is not None and self.draw is None:
-                stages.solved_evicted += self.refill.evict(stages.prompt[explored][solved], self.evict_floor)
+            if self.settings.evict_solved and self.draw is None:
+                stages.solved.append(stages.prompt[explored][solved])  # evicted as the next stage is asked for
         else:  # a commit stage: its rows, checked
             stages.record(uid, tokens, step=step_id)
         stages.ledger_prompts.append(prompts)

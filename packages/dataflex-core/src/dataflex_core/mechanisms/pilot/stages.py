@@ -73,17 +73,19 @@ def screened_prompts(
     valid: torch.Tensor,
     rewards: torch.Tensor,
     row_uid: torch.Tensor,
-    success_above: float = 0.0,
+    success_at: float = 1.0,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     """``(admitted, mean, std, solved)`` of each ``asked`` uid (request order): the per-group admission
     (``admitted``, groups in ``index``'s order), the mean and the (population) std of its valid pilot rewards, and
-    whether every valid pilot reward is above ``success_above``; from each row's reward, validity and uid."""
+    whether every valid pilot succeeded, its reward at least ``success_at`` (the ledger's rule: its
+    ``success_threshold``, else a whole success: a reward of 0.25 is a quarter of one); from each row's reward,
+    validity and uid."""
     total = torch.zeros(groups, dtype=torch.float64).index_add_(0, index, torch.where(valid, rewards, 0))
     squares = torch.zeros(groups, dtype=torch.float64).index_add_(0, index, torch.where(valid, rewards * rewards, 0))
     members = segment_count(index, groups, valid).clamp(min=1)
     mean = total / members
     std = (squares / members - mean * mean).clamp(min=0).sqrt()
-    failed = torch.zeros(groups, dtype=torch.long).index_add_(0, index, (valid & (rewards <= success_above)).long())
+    failed = torch.zeros(groups, dtype=torch.long).index_add_(0, index, (valid & (rewards < success_at)).long())
     group_uid = torch.full((groups,), -1, dtype=_LONG).scatter_(0, index, row_uid)
     order = torch.argsort(group_uid)
     at = order[torch.searchsorted(group_uid[order], asked).clamp(max=max(groups - 1, 0))]
@@ -141,6 +143,9 @@ class PilotStages(StepStages):
     :param draw: one prompt batch of dataset rows from the active sampler (``next_block``).
     :param drawn: rows the host's dataloader already drew for the step (screened first).
     :param buffer: the survivor buffer (with ``carry``).
+    :param evict: takes rows solved on every pilot out of later draws (``evict_solved``), how many it took. Applied
+        when the next stage is asked for, on every process of a host that copies the main process's record after
+        each observation (the rows are data here, the sampler each process's own), so every process draws alike.
     """
 
     def __init__(
@@ -151,8 +156,13 @@ class PilotStages(StepStages):
         draw: Callable[[], list[int]],
         drawn: torch.Tensor | None = None,
         buffer: SurvivorBuffer | None = None,
+        evict: Callable[[torch.Tensor], int] | None = None,
     ) -> None:
         self.groups, self.rollout_n, self.settings, self._draw = int(groups), int(rollout_n), settings, draw
+        self._evict = evict
+        #: Per screening stage, its prompts solved on every pilot; the first ``evictions_applied`` are evicted.
+        self.solved: list[torch.Tensor] = []
+        self.evictions_applied = 0
         self._drawn = [] if drawn is None else [int(i) for i in torch.as_tensor(drawn).flatten().tolist()]
         self.buffer = buffer
         cap = settings.max_screened
@@ -208,6 +218,9 @@ class PilotStages(StepStages):
     def next(self) -> StageRequests | None:
         if self._pending:
             raise RuntimeError("mechanism pilot: hand the last stage's rollouts to seam.observe before asking next()")
+        for rows in self.solved[self.evictions_applied :]:
+            self.solved_evicted += self._evict(rows) if self._evict is not None else 0
+        self.evictions_applied = len(self.solved)
         if self._queue:
             return self._ask(self._queue.pop(0))
         if self._done:
@@ -262,8 +275,11 @@ class PilotStages(StepStages):
     def _screening(self, count: int) -> StageRequests:
         rows = self._drawn[:count]
         self._drawn = self._drawn[count:]
-        while len(rows) < count:  # whole prompt batches from the sampler; what a stage does not screen is skipped
-            rows += list(self._draw())[: count - len(rows)]
+        held = set(rows)
+        while len(rows) < count:  # whole prompt batches from the sampler; what a stage does not screen is skipped,
+            fresh = [row for row in self._draw() if row not in held]  # and so is a row the stage already screens
+            rows += fresh[: count - len(rows)]
+            held.update(fresh)
         uids = self._new_uids(rows)
         return StageRequests(self.prompt[uids], torch.full((count,), self.settings.rollouts, dtype=_LONG), uids)
 
