@@ -37,11 +37,33 @@ BLOCKS = {
     "filter_sized": {"mechanism": "filter", **SIGNAL, "filter": {"max_rounds": 8, "draw": SIZED}},
     "pilot": {"mechanism": "pilot", **SIGNAL, "pilot": {"prompts": 2, "rollouts": 2, "max_stages": 6, "draw": GRESO}},
 }
+#: Pilot-Commit's preset at the paper's proportions (2 groups of 16 a step, pilots of 4) with its band admission,
+#: ``max_off_steps`` 1 so that waiting in the buffer ends within the run, on 24 prompts so that passes come back,
+#: with the per-prompt ledger.
+PILOT_COMMIT = {
+    "mechanism": "pilot", "prompt_key": "index", "scorer": {"name": "group_solve_rate"},
+    "actuator": {"name": "threshold_band",
+                 "params": {"low": 0.125, "high": 0.75, "low_inclusive": True, "high_inclusive": True}},
+    "pilot": {"preset": "pilot-commit", "carry": {"max_off_steps": 1, "order": "std"}},
+}  # fmt: skip
+#: Per run: its block, prompts and generations a step, steps, reward and dataset size.
+RUNS = {
+    **{name: (block, PROMPTS, GENERATIONS, 2, "signal", 32) for name, block in BLOCKS.items()},
+    "pilot_commit": (PILOT_COMMIT, 2, 16, 4, "leveled", 24),
+}
 
 
 def signal_reward(completions, index, **_):
     """Even prompt ids: 1 for every completion (no signal); odd: a value fixed by the completion's text."""
     return [1.0 if int(i) % 2 == 0 else (zlib.crc32(c.encode()) % 997) / 997 for c, i in zip(completions, index)]
+
+
+def leveled_reward(completions, index, **_):
+    """A prompt's completions succeed on ``index % 5`` quarters of them (0: never, 4: always), by a hash of each."""
+    return [float(zlib.crc32(f"{i}:{c}".encode()) % 4 < int(i) % 5) for c, i in zip(completions, index)]
+
+
+REWARDS = {"signal": signal_reward, "leveled": leveled_reward}
 
 
 def rows_of(trainer, rows, output) -> list[tuple[int, tuple[int, ...]]]:
@@ -104,13 +126,13 @@ def main(out: str) -> None:
     world = int(os.environ.get("WORLD_SIZE", "1"))
     tokenizer = char_tokenizer()
     results = {"world": world}
-    for name, block in BLOCKS.items():
+    for name, (block, prompts, generations, steps, reward, size) in RUNS.items():
         args = GRPOConfig(
             output_dir=os.path.join(os.path.dirname(out), f"{name}{world}"),
-            per_device_train_batch_size=PROMPTS * GENERATIONS // world,
-            num_generations=GENERATIONS,
+            per_device_train_batch_size=prompts * generations // world,
+            num_generations=generations,
             max_completion_length=6,
-            max_steps=2,
+            max_steps=steps,
             learning_rate=1e-2,
             loss_type="dapo",
             logging_steps=1,
@@ -124,9 +146,9 @@ def main(out: str) -> None:
             warnings.simplefilter("ignore")
             trainer = DataFlexGRPOTrainer(
                 model=tiny_model(tokenizer, seed=0),
-                reward_funcs=signal_reward,
+                reward_funcs=REWARDS[reward],
                 args=args,
-                train_dataset=toy_dataset(32, seed=0),
+                train_dataset=toy_dataset(size, seed=0),
                 processing_class=tokenizer,
                 dataflex=block,
             )
@@ -135,7 +157,8 @@ def main(out: str) -> None:
         trainer.train()
         from accelerate.utils import gather_object
 
-        logged = [{k: v for k, v in e.items() if k.startswith("dataflex/compute/")} for e in trainer.state.log_history]
+        logged = [{k: v for k, v in e.items() if k.startswith(("dataflex/compute/", "dataflex/pilot/"))}
+                  for e in trainer.state.log_history]  # fmt: skip
         ledger = trainer.dataflex.ledger  # every process's, after the run
         columns = ("rollouts", "rollouts_trained", "rollouts_filtered", "uniform_reward_streak", "times_sampled")
         state = {"ids": ledger.ids.values.tolist(), **{c: getattr(ledger, c).clone() for c in columns}}

@@ -186,3 +186,53 @@ def test_pilot_draw_asks_the_same_prompts_on_every_process_and_skips_those_witho
     silent = {index for index, (_, _, _, streak, _) in expected_ledger(steps[:1]).items() if streak}
     screened = {index for generated in steps[1]["generated"][:-1] for index, _ in generated["rows"]}
     assert silent and not silent & screened  # GRESO skips what step 1 recorded without signal
+
+
+def test_pilot_commit_takes_the_same_decisions_on_every_process_and_trains_each_admitted_group_once(two_processes):
+    """``pilot: {preset: pilot-commit}`` at groups of 16 and pilots of 4 on 2 processes: every process asks the same
+    prompts in every call and decides the same; the trained batch, the slices in process order, is 2 whole groups,
+    each of a prompt explored with its pilot mean in the band, in this step (its 4 pilots, then a top-up of 12) or
+    carried from the step before (16 fresh rollouts); every rollout generated is counted on every process, and every
+    process's ledger holds the whole step's batch."""
+    run = two_processes["pilot_commit"]
+    prompts, group, pilots = 2, 16, 4
+    explored: dict[int, list[tuple[int, list, float]]] = {}  # prompt -> [(step, pilot rows, pilot mean)]
+    carried = 0
+    for step, record in enumerate(run["steps"], start=1):
+        decided = record["decided"]
+        assert len({(s, tuple(c), tuple(a)) for _, s, c, a in decided}) == 1  # the same stages everywhere
+        assert decided[0][1] == len(record["generated"])
+        commits = {}
+        for generated in record["generated"]:
+            asked = generated["asked"]
+            assert asked == [asked[0]] * PROCESSES  # the same prompts asked on every process
+            for rows, rewards in groups_of(generated):
+                (prompt,) = {index for index, _ in rows}
+                if generated["group_size"] == pilots:
+                    explored.setdefault(prompt, []).append((step, rows, float(rewards.mean())))
+                else:
+                    assert prompt not in commits  # committed once a step
+                    commits[prompt] = (generated["group_size"], rows)
+        assert len(commits) == prompts
+        trained = [row for part in record["trained"] for row in part]
+        assert record["rows_per_process"] == [prompts * group // PROCESSES] * PROCESSES
+        assert record["num_items"] == [sum(len(completion) for _, completion in trained)] * PROCESSES
+        for g in range(prompts):
+            rows = trained[g * group : (g + 1) * group]
+            (prompt,) = {index for index, _ in rows}  # one prompt, its rows consecutive
+            size, commit_rows = commits[prompt]
+            if size == group - pilots:  # explored in this step: its pilots, then the top-up
+                at, pilot_rows, mean = explored[prompt][-1]
+                assert at == step and rows == pilot_rows + commit_rows
+            else:  # carried from the step before: a whole fresh group
+                at, _, mean = [e for e in explored[prompt] if e[0] < step][-1]
+                assert size == group and rows == commit_rows and step - at <= 1
+                carried += 1
+            assert 0.125 <= mean <= 0.75, (step, prompt, mean)
+    assert carried > 0
+    generated = [sum(len(g["rows"]) for g in record["generated"]) for record in run["steps"]]
+    for logged in run["logged"]:
+        assert [e["dataflex/compute/rollouts_generated"] for e in logged] == generated
+        assert [e["dataflex/compute/rollouts_trained"] for e in logged] == [prompts * group] * len(generated)
+        assert sum(e["dataflex/pilot/carried_prompts"] for e in logged) == carried
+    check_ledgers(run)

@@ -179,3 +179,32 @@ class VowelVariance(Scorer):
             },
         )
         return scores
+
+
+@register_scorer("fittest_recorded_solve_rate")
+class RecordedSolveRate(Scorer):
+    """post_reward: each group's mean reward (``group_solve_rate``'s value for rewards in [0, 1]); records every
+    call (one per generation call of ``mechanism: pilot``): each row's prompt id, uid and reward, in verl's order."""
+
+    requires = ["rm_scores", "response_mask", "uid", "index"]
+    timing = "post_reward"
+    granularity = "prompt"
+    needs_groups = True
+
+    def score(self, batch, step_id, **ctx):
+        mask = batch.batch["response_mask"].bool()
+        rewards = torch.where(mask, batch.batch["rm_scores"].double(), torch.zeros((), dtype=torch.float64)).sum(-1)
+        valid = valid_sample_mask(batch).cpu()
+        uid = [int(u) for u in batch.non_tensor_batch["uid"]]
+        scores = torch.zeros(len(uid), dtype=torch.float32)
+        for group in set(uid):
+            rows = torch.as_tensor([u == group for u in uid]) & valid
+            scores[torch.as_tensor([u == group for u in uid])] = (
+                float(rewards[rows].clamp(0, 1).mean()) if rows.any() else 0.0
+            )
+        _record(
+            "recorded_solve_rate",
+            {"step": int(step_id), "index": [int(i) for i in batch.non_tensor_batch["index"]], "uid": uid,
+             "rewards": rewards.tolist(), "valid": valid.tolist()},
+        )  # fmt: skip
+        return scores
