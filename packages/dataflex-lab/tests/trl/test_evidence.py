@@ -466,3 +466,29 @@ def test_a_grid_keeps_each_setting_apart_and_resumes_it(tmp_path, monkeypatch):
     assert "--lr 0.005" in (tmp_path / "settings" / "lr0.005" / "table.md").read_text()
     evidence.run_grid(campaign, grid, out=io.StringIO())
     assert len(calls) == 8  # every run of both settings resumed
+
+
+def test_pilot_commit_is_a_table_method_whose_block_is_the_preset_with_the_papers_band_and_mounts_on_trl(tmp_path):
+    """The published method is a row of the table: ``pilot.preset: pilot-commit`` (backfilling a short step, where
+    the preset would stop the run) admitting on the band [0.125, 0.75] of the pilot mean, mounted by TRL's trainer
+    on the band family's data as a run of the campaign does."""
+    from dataflex_trl.mount import mount
+
+    from dataflex_core.mechanisms.pilot.settings import PILOT_COMMIT_BAND
+    from dataflex_core.session import DataFlexSession
+    from dataflex_lab import task_families
+    from dataflex_lab.trl.toy import family_dataset
+    from dataflex_lab.trl.training_demo import DemoSettings, grpo_config
+
+    spec = METHODS["pilot_commit"]
+    assert "pilot_commit" in TABLE_METHODS and spec.host == "trl" and spec.baseline == UNIFORM
+    block = DemoSettings(**spec.options, task="band", steps=2, val_every=0, workdir=tmp_path).block()
+    assert block["scorer"]["name"] == "group_solve_rate" and block["actuator"]["params"] == PILOT_COMMIT_BAND
+    task = task_families.family("band")
+    session = DataFlexSession(block)
+    mount(session, grpo_config(DemoSettings(**spec.options, task="band", steps=2, val_every=0, workdir=tmp_path),
+                               "pilot_commit", 0),
+          family_dataset(task.build(task_families.structure_from(None, task), 0).train))  # fmt: skip
+    settings = session.mechanism.settings
+    assert settings.preset == "pilot-commit" and settings.carry is not None and settings.evict_solved
+    assert settings.on_short == "backfill" and settings.max_rounds == 10 and settings.prompts == 3

@@ -39,6 +39,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, TextIO
 
+from dataflex_core.mechanisms.pilot.settings import PILOT_COMMIT_BAND
+
 from ..compare.cost_model import CostModel
 from ..demo_report import PILOT_DEMO
 from . import heldout
@@ -106,6 +108,13 @@ METHODS: dict[str, Method] = {
     # rewards vary; the demo's pilot block (demo_report.PILOT_DEMO: up to 4 stages, then backfill)
     "pilot": Method("trl", {"mechanism": "pilot"}, UNIFORM,
                     "group_reward_variance -> threshold_band on 2 pilot rollouts, the rest committed, 4 stages"),
+    # Pilot-Commit as published (pilot.preset: pilot-commit: 3x the batch explored a round, pilots 25 % of the
+    # group, the survivor buffer, 10 rounds, solved prompts evicted), admitting on the paper's band of the pilot
+    # mean; a step still short backfills (the preset raises, which would end the run where nothing is in the band)
+    "pilot_commit": Method("trl", {"mechanism": "pilot", "scorer": "group_solve_rate", "actuator": "threshold_band",
+                                   "actuator_params": PILOT_COMMIT_BAND,
+                                   "pilot_params": {"preset": "pilot-commit", "on_short": "backfill"}}, UNIFORM,
+                           "pilot-commit preset: band [0.125, 0.75] on 2 pilots of 8, buffer, 10 rounds, backfill"),
     "select": Method("trl", {"mechanism": "select"}, UNIFORM, "control: advantage_magnitude -> topk_fraction 0.5"),
     "reweight": Method("trl", {"mechanism": "reweight"}, UNIFORM, "control: advantage_magnitude -> softmax"),
     # TRL groups completions by a fixed num_generations and refuses allocate: it runs on verl, against verl
