@@ -34,6 +34,34 @@ def test_pilot_screens_on_the_mixed_task_and_runs_on_verls_legacy_line_only():
             check_trainer_line(DemoSettings(mechanism="pilot", trainer=line))
 
 
+def test_the_pilot_commit_preset_gives_the_papers_arm_and_what_the_user_names_replaces_its_parts():
+    from dataflex_core.mechanisms.pilot.settings import PILOT_COMMIT_BAND, pilot_settings
+
+    block = DemoOptions(mechanism="pilot", preset="pilot-commit").block()
+    assert block["scorer"] == {"name": "group_solve_rate", "params": {}}
+    assert block["actuator"] == {"name": "threshold_band", "params": PILOT_COMMIT_BAND}
+    assert block["pilot"] == {"preset": "pilot-commit", "on_short": "backfill"}
+    settings = pilot_settings(block)  # core resolves the preset: the buffer, rounds, eviction, 25 % pilots
+    assert settings.carry is not None and settings.carry.max_off_steps == 4 and settings.evict_solved
+    assert settings.prompts == 3 and settings.rollouts_share == 0.25 and settings.on_short == "backfill"
+    named = DemoOptions(mechanism="pilot", preset="pilot-commit", actuator="threshold_band",
+                        actuator_params={"low": 0.2}, pilot_params={"carry": None}).block()  # fmt: skip
+    assert named["actuator"]["params"] == {"low": 0.2} and named["scorer"]["name"] == "group_solve_rate"
+    assert named["pilot"] == {"preset": "pilot-commit", "on_short": "backfill", "carry": None}
+    assert DemoOptions(mechanism="pilot", preset="pilot-commit", scorer="group_reward_variance").block()["scorer"] == {
+        "name": "group_reward_variance",
+        "params": {},
+    }
+    with pytest.raises(
+        ValueError, match="--preset pilot-commit is mechanism pilot's, not filter's: add --mechanism pilot"
+    ):
+        DemoOptions(mechanism="filter", preset="pilot-commit")
+    parser = argparse.ArgumentParser()
+    demo_report.add_demo_arguments(parser, workdir="demo_out")
+    args = parser.parse_args(["--mechanism", "pilot", "--preset", "pilot-commit"])
+    assert DemoOptions(**demo_report.demo_options(args)).block() == block
+
+
 def test_naming_another_component_drops_the_defaults_params():
     block = DemoOptions(actuator="per_advantage").block()  # softmax's temperature is not per_advantage's
     assert block["actuator"] == {"name": "per_advantage", "params": {}}

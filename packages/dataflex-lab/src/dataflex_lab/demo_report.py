@@ -26,6 +26,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from dataflex_core.mechanisms.pilot.settings import PILOT_COMMIT_BAND
+
 JSON_FORMAT = "dataflex-demo/1"
 #: What the summary says a toy run is, in every output.
 TOY_RUN_NOTE = (
@@ -65,6 +67,17 @@ DEFAULT_PAIRS: dict[str, tuple[str, dict[str, Any], str, dict[str, Any]]] = {
 #: The pilot arm's ``pilot:`` keys: two pilots on twice the prompts a stage lacks, up to three screening stages,
 #: then backfill (the mixed task's constant prompts are often all solved or all failed).
 PILOT_DEMO = {"prompts": 2, "rollouts": 2, "keep": True, "max_stages": 4, "on_short": "backfill"}
+#: ``--preset pilot-commit``: the pilot arm as published (core's ``pilot.preset``: 3x the batch explored a round,
+#: pilots 25 % of the group, the survivor buffer, 10 rounds, solved prompts evicted), admitting on the paper's band
+#: of the pilot mean; a step still short backfills (the preset raises, which would end a run where early on nothing
+#: lies in the band). The scorer, actuator and pilot keys the user names replace these.
+PRESETS: dict[str, dict[str, Any]] = {
+    "pilot-commit": {
+        "mechanism": "pilot", "scorer": "group_solve_rate", "actuator": "threshold_band",
+        "actuator_params": dict(PILOT_COMMIT_BAND),
+        "pilot_params": {"preset": "pilot-commit", "on_short": "backfill"},
+    },
+}  # fmt: skip
 #: The curriculum demo's task and its number of train prompts (few enough that each recurs within a run).
 CURRICULUM_TASK, CURRICULUM_TRAIN_ROWS = "mixed", 48
 #: Completions per prompt on a task family, in both demos: with a binary reward, 8 samples make a group
@@ -105,6 +118,26 @@ class DemoOptions:
     #: ``mechanism: pilot``'s ``pilot:`` keys, the same way (core's defaults for those left out); ``None``:
     #: :data:`PILOT_DEMO`. The evidence campaign's pilot-size settings change one key of it.
     pilot_params: dict[str, Any] | None = None
+    #: ``--preset``: a published method's settings (:data:`PRESETS`) under the keys left unset.
+    preset: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.preset is None:
+            return
+        if self.preset not in PRESETS:
+            raise ValueError(f"--preset {self.preset!r} is not one of {', '.join(PRESETS)}")
+        settings = PRESETS[self.preset]
+        if self.mechanism != settings["mechanism"]:
+            raise ValueError(
+                f"--preset {self.preset} is mechanism {settings['mechanism']}'s, not {self.mechanism}'s: add "
+                f"--mechanism {settings['mechanism']}"
+            )
+        for role in ("scorer", "actuator"):  # a component the user names keeps its own params
+            if getattr(self, role) is None:
+                setattr(self, role, settings[role])
+                if getattr(self, f"{role}_params") is None:
+                    setattr(self, f"{role}_params", dict(settings.get(f"{role}_params", {})))
+        self.pilot_params = {**settings["pilot_params"], **(self.pilot_params or {})}
 
     @property
     def toy_task(self) -> str:
@@ -200,6 +233,13 @@ def add_demo_arguments(parser: Any, *, workdir: str) -> None:
         "--actuator", metavar="NAME", help=f"reweighter/selector/mixer/sampler/allocator (default: {actuators})"
     )
     parser.add_argument("--params", metavar="JSON", help='component params: \'{"scorer": {...}, "actuator": {...}}\'')
+    parser.add_argument(
+        "--preset",
+        choices=list(PRESETS),
+        help="a published method's settings (pilot-commit: with --mechanism pilot, "
+        "the paper's band on 25 %% pilots, the survivor buffer, one generation call a round, eviction of solved "
+        "prompts; a short step backfills); --scorer, --actuator and --params replace its parts",
+    )
     parser.add_argument("--steps", type=int, default=30, help="training steps per arm (default 30)")
     parser.add_argument("--seed", type=int, default=0, help="first seed: the model, the prompts, the sampling")
     parser.add_argument("--seeds", type=int, default=1, metavar="K", help="seeds per arm; K > 1 ends with a comparison")
@@ -252,6 +292,7 @@ def demo_options(args: Any) -> dict[str, Any]:
         "task": args.task,
         "val_every": args.val_every,
         "task_params": parse_task_params(args.task, args.task_params),
+        "preset": args.preset,
     }
 
 

@@ -80,3 +80,23 @@ def test_the_demos_config_keeps_trls_checkpointing_without_a_warning_per_run(tmp
     trl_default = next(f.default for f in dataclasses.fields(GRPOConfig) if f.name == "gradient_checkpointing")
     assert args.gradient_checkpointing is trl_default
     assert getattr(args, "activation_checkpointing", trl_default) is trl_default
+
+
+def test_the_demo_runs_pilot_commit_as_published_with_the_preset(tmp_path):
+    """``--mechanism pilot --preset pilot-commit``: the arm runs the paper's rounds in TRL's real loop (its buffer,
+    its rounds, eviction of solved prompts), and the JSON records the block it ran."""
+    path = tmp_path / "demo.json"
+    argv = ["demo", "--mechanism", "pilot", "--preset", "pilot-commit", "--task", "band", "--steps", "2",
+            "--workdir", str(tmp_path), "--json", str(path), "--plot", str(tmp_path / "demo.png")]  # fmt: skip
+    assert main(argv) == 0
+    document = json.loads(path.read_text())
+    block = document["settings"]["dataflex"]
+    assert block["pilot"] == {"preset": "pilot-commit", "on_short": "backfill"}
+    assert block["actuator"]["params"]["low"] == 0.125 and block["actuator"]["params"]["high"] == 0.75
+    trained = [record["metrics"] for record in document["arms"]["dataflex"] if record["step"] > 0]
+    assert len(trained) == 2
+    for metrics in trained:
+        assert metrics["dataflex/pilot/rounds"] >= 1 and "dataflex/pilot/buffer_prompts" in metrics
+        assert "dataflex/pilot/solved_evicted_prompts" in metrics
+        # TRL rolls every prompt of a call out alike: a round is one call per rollout count, at most two
+        assert metrics["dataflex/pilot/stages"] <= 2 * metrics["dataflex/pilot/rounds"] + 1
