@@ -2,7 +2,8 @@
 
 The host here is the seam's bookkeeping alone (no framework): a step of two stages, screening three prompts with
 two rollouts each and topping the two admitted up to four, built as a correct host reports it; each break changes
-one thing a broken host would get wrong.
+one thing a broken host would get wrong. The carry runs (Pilot-Commit's rounds) drive a real session's seam with
+hand-made rows (every third prompt solved on each rollout, the others 0, 1, 0, 1).
 """
 
 from __future__ import annotations
@@ -15,7 +16,9 @@ import torch
 from dataflex_conformance.host import StagedRows, StagedStep, StagedSuite
 from dataflex_conformance.host.harness import HostHarness
 from dataflex_core.session import HostCapabilities, LossWeights, SeamSupport, StagedGeneration
+from dataflex_core.session import DataFlexSession, FieldSupport
 from dataflex_core.step.seams import StageRequests
+from dataflex_lab.testing.staged import run_staged_step, stage_rows
 
 BREAK = "{brake}"
 L = torch.long
@@ -53,14 +56,73 @@ def one_step(step, salt=0):
     return StagedStep([ask1, ask2], gen, kept, trained, 2, 4, metrics)
 
 
+CAPABILITIES = HostCapabilities(
+    name="bookkeeping", seams={{LossWeights: SeamSupport(True), StagedGeneration: SeamSupport(True)}},
+    fields={{n: FieldSupport(True) for n in ("response_mask", "rm_scores", "uid")}},
+)
+
+
+def reward_of(prompt, k):
+    return 1.0 if prompt % 3 == 0 else float(k % 2)
+
+
+def carry_steps(block, steps):
+    # a real session's stages over hand-made rows: each stage's rows, the kept ones, the trained batch
+    flex = DataFlexSession(block)
+    flex.mount(CAPABILITIES, loss_unit="token", adv_estimator="grpo", is_group_estimator=lambda name: True)
+    flex.seam(StagedGeneration).prepare(24, batch_size=2, seed=0)
+    out = []
+    for n in range(1, steps + 1):
+        stages, metrics = run_staged_step(flex, n, reward_of, groups=2, rollout_n=4)
+        gen = []
+        for s, asked in enumerate(stages.requests):
+            part = stage_rows(asked, reward_of)
+            uid = torch.as_tensor(part.non_tensor_batch["uid"].astype("int64"))
+            k = torch.cat([torch.arange(int(c)) for c in asked.counts])
+            gen.append(StagedRows(uid, torch.as_tensor(part.non_tensor_batch["index"].astype("int64")),
+                                  torch.stack([uid, k, torch.full_like(uid, s), torch.full_like(uid, n)], 1),
+                                  part.batch["rm_scores"].sum(-1)))
+        kept = [keep.clone() for keep in stages.trained()]
+        requests = [*stages.requests]
+        if BREAK == "carried-short":  # a carried group trained without its last rollout
+            for s, asked in enumerate(requests):
+                whole = (asked.counts == 4).nonzero().flatten()
+                if len(whole):
+                    last = (gen[s].group[kept[s]] == int(asked.uids[whole[0]])).nonzero().flatten()[-1]
+                    kept[s] = torch.cat([kept[s][:last], kept[s][last + 1 :]])
+                    break
+        if BREAK == "split-calls":  # a host that splits a round's commits from its explorations
+            requests, parts, keeps = [], [], []
+            for asked, rows, keep in zip(stages.requests, gen, kept):
+                for count in asked.counts.unique().tolist():
+                    m = asked.counts == count
+                    rows_m = torch.isin(rows.group, asked.uids[m])
+                    requests.append(StageRequests(asked.prompts[m], asked.counts[m], asked.uids[m]))
+                    parts.append(StagedRows(rows.group[rows_m], rows.prompt[rows_m], rows.response[rows_m],
+                                            rows.reward[rows_m]))
+                    keeps.append(torch.isin(rows_m.nonzero().flatten(), keep).nonzero().flatten())
+            gen, kept = parts, keeps
+        trained = StagedRows(*(torch.cat([getattr(r, f)[k] for r, k in zip(gen, kept)])
+                               for f in ("group", "prompt", "response", "reward")))
+        out.append(StagedStep(requests, gen, kept, trained, 2, 4, metrics))
+    if BREAK == "rescreens-solved":  # the host's own pull screens a solved prompt again: its first pilot request
+        solved = next(p for p in out[0].requests[0].prompts.tolist() if p % 3 == 0)
+        asked = out[-1].requests[0]
+        prompts = asked.prompts.clone()
+        prompts[asked.counts == 2] = solved
+        out[-1].requests[0] = StageRequests(prompts, asked.counts, asked.uids)
+    return out
+
+
 class Bookkeeping(HostHarness):
     runs = 0
 
     def capabilities(self):
-        return HostCapabilities(name="bookkeeping", seams={{LossWeights: SeamSupport(True),
-                                                           StagedGeneration: SeamSupport(True)}})
+        return CAPABILITIES
 
     def staged_steps(self, block, steps, *, save_at=None):
+        if block["pilot"].get("carry"):
+            return carry_steps(block, steps), None
         Bookkeeping.runs += 1
         salt = Bookkeeping.runs if BREAK == "unseeded" else 0
         return [one_step(n, salt) for n in range(1, steps + 1)], (None if save_at is None else "folder")
@@ -83,7 +145,7 @@ def run(pytester, brake):
 
 
 def test_a_correct_host_passes_every_promise(pytester):
-    run(pytester, "none").assert_outcomes(passed=5)
+    run(pytester, "none").assert_outcomes(passed=8)
 
 
 def test_a_stage_that_generates_fewer_rollouts_than_asked_fails_the_requests_check(pytester):
@@ -105,6 +167,25 @@ def test_another_sample_on_the_same_seed_fails_the_determinism_check(pytester):
 
 def test_a_resume_that_starts_over_fails_the_round_trip_check(pytester):
     result = run(pytester, "resume-restarts")
-    result.assert_outcomes(passed=4, failed=1)
+    result.assert_outcomes(passed=7, failed=1)
     result.stdout.fnmatch_lines(["*FAILED*test_a_run_resumed_in_the_middle*"])
     result.stdout.fnmatch_lines(["*a run resumed after step 1: 3 steps, but should be 2*"])
+
+
+def test_a_carried_group_trained_short_fails_the_carry_check(pytester):
+    result = run(pytester, "carried-short")
+    result.assert_outcomes(passed=7, failed=1)
+    result.stdout.fnmatch_lines(["*FAILED*test_a_carried_prompt_trains_as_a_fresh_whole_group_before*"])
+    result.stdout.fnmatch_lines(["*trained 3 rows, not a fresh group of 4*"])
+
+
+def test_a_round_split_into_two_calls_on_a_host_of_mixed_counts_fails_the_one_call_check(pytester):
+    result = run(pytester, "split-calls")
+    result.stdout.fnmatch_lines(["*FAILED*test_with_carry_each_round_is_one_generation_call_where_the_host_can*"])
+    result.stdout.fnmatch_lines(["*a host of mixed counts makes one call a round*"])
+
+
+def test_a_solved_prompt_screened_again_fails_the_eviction_check(pytester):
+    result = run(pytester, "rescreens-solved")
+    result.stdout.fnmatch_lines(["*FAILED*test_a_prompt_solved_on_every_pilot_is_never_screened_again*"])
+    result.stdout.fnmatch_lines(["*solved on every pilot at (step, stage) (1, *was screened again*"])

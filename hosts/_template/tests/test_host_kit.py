@@ -66,7 +66,8 @@ class ToyHarness(HostHarness):
 
 def _rows(part) -> StagedRows:
     real = ~part["is_padding"]
-    return StagedRows(part["group"][real], part["prompt"][real], part["tokens"][real])
+    reward = torch.where(part["mask"].any(-1), part["reward"], torch.nan)  # an empty response is not scored
+    return StagedRows(part["group"][real], part["prompt"][real], part["tokens"][real], reward[real])
 
 
 def staged_recording(trainer) -> list[StagedStep]:

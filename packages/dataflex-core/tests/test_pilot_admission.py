@@ -74,3 +74,15 @@ def test_a_prompt_is_solved_when_every_pilot_is_a_whole_success_by_the_ledgers_r
         success_at,
     )  # fmt: skip
     assert got.tolist() == solved
+
+
+def test_a_prompt_whose_pilots_are_all_empty_responses_is_not_solved():
+    """No pilot scored (every response empty) is no evidence: such a prompt is not evicted as solved."""
+    row_uid = torch.tensor([0, 0, 1, 1])
+    index, groups = group_index(np.array([str(u) for u in row_uid.tolist()], dtype=object))
+    rewards = torch.tensor([1.0, 1.0, 0.0, 0.0], dtype=torch.float64)
+    valid = torch.tensor([True, True, False, False])
+    _, _, _, got = screened_prompts(
+        torch.tensor([0, 1]), torch.zeros(groups, dtype=torch.bool), index, groups, valid, rewards, row_uid
+    )
+    assert got.tolist() == [True, False]

@@ -298,6 +298,17 @@ def test_evicted_rows_are_saved_checked_and_never_drawn(tmp_path):
         type(refill)(POPULATION, GROUPS).load_state_dict(state)
 
 
+def test_an_evicted_row_the_hosts_own_pull_holds_is_not_screened_again():
+    """The paper removes solved prompts from later epochs of its dataloader; a host's own pull (verl's fit draws the
+    step's prompts before the stages) may hold one: the stages skip it and screen the sampler's rows instead."""
+    flex = session()
+    flex.mechanism.refill.evict(torch.tensor([3, 5]), keep=12)
+    stages = flex.seam(StagedGeneration).stages(GROUPS, rollout_n=ROLLOUT_N, drawn=torch.tensor([3, 4, 5, 6]))
+    asked = stages.next()
+    assert asked.prompts[:2].tolist() == [4, 6] and len(asked.prompts) == 3 * GROUPS
+    assert not {3, 5} & set(asked.prompts.tolist())
+
+
 def test_one_call_false_splits_each_round_by_rollout_count_for_hosts_of_one_count_per_call():
     flex, visits = session({**BLOCK, "pilot": {"preset": "pilot-commit", "one_call": False}}), {}
     for step in (1, 2, 3):

@@ -179,14 +179,14 @@ class TrlHarness(HostHarness):
         return session
 
 
-def _staged_rows(rows: list[dict], output: dict, group: torch.Tensor, width: int) -> StagedRows:
+def _staged_rows(rows: list[dict], output: dict, group: torch.Tensor, width: int, reward=None) -> StagedRows:
     """TRL rows as the kit reads them: each completion's tokens under its mask (-1 elsewhere, ``width`` wide, so a
     row is the same whatever the batch's padding), its prompt's dataset row (the ``index`` column), its group."""
     ids, mask = output["completion_ids"].cpu(), output["completion_mask"].cpu().bool()
     response = torch.full((len(ids), width), -1, dtype=torch.int64)
     response[:, : ids.shape[1]] = torch.where(mask, ids, -1)
     prompt = torch.as_tensor([int(row["index"]) for row in rows], dtype=torch.int64)
-    return StagedRows(group.to(torch.int64), prompt, response)
+    return StagedRows(group.to(torch.int64), prompt, response, None if reward is None else reward.cpu().sum(-1))
 
 
 def staged_recording(trainer) -> list[StagedStep]:
@@ -216,7 +216,8 @@ def staged_recording(trainer) -> list[StagedStep]:
     def generating(rows, group_size):  # TRL's generation of the last request: its rows under the request's uids
         local, output, rewards = generate(rows, group_size)
         asked = requests[-1]
-        generated.append(_staged_rows(local, output, asked.uids.repeat_interleave(asked.counts), width))
+        assert len(rewards) == len(local), "one process: TRL's gathered rewards are this process's rows"
+        generated.append(_staged_rows(local, output, asked.uids.repeat_interleave(asked.counts), width, rewards))
         return local, output, rewards
 
     def staging(seam, step):

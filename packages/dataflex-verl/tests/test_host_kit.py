@@ -405,6 +405,7 @@ def _rows(rollouts) -> StagedRows:
         torch.as_tensor(np.asarray(uid).astype(np.int64)),
         torch.as_tensor(np.asarray(rollouts.non_tensor_batch["index"]).astype(np.int64)),
         rollouts.batch["responses"],
+        rollouts.batch["rm_scores"].sum(-1),
     )
 
 

@@ -49,7 +49,9 @@ count of rollouts, under its one uid.
 :class:`StagedSuite` (the staged-generation seam, ``mechanism: pilot``; the harness's
 :meth:`HostHarness.staged_steps` and :meth:`HostHarness.staged_resume`): every stage generates exactly its requests,
 a uid's rollouts of every stage train as one whole group, the batch is full and every rollout counted, the same seed
-gives the same stages, and a run resumed in the middle repeats the steps after its checkpoint.
+gives the same stages, and a run resumed in the middle repeats the steps after its checkpoint; with Pilot-Commit's
+rounds, a round is one generation call where the host can mix counts, a carried prompt trains as a fresh whole group
+before its age evicts it, and a prompt solved on every pilot is never screened again.
 
 A host's tests subclass :class:`HostSuite` (every suite) and provide the ``host`` fixture, a :class:`HostHarness` over
 the real framework (its real step and loss, its real checkpoint save and resume; no stand-in for the

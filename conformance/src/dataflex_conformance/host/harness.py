@@ -82,6 +82,10 @@ class StagedRows:
     prompt: torch.Tensor
     #: ``(rows, L)``: the row's response tokens, as generated.
     response: torch.Tensor
+    #: ``(rows,)``: the row's reward as the framework scored it (summed over its tokens; NaN for a row outside the
+    #: loss, an empty response); the staged suite's carry and eviction tests read it to know which prompts the kit's
+    #: selector admits and which are solved.
+    reward: torch.Tensor | None = None
 
 
 @dataclass
@@ -196,8 +200,9 @@ class HostHarness:
     ) -> tuple[list[StagedStep], Path | None]:
         """A run of ``steps`` steps with ``block`` (a staged-generation mechanism), each generated in stages through
         the framework's own generation; with ``save_at``, checkpointed after that step through the framework's own
-        save. The run's seed and data are the same on every call. Needed by hosts that provide the
-        staged-generation seam.
+        save. The run's seed and data are the same on every call, and hold prompts whose pilot rewards spread, some
+        solved on every rollout (reward >= 1) and more than a step trains (the carry and eviction tests meet them);
+        give each row's ``reward``. Needed by hosts that provide the staged-generation seam.
 
         :returns: each step as a :class:`StagedStep`, and the checkpoint folder (``None`` without ``save_at``).
         """

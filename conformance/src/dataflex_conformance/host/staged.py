@@ -13,7 +13,14 @@ Promises:
 - **the batch full**: ``groups`` groups of ``rollout_n`` rollouts each, every generated rollout counted in the
   ``dataflex/compute/*`` totals;
 - **determinism given the seed**: two runs stage, generate and train the same;
-- **state round trip**: a run resumed from a checkpoint in the middle repeats the steps after it.
+- **state round trip**: a run resumed from a checkpoint in the middle repeats the steps after it;
+- with Pilot-Commit's rounds (``pilot.carry``, :func:`carry_block`; each row's ``reward`` read):
+  **one generation call a round** on a host of mixed counts (commits and explorations together), one count a call
+  on a host that declared it cannot; **a carried prompt** (admitted on an earlier step, beyond its batch) trains as a
+  fresh whole group before the buffer evicts it by age (at a step's end, once ``step - explored > max_off_steps``:
+  the paper's flush), and the buffer's metrics equal a reference kept from the rows
+  generated; **a prompt solved on every pilot is never screened again** (``evict_solved``), the host's own pull
+  included.
 
 The scorer and selector (``hostkit_group_spread``, ``hostkit_spread_band``) are registered when this module is
 imported, so a host needs no plugin installed.
@@ -86,6 +93,62 @@ def pilot_block(keep: bool = True, *, low: float = 1.0e-6, rollouts: int = 2) ->
         "actuator": {"name": "hostkit_spread_band", "params": {"low": low}},
         "pilot": {"prompts": 2, "rollouts": rollouts, "keep": keep, "max_stages": 3, "on_short": "backfill"},
     }
+
+
+#: The carry runs: steps, and the steps a buffered prompt may wait after the step that explored it.
+CARRY_STEPS, MAX_OFF_STEPS = 4, 1
+PILOT = "dataflex/pilot/"
+
+
+def carry_block(*, evict_solved: bool = False) -> dict[str, Any]:
+    """Pilot-Commit's rounds on the kit's components: each round explores 3x the batch with 2 pilots and commits
+    buffered prompts; admitted prompts beyond the batch wait ``MAX_OFF_STEPS`` steps; after 4 rounds, backfill."""
+    block = pilot_block()
+    block["pilot"] = {
+        "prompts": 3, "rollouts": 2, "keep": True, "carry": {"max_off_steps": MAX_OFF_STEPS, "order": "std"},
+        "max_rounds": 4, "on_short": "backfill", "evict_solved": evict_solved,
+    }  # fmt: skip
+    return block
+
+
+def _rewards(rows: StagedRows, where: str) -> torch.Tensor:
+    if rows.reward is None:
+        pytest.fail(f"StagedRows.reward is None {where}: the carry and eviction tests read each row's reward")
+    return rows.reward.double().flatten()
+
+
+def _step_uids(step: StagedStep, pilots: int) -> dict[int, dict[str, Any]]:
+    """Per uid of the step: its prompt, the stage it was first asked in, ``explored`` (its first request was a
+    pilot) or carried (a whole group asked at once), and its first stage's rewards."""
+    assert step.rollout_n != pilots, f"the carry runs need rollout_n ({step.rollout_n}) above the {pilots} pilots"
+    out: dict[int, dict[str, Any]] = {}
+    for s, (asked, rows) in enumerate(zip(step.requests, step.generated)):
+        for uid, prompt, count in zip(asked.uids.tolist(), asked.prompts.tolist(), asked.counts.tolist()):
+            if uid not in out:
+                rewards = _rewards(rows, f"[stage {s + 1}]")[rows.group == uid]
+                out[uid] = {"prompt": prompt, "stage": s, "explored": count == pilots, "rewards": rewards}
+    return out
+
+
+def _trained_rows(step: StagedStep) -> dict[int, int]:
+    """Per uid, how many of its rows the step trained."""
+    out: dict[int, int] = {}
+    for rows, keep in zip(step.generated, step.kept):
+        for uid in rows.group[keep].tolist():
+            out[uid] = out.get(uid, 0) + 1
+    return out
+
+
+def _admitted(rewards: torch.Tensor, low: float = 1.0e-6) -> bool:
+    """The kit's selector on its scorer: a prompt's pilot rewards spread (variance above ``low``)."""
+    rewards = rewards[~rewards.isnan()]  # rows outside the loss (empty responses) are not scored
+    return len(rewards) > 1 and float(rewards.var(unbiased=False)) > low
+
+
+def _solved(rewards: torch.Tensor) -> bool:
+    """Solved on every pilot: each scored pilot's reward at least 1 (core's rule without ``success_threshold``)."""
+    rewards = rewards[~rewards.isnan()]
+    return len(rewards) > 0 and bool((rewards >= 1.0).all())
 
 
 def _rows_multiset(rows: StagedRows, where: torch.Tensor | None = None) -> list[tuple]:
@@ -186,3 +249,84 @@ class StagedSuite(SeamSuite):
         _same_steps(resumed, full[SAVE_AT:], f"a run resumed after step {SAVE_AT}", first=SAVE_AT + 1)
         got = resumed[-1].metrics.get(f"{COMPUTE}rollouts_generated_total")
         assert got == full[-1].metrics.get(f"{COMPUTE}rollouts_generated_total"), "the compute totals did not resume"
+
+    # -- Pilot-Commit's parts: a round in one call, the survivor buffer, eviction of solved prompts ----------------
+    def test_with_carry_each_round_is_one_generation_call_where_the_host_can(self, host):
+        steps, _ = host.staged_steps(carry_block(), CARRY_STEPS)
+        mixed = host.capabilities().support(StagedGeneration).mixed_counts
+        both = 0
+        for n, step in enumerate(steps, start=1):
+            rounds = step.metrics.get(f"{PILOT}rounds")
+            assert rounds is not None, f"the step's metrics hold no {PILOT}rounds [step {n}]"
+            counts = [sorted(set(asked.counts.tolist())) for asked in step.requests]
+            if mixed:  # a backfill after the last round is one more call
+                calls = int(rounds) + (1 if step.metrics.get(f"{PILOT}backfilled_prompts", 0) else 0)
+                assert len(step.requests) == calls, (
+                    f"{len(step.requests)} generation calls for {int(rounds)} rounds: a host of mixed counts makes one "
+                    f"call a round, commits and explorations together (counts per call {counts}) [step {n}]"
+                )
+                both += sum(len(c) > 1 for c in counts)
+            else:
+                assert all(len(c) == 1 for c in counts), (
+                    f"calls asked for counts {counts}, but the host declared one rollout count per call [step {n}]"
+                )
+        if mixed:
+            assert both, "no round both committed and explored in one call: the kit's data should admit some prompts"
+
+    def test_a_carried_prompt_trains_as_a_fresh_whole_group_before_its_age_evicts_it(self, host):
+        steps, _ = host.staged_steps(carry_block(), CARRY_STEPS)
+        buffer: dict[int, int] = {}  # the reference: prompt -> the step it was explored and admitted at
+        carried_in_run = 0
+        for n, step in enumerate(steps, start=1):
+            uids, trained = _step_uids(step, pilots=2), _trained_rows(step)
+            carried = {uid: e for uid, e in uids.items() if not e["explored"]}
+            for uid, entry in carried.items():
+                prompt = entry["prompt"]
+                assert prompt in buffer, (
+                    f"prompt {prompt} was committed as a carried group, but no earlier step admitted it into a "
+                    f"buffer it still waits in (buffer {sorted(buffer)}) [step {n}]"
+                )
+                age = n - buffer.pop(prompt)  # the paper's flush at a step's end: step - explored > max_off_steps
+                assert age <= MAX_OFF_STEPS + 1, (
+                    f"prompt {prompt}, explored {age} steps before, waited past max_off_steps={MAX_OFF_STEPS} step "
+                    f"ends [step {n}]"
+                )
+                assert trained.get(uid) == step.rollout_n, (
+                    f"carried prompt {prompt} trained {trained.get(uid, 0)} rows, not a fresh group of "
+                    f"{step.rollout_n} [step {n}]"
+                )
+            for uid, entry in uids.items():  # admitted: waits (explored now), or committed now and leaves
+                if entry["explored"] and _admitted(entry["rewards"]):
+                    if uid in trained:
+                        buffer.pop(entry["prompt"], None)
+                    else:
+                        buffer[entry["prompt"]] = n
+            old = [prompt for prompt, at in buffer.items() if n - at > MAX_OFF_STEPS]
+            for prompt in old:
+                del buffer[prompt]
+            got = {k: step.metrics.get(f"{PILOT}{k}") for k in ("carried_prompts", "buffer_prompts",
+                                                              "buffer_evicted_prompts")}  # fmt: skip
+            want = {"carried_prompts": len(carried), "buffer_prompts": len(buffer), "buffer_evicted_prompts": len(old)}
+            assert got == want, f"the buffer's metrics {got}, but the rows generated give {want} [step {n}]"
+            carried_in_run += len(carried)
+        assert carried_in_run, "no prompt was carried: the kit's data should admit more prompts than a round commits"
+
+    def test_a_prompt_solved_on_every_pilot_is_never_screened_again(self, host):
+        steps, _ = host.staged_steps(carry_block(evict_solved=True), CARRY_STEPS)
+        solved: dict[int, tuple[int, int]] = {}  # prompt -> (step, stage) where every pilot solved it
+        evicted = 0
+        for n, step in enumerate(steps, start=1):
+            uids = _step_uids(step, pilots=2)
+            for s in range(len(step.requests)):
+                explored = [e for e in uids.values() if e["explored"] and e["stage"] == s]
+                for entry in explored:
+                    assert entry["prompt"] not in solved, (
+                        f"prompt {entry['prompt']}, solved on every pilot at (step, stage) {solved[entry['prompt']]}, "
+                        f"was screened again [step {n} stage {s + 1}]"
+                    )
+                for entry in explored:
+                    if _solved(entry["rewards"]):
+                        solved[entry["prompt"]] = (n, s + 1)
+            evicted += int(step.metrics.get(f"{PILOT}solved_evicted_prompts", 0))
+        assert solved, "no prompt was solved on every pilot (reward >= 1 each): the kit's data should hold some"
+        assert evicted == len(solved), f"{evicted} prompts counted evicted, but {len(solved)} were solved"

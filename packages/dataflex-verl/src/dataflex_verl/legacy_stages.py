@@ -61,7 +61,8 @@ def drawn_rows(batch_dict: dict[str, Any]) -> torch.Tensor | None:
 class PromptTable:
     """Every prompt screened in a step, collated: row ``u`` is the prompt of uid ``u`` (uids are given in order).
 
-    :param pulled: the prompts fit pulled (screened first, in order when the stages name them), or ``None``.
+    :param pulled: the prompts fit pulled (screened first, in order when the stages name them, less those the
+        mechanism evicted), or ``None``.
     """
 
     def __init__(self, trainer: Any, pulled: dict[str, Any] | None, drawn: torch.Tensor | None) -> None:
@@ -69,6 +70,8 @@ class PromptTable:
         self.pulled, self.drawn = pulled, drawn
         self.parts: list[dict[str, Any]] = []
         self.known = 0
+        #: The first pulled prompt not screened yet (one the mechanism evicted is skipped).
+        self.drawn_next = 0
         self.table: dict[str, Any] | None = None
 
     def add(self, uids: torch.Tensor, prompts: torch.Tensor) -> None:
@@ -82,18 +85,20 @@ class PromptTable:
                 f"the staged-generation seam gave new prompts uids {fresh.tolist()}, not the next ones from "
                 f"{self.known}: verl's legacy host numbers a step's prompts in the order they are screened"
             )
-        pulled = 0 if self.drawn is None else max(min(len(self.drawn) - self.known, len(fresh)), 0)
-        if pulled:
-            at = torch.arange(self.known, self.known + pulled)
-            if not torch.equal(rows[:pulled], self.drawn[at]):
-                raise RuntimeError(
-                    f"the staged-generation seam was handed the pulled prompts {self.drawn.tolist()} to screen first "
-                    f"but asked for {rows[:pulled].tolist()}"
-                )
-            self.parts.append(select_rows(self.pulled, at))
-        if pulled < len(fresh):
+        # the pulled prompts come first, in their order, less those the mechanism evicted (``evict_solved``): their
+        # collated rows are reused; every other prompt (a carried one may repeat a pulled row) is collated anew
+        position = {} if self.drawn is None else {int(r): i for i, r in enumerate(self.drawn.tolist())}
+        at: list[int] = []
+        for row in rows.tolist():
+            if position.get(row, -1) < self.drawn_next:
+                break
+            at.append(position[row])
+            self.drawn_next = at[-1] + 1
+        if at:
+            self.parts.append(select_rows(self.pulled, torch.tensor(at, dtype=torch.long)))
+        if len(at) < len(fresh):
             loader, dataset = self.trainer.train_dataloader, self.trainer.train_dataset
-            self.parts.append(loader.collate_fn([dataset[int(i)] for i in rows[pulled:]]))
+            self.parts.append(loader.collate_fn([dataset[int(i)] for i in rows[len(at) :]]))
         self.known += len(fresh)
         self.table = concat_rows(self.parts)
 

@@ -186,6 +186,9 @@ class Pilot(Filter):
         capped = settings if cap is None or settings.max_screened == cap else replace(settings, max_screened=cap)
         refill, floor = self.refill, settings.prompts * groups  # evictions leave at least a round's rows drawable
         evict = None if refill is None or not settings.evict_solved else (lambda rows: refill.evict(rows, floor))
+        if evict is not None and drawn is not None:  # the host's own pull may hold an evicted row: not screened
+            drawn = torch.as_tensor(drawn).flatten()
+            drawn = drawn[~torch.isin(drawn, refill.evicted)]
         return PilotStages(groups, rollout_n, capped, sampler.next_block, drawn, self.buffer, evict)
 
     def observe(self, step: StepContext, stages: PilotStages, batch: Any, step_id: int) -> None:

@@ -77,12 +77,13 @@ def screened_prompts(
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     """``(admitted, mean, std, solved)`` of each ``asked`` uid (request order): the per-group admission
     (``admitted``, groups in ``index``'s order), the mean and the (population) std of its valid pilot rewards, and
-    whether every valid pilot succeeded, its reward at least ``success_at`` (the ledger's rule: its
+    whether every valid pilot succeeded (one at least), its reward at least ``success_at`` (the ledger's rule: its
     ``success_threshold``, else a whole success: a reward of 0.25 is a quarter of one); from each row's reward,
     validity and uid."""
     total = torch.zeros(groups, dtype=torch.float64).index_add_(0, index, torch.where(valid, rewards, 0))
     squares = torch.zeros(groups, dtype=torch.float64).index_add_(0, index, torch.where(valid, rewards * rewards, 0))
-    members = segment_count(index, groups, valid).clamp(min=1)
+    scored = segment_count(index, groups, valid)
+    members = scored.clamp(min=1)
     mean = total / members
     std = (squares / members - mean * mean).clamp(min=0).sqrt()
     failed = torch.zeros(groups, dtype=torch.long).index_add_(0, index, (valid & (rewards < success_at)).long())
@@ -90,7 +91,7 @@ def screened_prompts(
     order = torch.argsort(group_uid)
     at = order[torch.searchsorted(group_uid[order], asked).clamp(max=max(groups - 1, 0))]
     assert bool((group_uid[at] == asked).all())  # check_generated: every requested prompt has rows
-    return admitted[at], mean[at].to(torch.float64), std[at], failed[at] == 0
+    return admitted[at], mean[at].to(torch.float64), std[at], (failed[at] == 0) & (scored[at] > 0)
 
 
 def screening_rounds(settings: PilotSettings) -> int:
