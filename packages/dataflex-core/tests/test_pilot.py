@@ -253,6 +253,46 @@ def test_a_curriculum_drawing_the_prompts_screens_what_it_draws_and_is_fed_every
     assert torch.equal(resumed.ledger.rollouts, history.rollouts)
 
 
+@register_scorer("pilottest_sized_draw")
+class SizedDraw(XOnly):
+    """The x-only curriculum, sizing each draw after the first ``size`` prompts and recording what it was asked."""
+
+    def __init__(self, size=None, **kwargs):
+        super().__init__(**kwargs)
+        self.size, self.asked = size, []
+
+    def next_draw_size(self, **asked):
+        self.asked.append(asked)
+        return self.size
+
+
+@pytest.mark.parametrize("carry", [None, {"max_off_steps": 2}], ids=["stages", "carry"])
+@pytest.mark.parametrize(("size", "second"), [(1, 1), (None, 4)])
+def test_a_drawing_curriculum_sizes_the_screening_stages_after_the_first(carry, size, second):
+    """GRESO's sizing under ``pilot.draw``: the first screening stage explores ``prompts`` x the batch, a later one
+    what the drawing scorer's ``next_draw_size`` says from the last stage (``None``: the default)."""
+    draw = {**X_ONLY, "scorer": {"name": "pilottest_sized_draw", "params": {"size": size}}}
+    pilot = {"prompts": 2, "rollouts": 2, "on_short": "backfill", "draw": draw}
+    pilot.update({"max_stages": 3} if carry is None else {"carry": carry, "max_rounds": 2})
+    flex = ledger_session(pilot, population=8)  # the first stage screens the 4 even rows, row 0 alone with signal
+    stages, _ = run_step(flex, 1, lambda prompt, k: float(k % 2) if prompt == 0 else 1.0)
+    first, *later = [explored for explored in stages.explored if len(explored)]
+    default = 2 * (2 - int(stages.admitted[first].sum()) if carry is None else 2)  # x the lacking; carry: the batch
+    assert len(first) == 4 and [len(explored) for explored in later] == [default if size is None else size]
+    missing = 2 - int(stages.admitted[first].sum()) if carry is None else 2  # carry: before a round takes its commits
+    silent = int((~stages.admitted[first]).sum())
+    assert 0 < silent < 4  # the stage had prompts with signal and without
+    assert flex.mechanism.draw.pipeline.scorer.asked == [
+        {
+            "missing_groups": missing,
+            "zero_variance_groups": silent,
+            "groups": 4,
+            "rollout_n": 2,
+            "default_size": default,
+        }
+    ]
+
+
 def same_ledger(a, b) -> bool:
     return a.last_step == b.last_step and all(torch.equal(getattr(a, c), getattr(b, c)) for c in LEDGER_COLUMNS)
 

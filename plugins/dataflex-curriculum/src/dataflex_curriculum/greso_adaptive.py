@@ -26,8 +26,8 @@ this component keeps of it:
   reference's size of a step's next generation round: the rollouts still
   missing over the last round's share of groups with signal, per prompt, with a
   margin, capped by the default size and floored by ``min_draw``. ``filter``
-  draws its refill rounds at this size (``filter.draw``); ``pilot.draw`` does
-  not read it yet. The reference's "last round" flag is not kept: a step still
+  draws its refill rounds at this size (``filter.draw``), ``pilot`` its
+  screening stages after a step's first (``pilot.draw``). The reference's "last round" flag is not kept: a step still
   short goes on to ``max_rounds``, then ``on_short``.
 
 The defaults are the paper's scripts (``p_easy = p_hard = 0.5``, target 0.25,
@@ -194,7 +194,8 @@ class GresoAdaptive(Scorer):
     def next_draw_size(
         self, *, missing_groups: int, zero_variance_groups: int, groups: int, rollout_n: int, default_size: int
     ) -> int:
-        """The prompts of a step's next refill round (``filter.draw`` reads it after each short round).
+        """The prompts of a step's next refill round (``filter.draw`` reads it after each short round; ``pilot.draw``
+        after each screening stage, ``zero_variance_groups`` then the screened prompts it did not admit).
 
         ``int(missing_groups * rollout_n / (1 - share) / rollout_n * draw_margin)``, ``share`` the last round's
         zero-variance groups over its ``groups``, capped by ``default_size`` and floored by ``min_draw`` (itself

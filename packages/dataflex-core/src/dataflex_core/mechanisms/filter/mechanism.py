@@ -309,17 +309,30 @@ class Filter(Mechanism):
         return AdmissionRounds(int(groups), settings)
 
     def refill_size(self, rounds: AdmissionRounds, step_id: int) -> int | None:
-        """The prompts of the step's next refill round: the drawing curriculum scorer's
-        :meth:`~dataflex_core.Scorer.next_draw_size` on the last round (``None``: the batch's), a whole number in
-        ``[1, the dataset's rows]`` or invalid output (under ``on_invalid: uniform``, the batch's size)."""
+        """The prompts of the step's next refill round: :meth:`draw_size` on the last round (``None``: the batch's)."""
         draw, last = self.draw, rounds.prompts[-1] if rounds.prompts else None
-        if draw is None or not self.draw_curriculum or last is None or not draw.active(step_id):
+        if draw is None or last is None:
             return None
         zero, groups = last.zero_variance()
+        return self.draw_size(
+            missing=rounds.groups - rounds.admitted_groups, zero=zero, groups=groups,
+            rollout_n=int(rounds.rollouts[-1].max()), default=int(draw.sampler.batch_size), step_id=step_id,
+        )  # fmt: skip
+
+    def draw_size(
+        self, *, missing: int, zero: int, groups: int, rollout_n: int, default: int, step_id: int
+    ) -> int | None:
+        """The prompts a step's next draw takes: the drawing curriculum scorer's
+        :meth:`~dataflex_core.Scorer.next_draw_size` given the last round (``zero`` of its ``groups`` without signal,
+        ``missing`` groups still to admit), ``None`` where it has none, a whole number in ``[1, the dataset's rows]``
+        or invalid output (under ``on_invalid: uniform``, ``None``)."""
+        draw = self.draw
+        if draw is None or not self.draw_curriculum or not draw.active(step_id):
+            return None
         rows, label = len(draw.sampler.history), component_label(draw.pipeline, "scorer")
         asked = {
-            "missing_groups": rounds.groups - rounds.admitted_groups, "zero_variance_groups": zero, "groups": groups,
-            "rollout_n": int(rounds.rollouts[-1].max()), "default_size": int(draw.sampler.batch_size),
+            "missing_groups": int(missing), "zero_variance_groups": int(zero), "groups": int(groups),
+            "rollout_n": int(rollout_n), "default_size": int(default),
         }  # fmt: skip
 
         def ask() -> int | None:

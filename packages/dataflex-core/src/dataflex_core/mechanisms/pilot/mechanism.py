@@ -189,7 +189,16 @@ class Pilot(Filter):
         if evict is not None and drawn is not None:  # the host's own pull may hold an evicted row: not screened
             drawn = torch.as_tensor(drawn).flatten()
             drawn = drawn[~torch.isin(drawn, refill.evicted)]
-        return PilotStages(groups, rollout_n, capped, sampler.next_block, drawn, self.buffer, evict)
+        size = None
+        if settings.draw is not None:  # the drawing scorer may size the screening stages after the first (GRESO's)
+
+            def size(missing: int, silent: int, screened: int, default: int, step_id: int) -> int | None:
+                return self.draw_size(
+                    missing=missing, zero=silent, groups=screened, rollout_n=settings.rollouts, default=default,
+                    step_id=step_id,
+                )  # fmt: skip
+
+        return PilotStages(groups, rollout_n, capped, sampler.next_block, drawn, self.buffer, evict, size)
 
     def observe(self, step: StepContext, stages: PilotStages, batch: Any, step_id: int) -> None:
         """One stage's rows into ``stages``; a screening stage's prompts admitted by the scorer and selector."""

@@ -147,6 +147,10 @@ class PilotStages(StepStages):
     :param evict: takes rows solved on every pilot out of later draws (``evict_solved``), how many it took. Applied
         when the next stage is asked for, on every process of a host that copies the main process's record after
         each observation (the rows are data here, the sampler each process's own), so every process draws alike.
+    :param size: ``(missing, not admitted, screened, default, step) -> prompts or None``: the size of a screening
+        stage after the step's first (with ``pilot.draw``, the drawing scorer's ``next_draw_size``: GRESO's sizing
+        from the last stage's share without signal); ``None``: ``prompts`` x the prompts lacking (with carry: x
+        the batch). From the record, so the same on every process.
     """
 
     def __init__(
@@ -158,9 +162,10 @@ class PilotStages(StepStages):
         drawn: torch.Tensor | None = None,
         buffer: SurvivorBuffer | None = None,
         evict: Callable[[torch.Tensor], int] | None = None,
+        size: Callable[[int, int, int, int, int], int | None] | None = None,
     ) -> None:
         self.groups, self.rollout_n, self.settings, self._draw = int(groups), int(rollout_n), settings, draw
-        self._evict = evict
+        self._evict, self._size = evict, size
         #: Per screening stage, its prompts solved on every pilot; the first ``evictions_applied`` are evicted.
         self.solved: list[torch.Tensor] = []
         self.evictions_applied = 0
@@ -232,7 +237,9 @@ class PilotStages(StepStages):
         lacking = self.groups - self.admitted_prompts
         may_screen = self.stages < self.settings.max_stages - 1 and screened < self.max_screened
         if lacking > 0 and may_screen:
-            asked = self._screening(min(self.settings.prompts * lacking, self.max_screened - screened))
+            asked = self._screening(
+                self._explore(lacking, self.settings.prompts * lacking, self.max_screened - screened)
+            )
             return self._ask(asked, asked.uids)
         return self._commit()
 
@@ -284,6 +291,15 @@ class PilotStages(StepStages):
         uids = self._new_uids(rows)
         return StageRequests(self.prompt[uids], torch.full((count,), self.settings.rollouts, dtype=_LONG), uids)
 
+    def _explore(self, lacking: int, default: int, room: int) -> int:
+        """Prompts the next screening stage explores: ``default``, or after a screening stage of this step the
+        ``size`` given the batch's ``lacking`` prompts and that stage's share not admitted; at most ``room``."""
+        last = [explored for explored in self.explored if len(explored)]
+        if self._size is not None and last:
+            sized = self._size(lacking, int((~self.admitted[last[-1]]).sum()), len(last[-1]), default, self.step or 0)
+            default = default if sized is None else sized
+        return min(default, room)
+
     def _top_up(self) -> int:
         return self.rollout_n - (self.settings.rollouts if self.settings.keep else 0)
 
@@ -330,12 +346,12 @@ class PilotStages(StepStages):
             self.buffer_evicted = self.buffer.flush(self.step if self.step is not None else 0)
             self._done = True
             return None
-        screened = int((~self.carried).sum())
-        explore = min(self.settings.prompts * self.groups, self.max_screened - screened)
-        if self.rounds == self.settings.max_rounds or not (explore or len(self.buffer)):
+        room = self.max_screened - int((~self.carried).sum())
+        if self.rounds == self.settings.max_rounds or not (room > 0 or len(self.buffer)):
             extra = self._short(committed, f"max_rounds={self.settings.max_rounds}")
             counts = torch.full((len(extra),), self._top_up(), dtype=_LONG)  # a commit stage, not a round
             return self._ask(StageRequests(self.prompt[extra], counts, extra), torch.zeros(0, dtype=_LONG))
+        explore = self._explore(lacking, self.settings.prompts * self.groups, room) if room > 0 else 0
         self.rounds += 1
         rows, at = self.buffer.take(lacking)
         here = torch.tensor(
