@@ -239,6 +239,33 @@ def test_every_rounds_rollouts_feed_the_ledger_and_match_the_compute_counters(tm
     assert torch.equal(resumed.ledger.rollouts_filtered, ledger.rollouts_filtered) and resumed.ledger.last_step == 1
 
 
+def test_skip_constant_keeps_a_prompt_of_constant_groups_out_of_later_refills(tmp_path):
+    """``filter.skip_constant: 2``: once the ledger counts two constant groups in a row for a prompt, the refills
+    never draw it again (counted in the step's metrics, kept in the checkpoint)."""
+    flex = ledger_session(filter={"skip_constant": 2})
+    refill = refills_of(flex, 4, 1, 0)
+    skipped = []
+    for step in (1, 2):
+        rounds = flex.seam(GenerationRounds).rounds(1)
+        constant = rows_batch([2, 2], width=3, rewards=[1.0, 1.0], uid=[0, 0], columns={"index": [10, 10]})
+        mixed = rows_batch([2, 2], width=3, rewards=[1.0, 0.0], uid=[1, 1], columns={"index": [11, 11]})
+        flex.seam(GenerationRounds).admit(rounds, constant, step)
+        flex.seam(GenerationRounds).admit(rounds, mixed, step)
+        metrics = flex.run(mixed, step, generation=rounds).metrics
+        skipped.append(metrics["dataflex/filter/skipped_constant_prompts"])
+    assert skipped == [0.0, 1.0] and refill.evicted.tolist() == [0]  # prompt 10 is row 0
+    assert 0 not in [row for _ in range(12) for row in refill.next_block()]
+    flex.save(tmp_path / "global_step_2", 2)
+    resumed = ledger_session(filter={"skip_constant": 2})
+    refills_of(resumed, 4, 1, 0)
+    resumed.restore(tmp_path / "global_step_2")
+    assert resumed.mechanism.refill.evicted.tolist() == [0]
+    with pytest.raises(ConfigError, match="skip_constant=2 reads each prompt's streak .* set dataflex.prompt_key"):
+        session({**DAPO, "filter": {"skip_constant": 2}})
+    with pytest.raises(ConfigError, match="skip_constant=2 does not apply with filter.draw"):
+        session({**DAPO, "prompt_key": "index", "filter": {"draw": DRAW_CURRICULUM, "skip_constant": 2}}, DRAW_HOST)
+
+
 def test_the_filters_ledger_needs_its_prompt_key():
     with pytest.raises(ConfigError, match="keyed by dataflex.prompt_key; set prompt_key"):
         session({**DAPO, "ledger": {"load": "x.parquet"}})

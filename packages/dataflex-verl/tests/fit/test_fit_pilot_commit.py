@@ -5,8 +5,9 @@ unsolvable ones (every rollout 0). The admission scorer (fit_components.py) is t
 mean pilot accuracy, recording every generation call's rows; the band is the paper's [0.125, 0.75]. Counted from
 the recorded calls, not read from the mechanism: each round is one generation call (verl generates prompts with
 different counts in one call); every committed group was explored with its pilot mean in the band, in the step
-(topped up under its uid) or at most ``max_off_steps`` steps before (a fresh group); a prompt solved on every
-pilot is not explored again except through fit's own pull; every rollout generated is counted; a run resumed
+(topped up under its uid) or on an earlier step, before a step's end evicted it by age (``step - explored >
+max_off_steps``, the paper's flush; a fresh group); a prompt solved on every pilot is not explored again, not even
+through fit's own pull; every rollout generated is counted; a run resumed
 from its step-2 checkpoint repeats step 3's calls.
 """
 
@@ -68,31 +69,30 @@ def test_pilot_commit_runs_one_call_a_round_admits_in_the_band_and_counts_every_
     run, _ = runs
     assert [r["step"] for r in run.steps] == list(range(1, STEPS + 1))
     calls = _calls(run)
-    #: prompt -> [(step, pilot mean, solved on every pilot, one of fit's pulled prompts)]
-    explored: dict[int, list[tuple[int, float, bool, bool]]] = {}
+    #: prompt -> [(step, pilot mean, solved on every pilot)]
+    explored: dict[int, list[tuple[int, float, bool]]] = {}
     carried = one_call_steps = 0
     for step in range(1, STEPS + 1):
         metrics = run.steps[step - 1]["metrics"]
         assert metrics["dataflex/pilot/stages"] == metrics["dataflex/pilot/rounds"] == len(calls[step])  # one a round
         one_call_steps += step > 1 and len(calls[step]) == 1
         committed = []
-        for k, call in enumerate(calls[step]):
+        for call in calls[step]:
             for uid, (prompt, rows, rewards) in call.items():
-                if rows == PILOTS:  # uids 0-3 of the step's first call: fit's pull, screened first
-                    pulled = k == 0 and uid < PROMPTS
+                if rows == PILOTS:  # an exploration (fit's pull first, less the evicted prompts it holds)
                     mean = sum(rewards) / max(len(rewards), 1)
-                    explored.setdefault(prompt, []).append((step, mean, min(rewards, default=0.0) >= 1.0, pulled))
+                    explored.setdefault(prompt, []).append((step, mean, min(rewards, default=0.0) >= 1.0))
                 else:
                     committed.append((uid, prompt, rows))
         assert len(committed) == PROMPTS and metrics["dataflex/compute/rollouts_trained"] == PROMPTS * GROUP
         for _, prompt, count in committed:
             if count == GROUP - PILOTS:  # explored in this step: topped up
-                at, mean, _, _ = explored[prompt][-1]
+                at, mean, _ = explored[prompt][-1]
                 assert at == step
-            else:  # carried: a whole fresh group, explored within max_off_steps
+            else:  # carried: a whole fresh group, explored before the flush at a step's end would evict it
                 assert count == GROUP
-                at, mean, _, _ = [e for e in explored[prompt] if e[0] < step][-1]
-                assert step - at <= MAX_OFF_STEPS
+                at, mean, _ = [e for e in explored[prompt] if e[0] < step][-1]
+                assert step - at <= MAX_OFF_STEPS + 1
                 carried += 1
             assert BAND["low"] <= mean <= BAND["high"], (step, prompt, mean)
         generated = sum(rows for call in calls[step] for _, rows, _ in call.values())
@@ -103,8 +103,8 @@ def test_pilot_commit_runs_one_call_a_round_admits_in_the_band_and_counts_every_
         prompt: next(e[0] for e in visits if e[2]) for prompt, visits in explored.items() if any(e[2] for e in visits)
     }
     assert solved  # the mixed task's solved prompts were met
-    for prompt, at in solved.items():  # never explored again by the pilot's sampler (fit's own pull may hold it)
-        assert all(pulled for step, _, _, pulled in explored[prompt] if step > at), (prompt, explored[prompt])
+    for prompt, at in solved.items():  # never explored again, by the pilot's sampler nor from fit's own pull
+        assert not [e for e in explored[prompt] if e[0] > at], (prompt, explored[prompt])
 
 
 def test_a_resumed_run_repeats_the_third_steps_calls(runs):

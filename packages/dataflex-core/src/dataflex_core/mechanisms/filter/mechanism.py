@@ -44,7 +44,7 @@ from ...step.seams import GenerationRounds, S, Seam, StepRounds
 from ..base import Mechanism, check_rollout_time
 from ..curriculum import REWARD_FIELD, Curriculum, curriculum_settings, row_rewards
 from .refill import RefillSampler
-from .rounds import AdmissionRounds, LedgerFeed, RoundPrompts
+from .rounds import FILTER_PREFIX, AdmissionRounds, LedgerFeed, RoundPrompts
 from .settings import DRAW_INHERITS, FILTER_KEYS, FilterSettings, filter_settings
 
 logger = logging.getLogger("dataflex_core.step")
@@ -272,7 +272,13 @@ class Filter(Mechanism):
             return self.draw_mechanism.feed(self.draw, rows, rewards, tokens, feed.step, trained=trained)
         assert self.prompt_ledger is not None
         self.prompt_ledger.record(rows, rewards, feed.step, tokens=tokens, trained=trained)
-        return {}
+        skip = getattr(self.settings, "skip_constant", None)
+        if skip is None or self.refill is None:
+            return {}
+        seen = torch.unique(rows)
+        constant = seen[self.prompt_ledger.uniform_reward_streak[seen] >= skip]
+        skipped = self.refill.evict(constant, self.refill.batch_size, "dataflex.filter.skip_constant")
+        return {f"{FILTER_PREFIX}skipped_constant_prompts": float(skipped)}
 
     def shared_state(self, sampler: Any) -> dict[str, Any]:
         """The step's ledger feed (the other processes record the same responses, so a curriculum's draws stay

@@ -52,18 +52,18 @@ class RefillSampler(BlockSampler):
             wanted -= len(take)
         return torch.cat(parts).tolist()
 
-    def evict(self, rows: torch.Tensor, keep: int) -> int:
-        """Skip ``rows`` in every later draw while at least ``keep`` rows stay drawable (past that, a warning and no
-        more evictions: the dataset is never exhausted); how many rows were newly evicted."""
+    def evict(self, rows: torch.Tensor, keep: int, reason: str = "dataflex.pilot.evict_solved") -> int:
+        """Skip ``rows`` in every later draw while at least ``keep`` rows stay drawable (past that, a warning naming
+        the ``reason`` and no more evictions: the dataset is never exhausted); how many rows were newly evicted."""
         fresh = torch.unique(rows.to(torch.long))
         fresh = fresh[~torch.isin(fresh, self.evicted)]
         room = max(self.population - len(self.evicted) - int(keep), 0)
         if len(fresh) > room and not self.capped:
             self.capped = True
             logger.warning(
-                "dataflex.pilot.evict_solved: %d of %d rows are evicted; evicting %d more would leave fewer than the "
-                "%d a round screens, so they and later solved rows stay drawable",
-                len(self.evicted), self.population, len(fresh), keep,
+                "%s: %d of %d rows are evicted; evicting %d more would leave fewer than the %d a round draws, so "
+                "they and later ones stay drawable",
+                reason, len(self.evicted), self.population, len(fresh), keep,
             )  # fmt: skip
             fresh = fresh[:room]
         self.evicted = torch.sort(torch.cat([self.evicted, fresh])).values

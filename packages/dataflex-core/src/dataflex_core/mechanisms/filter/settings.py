@@ -40,6 +40,10 @@ FILTER_KEYS = {
             "evicted groups", default="raise", choices=ON_SHORT,
         ),
         "draw": DRAW,
+        "skip_constant": Key(
+            int, "a prompt whose last this many groups were constant (every reward equal) is not drawn again by the "
+            "refills; needs prompt_key, not with draw; null: refills draw every prompt", low=1,
+        ),
     }),
 }  # fmt: skip
 
@@ -64,6 +68,8 @@ class FilterSettings:
     #: host's order and :class:`RefillSampler`).
     draw: Mapping[str, Any] | None = None
     ledger: LedgerSettings = field(default_factory=LedgerSettings)
+    #: ``filter.skip_constant``: the ledger's streak of constant groups after which refills skip a prompt.
+    skip_constant: int | None = None
 
 
 def admission_keys(
@@ -102,4 +108,15 @@ def draw_block(plain: Mapping[str, Any] | None, prompt_key: str | None, owner: s
 def filter_settings(block: Mapping[str, Any]) -> FilterSettings:
     """The ``dataflex.filter`` keys and the ledger's, checked; raises :class:`ConfigError` with the fix."""
     own, ledger = admission_keys(block, "filter", FILTER_KEYS)
+    skip = own["skip_constant"]
+    if skip is not None and ledger.prompt_key is None:
+        raise ConfigError(
+            f"dataflex.filter.skip_constant={skip} reads each prompt's streak of constant groups from the per-prompt "
+            "ledger; set dataflex.prompt_key to the dataset column of the prompt ids"
+        )
+    if skip is not None and own["draw"] is not None:
+        raise ConfigError(
+            f"dataflex.filter.skip_constant={skip} does not apply with filter.draw: the drawing mechanism picks the "
+            "refills (a curriculum's greso skips prompts on a constant streak); drop one of the two"
+        )
     return FilterSettings(**own, ledger=ledger)
