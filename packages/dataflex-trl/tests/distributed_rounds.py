@@ -5,7 +5,7 @@ Each process records, for every generation round or stage, what was generated (g
 completion tokens and rewards), the prompts each process asked for (its own draw), what its decision object
 says on that process, and its own slice of the trained batch, and after the run its per-prompt ledger; the
 main process saves every process's record to OUT, and the test rebuilds the expected batch and ledger from the
-generated rows alone. ``filter`` keeps a ledger (``prompt_key``); ``pilot`` draws its prompts through GRESO
+generated rows alone. ``filter`` keeps a ledger (``prompt_key``) and skips constant prompts in its refills; ``pilot`` draws its prompts through GRESO
 (``pilot.draw``), whose history is the ledger.
 """
 
@@ -33,7 +33,7 @@ GRESO = {"mechanism": "curriculum", "prompt_key": "index",
 SIZED = {"mechanism": "curriculum", "prompt_key": "index", "scorer": {"name": "greso_adaptive", "params": {"min_draw": 1}},
          "actuator": {"name": "temperature", "params": {"temperature": 1.0, "exploration": 0.0}}}  # fmt: skip
 BLOCKS = {
-    "filter": {"mechanism": "filter", **SIGNAL, "prompt_key": "index", "filter": {"max_rounds": 8}},
+    "filter": {"mechanism": "filter", **SIGNAL, "prompt_key": "index", "filter": {"max_rounds": 8, "skip_constant": 1}},
     "filter_sized": {"mechanism": "filter", **SIGNAL, "filter": {"max_rounds": 8, "draw": SIZED}},
     "pilot": {"mechanism": "pilot", **SIGNAL, "pilot": {"prompts": 2, "rollouts": 2, "max_stages": 6, "draw": GRESO}},
 }
@@ -162,6 +162,8 @@ def main(out: str) -> None:
         ledger = trainer.dataflex.ledger  # every process's, after the run
         columns = ("rollouts", "rollouts_trained", "rollouts_filtered", "uniform_reward_streak", "times_sampled")
         state = {"ids": ledger.ids.values.tolist(), **{c: getattr(ledger, c).clone() for c in columns}}
+        refill = getattr(trainer.dataflex.mechanism, "refill", None)  # the prompt ids the refills skip from now on
+        state["skipped"] = [] if refill is None else [state["ids"][r] for r in refill.evicted.tolist()]
         results[name] = {"steps": log, "logged": gather_object([[e for e in logged if e]]),
                          "ledgers": gather_object([state])}  # fmt: skip
     if int(os.environ.get("RANK", "0")) == 0:

@@ -135,6 +135,18 @@ def test_filter_admits_once_and_trains_every_admitted_group_once(two_processes):
     assert refills > 0  # half the prompts give no signal: rounds were needed
 
 
+def test_filter_skip_constant_keeps_the_same_prompts_out_of_the_refills_on_every_process(two_processes):
+    """``filter.skip_constant: 1``: every process takes the prompts the step's ledger saw constant out of its refills,
+    the same ones (each process's ledger records the whole step), and a later refill never asks for one."""
+    steps = two_processes["filter"]["steps"]
+    constant = [{i for i, entry in expected_ledger(steps[: k + 1]).items() if entry[3]} for k in range(len(steps))]
+    assert constant[0]  # the even prompts' rewards are all 1
+    for state in two_processes["filter"]["ledgers"]:
+        assert set(state["skipped"]) == set().union(*constant)
+    later = {index for generated in steps[1]["generated"][1:] for index, _ in generated["rows"]}
+    assert not later & constant[0]
+
+
 def test_filter_draw_sizes_every_refill_round_alike_on_every_process(two_processes):
     """``filter.draw`` by ``greso_adaptive``: every process asks the same rows for each round, and a refill round has
     GRESO's size for the round before it (missing groups over its share with signal, x 1.25, within [1, the batch])."""
