@@ -11,6 +11,7 @@ import pytest
 
 from dataflex_lab.compare import compare_runs, runs_from_demo
 from dataflex_lab.compare.axis import axis_values
+from dataflex_lab.compare.stats import detectable_ratio
 from dataflex_lab.compute import total
 from dataflex_lab.trl import heldout
 from dataflex_lab.trl.evidence import (
@@ -103,13 +104,27 @@ def test_a_second_call_resumes_and_a_run_of_other_settings_is_refused(quick):
 
 def test_holm_runs_across_the_whole_table():
     rows = [
-        {"family": f, "method": m, "ratio": {"p": p, "value": 2.0}, "auc": {"p": 0.5, "difference": 0.1}}
-        for f, m, p in (("band", "curriculum", 0.004), ("band", "filter", 0.02), ("count", "curriculum", 0.03))
-    ]
+        {"family": f, "method": m, "seeds": list(range(10)), "ratio": {"p": p, "value": 2.0, "sd_log": sd},
+         "auc": {"p": 0.5, "difference": 0.1}}
+        for f, m, p, sd in (("band", "curriculum", 0.004, 0.5), ("band", "filter", 0.02, 1.0),
+                            ("count", "curriculum", 0.03, None))
+    ]  # fmt: skip
     table = method_table(rows)
     # six tests: 0.004 * 6 = 0.024 separates; 0.02 * 5 = 0.1 and the rest do not
     assert [r["ratio"]["p_holm"] for r in table] == pytest.approx([0.024, 0.1, 0.12])
     assert [r["ratio"]["verdict"] for r in table] == ["needs less", "not separated", "not separated"]
+    # each row's power: the fold change 10 seeds of its spread detect at 80 % at Holm's strictest level (0.05 / 6)
+    detectable = [r["ratio"]["detectable"] for r in table]
+    assert detectable[:2] == pytest.approx([detectable_ratio(0.5, 10, 0.05 / 6), detectable_ratio(1.0, 10, 0.05 / 6)])
+    assert 1.0 < detectable[0] < detectable[1] and detectable[2] == float("inf")  # no spread known: no claim
+
+
+def test_the_detectable_ratio_is_the_t_approximation_of_a_paired_test_on_log_ratios():
+    # t(0.975, 9) = 2.2622 and t(0.8, 9) = 0.8834 (tables): exp(3.1456 x 0.5 / sqrt(10)) = 1.644
+    assert detectable_ratio(0.5, 10, 0.05) == pytest.approx(1.644, abs=1e-3)
+    # 30 seeds at the low end of the docs' measured spread (0.65) and Holm over 64 tests: about 1.7x (docs/evidence.md)
+    assert detectable_ratio(0.65, 30, 0.05 / 64) == pytest.approx(1.7, abs=0.05)
+    assert detectable_ratio(0.5, 1, 0.05) == float("inf")
 
 
 def test_every_table_method_is_one_entry_and_slices_are_named_as_documented():

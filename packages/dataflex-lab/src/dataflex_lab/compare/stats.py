@@ -343,6 +343,16 @@ def student_t_quantile(q: float, df: float) -> float:
     return high
 
 
+def detectable_ratio(sd_log: float, n: int, alpha: float, power: float = 0.8) -> float:
+    """The smallest fold change (``x`` or ``1/x``) a paired test of ``n`` log ratios spread ``sd_log`` detects with
+    ``power`` at two-sided ``alpha``: ``exp((t(1 - alpha/2) + t(power)) sd_log / sqrt(n))``, ``n - 1`` degrees of
+    freedom (the t approximation; ``inf`` below 2 pairs or without a spread)."""
+    if n < 2 or not math.isfinite(sd_log):
+        return math.inf
+    df = n - 1
+    return math.exp((student_t_quantile(1.0 - alpha / 2.0, df) + student_t_quantile(power, df)) * sd_log / math.sqrt(n))
+
+
 # -- t tests ---------------------------------------------------------------------------------------------
 
 

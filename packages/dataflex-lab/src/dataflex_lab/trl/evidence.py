@@ -615,7 +615,9 @@ def row(
 
 
 def method_table(rows: Sequence[dict[str, Any]], alpha: float = 0.05) -> list[dict[str, Any]]:
-    """``rows`` with Holm's adjustment across the whole table (every row's ratio test and AUC test) and verdicts."""
+    """``rows`` with Holm's adjustment across the whole table (every row's ratio test and AUC test), verdicts, and
+    each row's power: the fold change its seeds detect with 80 % power at Holm's strictest level (alpha over the
+    table's tests), from the row's spread of per-seed log ratios."""
     from ..compare import stats
     from ..compare.target import FEWER, MORE, NOT_SEPARATED
 
@@ -626,6 +628,10 @@ def method_table(rows: Sequence[dict[str, Any]], alpha: float = 0.05) -> list[di
         out[i][kind]["p_holm"] = p_holm
     for r in out:
         ratio, auc = r["ratio"], r["auc"]
+        sd = ratio.get("sd_log")
+        ratio["detectable"] = (
+            math.inf if sd is None else stats.detectable_ratio(sd, len(r["seeds"]), alpha / len(tests))
+        )
         separated = ratio["p_holm"] < alpha and not math.isnan(ratio["value"])
         ratio["verdict"] = NOT_SEPARATED if not separated else FEWER if ratio["value"] > 1 else MORE
         auc["verdict"] = NOT_SEPARATED if auc["p_holm"] >= alpha else "higher" if auc["difference"] > 0 else "lower"
@@ -634,6 +640,10 @@ def method_table(rows: Sequence[dict[str, Any]], alpha: float = 0.05) -> list[di
 
 def _interval(ci: Sequence[float], fmt: Callable[[float], str]) -> str:
     return "[" + ", ".join(("+inf" if v > 0 else "-inf") if math.isinf(v) else fmt(v) for v in ci) + "]"
+
+
+def _detectable(ratio: float | None) -> str:
+    return "—" if ratio is None or math.isinf(ratio) else f"{ratio:.2f}x"
 
 
 def _p(p: float) -> str:
@@ -646,11 +656,11 @@ def table_markdown(rows: Sequence[dict[str, Any]], targets: dict[str, float]) ->
 
     lines = [
         "| family | method | seeds | reached (base / method) | rollouts to target, base / method [95% CI] | p | "
-        "p (Holm) | AUC Δ at equal rollouts [95% CI] | p | p (Holm) | optimizer steps to target (exploratory) | "
-        "p | modeled seconds to target (exploratory) | p | wasted share (base → method) | step time / base | "
-        "verdict (rollouts) |",
-        "| --- | --- | ---: | ---: | --- | ---: | ---: | --- | ---: | ---: | --- | ---: | --- | ---: | --- | ---: "
-        "| --- |",
+        "p (Holm) | detectable at 80 % power | AUC Δ at equal rollouts [95% CI] | p | p (Holm) | optimizer steps "
+        "to target (exploratory) | p | modeled seconds to target (exploratory) | p | wasted share (base → method) | "
+        "step time / base | verdict (rollouts) |",
+        "| --- | --- | ---: | ---: | --- | ---: | ---: | ---: | --- | ---: | ---: | --- | ---: | --- | ---: | --- "
+        "| ---: | --- |",
     ]
     for r in rows:
         ratio, auc = r["ratio"], r["auc"]
@@ -676,6 +686,7 @@ def table_markdown(rows: Sequence[dict[str, Any]], targets: dict[str, float]) ->
         lines.append(
             f"| {r['family']} ({targets[r['family']]:g}) | `{method}` | {n} | {r['reached'][r['baseline']]}/{n} / "
             f"{r['reached'][r['method']]}/{n} | {shown} | {_p(ratio['p'])} | {_p(ratio['p_holm'])} | "
+            f"{_detectable(ratio.get('detectable'))} | "
             f"{auc['difference']:+.3f} {_interval(auc['ci'], lambda v: f'{v:+.3f}')} | {_p(auc['p'])} | "
             f"{_p(auc['p_holm'])} | {exploratory} | {wasted[r['baseline']]:.0%} → {wasted[r['method']]:.0%} | "
             f"{step} | {'; '.join(verdicts) or 'not separated'} |"
@@ -769,7 +780,10 @@ def _how_to_read(rows: int, sensitivity: int) -> str:
         "budget counted at the budget (`>=`: only baseline runs did not reach it, `<=`: only the method's, `?`: "
         "both); AUC Δ: the held-out curve's mean height over the budget, method minus base. Each interval is the "
         "inverted test that gives its p (it excludes 1x or 0 exactly when p < 0.05); p (Holm) is adjusted over "
-        f"the {adjusted}, and the verdict reads it: a verdict is on rollouts. Optimizer steps and modeled seconds "
+        f"the {adjusted}, and the verdict reads it: a verdict is on rollouts. Detectable at 80 % power: the fold "
+        "change in rollouts (either way) the row's seeds would separate with 80 % power at Holm's strictest level, "
+        "from the row's spread of per-seed log ratios (a paired t approximation): a 'not separated' below it says "
+        "little. Optimizer steps and modeled seconds "
         "to target (the cost model in table.json's settings; docs/evidence.md#cost-model) are the same reading on "
         "the other two cost axes, exploratory: their p is not adjusted and no verdict reads it. Wasted share: "
         "trained rollouts in groups whose rewards all "
