@@ -102,21 +102,35 @@ def test_a_second_call_resumes_and_a_run_of_other_settings_is_refused(quick):
     assert report_campaign(Campaign(**{**QUICK, "workdir": workdir}), out=io.StringIO())["table"] == summary["table"]
 
 
-def test_holm_runs_across_the_whole_table():
+def test_holm_runs_across_each_methods_one_pre_declared_primary_test():
+    """A method's verdict is its primary test (family and axis, ``PRIMARY``), Holm-adjusted across the methods'
+    primary tests; every other row is exploratory whatever its p."""
     rows = [
-        {"family": f, "method": m, "seeds": list(range(10)), "ratio": {"p": p, "value": 2.0, "sd_log": sd},
-         "auc": {"p": 0.5, "difference": 0.1}}
-        for f, m, p, sd in (("band", "curriculum", 0.004, 0.5), ("band", "filter", 0.02, 1.0),
-                            ("count", "curriculum", 0.03, None))
+        {"family": f, "method": m, "seeds": list(range(10)), "ratio": {"p": p, "value": v, "sd_log": sd},
+         "auc": {"p": 0.5, "difference": 0.1}, "axes": {"optimizer_steps": {"p": 0.001, "value": 3.0}}}
+        for f, m, p, v, sd in (("band", "curriculum", 0.004, 2.0, 0.5), ("band", "pilot", 0.02, 0.5, 1.0),
+                               ("band", "filter", 0.9, 0.7, 0.5), ("repeat", "curriculum", 1e-6, 2.0, None))
     ]  # fmt: skip
-    table = method_table(rows)
-    # six tests: 0.004 * 6 = 0.024 separates; 0.02 * 5 = 0.1 and the rest do not
-    assert [r["ratio"]["p_holm"] for r in table] == pytest.approx([0.024, 0.1, 0.12])
-    assert [r["ratio"]["verdict"] for r in table] == ["needs less", "not separated", "not separated"]
-    # each row's power: the fold change 10 seeds of its spread detect at 80 % at Holm's strictest level (0.05 / 6)
+    primary = {"curriculum": ("band", "rollouts"), "pilot": ("band", "rollouts"), "filter": ("band", "optimizer_steps")}
+    table = method_table(rows, primary=primary)
+    tests = [r["primary"] for r in table]
+    assert [t and t["axis"] for t in tests] == ["rollouts", "rollouts", "optimizer_steps", None]
+    # three primary tests: 0.001 (filter's steps) * 3, 0.004 * 2, 0.02 * 1
+    assert [t["p_holm"] for t in tests[:3]] == pytest.approx([0.008, 0.02, 0.003])
+    assert [t["verdict"] for t in tests[:3]] == ["needs less", "needs more", "needs less"]
+    # the other family's row is exploratory however small its p; so is every AUC test
+    assert table[3]["ratio"]["verdict"] == "exploratory (lean)" and table[0]["auc"]["verdict"] == "exploratory"
+    # each row's power: the fold change 10 seeds of its spread detect at 80 % at Holm's strictest level (0.05 / 3)
     detectable = [r["ratio"]["detectable"] for r in table]
-    assert detectable[:2] == pytest.approx([detectable_ratio(0.5, 10, 0.05 / 6), detectable_ratio(1.0, 10, 0.05 / 6)])
-    assert 1.0 < detectable[0] < detectable[1] and detectable[2] == float("inf")  # no spread known: no claim
+    assert detectable[:2] == pytest.approx([detectable_ratio(0.5, 10, 0.05 / 3), detectable_ratio(1.0, 10, 0.05 / 3)])
+    assert 1.0 < detectable[0] < detectable[1] and detectable[3] == float("inf")  # no spread known: no claim
+
+
+def test_every_table_method_but_the_baselines_has_one_primary_test_on_a_campaign_family_and_axis():
+    from dataflex_lab.trl.evidence import PRIMARY
+
+    assert set(PRIMARY) == {m for m in TABLE_METHODS if METHODS[m].baseline != m}
+    assert all(f in TARGETS and axis in ("rollouts", "optimizer_steps", "modeled") for f, axis in PRIMARY.values())
 
 
 def test_the_detectable_ratio_is_the_t_approximation_of_a_paired_test_on_log_ratios():
@@ -367,9 +381,9 @@ def test_a_failed_run_is_named_not_kept_and_rerun_next_time(tmp_path, monkeypatc
     assert summary["table"][0]["seeds"] == [0, 1, 2]
 
 
-def test_a_workdir_of_sensitivity_settings_only_reports_their_table_and_its_holm(tmp_path, monkeypatch):
-    """Settings run beside their baseline alone (no table method): one sensitivity table, Holm over its own tests,
-    no empty main table (synthetic runs stand in for training)."""
+def test_a_workdir_of_sensitivity_settings_only_reports_their_table_as_exploratory(tmp_path, monkeypatch):
+    """Settings run beside their baseline alone (no table method): one sensitivity table, every row exploratory
+    (no setting has a primary test), no empty main table (synthetic runs stand in for training)."""
     from dataflex_lab.trl import evidence
 
     def fake(campaign, family, method, seed):
@@ -387,7 +401,8 @@ def test_a_workdir_of_sensitivity_settings_only_reports_their_table_and_its_holm
     assert summary["table"] == [] and [r["method"] for r in summary["sensitivity"]] == ["filter_r8", "filter_r2"]
     text = (tmp_path / "table.md").read_text()
     assert text.startswith("## Sensitivity (same seeds)") and "## Method by family" not in text
-    assert "adjusted over the 4 tests of the sensitivity table, and" in text
+    assert "Holm over the table's 0 primary tests" in text
+    assert all(r["primary"] is None for r in summary["sensitivity"]) and text.count("| exploratory |") == 2
 
 
 def test_progress_counts_runs_left_and_divides_the_time_left_by_the_runs_side_by_side():

@@ -33,7 +33,7 @@ import os
 import statistics
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -614,27 +614,57 @@ def row(
     }  # fmt: skip
 
 
-def method_table(rows: Sequence[dict[str, Any]], alpha: float = 0.05) -> list[dict[str, Any]]:
-    """``rows`` with Holm's adjustment across the whole table (every row's ratio test and AUC test), verdicts, and
-    each row's power: the fold change its seeds detect with 80 % power at Holm's strictest level (alpha over the
-    table's tests), from the row's spread of per-seed log ratios."""
+#: Each method's one pre-declared primary test: (family, cost axis). Declared at the commit that added it, from
+#: what each paper claims and the regime it addresses (docs/evidence.md#primary), after the campaign of seeds 0-29
+#: was seen: the confirmatory reading is of the next seeds run (30 on); every other row and test is exploratory.
+PRIMARY = {
+    # prompt selection for learnability: real RL data's always / never / learnable mix, rollouts to the level
+    "curriculum": ("band", "rollouts"), "curriculum_mopps": ("band", "rollouts"),
+    "curriculum_greso": ("band", "rollouts"), "filter_greso": ("band", "rollouts"),
+    # DAPO's dynamic sampling claims a better step (every trained group with signal), not fewer rollouts
+    "filter": ("band", "optimizer_steps"),
+    # Pilot-Commit claims fewer cumulative rollouts than GRPO
+    "pilot": ("band", "rollouts"), "pilot_commit": ("band", "rollouts"),
+    # the controls: what reweighting or selecting within a batch does to the same reading
+    "select": ("band", "rollouts"), "reweight": ("band", "rollouts"),
+    # Knapsack RL: more gradient signal for the same rollout budget (verl)
+    "allocate": ("band", "rollouts"),
+}  # fmt: skip
+
+
+def method_table(
+    rows: Sequence[dict[str, Any]], alpha: float = 0.05, primary: Mapping[str, tuple[str, str]] = PRIMARY
+) -> list[dict[str, Any]]:
+    """``rows`` with their verdicts: each method's pre-declared ``primary`` test (its family and cost axis) is
+    Holm-adjusted across the methods' primary tests and read as a verdict; every other row and test is
+    exploratory (its p unadjusted, a lean at most). Each row states its power: the fold change its seeds detect
+    with 80 % power at Holm's strictest level over the primary tests, from its spread of per-seed log ratios."""
     from ..compare import stats
     from ..compare.target import FEWER, MORE, NOT_SEPARATED
 
-    tests = [(i, kind) for i, r in enumerate(rows) for kind in ("ratio", "auc")]
-    adjusted = stats.holm_adjusted([rows[i][kind]["p"] for i, kind in tests])
     out = [dict(r, ratio=dict(r["ratio"]), auc=dict(r["auc"])) for r in rows]
-    for (i, kind), p_holm in zip(tests, adjusted):
-        out[i][kind]["p_holm"] = p_holm
+    tests = []
+    for i, r in enumerate(out):
+        declared = primary.get(r["method"])
+        axis = declared[1] if declared is not None and declared[0] == r["family"] else None
+        reading = r["ratio"] if axis in (None, "rollouts") else r.get("axes", {}).get(axis)
+        if axis is not None and reading is not None:
+            r["primary"] = {"axis": axis, "value": reading["value"], "p": reading["p"]}
+            tests.append(i)
+        else:
+            r["primary"] = None
+    adjusted = stats.holm_adjusted([out[i]["primary"]["p"] for i in tests])
+    for i, p_holm in zip(tests, adjusted):
+        test = out[i]["primary"]
+        separated = p_holm < alpha and not math.isnan(test["value"])
+        test["p_holm"] = p_holm
+        test["verdict"] = NOT_SEPARATED if not separated else FEWER if test["value"] > 1 else MORE
+    strictest = alpha / max(len(tests), 1)
     for r in out:
-        ratio, auc = r["ratio"], r["auc"]
-        sd = ratio.get("sd_log")
-        ratio["detectable"] = (
-            math.inf if sd is None else stats.detectable_ratio(sd, len(r["seeds"]), alpha / len(tests))
-        )
-        separated = ratio["p_holm"] < alpha and not math.isnan(ratio["value"])
-        ratio["verdict"] = NOT_SEPARATED if not separated else FEWER if ratio["value"] > 1 else MORE
-        auc["verdict"] = NOT_SEPARATED if auc["p_holm"] >= alpha else "higher" if auc["difference"] > 0 else "lower"
+        sd = r["ratio"].get("sd_log")
+        r["ratio"]["detectable"] = math.inf if sd is None else stats.detectable_ratio(sd, len(r["seeds"]), strictest)
+        for test in (r["ratio"], r["auc"]):  # exploratory: a lean where the unadjusted p is below alpha
+            test["verdict"] = "exploratory" + (" (lean)" if test["p"] < alpha else "")
     return out
 
 
@@ -656,11 +686,9 @@ def table_markdown(rows: Sequence[dict[str, Any]], targets: dict[str, float]) ->
 
     lines = [
         "| family | method | seeds | reached (base / method) | rollouts to target, base / method [95% CI] | p | "
-        "p (Holm) | detectable at 80 % power | AUC Δ at equal rollouts [95% CI] | p | p (Holm) | optimizer steps "
-        "to target (exploratory) | p | modeled seconds to target (exploratory) | p | wasted share (base → method) | "
-        "step time / base | verdict (rollouts) |",
-        "| --- | --- | ---: | ---: | --- | ---: | ---: | ---: | --- | ---: | ---: | --- | ---: | --- | ---: | --- "
-        "| ---: | --- |",
+        "detectable at 80 % power | AUC Δ at equal rollouts [95% CI] | p | optimizer steps to target | p | "
+        "modeled seconds to target | p | wasted share (base → method) | step time / base | verdict |",
+        "| --- | --- | ---: | ---: | --- | ---: | ---: | --- | ---: | --- | ---: | --- | ---: | --- | ---: | --- |",
     ]
     for r in rows:
         ratio, auc = r["ratio"], r["auc"]
@@ -670,11 +698,12 @@ def table_markdown(rows: Sequence[dict[str, Any]], targets: dict[str, float]) ->
         else:
             bound = f"{ratio['bound']} " if ratio["bound"] else ""
             shown = f"{bound}{ratio['value']:.2f}x {_interval(ratio['ci'], lambda v: f'{v:.2f}')}"
-        verdicts = []
-        if ratio["verdict"] != "not separated":
-            verdicts.append(f"**{ratio['verdict']}** rollouts")
-        if auc["verdict"] != "not separated":
-            verdicts.append(f"AUC **{auc['verdict']}**")
+        test = r.get("primary")
+        if test is not None:
+            axis = test["axis"].replace("_", " ")
+            verdict = f"primary ({axis}, p Holm {_p(test['p_holm'])}): **{test['verdict']}**"
+        else:
+            verdict = "exploratory"
         wasted = r["wasted_share"]
         step = "—" if r["step_time_ratio"] is None else f"{r['step_time_ratio']:.2f}x"
         method = r["method"] + (" (verl)" if r["host"] == "verl" else "")
@@ -685,11 +714,9 @@ def table_markdown(rows: Sequence[dict[str, Any]], targets: dict[str, float]) ->
         )
         lines.append(
             f"| {r['family']} ({targets[r['family']]:g}) | `{method}` | {n} | {r['reached'][r['baseline']]}/{n} / "
-            f"{r['reached'][r['method']]}/{n} | {shown} | {_p(ratio['p'])} | {_p(ratio['p_holm'])} | "
-            f"{_detectable(ratio.get('detectable'))} | "
+            f"{r['reached'][r['method']]}/{n} | {shown} | {_p(ratio['p'])} | {_detectable(ratio.get('detectable'))} | "
             f"{auc['difference']:+.3f} {_interval(auc['ci'], lambda v: f'{v:+.3f}')} | {_p(auc['p'])} | "
-            f"{_p(auc['p_holm'])} | {exploratory} | {wasted[r['baseline']]:.0%} → {wasted[r['method']]:.0%} | "
-            f"{step} | {'; '.join(verdicts) or 'not separated'} |"
+            f"{exploratory} | {wasted[r['baseline']]:.0%} → {wasted[r['method']]:.0%} | {step} | {verdict} |"
         )
     return "\n".join(lines) + "\n"
 
@@ -754,7 +781,7 @@ def report_campaign(campaign: Campaign, out: TextIO = sys.stdout) -> dict[str, A
         text += "## Method by family\n\n" + table_markdown(main, targets) + "\n"
     if sensitivity:
         text += "## Sensitivity (same seeds)\n\n" + table_markdown(sensitivity, targets) + "\n"
-    text += _how_to_read(len(main), len(sensitivity)) + "\n## Reproduce\n\n"
+    text += _how_to_read(sum(r["primary"] is not None for r in main)) + "\n## Reproduce\n\n"
     text += "\n".join(f"- {r['family']} `{r['method']}`: `{reproduce(campaign, r)}`" for r in main + sensitivity)
     say("\n" + text)
     (campaign.workdir / "table.md").write_text(text + "\n")
@@ -767,27 +794,22 @@ def report_campaign(campaign: Campaign, out: TextIO = sys.stdout) -> dict[str, A
     return summary
 
 
-def _how_to_read(rows: int, sensitivity: int) -> str:
-    if not rows:
-        adjusted = f"{2 * sensitivity} tests of the sensitivity table"
-    else:
-        adjusted = f"{2 * rows} tests of the table" + (f" ({2 * sensitivity} of the sensitivity table, apart)" if
-                                                        sensitivity else "")  # fmt: skip
+def _how_to_read(primary: int) -> str:
     return (
         "How to read it: each row is `dataflex compare` of the method against its baseline on the seeds both ran, "
         "at equal rollouts (every run cut at the budget all reached). Rollouts to target: the geometric mean over "
         "seeds of base / method (above 1: the method needed fewer), a run that never reached the level within the "
         "budget counted at the budget (`>=`: only baseline runs did not reach it, `<=`: only the method's, `?`: "
-        "both); AUC Δ: the held-out curve's mean height over the budget, method minus base. Each interval is the "
-        "inverted test that gives its p (it excludes 1x or 0 exactly when p < 0.05); p (Holm) is adjusted over "
-        f"the {adjusted}, and the verdict reads it: a verdict is on rollouts. Detectable at 80 % power: the fold "
-        "change in rollouts (either way) the row's seeds would separate with 80 % power at Holm's strictest level, "
-        "from the row's spread of per-seed log ratios (a paired t approximation): a 'not separated' below it says "
-        "little. Optimizer steps and modeled seconds "
-        "to target (the cost model in table.json's settings; docs/evidence.md#cost-model) are the same reading on "
-        "the other two cost axes, exploratory: their p is not adjusted and no verdict reads it. Wasted share: "
-        "trained rollouts in groups whose rewards all "
-        "agree; step time: the median step (warm-up excluded), paired by seed.\n"
+        "both, which can bias the ratio either way); AUC Δ: the held-out curve's mean height over the budget, "
+        "method minus base. Optimizer steps and modeled seconds to target (the cost model in table.json's "
+        "settings; docs/evidence.md#cost-model) are the same reading on the other two cost axes. Each interval is "
+        "the inverted test that gives its p (it excludes 1x or 0 exactly when p < 0.05). Verdicts: each method has "
+        "one pre-declared primary test, its family and axis (`PRIMARY`, docs/evidence.md#primary), adjusted by "
+        f"Holm over the table's {primary} primary tests; every other row and p is exploratory, unadjusted, a lean "
+        "at most. Detectable at 80 % power: the fold change in rollouts (either way) the row's seeds would "
+        "separate at Holm's strictest level, from the row's spread of per-seed log ratios (a paired t "
+        "approximation): a 'not separated' below it says little. Wasted share: trained rollouts in groups whose "
+        "rewards all agree; step time: the median step (warm-up excluded), paired by seed.\n"
     )
 
 
