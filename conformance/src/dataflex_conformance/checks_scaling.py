@@ -16,9 +16,9 @@ Method, chosen so that a certificate does not flip on a loaded machine:
   one thread for the measurement, so time the process spends waiting for a
   core (other jobs) is not counted and both sizes run the same code path;
   on CUDA, wall time around synchronised calls.
-- ``n`` grows from :data:`START_ROWS` (doubling, ``4n`` up to :data:`MAX_ROWS`) until
-  one call costs at least :data:`SIZING_SECONDS` (the least of :data:`SIZING_CALLS` calls), so fixed per-call
-  overhead does not hide the growth; each measurement repeats the call until it lasts :data:`MIN_SECONDS`. A blocked
+- ``n`` grows from :data:`START_ROWS` (4096: never a size where fixed per-call work hides pairwise growth;
+  doubling, ``4n`` up to :data:`MAX_ROWS`) until one call costs at least :data:`SIZING_SECONDS` (the least of
+  :data:`SIZING_CALLS` calls), so fixed per-call overhead does not hide the growth; each measurement repeats the call until it lasts :data:`MIN_SECONDS`. A blocked
   pairwise comparison read 3.0x and 3.5x from 2048 rows (10 ms a call) on a quiet machine, and 2.5x at the first
   doubling while other processes filled the CPU's caches (the small size loses its cache most), so it was certified;
   from 4096 rows (20 ms) it reads 4x or more under the same load.
@@ -54,7 +54,11 @@ from .probe import STEP_ID, Probe
 MAX_RATIO = 2.5
 #: A ratio no linear component reaches at both doublings: the check fails without measuring again.
 CLEAR_RATIO = 3.5
-START_ROWS = 512
+#: The smallest size measured. Below it a quadratic component's pairwise work does not yet dominate its fixed
+#: per-call work (allocation, page faults), and on a loaded machine that fixed work can cost the 20 ms that stops
+#: the sizing: CI certified the blocked pairwise meta reweighter once with sizing free to stop at 512 rows. From
+#: 4096 rows it reads about 4x and 13x under three memory-bound load processes (4 of 4 runs).
+START_ROWS = 4096
 MAX_ROWS = 32768
 #: Response length of the scaling batches: the growth measured is in rows.
 LENGTH = 16
