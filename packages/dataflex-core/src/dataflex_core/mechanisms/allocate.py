@@ -35,8 +35,10 @@ from .base import Mechanism
 from .curriculum import (
     PROMPT_LEDGER_KEYS,
     REWARD_FIELD,
+    LedgerSettings,
     check_components,
     component_columns,
+    ledger_keys,
     outcomes_batch,
     prompt_ledger,
     row_rewards,
@@ -70,19 +72,13 @@ ALLOCATE_KEYS = {
 }  # fmt: skip
 
 
-@dataclass(frozen=True)
-class AllocateSettings:
+@dataclass(frozen=True, kw_only=True)
+class AllocateSettings(LedgerSettings):
+    prompt_key: str = "index"
     #: Rollouts per submitted prompt batch; ``None``: its prompts times the framework's ``rollout.n``.
     budget: int | None
     n_min: int
     n_max: int | None
-    prompt_key: str
-    success_threshold: float | None
-    ledger_load: str | None
-
-    def budget_for(self, num_prompts: int, rollout_n: int) -> int:
-        """The budget of a batch of ``num_prompts`` prompts whose uniform count would be ``rollout_n``."""
-        return int(num_prompts) * int(rollout_n) if self.budget is None else self.budget
 
     def n_max_for(self, num_prompts: int, budget: int) -> int:
         """The most rollouts one prompt of the batch gets: ``n_max``, or unset :data:`N_MAX_FACTOR` times the
@@ -96,8 +92,8 @@ class AllocateSettings:
         """The budget of such a batch, or a :class:`ConfigError` saying which key to change. Without ``n_max`` a
         budget is at most :data:`N_MAX_FACTOR` times the uniform run's rollouts (prompts x ``rollout_n``), as a
         prompt is at most that times the mean: a budget past it is refused naming the product, never generated."""
-        budget = self.budget_for(num_prompts, rollout_n)
         uniform = int(num_prompts) * int(rollout_n)
+        budget = uniform if self.budget is None else self.budget
         if self.n_max is None and num_prompts >= 1 and budget > N_MAX_FACTOR * uniform:
             raise ConfigError(
                 f"dataflex.allocate.budget={budget} for {where} is more than {N_MAX_FACTOR} x {num_prompts} prompts "
@@ -124,8 +120,7 @@ def allocate_settings(block: Mapping[str, Any]) -> AllocateSettings:
             f"dataflex.allocate.n_max={split['n_max']} is below n_min={split['n_min']}; every prompt gets n_min to "
             "n_max: raise n_max or lower n_min"
         )
-    return AllocateSettings(**split, prompt_key=keys["prompt_key"], success_threshold=keys["success_threshold"],
-                            ledger_load=keys["ledger"]["load"])  # fmt: skip
+    return AllocateSettings(**split, **ledger_keys(keys))
 
 
 @dataclass(frozen=True)
@@ -142,7 +137,7 @@ class Allocation:
     #: ledger-based scorer has nothing to tell them apart and the allocator splits evenly.
     seen_before: float = 0.0
 
-    def metrics(self, n_min: int, n_max: int | None) -> dict[str, float]:
+    def metrics(self, n_min: int, n_max: int) -> dict[str, float]:
         counts = self.counts.to(torch.float64)
         return {
             f"{ALLOCATE_PREFIX}budget": float(self.budget),
@@ -151,7 +146,7 @@ class Allocation:
             f"{ALLOCATE_PREFIX}n_mean": float(counts.mean()),
             f"{ALLOCATE_PREFIX}n_max": float(counts.max()),
             f"{ALLOCATE_PREFIX}prompts_at_n_min": float((self.counts == n_min).sum()),
-            f"{ALLOCATE_PREFIX}prompts_at_n_max": float((self.counts == n_max).sum()) if n_max is not None else 0.0,
+            f"{ALLOCATE_PREFIX}prompts_at_n_max": float((self.counts == n_max).sum()),
             f"{ALLOCATE_PREFIX}fallback": 1.0 if self.fallback else 0.0,
             f"{ALLOCATE_PREFIX}seen_before": self.seen_before,
         }

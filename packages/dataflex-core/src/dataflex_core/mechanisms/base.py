@@ -13,7 +13,7 @@ from typing import Any, ClassVar
 import torch
 
 from ..config import DataFlexPipeline
-from ..contracts import check_weights, expected_shape, valid_for
+from ..contracts import check_selection, check_weights, expected_shape, valid_for
 from ..errors import IncompatibleComponentError
 from ..precomputed import inputs_of
 from ..step.calls import component_label
@@ -218,9 +218,15 @@ class LossMechanism(Mechanism):
         raise NotImplementedError(f"mechanism {self.name!r} ({type(self).__qualname__}) must implement weights()")
 
     def run(self, step: StepContext, batch: Any, step_id: int, importance_weights: torch.Tensor | None) -> StepResult:
+        raw = step.on_real_rows(batch, inputs_of(batch), lambda rows: self.weights(step, rows, step_id))
+        return self.applied(step, batch, raw, step_id, importance_weights)
+
+    def applied(
+        self, step: StepContext, batch: Any, raw: torch.Tensor, step_id: int, importance_weights: torch.Tensor | None
+    ) -> StepResult:
+        """The loss weights of ``raw``: normalised in the loss unit, composed with ``importance_weights``."""
         inputs = inputs_of(batch)  # the step prepared them: the valid tokens and their counts, once per step
         valid_tokens, counts, unit = inputs.valid_tokens, inputs.token_counts, step.loss_unit
-        raw = step.on_real_rows(batch, inputs, lambda rows: self.weights(step, rows, step_id))
         owner = component_label(step.pipeline, "actuator")
         applied, factor = finalize(
             raw, valid_tokens, unit, importance_weights, token_counts=counts, owner=owner, step=step_id
@@ -233,10 +239,16 @@ class LossMechanism(Mechanism):
 
 def scored_weights(step: StepContext, batch: Any, step_id: int) -> torch.Tensor:
     """``scorer.score`` then ``reweighter.act`` on ``batch``: the checked weights at the scorer's granularity."""
-    pipeline = step.pipeline
-    granularity = pipeline.scorer.granularity
+    granularity = step.pipeline.scorer.granularity
     valid = valid_for(expected_shape(granularity, batch), batch)
     scores = checked_scores(step.calls, batch, step_id, step.ctx, valid=valid)
     weights = step.calls.call("actuator", "act", scores, batch, at_step=step_id, step_id=step_id, **step.ctx)
-    owner = component_label(pipeline, "actuator")
+    owner = component_label(step.pipeline, "actuator")
     return check_weights(weights, batch, granularity=granularity, owner=owner, step=step_id, valid=valid)
+
+
+def selected_rows(step: StepContext, batch: Any, step_id: int) -> torch.Tensor:
+    """``scorer.score`` then ``selector.act`` on ``batch``: the kept rows, checked by the selection contract."""
+    scores = checked_scores(step.calls, batch, step_id, step.ctx)
+    output = step.calls.call("actuator", "act", scores, batch, at_step=step_id, step_id=step_id, **step.ctx)
+    return check_selection(output, batch, owner=component_label(step.pipeline, "actuator"), step=step_id)

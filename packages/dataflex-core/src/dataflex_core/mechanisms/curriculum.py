@@ -13,14 +13,8 @@ scorer's :meth:`~dataflex_core.Scorer.observe` from them, keyed by the prompt
 id the dataset carries (``prompt_key``), at every step, warm-up included. No
 loss weights are written: the loss is the framework's own.
 
-Config (``dataflex:`` block): ``prompt_key`` (dataset column identifying each
-prompt, default ``index``: verl copies ``extra_info.index`` into it),
-``candidates`` (prompts scored per draw; ``0``, the default, scores every
-prompt of the dataset), ``success_threshold`` (a response succeeds when its
-reward reaches it; unset: a reward in ``[0, 1]`` is that fraction of a
-success), ``warmup_step`` (draws are uniform before it), ``ledger.load`` (an
-exported per-prompt ledger the history starts from:
-:mod:`dataflex_core.ledger`).
+Config (``dataflex:`` block): :data:`CURRICULUM_KEYS`, each key with its meaning; draws are uniform before
+``warmup_step``; ``ledger.load`` starts the history from an exported ledger (:mod:`dataflex_core.ledger`).
 """
 
 from __future__ import annotations
@@ -77,18 +71,33 @@ REWARD_FIELD = "rm_scores"
 
 
 @dataclass(frozen=True)
-class CurriculumSettings:
-    prompt_key: str
-    candidates: int
-    success_threshold: float | None
-    #: ``dataflex.ledger.load``: an exported ledger the history starts from.
+class LedgerSettings:
+    """The per-prompt ledger's keys as read (:data:`PROMPT_LEDGER_KEYS`; filter and pilot: ``prompt_key`` ``None``,
+    no ledger); the settings of every mechanism with a ledger hold them."""
+
+    #: The dataset column of the prompt ids the ledger is keyed by.
+    prompt_key: str | None = None
+    success_threshold: float | None = None
+    #: ``dataflex.ledger.load``: an exported ledger to start from.
     ledger_load: str | None = None
+
+
+def ledger_keys(keys: Mapping[str, Any]) -> dict[str, Any]:
+    """The parsed :data:`PROMPT_LEDGER_KEYS` of a block as :class:`LedgerSettings`' fields."""
+    load = keys["ledger"]["load"]
+    return {"prompt_key": keys["prompt_key"], "success_threshold": keys["success_threshold"], "ledger_load": load}
+
+
+@dataclass(frozen=True, kw_only=True)
+class CurriculumSettings(LedgerSettings):
+    prompt_key: str = "index"
+    candidates: int = 0
 
 
 def curriculum_settings(block: Any) -> CurriculumSettings:
     """The curriculum keys of the ``dataflex:`` block, checked; raises :class:`ConfigError` with the fix."""
     keys = parse_keys(CURRICULUM_KEYS, block, "dataflex", partial=True)
-    return CurriculumSettings(keys["prompt_key"], keys["candidates"], keys["success_threshold"], keys["ledger"]["load"])
+    return CurriculumSettings(candidates=keys["candidates"], **ledger_keys(keys))
 
 
 def check_components(pipeline: DataFlexPipeline, host_name: str) -> None:
@@ -133,7 +142,7 @@ def outcomes_batch(history: PromptHistory, outcomes: Any) -> Batch:
     )
 
 
-def prompt_ledger(ledger: type[PromptLedger], settings: Any, dataset: Any) -> Any:
+def prompt_ledger(ledger: type[PromptLedger], settings: LedgerSettings, dataset: Any) -> Any:
     """A ``ledger`` over the train dataset's ``prompt_key`` ids, warm-started from ``ledger_load`` when set (a
     resumed checkpoint's state replaces it)."""
     key = settings.prompt_key
@@ -278,18 +287,15 @@ class Curriculum(Mechanism):
                 outcomes.outside_unit,
                 step_id,
             )
-        observed = outcomes_batch(history, outcomes)
-        step.calls.call("scorer", "observe", observed, step_id, at_step=step_id, **step.ctx)
-        rollouts = outcomes.rollouts.to(torch.float64)
+        step.calls.call("scorer", "observe", outcomes_batch(history, outcomes), step_id, at_step=step_id, **step.ctx)
         prompts = len(outcomes.rows)
-        metrics = {
+        success = outcomes.successes.sum() / outcomes.rollouts.to(torch.float64).sum()
+        uniform = outcomes.uniform_reward.to(torch.float64).mean()
+        return {
             f"{METRIC_PREFIX}prompts": float(prompts),
-            f"{METRIC_PREFIX}success_rate": float(outcomes.successes.sum() / rollouts.sum()) if prompts else 0.0,
-            f"{METRIC_PREFIX}uniform_reward_fraction": float(outcomes.uniform_reward.to(torch.float64).mean())
-            if prompts
-            else 0.0,
+            f"{METRIC_PREFIX}success_rate": float(success) if prompts else 0.0,
+            f"{METRIC_PREFIX}uniform_reward_fraction": float(uniform) if prompts else 0.0,
             f"{METRIC_PREFIX}seen_fraction": history.seen_fraction,
             f"{METRIC_PREFIX}rewards_outside_unit": float(outcomes.outside_unit),
+            **sampler.draw_metrics,
         }
-        metrics.update(sampler.draw_metrics)
-        return metrics

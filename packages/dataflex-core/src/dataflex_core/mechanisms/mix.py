@@ -113,8 +113,7 @@ class Mix(Mechanism):
     def restored(self, sampler: DomainMixtureSampler | None, host: HostCapabilities) -> None:
         if sampler is not None and not host.checkpoints_sampler:
             # the framework rebuilt the sampler before the mixer's state came back: draw by the restored mixer
-            mixer = sampler.mixer
-            sampler.set_proportions(initial_proportions(mixer, sampler.domains))
+            sampler.set_proportions(initial_proportions(sampler.mixer, sampler.domains))
 
     def shared_state(self, sampler: DomainMixtureSampler | None) -> Any:
         return None if sampler is None else sampler.proportions.clone()

@@ -8,12 +8,12 @@ the kept rows weighing 1 when the loss recounts its tokens, or ``rows / kept row
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any, ClassVar
 
 import torch
 
 from ..config import DataFlexPipeline
-from ..contracts import check_selection
 from ..errors import IncompatibleComponentError, InvalidOutputError
 from ..normalize import valid_sample_mask, valid_token_counts, valid_token_mask
 from ..precomputed import inputs_of
@@ -21,12 +21,10 @@ from ..step.calls import component_label
 from ..step.context import StepContext
 from ..step.host import HostCapabilities
 from ..step.metrics import PREFIX, weight_metrics
-from ..step.outputs import checked_scores
 from ..step.result import StepResult
 from ..step.seams import LossWeights, S
 from ..step.selection import selection_metrics
-from ..step.weights import finalize
-from .base import LossMechanism, check_rollout_time
+from .base import LossMechanism, check_rollout_time, selected_rows
 
 
 class Select(LossMechanism):
@@ -67,51 +65,34 @@ class Select(LossMechanism):
 
     def weights(self, step: StepContext, batch: Any, step_id: int) -> torch.Tensor:
         """The kept rows as float32 0/1 ``(n,)``; keeping no valid row is invalid output."""
-        pipeline = step.pipeline
-        scores = checked_scores(step.calls, batch, step_id, step.ctx)
-        output = step.calls.call("actuator", "act", scores, batch, at_step=step_id, step_id=step_id, **step.ctx)
-        selector = component_label(pipeline, "actuator")
-        keep = check_selection(output, batch, owner=selector, step=step_id)
+        keep = selected_rows(step, batch, step_id)
         if not keep.any() and valid_sample_mask(batch).any():
             raise InvalidOutputError(
-                f"{selector} kept no sample at step {step_id}; a step needs at least one kept sample "
-                "(widen the selector's band/fraction, or set dataflex.on_invalid=uniform to train on all samples then)"
+                f"{component_label(step.pipeline, 'actuator')} kept no sample at step {step_id}; a step needs at least "
+                "one kept sample (widen the selector's band/fraction, or set dataflex.on_invalid=uniform to train on "
+                "all samples then)"
             )
         return keep.to(torch.float32)
 
     def run(self, step: StepContext, batch: Any, step_id: int, importance_weights: torch.Tensor | None) -> StepResult:
-        valid_tokens, counts = valid_token_mask(batch), valid_token_counts(batch)
         raw = step.on_real_rows(batch, inputs_of(batch), lambda rows: self.weights(step, rows, step_id))
         kept = raw > 0
-        unit = step.loss_unit
         if self.hard_drop:
+            valid_tokens, counts = valid_token_mask(batch), valid_token_counts(batch)
             factor, units = hard_drop_factor(kept, valid_tokens, batch, step.host.drop_denominator)
             if step.host.drop_denominator == "tokens":  # the units are the kept rows' valid tokens
                 counts = torch.where(kept.to(counts.device), counts, 0)
             applied = factor if importance_weights is None else factor.unsqueeze(-1) * importance_weights
             metrics = weight_metrics(
-                factor, units, unit, token_counts=counts, applied=None if importance_weights is None else applied,
-                importance_weights=importance_weights,
+                factor, units, step.loss_unit, token_counts=counts, importance_weights=importance_weights,
+                applied=None if importance_weights is None else applied,
             )  # fmt: skip
-            metrics[f"{PREFIX}hard_drop"] = 1.0
+            result = StepResult({**metrics, f"{PREFIX}hard_drop": 1.0}, applied=applied, factor=factor)
         else:
-            owner = component_label(step.pipeline, "actuator")
-            applied, factor = finalize(
-                raw, valid_tokens, unit, importance_weights, token_counts=counts, owner=owner, step=step_id
-            )
-            metrics = weight_metrics(
-                factor, valid_tokens, unit, token_counts=counts, applied=applied, importance_weights=importance_weights
-            )
-        metrics.update(selection_metrics(kept, batch))
-        metrics[f"{PREFIX}advantage_recomputed"] = 1.0 if self.recompute_advantage else 0.0
-        return StepResult(
-            metrics,
-            applied=applied,
-            factor=factor,
-            kept=kept,
-            recompute_advantage=self.recompute_advantage,
-            hard_drop=self.hard_drop,
-        )
+            result = self.applied(step, batch, raw, step_id, importance_weights)
+        result.metrics.update(selection_metrics(kept, batch))
+        result.metrics[f"{PREFIX}advantage_recomputed"] = 1.0 if self.recompute_advantage else 0.0
+        return replace(result, kept=kept, recompute_advantage=self.recompute_advantage, hard_drop=self.hard_drop)
 
 
 def hard_drop_factor(

@@ -28,21 +28,19 @@ import numpy as np
 import torch
 
 from ...config import DataFlexPipeline
-from ...contracts import check_selection, group_admission
+from ...contracts import group_admission
 from ...errors import ConfigError, IncompatibleComponentError, InvalidOutputError
 from ...groups import group_index, segment_count
-from ...ledger import PromptIds, PromptLedger
+from ...ledger import PromptLedger
 from ...normalize import valid_sample_mask, valid_token_counts
 from ...precomputed import prepare_batch
 from ...step.calls import component_label
 from ...step.context import StepContext
-from ...step.dataset import dataset_column
 from ...step.host import HostCapabilities
-from ...step.outputs import checked_scores
 from ...step.result import StepResult
 from ...step.seams import GenerationRounds, S, Seam, StepRounds
-from ..base import Mechanism, check_rollout_time
-from ..curriculum import REWARD_FIELD, Curriculum, curriculum_settings, row_rewards
+from ..base import Mechanism, check_rollout_time, selected_rows
+from ..curriculum import REWARD_FIELD, Curriculum, curriculum_settings, prompt_ledger, row_rewards, valid_rows
 from .refill import RefillSampler
 from .rounds import FILTER_PREFIX, AdmissionRounds, LedgerFeed, RoundPrompts
 from .settings import DRAW_INHERITS, FILTER_KEYS, FilterSettings, filter_settings
@@ -172,50 +170,28 @@ class Filter(Mechanism):
         return list(dict.fromkeys([*pipeline.requires, "uid", *ledger]))
 
     def dataset_columns(self, pipeline: DataFlexPipeline) -> list[str]:
-        key = self.settings.ledger.prompt_key
-        own = [] if key is None else [key]
-        draw = (
-            []
-            if self.draw is None or self.draw_mechanism is None
-            else self.draw_mechanism.dataset_columns(self.draw.pipeline)
-        )
-        return list(dict.fromkeys([*own, *draw]))
+        draw, mechanism, key = self.draw, self.draw_mechanism, self.settings.ledger.prompt_key
+        drawn = [] if draw is None or mechanism is None else mechanism.dataset_columns(draw.pipeline)
+        return list(dict.fromkeys([*([] if key is None else [key]), *drawn]))
 
     def train_sampler(self, step: StepContext, dataset: Any, batch_size: int, seed: int) -> Any:
         """With ``filter.draw``, the draw mechanism's sampler (a curriculum's history is then the ledger); else
         ``None``: the host keeps its prompt order, and with ``prompt_key`` the ledger is keyed by ``dataset``."""
         draw, mechanism = self.draw, self.draw_mechanism
-        if draw is not None and mechanism is not None:
-            if draw.sampler is None:
-                draw.sampler = mechanism.train_sampler(draw, dataset, batch_size, seed)
-            if self.draw_curriculum:
-                self.prompt_ledger = draw.sampler.history
-            else:
-                self._own_ledger(dataset)
-            return draw.sampler
-        self._own_ledger(dataset)
-        return None
-
-    def _own_ledger(self, dataset: Any) -> None:
-        ledger = self.settings.ledger
-        if ledger.prompt_key is None or self.prompt_ledger is not None:
-            return
-        key = ledger.prompt_key
-        ids = dataset_column(
-            dataset, key, what=f"dataflex.prompt_key={key!r}",
-            fix="give every row a unique id in a column and set dataflex.prompt_key to it",
-        )  # fmt: skip
-        self.prompt_ledger = PromptLedger(PromptIds(ids, key), ledger.success_threshold)
-        if ledger.load is not None:  # a warm start; a resumed checkpoint's state replaces it
-            self.prompt_ledger.load(ledger.load)
+        if draw is not None and mechanism is not None and draw.sampler is None:
+            draw.sampler = mechanism.train_sampler(draw, dataset, batch_size, seed)
+        if draw is not None and self.draw_curriculum:
+            self.prompt_ledger = draw.sampler.history
+        elif self.settings.ledger.prompt_key is not None and self.prompt_ledger is None:
+            self.prompt_ledger = prompt_ledger(PromptLedger, self.settings.ledger, dataset)
+        return None if draw is None else draw.sampler
 
     def stateful(self, sampler: Any) -> dict[str, Any]:
         draw, mechanism = self.draw, self.draw_mechanism
-        refill = {} if self.refill is None else {"refill": self.refill}
-        if draw is None or mechanism is None:
-            return {**refill, **({} if self.prompt_ledger is None else {"ledger": self.prompt_ledger})}
-        roles = {"draw_scorer": draw.pipeline.scorer, "draw_actuator": draw.pipeline.actuator}
-        roles.update({f"draw_{role}": value for role, value in mechanism.stateful(draw.sampler).items()})
+        roles: dict[str, Any] = {} if self.refill is None else {"refill": self.refill}  # none with filter.draw
+        if draw is not None and mechanism is not None:
+            roles.update(draw_scorer=draw.pipeline.scorer, draw_actuator=draw.pipeline.actuator)
+            roles.update({f"draw_{role}": value for role, value in mechanism.stateful(draw.sampler).items()})
         if self.prompt_ledger is not None and not self.draw_curriculum:
             roles["ledger"] = self.prompt_ledger
         return roles
@@ -227,26 +203,19 @@ class Filter(Mechanism):
     def ledger(self, sampler: Any) -> PromptLedger | None:
         return self.prompt_ledger
 
-    def round_prompts(self, step: StepContext, batch: Any) -> RoundPrompts | None:
-        """One round's valid responses for the ledger (``None`` without one): prompt ids, rewards, tokens, group."""
+    def round_prompts(self, step: StepContext, batch: Any, step_id: int) -> RoundPrompts | None:
+        """One round's valid responses for the ledger (``None`` without one): ledger rows, rewards, tokens, group."""
         if self.prompt_ledger is None:
             return None
-        key = self.ledger_key
         sub, _ = step.components_batch(batch)
-        ids = sub.non_tensor_batch.get(key)
-        if ids is None:
-            raise ConfigError(
-                f"mechanism filter keys its ledger by the dataset column dataflex.prompt_key={key!r}, but the "
-                "step's rows do not carry it; carry it into the rollouts or set prompt_key to a column that is"
-            )
-        valid = valid_sample_mask(sub).cpu()
-        index, _ = group_rows(sub)
-        return RoundPrompts(
-            ids=np.asarray(ids, dtype=object)[valid.numpy()],
-            rewards=row_rewards(sub)[valid].cpu(),
-            tokens=valid_token_counts(sub).cpu()[valid],
-            group=index[valid],
-        )
+        valid, rows = valid_rows(self.prompt_ledger, sub, self.ledger_key, self.name, step_id)
+        valid = valid.cpu()
+        tokens = valid_token_counts(sub).cpu()[valid]
+        return RoundPrompts(rows, row_rewards(sub)[valid].cpu(), tokens, self.row_groups(sub)[valid])
+
+    def row_groups(self, batch: Any) -> torch.Tensor:
+        """Each row's group, as :meth:`feed_ledger` matches it against the groups kept: by ``uid``."""
+        return group_rows(batch)[0]
 
     def feed_ledger(
         self, prompts: list[RoundPrompts | None], chosen: list[torch.Tensor], step_id: int
@@ -257,8 +226,7 @@ class Filter(Mechanism):
         parts = [(p, keep) for p, keep in zip(prompts, chosen) if p is not None]
         if ledger is None or not parts:
             return {}
-        ids = np.concatenate([p.ids for p, _ in parts])
-        rows = ledger.ids.rows(ids, f"the rows of step {step_id}")
+        rows = torch.cat([p.rows for p, _ in parts])
         trained = torch.cat([torch.isin(p.group, keep) for p, keep in parts])
         rewards = torch.cat([p.rewards for p, _ in parts])
         tokens = torch.cat([p.tokens for p, _ in parts])
@@ -307,12 +275,6 @@ class Filter(Mechanism):
             lambda: mechanism.run(draw, batch, step_id, None), step=step_id, instead=mechanism.fallback
         )
         return {} if result is None else result.metrics
-
-    def rounds(self, groups: int) -> AdmissionRounds:
-        """A new step's admission over generation rounds, for a batch of ``groups`` groups."""
-        cap = self.max_rounds
-        settings = self.settings if cap is None else replace(self.settings, max_rounds=cap)
-        return AdmissionRounds(int(groups), settings)
 
     def refill_size(self, rounds: AdmissionRounds, step_id: int) -> int | None:
         """The prompts of the step's next refill round: :meth:`draw_size` on the last round (``None``: the batch's)."""
@@ -364,7 +326,9 @@ class Filter(Mechanism):
         rollouts = segment_count(index, groups, torch.ones_like(valid)).to(torch.long)
         tokens = torch.zeros(groups, dtype=torch.long).index_add_(0, index, valid_token_counts(sub).cpu())
         has_valid = segment_count(index, groups, valid) > 0
-        keep, _ = step.on_invalid.attempt(lambda: self._kept(step, sub, step_id), step=step_id, instead=self.fallback)
+        keep, _ = step.on_invalid.attempt(
+            lambda: selected_rows(step, sub, step_id), step=step_id, instead=self.fallback
+        )
         if keep is None:
             return has_valid, rollouts, tokens
         admitted, partial = group_admission(keep, index, groups, valid)
@@ -375,11 +339,6 @@ class Filter(Mechanism):
                 "prompt, e.g. group_reward_variance) with a band selector (threshold_band)"
             )
         return admitted, rollouts, tokens
-
-    def _kept(self, step: StepContext, batch: Any, step_id: int) -> torch.Tensor:
-        scores = checked_scores(step.calls, batch, step_id, step.ctx)
-        output = step.calls.call("actuator", "act", scores, batch, at_step=step_id, step_id=step_id, **step.ctx)
-        return check_selection(output, batch, owner=component_label(step.pipeline, "actuator"), step=step_id)
 
     def run(self, step: StepContext, batch: Any, step_id: int, importance_weights: torch.Tensor | None) -> StepResult:
         """The trained batch, after the rounds the host ran (``step.generation``): its metrics and compute counts."""
@@ -430,7 +389,8 @@ class FilterRounds(GenerationRounds):
         return sampler.next_block() if size is None else sampler.next_block(size)
 
     def rounds(self, groups: int) -> AdmissionRounds:
-        return self.mechanism.rounds(groups)
+        cap, settings = self.mechanism.max_rounds, self.mechanism.settings
+        return AdmissionRounds(int(groups), settings if cap is None else replace(settings, max_rounds=cap))
 
     def admit(self, rounds: StepRounds, batch: Any, step: int) -> torch.Tensor:
         if not isinstance(rounds, AdmissionRounds):
@@ -438,6 +398,6 @@ class FilterRounds(GenerationRounds):
         prepare_batch(batch)
         mechanism = self.mechanism
         admitted, rollouts, tokens = mechanism.admit(self.step, batch, step)
-        rounds.add(admitted, rollouts, tokens, mechanism.round_prompts(self.step, batch))
+        rounds.add(admitted, rollouts, tokens, mechanism.round_prompts(self.step, batch, step))
         rounds.refill_size = mechanism.refill_size(rounds, step) if rounds.needs_refill else None
         return admitted

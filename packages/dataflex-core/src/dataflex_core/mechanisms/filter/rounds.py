@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-import numpy as np
 import torch
 
 from ...errors import InvalidOutputError
@@ -23,9 +22,9 @@ FILTER_PREFIX = f"{PREFIX}filter/"
 
 @dataclass(frozen=True)
 class RoundPrompts:
-    """One round's valid responses, for the ledger: their prompt ids, rewards, tokens and group."""
+    """One round's valid responses, for the ledger: their ledger rows, rewards, tokens and group."""
 
-    ids: np.ndarray
+    rows: torch.Tensor
     rewards: torch.Tensor
     tokens: torch.Tensor
     group: torch.Tensor
@@ -121,15 +120,10 @@ class AdmissionRounds(StepRounds):
 
     def counts(self, chosen: list[torch.Tensor]) -> dict[str, int]:
         """The compute counts of the rows outside the trained batch (:func:`~dataflex_core.compute.compute_counters`)."""
-        evicted_rollouts = evicted_tokens = 0
-        for keep, rollouts, tokens in zip(chosen, self.rollouts, self.tokens):
-            out = torch.ones(len(rollouts), dtype=torch.bool)
-            out[keep] = False
-            evicted_rollouts += int(rollouts[out].sum())
-            evicted_tokens += int(tokens[out].sum())
+        parts = list(zip(chosen, self.rollouts, self.tokens))  # a round's groups less those kept (each kept once)
         return {
-            "evicted_rollouts": evicted_rollouts,
-            "evicted_tokens": evicted_tokens,
+            "evicted_rollouts": sum(int(rollouts.sum() - rollouts[keep].sum()) for keep, rollouts, _ in parts),
+            "evicted_tokens": sum(int(tokens.sum() - tokens[keep].sum()) for keep, _, tokens in parts),
             "generation_rounds": self.rounds,
             "refills": self.rounds - 1,
         }

@@ -9,7 +9,7 @@ from typing import Any
 
 from ...errors import ConfigError
 from ...keys import Key, parse_keys
-from ..curriculum import PROMPT_LEDGER_KEYS, curriculum_settings
+from ..curriculum import PROMPT_LEDGER_KEYS, LedgerSettings, curriculum_settings, ledger_keys
 
 #: What a step short of admitted groups after its rounds (or stages) does.
 ON_SHORT = ("raise", "backfill")
@@ -49,17 +49,6 @@ FILTER_KEYS = {
 
 
 @dataclass(frozen=True)
-class LedgerSettings:
-    """The per-prompt ledger's keys as filter and pilot read them (``prompt_key`` ``None``: no ledger)."""
-
-    #: The dataset column of the prompt ids the ledger is keyed by.
-    prompt_key: str | None = None
-    success_threshold: float | None = None
-    #: ``dataflex.ledger.load``: an exported ledger to start from.
-    load: str | None = None
-
-
-@dataclass(frozen=True)
 class FilterSettings:
     #: Generation rounds per step at most, the first included (>= 1).
     max_rounds: int = 4
@@ -78,8 +67,8 @@ def admission_keys(
     """``(dataflex.<owner>, the ledger)``: what filter and pilot read alike, by their table ``table``, checked
     (``<owner>.draw`` against ``prompt_key``); raises :class:`ConfigError` with the fix."""
     keys = parse_keys(table, block, "dataflex", partial=True)
-    ledger = LedgerSettings(keys["prompt_key"], keys["success_threshold"], keys["ledger"]["load"])
-    if ledger.prompt_key is None and (ledger.load is not None or ledger.success_threshold is not None):
+    ledger = LedgerSettings(**ledger_keys(keys))
+    if ledger.prompt_key is None and (ledger.ledger_load is not None or ledger.success_threshold is not None):
         raise ConfigError(
             f"dataflex.ledger / dataflex.success_threshold configure the per-prompt ledger of mechanism {owner}, "
             "which is keyed by dataflex.prompt_key; set prompt_key to the dataset column of the prompt ids"

@@ -24,11 +24,8 @@ Pilot-Commit as published (``pilot: {preset: pilot-commit}``, or its parts: ``ca
 call, a survivor buffer checkpointed with the mechanism (:mod:`.carry`), prompts solved on every pilot evicted from
 the refill sampler (not with ``pilot.draw``: the drawing mechanism picks the prompts; the mount says so).
 
-Config (``dataflex:`` block): ``pilot: {preset, prompts: 2, rollouts: 2, keep: true, max_stages: 3, max_screened,
-on_short: raise, carry, max_rounds: 10, one_call: true, evict_solved: false, draw}``, ``prompt_key``, ``success_threshold`` and ``ledger.load`` as for ``filter``. The
-screened prompts come from a seeded shuffle of the dataset, checkpointed, or with ``pilot.draw`` (the block of
-a mix or curriculum, as ``filter.draw``) from the train sampler it drives; a host without the train-sampler
-seam refuses ``pilot.draw`` at mount with its reason.
+Config: :data:`~.settings.PILOT_KEYS`. The screened prompts come from a seeded shuffle of the dataset,
+checkpointed, or with ``pilot.draw`` (as ``filter.draw``) from the train sampler it drives.
 """
 
 from __future__ import annotations
@@ -51,7 +48,7 @@ from ...step.result import StepResult
 from ...step.seams import S, Seam, StagedGeneration, StepStages
 from ..base import Mechanism
 from ..curriculum import REWARD_FIELD
-from ..filter import Filter, RoundPrompts, group_rows
+from ..filter import Filter, group_rows
 from .carry import SurvivorBuffer
 from .settings import PILOT_COMMIT_BAND, PILOT_KEYS, PilotSettings, pilot_settings
 from .stages import PILOT_PREFIX, PilotStages, screened_prompts, screening_cap, stage_rewards
@@ -209,7 +206,7 @@ class Pilot(Filter):
             uid = torch.where(padding.bool().cpu(), torch.full_like(uid, -1), uid)
         tokens = valid_token_counts(batch).cpu()
         stages.check_generated(uid)  # before admission: every requested prompt has its rows
-        prompts = self.stage_prompts(step, batch)
+        prompts = self.round_prompts(step, batch, step_id)
         explored = stages.explored[-1]
         if len(explored):
             admitted, _, _ = self.admit(step, batch, step_id)  # per group, in group_rows' order of the real rows
@@ -226,18 +223,9 @@ class Pilot(Filter):
             stages.record(uid, tokens, step=step_id)
         stages.ledger_prompts.append(prompts)
 
-    def stage_prompts(self, step: StepContext, batch: Any) -> RoundPrompts | None:
-        """One stage's valid responses for the ledger, each with its uid as ``group`` (``None`` without one)."""
-        prompts = self.round_prompts(step, batch)
-        if prompts is None:
-            return None
-        sub, _ = step.components_batch(batch)
-        return replace(prompts, group=stage_uids(sub)[valid_sample_mask(sub).cpu()])
-
-    def feed_stages(self, stages: PilotStages, step_id: int) -> dict[str, float]:
-        """The step's stages into the ledger: the committed uids trained (a screening stage's only under
-        ``keep: true``), every other response filtered."""
-        return self.feed_ledger(stages.ledger_prompts, stages.trained_uids(), step_id)
+    def row_groups(self, batch: Any) -> torch.Tensor:
+        """Each row's uid: a stage's trained rows are those of its committed uids."""
+        return stage_uids(batch)
 
     def run(self, step: StepContext, batch: Any, step_id: int, importance_weights: torch.Tensor | None) -> StepResult:
         """The trained batch, after the stages the host ran (``step.generation``): the pilot's metrics and counts."""
@@ -255,7 +243,8 @@ class Pilot(Filter):
             moving = moving_rows(sub.batch["advantages"], sub.batch["response_mask"])
             rows = valid_sample_mask(sub)  # the step's prepared counts: no pass over the tokens
             metrics[f"{PILOT_PREFIX}wasted_share"] = float((rows & ~moving).sum()) / max(int(rows.sum()), 1)
-        metrics.update(self.feed_stages(stages, step_id))
+        # the ledger: the committed uids trained (a screening stage's only under keep: true), every other filtered
+        metrics.update(self.feed_ledger(stages.ledger_prompts, stages.trained_uids(), step_id))
         metrics.update(self.run_draw(step, batch, step_id))
         return StepResult(metrics, compute=stages.counts())
 

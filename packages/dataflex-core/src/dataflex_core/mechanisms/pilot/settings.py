@@ -93,16 +93,10 @@ class PilotSettings:
     def describe(self) -> str:
         """The resolved settings, one line, as the mount logs them."""
         pilots = f"{self.rollouts_share:.0%} of rollout.n" if self.rollouts_share else str(self.rollouts)
-        carry = (
-            "null"
-            if self.carry is None
-            else f"{{max_off_steps: {self.carry.max_off_steps}, order: {self.carry.order}}}"
-        )
-        rounds = (
-            f"max_rounds={self.max_rounds}, one_call={str(self.one_call).lower()}"
-            if self.carry
-            else (f"max_stages={self.max_stages}")
-        )
+        c = self.carry
+        carry = "null" if c is None else f"{{max_off_steps: {c.max_off_steps}, order: {c.order}}}"
+        one_call = str(self.one_call).lower()
+        rounds = f"max_rounds={self.max_rounds}, one_call={one_call}" if c else f"max_stages={self.max_stages}"
         return (
             f"dataflex.pilot (preset {self.preset or 'none'}): prompts={self.prompts}, rollouts={pilots}, keep="
             f"{str(self.keep).lower()}, carry={carry}, {rounds}, max_screened={self.max_screened}, on_short="
