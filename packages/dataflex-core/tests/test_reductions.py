@@ -134,9 +134,7 @@ def test_bool_counts_on_the_cpu_match_torch_for_every_layout():
 
 
 @pytest.mark.parametrize("layout", ["contiguous", "transposed", "float64"])
-def test_mean_one_on_the_numpy_path_and_off_it_agree(monkeypatch, layout):
-    # Contiguous float32/float64 CPU weights go through numpy chunks (3 of them here); others through torch.
-    monkeypatch.setattr("dataflex_core.precomputed.NUMPY_CHUNK", 29)
+def test_mean_one_in_place_and_copied_agree_for_every_layout(layout):
     gen = torch.Generator().manual_seed(5)
     weights = torch.rand(13, 7, generator=gen) * 2
     valid = torch.rand(13, 7, generator=gen) > 0.3
@@ -171,8 +169,8 @@ def test_blocks_stay_under_torchs_parallel_grain_with_several_threads():
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16])
 def test_rows_with_a_nonzero_value_on_the_mask_match_torch_over_many_blocks(dtype):
     """The compute counters' moving rows: a nonzero (or NaN) value on a set mask position; zeros or junk outside
-    the mask never count, in numpy blocks and on the torch path (bf16) alike."""
-    from dataflex_core.precomputed import masked_row_any_nonzero
+    the mask never count, block by block (several blocks with 2 threads) and in one go alike."""
+    from dataflex_core.precomputed import moving_rows
 
     gen = torch.Generator().manual_seed(9)
     bs, length = 900, 700  # 630k values: several blocks
@@ -188,7 +186,7 @@ def test_rows_with_a_nonzero_value_on_the_mask_match_torch_over_many_blocks(dtyp
     try:
         for threads in (1, 2):
             torch.set_num_threads(threads)
-            assert torch.equal(masked_row_any_nonzero(x, mask), expected)
+            assert torch.equal(moving_rows(x, mask), expected)
     finally:
         torch.set_num_threads(before)
-    assert torch.equal(masked_row_any_nonzero(x, mask.long()), expected)  # a non-bool mask: the torch path
+    assert torch.equal(moving_rows(x, mask.long()), expected)  # a non-bool mask

@@ -12,7 +12,7 @@ from typing import Any
 import torch
 
 from .errors import InvalidOutputError
-from .precomputed import count_set, inputs_of, masked_sum_min, scale_in_place
+from .precomputed import count_set, inputs_of
 
 # Each mask below is the batch's StepInputs' (computed once per step when the host prepared the batch,
 # shared by every caller: treat it as read-only), else computed for this call.
@@ -60,14 +60,15 @@ def normalize_mean_one(weights: torch.Tensor, valid: torch.Tensor, *, inplace: b
     dtype = torch.float64 if weights.dtype == torch.float64 else torch.float32
     w = weights.to(dtype)
     valid = valid.to(w.device).bool()
-    # Reductions only on the common path: a full-size temporary costs as much
-    # as copying the weights, and token weights are (bs, L).
     count = torch.tensor(count_set(valid), dtype=dtype, device=w.device)
     if count == 0:
         return torch.zeros_like(w)
-    w, total, low = masked_sum_min(w, valid, own=inplace and w is weights)
+    zero = torch.zeros((), dtype=dtype, device=w.device)
+    # our own tensor (the dtype copy) or the caller's to give: zeroed and scaled in place
+    w = torch.where(valid, w, zero, out=w) if w is not weights or inplace else torch.where(valid, w, zero)
+    total, low = w.sum(), w.min()
     if torch.isfinite(total) and low >= 0 and total > 0:
-        return scale_in_place(w, count / total)  # w is our own tensor (torch.where) or the caller's to give
+        return w.mul_(count / total)
     bad = valid & ~torch.isfinite(w)
     if bad.any():
         raise InvalidOutputError(

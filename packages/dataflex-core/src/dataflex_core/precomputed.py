@@ -6,8 +6,8 @@ tokens per row, the dense group index of ``uid``). :func:`prepare_batch` puts on
 holds the masks it was derived from, and compute afresh otherwise. What they hand out is shared: read-only.
 
 On the CPU the row reductions build no ``(bs, L)`` temporary (it would cost as much as the reduction and raise
-the step's peak memory): numpy counts bool masks in place and masked reductions go block by block through one
-cache-sized buffer. Elsewhere, and under autograd, the plain expression is used.
+the step's peak memory): they go block by block through one cache-sized buffer. Elsewhere, and under autograd,
+the plain expression is used.
 """
 
 from __future__ import annotations
@@ -26,8 +26,6 @@ BLOCK_ELEMENTS = 1 << 20
 #: OpenMP parallel region, and on oversubscribed cores every region waits until all of torch's threads
 #: get a core (with 2 threads at load 4, each op on a 4 MiB block took 10-28 ms instead of under 1).
 SERIAL_ELEMENTS = (1 << 15) - 1
-#: Elements per chunk of the numpy passes on the CPU: a float32 chunk and two masks (1.5 MiB) stay in L2.
-NUMPY_CHUNK = 1 << 18
 
 
 def block_rows(length: int) -> int:
@@ -47,32 +45,21 @@ def _row_blocks(x: torch.Tensor) -> Iterator[slice] | None:
     return (slice(start, min(start + step, rows)) for start in range(0, rows, step))
 
 
-def flat_numpy(x: torch.Tensor) -> np.ndarray | None:
-    """``x``'s memory as a 1-D numpy array (a view), or None: not a contiguous CPU tensor numpy can read."""
-    if x.device.type != "cpu" or x.dtype == torch.bfloat16 or x.requires_grad or not x.is_contiguous():
-        return None
-    return x.numpy().reshape(-1)
-
-
 def count_set(mask: torch.Tensor) -> int:
-    """Set positions of a mask (any dtype, nonzero = set), as an int."""
-    if mask.device.type == "cpu" and mask.dtype == torch.bool:
-        return int(np.count_nonzero(mask.numpy()))
+    """Set positions of a mask (any dtype, nonzero = set), as an int (torch counts a whole tensor in place)."""
     return int(torch.count_nonzero(mask))
 
 
 def row_counts(mask: torch.Tensor) -> torch.Tensor:
-    """``(bs,)`` int64: set positions per row of a ``(bs, L)`` mask (any dtype, nonzero = set).
-
-    A CPU bool mask is counted by numpy on its own bytes (each 0 or 1), summed in int32 where a row cannot
-    overflow it (about twice as fast as numpy's int64 sum of bytes), no copy made.
-    """
-    if mask.device.type != "cpu" or mask.dtype != torch.bool or mask.dim() == 0:
+    """``(bs,)`` int64: set positions per row of a ``(bs, L)`` mask (any dtype, nonzero = set), block by block on
+    the CPU (counting along a dim makes a ``(bs, L)`` compare first)."""
+    blocks = _row_blocks(mask)
+    if blocks is None:
         return torch.count_nonzero(mask, dim=-1)
-    flags = mask.numpy().view(np.uint8)
-    if flags.shape[-1] >= 1 << 31:
-        return torch.from_numpy(np.asarray(np.add.reduce(flags, axis=-1, dtype=np.int64)))
-    return torch.from_numpy(np.asarray(np.add.reduce(flags, axis=-1, dtype=np.int32).astype(np.int64)))
+    out = torch.empty(mask.shape[0], dtype=torch.int64)
+    for rows in blocks:
+        out[rows] = torch.count_nonzero(mask[rows], dim=-1)
+    return out
 
 
 def masked_row_reduce(
@@ -105,70 +92,11 @@ def masked_row_reduce(
     return out
 
 
-def masked_row_any_nonzero(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-    """``(bs,)`` bool: rows of a ``(bs, L)`` tensor with a nonzero value where the bool ``mask`` is set.
-
-    On the CPU in numpy, chunk by chunk of rows (a compare, an and, an any on a chunk in cache: no
-    ``(bs, L)`` temporary); elsewhere :func:`masked_row_reduce`.
-    """
-    xs, ms = flat_numpy(x), flat_numpy(mask)
-    if xs is None or ms is None or x.dim() != 2 or mask.shape != x.shape or mask.dtype != torch.bool:
-        return masked_row_reduce(x, mask.bool(), 0.0, lambda block: (block != 0).any(-1))
-    rows_, length = x.shape
-    values, valid = xs.reshape(rows_, length), ms.reshape(rows_, length)
-    out = np.empty(rows_, dtype=bool)
-    step = max(1, NUMPY_CHUNK // max(1, length))
-    for start in range(0, rows_, step):
-        rows = slice(start, start + step)
-        nonzero = np.not_equal(values[rows], 0)
-        np.logical_and(nonzero, valid[rows], out=nonzero)
-        np.logical_or.reduce(nonzero, axis=1, out=out[rows])
-    return torch.from_numpy(out)
-
-
 def moving_rows(advantages: torch.Tensor, response_mask: torch.Tensor) -> torch.Tensor:
-    """``(bs,)`` bool: rows with a nonzero advantage on a response token, block by block on the CPU (no
-    ``(bs, L)`` temporary)."""
+    """``(bs,)`` bool: rows with a nonzero advantage on a response token (block by block on the CPU)."""
     if advantages.dim() != 2:
         return advantages.reshape(-1) != 0
-    return masked_row_any_nonzero(advantages, response_mask.bool())
-
-
-def masked_sum_min(w: torch.Tensor, valid: torch.Tensor, own: bool) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """``(where(valid, w, 0), its sum, its min)``, written into ``w`` itself when ``own``.
-
-    On the CPU in numpy, chunk by chunk while the chunk is in cache (one pass over memory, no mask temporary); the
-    chunks' float32 sums are added in float64, in order. Elsewhere three whole-tensor torch ops.
-    """
-    xs, ms = flat_numpy(w), flat_numpy(valid)
-    if xs is None or ms is None:
-        zero = torch.zeros((), dtype=w.dtype, device=w.device)
-        masked = torch.where(valid, w, zero, out=w) if own else torch.where(valid, w, zero)
-        return masked, masked.sum(), masked.min()
-    out = w if own else torch.empty_like(w)
-    os_ = out.numpy().reshape(-1)
-    total, low = 0.0, np.inf
-    with np.errstate(over="ignore", invalid="ignore"):  # an overflowing or NaN total is handled by the caller
-        for start in range(0, xs.size, NUMPY_CHUNK):
-            rows = slice(start, start + NUMPY_CHUNK)
-            chunk = os_[rows]
-            if own:
-                np.copyto(chunk, 0, where=np.logical_not(ms[rows]))
-            else:  # zeros, then the valid values: one masked copy, no inverted mask
-                chunk.fill(0)
-                np.copyto(chunk, xs[rows], where=ms[rows])
-            total += float(np.add.reduce(chunk))
-            low = np.minimum(low, chunk.min())  # NaN stays NaN (Python's min would drop it)
-    return out, torch.tensor(total, dtype=w.dtype), torch.tensor(float(low), dtype=w.dtype)
-
-
-def scale_in_place(w: torch.Tensor, factor: torch.Tensor) -> torch.Tensor:
-    """``w *= factor`` (a 0-dim tensor of w's dtype), in numpy on the CPU (no parallel region)."""
-    xs = flat_numpy(w)
-    if xs is None:
-        return w.mul_(factor)
-    np.multiply(xs, xs.dtype.type(factor.item()), out=xs)
-    return w
+    return masked_row_reduce(advantages, response_mask.bool(), 0.0, lambda block: (block != 0).any(-1))
 
 
 #: Where :func:`prepare_batch` puts the :class:`StepInputs` of a batch.

@@ -79,9 +79,9 @@ def mixed_weights(
     """``(alpha * prob + (1 - alpha), 0 outside valid)`` as a new float tensor, its sum and ``prob``'s min and max
     over every token, in one numpy pass on the CPU (each chunk is read once, while in cache); None elsewhere.
 
-    The same float operations as the torch expression (a multiply, then an add, in the scores' dtype) and the
-    same sum :func:`~dataflex_core.normalize_mean_one` makes (float chunk sums of the same chunks, added in
-    float64), so the weights are bit for bit those of ``finish(prob * alpha + (1 - alpha), valid)``.
+    The same float operations as the torch expression (a multiply, then an add, in the scores' dtype); the sum
+    adds the chunks' sums in float64, so the weights are those of ``finish(prob * alpha + (1 - alpha), valid)``
+    up to float32 rounding of the total (core's normalisation sums in torch).
     """
     xs, ms = numpy_view(prob.reshape(-1)), numpy_view(valid.reshape(-1))
     if xs is None or ms is None or ms.dtype != np.bool_ or not prob.is_contiguous() or not valid.is_contiguous():
