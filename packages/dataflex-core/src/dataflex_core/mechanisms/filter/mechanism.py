@@ -276,17 +276,6 @@ class Filter(Mechanism):
         )
         return {} if result is None else result.metrics
 
-    def refill_size(self, rounds: AdmissionRounds, step_id: int) -> int | None:
-        """The prompts of the step's next refill round: :meth:`draw_size` on the last round (``None``: the batch's)."""
-        draw, last = self.draw, rounds.prompts[-1] if rounds.prompts else None
-        if draw is None or last is None:
-            return None
-        zero, groups = last.zero_variance()
-        return self.draw_size(
-            missing=rounds.groups - rounds.admitted_groups, zero=zero, groups=groups,
-            rollout_n=int(rounds.rollouts[-1].max()), default=int(draw.sampler.batch_size), step_id=step_id,
-        )  # fmt: skip
-
     def draw_size(
         self, *, missing: int, zero: int, groups: int, rollout_n: int, default: int, step_id: int
     ) -> int | None:
@@ -399,5 +388,11 @@ class FilterRounds(GenerationRounds):
         mechanism = self.mechanism
         admitted, rollouts, tokens = mechanism.admit(self.step, batch, step)
         rounds.add(admitted, rollouts, tokens, mechanism.round_prompts(self.step, batch, step))
-        rounds.refill_size = mechanism.refill_size(rounds, step) if rounds.needs_refill else None
+        draw, last, rounds.refill_size = mechanism.draw, rounds.prompts[-1], None
+        if rounds.needs_refill and draw is not None and last is not None:  # the next refill's size: the last round's
+            zero, groups = last.zero_variance()
+            rounds.refill_size = mechanism.draw_size(
+                missing=rounds.groups - rounds.admitted_groups, zero=zero, groups=groups,
+                rollout_n=int(rounds.rollouts[-1].max()), default=int(draw.sampler.batch_size), step_id=step,
+            )  # fmt: skip
         return admitted

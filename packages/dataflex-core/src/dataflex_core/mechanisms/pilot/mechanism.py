@@ -33,6 +33,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping
 from dataclasses import replace
+from functools import partial
 from typing import Any, ClassVar
 
 import numpy as np
@@ -186,15 +187,8 @@ class Pilot(Filter):
         if evict is not None and drawn is not None:  # the host's own pull may hold an evicted row: not screened
             drawn = torch.as_tensor(drawn).flatten()
             drawn = drawn[~torch.isin(drawn, refill.evicted)]
-        size = None
-        if settings.draw is not None:  # the drawing scorer may size the screening stages after the first (GRESO's)
-
-            def size(missing: int, silent: int, screened: int, default: int, step_id: int) -> int | None:
-                return self.draw_size(
-                    missing=missing, zero=silent, groups=screened, rollout_n=settings.rollouts, default=default,
-                    step_id=step_id,
-                )  # fmt: skip
-
+        # the drawing scorer may size the screening stages after the first (GRESO's)
+        size = None if settings.draw is None else partial(self.draw_size, rollout_n=settings.rollouts)
         return PilotStages(groups, rollout_n, capped, sampler.next_block, drawn, self.buffer, evict, size)
 
     def observe(self, step: StepContext, stages: PilotStages, batch: Any, step_id: int) -> None:

@@ -147,10 +147,10 @@ class PilotStages(StepStages):
     :param evict: takes rows solved on every pilot out of later draws (``evict_solved``), how many it took. Applied
         when the next stage is asked for, on every process of a host that copies the main process's record after
         each observation (the rows are data here, the sampler each process's own), so every process draws alike.
-    :param size: ``(missing, not admitted, screened, default, step) -> prompts or None``: the size of a screening
-        stage after the step's first (with ``pilot.draw``, the drawing scorer's ``next_draw_size``: GRESO's sizing
-        from the last stage's share without signal); ``None``: ``prompts`` x the prompts lacking (with carry: x
-        the batch). From the record, so the same on every process.
+    :param size: ``(missing=, zero=, groups=, default=, step_id=) -> prompts or None``: the size of a screening
+        stage after the step's first, ``zero`` of the last one's ``groups`` not admitted (with ``pilot.draw``, the
+        drawing scorer's ``next_draw_size``: GRESO's sizing from the last stage's share without signal); ``None``:
+        ``prompts`` x the prompts lacking (with carry: x the batch). From the record, so the same on every process.
     """
 
     def __init__(
@@ -162,7 +162,7 @@ class PilotStages(StepStages):
         drawn: torch.Tensor | None = None,
         buffer: SurvivorBuffer | None = None,
         evict: Callable[[torch.Tensor], int] | None = None,
-        size: Callable[[int, int, int, int, int], int | None] | None = None,
+        size: Callable[..., int | None] | None = None,
     ) -> None:
         self.groups, self.rollout_n, self.settings, self._draw = int(groups), int(rollout_n), settings, draw
         self._evict, self._size = evict, size
@@ -296,7 +296,10 @@ class PilotStages(StepStages):
         ``size`` given the batch's ``lacking`` prompts and that stage's share not admitted; at most ``room``."""
         last = [explored for explored in self.explored if len(explored)]
         if self._size is not None and last:
-            sized = self._size(lacking, int((~self.admitted[last[-1]]).sum()), len(last[-1]), default, self.step or 0)
+            silent = int((~self.admitted[last[-1]]).sum())
+            sized = self._size(
+                missing=lacking, zero=silent, groups=len(last[-1]), default=default, step_id=self.step or 0
+            )
             default = default if sized is None else sized
         return min(default, room)
 
