@@ -165,8 +165,7 @@ def _verify(args: argparse.Namespace) -> int:
         remedies,
         scan_environment,
     )
-    from .lock.compare import sorted_rows
-    from .lock.outside import outside_rows
+    from .lock.compare import outside_rows, sorted_rows
 
     path = args.lock or os.environ.get(ENV_PLUGINS_LOCK, "").strip() or DEFAULT_LOCK_FILE
     try:

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import importlib.metadata as importlib_metadata
 import shlex
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from ..components import declared_kinds
+from ..distributions import ENTRY_POINT_GROUP
 from ..text_table import format_table
-from .file import BYTECODE_CACHE, CORE_DIST, MISSING_FILE, PluginSet
-from .restore import restore_lines
+from .environment import install_origin
+from .file import BYTECODE_CACHE, CORE_DIST, MISSING_FILE, PIP_REINSTALL, DistRecord, PluginSet
+from .importer import module_of
 
 #: Difference kinds, in the order rows are shown, with their labels.
 DIFFERENCE_LABELS = {
@@ -22,7 +25,7 @@ DIFFERENCE_LABELS = {
     "load_failed": "load failed",
     "outside": "entry point outside its distribution",
 }
-#: What to do about an entry point naming a module its distribution does not ship (:mod:`.outside`).
+#: What to do about an entry point naming a module its distribution does not ship (:func:`outside_rows`).
 OUTSIDE_FIX = (
     "ship that module in the distribution (or point the entry point at one of its own modules) and reinstall it"
 )
@@ -71,10 +74,7 @@ def _file_changes(locked: Mapping[str, str], installed: Mapping[str, str]) -> st
             changes.append(f"removed {path}")
         else:
             changes.append(f"modified {path}")
-    shown = changes[:5]
-    if len(changes) > 5:
-        shown.append(f"and {len(changes) - 5} more")
-    return "; ".join(shown)
+    return "; ".join(changes[:5]) + (f"; and {len(changes) - 5} more" if len(changes) > 5 else "")
 
 
 def _ep_text(eps: Mapping[str, str]) -> str:
@@ -110,11 +110,50 @@ def compare(expected: PluginSet, actual: PluginSet) -> list[Difference]:
             # installed) is no difference: that run trained without the plugin too
             rows.append(Difference("load_failed", name, want.version, have.version, have.load_error))
         elif want.components is not None and have.components is not None:
-            if _components_text(want.components) != _components_text(have.components):
-                rows.append(
-                    Difference("components", name, _components_text(want.components), _components_text(have.components))
-                )
+            before, after = _components_text(want.components), _components_text(have.components)
+            if before != after:
+                rows.append(Difference("components", name, before, after))
     return sorted_rows(rows)
+
+
+def entry_point_module(value: str) -> str:
+    """The module an entry point's value (``pkg.mod:attr [extra]``) imports."""
+    return importlib_metadata.EntryPoint(name="", value=value, group=ENTRY_POINT_GROUP).module
+
+
+def outside_entry_points(record: DistRecord) -> dict[str, str]:
+    """Entry-point name -> module, for each entry point naming a module ``record`` ships neither as a file (a
+    removed one counts: that is a content difference) nor as a namespace package holding its files. Such a module
+    (another distribution's, or a file on ``sys.path``) would run as this distribution's while no lock hashed it,
+    so ``dataflex lock`` refuses it and it is never imported under a lock."""
+    shipped = {found[0] for found in map(module_of, record.files) if found is not None}
+    outside = {}
+    for name, value in sorted(record.entry_points.items()):
+        module = entry_point_module(value)
+        if module not in shipped and not any(m.startswith(module + ".") for m in shipped):
+            outside[name] = module
+    return outside
+
+
+def describe_outside(record: DistRecord, outside: Mapping[str, str]) -> str:
+    """One clause per entry point of :func:`outside_entry_points`."""
+    return "; ".join(
+        f"entry point {name} = {record.entry_points[name]} names module {module!r}, which {record.name} does not "
+        "ship (another distribution's, or a file on sys.path)"
+        for name, module in outside.items()
+    )
+
+
+def outside_rows(plugin_set: PluginSet) -> list[Difference]:
+    """One ``outside`` row per distribution with an entry point outside its files, sorted."""
+    rows = []
+    for name in plugin_set.dist_names:
+        record = plugin_set.plugins[name]
+        outside = outside_entry_points(record)
+        if outside:
+            shown = ", ".join(f"{n} = {record.entry_points[n]}" for n in outside)
+            rows.append(Difference("outside", name, "-", shown, f"{describe_outside(record, outside)}; never imported"))
+    return rows
 
 
 def sorted_rows(rows: Iterable[Difference]) -> list[Difference]:
@@ -131,11 +170,35 @@ def format_differences(differences: Iterable[Difference]) -> str:
 
 
 def remedies(differences: Iterable[Difference], lock: str) -> list[str]:
-    """What an operator can run to get back to the lock ``lock`` names, one line per kind of fix (the reinstall of
-    the distributions that differ: :mod:`.restore`)."""
+    """What an operator can run to get back to the lock ``lock`` names, one line per kind of fix: one pip command
+    reinstalls every distribution that differs from where it was installed from (``--force-reinstall``: a changed
+    file keeps its version); an editable install is named apart, since no reinstall restores a checkout's files."""
     differences = list(differences)
     lock = shlex.quote(lock)  # a path with a space or a quote still works as printed
-    lines = restore_lines(differences)
+    by_dist: dict[str, list[Difference]] = {}
+    for row in differences:
+        if row.kind not in ("unexpected", "outside"):  # a reinstall mends neither
+            by_dist.setdefault(row.dist, []).append(row)
+    reinstall: dict[str, str] = {}
+    lines = []
+    for dist, rows in sorted(by_dist.items()):
+        try:
+            installed = importlib_metadata.distribution(dist)
+        except importlib_metadata.PackageNotFoundError:
+            installed = None  # then a missing row says the locked version
+        folder, editable = install_origin(installed) if installed is not None else (None, False)
+        # the locked version: a version or missing row says it, otherwise it is still the installed one
+        version = next((r.locked for r in rows if r.kind in ("version", "missing")), None) or installed.version
+        if editable and folder:
+            lines.append(
+                f"{dist} is an editable install of {folder}: its files are the checkout's own, so restore them there "
+                f"(`git -C {shlex.quote(folder)} checkout -- .`) or re-lock after review"
+            )
+        else:  # from its checkout folder or wheel file, else from an index
+            reinstall[dist] = folder or f"{dist}=={version}"
+    if reinstall:
+        targets = " ".join(shlex.quote(t) for t in reinstall.values())
+        lines.insert(0, f"restore the locked bytes of {', '.join(reinstall)}: `{PIP_REINSTALL} {targets}`")
     unexpected = sorted({d.dist for d in differences if d.kind == "unexpected"})
     if unexpected:
         lines.append(

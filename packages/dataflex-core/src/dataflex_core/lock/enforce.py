@@ -16,11 +16,10 @@ from ..discovery import ENV_PLUGINS_LOCK, DataFlexPluginManager
 from ..distributions import canonical_name
 from ..errors import DataFlexError, PluginLoadError
 from ..registry import Registry
-from .compare import Difference, compare, format_differences, remedies, sorted_rows
+from .compare import Difference, compare, format_differences, outside_rows, remedies, sorted_rows
 from .environment import installed_plugin_set
-from .file import DistRecord, PluginSet, read_lock
+from .file import PluginSet, read_lock
 from .importer import CHECKED_IMPORTER, CheckedImporter, install, uninstall
-from .outside import outside_rows
 
 
 class PluginSetMismatch(DataFlexError):
@@ -30,9 +29,7 @@ class PluginSetMismatch(DataFlexError):
         self.differences = list(differences)
         self.expected_from = expected_from
         message = f"the dataflex plugin set differs from {expected_from}:\n{format_differences(self.differences)}"
-        if hint:
-            message += f"\n{hint}"
-        super().__init__(message)
+        super().__init__(f"{message}\n{hint}" if hint else message)
 
 
 class PluginDriftWarning(UserWarning):
@@ -46,12 +43,19 @@ def enforce(
     allow_drift: bool = False,
     expected_from: str = "the lock",
     hint: str = "",
+    lock: str | None = None,
+    differences: list[Difference] | None = None,
 ) -> list[Difference]:
     """Raise :class:`PluginSetMismatch` on any difference ``allow_drift`` does not accept; with ``allow_drift``,
-    version and content changes only warn, and are returned so the host can record them."""
-    differences = compare(expected, actual)
+    version and content changes only warn, and are returned so the host can record them.
+
+    :param hint: what the error says after the table; with ``lock`` (its path), then the commands that restore it.
+    :param differences: the rows to judge, when the caller has them (default: ``compare(expected, actual)``).
+    """
+    differences = compare(expected, actual) if differences is None else differences
     refused = [d for d in differences if not (allow_drift and d.is_drift)]
     if refused:
+        hint = "; ".join([hint, *remedies(refused, lock)]) if lock is not None else hint
         raise PluginSetMismatch(differences, expected_from, hint)
     if differences:
         warnings.warn(
@@ -79,13 +83,9 @@ def enforce_before_import(
         ``allow_drift``), or an entry point names a module it does not ship (never accepted).
     """
     mine = restrict_to(installed, locked.dist_names)
-    outside = outside_rows(mine)
-    differences = sorted_rows([*compare(locked, mine), *outside])
-    refused = [d for d in differences if not (allow_drift and d.is_drift)]
-    hint = "no plugin was imported. " + "; ".join(remedies(refused, lock)) if refused else ""
-    if outside:
-        raise PluginSetMismatch(differences, expected_from, hint)
-    return enforce(locked, mine, allow_drift=allow_drift, expected_from=expected_from, hint=hint)
+    differences = sorted_rows([*compare(locked, mine), *outside_rows(mine)])
+    return enforce(locked, mine, allow_drift=allow_drift, expected_from=expected_from,
+                   hint="no plugin was imported", lock=lock, differences=differences)  # fmt: skip
 
 
 def restrict_to(plugin_set: PluginSet, dists: Iterable[str]) -> PluginSet:
@@ -110,21 +110,11 @@ def locked_manager(
         replace(record, files={p: d for p, d in record.files.items() if p in locked.plugins[name].files})
         for name, record in installed.plugins.items()
     ]
-    refuse_imported_elsewhere(listed)
-    CHECKED_IMPORTER.add(listed)
-    install()
-    manager = DataFlexPluginManager()
-    manager.lock_path = str(lock_path)
-    manager.load_entrypoints(only_dists=locked.dist_names)
-    return manager
-
-
-def refuse_imported_elsewhere(records: list[DistRecord]) -> None:
-    """Raise :class:`PluginLoadError` when a module of these distributions is already imported from anything but
-    their checked files (the job imported a copy before the lock): modules cannot be un-imported."""
-    checked = CheckedImporter()
-    checked.add(records)
-    found = checked.imported_elsewhere()
+    # modules cannot be un-imported: one of theirs already loaded from elsewhere (a copy imported before the lock)
+    # ran code nobody checked, so the lock refuses to stand behind it
+    before = CheckedImporter()
+    before.add(listed)
+    found = before.imported_elsewhere()
     if found:
         shown = "; ".join(found[:5]) + (f"; and {len(found) - 5} more" if len(found) > 5 else "")
         raise PluginLoadError(
@@ -132,6 +122,12 @@ def refuse_imported_elsewhere(records: list[DistRecord]) -> None:
             f"checked: {shown}. Apply the lock before anything imports a plugin (set {ENV_PLUGINS_LOCK} in the "
             "job's environment, or build the trainer before importing plugin modules yourself)"
         )
+    CHECKED_IMPORTER.add(listed)
+    install()
+    manager = DataFlexPluginManager()
+    manager.lock_path = str(lock_path)
+    manager.load_entrypoints(only_dists=locked.dist_names)
+    return manager
 
 
 def use_plugin_lock(
@@ -152,11 +148,11 @@ def use_plugin_lock(
     :raises PluginLoadError: plugins outside the lock, or locked plugin modules from other files, were already
         imported in this process (modules cannot be un-imported).
     """
+    global _MANAGER
     allowed = {canonical_name(d) for d in read_lock(lock_path).dist_names}
-    current = current_plugin_manager()
-    if current is not None:
-        loaded = {i.dist for i in current.plugin_infos.values() if i.dist}
-        loaded |= {f.plugin.dist for f in current.failures if f.plugin.dist}
+    if _MANAGER is not None:
+        loaded = {i.dist for i in _MANAGER.plugin_infos.values() if i.dist}
+        loaded |= {f.plugin.dist for f in _MANAGER.failures if f.plugin.dist}
         outside = sorted(d for d in loaded if canonical_name(d) not in allowed)
         if outside:
             raise PluginLoadError(
@@ -164,9 +160,8 @@ def use_plugin_lock(
                 f"{', '.join(outside)}; apply the lock before anything loads plugins, e.g. set "
                 f"{ENV_PLUGINS_LOCK}={lock_path} in the environment"
             )
-    manager = locked_manager(lock_path, allow_drift=allow_drift, expected_from=expected_from)
-    set_plugin_manager(manager)
-    return manager
+    _MANAGER = locked_manager(lock_path, allow_drift=allow_drift, expected_from=expected_from)
+    return _MANAGER
 
 
 _MANAGER: DataFlexPluginManager | None = None
@@ -175,26 +170,13 @@ _MANAGER: DataFlexPluginManager | None = None
 def get_plugin_manager() -> DataFlexPluginManager:
     """The process-wide plugin manager, loaded on the first call (held to ``$DATAFLEX_PLUGINS_LOCK`` if set)."""
     global _MANAGER
-    if _MANAGER is None:
-        lock_path = os.environ.get(ENV_PLUGINS_LOCK, "").strip()
-        if lock_path:
-            manager = locked_manager(lock_path, allow_drift=False, expected_from=f"${ENV_PLUGINS_LOCK}={lock_path}")
-        else:
-            manager = DataFlexPluginManager()
-            manager.load_entrypoints()
-        _MANAGER = manager
+    lock_path = os.environ.get(ENV_PLUGINS_LOCK, "").strip()
+    if _MANAGER is None and lock_path:
+        _MANAGER = locked_manager(lock_path, allow_drift=False, expected_from=f"${ENV_PLUGINS_LOCK}={lock_path}")
+    elif _MANAGER is None:
+        _MANAGER = DataFlexPluginManager()
+        _MANAGER.load_entrypoints()
     return _MANAGER
-
-
-def current_plugin_manager() -> DataFlexPluginManager | None:
-    """The process-wide manager if one was made, without loading anything."""
-    return _MANAGER
-
-
-def set_plugin_manager(manager: DataFlexPluginManager) -> None:
-    """Make ``manager`` the process-wide one (a lock put in force by :func:`use_plugin_lock`)."""
-    global _MANAGER
-    _MANAGER = manager
 
 
 def reset_plugin_manager() -> None:

@@ -17,6 +17,7 @@ import marshal
 import os
 from collections.abc import Collection, Mapping
 from pathlib import Path, PurePosixPath
+from urllib.parse import unquote, urlparse
 
 from ..distributions import ENTRY_POINT_GROUP, canonical_name, dataflex_entry_points, plugin_distributions
 from ..version import __version__
@@ -27,23 +28,19 @@ from .importer import module_of
 _OPT_LEVELS = ("", 1, 2)
 
 
-def _is_editable(dist: importlib_metadata.Distribution) -> bool:
+def install_origin(dist: importlib_metadata.Distribution) -> tuple[str | None, bool]:
+    """``(the local folder or file pip installed dist from, else None; editable)`` from its ``direct_url.json``
+    (PEP 610); without one, editable when it has no RECORD either (a legacy develop install, an .egg-info in a
+    source tree)."""
     text = dist.read_text("direct_url.json")
-    if text:
-        try:
-            return bool(json.loads(text).get("dir_info", {}).get("editable", False))
-        except (ValueError, AttributeError):
-            return False
-    # no RECORD: a legacy develop install or an .egg-info in a source tree
-    return dist.read_text("RECORD") is None
-
-
-def file_digest(path: str | os.PathLike[str]) -> str:
-    """sha256 hex of a file's bytes, or :data:`MISSING_FILE` when it is gone."""
+    if not text:
+        return None, dist.read_text("RECORD") is None
     try:
-        return hashlib.sha256(Path(path).read_bytes()).hexdigest()
-    except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
-        return MISSING_FILE
+        record = json.loads(text)
+        url, editable = urlparse(str(record.get("url", ""))), bool(record.get("dir_info", {}).get("editable"))
+    except (ValueError, AttributeError):
+        return None, False
+    return (unquote(url.path) if url.scheme == "file" else None), editable
 
 
 def _record_locations(dist: importlib_metadata.Distribution) -> dict[str, Path]:
@@ -69,22 +66,12 @@ def _walk(root: Path, prefix: tuple[str, ...], *, hidden: bool = True) -> dict[s
 
 def _shadowing_siblings(rel: str, path: Path) -> dict[str, Path]:
     """What Python would import instead of the module ``rel``: a package folder or an extension of that name."""
-    if not rel.endswith(".py") or rel.endswith("/__init__.py") or rel == "__init__.py":
+    if not rel.endswith(".py") or path.name == "__init__.py":
         return {}
-    stem = path.name[: -len(".py")]
-    parent = rel.rpartition("/")[0]
-    key = f"{parent}/{stem}" if parent else stem
-    found = {}
-    package = path.with_name(stem)
-    for suffix in importlib.machinery.all_suffixes():
-        init = package / f"__init__{suffix}"
-        if init.is_file():
-            found[f"{key}/__init__{suffix}"] = init
-    for suffix in importlib.machinery.EXTENSION_SUFFIXES:
-        ext = path.with_name(stem + suffix)
-        if ext.is_file():
-            found[key + suffix] = ext
-    return found
+    key, package = rel[: -len(".py")], path.with_suffix("")
+    found = {f"{key}/__init__{s}": package / f"__init__{s}" for s in importlib.machinery.all_suffixes()}
+    found.update({key + s: path.with_name(package.name + s) for s in importlib.machinery.EXTENSION_SUFFIXES})
+    return {name: candidate for name, candidate in found.items() if candidate.is_file()}
 
 
 def _unlisted_files(listed: Mapping[str, Path]) -> dict[str, Path]:
@@ -215,7 +202,7 @@ def _source_locations(dist: importlib_metadata.Distribution) -> dict[str, Path |
 def _installed_locations(dist: importlib_metadata.Distribution) -> tuple[dict[str, Path | None], bool, frozenset[str]]:
     """``(path -> where it is, editable, shared)`` for one distribution: every file its hash covers (``None``:
     gone), and the files other distributions install into its namespace folders."""
-    if _is_editable(dist):
+    if install_origin(dist)[1]:
         listed = _source_locations(dist)
         present = {rel: p for rel, p in listed.items() if p is not None}
         return {**listed, **_foreign_bytecode(present)}, True, frozenset()
@@ -225,7 +212,14 @@ def _installed_locations(dist: importlib_metadata.Distribution) -> tuple[dict[st
 
 
 def _digests(locations: Mapping[str, Path | None]) -> dict[str, str]:
-    return {rel: MISSING_FILE if p is None else file_digest(p) for rel, p in locations.items()}
+    """path -> sha256 hex of the file's bytes, or :data:`MISSING_FILE` where it is gone."""
+    digests = dict.fromkeys(locations, MISSING_FILE)
+    for rel, path in locations.items():
+        try:
+            digests[rel] = hashlib.sha256(path.read_bytes()).hexdigest() if path is not None else MISSING_FILE
+        except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
+            pass
+    return digests
 
 
 def installed_files(dist: importlib_metadata.Distribution) -> tuple[dict[str, str], bool]:

@@ -25,7 +25,6 @@ from ..components import KINDS, declared_kinds, is_component_name
 from ..distributions import canonical_name
 from ..errors import DataFlexError
 from ..version import __version__
-from .restore import PIP_REINSTALL
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -45,7 +44,10 @@ CORE_DIST = "dataflex-core"
 MISSING_FILE = "missing"
 #: The folder of cached bytecode: never locked, listed only when a cached file is not compiled from its source.
 BYTECODE_CACHE = "__pycache__"
-#: How a ``dataflex lock --requirements`` file is restored (:data:`~.restore.PIP_REINSTALL` says why so).
+#: The pip invocation every restore starts with: ``--force-reinstall`` because pip leaves a satisfied pin alone
+#: (changed bytes keep their version), ``--no-deps`` so torch and the rest are not reinstalled.
+PIP_REINSTALL = "pip install --force-reinstall --no-deps"
+#: How a ``dataflex lock --requirements`` file is restored.
 RESTORE_COMMAND = f"{PIP_REINSTALL} -r"
 
 _HEADER = (
@@ -171,21 +173,11 @@ def _str_table(value: Any, source: str, where: str) -> dict[str, str]:
 
 def _components(raw: Any, source: str, where: str) -> dict[str, tuple[str, ...]]:
     _expect(isinstance(raw, dict), source, where, "a table", raw)
+    kind_name = f"a kind name ({', '.join(KINDS)}, mechanism or a plugin's)"
     for kind, names in raw.items():
-        _expect(
-            is_component_name(kind),
-            source,
-            f"{where} key",
-            f"a kind name ({', '.join(KINDS)}, mechanism or a plugin's)",
-            kind,
-        )
-        _expect(
-            isinstance(names, list) and all(is_component_name(n) for n in names),
-            source,
-            f"{where}.{kind}",
-            "a list of names (lower-case identifiers)",
-            names,
-        )
+        _expect(is_component_name(kind), source, f"{where} key", kind_name, kind)
+        listed = isinstance(names, list) and all(is_component_name(n) for n in names)
+        _expect(listed, source, f"{where}.{kind}", "a list of names (lower-case identifiers)", names)
     return {kind: tuple(sorted(names)) for kind, names in raw.items() if names}
 
 
@@ -200,19 +192,14 @@ def _dist_name(raw: Any, source: str, where: str) -> str:
     return canonical_name(raw)
 
 
-def _is_version(raw: Any) -> bool:
-    if not isinstance(raw, str) or raw.strip() != raw:  # packaging forgives surrounding space; a pin line does not
-        return False
-    try:
-        Version(raw)
-    except InvalidVersion:
-        return False
-    return True
-
-
 def _version(raw: Any, source: str, where: str) -> str:
-    """A PEP 440 version, the only text of a lock that reaches a ``--requirements`` pin besides the name."""
-    _expect(_is_version(raw), source, where, "a version (PEP 440, e.g. 1.2.0)", raw)
+    """A PEP 440 version, the only text of a lock that reaches a ``--requirements`` pin besides the name (packaging
+    forgives surrounding space; a pin line does not)."""
+    try:
+        valid = isinstance(raw, str) and raw.strip() == raw and Version(raw) is not None
+    except InvalidVersion:
+        valid = False
+    _expect(valid, source, where, "a version (PEP 440, e.g. 1.2.0)", raw)
     return raw
 
 
@@ -221,11 +208,6 @@ def _hashes(raw: Any, source: str, where: str) -> dict[str, str]:
     for rel, digest in files.items():
         _expect(digest == MISSING_FILE or _HEX_DIGEST.fullmatch(digest) is not None, source, f"{where}.{rel!r}", "a hex digest", digest)  # fmt: skip
     return files
-
-
-def _optional_str(raw: Any, source: str, where: str) -> str | None:
-    _expect(raw is None or isinstance(raw, str), source, where, "a string", raw)
-    return raw
 
 
 def parse_lock(text: str, source: str = "<lock>") -> PluginSet:
@@ -254,8 +236,11 @@ def parse_lock(text: str, source: str = "<lock>") -> PluginSet:
     for name, raw in plugins_raw.items():
         where = f"plugins.{name!r}"
         _expect(isinstance(raw, dict), source, where, "a table", raw)
-        editable = raw.get("editable", False)
+        editable, load_error = raw.get("editable", False), raw.get("load_error")
         _expect(isinstance(editable, bool), source, f"{where}.editable", "true or false", editable)
+        _expect(
+            load_error is None or isinstance(load_error, str), source, f"{where}.load_error", "a string", load_error
+        )
         record = DistRecord(
             name=_dist_name(name, source, f"plugins key {name!r}"),
             version=_version(raw.get("version"), source, f"{where}.version"),
@@ -263,7 +248,7 @@ def parse_lock(text: str, source: str = "<lock>") -> PluginSet:
             components=_components(raw["components"], source, f"{where}.components") if "components" in raw else None,
             files=_hashes(raw.get("files", {}), source, f"{where}.files"),
             editable=editable,
-            load_error=_optional_str(raw.get("load_error"), source, f"{where}.load_error"),
+            load_error=load_error,
         )
         stated = raw.get("content_hash")
         if stated is not None and stated != record.content_hash:
@@ -290,15 +275,14 @@ def read_lock(path: str | os.PathLike[str]) -> PluginSet:
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
     except (FileNotFoundError, NotADirectoryError):
         raise LockFileError(f"plugin lock {str(path)!r} does not exist; {create}") from None
-    except IsADirectoryError:  # where a directory cannot be opened at all
-        raise LockFileError(_directory_message(path)) from None
     except OSError as exc:
         raise LockFileError(f"plugin lock {str(path)!r} cannot be read: {exc.strerror or exc}") from None
     mode = os.fstat(fd).st_mode
     if not stat.S_ISREG(mode):
         os.close(fd)
         if stat.S_ISDIR(mode):
-            raise LockFileError(_directory_message(path))
+            inside = shlex.quote(str(path / DEFAULT_LOCK_FILE))
+            raise LockFileError(f"plugin lock {str(path)!r} is a directory; name the lock file, e.g. {inside}")
         raise LockFileError(
             f"plugin lock {str(path)!r} is {file_kind(mode)}, not a regular file; a lock is the file "
             f"`dataflex lock` writes: {create}"
@@ -319,11 +303,6 @@ def read_lock(path: str | os.PathLike[str]) -> PluginSet:
             f"`dataflex lock -o {shlex.quote(str(path))}`"
         ) from None
     return parse_lock(text, source=str(path))
-
-
-def _directory_message(path: Path) -> str:
-    inside = shlex.quote(str(path / DEFAULT_LOCK_FILE))
-    return f"plugin lock {str(path)!r} is a directory; name the lock file, e.g. {inside}"
 
 
 def write_lock(plugin_set: PluginSet, path: str | os.PathLike[str]) -> None:

@@ -145,19 +145,19 @@ class CheckedImporter(importlib.abc.MetaPathFinder):
 
     def __init__(self) -> None:
         self.modules: dict[str, CheckedModule] = {}
-        #: Regular packages (an ``__init__``) of checked distributions: every name inside them is theirs.
-        self.packages: dict[str, str] = {}
         #: Namespace packages holding checked modules: name -> ``(dist, folder)`` per distribution.
         self.namespaces: dict[str, list[tuple[str, str]]] = {}
         #: Files other distributions install into checked namespace folders: importable there (absolute paths).
         self.shared: frozenset[str] = frozenset()
 
     def _enclosing_package(self, fullname: str) -> str | None:
+        """The checked distribution whose regular package (an ``__init__``) holds ``fullname``: every name inside
+        it is theirs."""
         parts = fullname.split(".")
         for end in range(len(parts) - 1, 0, -1):
-            dist = self.packages.get(".".join(parts[:end]))
-            if dist is not None:
-                return dist
+            module = self.modules.get(".".join(parts[:end]))
+            if module is not None and module.is_package:
+                return module.dist
         return None
 
     def owner(self, fullname: str) -> str | None:
@@ -227,7 +227,6 @@ class CheckedImporter(importlib.abc.MetaPathFinder):
         records = list(records)
         names = {r.name for r in records}
         self.modules = {n: m for n, m in self.modules.items() if m.dist not in names}
-        self.packages = {n: d for n, d in self.packages.items() if d not in names}
         kept = {n: [(d, f) for d, f in owners if d not in names] for n, owners in self.namespaces.items()}
         self.namespaces = {n: owners for n, owners in kept.items() if owners}
         self.shared = self.shared.union(*(r.shared for r in records))
@@ -235,8 +234,6 @@ class CheckedImporter(importlib.abc.MetaPathFinder):
             modules, namespaces = checked_modules(record)
             for name, module in modules.items():
                 self.modules.setdefault(name, module)
-                if module.is_package:
-                    self.packages.setdefault(name, module.dist)
             for name, folder in namespaces.items():
                 self.namespaces.setdefault(name, []).append((record.name, folder))
 
@@ -271,5 +268,4 @@ def uninstall(*, forget: bool = True) -> None:
     while CHECKED_IMPORTER in sys.meta_path:
         sys.meta_path.remove(CHECKED_IMPORTER)
     if forget:
-        CHECKED_IMPORTER.modules, CHECKED_IMPORTER.packages, CHECKED_IMPORTER.namespaces = {}, {}, {}
-        CHECKED_IMPORTER.shared = frozenset()
+        CHECKED_IMPORTER.__init__()  # type: ignore[misc]

@@ -18,7 +18,7 @@ from ..atomic_write import write_text_atomic
 from ..discovery import ENV_PLUGINS_LOCK
 from ..errors import ConfigError
 from ..keys import Key, parse_keys
-from .compare import Difference, compare, format_differences, remedies
+from .compare import Difference, format_differences
 from .enforce import enforce, get_plugin_manager, use_plugin_lock
 from .file import DEFAULT_LOCK_FILE, PluginSet, read_lock, write_lock
 from .scan import scan_environment
@@ -42,8 +42,8 @@ CHECKPOINT_PLUGIN_SET = DEFAULT_LOCK_FILE
 CHECKPOINT_PINNING = "dataflex_plugins.json"
 
 MOUNT_HINT = (
-    "the run stops before the first rollout. {remedies}; dataflex.plugins.allow_drift=true accepts version and "
-    "content changes with a warning"
+    "the run stops before the first rollout (dataflex.plugins.allow_drift=true accepts version and content changes "
+    "with a warning)"
 )
 RESUME_HINT = (
     "resume in an environment with the checkpoint's plugin set (it is stored in the checkpoint as "
@@ -72,12 +72,10 @@ def plugin_settings(plugins: Any) -> PluginSettings:
     if lock is not None and not lock.strip():
         raise ConfigError(f"dataflex.{PLUGINS_KEY}.lock must be the path of a `dataflex lock` file, got {lock!r}")
     flags = {"allow_drift": keys["allow_drift"], "allow_missing_state": keys["allow_missing_state"]}
-    if lock:
-        return PluginSettings(lock=lock, **flags)
     env_lock = os.environ.get(ENV_PLUGINS_LOCK, "").strip()
-    if env_lock:
+    if not lock and env_lock:
         return PluginSettings(lock=env_lock, lock_from=f"${ENV_PLUGINS_LOCK}", **flags)
-    return PluginSettings(**flags)
+    return PluginSettings(lock=lock or None, **flags)
 
 
 @dataclass
@@ -114,13 +112,13 @@ def resolve_plugins(plugins: Any) -> ResolvedPlugins:
         manager = use_plugin_lock(settings.lock, allow_drift=settings.allow_drift, expected_from=source)
         expected = read_lock(settings.lock)
         actual = scan_environment(manager=manager)
-        refused = [d for d in compare(expected, actual) if not (settings.allow_drift and d.is_drift)]
         drift = enforce(
             expected,
             actual,
             allow_drift=settings.allow_drift,
             expected_from=source,
-            hint=MOUNT_HINT.format(remedies="; ".join(remedies(refused, settings.lock))),
+            hint=MOUNT_HINT,
+            lock=settings.lock,
         )
         if drift:
             logger.warning("dataflex plugin drift accepted (allow_drift):\n%s", format_differences(drift))
