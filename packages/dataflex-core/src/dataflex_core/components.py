@@ -9,7 +9,6 @@ that kind, so a distribution adds a kind with one class and its contract.
 
 from __future__ import annotations
 
-import functools
 import inspect
 import re
 from collections.abc import Iterable
@@ -107,19 +106,10 @@ def accepted_params(cls: type) -> dict[str, Any]:
         init = klass.__dict__.get("__init__")
         if init is None or klass is object:
             continue
-        params.update(_init_params(init))
+        for p in inspect.signature(init).parameters.values():
+            if p.name != "self" and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
+                params[p.name] = p.default
     return params
-
-
-@functools.lru_cache(maxsize=1024)
-def _init_params(init: Any) -> tuple[tuple[str, Any], ...]:
-    """``(name, default)`` of one ``__init__``'s settable parameters, read once per function (``describe()`` runs
-    in many components' every call, and ``inspect.signature`` is most of it)."""
-    return tuple(
-        (p.name, p.default)
-        for p in inspect.signature(init).parameters.values()
-        if p.name != "self" and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
-    )
 
 
 class Component:
