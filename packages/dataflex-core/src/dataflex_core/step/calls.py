@@ -20,7 +20,7 @@ from ..batch import Batch
 from ..config import DataFlexPipeline
 from ..errors import ComponentError
 from .process_state import ProcessState
-from .watchdog import WATCHDOG
+from .watchdog import WATCHDOG, _at
 
 logger = logging.getLogger("dataflex_core.step")
 
@@ -32,10 +32,6 @@ SETTING_NAMES = {
     "threads": "torch's CPU thread count",
 }
 INPUT_RULE = "components get read-only inputs: clone a tensor or copy an array before changing it"
-
-
-def _at(step: int | None) -> str:
-    return "" if step is None else f" at step {step}"
 
 
 def _tensors(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Iterator[tuple[str, torch.Tensor]]:

@@ -11,7 +11,7 @@ import numpy as np
 import torch
 
 from .result import PREFIX
-from .weights import SEQUENCE_UNIT, TOKEN_UNIT
+from .weights import SEQUENCE_UNIT, TOKEN_UNIT, masked_unit_mean
 
 
 def weight_metrics(
@@ -63,25 +63,17 @@ def weight_metrics(
         f"{PREFIX}valid_tokens": float(num_tokens),
     }
     composed = importance_weights is not None and applied is not None
-    if composed:  # the mean of the applied weights over the mean of the framework's own
-        over = (valid_tokens, token_counts, unit)
-        out[f"{PREFIX}weight/mean"] = (_unit_mean(applied, *over) / _unit_mean(importance_weights, *over)).item()
+    if composed:  # the mean of the applied weights over the mean of the framework's own, from their row sums (no copy)
+        applied_mean, own_mean = (  # one column per row, holding the row's sum
+            masked_unit_mean(_masked_row_stats(w, valid_tokens)[0][:, None], token_counts, unit)
+            for w in (applied, importance_weights)
+        )
+        out[f"{PREFIX}weight/mean"] = (applied_mean / own_mean).item()
     else:
         out[f"{PREFIX}weight/mean"] = out[f"{PREFIX}weight/factor_mean"]
     out[f"{PREFIX}weight/unit_is_sequence"] = 1.0 if unit == SEQUENCE_UNIT else 0.0
     out[f"{PREFIX}weight/composed"] = 1.0 if composed else 0.0
     return out
-
-
-def _unit_mean(
-    weights: torch.Tensor, valid_tokens: torch.Tensor, token_counts: torch.Tensor, unit: str
-) -> torch.Tensor:
-    """The float64 mean in ``unit`` of ``(bs, L)`` weights over the valid tokens, from their row sums (no copy)."""
-    row_sum = _masked_row_stats(weights, valid_tokens)[0]
-    if unit == TOKEN_UNIT:
-        return row_sum.sum() / token_counts.sum().clamp(min=1)
-    rows = token_counts > 0
-    return torch.where(rows, row_sum / token_counts.clamp(min=1), 0.0).sum() / rows.sum().clamp(min=1)
 
 
 #: ``(row sums (bs,) float64, sum of squares, min, max)`` over valid tokens, the last three 0-dim float64.

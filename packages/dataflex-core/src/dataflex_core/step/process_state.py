@@ -20,10 +20,6 @@ def _numpy_state_equal(a: Any, b: Any) -> bool:
     return a[0] == b[0] and np.array_equal(a[1], b[1]) and tuple(a[2:]) == tuple(b[2:])
 
 
-def _cuda_rng() -> torch.Tensor | None:
-    return torch.cuda.get_rng_state() if torch.cuda.is_available() and torch.cuda.is_initialized() else None
-
-
 @dataclass
 class ProcessState:
     """The framework's process-wide settings at one moment."""
@@ -48,7 +44,7 @@ class ProcessState:
             ),
             threads=torch.get_num_threads(),
             torch_rng=torch.get_rng_state(),
-            cuda_rng=_cuda_rng(),
+            cuda_rng=torch.cuda.get_rng_state() if torch.cuda.is_available() and torch.cuda.is_initialized() else None,
             numpy_rng=np.random.get_state(),
             python_rng=random.getstate(),
         )
@@ -60,19 +56,13 @@ class ProcessState:
             before, after = getattr(self, name), getattr(now, name)
             if before != after:
                 out[name] = f"{before} -> {after}"
-        drawn = [
-            name
-            for name, same in (
-                ("torch", torch.equal(self.torch_rng, now.torch_rng)),
-                (
-                    "torch.cuda",
-                    self.cuda_rng is None or now.cuda_rng is None or torch.equal(self.cuda_rng, now.cuda_rng),
-                ),
-                ("numpy", _numpy_state_equal(self.numpy_rng, now.numpy_rng)),
-                ("random", self.python_rng == now.python_rng),
-            )
-            if not same
-        ]
+        same = {
+            "torch": torch.equal(self.torch_rng, now.torch_rng),
+            "torch.cuda": self.cuda_rng is None or now.cuda_rng is None or torch.equal(self.cuda_rng, now.cuda_rng),
+            "numpy": _numpy_state_equal(self.numpy_rng, now.numpy_rng),
+            "random": self.python_rng == now.python_rng,
+        }
+        drawn = [name for name, unchanged in same.items() if not unchanged]
         if drawn:
             out["rng"] = ", ".join(drawn)
         return out

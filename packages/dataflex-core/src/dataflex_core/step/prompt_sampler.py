@@ -25,7 +25,6 @@ from ..contracts import check_probabilities, check_prompt_scores
 from ..errors import ConfigError
 from ..state_fields import StateFieldError, count, field, rows
 from .blocks import BlockSampler, systematic_positions
-from .calls import component_label
 from .context import StepContext
 from .fields import is_prompt_field
 from .history import PromptHistory
@@ -143,20 +142,20 @@ class CurriculumSampler(BlockSampler):
         """``(probabilities over rows (float64), uniform)``: the curriculum's, or uniform before warm-up or on a
         fallback."""
         n = len(rows)
-        pipeline = self.step.pipeline
-        if not pipeline.active(step):
-            return torch.full((n,), 1.0 / n, dtype=torch.float64), True
-        batch = candidate_batch(self.history, rows, self.fields, self.columns)
-        ctx, calls = self.step.ctx, self.step.calls
+        if self.step.active(step):
+            batch = candidate_batch(self.history, rows, self.fields, self.columns)
+            ctx, calls = self.step.ctx, self.step.calls
 
-        def draw() -> torch.Tensor:
-            scores = calls.call("scorer", "score", batch, step, at_step=step, **ctx)
-            scores = check_prompt_scores(scores, n, owner=component_label(pipeline, "scorer"), step=step)
-            proposed = calls.call("actuator", "act", scores, batch, at_step=step, step_id=step, **ctx)
-            return check_probabilities(proposed, n, owner=component_label(pipeline, "actuator"), step=step)
+            def draw() -> torch.Tensor:
+                scores = calls.call("scorer", "score", batch, step, at_step=step, **ctx)
+                scores = check_prompt_scores(scores, n, owner=calls.label("scorer"), step=step)
+                proposed = calls.call("actuator", "act", scores, batch, at_step=step, step_id=step, **ctx)
+                return check_probabilities(proposed, n, owner=calls.label("actuator"), step=step)
 
-        p, fell_back = self.step.on_invalid.attempt(draw, step=step, instead="drawing uniformly")
-        return (torch.full((n,), 1.0 / n, dtype=torch.float64), True) if fell_back else (p, False)
+            p, fell_back = self.step.on_invalid.attempt(draw, step=step, instead="drawing uniformly")
+            if not fell_back:
+                return p, False
+        return torch.full((n,), 1.0 / n, dtype=torch.float64), True
 
     def next_block(self, size: int | None = None) -> list[int]:
         """Draw the next block of ``size`` (default ``batch_size``) dataset rows for step ``history.last_step + 1``;

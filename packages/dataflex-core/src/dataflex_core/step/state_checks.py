@@ -6,7 +6,7 @@ refused here in one line naming the file, the component's role and the field.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -20,41 +20,33 @@ def state_problem(global_steps: int, components: Mapping[str, Mapping[str, Any]]
     """What is wrong with a state that loaded (``None``: nothing), naming the role and the field."""
     if global_steps < 0:
         return f"global_steps={global_steps} is negative (a run counts its steps from 0)"
+    most = global_steps * MOST_STEPS_PER_GLOBAL_STEP
     for role, entry in components.items():
-        if (entry["kind"], entry["name"]) == (ComputeTotals.kind, ComputeTotals.name):
-            problem = _compute_steps_problem(entry["state"].get("steps"), global_steps, role)
-            if problem is not None:
-                return problem
-        problem = _walk(entry["state"], f"{role} {entry['kind']} {entry['name']!r}: state")
+        # the compute totals count no more DataFlex steps than global_steps allow (their load_state_dict then bounds
+        # each total by these steps; another type is refused there)
+        counters = (entry["kind"], entry["name"]) == (ComputeTotals.kind, ComputeTotals.name)
+        steps = entry["state"].get("steps") if counters else None
+        if isinstance(steps, int) and not isinstance(steps, bool) and steps > most:
+            return (
+                f"{role} counters {ComputeTotals.name!r}: state['steps'] is {steps}: it is at most global_steps "
+                f"({global_steps}) x {MOST_STEPS_PER_GLOBAL_STEP} (the most DataFlex steps a framework step runs) = {most}"
+            )
+        problem = next(_ledger_problems(entry["state"], f"{role} {entry['kind']} {entry['name']!r}: state"), None)
         if problem is not None:
             return problem
     return None
 
 
-def _compute_steps_problem(steps: Any, global_steps: int, role: str) -> str | None:
-    """The compute totals count no more DataFlex steps than the checkpoint's ``global_steps`` allow (their
-    ``load_state_dict`` then bounds each total by these steps; another type is refused there)."""
-    most = global_steps * MOST_STEPS_PER_GLOBAL_STEP
-    if isinstance(steps, int) and not isinstance(steps, bool) and steps > most:
-        return (
-            f"{role} counters {ComputeTotals.name!r}: state['steps'] is {steps}: it is at most global_steps "
-            f"({global_steps}) x {MOST_STEPS_PER_GLOBAL_STEP} (the most DataFlex steps a framework step runs) = {most}"
-        )
-    return None
-
-
-def _walk(state: Any, where: str) -> str | None:
+def _ledger_problems(state: Any, where: str) -> Iterator[str]:
+    """The problems of the per-prompt ledgers anywhere in ``state``, depth first (the caller takes the first)."""
     if not isinstance(state, Mapping):
-        return None
+        return
     if ("ids" in state or "ids_utf8" in state) and any(column in state for column in COLUMNS):
         problem = _ledger_problem(state, where)
         if problem is not None:
-            return problem
+            yield problem
     for key, value in state.items():
-        problem = _walk(value, f"{where}[{key!r}]")
-        if problem is not None:
-            return problem
-    return None
+        yield from _ledger_problems(value, f"{where}[{key!r}]")
 
 
 def _ledger_problem(state: Mapping[str, Any], where: str) -> str | None:

@@ -32,6 +32,10 @@ class _Call:
     warned: bool = False
 
 
+def _at(step: int | None) -> str:
+    return "" if step is None else f" at step {step}"
+
+
 def _where(thread: int) -> str:
     """``file:line in function`` of the innermost frame ``thread`` is executing."""
     frame = sys._current_frames().get(thread)
@@ -89,10 +93,6 @@ class Watchdog:
                     "hang must time out its own work)",
                     call.label, _at(call.step), now - call.start, call.budget, _where(call.thread),
                 )  # fmt: skip
-
-
-def _at(step: int | None) -> str:
-    return "" if step is None else f" at step {step}"
 
 
 #: The process's one watchdog.

@@ -25,11 +25,6 @@ LOSS_UNITS = (TOKEN_UNIT, SEQUENCE_UNIT)
 _FLOAT32 = torch.finfo(torch.float32)
 
 
-def _working(weights: torch.Tensor) -> torch.Tensor:
-    """float32 and float64 weights as they are; lower precisions, integers and bools as float32."""
-    return weights if weights.dtype in (torch.float32, torch.float64) else weights.to(torch.float32)
-
-
 def _divide_(weights: torch.Tensor, denominator: float) -> torch.Tensor:
     """``weights / denominator`` in place on our own tensor, float32 out; exact where the denominator is
     outside float32's range (the division then goes through float64)."""
@@ -41,7 +36,8 @@ def _divide_(weights: torch.Tensor, denominator: float) -> torch.Tensor:
 def to_token_weights(weights: torch.Tensor, valid_tokens: torch.Tensor) -> torch.Tensor:
     """``(bs,)`` per-sample or ``(bs, L)`` per-token weights -> ``(bs, L)``, 0 on invalid tokens; float32 (float64
     stays float64 until normalised, so values beyond float32's range survive)."""
-    w = _working(weights)
+    # float32 and float64 weights as they are; lower precisions, integers and bools as float32
+    w = weights if weights.dtype in (torch.float32, torch.float64) else weights.to(torch.float32)
     if w.dim() == 1:
         w = w.unsqueeze(-1)
     return torch.where(valid_tokens, w, torch.zeros((), dtype=w.dtype, device=w.device))
@@ -81,19 +77,6 @@ def _own_unit_mean(factor: torch.Tensor, token_counts: torch.Tensor, unit: str) 
     return factor, mean
 
 
-def sample_unit_mean(weights: torch.Tensor, token_counts: torch.Tensor, unit: str) -> torch.Tensor:
-    """:func:`unit_mean` of per-sample weights broadcast to their rows' valid tokens, without expanding them.
-
-    :param token_counts: ``(bs,)`` valid tokens per row (0 for padding and empty rows).
-    """
-    rows = token_counts > 0
-    w = torch.where(rows, weights.to(torch.float64), torch.zeros((), dtype=torch.float64, device=weights.device))
-    if unit == TOKEN_UNIT:
-        counts = token_counts.to(torch.float64)
-        return (w * counts).sum() / counts.sum().clamp(min=1)
-    return w.sum() / rows.sum().clamp(min=1)
-
-
 def finalize_samples(weights: torch.Tensor, token_counts: torch.Tensor, unit: str) -> torch.Tensor:
     """Per-sample weights normalised in ``unit`` without expanding them to tokens.
 
@@ -104,7 +87,11 @@ def finalize_samples(weights: torch.Tensor, token_counts: torch.Tensor, unit: st
     """
     rows = token_counts > 0
     w = torch.where(rows, weights.to(torch.float64), torch.zeros((), dtype=torch.float64, device=weights.device))
-    denominator = sample_unit_mean(w, token_counts, unit)
+    if unit == TOKEN_UNIT:  # each row's weight counts once per valid token
+        counts = token_counts.to(torch.float64)
+        denominator = (w * counts).sum() / counts.sum().clamp(min=1)
+    else:
+        denominator = w.sum() / rows.sum().clamp(min=1)
     if not denominator > 0:
         raise InvalidOutputError("every valid token got weight 0; at least one must be positive")
     return (w / denominator).to(torch.float32)
@@ -139,45 +126,38 @@ def finalize(
     if unit not in LOSS_UNITS:
         raise ValueError(f"unit must be one of {', '.join(LOSS_UNITS)}, got {unit!r}")
     try:
-        return _normalised(dataflex_weights, valid_tokens, unit, importance_weights, token_counts)
+        if dataflex_weights.dim() == 1 and importance_weights is None:
+            factor = finalize_samples(dataflex_weights, token_counts, unit)
+            return factor, factor
+        factor = to_token_weights(dataflex_weights, valid_tokens)
+        if not bool(token_counts.sum()):
+            factor = factor.to(torch.float32)
+            return factor, factor
+        factor, denominator = _own_unit_mean(factor, token_counts, unit)  # our own tensor
+        if not denominator > 0:
+            raise InvalidOutputError("every valid token got weight 0; at least one must be positive")
+        # Mean one over non-negative weights: each is at most the number of valid tokens, so finite.
+        factor = _divide_(factor, denominator)
+        if importance_weights is None:
+            return factor, factor
+        base = importance_weights.to(torch.float32)
+        product = factor * base
+        target = float(masked_unit_mean(torch.where(valid_tokens, base, 0.0), token_counts, unit))
+        product, denominator = _own_unit_mean(product, token_counts, unit)  # factor is 0 off valid tokens
+        if math.isnan(denominator):  # the framework's weights hold inf or NaN (an overflowing sum was rescaled)
+            raise InvalidOutputError("the normalised weights are not finite (weights too extreme to scale to mean one)")
+        if not denominator > 0:
+            if target > 0:
+                raise InvalidOutputError(
+                    "the dataflex weights are 0 wherever the framework's importance weights are positive, so the "
+                    "product leaves no valid token with positive weight"
+                )
+            return product, factor
+        if not target > 0:  # the framework's own weights have no positive mean to keep
+            return product, factor
+        scale = denominator / target
+        return _divide_(product, scale), _divide_(factor, scale)
     except InvalidOutputError as exc:
         if owner is None:
             raise
         raise InvalidOutputError(f"{owner} returned invalid weights at step {step}: {exc}") from exc
-
-
-def _normalised(
-    weights: torch.Tensor, valid_tokens: torch.Tensor, unit: str, importance: torch.Tensor | None, counts: torch.Tensor
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """:func:`finalize`'s ``(applied, factor)``."""
-    if weights.dim() == 1 and importance is None:
-        factor = finalize_samples(weights, counts, unit)
-        return factor, factor
-    factor = to_token_weights(weights, valid_tokens)
-    if not bool(counts.sum()):
-        factor = factor.to(torch.float32)
-        return factor, factor
-    factor, denominator = _own_unit_mean(factor, counts, unit)  # our own tensor
-    if not denominator > 0:
-        raise InvalidOutputError("every valid token got weight 0; at least one must be positive")
-    # Mean one over non-negative weights: each is at most the number of valid tokens, so finite.
-    factor = _divide_(factor, denominator)
-    if importance is None:
-        return factor, factor
-    base = importance.to(torch.float32)
-    product = factor * base
-    target = float(masked_unit_mean(torch.where(valid_tokens, base, 0.0), counts, unit))
-    product, denominator = _own_unit_mean(product, counts, unit)  # factor is 0 off valid tokens
-    if math.isnan(denominator):  # the framework's weights hold inf or NaN (an overflowing sum was rescaled)
-        raise InvalidOutputError("the normalised weights are not finite (weights too extreme to scale to mean one)")
-    if not denominator > 0:
-        if target > 0:
-            raise InvalidOutputError(
-                "the dataflex weights are 0 wherever the framework's importance weights are positive, so the "
-                "product leaves no valid token with positive weight"
-            )
-        return product, factor
-    if not target > 0:  # the framework's own weights have no positive mean to keep
-        return product, factor
-    scale = denominator / target
-    return _divide_(product, scale), _divide_(factor, scale)
