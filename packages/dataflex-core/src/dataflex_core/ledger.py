@@ -281,14 +281,13 @@ class PromptLedger:
         """The share of the dataset's prompts rolled out at least once (a running count: O(1) per step)."""
         return self._seen / max(len(self), 1)
 
-    def _take(self, columns: Mapping[str, torch.Tensor], last_step: int) -> None:
-        for column, tensor in columns.items():
-            setattr(self, column, tensor)
+    def _loaded(self, last_step: int) -> None:
         self.last_step = int(last_step)
-        self._seen = int((self.times_sampled > 0).sum())
+        self._seen = int(np.count_nonzero(self.times_sampled.numpy()))  # a count is checked >= 0 before it is taken
 
     def state_dict(self) -> dict[str, Any]:
-        """The ids and each counter column, not copied (the checkpoint serialises them at once)."""
+        """The ids and each counter column, not copied (the checkpoint serialises them at once; a later
+        :meth:`load_state_dict` writes into them)."""
         return {
             "prompt_key": self.ids.key,
             **self.ids.state(),
@@ -298,9 +297,9 @@ class PromptLedger:
         }
 
     def load_state_dict(self, state: dict[str, Any], source: str = "the checkpoint") -> None:
-        """Restore a saved ledger into copies of its columns (a ``state_dict()`` of another live ledger shares nothing
-        with this one); state recorded for another dataset or prompt key, or with a counter no run records
-        (:func:`~dataflex_core.ledger_file.check_columns`), is refused. A counter the state lacks stays fresh."""
+        """Copy a saved ledger into this ledger's own columns, as torch's ``Module.load_state_dict`` does (it never
+        shares the state given); state recorded for another dataset or prompt key, or with a counter no run records
+        (:func:`~dataflex_core.ledger_file.check_columns`), is refused. A counter the state lacks is made fresh."""
         saved_ids = PromptIds.from_state(state)
         if (
             state["prompt_key"] != self.ids.key
@@ -321,7 +320,7 @@ class PromptLedger:
                 f"{source}'s prompt history has last_step={last_step!r}: the last step recorded is a whole number "
                 f"between 0 and {INT64_MAX}; resume from another checkpoint"
             )
-        saved: dict[str, torch.Tensor] = {}
+        saved: dict[str, np.ndarray] = {}
         for column in COLUMNS:
             value = state.get(column)
             if value is None:
@@ -332,16 +331,16 @@ class PromptLedger:
                     f"{source}'s prompt history has {column} of shape {tuple(value.shape)} ({value.dtype}), not "
                     f"({len(self)},) numbers: it was cut or altered; resume from another checkpoint"
                 )
-            saved[column] = value
-        # checked as saved, before the cast to the counters' dtypes (a float 1e19 would wrap to INT64_MIN)
-        check_columns(source, {c: v.numpy() for c, v in saved.items()}, 0, self.ids.values)
-        columns = {
-            column: saved[column].to(dtype, copy=True)
-            if column in saved
-            else torch.full((len(self),), fresh, dtype=dtype)
-            for column, (dtype, fresh) in COLUMNS.items()
-        }
-        self._take(columns, last_step)
+            saved[column] = value.numpy()
+        # checked as saved, before the cast to the counters' dtypes (a float 1e19 would wrap to INT64_MIN), then copied
+        # in this thread into pages already resident (fresh columns took a page fault per 512 values)
+        check_columns(source, saved, 0, self.ids.values)
+        for column, (_, fresh) in COLUMNS.items():
+            if column in saved:
+                np.copyto(getattr(self, column).numpy(), saved[column], casting="unsafe")
+            else:
+                getattr(self, column).fill_(fresh)
+        self._loaded(last_step)
 
     def _check_threshold(self, saved: Any, what: str) -> None:
         if saved != self.success_threshold:
@@ -403,7 +402,7 @@ class PromptLedger:
             self._reset()
             raise
         self._check_threshold(header.get("success_threshold"), f"the ledger {path}")
-        self._take({c: getattr(self, c) for c in COLUMNS}, header["last_step"])
+        self._loaded(header["last_step"])
         logger.info("dataflex: the prompt ledger starts from %s (%d prompts)", path, len(self))
 
     def _reset(self) -> None:
