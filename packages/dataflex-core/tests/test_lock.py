@@ -360,6 +360,15 @@ def test_compare_gives_one_row_per_kind_of_difference():
     assert "modified p/__init__.py" in table and "p=p2" in table
 
 
+def test_the_verify_table_escapes_control_characters_so_a_file_name_forges_no_row():
+    from dataflex_core.lock.compare import Difference
+
+    forged = Difference("content", "p", "1.0", "1.0", "modified p/x.py\n  missing  evil  1.0  -  planted\x1b[8m")
+    lines = format_differences([forged]).splitlines()
+    assert len(lines) == 2 and "\x1b" not in lines[1] and lines[1].endswith("planted\\x1b[8m")
+    assert "x.py\\n  missing" in lines[1]  # the name is shown, escaped, in its own cell
+
+
 def test_enforce_raises_on_any_refused_difference_and_warns_on_accepted_drift():
     expected = PluginSet("0.1.0", {"p": _record("p")})
     drifted = PluginSet("0.1.0", {"p": _record("p", version="1.1", files={"p/__init__.py": "bb"})})

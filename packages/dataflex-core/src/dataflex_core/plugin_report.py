@@ -42,11 +42,5 @@ def plugin_table(rows: list[dict[str, Any]]) -> str:
             comps = f"{comps}; clash: {clashed}" if comps else f"clash: {clashed}"
         status_text = comps if row["status"] != "failed" else row.get("error", "")
         cells = (row["entry_point"], row["distribution"] or "-", row["version"] or "-", row["status"], status_text)
-        table.append(tuple(_one_line(str(cell)) for cell in cells))
+        table.append(cells)
     return format_table(table)
-
-
-def _one_line(text: str) -> str:
-    """``text`` with each control character (a newline, an escape sequence's ESC) written as its escape, so what a
-    plugin's metadata or error says stays in its own cell and row."""
-    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)

@@ -16,10 +16,6 @@ import numpy as np
 import torch
 
 
-def _numpy_state_equal(a: Any, b: Any) -> bool:
-    return a[0] == b[0] and np.array_equal(a[1], b[1]) and tuple(a[2:]) == tuple(b[2:])
-
-
 @dataclass
 class ProcessState:
     """The framework's process-wide settings at one moment."""
@@ -59,7 +55,7 @@ class ProcessState:
         same = {
             "torch": torch.equal(self.torch_rng, now.torch_rng),
             "torch.cuda": self.cuda_rng is None or now.cuda_rng is None or torch.equal(self.cuda_rng, now.cuda_rng),
-            "numpy": _numpy_state_equal(self.numpy_rng, now.numpy_rng),
+            "numpy": all(np.array_equal(a, b) for a, b in zip(self.numpy_rng, now.numpy_rng)),
             "random": self.python_rng == now.python_rng,
         }
         drawn = [name for name, unchanged in same.items() if not unchanged]
